@@ -1,0 +1,48 @@
+// The resource policy: what one sandboxed run may consume.
+//
+// Defaults are the reference's: 100 % of one CPU, 1 GiB memory, 1 GiB swap,
+// 64 processes, 256 open files, 5 MiB of output, 30 s wall clock, 1.5 s grace
+// between SIGTERM and SIGKILL; CPU time, disk and working-directory size are
+// unlimited unless set. Every value set must be > 0 (validate() throws
+// SandboxConfigError naming the field).
+//
+// Sizes are written as bytes or with a binary suffix: "512M", "1.5G", "64K",
+// "2GiB", "1T" (K = 1024). Durations are seconds, optionally with an "s":
+// "30", "1.5", "2s".
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "pulsebox/export.h"
+
+namespace pulsebox {
+
+struct ResourcePolicy {
+  double cpu_quota_percent = 100.0;
+  std::optional<double> cpu_time_seconds;
+  std::uint64_t memory_bytes = 1ull << 30;
+  std::optional<std::uint64_t> swap_bytes = 1ull << 30;
+  std::optional<std::uint64_t> disk_bytes;
+  std::uint64_t max_processes = 64;
+  std::uint64_t max_open_files = 256;
+  std::uint64_t max_output_bytes = 5ull << 20;
+  double wall_time_seconds = 30.0;
+  double termination_grace_seconds = 1.5;
+  std::optional<std::uint64_t> working_directory_bytes;
+
+  // Throws SandboxConfigError naming the first invalid field.
+  PULSEBOX_API void validate() const;
+};
+
+// Throw SandboxConfigError; `what` names the input in the message
+// (e.g. "--memory").
+PULSEBOX_API std::uint64_t parse_size(std::string_view text, std::string_view what = "size");
+PULSEBOX_API double parse_duration_seconds(std::string_view text,
+                                           std::string_view what = "duration");
+// "1.5 GiB", "512 MiB", "17 B".
+PULSEBOX_API std::string format_size(std::uint64_t bytes);
+
+}  // namespace pulsebox

@@ -1,0 +1,91 @@
+// The outcome of one sandboxed run, and its JSON form (the `--json` object of
+// `pulsebox run`, see docs/cli.md):
+//
+// {"command", "exit_code", "signal", "stdout", "stderr", "duration_ms",
+//  "timed_out", "truncated", "termination_reason", "metrics": {"elapsed_ms",
+//  "cpu_time_ms", "peak_memory_bytes", "process_count", "output_bytes"},
+//  "isolation_level", "enforcement": {"network", "secrets", "filesystem",
+//  "limits", "syscalls"}, "transaction_id", "changes": [{"path", "kind"}]}
+//
+// stdout and stderr are bytes; in JSON, invalid UTF-8 is replaced by U+FFFD.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "pulsebox/export.h"
+
+namespace pulsebox {
+
+enum class EnforcementLevel { StronglyEnforced, PartiallyEnforced, Advisory, Unsupported };
+
+enum class TerminationReason {
+  None,  // the command exited by itself
+  Timeout,
+  Oom,
+  Pids,
+  CpuTime,
+  OutputLimit,
+  DiskLimit,
+  Signal,
+  Cancelled,
+  LaunchError,
+  Seccomp,
+};
+
+enum class ChangeKind { Added, Modified, Deleted, Mode, Symlink };
+
+// "strongly_enforced", "timeout" (None -> JSON null), "added", ...
+PULSEBOX_API std::string_view to_string(EnforcementLevel level);
+PULSEBOX_API std::string_view to_string(TerminationReason reason);
+PULSEBOX_API std::string_view to_string(ChangeKind kind);
+PULSEBOX_API std::optional<EnforcementLevel> parse_enforcement_level(std::string_view text);
+
+struct ExecutionMetrics {
+  double elapsed_ms = 0;
+  double cpu_time_ms = 0;
+  std::uint64_t peak_memory_bytes = 0;
+  std::uint64_t process_count = 0;
+  std::uint64_t output_bytes = 0;
+};
+
+struct Enforcement {
+  EnforcementLevel network = EnforcementLevel::Unsupported;
+  EnforcementLevel secrets = EnforcementLevel::Unsupported;
+  EnforcementLevel filesystem = EnforcementLevel::Unsupported;
+  EnforcementLevel limits = EnforcementLevel::Unsupported;
+  EnforcementLevel syscalls = EnforcementLevel::Unsupported;
+};
+
+struct Change {
+  std::string path;
+  ChangeKind kind = ChangeKind::Modified;
+};
+
+struct ProcessResult {
+  std::string command;
+  int exit_code = 0;
+  std::optional<int> signal;  // set when the command died of a signal
+  std::string stdout_data;
+  std::string stderr_data;
+  double duration_ms = 0;
+  bool timed_out = false;
+  bool truncated = false;
+  TerminationReason termination_reason = TerminationReason::None;
+  // Free text next to the reason, e.g. the launch stage that failed.
+  std::string termination_detail;
+  ExecutionMetrics metrics;
+  std::string isolation_level;  // "native", "host_unsafe", "remote_container", ...
+  Enforcement enforcement;
+  std::optional<std::string> transaction_id;
+  std::vector<Change> changes;
+  std::int64_t pid = 0;
+};
+
+// One JSON object (no trailing newline).
+PULSEBOX_API std::string to_json(const ProcessResult& result);
+
+}  // namespace pulsebox

@@ -1,0 +1,18 @@
+// Subcommand registration. Each cmd_*.cc adds its subcommands to the app and
+// stores the exit status of the one that ran in `exit_code`.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace pulsebox::cli {
+
+// Exit statuses shared by every subcommand (see docs/cli.md).
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitCheckFailed = 1;  // the input was read and is invalid
+inline constexpr int kExitUsage = 125;      // pulsebox itself refused or failed
+
+void register_policy_commands(CLI::App& app, int& exit_code);
+void register_audit_commands(CLI::App& app, int& exit_code);
+void register_scrub_command(CLI::App& app, int& exit_code);
+
+}  // namespace pulsebox::cli

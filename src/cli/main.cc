@@ -1,0 +1,52 @@
+// The `pulsebox` command line. See docs/cli.md for the contract.
+#include <CLI/CLI.hpp>
+#include <exception>
+#include <iostream>
+
+#include "cli/commands.h"
+#include "cli/output.h"
+#include "pulsebox/version.h"
+
+namespace {
+
+std::string first_line(const std::string& text) {
+  const auto newline = text.find('\n');
+  return newline == std::string::npos ? text : text.substr(0, newline);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace pulsebox::cli;
+  CLI::App app{"pulsebox: run untrusted commands in a sandbox built from Linux primitives"};
+  app.name("pulsebox");
+  app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("pulsebox ") + std::string(pulsebox::version()));
+
+  int exit_code = kExitOk;
+  app.add_subcommand("version", "Print the version")->callback([] {
+    std::cout << "pulsebox " << pulsebox::version() << "\n";
+  });
+  register_policy_commands(app, exit_code);
+  register_audit_commands(app, exit_code);
+  register_scrub_command(app, exit_code);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& help) {
+    return app.exit(help);
+  } catch (const CLI::CallForAllHelp& help) {
+    return app.exit(help);
+  } catch (const CLI::CallForVersion& version) {
+    return app.exit(version);
+  } catch (const CLI::ParseError& error) {
+    print_error(first_line(error.what()) + " (see `pulsebox --help`)");
+    return kExitUsage;
+  } catch (const std::exception& error) {
+    // Subcommands report their own errors; this is the last line of defence
+    // so that no input ever produces a stack trace.
+    print_error(first_line(error.what()));
+    return kExitUsage;
+  }
+  return exit_code;
+}

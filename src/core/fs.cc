@@ -1,0 +1,92 @@
+#include "core/fs.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <random>
+
+namespace pulsebox::core {
+
+Result<std::string> read_all(int fd, std::uint64_t limit, std::string_view what) {
+  std::string out;
+  char buffer[65536];
+  for (;;) {
+    const ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Error::from_errno("io", "reading " + std::string(what));
+    }
+    if (n == 0) break;
+    if (out.size() + static_cast<std::uint64_t>(n) > limit) {
+      return Error(ErrorKind::kResource, "io",
+                   std::string(what) + " is larger than the limit of " + std::to_string(limit) +
+                       " bytes");
+    }
+    out.append(buffer, static_cast<std::size_t>(n));
+  }
+  return out;
+}
+
+Result<std::string> read_file(const std::filesystem::path& path, std::uint64_t limit) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY));
+  if (!fd) {
+    Error error = Error::from_errno("io", "cannot open " + path.string());
+    if (errno == ENOENT) std::move(error).with_kind(ErrorKind::kInvalidInput);
+    return error;
+  }
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) return Error::from_errno("io", "cannot stat " + path.string());
+  if (!S_ISREG(st.st_mode)) {
+    return Error(ErrorKind::kInvalidInput, "io", path.string() + " is not a regular file");
+  }
+  return read_all(fd.get(), limit, path.string());
+}
+
+Status write_all(int fd, std::string_view bytes, std::string_view what) {
+  while (!bytes.empty()) {
+    const ssize_t n = ::write(fd, bytes.data(), bytes.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Error::from_errno("io", "writing " + std::string(what));
+    }
+    bytes.remove_prefix(static_cast<std::size_t>(n));
+  }
+  return ok_status();
+}
+
+Result<UniqueFd> open_directory(const std::filesystem::path& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!fd) return Error::from_errno("io", "cannot open directory " + path.string());
+  return fd;
+}
+
+Status write_file_atomic(const std::filesystem::path& path, std::string_view bytes,
+                         unsigned mode) {
+  const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : ".";
+  std::random_device entropy;
+  const std::string tmp_name =
+      "." + path.filename().string() + ".tmp-" + std::to_string(entropy()) + "-" + std::to_string(::getpid());
+  const std::filesystem::path tmp = dir / tmp_name;
+  UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode));
+  if (!fd) return Error::from_errno("io", "cannot create " + tmp.string());
+  Status written = write_all(fd.get(), bytes, tmp.string());
+  if (written.ok() && ::fsync(fd.get()) != 0) {
+    written = Error::from_errno("io", "fsync " + tmp.string());
+  }
+  fd.reset();
+  if (!written.ok()) {
+    ::unlink(tmp.c_str());
+    return written;
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    Error error = Error::from_errno("io", "cannot rename " + tmp.string() + " to " + path.string());
+    ::unlink(tmp.c_str());
+    return error;
+  }
+  PB_TRY(dir_fd, open_directory(dir));
+  if (::fsync(dir_fd.get()) != 0) return Error::from_errno("io", "fsync " + dir.string());
+  return ok_status();
+}
+
+}  // namespace pulsebox::core

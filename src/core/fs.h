@@ -1,0 +1,34 @@
+// File helpers returning Result: whole-file reads with a size cap and atomic
+// replacement (temp file, fsync, rename, directory fsync).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <string_view>
+
+#include "core/result.h"
+#include "core/unique_fd.h"
+
+namespace pulsebox::core {
+
+inline constexpr std::uint64_t kDefaultReadLimit = 64ull << 20;
+
+// Reads all of `fd` (from its current offset) up to `limit` bytes; more is an
+// error of kind kResource, so a file that grows while read is never truncated
+// silently.
+Result<std::string> read_all(int fd, std::uint64_t limit, std::string_view what);
+
+Result<std::string> read_file(const std::filesystem::path& path,
+                              std::uint64_t limit = kDefaultReadLimit);
+
+// Writes `bytes` to a temporary file next to `path`, fsyncs it, renames it
+// over `path` and fsyncs the directory: readers see the old or the new file.
+Status write_file_atomic(const std::filesystem::path& path, std::string_view bytes,
+                         unsigned mode = 0644);
+
+Status write_all(int fd, std::string_view bytes, std::string_view what);
+
+Result<UniqueFd> open_directory(const std::filesystem::path& path);
+
+}  // namespace pulsebox::core

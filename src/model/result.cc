@@ -1,0 +1,93 @@
+#include "pulsebox/result.h"
+
+#include <nlohmann/json.hpp>
+
+namespace pulsebox {
+
+std::string_view to_string(EnforcementLevel level) {
+  switch (level) {
+    case EnforcementLevel::StronglyEnforced: return "strongly_enforced";
+    case EnforcementLevel::PartiallyEnforced: return "partially_enforced";
+    case EnforcementLevel::Advisory: return "advisory";
+    case EnforcementLevel::Unsupported: return "unsupported";
+  }
+  return "unsupported";
+}
+
+std::optional<EnforcementLevel> parse_enforcement_level(std::string_view text) {
+  for (auto level : {EnforcementLevel::StronglyEnforced, EnforcementLevel::PartiallyEnforced,
+                     EnforcementLevel::Advisory, EnforcementLevel::Unsupported}) {
+    if (to_string(level) == text) return level;
+  }
+  return std::nullopt;
+}
+
+std::string_view to_string(TerminationReason reason) {
+  switch (reason) {
+    case TerminationReason::None: return "";
+    case TerminationReason::Timeout: return "timeout";
+    case TerminationReason::Oom: return "oom";
+    case TerminationReason::Pids: return "pids";
+    case TerminationReason::CpuTime: return "cpu_time";
+    case TerminationReason::OutputLimit: return "output_limit";
+    case TerminationReason::DiskLimit: return "disk_limit";
+    case TerminationReason::Signal: return "signal";
+    case TerminationReason::Cancelled: return "cancelled";
+    case TerminationReason::LaunchError: return "launch_error";
+    case TerminationReason::Seccomp: return "seccomp";
+  }
+  return "";
+}
+
+std::string_view to_string(ChangeKind kind) {
+  switch (kind) {
+    case ChangeKind::Added: return "added";
+    case ChangeKind::Modified: return "modified";
+    case ChangeKind::Deleted: return "deleted";
+    case ChangeKind::Mode: return "mode";
+    case ChangeKind::Symlink: return "symlink";
+  }
+  return "modified";
+}
+
+std::string to_json(const ProcessResult& result) {
+  using json = nlohmann::ordered_json;
+  json out;
+  out["command"] = result.command;
+  out["exit_code"] = result.exit_code;
+  out["signal"] = result.signal ? json(*result.signal) : json(nullptr);
+  out["stdout"] = result.stdout_data;
+  out["stderr"] = result.stderr_data;
+  out["duration_ms"] = result.duration_ms;
+  out["timed_out"] = result.timed_out;
+  out["truncated"] = result.truncated;
+  out["termination_reason"] = result.termination_reason == TerminationReason::None
+                                  ? json(nullptr)
+                                  : json(std::string(to_string(result.termination_reason)));
+  if (!result.termination_detail.empty()) out["termination_detail"] = result.termination_detail;
+  out["metrics"] = {
+      {"elapsed_ms", result.metrics.elapsed_ms},
+      {"cpu_time_ms", result.metrics.cpu_time_ms},
+      {"peak_memory_bytes", result.metrics.peak_memory_bytes},
+      {"process_count", result.metrics.process_count},
+      {"output_bytes", result.metrics.output_bytes},
+  };
+  out["isolation_level"] = result.isolation_level;
+  out["enforcement"] = {
+      {"network", std::string(to_string(result.enforcement.network))},
+      {"secrets", std::string(to_string(result.enforcement.secrets))},
+      {"filesystem", std::string(to_string(result.enforcement.filesystem))},
+      {"limits", std::string(to_string(result.enforcement.limits))},
+      {"syscalls", std::string(to_string(result.enforcement.syscalls))},
+  };
+  out["transaction_id"] = result.transaction_id ? json(*result.transaction_id) : json(nullptr);
+  json changes = json::array();
+  for (const Change& change : result.changes) {
+    changes.push_back({{"path", change.path}, {"kind", std::string(to_string(change.kind))}});
+  }
+  out["changes"] = std::move(changes);
+  out["pid"] = result.pid;
+  return out.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+}  // namespace pulsebox

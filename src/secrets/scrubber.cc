@@ -1,0 +1,424 @@
+#include <re2/re2.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <optional>
+#include <set>
+
+#include "pulsebox/secrets.h"
+
+namespace pulsebox {
+namespace {
+
+struct Range {
+  std::size_t begin;
+  std::size_t end;
+};
+
+// Bytes the stream may hold back while waiting for the rest of a secret.
+constexpr std::size_t kMaxCarry = 64 * 1024;
+// A base64 fragment shorter than this would match ordinary text too often.
+constexpr std::size_t kMinBase64Fragment = 8;
+
+const char* const kAssignmentKeywords =
+    "api[_-]?key|secret[_-]?key|client[_-]?secret|secret|password|passwd|pwd|"
+    "access[_-]?token|auth[_-]?token|refresh[_-]?token|token";
+
+RE2::Options latin1_options(bool longest_match) {
+  RE2::Options options;
+  // Latin-1 so that any byte sequence (binary output) is matched byte-wise.
+  options.set_encoding(RE2::Options::EncodingLatin1);
+  options.set_longest_match(longest_match);
+  options.set_log_errors(false);
+  options.set_max_mem(64 << 20);
+  return options;
+}
+
+std::string url_encode(std::string_view value, bool plus_for_space) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  for (char c : value) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (std::isalnum(byte) || c == '-' || c == '_' || c == '.' || c == '~') {
+      out.push_back(c);
+    } else if (c == ' ' && plus_for_space) {
+      out.push_back('+');
+    } else {
+      out.push_back('%');
+      out.push_back(kHex[byte >> 4]);
+      out.push_back(kHex[byte & 0xF]);
+    }
+  }
+  return out;
+}
+
+std::string json_escape(std::string_view value, bool escape_slash) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (char c : value) {
+    const auto byte = static_cast<unsigned char>(c);
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      case '\b': out += "\\b"; break;
+      case '\f': out += "\\f"; break;
+      case '/':
+        out += escape_slash ? "\\/" : "/";
+        break;
+      default:
+        if (byte < 0x20) {
+          out += "\\u00";
+          out.push_back(kHex[byte >> 4]);
+          out.push_back(kHex[byte & 0xF]);
+        } else {
+          out.push_back(c);
+        }
+    }
+  }
+  return out;
+}
+
+std::string base64_unpadded(std::string_view bytes, bool url_safe) {
+  const char* alphabet = url_safe
+                             ? "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+                             : "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  std::uint32_t acc = 0;
+  int bits = 0;
+  for (char c : bytes) {
+    acc = (acc << 8) | static_cast<unsigned char>(c);
+    bits += 8;
+    while (bits >= 6) {
+      bits -= 6;
+      out.push_back(alphabet[(acc >> bits) & 0x3F]);
+    }
+  }
+  if (bits > 0) out.push_back(alphabet[(acc << (6 - bits)) & 0x3F]);
+  return out;
+}
+
+struct SecretForm {
+  std::string text;
+  bool case_insensitive;
+};
+
+// The forms in which a secret may show up in output.
+std::vector<SecretForm> secret_forms(const std::string& value) {
+  std::vector<SecretForm> forms;
+  forms.push_back({value, true});
+  for (bool plus : {false, true}) forms.push_back({url_encode(value, plus), true});
+  for (bool slash : {false, true}) forms.push_back({json_escape(value, slash), true});
+  // base64 of the value at each byte alignment inside a larger blob: keep only
+  // the characters that depend on the value's bytes alone.
+  for (std::size_t offset = 0; offset < 3; ++offset) {
+    std::string padded(offset, '\0');
+    padded += value;
+    padded.append(2, '\0');
+    const std::size_t first = (8 * offset + 5) / 6;
+    const std::size_t last = (8 * (offset + value.size())) / 6;
+    if (last <= first || last - first < kMinBase64Fragment) continue;
+    for (bool url_safe : {false, true}) {
+      forms.push_back({base64_unpadded(padded, url_safe).substr(first, last - first), false});
+    }
+  }
+  return forms;
+}
+
+}  // namespace
+
+struct SecretScrubber::Engine {
+  struct Pattern {
+    std::unique_ptr<RE2> re;
+    int group;  // 0 = the whole match, else only this capture is redacted
+  };
+
+  std::unique_ptr<RE2> literals;
+  std::size_t max_literal_length = 0;
+  std::vector<Pattern> patterns;
+  std::unique_ptr<RE2> pending_prefix;  // a secret that may continue in the next chunk
+  std::unique_ptr<RE2> pem_begin;
+  std::unique_ptr<RE2> pem_end;
+
+  static void collect(const RE2& re, int group, std::string_view text, std::vector<Range>& out) {
+    re2::StringPiece input(text.data(), text.size());
+    re2::StringPiece captures[2];
+    const int wanted = group + 1;
+    std::size_t pos = 0;
+    while (pos <= text.size() &&
+           re.Match(input, pos, text.size(), RE2::UNANCHORED, captures, wanted)) {
+      const std::size_t whole_begin = static_cast<std::size_t>(captures[0].data() - text.data());
+      const std::size_t whole_end = whole_begin + captures[0].size();
+      const re2::StringPiece& part = captures[group];
+      if (part.data() != nullptr && !part.empty()) {
+        const std::size_t begin = static_cast<std::size_t>(part.data() - text.data());
+        out.push_back({begin, begin + part.size()});
+      }
+      pos = whole_end > pos ? whole_end : pos + 1;
+    }
+  }
+
+  // All ranges to redact in `text`, sorted and merged.
+  std::vector<Range> find(std::string_view text) const {
+    std::vector<Range> ranges;
+    if (literals) collect(*literals, 0, text, ranges);
+    for (const Pattern& pattern : patterns) collect(*pattern.re, pattern.group, text, ranges);
+    std::sort(ranges.begin(), ranges.end(),
+              [](const Range& a, const Range& b) { return a.begin < b.begin; });
+    std::vector<Range> merged;
+    for (const Range& r : ranges) {
+      if (!merged.empty() && r.begin <= merged.back().end) {
+        merged.back().end = std::max(merged.back().end, r.end);
+      } else {
+        merged.push_back(r);
+      }
+    }
+    return merged;
+  }
+
+  static std::string apply(std::string_view text, const std::vector<Range>& ranges,
+                           std::size_t limit, bool* changed) {
+    std::string out;
+    out.reserve(limit);
+    std::size_t pos = 0;
+    for (const Range& r : ranges) {
+      if (r.end > limit) break;
+      out.append(text.substr(pos, r.begin - pos));
+      out.append(kReplacement);
+      pos = r.end;
+      *changed = true;
+    }
+    out.append(text.substr(pos, limit - pos));
+    return out;
+  }
+};
+
+namespace {
+
+std::unique_ptr<RE2> compile(const std::string& pattern, bool longest = false) {
+  auto re = std::make_unique<RE2>(pattern, latin1_options(longest));
+  // Built-in patterns are constants: failing to compile one is a programming
+  // error caught by the unit tests, never a runtime condition.
+  if (!re->ok()) std::abort();
+  return re;
+}
+
+}  // namespace
+
+std::string_view to_string(SecretMode mode) {
+  switch (mode) {
+    case SecretMode::DenyAll: return "deny_all";
+    case SecretMode::AllowExplicit: return "allow_explicit";
+    case SecretMode::AllowAll: return "allow_all";
+  }
+  return "deny_all";
+}
+
+SecretScrubber::SecretScrubber(const std::vector<std::string>& secrets, bool builtin_patterns)
+    : builtin_patterns_(builtin_patterns) {
+  for (const auto& secret : secrets) {
+    if (secret.size() >= kMinSecretLength) secrets_.push_back(secret);
+  }
+  rebuild();
+}
+
+SecretScrubber::~SecretScrubber() = default;
+SecretScrubber::SecretScrubber(const SecretScrubber&) = default;
+SecretScrubber& SecretScrubber::operator=(const SecretScrubber&) = default;
+SecretScrubber::SecretScrubber(SecretScrubber&&) noexcept = default;
+SecretScrubber& SecretScrubber::operator=(SecretScrubber&&) noexcept = default;
+
+void SecretScrubber::add_secret(std::string_view value) {
+  if (value.size() < kMinSecretLength) return;
+  secrets_.emplace_back(value);
+  rebuild();
+}
+
+std::size_t SecretScrubber::secret_count() const { return secrets_.size(); }
+
+void SecretScrubber::rebuild() {
+  auto engine = std::make_shared<Engine>();
+  std::set<std::string> seen;
+  std::string alternation;
+  for (const std::string& secret : secrets_) {
+    for (const SecretForm& form : secret_forms(secret)) {
+      if (form.text.size() < kMinSecretLength || !seen.insert(form.text).second) continue;
+      if (!alternation.empty()) alternation += '|';
+      alternation += form.case_insensitive ? "(?i:" + RE2::QuoteMeta(form.text) + ")"
+                                           : "(?:" + RE2::QuoteMeta(form.text) + ")";
+      engine->max_literal_length = std::max(engine->max_literal_length, form.text.size());
+    }
+  }
+  // Leftmost-longest: where two registered forms overlap, the longer wins.
+  if (!alternation.empty()) engine->literals = compile(alternation, /*longest=*/true);
+
+  if (builtin_patterns_) {
+    const std::string keywords = kAssignmentKeywords;
+    engine->patterns.push_back(
+        {compile("-----BEGIN[A-Z0-9 ]*PRIVATE KEY-----(?s:.*?)-----END[A-Z0-9 ]*PRIVATE KEY-----"), 0});
+    engine->patterns.push_back(
+        {compile("(?i:" + keywords + ")[\"']?[ \\t]*[:=][ \\t]*[\"']?([^\\s\"',;&]+)"), 1});
+    engine->patterns.push_back({compile("(?i:bearer)[ \\t]+([A-Za-z0-9._~+/=-]{4,})"), 1});
+    engine->patterns.push_back({compile("AIza[0-9A-Za-z_-]{35}"), 0});
+    engine->patterns.push_back({compile("\\bsk-[A-Za-z0-9_-]{20,}"), 0});
+    engine->patterns.push_back({compile("\\bgh[pousr]_[A-Za-z0-9]{36,}"), 0});
+    engine->patterns.push_back({compile("\\bxox[abposr]-[A-Za-z0-9-]{10,}"), 0});
+    engine->patterns.push_back(
+        {compile("\\beyJ[A-Za-z0-9_-]{4,}\\.eyJ[A-Za-z0-9_-]{4,}\\.[A-Za-z0-9_-]+"), 0});
+    engine->patterns.push_back(
+        {compile("\\b(?:AKIA|ASIA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA)[0-9A-Z]{16}\\b"), 0});
+    engine->pending_prefix = compile("(?:(?i:(?:" + keywords +
+                                     ")[\"']?[ \\t]*(?:[:=][ \\t]*[\"']?)?|bearer[ \\t]*)|"
+                                     "-----BEGIN[A-Z0-9 ]*)\\z");
+    engine->pem_begin = compile("-----BEGIN[A-Z0-9 ]*PRIVATE KEY-----");
+    engine->pem_end = compile("-----END[A-Z0-9 ]*PRIVATE KEY-----");
+  }
+  engine_ = std::move(engine);
+}
+
+SecretScrubber::Redaction SecretScrubber::scrub(std::string_view text) const {
+  Redaction result;
+  const auto ranges = engine_->find(text);
+  result.text = Engine::apply(text, ranges, text.size(), &result.changed);
+  return result;
+}
+
+bool SecretScrubber::contains_secret(std::string_view text) const {
+  if (!engine_->literals) return false;
+  return RE2::PartialMatch(re2::StringPiece(text.data(), text.size()), *engine_->literals);
+}
+
+// ---------------------------------------------------------------------------
+// Streaming
+
+struct SecretScrubber::Stream::State {
+  std::shared_ptr<const Engine> engine;
+  std::string carry;
+  bool in_private_key = false;  // dropping an oversized PEM block until its END line
+  bool redacted = false;
+
+  // Where the unfinished PEM private key block starts, if any.
+  std::optional<std::size_t> unfinished_private_key(std::string_view buffer) const {
+    if (!engine->pem_begin) return std::nullopt;
+    std::vector<Range> begins;
+    Engine::collect(*engine->pem_begin, 0, buffer, begins);
+    if (begins.empty()) return std::nullopt;
+    const Range last = begins.back();
+    std::vector<Range> ends;
+    Engine::collect(*engine->pem_end, 0, buffer.substr(last.end), ends);
+    if (!ends.empty()) return std::nullopt;
+    return last.begin;
+  }
+
+  std::string drain_private_key() {
+    std::vector<Range> ends;
+    Engine::collect(*engine->pem_end, 0, carry, ends);
+    if (ends.empty()) {
+      // Keep just enough to recognise an END line split across chunks.
+      if (carry.size() > 128) carry.erase(0, carry.size() - 128);
+      return {};
+    }
+    carry.erase(0, ends.front().end);
+    in_private_key = false;
+    return process();
+  }
+
+  std::string process() {
+    if (in_private_key) return drain_private_key();
+    const std::string_view buffer = carry;
+    const std::vector<Range> ranges = engine->find(buffer);
+
+    // Tokens after the last whitespace may still grow into a secret.
+    std::size_t cut = 0;
+    for (std::size_t i = buffer.size(); i > 0; --i) {
+      if (std::isspace(static_cast<unsigned char>(buffer[i - 1]))) {
+        cut = i;
+        break;
+      }
+    }
+    const std::size_t holdback =
+        engine->max_literal_length > 0 ? std::min(engine->max_literal_length - 1, buffer.size()) : 0;
+    cut = std::min(cut, buffer.size() - holdback);
+    if (engine->pending_prefix) {
+      re2::StringPiece match;
+      if (engine->pending_prefix->Match(re2::StringPiece(buffer.data(), buffer.size()), 0,
+                                        buffer.size(), RE2::UNANCHORED, &match, 1)) {
+        cut = std::min(cut, static_cast<std::size_t>(match.data() - buffer.data()));
+      }
+    }
+    const auto pem_start = unfinished_private_key(buffer);
+    if (pem_start) cut = std::min(cut, *pem_start);
+    for (const Range& r : ranges) {
+      if (r.begin < cut && r.end > cut) {
+        cut = r.begin;
+        break;
+      }
+    }
+
+    if (buffer.size() - cut > kMaxCarry) {
+      if (pem_start) {
+        // An oversized private key: replace it and drop input up to its END.
+        bool changed = false;
+        std::string out = Engine::apply(buffer, ranges, *pem_start, &changed);
+        out += kReplacement;
+        redacted = true;
+        carry.erase(0, *pem_start);
+        in_private_key = true;
+        return out + drain_private_key();
+      }
+      // A single token longer than the carry limit: emit all but the
+      // literal holdback, redacting a match that straddles the cut entirely.
+      cut = buffer.size() - holdback;
+      for (const Range& r : ranges) {
+        if (r.begin < cut && r.end > cut) cut = r.end;
+      }
+    }
+    bool changed = false;
+    std::string out = Engine::apply(buffer, ranges, cut, &changed);
+    redacted = redacted || changed;
+    carry.erase(0, cut);
+    return out;
+  }
+};
+
+SecretScrubber::Stream::Stream(std::unique_ptr<State> state) : state_(std::move(state)) {}
+SecretScrubber::Stream::~Stream() = default;
+SecretScrubber::Stream::Stream(Stream&&) noexcept = default;
+SecretScrubber::Stream& SecretScrubber::Stream::operator=(Stream&&) noexcept = default;
+
+std::string SecretScrubber::Stream::feed(std::string_view chunk) {
+  state_->carry.append(chunk);
+  // Cheap path: nothing can be emitted before a whitespace arrives unless the
+  // carry grew large, so skip rescanning for whitespace-free chunks.
+  const bool has_space = std::any_of(chunk.begin(), chunk.end(), [](char c) {
+    return std::isspace(static_cast<unsigned char>(c)) != 0;
+  });
+  if (!has_space && state_->carry.size() <= kMaxCarry && !state_->in_private_key) return {};
+  return state_->process();
+}
+
+std::string SecretScrubber::Stream::finish() {
+  if (state_->in_private_key) {
+    state_->carry.clear();
+    return {};
+  }
+  bool changed = false;
+  const auto ranges = state_->engine->find(state_->carry);
+  std::string out = Engine::apply(state_->carry, ranges, state_->carry.size(), &changed);
+  state_->redacted = state_->redacted || changed;
+  state_->carry.clear();
+  return out;
+}
+
+bool SecretScrubber::Stream::redacted() const { return state_->redacted; }
+
+SecretScrubber::Stream SecretScrubber::stream() const {
+  auto state = std::make_unique<Stream::State>();
+  state->engine = engine_;
+  return Stream(std::move(state));
+}
+
+}  // namespace pulsebox
