@@ -22,7 +22,7 @@ bool is_dangerous_environment_variable(std::string_view name) {
   for (auto prefix : kPrefixes) {
     if (name.substr(0, prefix.size()) == prefix) return true;
   }
-  return name.substr(0, 11) == "BASH_FUNC_";  // exported shell functions
+  return name.substr(0, 10) == "BASH_FUNC_";  // exported shell functions
 }
 
 std::map<std::string, std::string> build_sandbox_environment(

@@ -16,6 +16,14 @@ struct Range {
   std::size_t end;
 };
 
+// What one search found: the ranges to redact, and the whole matches they came
+// from (a stream must not cut inside "Bearer <value>", or the value would
+// lose the keyword that identifies it).
+struct Matches {
+  std::vector<Range> redact;
+  std::vector<Range> spans;
+};
+
 // Bytes the stream may hold back while waiting for the rest of a secret.
 constexpr std::size_t kMaxCarry = 64 * 1024;
 // A base64 fragment shorter than this would match ordinary text too often.
@@ -143,7 +151,8 @@ struct SecretScrubber::Engine {
   std::unique_ptr<RE2> pem_begin;
   std::unique_ptr<RE2> pem_end;
 
-  static void collect(const RE2& re, int group, std::string_view text, std::vector<Range>& out) {
+  static void collect(const RE2& re, int group, std::string_view text, std::vector<Range>& out,
+                      std::vector<Range>* spans = nullptr) {
     re2::StringPiece input(text.data(), text.size());
     re2::StringPiece captures[2];
     const int wanted = group + 1;
@@ -156,16 +165,13 @@ struct SecretScrubber::Engine {
       if (part.data() != nullptr && !part.empty()) {
         const std::size_t begin = static_cast<std::size_t>(part.data() - text.data());
         out.push_back({begin, begin + part.size()});
+        if (spans != nullptr) spans->push_back({whole_begin, whole_end});
       }
       pos = whole_end > pos ? whole_end : pos + 1;
     }
   }
 
-  // All ranges to redact in `text`, sorted and merged.
-  std::vector<Range> find(std::string_view text) const {
-    std::vector<Range> ranges;
-    if (literals) collect(*literals, 0, text, ranges);
-    for (const Pattern& pattern : patterns) collect(*pattern.re, pattern.group, text, ranges);
+  static std::vector<Range> sort_and_merge(std::vector<Range> ranges) {
     std::sort(ranges.begin(), ranges.end(),
               [](const Range& a, const Range& b) { return a.begin < b.begin; });
     std::vector<Range> merged;
@@ -177,6 +183,18 @@ struct SecretScrubber::Engine {
       }
     }
     return merged;
+  }
+
+  // All ranges to redact in `text` (sorted, merged) and their whole matches.
+  Matches find(std::string_view text) const {
+    Matches found;
+    if (literals) collect(*literals, 0, text, found.redact, &found.spans);
+    for (const Pattern& pattern : patterns) {
+      collect(*pattern.re, pattern.group, text, found.redact, &found.spans);
+    }
+    found.redact = sort_and_merge(std::move(found.redact));
+    found.spans = sort_and_merge(std::move(found.spans));
+    return found;
   }
 
   static std::string apply(std::string_view text, const std::vector<Range>& ranges,
@@ -270,9 +288,12 @@ void SecretScrubber::rebuild() {
         {compile("\\beyJ[A-Za-z0-9_-]{4,}\\.eyJ[A-Za-z0-9_-]{4,}\\.[A-Za-z0-9_-]+"), 0});
     engine->patterns.push_back(
         {compile("\\b(?:AKIA|ASIA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA)[0-9A-Z]{16}\\b"), 0});
-    engine->pending_prefix = compile("(?:(?i:(?:" + keywords +
-                                     ")[\"']?[ \\t]*(?:[:=][ \\t]*[\"']?)?|bearer[ \\t]*)|"
-                                     "-----BEGIN[A-Z0-9 ]*)\\z");
+    // A keyword (and perhaps part of its value) at the very end of the buffer:
+    // the value may still be arriving.
+    engine->pending_prefix =
+        compile("(?:(?i:(?:" + keywords +
+                ")[\"']?[ \\t]*(?:[:=][ \\t]*[\"']?[^\\s\"',;&]*)?|"
+                "bearer(?:[ \\t]+[A-Za-z0-9._~+/=-]*)?)|-----BEGIN[A-Z0-9 ]*-{0,5})\\z");
     engine->pem_begin = compile("-----BEGIN[A-Z0-9 ]*PRIVATE KEY-----");
     engine->pem_end = compile("-----END[A-Z0-9 ]*PRIVATE KEY-----");
   }
@@ -281,8 +302,8 @@ void SecretScrubber::rebuild() {
 
 SecretScrubber::Redaction SecretScrubber::scrub(std::string_view text) const {
   Redaction result;
-  const auto ranges = engine_->find(text);
-  result.text = Engine::apply(text, ranges, text.size(), &result.changed);
+  const auto found = engine_->find(text);
+  result.text = Engine::apply(text, found.redact, text.size(), &result.changed);
   return result;
 }
 
@@ -329,7 +350,8 @@ struct SecretScrubber::Stream::State {
   std::string process() {
     if (in_private_key) return drain_private_key();
     const std::string_view buffer = carry;
-    const std::vector<Range> ranges = engine->find(buffer);
+    const Matches found = engine->find(buffer);
+    const std::vector<Range>& ranges = found.redact;
 
     // Tokens after the last whitespace may still grow into a secret.
     std::size_t cut = 0;
@@ -351,9 +373,9 @@ struct SecretScrubber::Stream::State {
     }
     const auto pem_start = unfinished_private_key(buffer);
     if (pem_start) cut = std::min(cut, *pem_start);
-    for (const Range& r : ranges) {
-      if (r.begin < cut && r.end > cut) {
-        cut = r.begin;
+    for (const Range& span : found.spans) {
+      if (span.begin < cut && span.end > cut) {
+        cut = span.begin;
         break;
       }
     }
@@ -406,8 +428,8 @@ std::string SecretScrubber::Stream::finish() {
     return {};
   }
   bool changed = false;
-  const auto ranges = state_->engine->find(state_->carry);
-  std::string out = Engine::apply(state_->carry, ranges, state_->carry.size(), &changed);
+  const auto found = state_->engine->find(state_->carry);
+  std::string out = Engine::apply(state_->carry, found.redact, state_->carry.size(), &changed);
   state_->redacted = state_->redacted || changed;
   state_->carry.clear();
   return out;

@@ -1,0 +1,80 @@
+// Shared helpers for the GoogleTest suites.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace pulsebox::testing {
+
+// A fresh directory under $TMPDIR, removed with everything in it.
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "pulsebox-test-XXXXXX").string();
+    if (::mkdtemp(pattern.data()) == nullptr) std::abort();
+    path_ = pattern;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+
+  const std::filesystem::path& path() const { return path_; }
+  std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+inline void write_file(const std::filesystem::path& path, const std::string& bytes) {
+  std::filesystem::create_directories(path.parent_path());
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << bytes;
+}
+
+inline std::string read_file(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+inline std::vector<std::string> read_lines(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::vector<std::string> lines;
+  std::string line;
+  while (std::getline(in, line)) lines.push_back(line);
+  return lines;
+}
+
+inline void write_lines(const std::filesystem::path& path, const std::vector<std::string>& lines) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  for (const auto& line : lines) out << line << "\n";
+}
+
+// Tests that need a kernel feature call this when it is missing: the test is
+// skipped with the reason printed, unless PULSEBOX_REQUIRE_FEATURES=1 (set by
+// CI, whose machines have every feature), where the skip becomes a failure.
+#define PULSEBOX_SKIP_UNLESS(condition, reason)                                         \
+  do {                                                                                  \
+    if (!(condition)) {                                                                 \
+      const char* require = std::getenv("PULSEBOX_REQUIRE_FEATURES");                   \
+      if (require != nullptr && std::string(require) == "1") {                          \
+        FAIL() << "required kernel feature missing: " << (reason)                       \
+               << " (PULSEBOX_REQUIRE_FEATURES=1)";                                     \
+      }                                                                                 \
+      GTEST_SKIP() << "skipped: " << (reason);                                          \
+    }                                                                                   \
+  } while (0)
+
+}  // namespace pulsebox::testing

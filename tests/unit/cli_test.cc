@@ -1,0 +1,193 @@
+// Drives the `pulsebox` binary as a user would and checks output and exit codes.
+#include <gtest/gtest.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "helpers/test_support.h"
+#include "pulsebox/audit.h"
+
+extern char** environ;
+
+namespace pulsebox {
+namespace {
+
+using testing::read_lines;
+using testing::TempDir;
+using testing::write_file;
+using testing::write_lines;
+
+struct CliRun {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+std::string drain(int fd) {
+  std::string data;
+  char buffer[4096];
+  ssize_t n;
+  while ((n = ::read(fd, buffer, sizeof buffer)) > 0) data.append(buffer, static_cast<size_t>(n));
+  return data;
+}
+
+// Runs build/src/cli/pulsebox with `args`, feeding `input` on stdin.
+CliRun run_cli(const std::vector<std::string>& args, const std::string& input = "",
+               const std::vector<std::string>& extra_env = {}) {
+  const char* binary = std::getenv("PULSEBOX_BIN");
+  if (binary == nullptr) {
+    ADD_FAILURE() << "PULSEBOX_BIN is not set (meson sets it)";
+    return {};
+  }
+  int in_pipe[2], out_pipe[2], err_pipe[2];
+  if (::pipe2(in_pipe, O_CLOEXEC) != 0 || ::pipe2(out_pipe, O_CLOEXEC) != 0 ||
+      ::pipe2(err_pipe, O_CLOEXEC) != 0) {
+    ADD_FAILURE() << "pipe failed";
+    return {};
+  }
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, in_pipe[0], 0);
+  posix_spawn_file_actions_adddup2(&actions, out_pipe[1], 1);
+  posix_spawn_file_actions_adddup2(&actions, err_pipe[1], 2);
+  std::vector<std::string> argv_storage = {binary};
+  argv_storage.insert(argv_storage.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& arg : argv_storage) argv.push_back(arg.data());
+  argv.push_back(nullptr);
+  std::vector<std::string> env_storage;
+  for (char** e = environ; *e != nullptr; ++e) env_storage.emplace_back(*e);
+  env_storage.insert(env_storage.end(), extra_env.begin(), extra_env.end());
+  std::vector<char*> envp;
+  for (auto& entry : env_storage) envp.push_back(entry.data());
+  envp.push_back(nullptr);
+  pid_t pid = 0;
+  const int rc = ::posix_spawn(&pid, binary, &actions, nullptr, argv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(in_pipe[0]);
+  ::close(out_pipe[1]);
+  ::close(err_pipe[1]);
+  CliRun run;
+  if (rc != 0) {
+    ADD_FAILURE() << "cannot spawn " << binary;
+    return run;
+  }
+  // Inputs here are small: write all, then read (no deadlock below pipe size).
+  if (!input.empty()) (void)!::write(in_pipe[1], input.data(), input.size());
+  ::close(in_pipe[1]);
+  run.out = drain(out_pipe[0]);
+  run.err = drain(err_pipe[0]);
+  ::close(out_pipe[0]);
+  ::close(err_pipe[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return run;
+}
+
+TEST(CliTest, Version) {
+  const auto run = run_cli({"version"});
+  EXPECT_EQ(run.exit_code, 0);
+  EXPECT_EQ(run.out.rfind("pulsebox ", 0), 0u);
+}
+
+TEST(CliTest, UnknownSubcommandOrFlagIsExit125WithOneLine) {
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"frobnicate"}, {"policy", "eval", "--bogus", "read", "x"}, {"policy", "check"}}) {
+    const auto run = run_cli(args);
+    EXPECT_EQ(run.exit_code, 125) << args[0];
+    EXPECT_EQ(run.err.rfind("pulsebox: ", 0), 0u) << run.err;
+    EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << run.err;
+  }
+}
+
+TEST(CliTest, PolicyCheckValidAndInvalid) {
+  TempDir dir;
+  write_file(dir / "good.json",
+             R"({"defaults": {"write": "ask"}, "rules": [{"action": "write", "target": "src/*", "decision": "allow"}]})");
+  write_file(dir / "bad.json", "{\"rules\": [{\"action\": \"write\", \"decision\": \"sure\"}]}");
+  const auto good = run_cli({"policy", "check", (dir / "good.json").string()});
+  EXPECT_EQ(good.exit_code, 0) << good.err;
+  EXPECT_NE(good.out.find("valid policy, 1 rule"), std::string::npos) << good.out;
+  const auto bad = run_cli({"policy", "check", (dir / "bad.json").string()});
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("bad.json: rules[0].decision: expected one of \"allow\", \"deny\", "
+                         "\"ask\", got \"sure\""),
+            std::string::npos)
+      << bad.err;
+  const auto missing = run_cli({"policy", "check", (dir / "none.json").string()});
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_NE(missing.err.find("none.json"), std::string::npos);
+  const auto as_json = run_cli({"policy", "check", "--json", (dir / "bad.json").string()});
+  EXPECT_EQ(nlohmann::json::parse(as_json.out)["valid"], false);
+}
+
+TEST(CliTest, PolicyEvalPrintsDecisionAndRule) {
+  TempDir dir;
+  write_file(dir / "p.json", R"({"rules": [
+      {"action": "write", "target": ".git/hooks/**", "decision": "deny", "reason": "hooks run on the host"},
+      {"action": "write", "target": "*", "decision": "allow"}]})");
+  const std::string policy = (dir / "p.json").string();
+  const auto denied = run_cli({"policy", "eval", "--policy", policy, "write", ".git/hooks/pre-commit"});
+  EXPECT_EQ(denied.exit_code, 1);
+  EXPECT_EQ(denied.out,
+            "deny by rule #1 (write \".git/hooks/**\": hooks run on the host)\n");
+  const auto allowed = run_cli({"policy", "eval", "--policy", policy, "WRITE", "src/a.cc"});
+  EXPECT_EQ(allowed.exit_code, 0);
+  EXPECT_EQ(allowed.out, "allow by rule #2 (write \"*\")\n");
+  const auto ask = run_cli({"policy", "eval", "git", "commit"});
+  EXPECT_EQ(ask.exit_code, 2);
+  EXPECT_EQ(ask.out, "ask by the default for this action\n");
+  const auto json = run_cli({"policy", "eval", "--json", "--policy", policy, "write", "SRC\\X"});
+  const auto parsed = nlohmann::json::parse(json.out);
+  EXPECT_EQ(parsed["decision"], "allow");
+  EXPECT_EQ(parsed["normalized_target"], "src/x");
+  EXPECT_EQ(parsed["rule_index"], 1);
+  const auto unknown = run_cli({"policy", "eval", "teleport", "x"});
+  EXPECT_EQ(unknown.exit_code, 125);
+  EXPECT_NE(unknown.err.find("unknown action \"teleport\""), std::string::npos);
+  const auto broken_policy = run_cli({"policy", "eval", "--policy", (dir / "nope.json").string(),
+                                      "read", "x"});
+  EXPECT_EQ(broken_policy.exit_code, 125);
+}
+
+TEST(CliTest, AuditVerify) {
+  TempDir dir;
+  const auto path = dir / "audit.jsonl";
+  {
+    AuditLog log(path);
+    for (int i = 0; i < 5; ++i) log.record({.action = "shell", .target = std::to_string(i)});
+  }
+  const auto ok = run_cli({"audit", "verify", path.string()});
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+  EXPECT_NE(ok.out.find("OK, 5 entries"), std::string::npos) << ok.out;
+
+  auto lines = read_lines(path);
+  lines.erase(lines.begin() + 1);
+  write_lines(path, lines);
+  const auto tampered = run_cli({"audit", "verify", path.string()});
+  EXPECT_EQ(tampered.exit_code, 1);
+  EXPECT_NE(tampered.out.find("line 2: 1 line removed before this line"), std::string::npos)
+      << tampered.out;
+  const auto json = nlohmann::json::parse(run_cli({"audit", "verify", "--json", path.string()}).out);
+  EXPECT_EQ(json["ok"], false);
+  EXPECT_EQ(json["line"], 2);
+  const auto missing = run_cli({"audit", "verify", (dir / "none").string()});
+  EXPECT_EQ(missing.exit_code, 125);
+}
+
+TEST(CliTest, ScrubFilter) {
+  const auto run = run_cli({"scrub", "--secret-env", "PB_TEST_SECRET"},
+                           "value: my-test-secret-value\npassword=abc123\nplain\n",
+                           {"PB_TEST_SECRET=my-test-secret-value"});
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.out, "value: [REDACTED_SECRET]\npassword=[REDACTED_SECRET]\nplain\n");
+  const auto unset = run_cli({"scrub", "--secret-env", "PB_SURELY_UNSET_VARIABLE"});
+  EXPECT_EQ(unset.exit_code, 125);
+}
+
+}  // namespace
+}  // namespace pulsebox

@@ -1,0 +1,228 @@
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "helpers/test_support.h"
+#include "pulsebox/secrets.h"
+
+namespace pulsebox {
+namespace {
+
+constexpr std::string_view kR = SecretScrubber::kReplacement;
+
+std::string r() { return std::string(kR); }
+
+TEST(ScrubberTest, RegisteredValueCaseInsensitive) {
+  SecretScrubber scrubber({"Hunter2Secret"});
+  EXPECT_EQ(scrubber.redact("pw is hunter2secret!"), "pw is " + r() + "!");
+  EXPECT_EQ(scrubber.redact("HUNTER2SECRET"), r());
+  const auto result = scrubber.scrub("nothing here");
+  EXPECT_FALSE(result.changed);
+  EXPECT_EQ(result.text, "nothing here");
+  EXPECT_TRUE(scrubber.scrub("x Hunter2Secret").changed);
+}
+
+TEST(ScrubberTest, ShortValuesAreIgnored) {
+  SecretScrubber scrubber({"abc"}, false);
+  EXPECT_EQ(scrubber.secret_count(), 0u);
+  EXPECT_EQ(scrubber.redact("abc abc"), "abc abc");
+}
+
+TEST(ScrubberTest, EncodedForms) {
+  SecretScrubber scrubber({"p@ss w/rd\"x"}, false);
+  // URL-encoded (both space styles, either hex case).
+  EXPECT_EQ(scrubber.redact("u=p%40ss%20w%2Frd%22x&"), "u=" + r() + "&");
+  EXPECT_EQ(scrubber.redact("u=p%40ss+w%2frd%22x"), "u=" + r());
+  // JSON-escaped.
+  EXPECT_EQ(scrubber.redact(R"({"v":"p@ss w/rd\"x"})"), R"({"v":")" + r() + R"("})");
+  EXPECT_EQ(scrubber.redact(R"({"v":"p@ss w\/rd\"x"})"), R"({"v":")" + r() + R"("})");
+}
+
+TEST(ScrubberTest, Base64AtEveryAlignment) {
+  SecretScrubber scrubber({"correct-horse-battery"}, false);
+  // base64("correct-horse-battery"), and the same value inside larger blobs
+  // where it starts at byte offsets 1 and 2 of a 3-byte group.
+  EXPECT_NE(scrubber.redact("Y29ycmVjdC1ob3JzZS1iYXR0ZXJ5"), "Y29ycmVjdC1ob3JzZS1iYXR0ZXJ5");
+  EXPECT_TRUE(scrubber.scrub("eGNvcnJlY3QtaG9yc2UtYmF0dGVyeQ==").changed);      // "x" + secret
+  EXPECT_TRUE(scrubber.scrub("eHljb3JyZWN0LWhvcnNlLWJhdHRlcnk=").changed);      // "xy" + secret
+  EXPECT_TRUE(scrubber.contains_secret("eHljb3JyZWN0LWhvcnNlLWJhdHRlcnk="));
+  EXPECT_FALSE(scrubber.scrub("aGVsbG8gd29ybGQ=").changed);                     // "hello world"
+}
+
+TEST(ScrubberTest, LongestFormWins) {
+  SecretScrubber scrubber({"abcd", "abcdefgh"}, false);
+  EXPECT_EQ(scrubber.redact("xabcdefghx"), "x" + r() + "x");
+}
+
+TEST(ScrubberTest, BuiltInPatterns) {
+  SecretScrubber scrubber;
+  EXPECT_EQ(scrubber.redact("api_key=abc123def"), "api_key=" + r());
+  EXPECT_EQ(scrubber.redact("PASSWORD: \"hunter22\""), "PASSWORD: \"" + r() + "\"");
+  EXPECT_EQ(scrubber.redact("export GITHUB_TOKEN='tok_123'"), "export GITHUB_TOKEN='" + r() + "'");
+  EXPECT_EQ(scrubber.redact("Authorization: Bearer abc.def-ghi"), "Authorization: Bearer " + r());
+  EXPECT_EQ(scrubber.redact("key AIzaSyA1234567890abcdefghijklmnopqrstuv end"), "key " + r() + " end");
+  EXPECT_EQ(scrubber.redact("sk-abcdefghijklmnopqrstuvwx"), r());
+  EXPECT_EQ(scrubber.redact("ghp_abcdefghijklmnopqrstuvwxyz0123456789"), r());
+  EXPECT_EQ(scrubber.redact("xoxb-1234567890-abcdef"), r());
+  EXPECT_EQ(scrubber.redact("AKIAIOSFODNN7EXAMPLE"), r());
+  EXPECT_EQ(scrubber.redact("t=eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.sig_nature-1 ok"), "t=" + r() + " ok");
+  const std::string pem =
+      "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA\nabcdef==\n-----END RSA PRIVATE KEY-----";
+  EXPECT_EQ(scrubber.redact("before\n" + pem + "\nafter"), "before\n" + r() + "\nafter");
+  // Ordinary text is left alone.
+  for (const char* plain : {"tokens = 5", "the password field", "sk-short", "AKIA lower",
+                            "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----"}) {
+    EXPECT_EQ(scrubber.redact(plain), plain);
+  }
+}
+
+TEST(ScrubberTest, PatternsCanBeDisabled) {
+  SecretScrubber scrubber({}, false);
+  EXPECT_EQ(scrubber.redact("password=abc123"), "password=abc123");
+}
+
+TEST(ScrubberTest, ContainsSecretChecksRegisteredValuesOnly) {
+  SecretScrubber scrubber({"my-deploy-key"});
+  EXPECT_TRUE(scrubber.contains_secret("xx MY-DEPLOY-KEY"));
+  EXPECT_TRUE(scrubber.contains_secret("{\"k\":\"my-deploy-key\"}"));
+  EXPECT_FALSE(scrubber.contains_secret("password=foo"));
+  EXPECT_FALSE(SecretScrubber().contains_secret("anything"));
+}
+
+TEST(ScrubberTest, BinaryInputIsSafe) {
+  SecretScrubber scrubber({"s3cr3t-value"});
+  std::string binary("\x00\xff\xfe", 3);
+  binary += "s3cr3t-value";
+  binary += std::string("\x80\x00", 2);
+  const std::string out = scrubber.redact(binary);
+  EXPECT_EQ(out, std::string("\x00\xff\xfe", 3) + r() + std::string("\x80\x00", 2));
+}
+
+TEST(ScrubberTest, AdversarialInputIsHandled) {
+  // Inputs that make backtracking engines explode; RE2 is linear.
+  SecretScrubber scrubber({"aaaaaaaaaaaaaaaaaaaab"});
+  const std::string many_a(1 << 20, 'a');
+  EXPECT_EQ(scrubber.redact(many_a), many_a);
+  std::string assignments;
+  for (int i = 0; i < 50000; ++i) assignments += "password=";
+  EXPECT_TRUE(scrubber.scrub(assignments + "x").changed);
+}
+
+std::string stream_through(const SecretScrubber& scrubber, const std::vector<std::string>& chunks) {
+  auto stream = scrubber.stream();
+  std::string out;
+  for (const auto& chunk : chunks) out += stream.feed(chunk);
+  out += stream.finish();
+  return out;
+}
+
+// Every split point of the input into two chunks gives the same output as
+// scrubbing it whole.
+TEST(ScrubberStreamTest, SecretSplitAcrossTwoChunksAtEveryPosition) {
+  SecretScrubber scrubber({"split-me-secret"});
+  const std::string input =
+      "line one\nthe value split-me-secret appears; password = hunter22 and "
+      "ghp_abcdefghijklmnopqrstuvwxyz0123456789 too\n-----BEGIN PRIVATE KEY-----\nAAAA\n"
+      "-----END PRIVATE KEY-----\nBearer abcdef123 done";
+  const std::string expected = scrubber.redact(input);
+  ASSERT_EQ(expected.find("split-me-secret"), std::string::npos);
+  ASSERT_EQ(expected.find("hunter22"), std::string::npos);
+  for (std::size_t cut = 0; cut <= input.size(); ++cut) {
+    EXPECT_EQ(stream_through(scrubber, {input.substr(0, cut), input.substr(cut)}), expected)
+        << "split at " << cut;
+  }
+}
+
+// Random chunkings (seeded, so failures reproduce) give the whole-text result.
+TEST(ScrubberStreamTest, RandomChunkingsMatchWholeText) {
+  SecretScrubber scrubber({"rotating-key-42", "xyzzy-plugh"});
+  const std::string input =
+      "a rotating-key-42 b\ntoken: t0k3n_value c xyzzy-plugh\td Bearer zzzzyyyy e "
+      "sk-abcdefghijklmnopqrstuvwx f\n-----BEGIN EC PRIVATE KEY-----\nBBBB\n"
+      "-----END EC PRIVATE KEY-----\nAKIAIOSFODNN7EXAMPLE end";
+  const std::string expected = scrubber.redact(input);
+  std::mt19937 random(12345);
+  for (int round = 0; round < 300; ++round) {
+    std::vector<std::string> chunks;
+    for (std::size_t pos = 0; pos < input.size();) {
+      const std::size_t length = 1 + random() % 24;
+      chunks.push_back(input.substr(pos, length));
+      pos += length;
+    }
+    ASSERT_EQ(stream_through(scrubber, chunks), expected) << "round " << round;
+  }
+}
+
+TEST(ScrubberStreamTest, ByteByByte) {
+  SecretScrubber scrubber({"tiny-secret-1"});
+  const std::string input = "a tiny-secret-1 b token=abcdef c";
+  std::vector<std::string> chunks;
+  for (char c : input) chunks.emplace_back(1, c);
+  EXPECT_EQ(stream_through(scrubber, chunks), scrubber.redact(input));
+}
+
+TEST(ScrubberStreamTest, EmitsEarlyWhenSafe) {
+  SecretScrubber scrubber;
+  auto stream = scrubber.stream();
+  EXPECT_EQ(stream.feed("hello world\n"), "hello world\n");
+  EXPECT_EQ(stream.feed("partial"), "");  // might become "partial-secret..." later
+  EXPECT_EQ(stream.finish(), "partial");
+  EXPECT_FALSE(stream.redacted());
+}
+
+TEST(ScrubberStreamTest, OversizedPrivateKeyIsDroppedUntilItsEnd) {
+  SecretScrubber scrubber;
+  auto stream = scrubber.stream();
+  std::string out = stream.feed("start\n-----BEGIN PRIVATE KEY-----\n");
+  const std::string body_line(64, 'Q');
+  for (int i = 0; i < 2000; ++i) out += stream.feed(body_line + "\n");  // 130 KiB
+  out += stream.feed("-----END PRIVATE KEY-----\nafter\n");
+  out += stream.finish();
+  EXPECT_EQ(out.find("QQQQ"), std::string::npos);
+  EXPECT_NE(out.find(r()), std::string::npos);
+  EXPECT_EQ(out.rfind("start\n", 0), 0u);
+  EXPECT_NE(out.find("after\n"), std::string::npos);
+  EXPECT_TRUE(stream.redacted());
+}
+
+TEST(ScrubberStreamTest, LongTokenWithoutWhitespaceIsFlushed) {
+  SecretScrubber scrubber;
+  auto stream = scrubber.stream();
+  const std::string token(100 * 1024, 'z');
+  const std::string out = stream.feed(token);
+  EXPECT_GT(out.size(), 0u);  // the carry is bounded
+  EXPECT_EQ(out + stream.finish(), token);
+}
+
+TEST(EnvironmentTest, MinimalByDefault) {
+  const std::map<std::string, std::string> host = {
+      {"AWS_SECRET_ACCESS_KEY", "x"}, {"PATH", "/host/bin"}, {"LD_PRELOAD", "evil.so"}};
+  const auto env = build_sandbox_environment({}, host);
+  EXPECT_EQ(env.count("AWS_SECRET_ACCESS_KEY"), 0u);
+  EXPECT_EQ(env.at("HOME"), "/workspace");
+  EXPECT_EQ(env.at("TMPDIR"), "/tmp");
+  EXPECT_NE(env.at("PATH"), "/host/bin");
+  EXPECT_EQ(env.count("LD_PRELOAD"), 0u);
+}
+
+TEST(EnvironmentTest, ExplicitAndAllModesStillDropDangerousVariables) {
+  const std::map<std::string, std::string> host = {{"API_TOKEN", "t"},
+                                                   {"OTHER", "o"},
+                                                   {"LD_PRELOAD", "evil.so"},
+                                                   {"PYTHONPATH", "/evil"},
+                                                   {"BASH_FUNC_x%%", "() { :; }"}};
+  const auto explicit_env = build_sandbox_environment(
+      {SecretMode::AllowExplicit, {"API_TOKEN", "LD_PRELOAD", "MISSING"}}, host, {{"EXTRA", "1"}});
+  EXPECT_EQ(explicit_env.at("API_TOKEN"), "t");
+  EXPECT_EQ(explicit_env.count("OTHER"), 0u);
+  EXPECT_EQ(explicit_env.count("LD_PRELOAD"), 0u);
+  EXPECT_EQ(explicit_env.count("MISSING"), 0u);
+  EXPECT_EQ(explicit_env.at("EXTRA"), "1");
+  const auto all = build_sandbox_environment({SecretMode::AllowAll, {}}, host);
+  EXPECT_EQ(all.at("OTHER"), "o");
+  EXPECT_EQ(all.count("PYTHONPATH"), 0u);
+  EXPECT_EQ(all.count("BASH_FUNC_x%%"), 0u);
+}
+
+}  // namespace
+}  // namespace pulsebox
