@@ -43,10 +43,10 @@ class PULSEBOX_API SandboxError : public std::runtime_error {
   std::string stage_;
 };
 
-#define PULSEBOX_DECLARE_ERROR(Name)        \
+#define PULSEBOX_DECLARE_ERROR(Name)              \
   class PULSEBOX_API Name : public SandboxError { \
-   public:                                   \
-    using SandboxError::SandboxError;        \
+   public:                                        \
+    using SandboxError::SandboxError;             \
   }
 
 PULSEBOX_DECLARE_ERROR(SandboxConfigError);

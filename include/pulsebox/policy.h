@@ -39,8 +39,8 @@ enum class ActionType { Read, Write, Delete, Rename, Shell, Git, Python, Network
 enum class Decision { Allow, Deny, Ask };
 
 inline constexpr ActionType kAllActionTypes[] = {
-    ActionType::Read,  ActionType::Write,  ActionType::Delete,
-    ActionType::Rename, ActionType::Shell, ActionType::Git,
+    ActionType::Read,   ActionType::Write,   ActionType::Delete,
+    ActionType::Rename, ActionType::Shell,   ActionType::Git,
     ActionType::Python, ActionType::Network, ActionType::Secrets};
 
 // "read", "write", ... and "allow", "deny", "ask" (the JSON spellings).
@@ -112,7 +112,8 @@ class PULSEBOX_API ActionPolicy {
   // are errors (a misspelt "decison" must not silently mean DENY or ALLOW).
   std::string to_json() const;
   // Throw SandboxConfigError with "<source>: <field>: <what was expected>".
-  static ActionPolicy from_json(std::string_view json_text, std::string_view source_name = "<policy>");
+  static ActionPolicy from_json(std::string_view json_text,
+                                std::string_view source_name = "<policy>");
   static ActionPolicy load_file(const std::filesystem::path& path);
   void save_file(const std::filesystem::path& path) const;
 

@@ -107,9 +107,9 @@ core::Result<ChainTip> read_chain_tip(int fd, const std::string& name) {
     const auto parsed = nlohmann::json::parse(last);
     tip.seq = parsed.at("seq").get<std::uint64_t>();
   } catch (const nlohmann::json::exception&) {
-    return Error(ErrorKind::kRecovery, "audit",
-                 name + ": the last line is not an audit entry; run `pulsebox audit verify " +
-                     name + "`");
+    return Error(
+        ErrorKind::kRecovery, "audit",
+        name + ": the last line is not an audit entry; run `pulsebox audit verify " + name + "`");
   }
   if (!split) {
     return Error(ErrorKind::kRecovery, "audit",
@@ -142,7 +142,8 @@ AuditLog::AuditLog(std::filesystem::path path, const SecretScrubber* scrubber, O
   std::error_code ec;
   if (path_.has_parent_path()) std::filesystem::create_directories(path_.parent_path(), ec);
   fd_ = ::open(path_.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-  if (fd_ < 0) core::throw_error(Error::from_errno("audit", "cannot open audit log " + path_.string()));
+  if (fd_ < 0)
+    core::throw_error(Error::from_errno("audit", "cannot open audit log " + path_.string()));
 }
 
 AuditLog::~AuditLog() {
@@ -208,8 +209,8 @@ std::uint64_t AuditLog::record(const AuditRecord& record) {
 
   const ssize_t written = ::write(fd_, line.data(), line.size());
   if (written != static_cast<ssize_t>(line.size())) {
-    core::throw_error(Error::from_errno("audit", "appending to " + path_.string(),
-                                        written < 0 ? errno : EIO));
+    core::throw_error(
+        Error::from_errno("audit", "appending to " + path_.string(), written < 0 ? errno : EIO));
   }
   if (options_.fsync && ::fsync(fd_) != 0) {
     core::throw_error(Error::from_errno("audit", "fsync " + path_.string()));
@@ -272,7 +273,8 @@ AuditVerification verify_audit_log(const std::filesystem::path& path) {
   if (!in) core::throw_error(Error::from_errno("audit", "cannot open " + path.string()));
   std::vector<ParsedLine> lines;
   std::string line;
-  while (std::getline(in, line)) lines.push_back(parse_line(line));
+  while (std::getline(in, line))
+    lines.push_back(parse_line(line));
   if (in.bad()) core::throw_error(Error::from_errno("audit", "reading " + path.string()));
 
   AuditVerification result;
@@ -308,8 +310,8 @@ AuditVerification verify_audit_log(const std::filesystem::path& path) {
       }
       const std::uint64_t missing = entry.seq - expected_seq;
       return fail(i, std::to_string(missing) + (missing == 1 ? " line" : " lines") +
-                         " removed before this line (expected seq " + expected_text +
-                         ", found " + seq_text + ")");
+                         " removed before this line (expected seq " + expected_text + ", found " +
+                         seq_text + ")");
     }
     return fail(i, "inserted or reordered: seq " + seq_text + " repeats or goes back (expected " +
                        expected_text + ")");

@@ -91,7 +91,7 @@ int run_eval(const PolicyOptions& options) {
     std::cout << out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   } else {
     const bool colour = stdout_is_colour_terminal();
-    const Colour tint = evaluation.decision == Decision::Allow  ? Colour::Green
+    const Colour tint = evaluation.decision == Decision::Allow ? Colour::Green
                         : evaluation.decision == Decision::Ask ? Colour::Yellow
                                                                : Colour::Red;
     std::string text = evaluation.describe();
@@ -99,9 +99,12 @@ int run_eval(const PolicyOptions& options) {
     std::cout << paint(word, tint, colour) << text.substr(word.size()) << "\n";
   }
   switch (evaluation.decision) {
-    case Decision::Allow: return 0;
-    case Decision::Deny: return 1;
-    case Decision::Ask: return 2;
+    case Decision::Allow:
+      return 0;
+    case Decision::Deny:
+      return 1;
+    case Decision::Ask:
+      return 2;
   }
   return 1;
 }
@@ -125,8 +128,7 @@ void register_policy_commands(CLI::App& app, int& exit_code) {
                    "Policy JSON file (default: the built-in defaults)");
   eval->add_option("ACTION", options->action, "read, write, delete, rename, shell, git, ...")
       ->required();
-  eval->add_option("TARGET", options->target, "Path or command the action applies to")
-      ->required();
+  eval->add_option("TARGET", options->target, "Path or command the action applies to")->required();
   eval->add_flag("--json", options->json, "Print a JSON object");
   eval->callback([options, &exit_code] { exit_code = run_eval(*options); });
 }

@@ -20,11 +20,21 @@ std::string paint(std::string_view text, Colour colour, bool enabled) {
   if (!enabled) return std::string(text);
   const char* code = "";
   switch (colour) {
-    case Colour::Red: code = "\033[31m"; break;
-    case Colour::Green: code = "\033[32m"; break;
-    case Colour::Yellow: code = "\033[33m"; break;
-    case Colour::Bold: code = "\033[1m"; break;
-    case Colour::Dim: code = "\033[2m"; break;
+    case Colour::Red:
+      code = "\033[31m";
+      break;
+    case Colour::Green:
+      code = "\033[32m";
+      break;
+    case Colour::Yellow:
+      code = "\033[33m";
+      break;
+    case Colour::Bold:
+      code = "\033[1m";
+      break;
+    case Colour::Dim:
+      code = "\033[2m";
+      break;
   }
   return std::string(code) + std::string(text) + "\033[0m";
 }

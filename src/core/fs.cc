@@ -19,9 +19,9 @@ Result<std::string> read_all(int fd, std::uint64_t limit, std::string_view what)
     }
     if (n == 0) break;
     if (out.size() + static_cast<std::uint64_t>(n) > limit) {
-      return Error(ErrorKind::kResource, "io",
-                   std::string(what) + " is larger than the limit of " + std::to_string(limit) +
-                       " bytes");
+      return Error(
+          ErrorKind::kResource, "io",
+          std::string(what) + " is larger than the limit of " + std::to_string(limit) + " bytes");
     }
     out.append(buffer, static_cast<std::size_t>(n));
   }
@@ -61,12 +61,11 @@ Result<UniqueFd> open_directory(const std::filesystem::path& path) {
   return fd;
 }
 
-Status write_file_atomic(const std::filesystem::path& path, std::string_view bytes,
-                         unsigned mode) {
+Status write_file_atomic(const std::filesystem::path& path, std::string_view bytes, unsigned mode) {
   const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : ".";
   std::random_device entropy;
-  const std::string tmp_name =
-      "." + path.filename().string() + ".tmp-" + std::to_string(entropy()) + "-" + std::to_string(::getpid());
+  const std::string tmp_name = "." + path.filename().string() + ".tmp-" +
+                               std::to_string(entropy()) + "-" + std::to_string(::getpid());
   const std::filesystem::path tmp = dir / tmp_name;
   UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode));
   if (!fd) return Error::from_errno("io", "cannot create " + tmp.string());

@@ -80,7 +80,8 @@ class Error {
 template <class T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : data_(std::in_place_index<0>, std::move(value)) {}  // NOLINT: implicit by design
+  Result(T value)
+      : data_(std::in_place_index<0>, std::move(value)) {}  // NOLINT: implicit by design
   Result(Error error) : data_(std::in_place_index<1>, std::move(error)) {}  // NOLINT
 
   bool ok() const { return data_.index() == 0; }
@@ -120,7 +121,9 @@ class [[nodiscard]] Result<void> {
 
 using Status = Result<void>;
 
-inline Status ok_status() { return Status(); }
+inline Status ok_status() {
+  return Status();
+}
 
 }  // namespace pulsebox::core
 
@@ -128,13 +131,13 @@ inline Status ok_status() { return Status(); }
 // value of a successful Result; PB_CHECK(expr) is for Result<void>.
 #define PB_CONCAT_INNER(a, b) a##b
 #define PB_CONCAT(a, b) PB_CONCAT_INNER(a, b)
-#define PB_TRY(var, expr)                                           \
-  auto PB_CONCAT(pb_result_, __LINE__) = (expr);                    \
-  if (!PB_CONCAT(pb_result_, __LINE__).ok())                        \
-    return std::move(PB_CONCAT(pb_result_, __LINE__)).error();      \
+#define PB_TRY(var, expr)                                      \
+  auto PB_CONCAT(pb_result_, __LINE__) = (expr);               \
+  if (!PB_CONCAT(pb_result_, __LINE__).ok())                   \
+    return std::move(PB_CONCAT(pb_result_, __LINE__)).error(); \
   auto var = std::move(PB_CONCAT(pb_result_, __LINE__)).value()
-#define PB_CHECK(expr)                                  \
-  do {                                                  \
-    auto pb_status_ = (expr);                           \
+#define PB_CHECK(expr)                                          \
+  do {                                                          \
+    auto pb_status_ = (expr);                                   \
     if (!pb_status_.ok()) return std::move(pb_status_).error(); \
   } while (0)

@@ -20,7 +20,9 @@ Sha256::Sha256() : impl_(std::make_unique<Impl>()) {
   }
 }
 
-Sha256::~Sha256() { EVP_MD_CTX_free(impl_->ctx); }
+Sha256::~Sha256() {
+  EVP_MD_CTX_free(impl_->ctx);
+}
 
 void Sha256::update(std::string_view bytes) {
   EVP_DigestUpdate(impl_->ctx, bytes.data(), bytes.size());

@@ -41,7 +41,9 @@ std::optional<std::u32string> decode_utf8(std::string_view bytes) {
   return out;
 }
 
-bool is_valid_utf8(std::string_view bytes) { return decode_utf8(bytes).has_value(); }
+bool is_valid_utf8(std::string_view bytes) {
+  return decode_utf8(bytes).has_value();
+}
 
 std::string encode_utf8(std::u32string_view code_points) {
   std::string out;

@@ -3,5 +3,7 @@
 #include "pulsebox_config.h"
 
 namespace pulsebox {
-std::string_view version() { return PULSEBOX_VERSION; }
+std::string_view version() {
+  return PULSEBOX_VERSION;
+}
 }  // namespace pulsebox

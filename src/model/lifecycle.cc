@@ -7,15 +7,24 @@ namespace pulsebox {
 
 std::string_view to_string(LifecycleState state) {
   switch (state) {
-    case LifecycleState::Created: return "created";
-    case LifecycleState::Starting: return "starting";
-    case LifecycleState::Running: return "running";
-    case LifecycleState::Stopping: return "stopping";
-    case LifecycleState::Completing: return "completing";
-    case LifecycleState::Failed: return "failed";
-    case LifecycleState::Cleaning: return "cleaning";
-    case LifecycleState::Finalized: return "finalized";
-    case LifecycleState::RecoveryRequired: return "recovery_required";
+    case LifecycleState::Created:
+      return "created";
+    case LifecycleState::Starting:
+      return "starting";
+    case LifecycleState::Running:
+      return "running";
+    case LifecycleState::Stopping:
+      return "stopping";
+    case LifecycleState::Completing:
+      return "completing";
+    case LifecycleState::Failed:
+      return "failed";
+    case LifecycleState::Cleaning:
+      return "cleaning";
+    case LifecycleState::Finalized:
+      return "finalized";
+    case LifecycleState::RecoveryRequired:
+      return "recovery_required";
   }
   return "unknown";
 }
@@ -23,15 +32,23 @@ std::string_view to_string(LifecycleState state) {
 bool is_transition_allowed(LifecycleState from, LifecycleState to) {
   using S = LifecycleState;
   switch (from) {
-    case S::Created: return to == S::Starting || to == S::Failed || to == S::Cleaning;
-    case S::Starting: return to == S::Running || to == S::Failed || to == S::Cleaning;
-    case S::Running: return to == S::Completing || to == S::Stopping || to == S::Failed;
-    case S::Stopping: return to == S::Failed || to == S::Cleaning;
-    case S::Completing: return to == S::Cleaning || to == S::Failed;
-    case S::Failed: return to == S::Cleaning;
-    case S::Cleaning: return to == S::Finalized || to == S::RecoveryRequired;
+    case S::Created:
+      return to == S::Starting || to == S::Failed || to == S::Cleaning;
+    case S::Starting:
+      return to == S::Running || to == S::Failed || to == S::Cleaning;
+    case S::Running:
+      return to == S::Completing || to == S::Stopping || to == S::Failed;
+    case S::Stopping:
+      return to == S::Failed || to == S::Cleaning;
+    case S::Completing:
+      return to == S::Cleaning || to == S::Failed;
+    case S::Failed:
+      return to == S::Cleaning;
+    case S::Cleaning:
+      return to == S::Finalized || to == S::RecoveryRequired;
     case S::Finalized:
-    case S::RecoveryRequired: return false;
+    case S::RecoveryRequired:
+      return false;
   }
   return false;
 }

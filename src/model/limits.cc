@@ -61,11 +61,20 @@ core::Result<std::uint64_t> parse_size(std::string_view text, std::string_view w
       return invalid(what, text, kExpected);
     }
     switch (unit) {
-      case 'k': multiplier = 1024.0; break;
-      case 'm': multiplier = 1024.0 * 1024; break;
-      case 'g': multiplier = 1024.0 * 1024 * 1024; break;
-      case 't': multiplier = 1024.0 * 1024 * 1024 * 1024; break;
-      default: return invalid(what, text, kExpected);
+      case 'k':
+        multiplier = 1024.0;
+        break;
+      case 'm':
+        multiplier = 1024.0 * 1024;
+        break;
+      case 'g':
+        multiplier = 1024.0 * 1024 * 1024;
+        break;
+      case 't':
+        multiplier = 1024.0 * 1024 * 1024 * 1024;
+        break;
+      default:
+        return invalid(what, text, kExpected);
     }
   }
   const double bytes = std::floor(number->first * multiplier);
@@ -94,9 +103,9 @@ core::Status validate(const ResourcePolicy& policy) {
     if (value > 0 && std::isfinite(value)) return core::ok_status();
     char buffer[64];
     std::snprintf(buffer, sizeof buffer, "%g", value);
-    return Error(ErrorKind::kInvalidInput, "limits",
-                 "resource policy: " + std::string(field) + " must be greater than zero, got " +
-                     buffer);
+    return Error(
+        ErrorKind::kInvalidInput, "limits",
+        "resource policy: " + std::string(field) + " must be greater than zero, got " + buffer);
   };
   PB_CHECK(positive("cpu_quota_percent", policy.cpu_quota_percent));
   if (policy.cpu_time_seconds) PB_CHECK(positive("cpu_time_seconds", *policy.cpu_time_seconds));
@@ -109,8 +118,8 @@ core::Status validate(const ResourcePolicy& policy) {
   PB_CHECK(positive("wall_time_seconds", policy.wall_time_seconds));
   PB_CHECK(positive("termination_grace_seconds", policy.termination_grace_seconds));
   if (policy.working_directory_bytes) {
-    PB_CHECK(positive("working_directory_bytes",
-                      static_cast<double>(*policy.working_directory_bytes)));
+    PB_CHECK(
+        positive("working_directory_bytes", static_cast<double>(*policy.working_directory_bytes)));
   }
   return core::ok_status();
 }
@@ -119,7 +128,9 @@ core::Status validate(const ResourcePolicy& policy) {
 
 namespace pulsebox {
 
-void ResourcePolicy::validate() const { core::check_or_throw(model::validate(*this)); }
+void ResourcePolicy::validate() const {
+  core::check_or_throw(model::validate(*this));
+}
 
 std::uint64_t parse_size(std::string_view text, std::string_view what) {
   return core::value_or_throw(model::parse_size(text, what));

@@ -6,10 +6,14 @@ namespace pulsebox {
 
 std::string_view to_string(EnforcementLevel level) {
   switch (level) {
-    case EnforcementLevel::StronglyEnforced: return "strongly_enforced";
-    case EnforcementLevel::PartiallyEnforced: return "partially_enforced";
-    case EnforcementLevel::Advisory: return "advisory";
-    case EnforcementLevel::Unsupported: return "unsupported";
+    case EnforcementLevel::StronglyEnforced:
+      return "strongly_enforced";
+    case EnforcementLevel::PartiallyEnforced:
+      return "partially_enforced";
+    case EnforcementLevel::Advisory:
+      return "advisory";
+    case EnforcementLevel::Unsupported:
+      return "unsupported";
   }
   return "unsupported";
 }
@@ -24,28 +28,44 @@ std::optional<EnforcementLevel> parse_enforcement_level(std::string_view text) {
 
 std::string_view to_string(TerminationReason reason) {
   switch (reason) {
-    case TerminationReason::None: return "";
-    case TerminationReason::Timeout: return "timeout";
-    case TerminationReason::Oom: return "oom";
-    case TerminationReason::Pids: return "pids";
-    case TerminationReason::CpuTime: return "cpu_time";
-    case TerminationReason::OutputLimit: return "output_limit";
-    case TerminationReason::DiskLimit: return "disk_limit";
-    case TerminationReason::Signal: return "signal";
-    case TerminationReason::Cancelled: return "cancelled";
-    case TerminationReason::LaunchError: return "launch_error";
-    case TerminationReason::Seccomp: return "seccomp";
+    case TerminationReason::None:
+      return "";
+    case TerminationReason::Timeout:
+      return "timeout";
+    case TerminationReason::Oom:
+      return "oom";
+    case TerminationReason::Pids:
+      return "pids";
+    case TerminationReason::CpuTime:
+      return "cpu_time";
+    case TerminationReason::OutputLimit:
+      return "output_limit";
+    case TerminationReason::DiskLimit:
+      return "disk_limit";
+    case TerminationReason::Signal:
+      return "signal";
+    case TerminationReason::Cancelled:
+      return "cancelled";
+    case TerminationReason::LaunchError:
+      return "launch_error";
+    case TerminationReason::Seccomp:
+      return "seccomp";
   }
   return "";
 }
 
 std::string_view to_string(ChangeKind kind) {
   switch (kind) {
-    case ChangeKind::Added: return "added";
-    case ChangeKind::Modified: return "modified";
-    case ChangeKind::Deleted: return "deleted";
-    case ChangeKind::Mode: return "mode";
-    case ChangeKind::Symlink: return "symlink";
+    case ChangeKind::Added:
+      return "added";
+    case ChangeKind::Modified:
+      return "modified";
+    case ChangeKind::Deleted:
+      return "deleted";
+    case ChangeKind::Mode:
+      return "mode";
+    case ChangeKind::Symlink:
+      return "symlink";
   }
   return "modified";
 }

@@ -9,24 +9,36 @@ namespace pulsebox {
 
 std::string_view to_string(ActionType action) {
   switch (action) {
-    case ActionType::Read: return "read";
-    case ActionType::Write: return "write";
-    case ActionType::Delete: return "delete";
-    case ActionType::Rename: return "rename";
-    case ActionType::Shell: return "shell";
-    case ActionType::Git: return "git";
-    case ActionType::Python: return "python";
-    case ActionType::Network: return "network";
-    case ActionType::Secrets: return "secrets";
+    case ActionType::Read:
+      return "read";
+    case ActionType::Write:
+      return "write";
+    case ActionType::Delete:
+      return "delete";
+    case ActionType::Rename:
+      return "rename";
+    case ActionType::Shell:
+      return "shell";
+    case ActionType::Git:
+      return "git";
+    case ActionType::Python:
+      return "python";
+    case ActionType::Network:
+      return "network";
+    case ActionType::Secrets:
+      return "secrets";
   }
   return "unknown";
 }
 
 std::string_view to_string(Decision decision) {
   switch (decision) {
-    case Decision::Allow: return "allow";
-    case Decision::Deny: return "deny";
-    case Decision::Ask: return "ask";
+    case Decision::Allow:
+      return "allow";
+    case Decision::Deny:
+      return "deny";
+    case Decision::Ask:
+      return "ask";
   }
   return "deny";
 }
@@ -52,10 +64,9 @@ std::optional<std::string> normalize_policy_target(std::string_view target) {
   UErrorCode status = U_ZERO_ERROR;
   const icu::Normalizer2* nfc = icu::Normalizer2::getNFCInstance(status);
   if (U_FAILURE(status)) return std::nullopt;
-  icu::UnicodeString text =
-      nfc->normalize(icu::UnicodeString::fromUTF8(icu::StringPiece(target.data(),
-                                                                   static_cast<int32_t>(target.size()))),
-                     status);
+  icu::UnicodeString text = nfc->normalize(icu::UnicodeString::fromUTF8(icu::StringPiece(
+                                               target.data(), static_cast<int32_t>(target.size()))),
+                                           status);
   if (U_FAILURE(status)) return std::nullopt;
   text.findAndReplace(icu::UnicodeString(u'\\'), icu::UnicodeString(u'/'));
   text.toLower(icu::Locale::getRoot());
@@ -72,8 +83,10 @@ std::optional<std::string> normalize_policy_target(std::string_view target) {
   }
   std::size_t begin = 0;
   std::size_t end = collapsed.size();
-  while (begin < end && collapsed[begin] == '/') ++begin;
-  while (end > begin && collapsed[end - 1] == '/') --end;
+  while (begin < end && collapsed[begin] == '/')
+    ++begin;
+  while (end > begin && collapsed[end - 1] == '/')
+    --end;
   return collapsed.substr(begin, end - begin);
 }
 
@@ -88,10 +101,18 @@ std::string PolicyEvaluation::describe() const {
       out += ")";
       break;
     }
-    case Source::Parent: out += " by the parent policy"; break;
-    case Source::Default: out += " by the default for this action"; break;
-    case Source::Fallback: out += " (no rule and no default: deny)"; break;
-    case Source::InvalidTarget: out += " (target is not valid UTF-8)"; break;
+    case Source::Parent:
+      out += " by the parent policy";
+      break;
+    case Source::Default:
+      out += " by the default for this action";
+      break;
+    case Source::Fallback:
+      out += " (no rule and no default: deny)";
+      break;
+    case Source::InvalidTarget:
+      out += " (target is not valid UTF-8)";
+      break;
   }
   return out;
 }
@@ -114,7 +135,9 @@ std::optional<Decision> ActionPolicy::default_for(ActionType action) const {
   return it->second;
 }
 
-void ActionPolicy::add_rule(PolicyRule rule) { rules_.insert(rules_.begin(), std::move(rule)); }
+void ActionPolicy::add_rule(PolicyRule rule) {
+  rules_.insert(rules_.begin(), std::move(rule));
+}
 
 PolicyEvaluation ActionPolicy::explain(ActionType action, std::string_view target) const {
   const auto normalized = normalize_policy_target(target);

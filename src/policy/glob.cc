@@ -21,7 +21,8 @@ struct GlobToken {
         return true;
       case Kind::Set: {
         bool in = false;
-        for (const auto& [lo, hi] : ranges) in = in || (c >= lo && c <= hi);
+        for (const auto& [lo, hi] : ranges)
+          in = in || (c >= lo && c <= hi);
         return in != negated;
       }
       case Kind::Star:
@@ -113,7 +114,8 @@ bool glob_match(std::string_view pattern_utf8, std::string_view text_utf8) {
       return false;
     }
   }
-  while (p < tokens.size() && tokens[p].kind == GlobToken::Kind::Star) ++p;
+  while (p < tokens.size() && tokens[p].kind == GlobToken::Kind::Star)
+    ++p;
   return p == tokens.size();
 }
 

@@ -109,15 +109,21 @@ core::Result<ActionPolicy> parse_policy_json(std::string_view text, std::string_
     const auto pos = core::position_of_offset(text, error.byte > 0 ? error.byte - 1 : 0);
     std::string what = error.what();
     // nlohmann prefixes "[json.exception.parse_error.101] parse error at line 1, column 2: ".
-    if (auto colon = what.find("syntax error"); colon != std::string::npos) what = what.substr(colon);
+    if (auto at = what.find("syntax error"); at != std::string::npos) what = what.substr(at);
     return Error(ErrorKind::kInvalidInput, "policy",
                  std::string(source) + ":" + std::to_string(pos.line) + ":" +
                      std::to_string(pos.column) + ": invalid JSON: " + what);
+  } catch (const json::exception& error) {
+    // e.g. out_of_range for a number too large for any numeric type.
+    std::string what = error.what();
+    if (auto at = what.find("] "); at != std::string::npos) what = what.substr(at + 2);
+    return Error(ErrorKind::kInvalidInput, "policy",
+                 std::string(source) + ": invalid JSON: " + what);
   }
   if (!document.is_object()) {
-    return field_error(source, "(top level)",
-                       "expected an object with \"defaults\" and \"rules\", got " +
-                           describe_json(document));
+    return field_error(
+        source, "(top level)",
+        "expected an object with \"defaults\" and \"rules\", got " + describe_json(document));
   }
 
   ActionPolicy policy;
@@ -125,15 +131,16 @@ core::Result<ActionPolicy> parse_policy_json(std::string_view text, std::string_
   for (const auto& [key, value] : document.items()) {
     if (key == "defaults") {
       if (!value.is_object()) {
-        return field_error(source, "defaults",
-                           "expected an object such as {\"read\": \"allow\"}, got " +
-                               describe_json(value));
+        return field_error(
+            source, "defaults",
+            "expected an object such as {\"read\": \"allow\"}, got " + describe_json(value));
       }
       for (const auto& [action_word, decision_value] : value.items()) {
         const std::string field = "defaults." + action_word;
         auto action = parse_action_type(action_word);
         if (!action) {
-          return field_error(source, field, "unknown action (expected one of " + action_list() + ")");
+          return field_error(source, field,
+                             "unknown action (expected one of " + action_list() + ")");
         }
         PB_TRY(decision, expect_decision(source, field, decision_value));
         policy.set_default(*action, decision);
@@ -151,7 +158,8 @@ core::Result<ActionPolicy> parse_policy_json(std::string_view text, std::string_
     }
   }
   // The array is in priority order and add_rule inserts at the front.
-  for (auto it = rules.rbegin(); it != rules.rend(); ++it) policy.add_rule(std::move(*it));
+  for (auto it = rules.rbegin(); it != rules.rend(); ++it)
+    policy.add_rule(std::move(*it));
   return policy;
 }
 
@@ -187,7 +195,9 @@ std::string policy_to_json(const ActionPolicy& policy) {
 
 namespace pulsebox {
 
-std::string ActionPolicy::to_json() const { return policy::policy_to_json(*this); }
+std::string ActionPolicy::to_json() const {
+  return policy::policy_to_json(*this);
+}
 
 ActionPolicy ActionPolicy::from_json(std::string_view json_text, std::string_view source_name) {
   return core::value_or_throw(policy::parse_policy_json(json_text, source_name));

@@ -6,16 +6,35 @@ namespace pulsebox {
 
 bool is_dangerous_environment_variable(std::string_view name) {
   // Variables that make a program load or run code chosen by whoever set them.
-  static constexpr std::array<std::string_view, 28> kExact = {
-      "BASH_ENV",        "ENV",          "PROMPT_COMMAND",   "IFS",
-      "SHELLOPTS",       "BASHOPTS",     "CDPATH",           "GLOBIGNORE",
-      "PYTHONPATH",      "PYTHONHOME",   "PYTHONSTARTUP",    "PYTHONUSERBASE",
-      "PERL5LIB",        "PERL5OPT",     "PERLLIB",          "RUBYLIB",
-      "RUBYOPT",         "NODE_OPTIONS", "NODE_PATH",        "JAVA_TOOL_OPTIONS",
-      "_JAVA_OPTIONS",   "JDK_JAVA_OPTIONS", "GCONV_PATH",   "HOSTALIASES",
-      "RESOLV_HOST_CONF", "LOCALDOMAIN", "TZDIR",            "NLSPATH"};
-  static constexpr std::array<std::string_view, 4> kPrefixes = {"LD_", "DYLD_", "GIT_",
-                                                                "MALLOC_"};
+  static constexpr std::array<std::string_view, 28> kExact = {"BASH_ENV",
+                                                              "ENV",
+                                                              "PROMPT_COMMAND",
+                                                              "IFS",
+                                                              "SHELLOPTS",
+                                                              "BASHOPTS",
+                                                              "CDPATH",
+                                                              "GLOBIGNORE",
+                                                              "PYTHONPATH",
+                                                              "PYTHONHOME",
+                                                              "PYTHONSTARTUP",
+                                                              "PYTHONUSERBASE",
+                                                              "PERL5LIB",
+                                                              "PERL5OPT",
+                                                              "PERLLIB",
+                                                              "RUBYLIB",
+                                                              "RUBYOPT",
+                                                              "NODE_OPTIONS",
+                                                              "NODE_PATH",
+                                                              "JAVA_TOOL_OPTIONS",
+                                                              "_JAVA_OPTIONS",
+                                                              "JDK_JAVA_OPTIONS",
+                                                              "GCONV_PATH",
+                                                              "HOSTALIASES",
+                                                              "RESOLV_HOST_CONF",
+                                                              "LOCALDOMAIN",
+                                                              "TZDIR",
+                                                              "NLSPATH"};
+  static constexpr std::array<std::string_view, 4> kPrefixes = {"LD_", "DYLD_", "GIT_", "MALLOC_"};
   for (auto exact : kExact) {
     if (name == exact) return true;
   }
@@ -45,10 +64,12 @@ std::map<std::string, std::string> build_sandbox_environment(
       }
       break;
     case SecretMode::AllowAll:
-      for (const auto& [name, value] : host_environment) env[name] = value;
+      for (const auto& [name, value] : host_environment)
+        env[name] = value;
       break;
   }
-  for (const auto& [name, value] : extra) env[name] = value;
+  for (const auto& [name, value] : extra)
+    env[name] = value;
   for (auto it = env.begin(); it != env.end();) {
     it = is_dangerous_environment_variable(it->first) ? env.erase(it) : std::next(it);
   }

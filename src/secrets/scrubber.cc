@@ -67,13 +67,27 @@ std::string json_escape(std::string_view value, bool escape_slash) {
   for (char c : value) {
     const auto byte = static_cast<unsigned char>(c);
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
       case '/':
         out += escape_slash ? "\\/" : "/";
         break;
@@ -118,8 +132,10 @@ struct SecretForm {
 std::vector<SecretForm> secret_forms(const std::string& value) {
   std::vector<SecretForm> forms;
   forms.push_back({value, true});
-  for (bool plus : {false, true}) forms.push_back({url_encode(value, plus), true});
-  for (bool slash : {false, true}) forms.push_back({json_escape(value, slash), true});
+  for (bool plus : {false, true})
+    forms.push_back({url_encode(value, plus), true});
+  for (bool slash : {false, true})
+    forms.push_back({json_escape(value, slash), true});
   // base64 of the value at each byte alignment inside a larger blob: keep only
   // the characters that depend on the value's bytes alone.
   for (std::size_t offset = 0; offset < 3; ++offset) {
@@ -228,9 +244,12 @@ std::unique_ptr<RE2> compile(const std::string& pattern, bool longest = false) {
 
 std::string_view to_string(SecretMode mode) {
   switch (mode) {
-    case SecretMode::DenyAll: return "deny_all";
-    case SecretMode::AllowExplicit: return "allow_explicit";
-    case SecretMode::AllowAll: return "allow_all";
+    case SecretMode::DenyAll:
+      return "deny_all";
+    case SecretMode::AllowExplicit:
+      return "allow_explicit";
+    case SecretMode::AllowAll:
+      return "allow_all";
   }
   return "deny_all";
 }
@@ -255,7 +274,9 @@ void SecretScrubber::add_secret(std::string_view value) {
   rebuild();
 }
 
-std::size_t SecretScrubber::secret_count() const { return secrets_.size(); }
+std::size_t SecretScrubber::secret_count() const {
+  return secrets_.size();
+}
 
 void SecretScrubber::rebuild() {
   auto engine = std::make_shared<Engine>();
@@ -276,7 +297,8 @@ void SecretScrubber::rebuild() {
   if (builtin_patterns_) {
     const std::string keywords = kAssignmentKeywords;
     engine->patterns.push_back(
-        {compile("-----BEGIN[A-Z0-9 ]*PRIVATE KEY-----(?s:.*?)-----END[A-Z0-9 ]*PRIVATE KEY-----"), 0});
+        {compile("-----BEGIN[A-Z0-9 ]*PRIVATE KEY-----(?s:.*?)-----END[A-Z0-9 ]*PRIVATE KEY-----"),
+         0});
     engine->patterns.push_back(
         {compile("(?i:" + keywords + ")[\"']?[ \\t]*[:=][ \\t]*[\"']?([^\\s\"',;&]+)"), 1});
     engine->patterns.push_back({compile("(?i:bearer)[ \\t]+([A-Za-z0-9._~+/=-]{4,})"), 1});
@@ -321,17 +343,27 @@ struct SecretScrubber::Stream::State {
   bool in_private_key = false;  // dropping an oversized PEM block until its END line
   bool redacted = false;
 
-  // Where the unfinished PEM private key block starts, if any.
+  // Where the unfinished PEM private key block starts, if any. Pairs are
+  // walked in order as the whole-text pattern sees them: a BEGIN extends to
+  // the first END after it, and the first BEGIN without one is unfinished.
   std::optional<std::size_t> unfinished_private_key(std::string_view buffer) const {
     if (!engine->pem_begin) return std::nullopt;
-    std::vector<Range> begins;
-    Engine::collect(*engine->pem_begin, 0, buffer, begins);
-    if (begins.empty()) return std::nullopt;
-    const Range last = begins.back();
-    std::vector<Range> ends;
-    Engine::collect(*engine->pem_end, 0, buffer.substr(last.end), ends);
-    if (!ends.empty()) return std::nullopt;
-    return last.begin;
+    std::size_t pos = 0;
+    for (;;) {
+      re2::StringPiece begin;
+      if (!engine->pem_begin->Match(re2::StringPiece(buffer.data(), buffer.size()), pos,
+                                    buffer.size(), RE2::UNANCHORED, &begin, 1)) {
+        return std::nullopt;
+      }
+      const std::size_t begin_at = static_cast<std::size_t>(begin.data() - buffer.data());
+      re2::StringPiece end;
+      if (!engine->pem_end->Match(re2::StringPiece(buffer.data(), buffer.size()),
+                                  begin_at + begin.size(), buffer.size(), RE2::UNANCHORED, &end,
+                                  1)) {
+        return begin_at;
+      }
+      pos = static_cast<std::size_t>(end.data() - buffer.data()) + end.size();
+    }
   }
 
   std::string drain_private_key() {
@@ -361,8 +393,9 @@ struct SecretScrubber::Stream::State {
         break;
       }
     }
-    const std::size_t holdback =
-        engine->max_literal_length > 0 ? std::min(engine->max_literal_length - 1, buffer.size()) : 0;
+    const std::size_t holdback = engine->max_literal_length > 0
+                                     ? std::min(engine->max_literal_length - 1, buffer.size())
+                                     : 0;
     cut = std::min(cut, buffer.size() - holdback);
     if (engine->pending_prefix) {
       re2::StringPiece match;
@@ -435,7 +468,9 @@ std::string SecretScrubber::Stream::finish() {
   return out;
 }
 
-bool SecretScrubber::Stream::redacted() const { return state_->redacted; }
+bool SecretScrubber::Stream::redacted() const {
+  return state_->redacted;
+}
 
 SecretScrubber::Stream SecretScrubber::stream() const {
   auto state = std::make_unique<Stream::State>();

@@ -43,15 +43,17 @@ std::string PathValidator::read(std::string_view relative_path) const {
 
 std::string PathValidator::read_external(const std::filesystem::path& absolute_path) const {
   if (!absolute_path.is_absolute()) {
-    core::throw_error(Error(ErrorKind::kSecurity, "path",
-                            "refusing \"" + absolute_path.string() + "\": expected an absolute path"));
+    core::throw_error(
+        Error(ErrorKind::kSecurity, "path",
+              "refusing \"" + absolute_path.string() + "\": expected an absolute path"));
   }
   // A lexical prefix test only picks the root; the remainder (with any ".."
   // still in it, so it is refused) is then resolved beneath that root.
   const std::string raw = absolute_path.string();
   for (const auto& allowed : options_.allowed_external_reads) {
     std::string base = allowed.lexically_normal().string();
-    while (!base.empty() && base.back() == '/') base.pop_back();
+    while (!base.empty() && base.back() == '/')
+      base.pop_back();
     if (raw.size() > base.size() + 1 && raw.compare(0, base.size(), base) == 0 &&
         raw[base.size()] == '/') {
       return core::value_or_throw(

@@ -28,7 +28,8 @@ long sys_openat2(int dirfd, const char* path, open_how* how) {
 
 core::Result<std::string> check_relative_path(std::string_view path) {
   if (path.empty()) return security_error(path, "empty path");
-  if (path.find('\0') != std::string_view::npos) return security_error("(contains NUL)", "NUL byte");
+  if (path.find('\0') != std::string_view::npos)
+    return security_error("(contains NUL)", "NUL byte");
   if (path.find('\\') != std::string_view::npos) {
     return security_error(path, "backslashes are not allowed");
   }
@@ -93,11 +94,11 @@ core::Result<UniqueFd> open_beneath(int root_fd, const std::string& relative, in
   std::size_t start = 0;
   for (;;) {
     const std::size_t slash = relative.find('/', start);
-    const std::string part = relative.substr(start, slash == std::string::npos ? std::string::npos
-                                                                                : slash - start);
+    const std::string part =
+        relative.substr(start, slash == std::string::npos ? std::string::npos : slash - start);
     const bool last = slash == std::string::npos;
-    const int part_flags = last ? (flags | O_NOFOLLOW)
-                                : (O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    const int part_flags =
+        last ? (flags | O_NOFOLLOW) : (O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     UniqueFd next(::openat(current.get(), part.c_str(), part_flags, 0));
     if (!next) {
       if (errno == ELOOP || (errno == ENOTDIR && !last)) {

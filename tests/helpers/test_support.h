@@ -18,7 +18,8 @@ namespace pulsebox::testing {
 class TempDir {
  public:
   TempDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "pulsebox-test-XXXXXX").string();
+    std::string pattern =
+        (std::filesystem::temp_directory_path() / "pulsebox-test-XXXXXX").string();
     if (::mkdtemp(pattern.data()) == nullptr) std::abort();
     path_ = pattern;
   }
@@ -53,28 +54,30 @@ inline std::vector<std::string> read_lines(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
   std::vector<std::string> lines;
   std::string line;
-  while (std::getline(in, line)) lines.push_back(line);
+  while (std::getline(in, line))
+    lines.push_back(line);
   return lines;
 }
 
 inline void write_lines(const std::filesystem::path& path, const std::vector<std::string>& lines) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  for (const auto& line : lines) out << line << "\n";
+  for (const auto& line : lines)
+    out << line << "\n";
 }
 
 // Tests that need a kernel feature call this when it is missing: the test is
 // skipped with the reason printed, unless PULSEBOX_REQUIRE_FEATURES=1 (set by
 // CI, whose machines have every feature), where the skip becomes a failure.
-#define PULSEBOX_SKIP_UNLESS(condition, reason)                                         \
-  do {                                                                                  \
-    if (!(condition)) {                                                                 \
-      const char* require = std::getenv("PULSEBOX_REQUIRE_FEATURES");                   \
-      if (require != nullptr && std::string(require) == "1") {                          \
-        FAIL() << "required kernel feature missing: " << (reason)                       \
-               << " (PULSEBOX_REQUIRE_FEATURES=1)";                                     \
-      }                                                                                 \
-      GTEST_SKIP() << "skipped: " << (reason);                                          \
-    }                                                                                   \
+#define PULSEBOX_SKIP_UNLESS(condition, reason)                       \
+  do {                                                                \
+    if (!(condition)) {                                               \
+      const char* require = std::getenv("PULSEBOX_REQUIRE_FEATURES"); \
+      if (require != nullptr && std::string(require) == "1") {        \
+        FAIL() << "required kernel feature missing: " << (reason)     \
+               << " (PULSEBOX_REQUIRE_FEATURES=1)";                   \
+      }                                                               \
+      GTEST_SKIP() << "skipped: " << (reason);                        \
+    }                                                                 \
   } while (0)
 
 }  // namespace pulsebox::testing

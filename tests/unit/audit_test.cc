@@ -43,9 +43,9 @@ TEST(AuditLogTest, LineHasReferenceFieldsAndChain) {
   const auto lines = read_lines(path);
   ASSERT_EQ(lines.size(), 2u);
   const auto first = nlohmann::json::parse(lines[0]);
-  for (const char* field : {"timestamp", "action", "target", "decision", "exit_code", "duration_ms",
-                            "container_id", "isolation_level", "redacted", "detail", "seq", "pid",
-                            "prev", "hash"}) {
+  for (const char* field :
+       {"timestamp", "action", "target", "decision", "exit_code", "duration_ms", "container_id",
+        "isolation_level", "redacted", "detail", "seq", "pid", "prev", "hash"}) {
     EXPECT_TRUE(first.contains(field)) << field;
   }
   EXPECT_EQ(first["target"], "echo [REDACTED_SECRET]");
@@ -111,7 +111,8 @@ TEST(AuditLogTest, SeveralProcessesShareOneLog) {
   const auto lines = read_lines(path);
   ASSERT_EQ(lines.size(), static_cast<std::size_t>(kProcesses * kEntriesEach));
   std::set<int> pids;
-  for (const auto& line : lines) pids.insert(nlohmann::json::parse(line)["pid"].get<int>());
+  for (const auto& line : lines)
+    pids.insert(nlohmann::json::parse(line)["pid"].get<int>());
   EXPECT_EQ(pids.size(), static_cast<std::size_t>(kProcesses));
   const auto check = verify_audit_log(path);
   EXPECT_TRUE(check.ok) << "line " << check.line << ": " << check.problem;
@@ -211,11 +212,11 @@ TEST_F(AuditTamperTest, ForgedLineWithRecomputedOwnHashBreaksTheChain) {
 TEST(LifecycleTest, ExactlyTheReferenceTransitions) {
   using S = LifecycleState;
   const std::vector<std::pair<S, S>> allowed = {
-      {S::Created, S::Starting},    {S::Created, S::Failed},     {S::Created, S::Cleaning},
-      {S::Starting, S::Running},    {S::Starting, S::Failed},    {S::Starting, S::Cleaning},
-      {S::Running, S::Completing},  {S::Running, S::Stopping},   {S::Running, S::Failed},
-      {S::Stopping, S::Failed},     {S::Stopping, S::Cleaning},  {S::Completing, S::Cleaning},
-      {S::Completing, S::Failed},   {S::Failed, S::Cleaning},    {S::Cleaning, S::Finalized},
+      {S::Created, S::Starting},         {S::Created, S::Failed},    {S::Created, S::Cleaning},
+      {S::Starting, S::Running},         {S::Starting, S::Failed},   {S::Starting, S::Cleaning},
+      {S::Running, S::Completing},       {S::Running, S::Stopping},  {S::Running, S::Failed},
+      {S::Stopping, S::Failed},          {S::Stopping, S::Cleaning}, {S::Completing, S::Cleaning},
+      {S::Completing, S::Failed},        {S::Failed, S::Cleaning},   {S::Cleaning, S::Finalized},
       {S::Cleaning, S::RecoveryRequired}};
   const S all[] = {S::Created, S::Starting, S::Running,   S::Stopping,        S::Completing,
                    S::Failed,  S::Cleaning, S::Finalized, S::RecoveryRequired};

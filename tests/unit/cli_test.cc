@@ -1,6 +1,6 @@
 // Drives the `pulsebox` binary as a user would and checks output and exit codes.
-#include <gtest/gtest.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -30,7 +30,8 @@ std::string drain(int fd) {
   std::string data;
   char buffer[4096];
   ssize_t n;
-  while ((n = ::read(fd, buffer, sizeof buffer)) > 0) data.append(buffer, static_cast<size_t>(n));
+  while ((n = ::read(fd, buffer, sizeof buffer)) > 0)
+    data.append(buffer, static_cast<size_t>(n));
   return data;
 }
 
@@ -56,13 +57,16 @@ CliRun run_cli(const std::vector<std::string>& args, const std::string& input = 
   std::vector<std::string> argv_storage = {binary};
   argv_storage.insert(argv_storage.end(), args.begin(), args.end());
   std::vector<char*> argv;
-  for (auto& arg : argv_storage) argv.push_back(arg.data());
+  for (auto& arg : argv_storage)
+    argv.push_back(arg.data());
   argv.push_back(nullptr);
   std::vector<std::string> env_storage;
-  for (char** e = environ; *e != nullptr; ++e) env_storage.emplace_back(*e);
+  for (char** e = environ; *e != nullptr; ++e)
+    env_storage.emplace_back(*e);
   env_storage.insert(env_storage.end(), extra_env.begin(), extra_env.end());
   std::vector<char*> envp;
-  for (auto& entry : env_storage) envp.push_back(entry.data());
+  for (auto& entry : env_storage)
+    envp.push_back(entry.data());
   envp.push_back(nullptr);
   pid_t pid = 0;
   const int rc = ::posix_spawn(&pid, binary, &actions, nullptr, argv.data(), envp.data());
@@ -106,8 +110,9 @@ TEST(CliTest, UnknownSubcommandOrFlagIsExit125WithOneLine) {
 
 TEST(CliTest, PolicyCheckValidAndInvalid) {
   TempDir dir;
-  write_file(dir / "good.json",
-             R"({"defaults": {"write": "ask"}, "rules": [{"action": "write", "target": "src/*", "decision": "allow"}]})");
+  write_file(
+      dir / "good.json",
+      R"({"defaults": {"write": "ask"}, "rules": [{"action": "write", "target": "src/*", "decision": "allow"}]})");
   write_file(dir / "bad.json", "{\"rules\": [{\"action\": \"write\", \"decision\": \"sure\"}]}");
   const auto good = run_cli({"policy", "check", (dir / "good.json").string()});
   EXPECT_EQ(good.exit_code, 0) << good.err;
@@ -131,10 +136,10 @@ TEST(CliTest, PolicyEvalPrintsDecisionAndRule) {
       {"action": "write", "target": ".git/hooks/**", "decision": "deny", "reason": "hooks run on the host"},
       {"action": "write", "target": "*", "decision": "allow"}]})");
   const std::string policy = (dir / "p.json").string();
-  const auto denied = run_cli({"policy", "eval", "--policy", policy, "write", ".git/hooks/pre-commit"});
+  const auto denied =
+      run_cli({"policy", "eval", "--policy", policy, "write", ".git/hooks/pre-commit"});
   EXPECT_EQ(denied.exit_code, 1);
-  EXPECT_EQ(denied.out,
-            "deny by rule #1 (write \".git/hooks/**\": hooks run on the host)\n");
+  EXPECT_EQ(denied.out, "deny by rule #1 (write \".git/hooks/**\": hooks run on the host)\n");
   const auto allowed = run_cli({"policy", "eval", "--policy", policy, "WRITE", "src/a.cc"});
   EXPECT_EQ(allowed.exit_code, 0);
   EXPECT_EQ(allowed.out, "allow by rule #2 (write \"*\")\n");
@@ -149,8 +154,8 @@ TEST(CliTest, PolicyEvalPrintsDecisionAndRule) {
   const auto unknown = run_cli({"policy", "eval", "teleport", "x"});
   EXPECT_EQ(unknown.exit_code, 125);
   EXPECT_NE(unknown.err.find("unknown action \"teleport\""), std::string::npos);
-  const auto broken_policy = run_cli({"policy", "eval", "--policy", (dir / "nope.json").string(),
-                                      "read", "x"});
+  const auto broken_policy =
+      run_cli({"policy", "eval", "--policy", (dir / "nope.json").string(), "read", "x"});
   EXPECT_EQ(broken_policy.exit_code, 125);
 }
 
@@ -159,7 +164,8 @@ TEST(CliTest, AuditVerify) {
   const auto path = dir / "audit.jsonl";
   {
     AuditLog log(path);
-    for (int i = 0; i < 5; ++i) log.record({.action = "shell", .target = std::to_string(i)});
+    for (int i = 0; i < 5; ++i)
+      log.record({.action = "shell", .target = std::to_string(i)});
   }
   const auto ok = run_cli({"audit", "verify", path.string()});
   EXPECT_EQ(ok.exit_code, 0) << ok.err;
@@ -172,7 +178,8 @@ TEST(CliTest, AuditVerify) {
   EXPECT_EQ(tampered.exit_code, 1);
   EXPECT_NE(tampered.out.find("line 2: 1 line removed before this line"), std::string::npos)
       << tampered.out;
-  const auto json = nlohmann::json::parse(run_cli({"audit", "verify", "--json", path.string()}).out);
+  const auto json =
+      nlohmann::json::parse(run_cli({"audit", "verify", "--json", path.string()}).out);
   EXPECT_EQ(json["ok"], false);
   EXPECT_EQ(json["line"], 2);
   const auto missing = run_cli({"audit", "verify", (dir / "none").string()});

@@ -39,8 +39,9 @@ TEST_P(PathValidatorTest, ReadsRegularFilesAsBytes) {
 
 TEST_P(PathValidatorTest, LexicalRefusals) {
   const auto v = validator();
-  for (const std::string& bad : std::vector<std::string>{"", "/etc/passwd", "../outside/secret.txt", "src/../../x",
-                                 "..", "src\\main.cc", "C:\\x", std::string("a\0b", 3), ".", "./"}) {
+  for (const std::string& bad :
+       std::vector<std::string>{"", "/etc/passwd", "../outside/secret.txt", "src/../../x", "..",
+                                "src\\main.cc", "C:\\x", std::string("a\0b", 3), ".", "./"}) {
     EXPECT_THROW((void)v.read(bad), SandboxSecurityError) << "path: " << bad;
   }
   EXPECT_EQ(v.validate("./a//b/"), "a/b");
@@ -58,9 +59,8 @@ TEST_P(PathValidatorTest, SymlinkOutsideIsRefused) {
 
 TEST_P(PathValidatorTest, ProcMagicLinksAreRefused) {
   // /proc/self/root is a magic link to "/": following it would escape.
-  const auto external = PathValidator(workspace_ / "ws",
-                                      {.allowed_external_reads = {"/proc"},
-                                       .force_component_walk = GetParam()});
+  const auto external = PathValidator(
+      workspace_ / "ws", {.allowed_external_reads = {"/proc"}, .force_component_walk = GetParam()});
   EXPECT_THROW((void)external.read_external("/proc/self/root/etc/hostname"), SandboxError);
 }
 
@@ -80,7 +80,8 @@ TEST_P(PathValidatorTest, SizeLimit) {
 TEST_P(PathValidatorTest, ExternalReadRoots) {
   const auto v = validator({.allowed_external_reads = {workspace_ / "outside"}});
   EXPECT_EQ(v.read_external(workspace_ / "outside/secret.txt"), "TOP SECRET");
-  EXPECT_THROW((void)v.read_external(workspace_ / "outside/../ws/src/main.cc"), SandboxSecurityError);
+  EXPECT_THROW((void)v.read_external(workspace_ / "outside/../ws/src/main.cc"),
+               SandboxSecurityError);
   EXPECT_THROW((void)v.read_external("/etc/hostname"), SandboxSecurityError);
   EXPECT_THROW((void)v.read_external("relative/path"), SandboxSecurityError);
 }
@@ -128,16 +129,19 @@ TEST_P(PathValidatorTest, SymlinkSwapRaceNeverEscapes) {
 
 INSTANTIATE_TEST_SUITE_P(ResolveModes, PathValidatorTest, ::testing::Values(false, true),
                          [](const ::testing::TestParamInfo<bool>& param_info) {
-                           return param_info.param ? std::string("ComponentWalk") : std::string("Openat2");
+                           return param_info.param ? std::string("ComponentWalk")
+                                                   : std::string("Openat2");
                          });
 
 TEST(SafeOpenTest, Openat2IsAvailable) {
-  PULSEBOX_SKIP_UNLESS(workspace::openat2_supported(), "openat2(2) is not available on this kernel");
+  PULSEBOX_SKIP_UNLESS(workspace::openat2_supported(),
+                       "openat2(2) is not available on this kernel");
   SUCCEED();
 }
 
 TEST(SafeOpenTest, Openat2FollowsSymlinksThatStayInside) {
-  PULSEBOX_SKIP_UNLESS(workspace::openat2_supported(), "openat2(2) is not available on this kernel");
+  PULSEBOX_SKIP_UNLESS(workspace::openat2_supported(),
+                       "openat2(2) is not available on this kernel");
   TempDir dir;
   write_file(dir / "ws/real.txt", "real");
   std::filesystem::create_symlink("real.txt", dir / "ws/alias");

@@ -108,7 +108,8 @@ TEST(ActionPolicyTest, DescribeNamesTheRule) {
   policy.add_rule({ActionType::Write, ".git/hooks/**", Decision::Deny, "hooks run on the host"});
   EXPECT_EQ(policy.explain(ActionType::Write, ".git/hooks/pre-commit").describe(),
             "deny by rule #1 (write \".git/hooks/**\": hooks run on the host)");
-  EXPECT_EQ(policy.explain(ActionType::Read, "x").describe(), "allow by the default for this action");
+  EXPECT_EQ(policy.explain(ActionType::Read, "x").describe(),
+            "allow by the default for this action");
 }
 
 TEST(GlobTest, FnmatchSemantics) {
@@ -178,8 +179,9 @@ void expect_config_error(const std::string& json, const std::string& expected_fr
 }
 
 TEST(PolicyJsonTest, ErrorsNameTheFieldAndExpectation) {
-  expect_config_error(R"({"rules": [{"action": "write", "target": "x", "decision": "maybe"}]})",
-                      "rules[0].decision: expected one of \"allow\", \"deny\", \"ask\", got \"maybe\"");
+  expect_config_error(
+      R"({"rules": [{"action": "write", "target": "x", "decision": "maybe"}]})",
+      "rules[0].decision: expected one of \"allow\", \"deny\", \"ask\", got \"maybe\"");
   expect_config_error(R"({"rules": [{"action": "fly", "decision": "allow"}]})",
                       "rules[0].action: expected \"*\" or one of");
   expect_config_error(R"({"rules": [{"action": "read", "decison": "allow"}]})",
@@ -187,7 +189,8 @@ TEST(PolicyJsonTest, ErrorsNameTheFieldAndExpectation) {
   expect_config_error(R"({"rules": [{"action": "read"}]})", "rules[0].decision: missing");
   expect_config_error(R"({"rules": [{"decision": "deny"}]})", "rules[0].action: missing");
   expect_config_error(R"({"defaults": {"swim": "allow"}})", "defaults.swim: unknown action");
-  expect_config_error(R"({"defaults": {"read": 1}})", "defaults.read: expected a string, got number 1");
+  expect_config_error(R"({"defaults": {"read": 1}})",
+                      "defaults.read: expected a string, got number 1");
   expect_config_error(R"({"rules": {"a": 1}})", "rules: expected an array");
   expect_config_error(R"({"rule": []})", "rule: unknown key");
   expect_config_error(R"([1, 2])", "(top level): expected an object");
@@ -197,6 +200,11 @@ TEST(PolicyJsonTest, ErrorsNameTheFieldAndExpectation) {
 
 TEST(PolicyJsonTest, SyntaxErrorGivesLineAndColumn) {
   expect_config_error("{\n  \"rules\": [\n    {\"action\": \"read\",,}\n  ]\n}", "p.json:3:");
+}
+
+// Found by the fuzzer: nlohmann throws out_of_range, not parse_error, here.
+TEST(PolicyJsonTest, HugeNumberIsAnErrorNotACrash) {
+  expect_config_error("{\"defaults\": {\"read\": 1e99999}}", "invalid JSON");
 }
 
 TEST(PolicyJsonTest, FileLoadAndSave) {

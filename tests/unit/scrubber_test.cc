@@ -10,7 +10,9 @@ namespace {
 
 constexpr std::string_view kR = SecretScrubber::kReplacement;
 
-std::string r() { return std::string(kR); }
+std::string r() {
+  return std::string(kR);
+}
 
 TEST(ScrubberTest, RegisteredValueCaseInsensitive) {
   SecretScrubber scrubber({"Hunter2Secret"});
@@ -43,10 +45,10 @@ TEST(ScrubberTest, Base64AtEveryAlignment) {
   // base64("correct-horse-battery"), and the same value inside larger blobs
   // where it starts at byte offsets 1 and 2 of a 3-byte group.
   EXPECT_NE(scrubber.redact("Y29ycmVjdC1ob3JzZS1iYXR0ZXJ5"), "Y29ycmVjdC1ob3JzZS1iYXR0ZXJ5");
-  EXPECT_TRUE(scrubber.scrub("eGNvcnJlY3QtaG9yc2UtYmF0dGVyeQ==").changed);      // "x" + secret
-  EXPECT_TRUE(scrubber.scrub("eHljb3JyZWN0LWhvcnNlLWJhdHRlcnk=").changed);      // "xy" + secret
+  EXPECT_TRUE(scrubber.scrub("eGNvcnJlY3QtaG9yc2UtYmF0dGVyeQ==").changed);  // "x" + secret
+  EXPECT_TRUE(scrubber.scrub("eHljb3JyZWN0LWhvcnNlLWJhdHRlcnk=").changed);  // "xy" + secret
   EXPECT_TRUE(scrubber.contains_secret("eHljb3JyZWN0LWhvcnNlLWJhdHRlcnk="));
-  EXPECT_FALSE(scrubber.scrub("aGVsbG8gd29ybGQ=").changed);                     // "hello world"
+  EXPECT_FALSE(scrubber.scrub("aGVsbG8gd29ybGQ=").changed);  // "hello world"
 }
 
 TEST(ScrubberTest, LongestFormWins) {
@@ -60,12 +62,14 @@ TEST(ScrubberTest, BuiltInPatterns) {
   EXPECT_EQ(scrubber.redact("PASSWORD: \"hunter22\""), "PASSWORD: \"" + r() + "\"");
   EXPECT_EQ(scrubber.redact("export GITHUB_TOKEN='tok_123'"), "export GITHUB_TOKEN='" + r() + "'");
   EXPECT_EQ(scrubber.redact("Authorization: Bearer abc.def-ghi"), "Authorization: Bearer " + r());
-  EXPECT_EQ(scrubber.redact("key AIzaSyA1234567890abcdefghijklmnopqrstuv end"), "key " + r() + " end");
+  EXPECT_EQ(scrubber.redact("key AIzaSyA1234567890abcdefghijklmnopqrstuv end"),
+            "key " + r() + " end");
   EXPECT_EQ(scrubber.redact("sk-abcdefghijklmnopqrstuvwx"), r());
   EXPECT_EQ(scrubber.redact("ghp_abcdefghijklmnopqrstuvwxyz0123456789"), r());
   EXPECT_EQ(scrubber.redact("xoxb-1234567890-abcdef"), r());
   EXPECT_EQ(scrubber.redact("AKIAIOSFODNN7EXAMPLE"), r());
-  EXPECT_EQ(scrubber.redact("t=eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.sig_nature-1 ok"), "t=" + r() + " ok");
+  EXPECT_EQ(scrubber.redact("t=eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.sig_nature-1 ok"),
+            "t=" + r() + " ok");
   const std::string pem =
       "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA\nabcdef==\n-----END RSA PRIVATE KEY-----";
   EXPECT_EQ(scrubber.redact("before\n" + pem + "\nafter"), "before\n" + r() + "\nafter");
@@ -104,14 +108,16 @@ TEST(ScrubberTest, AdversarialInputIsHandled) {
   const std::string many_a(1 << 20, 'a');
   EXPECT_EQ(scrubber.redact(many_a), many_a);
   std::string assignments;
-  for (int i = 0; i < 50000; ++i) assignments += "password=";
+  for (int i = 0; i < 50000; ++i)
+    assignments += "password=";
   EXPECT_TRUE(scrubber.scrub(assignments + "x").changed);
 }
 
 std::string stream_through(const SecretScrubber& scrubber, const std::vector<std::string>& chunks) {
   auto stream = scrubber.stream();
   std::string out;
-  for (const auto& chunk : chunks) out += stream.feed(chunk);
+  for (const auto& chunk : chunks)
+    out += stream.feed(chunk);
   out += stream.finish();
   return out;
 }
@@ -153,11 +159,27 @@ TEST(ScrubberStreamTest, RandomChunkingsMatchWholeText) {
   }
 }
 
+// Found by the fuzzer: an unterminated BEGIN followed by a complete key. The
+// whole-text pattern redacts from the first BEGIN to the END; so must the stream.
+TEST(ScrubberStreamTest, UnterminatedBeginBeforeACompleteKey) {
+  SecretScrubber scrubber;
+  const std::string input =
+      "a -----BEGIN PRIVATE KEY-----\nAAA\n-----END PR x\nmiddle text\n"
+      "-----BEGIN PRIVATE KEY-----\nBBB\n-----END PRIVATE KEY-----\nz";
+  const std::string expected = scrubber.redact(input);
+  ASSERT_EQ(expected, "a " + r() + "\nz");
+  for (std::size_t cut = 0; cut <= input.size(); ++cut) {
+    EXPECT_EQ(stream_through(scrubber, {input.substr(0, cut), input.substr(cut)}), expected)
+        << "split at " << cut;
+  }
+}
+
 TEST(ScrubberStreamTest, ByteByByte) {
   SecretScrubber scrubber({"tiny-secret-1"});
   const std::string input = "a tiny-secret-1 b token=abcdef c";
   std::vector<std::string> chunks;
-  for (char c : input) chunks.emplace_back(1, c);
+  for (char c : input)
+    chunks.emplace_back(1, c);
   EXPECT_EQ(stream_through(scrubber, chunks), scrubber.redact(input));
 }
 
@@ -175,7 +197,8 @@ TEST(ScrubberStreamTest, OversizedPrivateKeyIsDroppedUntilItsEnd) {
   auto stream = scrubber.stream();
   std::string out = stream.feed("start\n-----BEGIN PRIVATE KEY-----\n");
   const std::string body_line(64, 'Q');
-  for (int i = 0; i < 2000; ++i) out += stream.feed(body_line + "\n");  // 130 KiB
+  for (int i = 0; i < 2000; ++i)
+    out += stream.feed(body_line + "\n");  // 130 KiB
   out += stream.feed("-----END PRIVATE KEY-----\nafter\n");
   out += stream.finish();
   EXPECT_EQ(out.find("QQQQ"), std::string::npos);
