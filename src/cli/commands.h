@@ -14,5 +14,6 @@ inline constexpr int kExitUsage = 125;      // pulsebox itself refused or failed
 void register_policy_commands(CLI::App& app, int& exit_code);
 void register_audit_commands(CLI::App& app, int& exit_code);
 void register_scrub_command(CLI::App& app, int& exit_code);
+void register_changes_commands(CLI::App& app, int& exit_code);
 
 }  // namespace pulsebox::cli

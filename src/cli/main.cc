@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
   register_policy_commands(app, exit_code);
   register_audit_commands(app, exit_code);
   register_scrub_command(app, exit_code);
+  register_changes_commands(app, exit_code);
 
   try {
     app.parse(argc, argv);

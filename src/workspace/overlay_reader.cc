@@ -1,0 +1,224 @@
+// Turns an overlayfs upper directory into a transaction.
+//
+// What the upper directory can hold, and what each becomes:
+//   regular file            write (or chmod when only the mode differs from
+//                           the lower file, or nothing when identical)
+//   directory               recursed into; mkdir when the lower has none;
+//                           chmod when only its mode changed
+//   opaque directory        (xattr trusted.overlay.opaque or user.overlay.opaque
+//                           = "y") lower entries below it that the upper does
+//                           not have are deleted, at every depth
+//   symlink                 symlink (unless the lower has the same one)
+//   char device 0/0         a whiteout: delete
+//   any other device, FIFO, socket, setuid/setgid file: refused
+// Directories are opened with O_NOFOLLOW at every level, so a symlink in the
+// upper directory is read as a symlink and never followed.
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <climits>
+#include <set>
+
+#include "core/fs.h"
+#include "core/sha256.h"
+#include "workspace/overlay_reader.h"
+#include "workspace/safe_open.h"
+
+namespace pulsebox::workspace {
+
+using core::Error;
+using core::ErrorKind;
+using core::UniqueFd;
+
+namespace {
+
+constexpr int kMaxDepth = 512;
+
+std::vector<std::string> names_in(int dirfd) {
+  std::vector<std::string> names;
+  const int dup = ::fcntl(dirfd, F_DUPFD_CLOEXEC, 0);
+  DIR* dir = dup >= 0 ? ::fdopendir(dup) : nullptr;
+  if (dir == nullptr) {
+    if (dup >= 0) ::close(dup);
+    return names;
+  }
+  while (const dirent* entry = ::readdir(dir)) {
+    const std::string_view name = entry->d_name;
+    if (name != "." && name != "..") names.emplace_back(name);
+  }
+  ::closedir(dir);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+bool is_opaque(int dirfd) {
+  for (const char* attribute : {"trusted.overlay.opaque", "user.overlay.opaque"}) {
+    char value[8] = {};
+    const ssize_t n = ::fgetxattr(dirfd, attribute, value, sizeof value);
+    if (n == 1 && value[0] == 'y') return true;
+  }
+  return false;
+}
+
+std::string describe_special(mode_t mode) {
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISCHR(mode)) return "a character device";
+  return "a special file";
+}
+
+core::Result<std::string> read_link(int dirfd, const std::string& name) {
+  std::string target(PATH_MAX, '\0');
+  const ssize_t n = ::readlinkat(dirfd, name.c_str(), target.data(), target.size());
+  if (n < 0) return Error::from_errno("overlay", "readlink " + name);
+  target.resize(static_cast<std::size_t>(n));
+  return target;
+}
+
+struct Walker {
+  TransactionStore& store;
+  Draft& draft;
+  std::uint64_t max_file_bytes;
+
+  core::Status stage(Entry entry, std::string_view bytes = {}) {
+    return store.stage(draft, std::move(entry), bytes, /*check_policy=*/false);
+  }
+
+  // `lower` is the matching lower directory or -1; `hidden` means the lower
+  // entries here are hidden by an opaque directory above.
+  core::Status walk(int upper, int lower, bool hidden, const std::string& prefix, int depth) {
+    if (depth > kMaxDepth) {
+      return Error(ErrorKind::kResource, "overlay", prefix + ": directories nested too deeply");
+    }
+    const std::vector<std::string> upper_names = names_in(upper);
+    if (hidden && lower >= 0) {
+      const std::set<std::string> present(upper_names.begin(), upper_names.end());
+      for (const std::string& name : names_in(lower)) {
+        if (present.count(name) == 0) {
+          Entry entry;
+          entry.path = prefix + name;
+          entry.op = StagedOp::Delete;
+          PB_CHECK(stage(std::move(entry)));
+        }
+      }
+    }
+    for (const std::string& name : upper_names) {
+      PB_CHECK(visit(upper, lower, hidden, prefix, name, depth));
+    }
+    return core::ok_status();
+  }
+
+  core::Status visit(int upper, int lower, bool hidden, const std::string& prefix,
+                     const std::string& name, int depth) {
+    const std::string path = prefix + name;
+    struct stat st {};
+    if (::fstatat(upper, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+      return Error::from_errno("overlay", "stat " + path);
+    }
+    struct stat below {};
+    const bool lower_exists =
+        lower >= 0 && ::fstatat(lower, name.c_str(), &below, AT_SYMLINK_NOFOLLOW) == 0;
+
+    if (S_ISCHR(st.st_mode) && major(st.st_rdev) == 0 && minor(st.st_rdev) == 0) {
+      if (!lower_exists) return core::ok_status();  // whiteout of something already gone
+      Entry entry;
+      entry.path = path;
+      entry.op = StagedOp::Delete;
+      return stage(std::move(entry));
+    }
+    if (S_ISREG(st.st_mode)) {
+      if ((st.st_mode & (S_ISUID | S_ISGID)) != 0) {
+        return Error(ErrorKind::kSecurity, "overlay",
+                     "refusing " + path + ": setuid/setgid files are never committed");
+      }
+      UniqueFd fd(::openat(upper, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+      if (!fd) return Error::from_errno("overlay", "open " + path);
+      PB_TRY(bytes, core::read_all(fd.get(), max_file_bytes, path));
+      const unsigned mode = st.st_mode & 0777;
+      if (lower_exists && S_ISREG(below.st_mode) &&
+          static_cast<std::uint64_t>(below.st_size) == bytes.size()) {
+        UniqueFd lower_fd(::openat(lower, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+        if (lower_fd) {
+          PB_TRY(lower_bytes, core::read_all(lower_fd.get(), max_file_bytes, path));
+          if (lower_bytes == bytes) {
+            if ((below.st_mode & 0777) == mode) return core::ok_status();  // copied up, unchanged
+            Entry entry;
+            entry.path = path;
+            entry.op = StagedOp::Chmod;
+            entry.mode = mode;
+            return stage(std::move(entry));
+          }
+        }
+      }
+      Entry entry;
+      entry.path = path;
+      entry.op = StagedOp::Write;
+      entry.mode = mode;
+      return stage(std::move(entry), bytes);
+    }
+    if (S_ISLNK(st.st_mode)) {
+      PB_TRY(target, read_link(upper, name));
+      if (lower_exists && S_ISLNK(below.st_mode)) {
+        auto lower_target = read_link(lower, name);
+        if (lower_target && *lower_target == target) return core::ok_status();
+      }
+      Entry entry;
+      entry.path = path;
+      entry.op = StagedOp::Symlink;
+      entry.link_target = std::move(target);
+      return stage(std::move(entry));
+    }
+    if (S_ISDIR(st.st_mode)) {
+      UniqueFd child(::openat(upper, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      if (!child) return Error::from_errno("overlay", "open directory " + path);
+      const unsigned mode = st.st_mode & 0777;
+      if ((st.st_mode & (S_ISUID | S_ISGID)) != 0) {
+        return Error(ErrorKind::kSecurity, "overlay",
+                     "refusing " + path + ": setuid/setgid directories are never committed");
+      }
+      const bool lower_is_dir = lower_exists && S_ISDIR(below.st_mode);
+      if (!lower_is_dir) {
+        Entry entry;
+        entry.path = path;
+        entry.op = StagedOp::Mkdir;
+        entry.mode = mode;
+        PB_CHECK(stage(std::move(entry)));
+        return walk(child.get(), -1, false, path + "/", depth + 1);
+      }
+      if ((below.st_mode & 0777) != mode) {
+        Entry entry;
+        entry.path = path;
+        entry.op = StagedOp::Chmod;
+        entry.mode = mode;
+        PB_CHECK(stage(std::move(entry)));
+      }
+      UniqueFd lower_child(::openat(lower, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      if (!lower_child) return Error::from_errno("overlay", "open lower directory " + path);
+      return walk(child.get(), lower_child.get(), hidden || is_opaque(child.get()), path + "/",
+                  depth + 1);
+    }
+    return Error(ErrorKind::kSecurity, "overlay",
+                 "refusing " + path + ": " + describe_special(st.st_mode) +
+                     " cannot be committed to the workspace");
+  }
+};
+
+}  // namespace
+
+core::Status import_upper_directory(TransactionStore& store, Draft& draft,
+                                    const std::filesystem::path& upper,
+                                    const std::filesystem::path& lower,
+                                    std::uint64_t max_file_bytes) {
+  PB_TRY(upper_fd, core::open_directory(upper));
+  PB_TRY(lower_fd, core::open_directory(lower));
+  Walker walker{store, draft, max_file_bytes};
+  return walker.walk(upper_fd.get(), lower_fd.get(), is_opaque(upper_fd.get()), "", 0);
+}
+
+}  // namespace pulsebox::workspace

@@ -1,0 +1,601 @@
+#include "workspace/transactions.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+#include <random>
+#include <set>
+
+#include "audit/chain.h"
+#include "core/fs.h"
+#include "core/sha256.h"
+#include "workspace/safe_open.h"
+
+namespace pulsebox::workspace {
+
+using core::Error;
+using core::ErrorKind;
+using core::UniqueFd;
+using json = nlohmann::json;
+
+std::function<void(std::string_view)> commit_failpoint;
+
+namespace {
+
+constexpr const char* kTempPrefix = ".pulsebox-tmp-";
+
+void failpoint(std::string_view step) {
+  if (commit_failpoint) commit_failpoint(step);
+}
+
+std::string random_hex(std::size_t digits) {
+  static thread_local std::mt19937_64 random(std::random_device{}());
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (std::size_t i = 0; i < digits; ++i) out.push_back(kHex[random() % 16]);
+  return out;
+}
+
+StagedOp op_from_string(std::string_view text) {
+  for (auto op : {StagedOp::Write, StagedOp::Delete, StagedOp::Mkdir, StagedOp::Symlink,
+                  StagedOp::Chmod}) {
+    if (to_string(op) == text) return op;
+  }
+  return StagedOp::Write;
+}
+
+json snapshot_to_json(const Snapshot& s) {
+  return {{"type", std::string(to_string(s.type))},
+          {"inode", s.inode},
+          {"device", s.device},
+          {"size", s.size},
+          {"mtime_ns", s.mtime_ns},
+          {"mode", s.mode},
+          {"uid", s.uid},
+          {"gid", s.gid},
+          {"sha256", s.sha256}};
+}
+
+Snapshot snapshot_from_json(const json& j) {
+  Snapshot s;
+  s.type = node_type_from_string(j.at("type").get<std::string>());
+  s.inode = j.at("inode").get<std::uint64_t>();
+  s.device = j.at("device").get<std::uint64_t>();
+  s.size = j.at("size").get<std::uint64_t>();
+  s.mtime_ns = j.at("mtime_ns").get<std::int64_t>();
+  s.mode = j.at("mode").get<unsigned>();
+  s.uid = j.value("uid", 0u);
+  s.gid = j.value("gid", 0u);
+  s.sha256 = j.at("sha256").get<std::string>();
+  return s;
+}
+
+json entry_to_json(const Entry& e) {
+  return {{"path", e.path},         {"op", std::string(to_string(e.op))},
+          {"mode", e.mode},         {"link_target", e.link_target},
+          {"blob", e.blob},         {"size", e.size},
+          {"snapshot", snapshot_to_json(e.snapshot)}};
+}
+
+Entry entry_from_json(const json& j) {
+  Entry e;
+  e.path = j.at("path").get<std::string>();
+  e.op = op_from_string(j.at("op").get<std::string>());
+  e.mode = j.at("mode").get<unsigned>();
+  e.link_target = j.at("link_target").get<std::string>();
+  e.blob = j.at("blob").get<std::string>();
+  e.size = j.at("size").get<std::uint64_t>();
+  e.snapshot = snapshot_from_json(j.at("snapshot"));
+  return e;
+}
+
+Error corrupt(const std::filesystem::path& file, const std::string& why) {
+  return Error(ErrorKind::kRecovery, "workspace",
+               file.string() + " is damaged (" + why +
+                   "); discard the transaction or run `pulsebox reconcile`");
+}
+
+core::Result<json> read_json(const std::filesystem::path& file) {
+  PB_TRY(text, core::read_file(file));
+  try {
+    return json::parse(text);
+  } catch (const json::exception& error) {
+    return corrupt(file, error.what());
+  }
+}
+
+core::Status fsync_path(const std::filesystem::path& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return Error::from_errno("workspace", "open " + path.string());
+  if (::fsync(fd.get()) != 0) return Error::from_errno("workspace", "fsync " + path.string());
+  return core::ok_status();
+}
+
+// As root, a new entry takes the owner of the directory it is created in, and
+// a replaced file keeps its owner: committing a user's workspace as root must
+// not leave root-owned files behind.
+void adopt_owner(int dir, const std::string& name, const struct stat* replaced) {
+  if (::geteuid() != 0) return;
+  struct stat owner {};
+  if (replaced != nullptr) {
+    owner = *replaced;
+  } else if (::fstat(dir, &owner) != 0) {
+    return;
+  }
+  (void)::fchownat(dir, name.c_str(), owner.st_uid, owner.st_gid, AT_SYMLINK_NOFOLLOW);
+}
+
+bool is_bare_wildcard(std::string_view pattern) {
+  const auto normalized = normalize_policy_target(pattern);
+  if (!normalized) return false;
+  return normalized->find_first_not_of('*') == std::string::npos;
+}
+
+}  // namespace
+
+std::string_view to_string(StagedOp op) {
+  switch (op) {
+    case StagedOp::Write: return "write";
+    case StagedOp::Delete: return "delete";
+    case StagedOp::Mkdir: return "mkdir";
+    case StagedOp::Symlink: return "symlink";
+    case StagedOp::Chmod: return "chmod";
+  }
+  return "write";
+}
+
+ChangeKind change_kind(const Entry& entry) {
+  switch (entry.op) {
+    case StagedOp::Delete: return ChangeKind::Deleted;
+    case StagedOp::Chmod: return ChangeKind::Mode;
+    case StagedOp::Symlink: return ChangeKind::Symlink;
+    case StagedOp::Mkdir:
+    case StagedOp::Write:
+      return entry.snapshot.exists() ? ChangeKind::Modified : ChangeKind::Added;
+  }
+  return ChangeKind::Modified;
+}
+
+std::uint64_t Draft::staged_bytes() const {
+  std::uint64_t total = 0;
+  for (const auto& [path, entry] : entries) total += entry.size;
+  return total;
+}
+
+TransactionStore::TransactionStore(std::filesystem::path root, const ActionPolicy& policy,
+                                   WorkspaceLimits limits)
+    : root_(std::move(root)), policy_(policy), limits_(limits) {}
+
+std::filesystem::path TransactionStore::tx_dir(const std::string& id) const {
+  return root_ / ".agent" / "transactions" / id;
+}
+
+core::Result<UniqueFd> TransactionStore::open_root() const {
+  auto fd = core::open_directory(root_);
+  if (!fd) return std::move(fd).error().with_kind(ErrorKind::kInvalidInput);
+  return fd;
+}
+
+core::Result<UniqueFd> TransactionStore::lock() const {
+  const auto agent = root_ / ".agent";
+  struct stat st {};
+  if (::lstat(agent.c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) {
+    return Error(ErrorKind::kSecurity, "workspace",
+                 agent.string() + " is not a directory (a symlink?); refusing to use it");
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(agent / "transactions", ec);
+  if (ec) {
+    return Error(ErrorKind::kIo, "workspace", "cannot create " + agent.string(), ec.value());
+  }
+  ::chmod(agent.c_str(), 0700);
+  const auto path = agent / "lock";
+  UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (!fd) return Error::from_errno("workspace", "open " + path.string());
+  while (::flock(fd.get(), LOCK_EX) != 0) {
+    if (errno != EINTR) return Error::from_errno("workspace", "lock " + path.string());
+  }
+  return fd;  // closing it releases the lock
+}
+
+core::Result<std::vector<std::string>> TransactionStore::list_ids() const {
+  std::vector<std::string> ids;
+  std::error_code ec;
+  const auto dir = root_ / ".agent" / "transactions";
+  if (!std::filesystem::is_directory(dir, ec)) return ids;
+  for (const auto& item : std::filesystem::directory_iterator(dir, ec)) {
+    if (std::filesystem::exists(item.path() / "manifest.json", ec)) {
+      ids.push_back(item.path().filename().string());
+    }
+  }
+  std::sort(ids.begin(), ids.end());
+  return ids;
+}
+
+core::Result<std::string> TransactionStore::create(std::string origin) {
+  PB_TRY(lock_fd, lock());
+  PB_TRY(ids, list_ids());
+  if (ids.size() >= limits_.max_open_transactions) {
+    return Error(ErrorKind::kResource, "workspace",
+                 "there are already " + std::to_string(ids.size()) +
+                     " open transactions (the limit is " +
+                     std::to_string(limits_.max_open_transactions) +
+                     "); commit or discard some first (`pulsebox changes`)");
+  }
+  Draft draft;
+  const std::string stamp = audit::utc_timestamp();
+  draft.created = stamp;
+  // tx-YYYYMMDDhhmmss-<random>: sorts by creation time.
+  std::string compact;
+  for (char c : stamp.substr(0, 19)) {
+    if (std::isdigit(static_cast<unsigned char>(c))) compact.push_back(c);
+  }
+  draft.id = "tx-" + compact + "-" + random_hex(6);
+  draft.origin = std::move(origin);
+  std::error_code ec;
+  std::filesystem::create_directories(tx_dir(draft.id) / "blobs", ec);
+  if (ec) return Error(ErrorKind::kIo, "workspace", "cannot create " + tx_dir(draft.id).string(), ec.value());
+  PB_CHECK(save(draft));
+  return draft.id;
+}
+
+core::Result<Draft> TransactionStore::load(const std::string& id) const {
+  if (id.empty() || id.find('/') != std::string::npos || id.front() == '.') {
+    return Error(ErrorKind::kInvalidInput, "workspace", "\"" + id + "\" is not a transaction id");
+  }
+  const auto manifest = tx_dir(id) / "manifest.json";
+  std::error_code ec;
+  if (!std::filesystem::exists(manifest, ec)) {
+    return Error(ErrorKind::kInvalidInput, "workspace",
+                 "no transaction \"" + id + "\" in " + root_.string() +
+                     " (see `pulsebox changes`)");
+  }
+  PB_TRY(document, read_json(manifest));
+  Draft draft;
+  try {
+    draft.id = document.at("id").get<std::string>();
+    draft.created = document.at("created").get<std::string>();
+    draft.origin = document.value("origin", "");
+    draft.next_blob = document.at("next_blob").get<std::uint64_t>();
+    for (const auto& item : document.at("entries")) {
+      Entry entry = entry_from_json(item);
+      auto checked = check_relative_path(entry.path);
+      if (!checked || *checked != entry.path) return corrupt(manifest, "bad path " + entry.path);
+      draft.entries[entry.path] = std::move(entry);
+    }
+  } catch (const json::exception& error) {
+    return corrupt(manifest, error.what());
+  }
+  if (draft.id != id) return corrupt(manifest, "it names another transaction");
+  return draft;
+}
+
+core::Status TransactionStore::save(const Draft& draft) const {
+  json entries = json::array();
+  for (const auto& [path, entry] : draft.entries) entries.push_back(entry_to_json(entry));
+  const json document = {{"version", 1},           {"id", draft.id},
+                         {"created", draft.created}, {"origin", draft.origin},
+                         {"next_blob", draft.next_blob}, {"entries", std::move(entries)}};
+  return core::write_file_atomic(tx_dir(draft.id) / "manifest.json",
+                                 document.dump(1, ' ', false, json::error_handler_t::replace),
+                                 0600);
+}
+
+core::Status TransactionStore::discard(const std::string& id) {
+  PB_TRY(lock_fd, lock());
+  PB_TRY(draft, load(id));
+  std::error_code ec;
+  if (std::filesystem::exists(tx_dir(id) / "READY", ec)) {
+    return Error(ErrorKind::kRecovery, "workspace",
+                 "transaction " + id + " is being committed; run `pulsebox reconcile` to finish it");
+  }
+  std::filesystem::remove_all(tx_dir(id), ec);
+  if (ec) return Error(ErrorKind::kIo, "workspace", "cannot remove " + tx_dir(id).string(), ec.value());
+  return core::ok_status();
+}
+
+core::Status TransactionStore::check_entry_policy(const Entry& entry) const {
+  std::vector<ActionType> actions;
+  switch (entry.op) {
+    case StagedOp::Delete: actions = {ActionType::Delete}; break;
+    case StagedOp::Write:
+    case StagedOp::Mkdir:
+    case StagedOp::Symlink:
+    case StagedOp::Chmod: actions = {ActionType::Write}; break;
+  }
+  // Replacing a path of another type removes what was there.
+  const NodeType new_type = entry.op == StagedOp::Mkdir     ? NodeType::Directory
+                            : entry.op == StagedOp::Symlink ? NodeType::Symlink
+                                                            : NodeType::File;
+  if (entry.op != StagedOp::Delete && entry.op != StagedOp::Chmod && entry.snapshot.exists() &&
+      entry.snapshot.type != new_type) {
+    actions.push_back(ActionType::Delete);
+  }
+  for (ActionType action : actions) {
+    const PolicyEvaluation evaluation = policy_.explain(action, entry.path);
+    for (const ProtectedPath& guarded : protected_paths()) {
+      const auto normalized = normalize_policy_target(guarded.pattern);
+      if (!normalized || !glob_match(*normalized, evaluation.normalized_target)) continue;
+      const bool named_by_rule = evaluation.source == PolicyEvaluation::Source::Rule &&
+                                 evaluation.decision == Decision::Allow &&
+                                 !is_bare_wildcard(evaluation.rule->target_pattern);
+      if (!named_by_rule) {
+        return Error(ErrorKind::kPolicyDenied, "policy",
+                     "refusing to " + std::string(to_string(action)) + " " + entry.path +
+                         ": protected path (" + guarded.reason +
+                         "); to allow it, add a policy rule naming it, e.g. {\"action\": \"" +
+                         std::string(to_string(action)) + "\", \"target\": \"" + entry.path +
+                         "\", \"decision\": \"allow\"}");
+      }
+    }
+    if (evaluation.decision == Decision::Deny) {
+      return Error(ErrorKind::kPolicyDenied, "policy",
+                   "refusing to " + std::string(to_string(action)) + " " + entry.path +
+                       ": policy says " + evaluation.describe());
+    }
+  }
+  return core::ok_status();
+}
+
+core::Status TransactionStore::stage(Draft& draft, Entry entry, std::string_view bytes,
+                                     bool check_policy) {
+  PB_TRY(path, check_relative_path(entry.path));
+  entry.path = path;
+  if (entry.op == StagedOp::Write) {
+    if (bytes.size() > limits_.max_file_bytes) {
+      return Error(ErrorKind::kResource, "workspace",
+                   entry.path + ": " + std::to_string(bytes.size()) +
+                       " bytes is over the per-file limit of " +
+                       std::to_string(limits_.max_file_bytes));
+    }
+    std::uint64_t total = draft.staged_bytes() + bytes.size();
+    if (auto it = draft.entries.find(entry.path); it != draft.entries.end()) total -= it->second.size;
+    if (total > limits_.max_total_bytes) {
+      return Error(ErrorKind::kResource, "workspace",
+                   "staging " + entry.path + " would bring the transaction to " +
+                       std::to_string(total) + " bytes, over the limit of " +
+                       std::to_string(limits_.max_total_bytes));
+    }
+  }
+  if (entry.op == StagedOp::Write || entry.op == StagedOp::Mkdir || entry.op == StagedOp::Chmod) {
+    if ((entry.mode & (S_ISUID | S_ISGID)) != 0) {
+      return Error(ErrorKind::kSecurity, "workspace",
+                   entry.path + ": refusing a setuid or setgid mode");
+    }
+    entry.mode &= 0777;
+  }
+  if (auto it = draft.entries.find(entry.path); it != draft.entries.end()) {
+    entry.snapshot = it->second.snapshot;  // the first snapshot is the one that counts
+  } else {
+    PB_TRY(root_fd, open_root());
+    PB_TRY(snapshot, take_snapshot(root_fd.get(), entry.path));
+    entry.snapshot = std::move(snapshot);
+  }
+  if (check_policy) PB_CHECK(check_entry_policy(entry));
+  if (entry.op == StagedOp::Write) {
+    entry.blob = std::to_string(draft.next_blob++);
+    const auto blob_path = tx_dir(draft.id) / "blobs" / entry.blob;
+    UniqueFd fd(::open(blob_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+    if (!fd) return Error::from_errno("workspace", "create " + blob_path.string());
+    PB_CHECK(core::write_all(fd.get(), bytes, blob_path.string()));
+    // The blob is renamed into place at commit, so it gets its final mode now.
+    if (::fchmod(fd.get(), entry.mode) != 0) {
+      return Error::from_errno("workspace", "chmod " + blob_path.string());
+    }
+    entry.size = bytes.size();
+  }
+  if (auto it = draft.entries.find(entry.path); it != draft.entries.end() && !it->second.blob.empty()) {
+    std::error_code ec;
+    std::filesystem::remove(tx_dir(draft.id) / "blobs" / it->second.blob, ec);
+  }
+  draft.entries[entry.path] = std::move(entry);
+  return core::ok_status();
+}
+
+// Applies every step; each is idempotent so a replay after a crash at any
+// point converges on the committed state.
+core::Status TransactionStore::apply(const Draft& draft, int root_fd,
+                                     std::size_t* temp_files_removed) {
+  const auto blobs = tx_dir(draft.id) / "blobs";
+  PB_TRY(blob_dir, core::open_directory(blobs));
+  std::set<std::string> touched_dirs;
+  for (const auto& [path, entry] : draft.entries) {
+    std::string name;
+    auto parent = open_parent(root_fd, path, &name);
+    if (!parent) {
+      const int err = parent.error().error_number();
+      // The parent is gone: for a delete that is success, otherwise the
+      // parent was replaced by an earlier step and this entry cannot apply.
+      if (entry.op == StagedOp::Delete && (err == ENOENT || err == ENOTDIR)) continue;
+      return std::move(parent).error().with_context("applying " + path);
+    }
+    const int dir = parent->get();
+    const std::string parent_path = path.find('/') == std::string::npos
+                                        ? std::string()
+                                        : path.substr(0, path.rfind('/'));
+    touched_dirs.insert(parent_path);
+    struct stat current {};
+    const bool exists = ::fstatat(dir, name.c_str(), &current, AT_SYMLINK_NOFOLLOW) == 0;
+    switch (entry.op) {
+      case StagedOp::Delete:
+        PB_CHECK(remove_tree_at(dir, name));
+        break;
+      case StagedOp::Write: {
+        struct stat blob_stat {};
+        if (::fstatat(blob_dir.get(), entry.blob.c_str(), &blob_stat, 0) != 0) {
+          break;  // already renamed into place by an earlier attempt
+        }
+        const bool replaces_file = exists && !S_ISDIR(current.st_mode);
+        if (exists && S_ISDIR(current.st_mode)) PB_CHECK(remove_tree_at(dir, name));
+        if (::renameat(blob_dir.get(), entry.blob.c_str(), dir, name.c_str()) != 0) {
+          return Error::from_errno("workspace", "rename into place: " + path);
+        }
+        adopt_owner(dir, name, replaces_file ? &current : nullptr);
+        break;
+      }
+      case StagedOp::Mkdir:
+        if (exists && S_ISDIR(current.st_mode)) {
+          UniqueFd fd(::openat(dir, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+          if (!fd || ::fchmod(fd.get(), entry.mode) != 0) {
+            return Error::from_errno("workspace", "chmod " + path);
+          }
+          break;
+        }
+        if (exists) PB_CHECK(remove_tree_at(dir, name));
+        if (::mkdirat(dir, name.c_str(), entry.mode) != 0 && errno != EEXIST) {
+          return Error::from_errno("workspace", "mkdir " + path);
+        }
+        if (::fchmodat(dir, name.c_str(), entry.mode, 0) != 0) {
+          return Error::from_errno("workspace", "chmod " + path);
+        }
+        adopt_owner(dir, name, nullptr);
+        break;
+      case StagedOp::Symlink: {
+        if (exists && S_ISDIR(current.st_mode)) PB_CHECK(remove_tree_at(dir, name));
+        const std::string temp = std::string(kTempPrefix) + random_hex(12);
+        if (::symlinkat(entry.link_target.c_str(), dir, temp.c_str()) != 0) {
+          return Error::from_errno("workspace", "symlink " + path);
+        }
+        if (::renameat(dir, temp.c_str(), dir, name.c_str()) != 0) {
+          const Error error = Error::from_errno("workspace", "rename into place: " + path);
+          ::unlinkat(dir, temp.c_str(), 0);
+          return error;
+        }
+        adopt_owner(dir, name, nullptr);
+        break;
+      }
+      case StagedOp::Chmod: {
+        UniqueFd fd(::openat(dir, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+        if (!fd || ::fchmod(fd.get(), entry.mode) != 0) {
+          return Error::from_errno("workspace", "chmod " + path);
+        }
+        break;
+      }
+    }
+    failpoint("applied " + path);
+  }
+  // Make the renames durable, and remove temporary symlinks an interrupted
+  // attempt may have left in the directories this commit touches.
+  for (const std::string& dir_path : touched_dirs) {
+    auto dir = dir_path.empty() ? core::Result<UniqueFd>(UniqueFd(::fcntl(root_fd, F_DUPFD_CLOEXEC, 0)))
+                                : open_beneath(root_fd, dir_path, O_RDONLY | O_DIRECTORY);
+    if (!dir) continue;  // removed by a later step
+    if (temp_files_removed != nullptr) {
+      const int dup = ::fcntl(dir->get(), F_DUPFD_CLOEXEC, 0);
+      if (DIR* listing = dup >= 0 ? ::fdopendir(dup) : nullptr) {
+        while (const dirent* item = ::readdir(listing)) {
+          if (std::string_view(item->d_name).rfind(kTempPrefix, 0) == 0 &&
+              ::unlinkat(dir->get(), item->d_name, 0) == 0) {
+            ++*temp_files_removed;
+          }
+        }
+        ::closedir(listing);
+      }
+    }
+    if (::fsync(dir->get()) != 0) return Error::from_errno("workspace", "fsync " + dir_path);
+  }
+  failpoint("directories synced");
+  return core::ok_status();
+}
+
+core::Result<std::vector<std::string>> TransactionStore::commit(const std::string& id) {
+  PB_TRY(lock_fd, lock());
+  PB_TRY(draft, load(id));
+  PB_TRY(root_fd, open_root());
+  const auto dir = tx_dir(id);
+  std::error_code ec;
+  if (std::filesystem::exists(dir / "READY", ec)) {
+    return Error(ErrorKind::kRecovery, "workspace",
+                 "transaction " + id + " was interrupted while committing; run `pulsebox reconcile`");
+  }
+
+  // 1. Nothing changed underneath since staging.
+  std::vector<std::string> conflicts;
+  for (const auto& [path, entry] : draft.entries) {
+    PB_TRY(now, take_snapshot(root_fd.get(), path));
+    const std::string why = describe_difference(entry.snapshot, now);
+    if (!why.empty()) conflicts.push_back(path + ": " + why);
+  }
+  if (!conflicts.empty()) {
+    std::string message = "the workspace changed since transaction " + id +
+                          " was staged; nothing was applied and the transaction is kept:";
+    for (const auto& conflict : conflicts) message += "\n  " + conflict;
+    Error error(ErrorKind::kConcurrentModification, "commit", message);
+    for (const auto& conflict : conflicts) error.paths().push_back(conflict.substr(0, conflict.find(": ")));
+    return error;
+  }
+  failpoint("snapshots checked");
+
+  // 2. The policy allows every change.
+  for (const auto& [path, entry] : draft.entries) PB_CHECK(check_entry_policy(entry));
+
+  // 3. Write-ahead log, durable, then the commit point.
+  if (::syncfs(root_fd.get()) != 0) return Error::from_errno("workspace", "syncfs (blobs)");
+  json steps = json::array();
+  for (const auto& [path, entry] : draft.entries) steps.push_back(entry_to_json(entry));
+  PB_CHECK(core::write_file_atomic(dir / "wal.json",
+                                   json{{"id", id}, {"steps", std::move(steps)}}.dump(), 0600));
+  failpoint("wal written");
+  {
+    UniqueFd ready(::open((dir / "READY").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600));
+    if (!ready || ::fsync(ready.get()) != 0) {
+      return Error::from_errno("workspace", "create " + (dir / "READY").string());
+    }
+  }
+  PB_CHECK(fsync_path(dir));
+  failpoint("ready marker");
+
+  // 4. Apply; 5. clean up.
+  PB_CHECK(apply(draft, root_fd.get(), nullptr));
+  std::filesystem::remove_all(dir, ec);
+  failpoint("cleaned up");
+  std::vector<std::string> changed;
+  for (const auto& [path, entry] : draft.entries) changed.push_back(path);
+  return changed;
+}
+
+core::Result<Workspace::ReconcileReport> TransactionStore::reconcile() {
+  PB_TRY(lock_fd, lock());
+  PB_TRY(root_fd, open_root());
+  Workspace::ReconcileReport report;
+  std::error_code ec;
+  const auto base = root_ / ".agent" / "transactions";
+  std::vector<std::filesystem::path> dirs;
+  for (const auto& item : std::filesystem::directory_iterator(base, ec)) dirs.push_back(item.path());
+  for (const auto& dir : dirs) {
+    const std::string id = dir.filename().string();
+    const bool ready = std::filesystem::exists(dir / "READY", ec);
+    if (ready) {
+      // Decided: replay the logged steps to the end.
+      PB_TRY(wal, read_json(dir / "wal.json"));
+      Draft draft;
+      draft.id = id;
+      try {
+        for (const auto& step : wal.at("steps")) {
+          Entry entry = entry_from_json(step);
+          auto checked = check_relative_path(entry.path);
+          if (!checked || *checked != entry.path) return corrupt(dir / "wal.json", "bad path");
+          draft.entries[entry.path] = std::move(entry);
+        }
+      } catch (const json::exception& error) {
+        return corrupt(dir / "wal.json", error.what());
+      }
+      PB_CHECK(apply(draft, root_fd.get(), &report.removed_temp_files));
+      std::filesystem::remove_all(dir, ec);
+      report.replayed.push_back(id);
+      continue;
+    }
+    // Not decided: an interrupted commit rolls back to a pending transaction.
+    std::filesystem::remove(dir / "wal.json", ec);
+    if (!std::filesystem::exists(dir / "manifest.json", ec)) {
+      std::filesystem::remove_all(dir, ec);  // staging that never completed
+      report.removed_staging.push_back(id);
+    }
+  }
+  return report;
+}
+
+}  // namespace pulsebox::workspace

@@ -1,0 +1,85 @@
+// The transaction store behind pulsebox::Workspace: manifests, blobs, the
+// write-ahead log and the commit/replay machinery.
+//
+// On disk, <workspace>/.agent/transactions/<id>/ holds
+//   manifest.json   the staged entries (path, op, mode, blob, snapshot)
+//   blobs/<n>       new file contents, already carrying their final mode
+//   wal.json        written at commit: the ordered steps (fsynced)
+//   READY           the commit point: once it exists the commit is replayed
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/result.h"
+#include "core/unique_fd.h"
+#include "pulsebox/workspace.h"
+#include "workspace/tree.h"
+
+namespace pulsebox::workspace {
+
+struct Entry {
+  std::string path;
+  StagedOp op = StagedOp::Write;
+  unsigned mode = 0;
+  std::string link_target;
+  std::string blob;  // file name under blobs/ (Write)
+  std::uint64_t size = 0;
+  Snapshot snapshot;  // the path's state when first staged
+};
+
+struct Draft {
+  std::string id;
+  std::string created;
+  std::string origin;
+  std::map<std::string, Entry> entries;  // sorted: parents before children
+  std::uint64_t next_blob = 0;
+
+  std::uint64_t staged_bytes() const;
+};
+
+std::string_view to_string(StagedOp op);
+ChangeKind change_kind(const Entry& entry);
+
+class TransactionStore {
+ public:
+  TransactionStore(std::filesystem::path root, const ActionPolicy& policy, WorkspaceLimits limits);
+
+  core::Result<std::string> create(std::string origin);
+  core::Result<Draft> load(const std::string& id) const;
+  core::Status save(const Draft& draft) const;
+  core::Status discard(const std::string& id);
+  core::Result<std::vector<std::string>> list_ids() const;
+
+  // Adds `entry` to the draft (snapshotting the path the first time), writing
+  // `bytes` to a blob for a Write. With check_policy, a DENY refuses it.
+  core::Status stage(Draft& draft, Entry entry, std::string_view bytes, bool check_policy);
+
+  core::Result<std::vector<std::string>> commit(const std::string& id);
+  core::Result<Workspace::ReconcileReport> reconcile();
+
+  // The decision for one entry at commit time (also used by stage()).
+  core::Status check_entry_policy(const Entry& entry) const;
+
+  std::filesystem::path tx_dir(const std::string& id) const;
+  const std::filesystem::path& root() const { return root_; }
+  core::Result<core::UniqueFd> open_root() const;
+
+ private:
+  core::Result<core::UniqueFd> lock() const;
+  core::Status apply(const Draft& draft, int root_fd, std::size_t* temp_files_removed);
+
+  std::filesystem::path root_;
+  const ActionPolicy& policy_;
+  WorkspaceLimits limits_;
+};
+
+// Test seam: called after each step of a commit with the step's name, so a
+// test can kill the process at that exact point. Empty in production.
+extern std::function<void(std::string_view step)> commit_failpoint;
+
+}  // namespace pulsebox::workspace

@@ -1,0 +1,212 @@
+#include "workspace/tree.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <climits>
+#include <vector>
+
+#include "core/sha256.h"
+#include "workspace/safe_open.h"
+
+namespace pulsebox::workspace {
+
+using core::Error;
+using core::ErrorKind;
+using core::UniqueFd;
+
+std::string_view to_string(NodeType type) {
+  switch (type) {
+    case NodeType::Absent: return "absent";
+    case NodeType::File: return "file";
+    case NodeType::Directory: return "directory";
+    case NodeType::Symlink: return "symlink";
+    case NodeType::Other: return "other";
+  }
+  return "other";
+}
+
+NodeType node_type_from_string(std::string_view text) {
+  for (auto type : {NodeType::Absent, NodeType::File, NodeType::Directory, NodeType::Symlink}) {
+    if (to_string(type) == text) return type;
+  }
+  return NodeType::Other;
+}
+
+NodeType node_type_of(mode_t mode) {
+  if (S_ISREG(mode)) return NodeType::File;
+  if (S_ISDIR(mode)) return NodeType::Directory;
+  if (S_ISLNK(mode)) return NodeType::Symlink;
+  return NodeType::Other;
+}
+
+core::Result<UniqueFd> open_parent(int root_fd, const std::string& relative, std::string* name) {
+  const auto slash = relative.rfind('/');
+  *name = slash == std::string::npos ? relative : relative.substr(slash + 1);
+  if (slash == std::string::npos) {
+    UniqueFd dup(::fcntl(root_fd, F_DUPFD_CLOEXEC, 0));
+    if (!dup) return Error::from_errno("workspace", "dup of the workspace fd");
+    return dup;
+  }
+  return open_beneath(root_fd, relative.substr(0, slash), O_RDONLY | O_DIRECTORY);
+}
+
+core::Result<std::string> sha256_of_fd(int fd) {
+  core::Sha256 hasher;
+  char buffer[65536];
+  for (;;) {
+    const ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Error::from_errno("workspace", "reading for the content hash");
+    if (n == 0) break;
+    hasher.update({buffer, static_cast<std::size_t>(n)});
+  }
+  return hasher.hex_digest();
+}
+
+namespace {
+
+std::vector<std::string> list_directory(int dirfd) {
+  std::vector<std::string> names;
+  const int dup = ::fcntl(dirfd, F_DUPFD_CLOEXEC, 0);
+  if (dup < 0) return names;
+  DIR* dir = ::fdopendir(dup);
+  if (dir == nullptr) {
+    ::close(dup);
+    return names;
+  }
+  ::rewinddir(dir);
+  while (const dirent* entry = ::readdir(dir)) {
+    const std::string_view name = entry->d_name;
+    if (name != "." && name != "..") names.emplace_back(name);
+  }
+  ::closedir(dir);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// Feeds a listing of the tree below dirfd into the hasher.
+void hash_tree(int dirfd, const std::string& prefix, core::Sha256& hasher, int depth) {
+  if (depth > 256) return;
+  for (const std::string& name : list_directory(dirfd)) {
+    struct stat st {};
+    if (::fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+    const std::string path = prefix + name;
+    hasher.update(path);
+    hasher.update(std::string(1, '\0') + std::to_string(st.st_mode) + ":" +
+                  std::to_string(st.st_size) + ":" + std::to_string(st.st_mtim.tv_sec) + "." +
+                  std::to_string(st.st_mtim.tv_nsec) + ":" + std::to_string(st.st_ino) + "\n");
+    if (S_ISDIR(st.st_mode)) {
+      UniqueFd child(::openat(dirfd, name.c_str(),
+                              O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      if (child) hash_tree(child.get(), path + "/", hasher, depth + 1);
+    }
+  }
+}
+
+}  // namespace
+
+core::Result<Snapshot> take_snapshot(int root_fd, const std::string& relative) {
+  Snapshot snapshot;
+  std::string name;
+  auto parent = open_parent(root_fd, relative, &name);
+  if (!parent) {
+    const int err = parent.error().error_number();
+    if (err == ENOENT || err == ENOTDIR) return snapshot;  // no parent, so no path
+    return std::move(parent).error();
+  }
+  struct stat st {};
+  if (::fstatat(parent->get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+    if (errno == ENOENT) return snapshot;
+    return Error::from_errno("workspace", "stat " + relative);
+  }
+  snapshot.type = node_type_of(st.st_mode);
+  snapshot.inode = st.st_ino;
+  snapshot.device = st.st_dev;
+  snapshot.size = static_cast<std::uint64_t>(st.st_size);
+  snapshot.mtime_ns =
+      static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  snapshot.mode = st.st_mode & 07777;
+  snapshot.uid = st.st_uid;
+  snapshot.gid = st.st_gid;
+  switch (snapshot.type) {
+    case NodeType::File: {
+      UniqueFd fd(::openat(parent->get(), name.c_str(),
+                           O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+      if (!fd) return Error::from_errno("workspace", "open " + relative);
+      PB_TRY(digest, sha256_of_fd(fd.get()));
+      snapshot.sha256 = std::move(digest);
+      break;
+    }
+    case NodeType::Symlink: {
+      std::string target(PATH_MAX, '\0');
+      const ssize_t n = ::readlinkat(parent->get(), name.c_str(), target.data(), target.size());
+      if (n < 0) return Error::from_errno("workspace", "readlink " + relative);
+      target.resize(static_cast<std::size_t>(n));
+      snapshot.sha256 = core::sha256_hex(target);
+      break;
+    }
+    case NodeType::Directory: {
+      UniqueFd fd(::openat(parent->get(), name.c_str(),
+                           O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      if (!fd) return Error::from_errno("workspace", "open directory " + relative);
+      core::Sha256 hasher;
+      hash_tree(fd.get(), "", hasher, 0);
+      snapshot.sha256 = hasher.hex_digest();
+      break;
+    }
+    case NodeType::Absent:
+    case NodeType::Other:
+      break;
+  }
+  return snapshot;
+}
+
+std::string describe_difference(const Snapshot& before, const Snapshot& now) {
+  if (!before.exists() && now.exists()) return "created since the transaction was staged";
+  if (before.exists() && !now.exists()) return "deleted since the transaction was staged";
+  if (!before.exists()) return "";
+  if (before.type != now.type) {
+    return std::string("replaced: was a ") + std::string(to_string(before.type)) + ", now a " +
+           std::string(to_string(now.type));
+  }
+  if (before.inode != now.inode || before.device != now.device) {
+    return "replaced by another file (inode changed)";
+  }
+  if (before.sha256 != now.sha256) {
+    return before.type == NodeType::Directory ? "directory contents changed" : "content changed";
+  }
+  if (before.mode != now.mode) return "mode changed";
+  if (before.type != NodeType::Directory && before.size != now.size) return "size changed";
+  if (before.type == NodeType::File && before.mtime_ns != now.mtime_ns) {
+    return "modification time changed";
+  }
+  return "";
+}
+
+core::Status remove_tree_at(int dirfd, const std::string& name) {
+  struct stat st {};
+  if (::fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+    if (errno == ENOENT) return core::ok_status();
+    return Error::from_errno("workspace", "stat " + name);
+  }
+  if (S_ISDIR(st.st_mode)) {
+    UniqueFd child(::openat(dirfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!child) return Error::from_errno("workspace", "open directory " + name);
+    for (const std::string& entry : list_directory(child.get())) {
+      PB_CHECK(remove_tree_at(child.get(), entry));
+    }
+    if (::unlinkat(dirfd, name.c_str(), AT_REMOVEDIR) != 0 && errno != ENOENT) {
+      return Error::from_errno("workspace", "remove directory " + name);
+    }
+    return core::ok_status();
+  }
+  if (::unlinkat(dirfd, name.c_str(), 0) != 0 && errno != ENOENT) {
+    return Error::from_errno("workspace", "remove " + name);
+  }
+  return core::ok_status();
+}
+
+}  // namespace pulsebox::workspace

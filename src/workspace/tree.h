@@ -1,0 +1,55 @@
+// File-system operations beneath a trusted root directory fd, never following
+// a symlink out of it: snapshots of a path's state, recursive removal.
+#pragma once
+
+#include <sys/stat.h>
+
+#include <cstdint>
+#include <string>
+
+#include "core/result.h"
+#include "core/unique_fd.h"
+
+namespace pulsebox::workspace {
+
+enum class NodeType { Absent, File, Directory, Symlink, Other };
+
+std::string_view to_string(NodeType type);
+NodeType node_type_from_string(std::string_view text);
+NodeType node_type_of(mode_t mode);
+
+// The state of one path, as recorded when it is first staged.
+struct Snapshot {
+  NodeType type = NodeType::Absent;
+  std::uint64_t inode = 0;
+  std::uint64_t device = 0;
+  std::uint64_t size = 0;
+  std::int64_t mtime_ns = 0;
+  unsigned mode = 0;
+  uid_t uid = 0;
+  gid_t gid = 0;
+  // File: SHA-256 of the content; symlink: of the target; directory: of a
+  // listing of the whole tree below (names, types, sizes, mtimes, modes).
+  std::string sha256;
+
+  bool exists() const { return type != NodeType::Absent; }
+};
+
+// Opens the directory that holds the last component of `relative` (checked
+// by check_relative_path) beneath root_fd; `name` receives that component.
+// ENOENT/ENOTDIR from a missing parent come back as errors with that errno.
+core::Result<core::UniqueFd> open_parent(int root_fd, const std::string& relative,
+                                         std::string* name);
+
+core::Result<Snapshot> take_snapshot(int root_fd, const std::string& relative);
+
+// "" when equal, else why they differ ("content changed", "deleted", ...).
+std::string describe_difference(const Snapshot& before, const Snapshot& now);
+
+// Removes `name` in dirfd, recursively for a directory, never following
+// symlinks. A missing entry is not an error.
+core::Status remove_tree_at(int dirfd, const std::string& name);
+
+core::Result<std::string> sha256_of_fd(int fd);
+
+}  // namespace pulsebox::workspace

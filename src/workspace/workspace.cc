@@ -1,0 +1,302 @@
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "core/fs.h"
+#include "core/throw_error.h"
+#include "pulsebox/workspace.h"
+#include "workspace/diff.h"
+#include "workspace/overlay_reader.h"
+#include "workspace/safe_open.h"
+#include "workspace/transactions.h"
+
+namespace pulsebox {
+
+using core::Error;
+using core::ErrorKind;
+using workspace::Draft;
+using workspace::Entry;
+using workspace::TransactionStore;
+
+const std::vector<ProtectedPath>& protected_paths() {
+  static const std::vector<ProtectedPath> kPaths = {
+      {".git/hooks/**", "git hooks run on the host at the next git command"},
+      {".git/hooks", "git hooks run on the host at the next git command"},
+      {".git/config", "git config can name programs git runs (core.fsmonitor, "
+                      "core.hooksPath, aliases, credential helpers)"},
+      {".git/modules/*/hooks/**", "submodule hooks run on the host"},
+      {".git/modules/*/config", "submodule git config can name programs git runs"},
+      {".agent/**", "pulsebox's own audit log and transactions"},
+      {".agent", "pulsebox's own audit log and transactions"},
+      {".envrc", "direnv runs it when a shell enters the directory"},
+      {".vscode/tasks.json", "VS Code can run tasks when the folder opens"},
+      {".vscode/settings.json", "VS Code settings can name programs the editor runs"},
+      {".husky/**", "husky installs these as git hooks"},
+      {".pre-commit-config.yaml", "pre-commit runs the hooks it names at each commit"},
+      {".github/workflows/**", "CI runs workflows with the repository's secrets"},
+      {".gitlab-ci.yml", "CI runs it with the repository's secrets"},
+  };
+  return kPaths;
+}
+
+ActionPolicy default_workspace_policy() {
+  ActionPolicy policy;
+  for (ActionType action : {ActionType::Write, ActionType::Delete, ActionType::Rename}) {
+    policy.add_rule({action, "*", Decision::Allow,
+                     "workspace changes are applied only when the user commits them"});
+  }
+  return policy;
+}
+
+namespace {
+
+TransactionStore store_for(const Workspace& ws, const ActionPolicy& policy,
+                           const WorkspaceLimits& limits) {
+  return TransactionStore(ws.root(), policy, limits);
+}
+
+StagedChange describe_entry(const Entry& entry) {
+  StagedChange change;
+  change.path = entry.path;
+  change.op = entry.op;
+  change.mode = entry.mode;
+  change.link_target = entry.link_target;
+  change.size = entry.size;
+  change.existed = entry.snapshot.exists();
+  change.kind = workspace::change_kind(entry);
+  return change;
+}
+
+TransactionInfo describe_draft(const TransactionStore& store, const Draft& draft) {
+  TransactionInfo info;
+  info.id = draft.id;
+  info.created = draft.created;
+  info.origin = draft.origin;
+  std::error_code ec;
+  info.commit_in_progress = std::filesystem::exists(store.tx_dir(draft.id) / "READY", ec);
+  for (const auto& [path, entry] : draft.entries) info.changes.push_back(describe_entry(entry));
+  info.staged_bytes = draft.staged_bytes();
+  return info;
+}
+
+void stage_one(TransactionStore& store, const std::string& tx, Entry entry,
+               std::string_view bytes) {
+  Draft draft = core::value_or_throw(store.load(tx));
+  core::check_or_throw(store.stage(draft, std::move(entry), bytes, /*check_policy=*/true));
+  core::check_or_throw(store.save(draft));
+}
+
+}  // namespace
+
+Workspace::Workspace(std::filesystem::path root)
+    : Workspace(std::move(root), default_workspace_policy()) {}
+
+Workspace::Workspace(std::filesystem::path root, ActionPolicy policy, WorkspaceLimits limits)
+    : root_(std::move(root)), policy_(std::move(policy)), limits_(limits) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(root_, ec)) {
+    core::throw_error(Error(ErrorKind::kInvalidInput, "workspace",
+                            root_.string() + " is not a directory"));
+  }
+  root_ = std::filesystem::canonical(root_, ec);
+}
+
+std::string Workspace::create_transaction(std::string origin) {
+  auto store = store_for(*this, policy_, limits_);
+  return core::value_or_throw(store.create(std::move(origin)));
+}
+
+void Workspace::stage_write(const std::string& tx, std::string_view path, std::string_view bytes,
+                            unsigned mode) {
+  auto store = store_for(*this, policy_, limits_);
+  Entry entry;
+  entry.path = std::string(path);
+  entry.op = StagedOp::Write;
+  entry.mode = mode;
+  stage_one(store, tx, std::move(entry), bytes);
+}
+
+void Workspace::stage_delete(const std::string& tx, std::string_view path) {
+  auto store = store_for(*this, policy_, limits_);
+  Entry entry;
+  entry.path = std::string(path);
+  entry.op = StagedOp::Delete;
+  stage_one(store, tx, std::move(entry), {});
+}
+
+void Workspace::stage_mkdir(const std::string& tx, std::string_view path, unsigned mode) {
+  auto store = store_for(*this, policy_, limits_);
+  Entry entry;
+  entry.path = std::string(path);
+  entry.op = StagedOp::Mkdir;
+  entry.mode = mode;
+  stage_one(store, tx, std::move(entry), {});
+}
+
+void Workspace::stage_symlink(const std::string& tx, std::string_view path,
+                              std::string_view target) {
+  auto store = store_for(*this, policy_, limits_);
+  Entry entry;
+  entry.path = std::string(path);
+  entry.op = StagedOp::Symlink;
+  entry.link_target = std::string(target);
+  stage_one(store, tx, std::move(entry), {});
+}
+
+void Workspace::stage_chmod(const std::string& tx, std::string_view path, unsigned mode) {
+  auto store = store_for(*this, policy_, limits_);
+  Entry entry;
+  entry.path = std::string(path);
+  entry.op = StagedOp::Chmod;
+  entry.mode = mode;
+  stage_one(store, tx, std::move(entry), {});
+}
+
+std::optional<std::string> Workspace::import_overlay(const std::filesystem::path& upper,
+                                                     const std::filesystem::path& lower,
+                                                     std::string origin) {
+  auto store = store_for(*this, policy_, limits_);
+  const std::string id = core::value_or_throw(store.create(std::move(origin)));
+  Draft draft = core::value_or_throw(store.load(id));
+  auto imported = workspace::import_upper_directory(store, draft, upper, lower,
+                                                    limits_.max_file_bytes);
+  if (imported.ok() && draft.entries.empty()) imported = store.discard(id);
+  if (!imported.ok()) {
+    (void)store.discard(id);  // never leave a half-imported transaction behind
+    core::throw_error(std::move(imported).error().with_context("reading changes from " +
+                                                               upper.string()));
+  }
+  if (draft.entries.empty()) return std::nullopt;
+  core::check_or_throw(store.save(draft));
+  return id;
+}
+
+std::vector<TransactionInfo> Workspace::list_transactions() const {
+  auto store = store_for(*this, policy_, limits_);
+  std::vector<TransactionInfo> out;
+  for (const std::string& id : core::value_or_throw(store.list_ids())) {
+    auto draft = store.load(id);
+    if (draft) out.push_back(describe_draft(store, *draft));
+  }
+  return out;
+}
+
+TransactionInfo Workspace::describe(const std::string& tx) const {
+  auto store = store_for(*this, policy_, limits_);
+  return describe_draft(store, core::value_or_throw(store.load(tx)));
+}
+
+namespace {
+
+// The path's current content: the "before" side of a preview. At commit it
+// must still match the snapshot, or the commit is refused.
+workspace::DiffSide current_side(int root_fd, const Entry& entry, std::uint64_t limit) {
+  using workspace::NodeType;
+  workspace::DiffSide side;
+  side.exists = entry.snapshot.exists();
+  side.mode = entry.snapshot.mode & 0777;
+  side.is_symlink = entry.snapshot.type == NodeType::Symlink;
+  std::string name;
+  auto parent = workspace::open_parent(root_fd, entry.path, &name);
+  if (!parent) return side;
+  if (entry.snapshot.type == NodeType::File) {
+    core::UniqueFd fd(::openat(parent->get(), name.c_str(),
+                               O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+    if (fd) {
+      auto bytes = core::read_all(fd.get(), limit, entry.path);
+      if (bytes) side.content = std::move(bytes).value();
+    }
+  } else if (side.is_symlink) {
+    char target[4096];
+    const ssize_t n = ::readlinkat(parent->get(), name.c_str(), target, sizeof target);
+    if (n > 0) side.content.assign(target, static_cast<std::size_t>(n));
+  }
+  return side;
+}
+
+std::string directory_diff(const std::string& path, const Entry& entry, bool colour) {
+  auto bold = [&](const std::string& text) {
+    return colour ? "\033[1m" + text + "\033[0m\n" : text + "\n";
+  };
+  char modes[64];
+  std::string out = bold("diff --git a/" + path + " b/" + path);
+  if (entry.op == StagedOp::Delete) {
+    out += bold("deleted directory (with everything in it)");
+  } else if (entry.op == StagedOp::Mkdir && !entry.snapshot.exists()) {
+    std::snprintf(modes, sizeof modes, "new directory mode 040%03o", entry.mode);
+    out += bold(modes);
+  } else if (entry.op == StagedOp::Mkdir) {
+    std::snprintf(modes, sizeof modes, "replaced by a directory, mode 040%03o", entry.mode);
+    out += bold(modes);
+  } else {
+    std::snprintf(modes, sizeof modes, "old mode 040%03o", entry.snapshot.mode & 0777);
+    out += bold(modes);
+    std::snprintf(modes, sizeof modes, "new mode 040%03o", entry.mode);
+    out += bold(modes);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string Workspace::diff(const std::string& tx, bool colour) const {
+  using workspace::NodeType;
+  auto store = store_for(*this, policy_, limits_);
+  const Draft draft = core::value_or_throw(store.load(tx));
+  const auto root_fd = core::value_or_throw(store.open_root());
+  std::string out;
+  for (const auto& [path, entry] : draft.entries) {
+    const bool was_directory = entry.snapshot.type == NodeType::Directory;
+    if (entry.op == StagedOp::Mkdir || (was_directory && entry.op != StagedOp::Write &&
+                                        entry.op != StagedOp::Symlink)) {
+      out += directory_diff(path, entry, colour);
+      continue;
+    }
+    workspace::DiffSide before = current_side(root_fd.get(), entry, limits_.max_file_bytes);
+    if (was_directory) before = {};  // a directory replaced by a file: show the file as new
+    workspace::DiffSide after;
+    switch (entry.op) {
+      case StagedOp::Write: {
+        after.exists = true;
+        after.mode = entry.mode;
+        auto bytes = core::read_file(store.tx_dir(tx) / "blobs" / entry.blob, limits_.max_file_bytes);
+        if (bytes) after.content = std::move(bytes).value();
+        break;
+      }
+      case StagedOp::Symlink:
+        after.exists = true;
+        after.is_symlink = true;
+        after.mode = 0777;
+        after.content = entry.link_target;
+        if (before.is_symlink) before.mode = 0777;
+        break;
+      case StagedOp::Chmod:
+        after = before;
+        after.mode = entry.mode;
+        break;
+      case StagedOp::Delete:
+      case StagedOp::Mkdir:
+        break;
+    }
+    out += workspace::unified_file_diff(path, before, after, colour);
+  }
+  return out;
+}
+
+std::vector<std::string> Workspace::commit(const std::string& tx) {
+  auto store = store_for(*this, policy_, limits_);
+  return core::value_or_throw(store.commit(tx));
+}
+
+void Workspace::discard(const std::string& tx) {
+  auto store = store_for(*this, policy_, limits_);
+  core::check_or_throw(store.discard(tx));
+}
+
+Workspace::ReconcileReport Workspace::reconcile() {
+  auto store = store_for(*this, policy_, limits_);
+  return core::value_or_throw(store.reconcile());
+}
+
+}  // namespace pulsebox

@@ -1,0 +1,301 @@
+#include <gtest/gtest.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "helpers/test_support.h"
+#include "pulsebox/error.h"
+#include "pulsebox/workspace.h"
+
+namespace pulsebox {
+namespace {
+
+using testing::read_file;
+using testing::TempDir;
+using testing::write_file;
+
+class WorkspaceTest : public ::testing::Test {
+ protected:
+  WorkspaceTest() {
+    write_file(dir_ / "src/main.cc", "int main() { return 0; }\n");
+    write_file(dir_ / "README", "readme\n");
+    write_file(dir_ / "old/a.txt", "a\n");
+    write_file(dir_ / "old/deep/b.txt", "b\n");
+  }
+  Workspace workspace() const { return Workspace(dir_.path()); }
+  TempDir dir_;
+};
+
+TEST_F(WorkspaceTest, StageAndCommitEveryKindOfChange) {
+  auto ws = workspace();
+  const auto tx = ws.create_transaction("unit test");
+  const std::string binary("\x7f" "ELF\x00\x01\x02\xff", 8);
+  ws.stage_write(tx, "bin/tool", binary, 0755);   // new file in a new directory
+  ws.stage_mkdir(tx, "bin", 0750);
+  ws.stage_write(tx, "src/main.cc", "int main() { return 1; }\n");
+  ws.stage_delete(tx, "old");                     // a whole directory
+  ws.stage_symlink(tx, "link", "src/main.cc");
+  ws.stage_chmod(tx, "README", 0600);
+  EXPECT_EQ(ws.list_transactions().size(), 1u);
+  const auto info = ws.describe(tx);
+  ASSERT_EQ(info.changes.size(), 6u);
+  EXPECT_EQ(info.origin, "unit test");
+  // Nothing touched the workspace yet.
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "bin"));
+  EXPECT_EQ(read_file(dir_ / "src/main.cc"), "int main() { return 0; }\n");
+
+  const auto changed = ws.commit(tx);
+  EXPECT_EQ(changed.size(), 6u);
+  EXPECT_EQ(read_file(dir_ / "bin/tool"), binary);
+  EXPECT_EQ(std::filesystem::status(dir_ / "bin/tool").permissions() & std::filesystem::perms::all,
+            static_cast<std::filesystem::perms>(0755));
+  EXPECT_EQ(std::filesystem::status(dir_ / "bin").permissions() & std::filesystem::perms::all,
+            static_cast<std::filesystem::perms>(0750));
+  EXPECT_EQ(read_file(dir_ / "src/main.cc"), "int main() { return 1; }\n");
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "old"));
+  EXPECT_EQ(std::filesystem::read_symlink(dir_ / "link"), "src/main.cc");
+  EXPECT_EQ(std::filesystem::status(dir_ / "README").permissions() & std::filesystem::perms::all,
+            static_cast<std::filesystem::perms>(0600));
+  EXPECT_TRUE(ws.list_transactions().empty());
+}
+
+TEST_F(WorkspaceTest, ChangeKinds) {
+  auto ws = workspace();
+  const auto tx = ws.create_transaction();
+  ws.stage_write(tx, "new.txt", "x");
+  ws.stage_write(tx, "README", "changed\n");
+  ws.stage_delete(tx, "old/a.txt");
+  ws.stage_chmod(tx, "src/main.cc", 0700);
+  ws.stage_symlink(tx, "l", "README");
+  std::map<std::string, ChangeKind> kinds;
+  for (const auto& change : ws.describe(tx).changes) kinds[change.path] = change.kind;
+  EXPECT_EQ(kinds.at("new.txt"), ChangeKind::Added);
+  EXPECT_EQ(kinds.at("README"), ChangeKind::Modified);
+  EXPECT_EQ(kinds.at("old/a.txt"), ChangeKind::Deleted);
+  EXPECT_EQ(kinds.at("src/main.cc"), ChangeKind::Mode);
+  EXPECT_EQ(kinds.at("l"), ChangeKind::Symlink);
+}
+
+struct ConflictCase {
+  const char* name;
+  void (*mutate)(const std::filesystem::path& root);
+  const char* reason;
+};
+
+class WorkspaceConflictTest : public WorkspaceTest,
+                              public ::testing::WithParamInterface<ConflictCase> {};
+
+TEST_P(WorkspaceConflictTest, ConcurrentChangeRefusesWholeCommitAndKeepsTransaction) {
+  auto ws = workspace();
+  const auto tx = ws.create_transaction();
+  ws.stage_write(tx, "README", "mine\n");
+  ws.stage_write(tx, "fresh.txt", "mine\n");
+  ws.stage_write(tx, "src/main.cc", "mine\n");
+  ws.stage_delete(tx, "old");
+  GetParam().mutate(dir_.path());
+  try {
+    ws.commit(tx);
+    FAIL() << "commit succeeded despite: " << GetParam().name;
+  } catch (const SandboxConcurrentModificationError& error) {
+    EXPECT_NE(std::string(error.what()).find(GetParam().reason), std::string::npos) << error.what();
+    EXPECT_FALSE(error.paths().empty());
+  }
+  // Nothing applied, transaction kept.
+  EXPECT_NE(read_file(dir_ / "src/main.cc"), "mine\n");
+  EXPECT_EQ(ws.list_transactions().size(), 1u);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Kinds, WorkspaceConflictTest,
+    ::testing::Values(
+        ConflictCase{"created", [](const auto& r) { write_file(r / "fresh.txt", "theirs"); },
+                     "fresh.txt: created"},
+        ConflictCase{"deleted", [](const auto& r) { std::filesystem::remove(r / "README"); },
+                     "README: deleted"},
+        ConflictCase{"content", [](const auto& r) { write_file(r / "README", "theirs\n"); },
+                     "README: content changed"},
+        ConflictCase{"replaced",
+                     [](const auto& r) {
+                       write_file(r / "README.new", "readme\n");
+                       std::filesystem::rename(r / "README.new", r / "README");
+                     },
+                     "README: replaced by another file"},
+        ConflictCase{"type",
+                     [](const auto& r) {
+                       std::filesystem::remove(r / "README");
+                       std::filesystem::create_directory(r / "README");
+                     },
+                     "README: replaced: was a file, now a directory"},
+        ConflictCase{"mode", [](const auto& r) { ::chmod((r / "README").c_str(), 0600); },
+                     "README: mode changed"},
+        ConflictCase{"mtime",
+                     [](const auto& r) {
+                       const timespec times[2] = {{0, UTIME_OMIT}, {1000, 0}};
+                       ::utimensat(AT_FDCWD, (r / "README").c_str(), times, 0);
+                     },
+                     "README: modification time changed"},
+        ConflictCase{"deep in a deleted tree",
+                     [](const auto& r) { write_file(r / "old/deep/b.txt", "theirs\n"); },
+                     "old: directory contents changed"}),
+    [](const ::testing::TestParamInfo<ConflictCase>& param_info) {
+      std::string name = param_info.param.name;
+      for (char& c : name) {
+        if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+      }
+      return name;
+    });
+
+TEST_F(WorkspaceTest, SnapshotIsTakenWhenFirstStaged) {
+  auto ws = workspace();
+  const auto tx = ws.create_transaction();
+  ws.stage_write(tx, "README", "one\n");
+  write_file(dir_ / "README", "theirs\n");
+  ws.stage_write(tx, "README", "two\n");  // restaging keeps the first snapshot
+  EXPECT_THROW(ws.commit(tx), SandboxConcurrentModificationError);
+}
+
+TEST_F(WorkspaceTest, Limits) {
+  Workspace ws(dir_.path(), default_workspace_policy(),
+               {.max_total_bytes = 100, .max_file_bytes = 60, .max_open_transactions = 2});
+  const auto tx = ws.create_transaction();
+  EXPECT_THROW(ws.stage_write(tx, "a", std::string(61, 'x')), SandboxResourceError);
+  ws.stage_write(tx, "a", std::string(60, 'x'));
+  EXPECT_THROW(ws.stage_write(tx, "b", std::string(41, 'x')), SandboxResourceError);
+  ws.stage_write(tx, "a", std::string(10, 'x'));  // restaging replaces, freeing budget
+  ws.stage_write(tx, "b", std::string(41, 'x'));
+  (void)ws.create_transaction();
+  EXPECT_THROW((void)ws.create_transaction(), SandboxResourceError);
+}
+
+TEST_F(WorkspaceTest, ReferenceDefaultLimits) {
+  WorkspaceLimits limits;
+  EXPECT_EQ(limits.max_total_bytes, 256ull << 20);
+  EXPECT_EQ(limits.max_file_bytes, 50ull << 20);
+  EXPECT_EQ(limits.max_open_transactions, 16u);
+}
+
+TEST_F(WorkspaceTest, BadPathsAndModesAreRefused) {
+  auto ws = workspace();
+  const auto tx = ws.create_transaction();
+  EXPECT_THROW(ws.stage_write(tx, "../escape", "x"), SandboxSecurityError);
+  EXPECT_THROW(ws.stage_write(tx, "/etc/passwd", "x"), SandboxSecurityError);
+  EXPECT_THROW(ws.stage_write(tx, "suid", "x", 04755), SandboxSecurityError);
+  EXPECT_THROW(ws.stage_chmod(tx, "README", 02755), SandboxSecurityError);
+}
+
+TEST_F(WorkspaceTest, SymlinkInWorkspaceCannotRedirectACommitOutside) {
+  TempDir outside;
+  std::filesystem::create_symlink(outside.path(), dir_ / "escape");
+  auto ws = workspace();
+  const auto tx = ws.create_transaction();
+  EXPECT_THROW(ws.stage_write(tx, "escape/owned.txt", "x"), SandboxSecurityError);
+  EXPECT_FALSE(std::filesystem::exists(outside / "owned.txt"));
+}
+
+TEST_F(WorkspaceTest, ProtectedPathsAreRefusedAtCommitUnlessARuleNamesThem) {
+  std::filesystem::create_directories(dir_ / ".git/hooks");
+  // The default workspace policy refuses when staging through the API...
+  auto ws = workspace();
+  const auto tx = ws.create_transaction();
+  try {
+    ws.stage_write(tx, ".git/hooks/pre-commit", "#!/bin/sh\ncurl evil\n", 0755);
+    FAIL() << "protected path staged";
+  } catch (const PolicyDenied& error) {
+    EXPECT_NE(std::string(error.what()).find("protected path (git hooks run on the host"),
+              std::string::npos)
+        << error.what();
+  }
+  for (const char* path : {".git/config", ".envrc", ".github/workflows/ci.yml", ".agent/x",
+                           ".vscode/tasks.json", ".git/modules/sub/hooks/post-checkout"}) {
+    EXPECT_THROW(ws.stage_write(tx, path, "x"), PolicyDenied) << path;
+  }
+  // ...a bare "*" allow does not count...
+  ActionPolicy broad = default_workspace_policy();
+  broad.add_rule({ActionType::Write, "**", Decision::Allow, "everything"});
+  Workspace broad_ws(dir_.path(), broad);
+  EXPECT_THROW(broad_ws.stage_write(tx, ".git/hooks/pre-commit", "x"), PolicyDenied);
+  // ...a rule naming the path does.
+  ActionPolicy named = default_workspace_policy();
+  named.add_rule({ActionType::Write, ".git/hooks/pre-commit", Decision::Allow, "reviewed"});
+  Workspace named_ws(dir_.path(), named);
+  named_ws.stage_write(tx, ".git/hooks/pre-commit", "#!/bin/sh\n", 0755);
+  named_ws.commit(tx);
+  EXPECT_TRUE(std::filesystem::exists(dir_ / ".git/hooks/pre-commit"));
+}
+
+TEST_F(WorkspaceTest, PolicyDenyRefusesStaging) {
+  ActionPolicy policy = default_workspace_policy();
+  policy.add_rule({ActionType::Delete, "src/*", Decision::Deny, "keep sources"});
+  Workspace ws(dir_.path(), policy);
+  const auto tx = ws.create_transaction();
+  EXPECT_THROW(ws.stage_delete(tx, "src/main.cc"), PolicyDenied);
+  // Replacing a file by a directory removes it: that needs DELETE too.
+  EXPECT_THROW(ws.stage_mkdir(tx, "src/main.cc"), PolicyDenied);
+  ws.stage_write(tx, "src/main.cc", "ok\n");
+}
+
+TEST_F(WorkspaceTest, DiscardRemovesTheTransactionOnly) {
+  auto ws = workspace();
+  const auto tx = ws.create_transaction();
+  ws.stage_write(tx, "README", "changed\n");
+  ws.discard(tx);
+  EXPECT_TRUE(ws.list_transactions().empty());
+  EXPECT_EQ(read_file(dir_ / "README"), "readme\n");
+  EXPECT_THROW(ws.discard(tx), SandboxConfigError);
+  EXPECT_THROW(ws.commit("../../etc"), SandboxConfigError);
+}
+
+TEST_F(WorkspaceTest, DiffShowsEveryKind) {
+  write_file(dir_ / "blob.bin", std::string("\x00\x01", 2));
+  write_file(dir_ / "lines.txt", "1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n");
+  auto ws = workspace();
+  const auto tx = ws.create_transaction();
+  ws.stage_write(tx, "lines.txt", "1\n2\n3\n4\nfive\n6\n7\n8\n9\n10");
+  ws.stage_write(tx, "blob.bin", std::string("\x00\x02", 2));
+  ws.stage_delete(tx, "README");
+  ws.stage_chmod(tx, "src/main.cc", 0755);
+  ws.stage_symlink(tx, "link", "README");
+  ws.stage_write(tx, "new.txt", "hello\n");
+  const std::string diff = ws.diff(tx);
+  EXPECT_NE(diff.find("diff --git a/lines.txt b/lines.txt\n--- a/lines.txt\n+++ b/lines.txt\n"
+                      "@@ -2,9 +2,9 @@\n 2\n 3\n 4\n-5\n+five\n 6\n 7\n 8\n 9\n-10\n+10\n"
+                      "\\ No newline at end of file\n"),
+            std::string::npos)
+      << diff;
+  EXPECT_NE(diff.find("Binary files a/blob.bin and b/blob.bin differ"), std::string::npos);
+  EXPECT_NE(diff.find("deleted file mode 100644\n--- a/README\n+++ /dev/null\n@@ -1 +0,0 @@\n-readme\n"),
+            std::string::npos)
+      << diff;
+  EXPECT_NE(diff.find("diff --git a/src/main.cc b/src/main.cc\nold mode 100644\nnew mode 100755\n"),
+            std::string::npos)
+      << diff;
+  EXPECT_NE(diff.find("new file mode 120777\n--- /dev/null\n+++ b/link\n@@ -0,0 +1 @@\n+README\n"
+                      "\\ No newline at end of file\n"),
+            std::string::npos)
+      << diff;
+  EXPECT_NE(diff.find("new file mode 100644\n--- /dev/null\n+++ b/new.txt\n@@ -0,0 +1 @@\n+hello\n"),
+            std::string::npos);
+  const std::string coloured = ws.diff(tx, true);
+  EXPECT_NE(coloured.find("\033[32m+five\033[0m"), std::string::npos);
+  EXPECT_NE(coloured.find("\033[31m-5\033[0m"), std::string::npos);
+}
+
+TEST_F(WorkspaceTest, DiffOfALargeRewriteStaysCorrect) {
+  std::string before;
+  std::string after;
+  for (int i = 0; i < 20000; ++i) {
+    before += "line " + std::to_string(i) + "\n";
+    after += "other " + std::to_string(i) + "\n";
+  }
+  write_file(dir_ / "big.txt", before);
+  auto ws = workspace();
+  const auto tx = ws.create_transaction();
+  ws.stage_write(tx, "big.txt", after);
+  const std::string diff = ws.diff(tx);
+  EXPECT_NE(diff.find("@@ -1,20000 +1,20000 @@\n"), std::string::npos);
+  // diff --git, ---, +++, one hunk header, then every old and every new line.
+  EXPECT_EQ(std::count(diff.begin(), diff.end(), '\n'), 4 + 40000);
+}
+
+}  // namespace
+}  // namespace pulsebox
