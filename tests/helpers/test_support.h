@@ -2,12 +2,14 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -64,6 +66,11 @@ inline void write_lines(const std::filesystem::path& path, const std::vector<std
   for (const auto& line : lines)
     out << line << "\n";
 }
+
+// Every path below `root` except .agent/, with its type and mode, and the
+// SHA-256 of its content or its symlink target: two trees with equal
+// listings are equal byte for byte.
+std::map<std::string, std::string> listing(const std::filesystem::path& root);
 
 // Tests that need a kernel feature call this when it is missing: the test is
 // skipped with the reason printed, unless PULSEBOX_REQUIRE_FEATURES=1 (set by

@@ -1,0 +1,29 @@
+// Runs a function in a child process inside fresh namespaces, for tests that
+// mount things. The host's mounts are never touched: the child gets its own
+// mount namespace with "/" made private first.
+#pragma once
+
+#include <functional>
+#include <string>
+
+namespace pulsebox::testing {
+
+enum class NamespaceKind {
+  kUserAndMount,  // a user namespace (invoking uid/gid mapped to 0) + mount namespace
+  kMountOnly,     // only a mount namespace (needs root)
+};
+
+struct ChildOutcome {
+  bool setup_failed = false;  // the namespaces could not be created
+  std::string setup_error;
+  int exit_code = -1;         // fn's return value
+};
+
+ChildOutcome run_in_namespaces(NamespaceKind kind, const std::function<int()>& fn);
+
+// mount -t overlay with index=off,xino=off (and userxattr in a user namespace).
+// Returns 0 or the errno.
+int mount_overlay(const std::string& lower, const std::string& upper, const std::string& work,
+                  const std::string& merged, bool userxattr);
+
+}  // namespace pulsebox::testing

@@ -1,0 +1,146 @@
+// Kills a committing process after every single step of the commit in turn,
+// then checks that reconcile() leaves either the old workspace (and a pending
+// transaction that still commits) or the fully committed one, nothing between.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <map>
+
+#include "helpers/test_support.h"
+#include "pulsebox/workspace.h"
+#include "workspace/transactions.h"
+
+namespace pulsebox {
+namespace {
+
+using testing::listing;
+using testing::TempDir;
+using testing::write_file;
+
+void populate(const std::filesystem::path& root) {
+  write_file(root / "keep.txt", "unchanged\n");
+  write_file(root / "modify.txt", "before\n");
+  write_file(root / "delete.txt", "gone soon\n");
+  write_file(root / "tree/a.txt", "a\n");
+  write_file(root / "tree/sub/b.txt", "b\n");
+  write_file(root / "dir-to-file/x", "x\n");
+  write_file(root / "mode.sh", "#!/bin/sh\n");
+}
+
+std::string stage(Workspace& ws) {
+  const auto tx = ws.create_transaction("crash test");
+  ws.stage_write(tx, "modify.txt", "after\n");
+  ws.stage_write(tx, "added/new.bin", std::string("\x00\x01\x02", 3), 0600);
+  ws.stage_mkdir(tx, "added", 0755);
+  ws.stage_delete(tx, "delete.txt");
+  ws.stage_delete(tx, "tree");
+  ws.stage_write(tx, "dir-to-file", "now a file\n");
+  ws.stage_symlink(tx, "link", "keep.txt");
+  ws.stage_chmod(tx, "mode.sh", 0755);
+  return tx;
+}
+
+TEST(CommitCrashTest, EveryStepLeavesOldOrNewAfterReconcile) {
+  // The committed state, from an uninterrupted commit.
+  TempDir reference;
+  populate(reference.path());
+  const auto old_state = listing(reference.path());
+  {
+    Workspace ws(reference.path());
+    ws.commit(stage(ws));
+  }
+  const auto new_state = listing(reference.path());
+  ASSERT_NE(old_state, new_state);
+
+  int saw_old = 0;
+  int saw_new = 0;
+  bool completed = false;
+  for (int crash_after = 1; crash_after < 100 && !completed; ++crash_after) {
+    TempDir dir;
+    populate(dir.path());
+    std::string tx;
+    {
+      Workspace ws(dir.path());
+      tx = stage(ws);
+    }
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      int steps = 0;
+      workspace::commit_failpoint = [&](std::string_view) {
+        if (++steps == crash_after) ::raise(SIGKILL);
+      };
+      try {
+        Workspace ws(dir.path());
+        ws.commit(tx);
+      } catch (...) {
+        ::_exit(3);
+      }
+      ::_exit(0);
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    if (WIFEXITED(status)) {
+      ASSERT_EQ(WEXITSTATUS(status), 0) << "commit failed without a crash";
+      completed = true;  // the commit has fewer steps than crash_after
+      EXPECT_EQ(listing(dir.path()), new_state);
+      break;
+    }
+    ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+
+    Workspace ws(dir.path());
+    ws.reconcile();
+    const auto state = listing(dir.path());
+    if (state == old_state) {
+      ++saw_old;
+      // Rolled back: the transaction is still pending and commits cleanly.
+      ASSERT_EQ(ws.list_transactions().size(), 1u) << "after crash at step " << crash_after;
+      ws.commit(tx);
+      EXPECT_EQ(listing(dir.path()), new_state) << "retry after crash at step " << crash_after;
+    } else {
+      ++saw_new;
+      ASSERT_EQ(state, new_state) << "half-committed workspace after crash at step " << crash_after;
+      EXPECT_TRUE(ws.list_transactions().empty());
+    }
+    EXPECT_TRUE(ws.reconcile().replayed.empty()) << "reconcile is not idempotent";
+  }
+  EXPECT_TRUE(completed);
+  EXPECT_GE(saw_old, 2);  // killed before the commit point
+  EXPECT_GE(saw_new, 8);  // killed after it: replayed (one per applied step and more)
+}
+
+TEST(ReconcileTest, RemovesIncompleteStagingAndTemporaryFiles) {
+  TempDir dir;
+  populate(dir.path());
+  Workspace ws(dir.path());
+  const auto tx = ws.create_transaction();
+  ws.stage_write(tx, "modify.txt", "after\n");
+  // A transaction directory without a manifest (a crash while creating it).
+  std::filesystem::create_directories(dir / ".agent/transactions/tx-broken/blobs");
+  // A decided commit whose apply was interrupted, leaving a temporary file.
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    workspace::commit_failpoint = [](std::string_view step) {
+      if (step == "ready marker") ::raise(SIGKILL);
+    };
+    Workspace(dir.path()).commit(tx);
+    ::_exit(0);
+  }
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  ASSERT_TRUE(WIFSIGNALED(status));
+  write_file(dir / ".pulsebox-tmp-leftover", "");
+  const auto report = ws.reconcile();
+  EXPECT_EQ(report.replayed, std::vector<std::string>{tx});
+  EXPECT_EQ(report.removed_staging, std::vector<std::string>{"tx-broken"});
+  EXPECT_EQ(report.removed_temp_files, 1u);
+  EXPECT_FALSE(std::filesystem::exists(dir / ".pulsebox-tmp-leftover"));
+  EXPECT_EQ(testing::read_file(dir / "modify.txt"), "after\n");
+}
+
+}  // namespace
+}  // namespace pulsebox
