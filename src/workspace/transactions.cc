@@ -159,12 +159,6 @@ ChangeKind change_kind(const Entry& entry) {
   return ChangeKind::Modified;
 }
 
-std::uint64_t Draft::staged_bytes() const {
-  std::uint64_t total = 0;
-  for (const auto& [path, entry] : entries) total += entry.size;
-  return total;
-}
-
 TransactionStore::TransactionStore(std::filesystem::path root, const ActionPolicy& policy,
                                    WorkspaceLimits limits)
     : root_(std::move(root)), policy_(policy), limits_(limits) {}
@@ -264,6 +258,7 @@ core::Result<Draft> TransactionStore::load(const std::string& id) const {
       Entry entry = entry_from_json(item);
       auto checked = check_relative_path(entry.path);
       if (!checked || *checked != entry.path) return corrupt(manifest, "bad path " + entry.path);
+      draft.total_bytes += entry.size;
       draft.entries[entry.path] = std::move(entry);
     }
   } catch (const json::exception& error) {
@@ -387,10 +382,14 @@ core::Status TransactionStore::stage(Draft& draft, Entry entry, std::string_view
     }
     entry.size = bytes.size();
   }
-  if (auto it = draft.entries.find(entry.path); it != draft.entries.end() && !it->second.blob.empty()) {
-    std::error_code ec;
-    std::filesystem::remove(tx_dir(draft.id) / "blobs" / it->second.blob, ec);
+  if (auto it = draft.entries.find(entry.path); it != draft.entries.end()) {
+    draft.total_bytes -= it->second.size;
+    if (!it->second.blob.empty()) {
+      std::error_code ec;
+      std::filesystem::remove(tx_dir(draft.id) / "blobs" / it->second.blob, ec);
+    }
   }
+  draft.total_bytes += entry.size;
   draft.entries[entry.path] = std::move(entry);
   return core::ok_status();
 }

@@ -38,8 +38,9 @@ struct Draft {
   std::string origin;
   std::map<std::string, Entry> entries;  // sorted: parents before children
   std::uint64_t next_blob = 0;
+  std::uint64_t total_bytes = 0;  // sum of entries' sizes, kept by stage() and load()
 
-  std::uint64_t staged_bytes() const;
+  std::uint64_t staged_bytes() const { return total_bytes; }
 };
 
 std::string_view to_string(StagedOp op);

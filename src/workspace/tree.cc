@@ -172,11 +172,11 @@ std::string describe_difference(const Snapshot& before, const Snapshot& now) {
     return std::string("replaced: was a ") + std::string(to_string(before.type)) + ", now a " +
            std::string(to_string(now.type));
   }
-  if (before.inode != now.inode || before.device != now.device) {
-    return "replaced by another file (inode changed)";
-  }
   if (before.sha256 != now.sha256) {
     return before.type == NodeType::Directory ? "directory contents changed" : "content changed";
+  }
+  if (before.inode != now.inode || before.device != now.device) {
+    return "replaced by another file (inode changed)";
   }
   if (before.mode != now.mode) return "mode changed";
   if (before.type != NodeType::Directory && before.size != now.size) return "size changed";

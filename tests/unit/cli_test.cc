@@ -9,6 +9,7 @@
 
 #include "helpers/test_support.h"
 #include "pulsebox/audit.h"
+#include "pulsebox/workspace.h"
 
 extern char** environ;
 
@@ -194,6 +195,88 @@ TEST(CliTest, ScrubFilter) {
   EXPECT_EQ(run.out, "value: [REDACTED_SECRET]\npassword=[REDACTED_SECRET]\nplain\n");
   const auto unset = run_cli({"scrub", "--secret-env", "PB_SURELY_UNSET_VARIABLE"});
   EXPECT_EQ(unset.exit_code, 125);
+}
+
+TEST(CliTest, ChangesDiffCommitDiscard) {
+  TempDir dir;
+  write_file(dir / "a.txt", "one\n");
+  std::string tx;
+  std::string other;
+  {
+    Workspace ws(dir.path());
+    tx = ws.create_transaction("cli test");
+    ws.stage_write(tx, "a.txt", "two\n");
+    ws.stage_write(tx, "b.txt", "new\n");
+    other = ws.create_transaction();
+    ws.stage_delete(other, "a.txt");
+  }
+  const std::string w = dir.path().string();
+  const auto listed = run_cli({"changes", "-w", w});
+  EXPECT_EQ(listed.exit_code, 0) << listed.err;
+  EXPECT_NE(listed.out.find(tx + "  "), std::string::npos) << listed.out;
+  EXPECT_NE(listed.out.find("2 changes (1 added, 1 modified)  cli test"), std::string::npos)
+      << listed.out;
+  const auto json = nlohmann::json::parse(run_cli({"changes", "--json", "-w", w}).out);
+  ASSERT_EQ(json.size(), 2u);
+
+  const auto diff = run_cli({"diff", "-w", w, tx});
+  EXPECT_EQ(diff.exit_code, 0);
+  EXPECT_NE(diff.out.find("--- a/a.txt\n+++ b/a.txt\n@@ -1 +1 @@\n-one\n+two\n"),
+            std::string::npos)
+      << diff.out;
+  EXPECT_EQ(diff.out.find("\033["), std::string::npos);  // no colour when not a terminal
+
+  const auto committed = run_cli({"commit", "-w", w, tx});
+  EXPECT_EQ(committed.exit_code, 0) << committed.err;
+  EXPECT_EQ(testing::read_file(dir / "a.txt"), "two\n");
+
+  // `other` was staged against "one": the workspace changed underneath.
+  const auto conflict = run_cli({"commit", "-w", w, other});
+  EXPECT_EQ(conflict.exit_code, 125);
+  EXPECT_NE(conflict.err.find("a.txt: content changed"), std::string::npos) << conflict.err;
+  EXPECT_TRUE(std::filesystem::exists(dir / "a.txt"));
+
+  EXPECT_EQ(run_cli({"discard", "-w", w, other}).exit_code, 0);
+  EXPECT_NE(run_cli({"changes", "-w", w}).out.find("no pending transactions"), std::string::npos);
+  const auto missing = run_cli({"diff", "-w", w, "tx-nope"});
+  EXPECT_EQ(missing.exit_code, 125);
+  EXPECT_NE(missing.err.find("no transaction \"tx-nope\""), std::string::npos);
+  const auto not_a_dir = run_cli({"changes", "-w", (dir / "a.txt").string()});
+  EXPECT_EQ(not_a_dir.exit_code, 125);
+  EXPECT_NE(not_a_dir.err.find("is not a directory"), std::string::npos);
+}
+
+TEST(CliTest, CommitRefusesProtectedPathsUnlessThePolicyNamesThem) {
+  TempDir dir;
+  std::filesystem::create_directories(dir / ".git/hooks");
+  std::string tx;
+  {
+    // Staged without a policy check, as the overlay reader does.
+    Workspace ws(dir.path(), [] {
+      ActionPolicy allow_all = default_workspace_policy();
+      allow_all.add_rule({ActionType::Write, ".git/hooks/pre-commit", Decision::Allow, ""});
+      return allow_all;
+    }());
+    tx = ws.create_transaction();
+    ws.stage_write(tx, ".git/hooks/pre-commit", "#!/bin/sh\n", 0755);
+  }
+  const std::string w = dir.path().string();
+  const auto refused = run_cli({"commit", "-w", w, tx});
+  EXPECT_EQ(refused.exit_code, 125);
+  EXPECT_NE(refused.err.find("protected path"), std::string::npos) << refused.err;
+  EXPECT_FALSE(std::filesystem::exists(dir / ".git/hooks/pre-commit"));
+  write_file(dir / "allow.json",
+             R"({"rules": [{"action": "write", "target": ".git/hooks/pre-commit", "decision": "allow"}]})");
+  const auto allowed = run_cli({"commit", "-w", w, "--policy", (dir / "allow.json").string(), tx});
+  EXPECT_EQ(allowed.exit_code, 0) << allowed.err;
+  EXPECT_TRUE(std::filesystem::exists(dir / ".git/hooks/pre-commit"));
+}
+
+TEST(CliTest, ReconcileOnACleanWorkspace) {
+  TempDir dir;
+  const auto run = run_cli({"reconcile", "-w", dir.path().string()});
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.out.find("nothing to reconcile"), std::string::npos);
 }
 
 }  // namespace
