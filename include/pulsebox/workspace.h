@@ -67,10 +67,10 @@ enum class StagedOp { Write, Delete, Mkdir, Symlink, Chmod };
 struct StagedChange {
   std::string path;
   StagedOp op = StagedOp::Write;
-  unsigned mode = 0;          // Write, Mkdir, Chmod
-  std::string link_target;    // Symlink
-  std::uint64_t size = 0;     // Write: bytes staged
-  bool existed = false;       // the path existed when first staged
+  unsigned mode = 0;        // Write, Mkdir, Chmod
+  std::string link_target;  // Symlink
+  std::uint64_t size = 0;   // Write: bytes staged
+  bool existed = false;     // the path existed when first staged
   ChangeKind kind = ChangeKind::Modified;
 };
 
@@ -125,6 +125,13 @@ class PULSEBOX_API Workspace {
                                             const std::filesystem::path& lower,
                                             std::string origin = {});
 
+  // Turns a complete, modified copy of the workspace (as the host backend
+  // makes) into a new transaction: like import_overlay with the whole copy
+  // treated as one opaque directory, so entries missing from it are deleted.
+  // Costs O(workspace size). .agent/ is ignored on both sides.
+  std::optional<std::string> import_copy(const std::filesystem::path& copy,
+                                         std::string origin = {});
+
   std::vector<TransactionInfo> list_transactions() const;
   TransactionInfo describe(const std::string& tx) const;
   // Unified diff (a/ b/ prefixes); ANSI colour when `colour`.
@@ -134,7 +141,7 @@ class PULSEBOX_API Workspace {
   void discard(const std::string& tx);
 
   struct ReconcileReport {
-    std::vector<std::string> replayed;        // transactions whose commit was finished
+    std::vector<std::string> replayed;         // transactions whose commit was finished
     std::vector<std::string> removed_staging;  // incomplete transaction directories
     std::size_t removed_temp_files = 0;
   };

@@ -22,9 +22,10 @@ struct ChangesOptions {
 
 std::string summarize(const TransactionInfo& info) {
   std::map<std::string, int> counts;
-  for (const auto& change : info.changes) ++counts[std::string(to_string(change.kind))];
-  std::string out = std::to_string(info.changes.size()) +
-                    (info.changes.size() == 1 ? " change" : " changes");
+  for (const auto& change : info.changes)
+    ++counts[std::string(to_string(change.kind))];
+  std::string out =
+      std::to_string(info.changes.size()) + (info.changes.size() == 1 ? " change" : " changes");
   std::string detail;
   for (const auto& [kind, count] : counts) {
     if (!detail.empty()) detail += ", ";
@@ -67,7 +68,8 @@ Workspace open_workspace(const ChangesOptions& options) {
   // A user policy starts from the workspace defaults: its rules come first.
   ActionPolicy policy = default_workspace_policy();
   const auto& rules = loaded->rules();
-  for (auto it = rules.rbegin(); it != rules.rend(); ++it) policy.add_rule(*it);
+  for (auto it = rules.rbegin(); it != rules.rend(); ++it)
+    policy.add_rule(*it);
   for (ActionType action : kAllActionTypes) {
     if (auto decision = loaded->default_for(action)) policy.set_default(action, *decision);
   }
@@ -80,7 +82,8 @@ int run_changes(const ChangesOptions& options) {
     const auto transactions = ws.list_transactions();
     if (options.json) {
       nlohmann::json out = nlohmann::json::array();
-      for (const auto& info : transactions) out.push_back(to_json(info));
+      for (const auto& info : transactions)
+        out.push_back(to_json(info));
       std::cout << out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
       return kExitOk;
     }
@@ -92,7 +95,8 @@ int run_changes(const ChangesOptions& options) {
     for (const auto& info : transactions) {
       std::cout << paint(info.id, Colour::Bold, colour) << "  " << info.created << "  "
                 << summarize(info);
-      if (info.commit_in_progress) std::cout << "  " << paint("[interrupted commit]", Colour::Red, colour);
+      if (info.commit_in_progress)
+        std::cout << "  " << paint("[interrupted commit]", Colour::Red, colour);
       if (!info.origin.empty()) std::cout << "  " << info.origin;
       std::cout << "\n";
     }
@@ -114,7 +118,8 @@ int run_commit(const ChangesOptions& options) {
     const auto changed = ws.commit(options.transaction);
     std::cout << "committed " << options.transaction << ": " << changed.size()
               << (changed.size() == 1 ? " path" : " paths") << "\n";
-    for (const auto& path : changed) std::cout << "  " << path << "\n";
+    for (const auto& path : changed)
+      std::cout << "  " << path << "\n";
     return kExitOk;
   });
 }
@@ -140,12 +145,15 @@ int run_reconcile(const ChangesOptions& options) {
                 << "\n";
       return kExitOk;
     }
-    for (const auto& id : report.replayed) std::cout << "finished interrupted commit " << id << "\n";
-    for (const auto& id : report.removed_staging) std::cout << "removed incomplete staging " << id << "\n";
+    for (const auto& id : report.replayed)
+      std::cout << "finished interrupted commit " << id << "\n";
+    for (const auto& id : report.removed_staging)
+      std::cout << "removed incomplete staging " << id << "\n";
     if (report.removed_temp_files > 0) {
       std::cout << "removed " << report.removed_temp_files << " temporary files\n";
     }
-    if (report.replayed.empty() && report.removed_staging.empty() && report.removed_temp_files == 0) {
+    if (report.replayed.empty() && report.removed_staging.empty() &&
+        report.removed_temp_files == 0) {
       std::cout << "nothing to reconcile in " << ws.root().string() << "\n";
     }
     return kExitOk;

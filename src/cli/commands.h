@@ -3,6 +3,8 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <string>
+#include <vector>
 
 namespace pulsebox::cli {
 
@@ -15,5 +17,9 @@ void register_policy_commands(CLI::App& app, int& exit_code);
 void register_audit_commands(CLI::App& app, int& exit_code);
 void register_scrub_command(CLI::App& app, int& exit_code);
 void register_changes_commands(CLI::App& app, int& exit_code);
+void register_run_command(CLI::App& app, int& exit_code);
+// The arguments after "--" on the command line.
+void set_run_command(std::vector<std::string> command);
+void register_capabilities_command(CLI::App& app, int& exit_code);
 
 }  // namespace pulsebox::cli

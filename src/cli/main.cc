@@ -1,5 +1,6 @@
 // The `pulsebox` command line. See docs/cli.md for the contract.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <exception>
 #include <iostream>
 
@@ -30,10 +31,24 @@ int main(int argc, char** argv) {
   register_policy_commands(app, exit_code);
   register_audit_commands(app, exit_code);
   register_scrub_command(app, exit_code);
+  register_run_command(app, exit_code);
   register_changes_commands(app, exit_code);
+  register_capabilities_command(app, exit_code);
+
+  // Everything after the first "--" is the command for `run`, verbatim: it is
+  // never parsed as pulsebox options.
+  std::vector<std::string> args;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string_view(argv[i]) == "--") {
+      set_run_command(std::vector<std::string>(argv + i + 1, argv + argc));
+      break;
+    }
+    args.emplace_back(argv[i]);
+  }
+  std::reverse(args.begin(), args.end());  // CLI11 takes the arguments reversed
 
   try {
-    app.parse(argc, argv);
+    app.parse(args);
   } catch (const CLI::CallForHelp& help) {
     return app.exit(help);
   } catch (const CLI::CallForAllHelp& help) {

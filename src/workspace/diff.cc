@@ -33,7 +33,8 @@ enum class Op { Keep, Delete, Insert };
 std::vector<Op> edit_script(const std::vector<std::string_view>& a,
                             const std::vector<std::string_view>& b) {
   std::size_t prefix = 0;
-  while (prefix < a.size() && prefix < b.size() && a[prefix] == b[prefix]) ++prefix;
+  while (prefix < a.size() && prefix < b.size() && a[prefix] == b[prefix])
+    ++prefix;
   std::size_t suffix = 0;
   while (suffix < a.size() - prefix && suffix < b.size() - prefix &&
          a[a.size() - 1 - suffix] == b[b.size() - 1 - suffix]) {
@@ -180,7 +181,8 @@ std::string unified_file_diff(const std::string& path, const DiffSide& before,
   // Group changes into hunks with kContext lines around them.
   std::size_t index = 0;
   while (index < script.size()) {
-    while (index < script.size() && script[index] == Op::Keep) ++index;
+    while (index < script.size() && script[index] == Op::Keep)
+      ++index;
     if (index >= script.size()) break;
     const std::size_t hunk_begin = index >= kContext ? index - kContext : 0;
     std::size_t hunk_end = index;
@@ -208,9 +210,8 @@ std::string unified_file_diff(const std::string& path, const DiffSide& before,
       if (script[i] != Op::Insert) ++a_count;
       if (script[i] != Op::Delete) ++b_count;
     }
-    out += paint.line("@@ -" + range(a_line + 1, a_count) + " +" + range(b_line + 1, b_count) +
-                          " @@",
-                      kCyan);
+    out += paint.line(
+        "@@ -" + range(a_line + 1, a_count) + " +" + range(b_line + 1, b_count) + " @@", kCyan);
     for (std::size_t i = hunk_begin; i < hunk_end; ++i) {
       switch (script[i]) {
         case Op::Keep:

@@ -9,8 +9,8 @@ namespace pulsebox::workspace {
 struct DiffSide {
   bool exists = false;
   bool is_symlink = false;
-  unsigned mode = 0;      // permission bits (and 0120000 added for symlinks on output)
-  std::string content;    // file bytes, or the symlink target
+  unsigned mode = 0;    // permission bits (and 0120000 added for symlinks on output)
+  std::string content;  // file bytes, or the symlink target
 };
 
 // A git-style file diff ("diff --git a/p b/p", mode lines, "--- a/p",

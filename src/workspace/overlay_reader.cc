@@ -85,6 +85,7 @@ struct Walker {
   TransactionStore& store;
   Draft& draft;
   std::uint64_t max_file_bytes;
+  bool full_copy;  // the upper side is a whole copy: skip .agent/ at the top
 
   core::Status stage(Entry entry, std::string_view bytes = {}) {
     return store.stage(draft, std::move(entry), bytes, /*check_policy=*/false);
@@ -96,10 +97,13 @@ struct Walker {
     if (depth > kMaxDepth) {
       return Error(ErrorKind::kResource, "overlay", prefix + ": directories nested too deeply");
     }
-    const std::vector<std::string> upper_names = names_in(upper);
+    std::vector<std::string> upper_names = names_in(upper);
+    const bool top_of_copy = full_copy && prefix.empty();
+    if (top_of_copy) std::erase(upper_names, std::string(".agent"));
     if (hidden && lower >= 0) {
       const std::set<std::string> present(upper_names.begin(), upper_names.end());
       for (const std::string& name : names_in(lower)) {
+        if (top_of_copy && name == ".agent") continue;
         if (present.count(name) == 0) {
           Entry entry;
           entry.path = prefix + name;
@@ -143,7 +147,8 @@ struct Walker {
       const unsigned mode = st.st_mode & 0777;
       if (lower_exists && S_ISREG(below.st_mode) &&
           static_cast<std::uint64_t>(below.st_size) == bytes.size()) {
-        UniqueFd lower_fd(::openat(lower, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+        UniqueFd lower_fd(
+            ::openat(lower, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
         if (lower_fd) {
           PB_TRY(lower_bytes, core::read_all(lower_fd.get(), max_file_bytes, path));
           if (lower_bytes == bytes) {
@@ -175,7 +180,8 @@ struct Walker {
       return stage(std::move(entry));
     }
     if (S_ISDIR(st.st_mode)) {
-      UniqueFd child(::openat(upper, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      UniqueFd child(
+          ::openat(upper, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
       if (!child) return Error::from_errno("overlay", "open directory " + path);
       const unsigned mode = st.st_mode & 0777;
       if ((st.st_mode & (S_ISUID | S_ISGID)) != 0) {
@@ -198,7 +204,8 @@ struct Walker {
         entry.mode = mode;
         PB_CHECK(stage(std::move(entry)));
       }
-      UniqueFd lower_child(::openat(lower, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      UniqueFd lower_child(
+          ::openat(lower, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
       if (!lower_child) return Error::from_errno("overlay", "open lower directory " + path);
       return walk(child.get(), lower_child.get(), hidden || is_opaque(child.get()), path + "/",
                   depth + 1);
@@ -214,11 +221,11 @@ struct Walker {
 core::Status import_upper_directory(TransactionStore& store, Draft& draft,
                                     const std::filesystem::path& upper,
                                     const std::filesystem::path& lower,
-                                    std::uint64_t max_file_bytes) {
+                                    std::uint64_t max_file_bytes, bool full_copy) {
   PB_TRY(upper_fd, core::open_directory(upper));
   PB_TRY(lower_fd, core::open_directory(lower));
-  Walker walker{store, draft, max_file_bytes};
-  return walker.walk(upper_fd.get(), lower_fd.get(), is_opaque(upper_fd.get()), "", 0);
+  Walker walker{store, draft, max_file_bytes, full_copy};
+  return walker.walk(upper_fd.get(), lower_fd.get(), full_copy || is_opaque(upper_fd.get()), "", 0);
 }
 
 }  // namespace pulsebox::workspace

@@ -12,6 +12,6 @@ namespace pulsebox::workspace {
 core::Status import_upper_directory(TransactionStore& store, Draft& draft,
                                     const std::filesystem::path& upper,
                                     const std::filesystem::path& lower,
-                                    std::uint64_t max_file_bytes);
+                                    std::uint64_t max_file_bytes, bool full_copy = false);
 
 }  // namespace pulsebox::workspace

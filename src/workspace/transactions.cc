@@ -35,13 +35,14 @@ std::string random_hex(std::size_t digits) {
   static thread_local std::mt19937_64 random(std::random_device{}());
   static constexpr char kHex[] = "0123456789abcdef";
   std::string out;
-  for (std::size_t i = 0; i < digits; ++i) out.push_back(kHex[random() % 16]);
+  for (std::size_t i = 0; i < digits; ++i)
+    out.push_back(kHex[random() % 16]);
   return out;
 }
 
 StagedOp op_from_string(std::string_view text) {
-  for (auto op : {StagedOp::Write, StagedOp::Delete, StagedOp::Mkdir, StagedOp::Symlink,
-                  StagedOp::Chmod}) {
+  for (auto op :
+       {StagedOp::Write, StagedOp::Delete, StagedOp::Mkdir, StagedOp::Symlink, StagedOp::Chmod}) {
     if (to_string(op) == text) return op;
   }
   return StagedOp::Write;
@@ -74,9 +75,12 @@ Snapshot snapshot_from_json(const json& j) {
 }
 
 json entry_to_json(const Entry& e) {
-  return {{"path", e.path},         {"op", std::string(to_string(e.op))},
-          {"mode", e.mode},         {"link_target", e.link_target},
-          {"blob", e.blob},         {"size", e.size},
+  return {{"path", e.path},
+          {"op", std::string(to_string(e.op))},
+          {"mode", e.mode},
+          {"link_target", e.link_target},
+          {"blob", e.blob},
+          {"size", e.size},
           {"snapshot", snapshot_to_json(e.snapshot)}};
 }
 
@@ -138,20 +142,28 @@ bool is_bare_wildcard(std::string_view pattern) {
 
 std::string_view to_string(StagedOp op) {
   switch (op) {
-    case StagedOp::Write: return "write";
-    case StagedOp::Delete: return "delete";
-    case StagedOp::Mkdir: return "mkdir";
-    case StagedOp::Symlink: return "symlink";
-    case StagedOp::Chmod: return "chmod";
+    case StagedOp::Write:
+      return "write";
+    case StagedOp::Delete:
+      return "delete";
+    case StagedOp::Mkdir:
+      return "mkdir";
+    case StagedOp::Symlink:
+      return "symlink";
+    case StagedOp::Chmod:
+      return "chmod";
   }
   return "write";
 }
 
 ChangeKind change_kind(const Entry& entry) {
   switch (entry.op) {
-    case StagedOp::Delete: return ChangeKind::Deleted;
-    case StagedOp::Chmod: return ChangeKind::Mode;
-    case StagedOp::Symlink: return ChangeKind::Symlink;
+    case StagedOp::Delete:
+      return ChangeKind::Deleted;
+    case StagedOp::Chmod:
+      return ChangeKind::Mode;
+    case StagedOp::Symlink:
+      return ChangeKind::Symlink;
     case StagedOp::Mkdir:
     case StagedOp::Write:
       return entry.snapshot.exists() ? ChangeKind::Modified : ChangeKind::Added;
@@ -231,7 +243,9 @@ core::Result<std::string> TransactionStore::create(std::string origin) {
   draft.origin = std::move(origin);
   std::error_code ec;
   std::filesystem::create_directories(tx_dir(draft.id) / "blobs", ec);
-  if (ec) return Error(ErrorKind::kIo, "workspace", "cannot create " + tx_dir(draft.id).string(), ec.value());
+  if (ec)
+    return Error(ErrorKind::kIo, "workspace", "cannot create " + tx_dir(draft.id).string(),
+                 ec.value());
   PB_CHECK(save(draft));
   return draft.id;
 }
@@ -243,9 +257,9 @@ core::Result<Draft> TransactionStore::load(const std::string& id) const {
   const auto manifest = tx_dir(id) / "manifest.json";
   std::error_code ec;
   if (!std::filesystem::exists(manifest, ec)) {
-    return Error(ErrorKind::kInvalidInput, "workspace",
-                 "no transaction \"" + id + "\" in " + root_.string() +
-                     " (see `pulsebox changes`)");
+    return Error(
+        ErrorKind::kInvalidInput, "workspace",
+        "no transaction \"" + id + "\" in " + root_.string() + " (see `pulsebox changes`)");
   }
   PB_TRY(document, read_json(manifest));
   Draft draft;
@@ -270,10 +284,14 @@ core::Result<Draft> TransactionStore::load(const std::string& id) const {
 
 core::Status TransactionStore::save(const Draft& draft) const {
   json entries = json::array();
-  for (const auto& [path, entry] : draft.entries) entries.push_back(entry_to_json(entry));
-  const json document = {{"version", 1},           {"id", draft.id},
-                         {"created", draft.created}, {"origin", draft.origin},
-                         {"next_blob", draft.next_blob}, {"entries", std::move(entries)}};
+  for (const auto& [path, entry] : draft.entries)
+    entries.push_back(entry_to_json(entry));
+  const json document = {{"version", 1},
+                         {"id", draft.id},
+                         {"created", draft.created},
+                         {"origin", draft.origin},
+                         {"next_blob", draft.next_blob},
+                         {"entries", std::move(entries)}};
   return core::write_file_atomic(tx_dir(draft.id) / "manifest.json",
                                  document.dump(1, ' ', false, json::error_handler_t::replace),
                                  0600);
@@ -284,22 +302,28 @@ core::Status TransactionStore::discard(const std::string& id) {
   PB_TRY(draft, load(id));
   std::error_code ec;
   if (std::filesystem::exists(tx_dir(id) / "READY", ec)) {
-    return Error(ErrorKind::kRecovery, "workspace",
-                 "transaction " + id + " is being committed; run `pulsebox reconcile` to finish it");
+    return Error(
+        ErrorKind::kRecovery, "workspace",
+        "transaction " + id + " is being committed; run `pulsebox reconcile` to finish it");
   }
   std::filesystem::remove_all(tx_dir(id), ec);
-  if (ec) return Error(ErrorKind::kIo, "workspace", "cannot remove " + tx_dir(id).string(), ec.value());
+  if (ec)
+    return Error(ErrorKind::kIo, "workspace", "cannot remove " + tx_dir(id).string(), ec.value());
   return core::ok_status();
 }
 
 core::Status TransactionStore::check_entry_policy(const Entry& entry) const {
   std::vector<ActionType> actions;
   switch (entry.op) {
-    case StagedOp::Delete: actions = {ActionType::Delete}; break;
+    case StagedOp::Delete:
+      actions = {ActionType::Delete};
+      break;
     case StagedOp::Write:
     case StagedOp::Mkdir:
     case StagedOp::Symlink:
-    case StagedOp::Chmod: actions = {ActionType::Write}; break;
+    case StagedOp::Chmod:
+      actions = {ActionType::Write};
+      break;
   }
   // Replacing a path of another type removes what was there.
   const NodeType new_type = entry.op == StagedOp::Mkdir     ? NodeType::Directory
@@ -347,7 +371,8 @@ core::Status TransactionStore::stage(Draft& draft, Entry entry, std::string_view
                        std::to_string(limits_.max_file_bytes));
     }
     std::uint64_t total = draft.staged_bytes() + bytes.size();
-    if (auto it = draft.entries.find(entry.path); it != draft.entries.end()) total -= it->second.size;
+    if (auto it = draft.entries.find(entry.path); it != draft.entries.end())
+      total -= it->second.size;
     if (total > limits_.max_total_bytes) {
       return Error(ErrorKind::kResource, "workspace",
                    "staging " + entry.path + " would bring the transaction to " +
@@ -412,9 +437,8 @@ core::Status TransactionStore::apply(const Draft& draft, int root_fd,
       return std::move(parent).error().with_context("applying " + path);
     }
     const int dir = parent->get();
-    const std::string parent_path = path.find('/') == std::string::npos
-                                        ? std::string()
-                                        : path.substr(0, path.rfind('/'));
+    const std::string parent_path =
+        path.find('/') == std::string::npos ? std::string() : path.substr(0, path.rfind('/'));
     touched_dirs.insert(parent_path);
     struct stat current {};
     const bool exists = ::fstatat(dir, name.c_str(), &current, AT_SYMLINK_NOFOLLOW) == 0;
@@ -479,8 +503,9 @@ core::Status TransactionStore::apply(const Draft& draft, int root_fd,
   // Make the renames durable, and remove temporary symlinks an interrupted
   // attempt may have left in the directories this commit touches.
   for (const std::string& dir_path : touched_dirs) {
-    auto dir = dir_path.empty() ? core::Result<UniqueFd>(UniqueFd(::fcntl(root_fd, F_DUPFD_CLOEXEC, 0)))
-                                : open_beneath(root_fd, dir_path, O_RDONLY | O_DIRECTORY);
+    auto dir = dir_path.empty()
+                   ? core::Result<UniqueFd>(UniqueFd(::fcntl(root_fd, F_DUPFD_CLOEXEC, 0)))
+                   : open_beneath(root_fd, dir_path, O_RDONLY | O_DIRECTORY);
     if (!dir) continue;  // removed by a later step
     if (temp_files_removed != nullptr) {
       const int dup = ::fcntl(dir->get(), F_DUPFD_CLOEXEC, 0);
@@ -507,8 +532,9 @@ core::Result<std::vector<std::string>> TransactionStore::commit(const std::strin
   const auto dir = tx_dir(id);
   std::error_code ec;
   if (std::filesystem::exists(dir / "READY", ec)) {
-    return Error(ErrorKind::kRecovery, "workspace",
-                 "transaction " + id + " was interrupted while committing; run `pulsebox reconcile`");
+    return Error(
+        ErrorKind::kRecovery, "workspace",
+        "transaction " + id + " was interrupted while committing; run `pulsebox reconcile`");
   }
 
   // 1. Nothing changed underneath since staging.
@@ -521,20 +547,24 @@ core::Result<std::vector<std::string>> TransactionStore::commit(const std::strin
   if (!conflicts.empty()) {
     std::string message = "the workspace changed since transaction " + id +
                           " was staged; nothing was applied and the transaction is kept:";
-    for (const auto& conflict : conflicts) message += "\n  " + conflict;
+    for (const auto& conflict : conflicts)
+      message += "\n  " + conflict;
     Error error(ErrorKind::kConcurrentModification, "commit", message);
-    for (const auto& conflict : conflicts) error.paths().push_back(conflict.substr(0, conflict.find(": ")));
+    for (const auto& conflict : conflicts)
+      error.paths().push_back(conflict.substr(0, conflict.find(": ")));
     return error;
   }
   failpoint("snapshots checked");
 
   // 2. The policy allows every change.
-  for (const auto& [path, entry] : draft.entries) PB_CHECK(check_entry_policy(entry));
+  for (const auto& [path, entry] : draft.entries)
+    PB_CHECK(check_entry_policy(entry));
 
   // 3. Write-ahead log, durable, then the commit point.
   if (::syncfs(root_fd.get()) != 0) return Error::from_errno("workspace", "syncfs (blobs)");
   json steps = json::array();
-  for (const auto& [path, entry] : draft.entries) steps.push_back(entry_to_json(entry));
+  for (const auto& [path, entry] : draft.entries)
+    steps.push_back(entry_to_json(entry));
   PB_CHECK(core::write_file_atomic(dir / "wal.json",
                                    json{{"id", id}, {"steps", std::move(steps)}}.dump(), 0600));
   failpoint("wal written");
@@ -552,7 +582,8 @@ core::Result<std::vector<std::string>> TransactionStore::commit(const std::strin
   std::filesystem::remove_all(dir, ec);
   failpoint("cleaned up");
   std::vector<std::string> changed;
-  for (const auto& [path, entry] : draft.entries) changed.push_back(path);
+  for (const auto& [path, entry] : draft.entries)
+    changed.push_back(path);
   return changed;
 }
 
@@ -563,7 +594,8 @@ core::Result<Workspace::ReconcileReport> TransactionStore::reconcile() {
   std::error_code ec;
   const auto base = root_ / ".agent" / "transactions";
   std::vector<std::filesystem::path> dirs;
-  for (const auto& item : std::filesystem::directory_iterator(base, ec)) dirs.push_back(item.path());
+  for (const auto& item : std::filesystem::directory_iterator(base, ec))
+    dirs.push_back(item.path());
   for (const auto& dir : dirs) {
     const std::string id = dir.filename().string();
     const bool ready = std::filesystem::exists(dir / "READY", ec);

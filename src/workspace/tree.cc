@@ -19,11 +19,16 @@ using core::UniqueFd;
 
 std::string_view to_string(NodeType type) {
   switch (type) {
-    case NodeType::Absent: return "absent";
-    case NodeType::File: return "file";
-    case NodeType::Directory: return "directory";
-    case NodeType::Symlink: return "symlink";
-    case NodeType::Other: return "other";
+    case NodeType::Absent:
+      return "absent";
+    case NodeType::File:
+      return "file";
+    case NodeType::Directory:
+      return "directory";
+    case NodeType::Symlink:
+      return "symlink";
+    case NodeType::Other:
+      return "other";
   }
   return "other";
 }
@@ -99,8 +104,8 @@ void hash_tree(int dirfd, const std::string& prefix, core::Sha256& hasher, int d
                   std::to_string(st.st_size) + ":" + std::to_string(st.st_mtim.tv_sec) + "." +
                   std::to_string(st.st_mtim.tv_nsec) + ":" + std::to_string(st.st_ino) + "\n");
     if (S_ISDIR(st.st_mode)) {
-      UniqueFd child(::openat(dirfd, name.c_str(),
-                              O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      UniqueFd child(
+          ::openat(dirfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
       if (child) hash_tree(child.get(), path + "/", hasher, depth + 1);
     }
   }
@@ -133,8 +138,8 @@ core::Result<Snapshot> take_snapshot(int root_fd, const std::string& relative) {
   snapshot.gid = st.st_gid;
   switch (snapshot.type) {
     case NodeType::File: {
-      UniqueFd fd(::openat(parent->get(), name.c_str(),
-                           O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+      UniqueFd fd(
+          ::openat(parent->get(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
       if (!fd) return Error::from_errno("workspace", "open " + relative);
       PB_TRY(digest, sha256_of_fd(fd.get()));
       snapshot.sha256 = std::move(digest);
@@ -149,8 +154,8 @@ core::Result<Snapshot> take_snapshot(int root_fd, const std::string& relative) {
       break;
     }
     case NodeType::Directory: {
-      UniqueFd fd(::openat(parent->get(), name.c_str(),
-                           O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      UniqueFd fd(
+          ::openat(parent->get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
       if (!fd) return Error::from_errno("workspace", "open directory " + relative);
       core::Sha256 hasher;
       hash_tree(fd.get(), "", hasher, 0);

@@ -23,8 +23,9 @@ const std::vector<ProtectedPath>& protected_paths() {
   static const std::vector<ProtectedPath> kPaths = {
       {".git/hooks/**", "git hooks run on the host at the next git command"},
       {".git/hooks", "git hooks run on the host at the next git command"},
-      {".git/config", "git config can name programs git runs (core.fsmonitor, "
-                      "core.hooksPath, aliases, credential helpers)"},
+      {".git/config",
+       "git config can name programs git runs (core.fsmonitor, "
+       "core.hooksPath, aliases, credential helpers)"},
       {".git/modules/*/hooks/**", "submodule hooks run on the host"},
       {".git/modules/*/config", "submodule git config can name programs git runs"},
       {".agent/**", "pulsebox's own audit log and transactions"},
@@ -75,7 +76,8 @@ TransactionInfo describe_draft(const TransactionStore& store, const Draft& draft
   info.origin = draft.origin;
   std::error_code ec;
   info.commit_in_progress = std::filesystem::exists(store.tx_dir(draft.id) / "READY", ec);
-  for (const auto& [path, entry] : draft.entries) info.changes.push_back(describe_entry(entry));
+  for (const auto& [path, entry] : draft.entries)
+    info.changes.push_back(describe_entry(entry));
   info.staged_bytes = draft.staged_bytes();
   return info;
 }
@@ -96,8 +98,8 @@ Workspace::Workspace(std::filesystem::path root, ActionPolicy policy, WorkspaceL
     : root_(std::move(root)), policy_(std::move(policy)), limits_(limits) {
   std::error_code ec;
   if (!std::filesystem::is_directory(root_, ec)) {
-    core::throw_error(Error(ErrorKind::kInvalidInput, "workspace",
-                            root_.string() + " is not a directory"));
+    core::throw_error(
+        Error(ErrorKind::kInvalidInput, "workspace", root_.string() + " is not a directory"));
   }
   root_ = std::filesystem::canonical(root_, ec);
 }
@@ -153,23 +155,41 @@ void Workspace::stage_chmod(const std::string& tx, std::string_view path, unsign
   stage_one(store, tx, std::move(entry), {});
 }
 
-std::optional<std::string> Workspace::import_overlay(const std::filesystem::path& upper,
-                                                     const std::filesystem::path& lower,
-                                                     std::string origin) {
-  auto store = store_for(*this, policy_, limits_);
+namespace {
+
+std::optional<std::string> import_into_new_transaction(
+    TransactionStore& store, const std::filesystem::path& upper, const std::filesystem::path& lower,
+    std::string origin, std::uint64_t max_file_bytes, bool full_copy) {
   const std::string id = core::value_or_throw(store.create(std::move(origin)));
   Draft draft = core::value_or_throw(store.load(id));
-  auto imported = workspace::import_upper_directory(store, draft, upper, lower,
-                                                    limits_.max_file_bytes);
+  auto imported =
+      workspace::import_upper_directory(store, draft, upper, lower, max_file_bytes, full_copy);
   if (imported.ok() && draft.entries.empty()) imported = store.discard(id);
   if (!imported.ok()) {
     (void)store.discard(id);  // never leave a half-imported transaction behind
-    core::throw_error(std::move(imported).error().with_context("reading changes from " +
-                                                               upper.string()));
+    core::throw_error(
+        std::move(imported).error().with_context("reading changes from " + upper.string()));
   }
   if (draft.entries.empty()) return std::nullopt;
   core::check_or_throw(store.save(draft));
   return id;
+}
+
+}  // namespace
+
+std::optional<std::string> Workspace::import_overlay(const std::filesystem::path& upper,
+                                                     const std::filesystem::path& lower,
+                                                     std::string origin) {
+  auto store = store_for(*this, policy_, limits_);
+  return import_into_new_transaction(store, upper, lower, std::move(origin), limits_.max_file_bytes,
+                                     false);
+}
+
+std::optional<std::string> Workspace::import_copy(const std::filesystem::path& copy,
+                                                  std::string origin) {
+  auto store = store_for(*this, policy_, limits_);
+  return import_into_new_transaction(store, copy, root_, std::move(origin), limits_.max_file_bytes,
+                                     true);
 }
 
 std::vector<TransactionInfo> Workspace::list_transactions() const {
@@ -201,8 +221,8 @@ workspace::DiffSide current_side(int root_fd, const Entry& entry, std::uint64_t 
   auto parent = workspace::open_parent(root_fd, entry.path, &name);
   if (!parent) return side;
   if (entry.snapshot.type == NodeType::File) {
-    core::UniqueFd fd(::openat(parent->get(), name.c_str(),
-                               O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+    core::UniqueFd fd(
+        ::openat(parent->get(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
     if (fd) {
       auto bytes = core::read_all(fd.get(), limit, entry.path);
       if (bytes) side.content = std::move(bytes).value();
@@ -248,8 +268,8 @@ std::string Workspace::diff(const std::string& tx, bool colour) const {
   std::string out;
   for (const auto& [path, entry] : draft.entries) {
     const bool was_directory = entry.snapshot.type == NodeType::Directory;
-    if (entry.op == StagedOp::Mkdir || (was_directory && entry.op != StagedOp::Write &&
-                                        entry.op != StagedOp::Symlink)) {
+    if (entry.op == StagedOp::Mkdir ||
+        (was_directory && entry.op != StagedOp::Write && entry.op != StagedOp::Symlink)) {
       out += directory_diff(path, entry, colour);
       continue;
     }
@@ -260,7 +280,8 @@ std::string Workspace::diff(const std::string& tx, bool colour) const {
       case StagedOp::Write: {
         after.exists = true;
         after.mode = entry.mode;
-        auto bytes = core::read_file(store.tx_dir(tx) / "blobs" / entry.blob, limits_.max_file_bytes);
+        auto bytes =
+            core::read_file(store.tx_dir(tx) / "blobs" / entry.blob, limits_.max_file_bytes);
         if (bytes) after.content = std::move(bytes).value();
         break;
       }

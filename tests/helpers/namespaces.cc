@@ -66,8 +66,8 @@ ChildOutcome run_in_namespaces(NamespaceKind kind, const std::function<int()>& f
 
 int mount_overlay(const std::string& lower, const std::string& upper, const std::string& work,
                   const std::string& merged, bool userxattr) {
-  std::string options = "lowerdir=" + lower + ",upperdir=" + upper + ",workdir=" + work +
-                        ",index=off,xino=off";
+  std::string options =
+      "lowerdir=" + lower + ",upperdir=" + upper + ",workdir=" + work + ",index=off,xino=off";
   if (userxattr) options += ",userxattr";
   return ::mount("overlay", merged.c_str(), "overlay", 0, options.c_str()) == 0 ? 0 : errno;
 }

@@ -16,7 +16,7 @@ enum class NamespaceKind {
 struct ChildOutcome {
   bool setup_failed = false;  // the namespaces could not be created
   std::string setup_error;
-  int exit_code = -1;         // fn's return value
+  int exit_code = -1;  // fn's return value
 };
 
 ChildOutcome run_in_namespaces(NamespaceKind kind, const std::function<int()>& fn);

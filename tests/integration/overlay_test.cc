@@ -43,7 +43,9 @@ class OverlayTest : public ::testing::TestWithParam<OverlayMode> {
     write_file(ws() / "docs/guide.md", "# guide\n");
     write_file(ws() / "docs/img/logo.txt", "logo\n");
     write_file(ws() / "run.sh", "#!/bin/sh\necho hi\n");
-    write_file(ws() / "build/obj/x.o", std::string("\x7f" "ELF\x00", 5));
+    write_file(ws() / "build/obj/x.o", std::string("\x7f"
+                                                   "ELF\x00",
+                                                   5));
     write_file(ws() / "build/log", "old log\n");
     write_file(ws() / "lib/old/z.txt", "z\n");
     write_file(ws() / "lib/keep.txt", "keep\n");
@@ -53,7 +55,8 @@ class OverlayTest : public ::testing::TestWithParam<OverlayMode> {
 
   // Mounts the overlay in fresh namespaces, runs `workload` on the merged
   // view, and returns the merged view's listing (written by the child).
-  std::map<std::string, std::string> run_workload(const std::function<void(const std::filesystem::path&)>& workload) {
+  std::map<std::string, std::string> run_workload(
+      const std::function<void(const std::filesystem::path&)>& workload) {
     const auto listing_file = base_ / "merged.listing";
     const auto outcome = testing::run_in_namespaces(GetParam().kind, [&]() -> int {
       const int err = testing::mount_overlay(ws(), base_ / "upper", base_ / "work",
@@ -88,15 +91,15 @@ TEST_P(OverlayTest, CommittedWorkspaceEqualsMergedView) {
   const auto merged = run_workload([](const std::filesystem::path& m) {
     write_file(m / "bin/data.bin", std::string("\x00\x01\xfe\xff binary\x00", 12));
     write_file(m / "src/main.c", "int main(void) { return 42; }\n");
-    std::filesystem::remove(m / "notes.txt");                 // whiteout
-    std::filesystem::remove_all(m / "docs");                  // directory replaced...
-    write_file(m / "docs", "docs are now a file\n");          // ...by a file
+    std::filesystem::remove(m / "notes.txt");         // whiteout
+    std::filesystem::remove_all(m / "docs");          // directory replaced...
+    write_file(m / "docs", "docs are now a file\n");  // ...by a file
     std::filesystem::create_symlink("src/main.c", m / "latest");
-    ::chmod((m / "run.sh").c_str(), 0755);                    // mode only
-    std::filesystem::remove_all(m / "build");                 // opaque directory:
-    std::filesystem::create_directory(m / "build");           // lower entries hidden
+    ::chmod((m / "run.sh").c_str(), 0755);           // mode only
+    std::filesystem::remove_all(m / "build");        // opaque directory:
+    std::filesystem::create_directory(m / "build");  // lower entries hidden
     write_file(m / "build/new.txt", "fresh build\n");
-    std::filesystem::remove(m / "lib/old/z.txt");             // whiteout in a lower dir
+    std::filesystem::remove(m / "lib/old/z.txt");  // whiteout in a lower dir
   });
   ASSERT_FALSE(merged.empty());
 
@@ -105,14 +108,16 @@ TEST_P(OverlayTest, CommittedWorkspaceEqualsMergedView) {
   ASSERT_EQ(::lstat((base_ / "upper/notes.txt").c_str(), &whiteout), 0);
   EXPECT_TRUE(S_ISCHR(whiteout.st_mode));
   char value[4] = {};
-  EXPECT_EQ(::lgetxattr((base_ / "upper/build").c_str(), GetParam().opaque_xattr, value, sizeof value), 1)
+  EXPECT_EQ(
+      ::lgetxattr((base_ / "upper/build").c_str(), GetParam().opaque_xattr, value, sizeof value), 1)
       << GetParam().opaque_xattr << " not set on the opaque directory";
 
   Workspace workspace(ws());
   const auto tx = workspace.import_overlay(base_ / "upper", ws(), "overlay test");
   ASSERT_TRUE(tx.has_value());
   std::map<std::string, ChangeKind> kinds;
-  for (const auto& change : workspace.describe(*tx).changes) kinds[change.path] = change.kind;
+  for (const auto& change : workspace.describe(*tx).changes)
+    kinds[change.path] = change.kind;
   EXPECT_EQ(kinds.at("run.sh"), ChangeKind::Mode);
   EXPECT_EQ(kinds.at("notes.txt"), ChangeKind::Deleted);
   EXPECT_EQ(kinds.at("latest"), ChangeKind::Symlink);
@@ -121,9 +126,11 @@ TEST_P(OverlayTest, CommittedWorkspaceEqualsMergedView) {
   EXPECT_EQ(kinds.count("lib/keep.txt"), 0u);  // untouched lower files are not changes
 
   const std::string diff = workspace.diff(*tx);
-  EXPECT_NE(diff.find("Binary files /dev/null and b/bin/data.bin differ"), std::string::npos) << diff;
+  EXPECT_NE(diff.find("Binary files /dev/null and b/bin/data.bin differ"), std::string::npos)
+      << diff;
   EXPECT_NE(diff.find("-int main(void) { return 0; }\n+int main(void) { return 42; }\n"),
-            std::string::npos) << diff;
+            std::string::npos)
+      << diff;
 
   workspace.commit(*tx);
   EXPECT_EQ(listing(ws()), merged);
@@ -142,9 +149,8 @@ TEST_P(OverlayTest, UnchangedRunGivesNoTransaction) {
 }
 
 TEST_P(OverlayTest, SpecialFilesAreRefusedAndNothingIsStaged) {
-  const auto merged = run_workload([](const std::filesystem::path& m) {
-    ::mkfifo((m / "pipe").c_str(), 0644);
-  });
+  const auto merged =
+      run_workload([](const std::filesystem::path& m) { ::mkfifo((m / "pipe").c_str(), 0644); });
   Workspace workspace(ws());
   try {
     (void)workspace.import_overlay(base_ / "upper", ws());
@@ -170,14 +176,15 @@ TEST_P(OverlayTest, SetuidFilesAreRefused) {
   EXPECT_TRUE(workspace.list_transactions().empty());
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Modes, OverlayTest,
-    ::testing::Values(
-        OverlayMode{NamespaceKind::kUserAndMount, true, "user.overlay.opaque", "UserNamespace"},
-        OverlayMode{NamespaceKind::kMountOnly, false, "trusted.overlay.opaque", "RootTrustedXattrs"}),
-    [](const ::testing::TestParamInfo<OverlayMode>& param_info) {
-      return std::string(param_info.param.name);
-    });
+INSTANTIATE_TEST_SUITE_P(Modes, OverlayTest,
+                         ::testing::Values(OverlayMode{NamespaceKind::kUserAndMount, true,
+                                                       "user.overlay.opaque", "UserNamespace"},
+                                           OverlayMode{NamespaceKind::kMountOnly, false,
+                                                       "trusted.overlay.opaque",
+                                                       "RootTrustedXattrs"}),
+                         [](const ::testing::TestParamInfo<OverlayMode>& param_info) {
+                           return std::string(param_info.param.name);
+                         });
 
 }  // namespace
 }  // namespace pulsebox

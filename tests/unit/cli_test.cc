@@ -221,8 +221,7 @@ TEST(CliTest, ChangesDiffCommitDiscard) {
 
   const auto diff = run_cli({"diff", "-w", w, tx});
   EXPECT_EQ(diff.exit_code, 0);
-  EXPECT_NE(diff.out.find("--- a/a.txt\n+++ b/a.txt\n@@ -1 +1 @@\n-one\n+two\n"),
-            std::string::npos)
+  EXPECT_NE(diff.out.find("--- a/a.txt\n+++ b/a.txt\n@@ -1 +1 @@\n-one\n+two\n"), std::string::npos)
       << diff.out;
   EXPECT_EQ(diff.out.find("\033["), std::string::npos);  // no colour when not a terminal
 
@@ -265,11 +264,120 @@ TEST(CliTest, CommitRefusesProtectedPathsUnlessThePolicyNamesThem) {
   EXPECT_EQ(refused.exit_code, 125);
   EXPECT_NE(refused.err.find("protected path"), std::string::npos) << refused.err;
   EXPECT_FALSE(std::filesystem::exists(dir / ".git/hooks/pre-commit"));
-  write_file(dir / "allow.json",
-             R"({"rules": [{"action": "write", "target": ".git/hooks/pre-commit", "decision": "allow"}]})");
+  write_file(
+      dir / "allow.json",
+      R"({"rules": [{"action": "write", "target": ".git/hooks/pre-commit", "decision": "allow"}]})");
   const auto allowed = run_cli({"commit", "-w", w, "--policy", (dir / "allow.json").string(), tx});
   EXPECT_EQ(allowed.exit_code, 0) << allowed.err;
   EXPECT_TRUE(std::filesystem::exists(dir / ".git/hooks/pre-commit"));
+}
+
+std::vector<std::string> host_run(const std::string& workspace, std::vector<std::string> tail,
+                                  std::vector<std::string> extra = {}) {
+  std::vector<std::string> args = {
+      "run", "-w", workspace, "--backend", "host", "--unsafe-host", "--allow-weaker", "all"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  args.push_back("--");
+  args.insert(args.end(), tail.begin(), tail.end());
+  return args;
+}
+
+TEST(CliRunTest, BadInputIsOneLineAndExit125) {
+  TempDir dir;
+  write_file(dir / "file", "x");
+  write_file(dir / "bad-policy.json", R"({"rules": [{"action": "shell", "decision": "perhaps"}]})");
+  const std::string w = dir.path().string();
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"run", "--bogus", "--", "true"}, "--bogus"},
+      {{"run", "-w", w, "--memory", "12X", "--", "true"}, "--memory: \"12X\" is not valid"},
+      {{"run", "-w", w, "--pids", "-3", "--", "true"}, "--pids"},
+      {{"run", "-w", w, "--timeout", "soon", "--", "true"}, "--timeout"},
+      {{"run", "-w", (dir / "missing").string(), "--", "true"}, "no such directory"},
+      {{"run", "-w", (dir / "file").string(), "--", "true"}, "not a directory"},
+      {{"run", "-w", w, "--policy", (dir / "bad-policy.json").string(), "--", "true"},
+       "rules[0].decision"},
+      {{"run", "-w", w, "--net", "sometimes", "--", "true"}, "--net"},
+      {{"run", "-w", w, "--changes", "maybe", "--", "true"}, "--changes"},
+      {{"run", "-w", w, "--allow-weaker", "everything", "--", "true"}, "--allow-weaker"},
+      {{"run", "-w", w, "--secret", "PB_SURELY_UNSET_VAR", "--", "true"}, "not set"},
+      {{"run", "-w", w}, "no command given"},
+      {{"run", "-w", w, "--", "true"}, "no secure backend is available"},
+      {{"run", "-w", w, "--backend", "host", "--", "true"}, "--unsafe-host"},
+      {{"run", "-w", w, "--backend", "host", "--unsafe-host", "--", "true"},
+       "--allow-weaker network"},
+  };
+  for (const auto& [args, fragment] : cases) {
+    const auto run = run_cli(args);
+    EXPECT_EQ(run.exit_code, 125) << args[1] << " " << (args.size() > 2 ? args[2] : "");
+    EXPECT_EQ(run.err.rfind("pulsebox: ", 0), 0u) << run.err;
+    EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << run.err;
+    EXPECT_NE(run.err.find(fragment), std::string::npos)
+        << "expected \"" << fragment << "\" in: " << run.err;
+    EXPECT_TRUE(run.out.empty()) << run.out;
+  }
+}
+
+TEST(CliRunTest, ExitStatusesFollowTheContract) {
+  TempDir dir;
+  const std::string w = dir.path().string();
+  EXPECT_EQ(run_cli(host_run(w, {"sh", "-c", "exit 3"})).exit_code, 3);
+  EXPECT_EQ(run_cli(host_run(w, {"sh", "-c", "kill -TERM $$"})).exit_code, 128 + 15);
+  EXPECT_EQ(run_cli(host_run(w, {"pulsebox-no-such-command"})).exit_code, 127);
+  write_file(dir / "not-executable", "data");
+  EXPECT_EQ(run_cli(host_run(w, {"./not-executable"})).exit_code, 126);
+  EXPECT_EQ(run_cli(host_run(w, {"sleep", "30"}, {"--timeout", "0.3"})).exit_code, 124);
+}
+
+TEST(CliRunTest, StreamsOutputAndReportsEnforcementAndChanges) {
+  TempDir dir;
+  write_file(dir / "a.txt", "one\n");
+  const auto run = run_cli(host_run(
+      dir.path().string(), {"sh", "-c", "echo to-stdout; echo to-stderr >&2; echo two > a.txt"}));
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.out, "to-stdout\n");
+  EXPECT_EQ(run.err.rfind("to-stderr\n", 0), 0u) << run.err;
+  EXPECT_NE(run.err.find("enforcement:"), std::string::npos);
+  EXPECT_NE(run.err.find("network     unsupported (accepted with --allow-weaker)"),
+            std::string::npos)
+      << run.err;
+  EXPECT_NE(run.err.find("pulsebox: changes: tx-"), std::string::npos) << run.err;
+  EXPECT_EQ(testing::read_file(dir / "a.txt"), "one\n");
+}
+
+TEST(CliRunTest, JsonResult) {
+  TempDir dir;
+  ::setenv("PB_CLI_SECRET", "cli-secret-value-1", 1);
+  const auto run =
+      run_cli(host_run(dir.path().string(), {"sh", "-c", "echo $PB_CLI_SECRET; echo new > n.txt"},
+                       {"--json", "--secret", "PB_CLI_SECRET"}));
+  ::unsetenv("PB_CLI_SECRET");
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  const auto json = nlohmann::json::parse(run.out);
+  EXPECT_EQ(json["stdout"], "[REDACTED_SECRET]\n");
+  EXPECT_EQ(json["exit_code"], 0);
+  EXPECT_EQ(json["isolation_level"], "host_unsafe");
+  EXPECT_EQ(json["enforcement"]["network"], "unsupported");
+  EXPECT_TRUE(json["transaction_id"].is_string());
+  EXPECT_EQ(json["changes"][0]["path"], "n.txt");
+  EXPECT_EQ(json["changes"][0]["kind"], "added");
+  // And the audit log at the default path has the run, intact.
+  const auto verify = run_cli({"audit", "verify", (dir / ".agent/logs/audit.jsonl").string()});
+  EXPECT_EQ(verify.exit_code, 0) << verify.out;
+}
+
+TEST(CliRunTest, CapabilitiesJson) {
+  const auto run = run_cli({"capabilities", "--json"});
+  EXPECT_EQ(run.exit_code, 0);
+  const auto json = nlohmann::json::parse(run.out);
+  EXPECT_EQ(json["backends"]["native"]["available"], false);
+  const auto& host = json["backends"]["host"]["capabilities"];
+  EXPECT_EQ(host["network.allow_all"]["level"], "strongly_enforced");
+  EXPECT_EQ(host["network.deny_all"]["level"], "unsupported");
+  EXPECT_FALSE(host["network.deny_all"]["fix"].get<std::string>().empty());
+  EXPECT_EQ(host["limits.memory"]["level"], "partially_enforced");
+  EXPECT_TRUE(host.contains("process_containment"));
+  const auto text = run_cli({"capabilities"});
+  EXPECT_NE(text.out.find("fix: "), std::string::npos);
 }
 
 TEST(CliTest, ReconcileOnACleanWorkspace) {

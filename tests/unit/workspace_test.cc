@@ -1,5 +1,5 @@
-#include <gtest/gtest.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -29,11 +29,14 @@ class WorkspaceTest : public ::testing::Test {
 TEST_F(WorkspaceTest, StageAndCommitEveryKindOfChange) {
   auto ws = workspace();
   const auto tx = ws.create_transaction("unit test");
-  const std::string binary("\x7f" "ELF\x00\x01\x02\xff", 8);
-  ws.stage_write(tx, "bin/tool", binary, 0755);   // new file in a new directory
+  const std::string binary(
+      "\x7f"
+      "ELF\x00\x01\x02\xff",
+      8);
+  ws.stage_write(tx, "bin/tool", binary, 0755);  // new file in a new directory
   ws.stage_mkdir(tx, "bin", 0750);
   ws.stage_write(tx, "src/main.cc", "int main() { return 1; }\n");
-  ws.stage_delete(tx, "old");                     // a whole directory
+  ws.stage_delete(tx, "old");  // a whole directory
   ws.stage_symlink(tx, "link", "src/main.cc");
   ws.stage_chmod(tx, "README", 0600);
   EXPECT_EQ(ws.list_transactions().size(), 1u);
@@ -68,7 +71,8 @@ TEST_F(WorkspaceTest, ChangeKinds) {
   ws.stage_chmod(tx, "src/main.cc", 0700);
   ws.stage_symlink(tx, "l", "README");
   std::map<std::string, ChangeKind> kinds;
-  for (const auto& change : ws.describe(tx).changes) kinds[change.path] = change.kind;
+  for (const auto& change : ws.describe(tx).changes)
+    kinds[change.path] = change.kind;
   EXPECT_EQ(kinds.at("new.txt"), ChangeKind::Added);
   EXPECT_EQ(kinds.at("README"), ChangeKind::Modified);
   EXPECT_EQ(kinds.at("old/a.txt"), ChangeKind::Deleted);
@@ -263,8 +267,9 @@ TEST_F(WorkspaceTest, DiffShowsEveryKind) {
             std::string::npos)
       << diff;
   EXPECT_NE(diff.find("Binary files a/blob.bin and b/blob.bin differ"), std::string::npos);
-  EXPECT_NE(diff.find("deleted file mode 100644\n--- a/README\n+++ /dev/null\n@@ -1 +0,0 @@\n-readme\n"),
-            std::string::npos)
+  EXPECT_NE(
+      diff.find("deleted file mode 100644\n--- a/README\n+++ /dev/null\n@@ -1 +0,0 @@\n-readme\n"),
+      std::string::npos)
       << diff;
   EXPECT_NE(diff.find("diff --git a/src/main.cc b/src/main.cc\nold mode 100644\nnew mode 100755\n"),
             std::string::npos)
@@ -273,8 +278,9 @@ TEST_F(WorkspaceTest, DiffShowsEveryKind) {
                       "\\ No newline at end of file\n"),
             std::string::npos)
       << diff;
-  EXPECT_NE(diff.find("new file mode 100644\n--- /dev/null\n+++ b/new.txt\n@@ -0,0 +1 @@\n+hello\n"),
-            std::string::npos);
+  EXPECT_NE(
+      diff.find("new file mode 100644\n--- /dev/null\n+++ b/new.txt\n@@ -0,0 +1 @@\n+hello\n"),
+      std::string::npos);
   const std::string coloured = ws.diff(tx, true);
   EXPECT_NE(coloured.find("\033[32m+five\033[0m"), std::string::npos);
   EXPECT_NE(coloured.find("\033[31m-5\033[0m"), std::string::npos);

@@ -47,7 +47,8 @@ class Fixture {
   fs::path make_upper(int changed) {
     const fs::path upper = base_ / ("upper" + std::to_string(round_++));
     for (int i = 0; i < changed; ++i) {
-      const fs::path dir = upper / ("changed" + std::to_string(round_)) / ("d" + std::to_string(i % 10));
+      const fs::path dir =
+          upper / ("changed" + std::to_string(round_)) / ("d" + std::to_string(i % 10));
       if (i < 10) fs::create_directories(dir);
       write(dir / ("f" + std::to_string(i)), "changed content " + std::to_string(i) + "\n");
     }

@@ -1,0 +1,118 @@
+// The backend interface: what actually runs a command, and how strongly it
+// enforces each part of a policy on this host.
+//
+// Call order (driven by pulsebox::Sandbox):
+//   availability()         may this backend run here at all, and if not why
+//   reconcile()            once, before the first run: remove leftovers
+//   *_capability(...)      per dimension, before each run (the facade refuses
+//                          a run when a requested policy would be enforced
+//                          less than strongly and the caller did not accept it)
+//   execute(request)       the run; output is streamed through the callback
+//   cleanup()              after each run
+//
+// Levels: StronglyEnforced (the kernel enforces it for the whole sandbox),
+// PartiallyEnforced (enforced with known gaps, named in `reason`), Advisory
+// (only recorded), Unsupported (not enforced at all).
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "pulsebox/export.h"
+#include "pulsebox/limits.h"
+#include "pulsebox/network.h"
+#include "pulsebox/result.h"
+#include "pulsebox/secrets.h"
+
+namespace pulsebox {
+
+// The enforcement dimensions of the CLI's --allow-weaker and of
+// ProcessResult::enforcement.
+enum class Dimension { Network, Secrets, Filesystem, Limits, Syscalls };
+PULSEBOX_API std::string_view to_string(Dimension dimension);
+PULSEBOX_API std::optional<Dimension> parse_dimension(std::string_view word);
+inline constexpr Dimension kAllDimensions[] = {Dimension::Network, Dimension::Secrets,
+                                               Dimension::Filesystem, Dimension::Limits,
+                                               Dimension::Syscalls};
+
+enum class LimitKind { Memory, Swap, Processes, Cpu, CpuTime, WallTime, Output, Disk, OpenFiles };
+PULSEBOX_API std::string_view to_string(LimitKind kind);
+inline constexpr LimitKind kAllLimitKinds[] = {
+    LimitKind::Memory, LimitKind::Swap,   LimitKind::Processes,
+    LimitKind::Cpu,    LimitKind::CpuTime, LimitKind::WallTime,
+    LimitKind::Output, LimitKind::Disk,   LimitKind::OpenFiles};
+
+struct Capability {
+  EnforcementLevel level = EnforcementLevel::Unsupported;
+  std::string reason;  // why this level, on this host
+  std::string fix;     // what to change to raise it ("" when nothing can)
+};
+
+struct Availability {
+  bool available = false;
+  std::string reason;
+};
+
+enum class OutputStream { Stdout, Stderr };
+
+struct ExecutionRequest {
+  std::vector<std::string> argv;
+  std::filesystem::path workspace;  // the host directory shown to the command
+  std::string cwd;                  // relative to the workspace; "" is its root
+  std::map<std::string, std::string> environment;  // complete; built by the facade
+  ResourcePolicy limits;
+  NetworkPolicy network;
+  SecretPolicy secrets;
+  std::string execution_id;
+  // Raw output chunks as they arrive (the facade scrubs them).
+  std::function<void(OutputStream, std::string_view)> on_output;
+};
+
+struct ExecutionOutcome {
+  ProcessResult result;  // stdout/stderr are left empty: output goes to on_output
+  // A directory holding the run's view of the workspace changes, to import as
+  // a transaction, and how to read it.
+  std::optional<std::filesystem::path> changes_dir;
+  bool changes_dir_is_full_copy = false;  // else an overlayfs upper directory
+};
+
+class PULSEBOX_API Backend {
+ public:
+  virtual ~Backend();
+
+  virtual std::string name() const = 0;
+  // True when the command runs with the invoking user's full access to the host.
+  virtual bool is_unsafe() const = 0;
+  // The audit log's isolation_level: "native", "host_unsafe", "remote_container".
+  virtual std::string isolation_level() const = 0;
+  virtual Availability availability() const = 0;
+
+  virtual void reconcile() = 0;
+  // Throws SandboxError only when the run could not be attempted at all; a
+  // command that fails to start is a result with termination_reason launch_error.
+  virtual ExecutionOutcome execute(const ExecutionRequest& request) = 0;
+  virtual void cleanup() = 0;
+
+  virtual Capability network_capability(const NetworkPolicy& policy) const = 0;
+  virtual Capability secrets_capability(const SecretPolicy& policy) const = 0;
+  virtual Capability filesystem_capability() const = 0;
+  virtual Capability limit_capability(LimitKind kind) const = 0;
+  virtual Capability syscall_capability() const = 0;
+  virtual Capability process_containment_capability() const = 0;
+};
+
+}  // namespace pulsebox
+
+namespace pulsebox {
+
+// The unsafe host backend (see docs/backends.md). Sandbox uses it only with
+// an explicit opt-in (SandboxOptions::unsafe_host_execution).
+PULSEBOX_API std::shared_ptr<Backend> make_host_backend();
+
+}  // namespace pulsebox

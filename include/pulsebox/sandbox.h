@@ -1,0 +1,138 @@
+// pulsebox::Sandbox: the facade, the C++ counterpart of the reference's
+// `Sandbox` class.
+//
+// Usage:
+//   pulsebox::SandboxOptions options;
+//   options.workspace = "/home/me/project";
+//   options.policy.add_rule({pulsebox::ActionType::Shell, "*", pulsebox::Decision::Allow, ""});
+//   pulsebox::Sandbox sandbox(options);
+//   sandbox.initialize();                 // picks the backend (or throws)
+//   auto result = sandbox.execute({"make", "test"});
+//   if (result.transaction_id) std::cout << sandbox.workspace().diff(*result.transaction_id);
+//
+// Backend choice (initialize): an explicit `backend` object; else
+// `backend_name` ("native", "host", "remote"); else remote when
+// PULSE_REMOTE_URL is set, else native, else host only when
+// unsafe_host_execution is set; else SandboxUnavailableError (audited).
+//
+// execute() follows the reference order with its defects fixed:
+//  1. lifecycle STARTING; the SHELL action is evaluated (DENY throws PolicyDenied);
+//  2. the effective network and secret policies: a mode other than deny
+//     requested while the action policy denies NETWORK / SECRETS throws
+//     PolicyDenied (the reference silently passed here);
+//  3. every dimension's enforcement level is asked of the backend and
+//     audited; a requested policy enforced less than strongly throws
+//     SandboxUnsupportedPolicyError naming the dimension, the reason and the
+//     fix, unless `accept_weaker` holds that dimension. Limits not set
+//     explicitly (see explicit_limits) are applied as strongly as the host
+//     allows and only reported;
+//  4. RUNNING; the backend runs the command; output is scrubbed as it streams;
+//  5. the run's workspace changes become a transaction, then kept, committed
+//     or discarded per `changes`; a commit conflict keeps the transaction;
+//  6. CLEANING, backend cleanup, FINALIZED (or RECOVERY_REQUIRED).
+// Every decision is written to the audit log.
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "pulsebox/audit.h"
+#include "pulsebox/backend.h"
+#include "pulsebox/export.h"
+#include "pulsebox/policy.h"
+#include "pulsebox/result.h"
+#include "pulsebox/secrets.h"
+#include "pulsebox/workspace.h"
+
+namespace pulsebox {
+
+enum class ChangesMode { Keep, Commit, Discard };
+
+struct SandboxOptions {
+  std::filesystem::path workspace;
+  // Defaults to the reference defaults (SHELL denied!): the CLI allows SHELL.
+  ActionPolicy policy;
+  std::vector<std::filesystem::path> allowed_external_reads;
+  // Values scrubbed from every output and from the audit log.
+  std::vector<std::string> secrets;
+  ResourcePolicy limits;
+  // Limits the caller set explicitly: these must be enforced strongly.
+  std::set<LimitKind> explicit_limits;
+  NetworkPolicy network;
+  SecretPolicy secret_policy;
+  // Extra variables for the command (--env); dangerous names are refused.
+  std::map<std::string, std::string> environment;
+  std::shared_ptr<Backend> backend;
+  std::string backend_name;  // "", "native", "host", "remote"
+  bool unsafe_host_execution = false;
+  std::set<Dimension> accept_weaker;
+  std::filesystem::path audit_log_path;  // default <workspace>/.agent/logs/audit.jsonl
+  bool audit_fsync = false;
+  ChangesMode changes = ChangesMode::Keep;
+};
+
+struct ExecuteOptions {
+  std::string cwd;  // relative to the workspace
+  std::string execution_id;  // generated when empty
+  // Scrubbed output as it arrives.
+  std::function<void(OutputStream, std::string_view)> on_output;
+};
+
+// One dimension's verdict for the coming run.
+struct EnforcementDecision {
+  Dimension dimension = Dimension::Network;
+  EnforcementLevel level = EnforcementLevel::Unsupported;
+  bool requested = true;  // false: only reported (defaults the host cannot enforce)
+  bool accepted = false;  // weaker than strong, and the caller accepted it
+  std::string reason;
+  std::string fix;
+};
+
+class PULSEBOX_API Sandbox {
+ public:
+  explicit Sandbox(SandboxOptions options);
+  ~Sandbox();
+  Sandbox(const Sandbox&) = delete;
+  Sandbox& operator=(const Sandbox&) = delete;
+
+  void initialize();
+  bool initialized() const { return backend_ != nullptr; }
+  const Backend& backend() const;
+
+  // The per-dimension verdict execute() would reach (initializes if needed).
+  std::vector<EnforcementDecision> enforcement_plan();
+
+  ProcessResult execute(const std::vector<std::string>& argv, const ExecuteOptions& options = {});
+
+  // READ policy, then a race-free bounded read (PathValidator), scrubbed.
+  std::string read_file(std::string_view relative_path);
+
+  // The transaction API, with the policy and a registered-secret check.
+  std::string create_transaction();
+  void stage_write(const std::string& tx, std::string_view path, std::string_view bytes,
+                   unsigned mode = 0644);
+  void stage_delete(const std::string& tx, std::string_view path);
+  std::string preview_changes(const std::string& tx, bool colour = false);
+  std::vector<std::string> commit_transaction(const std::string& tx);
+  void discard_transaction(const std::string& tx);
+
+  Workspace& workspace() { return workspace_; }
+  AuditLog& audit() { return *audit_; }
+  const SecretScrubber& scrubber() const { return scrubber_; }
+
+ private:
+  std::string command_text(const std::vector<std::string>& argv) const;
+
+  SandboxOptions options_;
+  SecretScrubber scrubber_;
+  std::unique_ptr<AuditLog> audit_;
+  Workspace workspace_;
+  std::shared_ptr<Backend> backend_;
+};
+
+}  // namespace pulsebox

@@ -1,0 +1,381 @@
+// The host backend: runs the command directly on the host. Unsafe and opt-in.
+//
+// What it does enforce: a new session and process group (killed as a whole
+// at timeout and when the command exits), a minimal environment from the
+// secret policy, rlimits, the wall-clock limit, the output cap. The command
+// runs in a private copy of the workspace, so its workspace changes still
+// become a transaction instead of landing on the user's files; but it can
+// read and write everything else the invoking user can. Capabilities say so.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+
+#include "core/fs.h"
+#include "core/throw_error.h"
+#include "pulsebox/backend.h"
+#include "pulsebox/error.h"
+
+extern char** environ;
+
+namespace pulsebox {
+
+using core::Error;
+using core::ErrorKind;
+using core::UniqueFd;
+
+Backend::~Backend() = default;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string host_reason() {
+  return "the host backend runs the command directly on this host as the invoking user";
+}
+
+// Copies the workspace (except .agent/) into `target`, keeping modes and
+// symlinks. FIFOs are recreated; sockets and device nodes are not copied.
+void copy_workspace(const std::filesystem::path& from, const std::filesystem::path& target) {
+  namespace fs = std::filesystem;
+  fs::create_directories(target);
+  for (auto it = fs::recursive_directory_iterator(from); it != fs::recursive_directory_iterator();
+       ++it) {
+    const fs::path relative = it->path().lexically_relative(from);
+    if (it.depth() == 0 && relative == ".agent") {
+      it.disable_recursion_pending();
+      continue;
+    }
+    const fs::path destination = target / relative;
+    const auto status = it->symlink_status();
+    if (fs::is_symlink(status)) {
+      fs::copy_symlink(it->path(), destination);
+    } else if (fs::is_directory(status)) {
+      fs::create_directory(destination);
+      fs::permissions(destination, status.permissions());
+    } else if (fs::is_regular_file(status)) {
+      fs::copy_file(it->path(), destination);
+    } else if (fs::is_fifo(status)) {
+      ::mkfifo(destination.c_str(), static_cast<mode_t>(status.permissions()));
+    }
+  }
+}
+
+int pidfd_open(pid_t pid) { return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)); }
+
+class HostBackend final : public Backend {
+ public:
+  std::string name() const override { return "host"; }
+  bool is_unsafe() const override { return true; }
+  std::string isolation_level() const override { return "host_unsafe"; }
+  Availability availability() const override {
+    return {true, "available, but it isolates nothing: opt in with --unsafe-host"};
+  }
+
+  void reconcile() override {}
+  void cleanup() override {
+    std::error_code ec;
+    for (const auto& dir : run_dirs_) std::filesystem::remove_all(dir, ec);
+    run_dirs_.clear();
+    run_locks_.clear();
+  }
+
+  ExecutionOutcome execute(const ExecutionRequest& request) override;
+
+  Capability network_capability(const NetworkPolicy& policy) const override {
+    if (policy.mode == NetworkMode::AllowAll) {
+      return {EnforcementLevel::StronglyEnforced, "the command has the host's network, as requested",
+              ""};
+    }
+    return {EnforcementLevel::Unsupported,
+            host_reason() + ", in the host's network namespace: it can reach whatever the host can",
+            "use the native backend (--backend native)"};
+  }
+  Capability secrets_capability(const SecretPolicy& policy) const override {
+    if (policy.mode == SecretMode::AllowAll) {
+      return {EnforcementLevel::StronglyEnforced, "every host variable is passed, as requested", ""};
+    }
+    return {EnforcementLevel::PartiallyEnforced,
+            "the environment is built from the secret policy, but the command can read the "
+            "invoking user's credential files (~/.ssh, ~/.aws, ~/.config, ...)",
+            "use the native backend, which hides the host's home directories"};
+  }
+  Capability filesystem_capability() const override {
+    return {EnforcementLevel::Unsupported,
+            host_reason() +
+                ": it can read and write everything that user can; only its changes to the "
+                "workspace copy become a transaction",
+            "use the native backend (overlay workspace, read-only system, no host home)"};
+  }
+  Capability limit_capability(LimitKind kind) const override {
+    const std::string fix = "use the native backend, which limits the whole sandbox with cgroups";
+    switch (kind) {
+      case LimitKind::Memory:
+        return {EnforcementLevel::PartiallyEnforced,
+                "RLIMIT_AS caps each process's address space, not the sandbox's memory", fix};
+      case LimitKind::CpuTime:
+        return {EnforcementLevel::PartiallyEnforced, "RLIMIT_CPU caps each process, not the sandbox",
+                fix};
+      case LimitKind::WallTime:
+        return {EnforcementLevel::PartiallyEnforced,
+                "the process group is killed at the deadline, but a process that starts its own "
+                "session (a daemon) escapes it",
+                fix};
+      case LimitKind::Output:
+        return {EnforcementLevel::StronglyEnforced,
+                "pulsebox reads all output and stops the command at the cap", ""};
+      case LimitKind::OpenFiles:
+        return {EnforcementLevel::StronglyEnforced, "RLIMIT_NOFILE is set for every process", ""};
+      case LimitKind::Swap:
+      case LimitKind::Processes:
+      case LimitKind::Cpu:
+      case LimitKind::Disk:
+        break;
+    }
+    return {EnforcementLevel::Unsupported,
+            "the host backend has no way to limit " + std::string(to_string(kind)), fix};
+  }
+  Capability syscall_capability() const override {
+    return {EnforcementLevel::Unsupported, "the host backend loads no seccomp filter",
+            "use the native backend"};
+  }
+  Capability process_containment_capability() const override {
+    return {EnforcementLevel::PartiallyEnforced,
+            "a new session and process group, killed as a whole; a daemon that calls setsid() "
+            "escapes it",
+            "use the native backend (pid namespace and cgroup)"};
+  }
+
+ private:
+  std::vector<std::filesystem::path> run_dirs_;
+  std::vector<UniqueFd> run_locks_;
+};
+
+struct ChildPlan {
+  std::vector<std::string> argv_storage;
+  std::vector<std::string> env_storage;
+  std::vector<char*> argv;
+  std::vector<char*> envp;
+  std::string cwd;
+  std::vector<std::pair<int, rlimit>> rlimits;
+};
+
+[[noreturn]] void report_and_exit(int report_fd, int err) {
+  (void)!::write(report_fd, &err, sizeof err);
+  ::_exit(127);
+}
+
+// Everything is prepared in the parent: the child only makes syscalls and
+// reports a failure as an errno on the CLOEXEC report pipe.
+[[noreturn]] void run_child(const ChildPlan& plan, int out_fd, int err_fd, int report_fd) {
+  auto fail = [&](int err) { report_and_exit(report_fd, err); };
+  if (::setsid() < 0) fail(errno);
+  const int null_fd = ::open("/dev/null", O_RDONLY);
+  if (null_fd < 0 || ::dup2(null_fd, 0) < 0 || ::dup2(out_fd, 1) < 0 || ::dup2(err_fd, 2) < 0) {
+    fail(errno);
+  }
+  for (const auto& [resource, limit] : plan.rlimits) {
+    if (::setrlimit(resource, &limit) != 0) fail(errno);
+  }
+  if (::chdir(plan.cwd.c_str()) != 0) fail(errno);
+  // Close every other descriptor except the CLOEXEC report pipe.
+  ::syscall(SYS_close_range, 3, report_fd - 1, 0);
+  ::syscall(SYS_close_range, report_fd + 1, ~0U, 0);
+  environ = const_cast<char**>(plan.envp.data());
+  ::execvp(plan.argv[0], plan.argv.data());
+  report_and_exit(report_fd, errno);
+}
+
+ExecutionOutcome HostBackend::execute(const ExecutionRequest& request) {
+  const auto start = Clock::now();
+  ExecutionOutcome outcome;
+  ProcessResult& result = outcome.result;
+  const ResourcePolicy& limits = request.limits;
+
+  // The run's private copy of the workspace, locked while in use so that a
+  // concurrent reconcile never removes it.
+  const auto run_dir = request.workspace / ".agent" / "runs" / request.execution_id;
+  std::error_code ec;
+  std::filesystem::create_directories(run_dir, ec);
+  if (ec) {
+    core::throw_error(Error(ErrorKind::kIo, "host", "cannot create " + run_dir.string(), ec.value()));
+  }
+  UniqueFd lock(::open((run_dir / "lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
+  if (lock) ::flock(lock.get(), LOCK_EX);
+  run_dirs_.push_back(run_dir);
+  run_locks_.push_back(std::move(lock));
+  const auto root = run_dir / "root";
+  try {
+    copy_workspace(request.workspace, root);
+  } catch (const std::filesystem::filesystem_error& error) {
+    core::throw_error(
+        Error(ErrorKind::kIo, "host", std::string("copying the workspace: ") + error.what()));
+  }
+  outcome.changes_dir = root;
+  outcome.changes_dir_is_full_copy = true;
+
+  ChildPlan plan;
+  plan.argv_storage = request.argv;
+  for (auto& arg : plan.argv_storage) plan.argv.push_back(arg.data());
+  plan.argv.push_back(nullptr);
+  for (const auto& [key, value] : request.environment) {
+    // /workspace exists only inside a real sandbox; here it is the copy.
+    const bool is_workspace = value == "/workspace" || value.rfind("/workspace/", 0) == 0;
+    plan.env_storage.push_back(key + "=" + (is_workspace ? root.string() + value.substr(10) : value));
+  }
+  for (auto& entry : plan.env_storage) plan.envp.push_back(entry.data());
+  plan.envp.push_back(nullptr);
+  plan.cwd = (root / request.cwd).string();
+  auto add_limit = [&](int resource, std::uint64_t value) {
+    plan.rlimits.push_back({resource, rlimit{value, value}});
+  };
+  add_limit(RLIMIT_AS, limits.memory_bytes);
+  add_limit(RLIMIT_NOFILE, limits.max_open_files);
+  add_limit(RLIMIT_CORE, 0);
+  if (limits.cpu_time_seconds) {
+    add_limit(RLIMIT_CPU, static_cast<std::uint64_t>(std::ceil(*limits.cpu_time_seconds)));
+  }
+
+  int out_pipe[2], err_pipe[2], report_pipe[2];
+  if (::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0 ||
+      ::pipe2(report_pipe, O_CLOEXEC) != 0) {
+    core::throw_error(Error::from_errno("host", "pipe"));
+  }
+  UniqueFd out_read(out_pipe[0]), out_write(out_pipe[1]);
+  UniqueFd err_read(err_pipe[0]), err_write(err_pipe[1]);
+  UniqueFd report_read(report_pipe[0]), report_write(report_pipe[1]);
+
+  const pid_t pid = ::fork();
+  if (pid < 0) core::throw_error(Error::from_errno("host", "fork"));
+  if (pid == 0) run_child(plan, out_write.get(), err_write.get(), report_write.get());
+  result.pid = pid;
+  out_write.reset();
+  err_write.reset();
+  report_write.reset();
+  UniqueFd pidfd(pidfd_open(pid));
+
+  auto finish_timing = [&] {
+    result.metrics.elapsed_ms =
+        std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+    result.duration_ms = result.metrics.elapsed_ms;
+  };
+  int exec_errno = 0;
+  if (::read(report_read.get(), &exec_errno, sizeof exec_errno) == sizeof exec_errno) {
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    result.termination_reason = TerminationReason::LaunchError;
+    result.exit_code = exec_errno == ENOENT ? 127 : 126;
+    result.termination_detail =
+        "cannot execute " + request.argv[0] + ": " + std::strerror(exec_errno);
+    finish_timing();
+    return outcome;
+  }
+
+  const auto deadline = start + std::chrono::duration_cast<Clock::duration>(
+                                    std::chrono::duration<double>(limits.wall_time_seconds));
+  const auto grace = std::chrono::duration_cast<Clock::duration>(
+      std::chrono::duration<double>(limits.termination_grace_seconds));
+  std::optional<Clock::time_point> kill_at;
+  bool killed = false;
+  bool exited = false;
+  std::uint64_t output_bytes = 0;
+  auto terminate = [&](TerminationReason reason) {
+    if (kill_at || exited) return;
+    result.termination_reason = reason;
+    ::kill(-pid, SIGTERM);
+    kill_at = Clock::now() + grace;
+  };
+
+  std::vector<pollfd> fds = {{out_read.get(), POLLIN, 0},
+                             {err_read.get(), POLLIN, 0},
+                             {pidfd.get(), POLLIN, 0}};
+  Clock::time_point drain_until = Clock::time_point::max();
+  while (fds[0].fd >= 0 || fds[1].fd >= 0 || !exited) {
+    const auto now = Clock::now();
+    if (!exited && now >= deadline && !result.timed_out) {
+      result.timed_out = true;
+      terminate(TerminationReason::Timeout);
+    }
+    if (kill_at && !killed && now >= *kill_at) {
+      ::kill(-pid, SIGKILL);
+      killed = true;
+    }
+    if (now >= drain_until) break;  // a straggler outside the group holds a pipe open
+    Clock::time_point wake = exited ? drain_until : deadline;
+    if (kill_at && !killed && *kill_at < wake) wake = *kill_at;
+    if (result.timed_out && !kill_at) wake = now + std::chrono::milliseconds(50);
+    const long wait_ms = std::chrono::duration_cast<std::chrono::milliseconds>(wake - now).count();
+    const int timeout_ms = static_cast<int>(std::clamp<long>(wait_ms + 1, 1, 1000));
+    if (::poll(fds.data(), fds.size(), timeout_ms) < 0 && errno != EINTR) break;
+    for (int i = 0; i < 2; ++i) {
+      if (fds[i].fd < 0 || fds[i].revents == 0) continue;
+      char buffer[65536];
+      const ssize_t n = ::read(fds[i].fd, buffer, sizeof buffer);
+      if (n <= 0) {
+        fds[i].fd = -1;
+        continue;
+      }
+      std::size_t keep = static_cast<std::size_t>(n);
+      if (output_bytes + keep > limits.max_output_bytes) {
+        keep = static_cast<std::size_t>(limits.max_output_bytes - output_bytes);
+        result.truncated = true;
+        terminate(TerminationReason::OutputLimit);
+      }
+      output_bytes += keep;
+      if (keep > 0 && request.on_output) {
+        request.on_output(i == 0 ? OutputStream::Stdout : OutputStream::Stderr, {buffer, keep});
+      }
+    }
+    bool child_done = fds[2].fd >= 0 && fds[2].revents != 0;
+    if (!pidfd && !exited) {
+      // No pidfd (old kernel): poll the child's state without reaping it.
+      siginfo_t info{};
+      child_done = ::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+                   info.si_pid == pid;
+    }
+    if (!exited && child_done) {
+      exited = true;
+      fds[2].fd = -1;
+      // The sandbox ends with its command: background processes left in its
+      // group go too. What they already wrote is drained for a moment.
+      ::kill(-pid, SIGKILL);
+      drain_until = Clock::now() + std::chrono::milliseconds(200);
+    }
+  }
+
+  int status = 0;
+  rusage usage{};
+  ::wait4(pid, &status, 0, &usage);
+  ::kill(-pid, SIGKILL);
+  result.metrics.cpu_time_ms = static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) * 1000.0 +
+                               static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1000.0;
+  result.metrics.peak_memory_bytes = static_cast<std::uint64_t>(usage.ru_maxrss) * 1024;
+  result.metrics.output_bytes = output_bytes;
+  if (WIFEXITED(status)) {
+    result.exit_code = WEXITSTATUS(status);
+  } else if (WIFSIGNALED(status)) {
+    result.signal = WTERMSIG(status);
+    result.exit_code = 128 + WTERMSIG(status);
+    if (result.termination_reason == TerminationReason::None) {
+      result.termination_reason = WTERMSIG(status) == SIGXCPU ? TerminationReason::CpuTime
+                                                              : TerminationReason::Signal;
+    }
+  }
+  finish_timing();
+  return outcome;
+}
+
+}  // namespace
+
+std::shared_ptr<Backend> make_host_backend() { return std::make_shared<HostBackend>(); }
+
+}  // namespace pulsebox

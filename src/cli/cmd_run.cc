@@ -1,0 +1,311 @@
+// pulsebox run [OPTIONS] -- COMMAND [ARG...]   (see docs/cli.md)
+#include <unistd.h>
+
+#include <cstdlib>
+#include <iostream>
+#include <map>
+#include <memory>
+
+#include "cli/commands.h"
+#include "cli/output.h"
+#include "core/fs.h"
+#include "policy/policy_json.h"
+#include "pulsebox/error.h"
+#include "pulsebox/sandbox.h"
+
+namespace pulsebox::cli {
+namespace {
+
+struct RunOptions {
+  std::string workspace = ".";
+  std::string cwd;
+  std::string backend;
+  bool unsafe_host = false;
+  std::string net = "none";
+  std::vector<std::string> allow;
+  std::string memory, swap, pids, cpus, timeout, cpu_time, max_output, disk;
+  std::vector<std::string> env;
+  std::vector<std::string> secrets;
+  std::string policy_file;
+  std::string seccomp = "default";
+  std::string changes = "keep";
+  bool json = false;
+  std::vector<std::string> allow_weaker;
+  std::string audit_log;
+  std::vector<std::string> command;
+};
+
+[[noreturn]] void bad_input(const std::string& message) { throw SandboxConfigError(message); }
+
+std::uint64_t positive_integer(const std::string& text, const std::string& flag) {
+  std::size_t used = 0;
+  unsigned long long value = 0;
+  try {
+    value = std::stoull(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != text.size() || value == 0 || text.front() == '-') {
+    bad_input(flag + ": \"" + text + "\" is not valid (expected a whole number greater than zero)");
+  }
+  return value;
+}
+
+SandboxOptions build_options(const RunOptions& o) {
+  SandboxOptions options;
+  std::error_code ec;
+  if (!std::filesystem::exists(o.workspace, ec)) {
+    bad_input("--workspace " + o.workspace + ": no such directory");
+  }
+  if (!std::filesystem::is_directory(o.workspace, ec)) {
+    bad_input("--workspace " + o.workspace + ": not a directory");
+  }
+  options.workspace = o.workspace;
+
+  // Network.
+  const auto mode = parse_network_mode_cli(o.net);
+  if (!mode) bad_input("--net \"" + o.net + "\": expected none, localhost, allowlist, proxy or all");
+  options.network.mode = *mode;
+  for (const auto& rule : o.allow) options.network.rules.push_back(parse_network_rule(rule));
+  if (!o.allow.empty() && *mode != NetworkMode::Allowlist) {
+    bad_input("--allow needs --net allowlist");
+  }
+  if (*mode == NetworkMode::Allowlist && o.allow.empty()) {
+    bad_input("--net allowlist needs at least one --allow DEST[:PORT]");
+  }
+
+  // Limits: explicit ones must be enforced strongly.
+  ResourcePolicy& limits = options.limits;
+  auto set_size = [&](const std::string& text, const char* flag, LimitKind kind, auto&& assign) {
+    if (text.empty()) return;
+    assign(parse_size(text, flag));
+    options.explicit_limits.insert(kind);
+  };
+  set_size(o.memory, "--memory", LimitKind::Memory, [&](std::uint64_t v) { limits.memory_bytes = v; });
+  set_size(o.swap, "--swap", LimitKind::Swap, [&](std::uint64_t v) { limits.swap_bytes = v; });
+  set_size(o.max_output, "--max-output", LimitKind::Output,
+           [&](std::uint64_t v) { limits.max_output_bytes = v; });
+  set_size(o.disk, "--disk", LimitKind::Disk, [&](std::uint64_t v) { limits.disk_bytes = v; });
+  if (!o.pids.empty()) {
+    limits.max_processes = positive_integer(o.pids, "--pids");
+    options.explicit_limits.insert(LimitKind::Processes);
+  }
+  if (!o.cpus.empty()) {
+    std::size_t used = 0;
+    double cpus = 0;
+    try {
+      cpus = std::stod(o.cpus, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != o.cpus.size() || !(cpus > 0) || cpus > 4096) {
+      bad_input("--cpus: \"" + o.cpus + "\" is not valid (expected a number of CPUs such as 1 or 0.5)");
+    }
+    limits.cpu_quota_percent = cpus * 100;
+    options.explicit_limits.insert(LimitKind::Cpu);
+  }
+  if (!o.timeout.empty()) {
+    limits.wall_time_seconds = parse_duration_seconds(o.timeout, "--timeout");
+    options.explicit_limits.insert(LimitKind::WallTime);
+  }
+  if (!o.cpu_time.empty()) {
+    limits.cpu_time_seconds = parse_duration_seconds(o.cpu_time, "--cpu-time");
+    options.explicit_limits.insert(LimitKind::CpuTime);
+  }
+
+  // Environment and secrets.
+  for (const auto& item : o.env) {
+    const auto eq = item.find('=');
+    if (eq == std::string::npos || eq == 0) bad_input("--env \"" + item + "\": expected NAME=VALUE");
+    options.environment[item.substr(0, eq)] = item.substr(eq + 1);
+  }
+  if (!o.secrets.empty()) {
+    options.secret_policy.mode = SecretMode::AllowExplicit;
+    for (const auto& name : o.secrets) {
+      const char* value = std::getenv(name.c_str());
+      if (value == nullptr) bad_input("--secret " + name + ": the variable is not set in this environment");
+      options.secret_policy.explicit_env.push_back(name);
+    }
+  }
+
+  // The action policy: a file, or the defaults with SHELL allowed; explicit
+  // --net and --secret flags are the user's own decision.
+  if (!o.policy_file.empty()) {
+    auto loaded = policy::load_policy_file(o.policy_file);
+    if (!loaded) bad_input(loaded.error().to_string());
+    options.policy = std::move(loaded).value();
+  } else {
+    options.policy.add_rule({ActionType::Shell, "*", Decision::Allow, "pulsebox run"});
+    if (*mode != NetworkMode::DenyAll) {
+      options.policy.add_rule({ActionType::Network, "*", Decision::Allow, "--net " + o.net});
+    }
+    if (!o.secrets.empty()) {
+      options.policy.add_rule({ActionType::Secrets, "*", Decision::Allow, "--secret"});
+    }
+  }
+
+  static const std::vector<std::string> kProfiles = {"default", "strict", "permissive"};
+  if (std::find(kProfiles.begin(), kProfiles.end(), o.seccomp) == kProfiles.end() &&
+      !std::filesystem::is_regular_file(o.seccomp, ec)) {
+    bad_input("--seccomp \"" + o.seccomp + "\": expected default, strict, permissive or a profile file");
+  }
+
+  if (o.changes == "keep") {
+    options.changes = ChangesMode::Keep;
+  } else if (o.changes == "commit") {
+    options.changes = ChangesMode::Commit;
+  } else if (o.changes == "discard") {
+    options.changes = ChangesMode::Discard;
+  } else {
+    bad_input("--changes \"" + o.changes + "\": expected keep, commit or discard");
+  }
+  for (const auto& word : o.allow_weaker) {
+    if (word == "all") {
+      for (Dimension d : kAllDimensions) options.accept_weaker.insert(d);
+      continue;
+    }
+    const auto dimension = parse_dimension(word);
+    if (!dimension) {
+      bad_input("--allow-weaker \"" + word +
+                "\": expected network, secrets, filesystem, limits, syscalls or all");
+    }
+    options.accept_weaker.insert(*dimension);
+  }
+  options.backend_name = o.backend;
+  options.unsafe_host_execution = o.unsafe_host;
+  if (!o.audit_log.empty()) options.audit_log_path = o.audit_log;
+  return options;
+}
+
+std::string relative_cwd(const std::string& cwd) {
+  std::string out = cwd;
+  if (out == "/workspace") return "";
+  if (out.rfind("/workspace/", 0) == 0) out = out.substr(11);
+  if (!out.empty() && out.front() == '/') {
+    bad_input("--cwd " + cwd + ": expected a path inside /workspace");
+  }
+  return out;
+}
+
+int exit_status_for(const ProcessResult& result) {
+  switch (result.termination_reason) {
+    case TerminationReason::Timeout: return 124;
+    case TerminationReason::LaunchError:
+      return result.exit_code == 126 || result.exit_code == 127 ? result.exit_code : kExitUsage;
+    default: break;
+  }
+  return result.exit_code;
+}
+
+void print_summary(const ProcessResult& result, const std::vector<EnforcementDecision>& plan,
+                   const std::string& workspace) {
+  const bool colour = ::isatty(STDERR_FILENO) == 1 && std::getenv("NO_COLOR") == nullptr;
+  std::string status = "exit " + std::to_string(result.exit_code);
+  if (result.termination_reason != TerminationReason::None) {
+    status += " (" + std::string(to_string(result.termination_reason)) + ")";
+  }
+  char timing[64];
+  std::snprintf(timing, sizeof timing, " in %.0f ms", result.duration_ms);
+  std::cerr << "pulsebox: " << status << timing << ", isolation " << result.isolation_level << "\n";
+  if (!result.termination_detail.empty()) std::cerr << "pulsebox: " << result.termination_detail << "\n";
+  std::cerr << "pulsebox: enforcement:\n";
+  for (const auto& d : plan) {
+    const bool strong = d.level == EnforcementLevel::StronglyEnforced;
+    std::string note;
+    if (!strong && d.accepted) note = " (accepted with --allow-weaker)";
+    if (!strong && !d.requested) note = " (default limits, applied as far as this host allows)";
+    std::cerr << "  " << std::string(to_string(d.dimension)) << std::string(12 - to_string(d.dimension).size(), ' ')
+              << paint(to_string(d.level), strong ? Colour::Green : Colour::Yellow, colour) << note
+              << "\n";
+  }
+  if (result.transaction_id) {
+    std::map<std::string, int> counts;
+    for (const auto& change : result.changes) ++counts[std::string(to_string(change.kind))];
+    std::string detail;
+    for (const auto& [kind, count] : counts) {
+      detail += (detail.empty() ? "" : ", ") + std::to_string(count) + " " + kind;
+    }
+    std::cerr << "pulsebox: changes: " << paint(*result.transaction_id, Colour::Bold, colour) << " ("
+              << detail << ")\n"
+              << "pulsebox:   review: pulsebox diff -w " << workspace << " " << *result.transaction_id
+              << "\n"
+              << "pulsebox:   apply:  pulsebox commit -w " << workspace << " "
+              << *result.transaction_id << "\n";
+  } else {
+    std::cerr << "pulsebox: no workspace changes\n";
+  }
+}
+
+int run(const RunOptions& o) {
+  try {
+    if (o.command.empty()) bad_input("no command given (pulsebox run [OPTIONS] -- COMMAND [ARG...])");
+    SandboxOptions options = build_options(o);
+    const std::string cwd = relative_cwd(o.cwd);
+    Sandbox sandbox(std::move(options));
+    sandbox.initialize();
+    const auto plan = sandbox.enforcement_plan();
+    ExecuteOptions execute;
+    execute.cwd = cwd;
+    if (!o.json) {
+      execute.on_output = [](OutputStream stream, std::string_view text) {
+        (void)core::write_all(stream == OutputStream::Stdout ? STDOUT_FILENO : STDERR_FILENO, text,
+                              "output");
+      };
+    }
+    const ProcessResult result = sandbox.execute(o.command, execute);
+    if (o.json) {
+      std::cout << to_json(result) << std::endl;
+    } else {
+      print_summary(result, plan, o.workspace);
+    }
+    return exit_status_for(result);
+  } catch (const SandboxError& error) {
+    print_error(error.what());
+    return kExitUsage;
+  }
+}
+
+std::vector<std::string>& run_command_tail() {
+  static std::vector<std::string> tail;
+  return tail;
+}
+
+}  // namespace
+
+void set_run_command(std::vector<std::string> command) { run_command_tail() = std::move(command); }
+
+void register_run_command(CLI::App& app, int& exit_code) {
+  auto o = std::make_shared<RunOptions>();
+  CLI::App* run_cmd = app.add_subcommand("run", "Run COMMAND in a fresh sandbox: pulsebox run [OPTIONS] -- COMMAND [ARG...]");
+  run_cmd->add_option("-w,--workspace", o->workspace, "Host directory presented at /workspace (default: .)");
+  run_cmd->add_option("--cwd", o->cwd, "Working directory, relative to /workspace");
+  run_cmd->add_option("--backend", o->backend, "native, host or remote (host needs --unsafe-host)");
+  run_cmd->add_flag("--unsafe-host", o->unsafe_host, "Allow running unsandboxed on this host");
+  run_cmd->add_option("--net", o->net, "none, localhost, allowlist, proxy or all (default: none)");
+  run_cmd->add_option("--allow", o->allow, "DEST[:PORT] for --net allowlist (repeatable)");
+  run_cmd->add_option("--memory", o->memory, "Memory limit, e.g. 512M (default 1G)");
+  run_cmd->add_option("--swap", o->swap, "Swap limit (default 1G)");
+  run_cmd->add_option("--pids", o->pids, "Process limit (default 64)");
+  run_cmd->add_option("--cpus", o->cpus, "CPUs, may be fractional (default 1)");
+  run_cmd->add_option("--timeout", o->timeout, "Wall-clock limit in seconds (default 30)");
+  run_cmd->add_option("--cpu-time", o->cpu_time, "CPU-time limit in seconds");
+  run_cmd->add_option("--max-output", o->max_output, "stdout+stderr cap (default 5M)");
+  run_cmd->add_option("--disk", o->disk, "Bytes the run may write");
+  run_cmd->add_option("--env", o->env, "NAME=VALUE set in the sandbox (repeatable)");
+  run_cmd->add_option("--secret", o->secrets, "Pass host variable NAME in and scrub its value (repeatable)");
+  run_cmd->add_option("--policy", o->policy_file, "Action policy JSON");
+  run_cmd->add_option("--seccomp", o->seccomp, "Seccomp profile name or file (default: default)");
+  run_cmd->add_option("--changes", o->changes, "keep, commit or discard (default: keep)");
+  run_cmd->add_flag("--json", o->json, "Print one JSON result instead of streaming output");
+  run_cmd->add_option("--allow-weaker", o->allow_weaker,
+                      "network, secrets, filesystem, limits, syscalls or all: run even if not "
+                      "strongly enforced here (repeatable)");
+  run_cmd->add_option("--audit-log", o->audit_log, "Audit log (default <workspace>/.agent/logs/audit.jsonl)");
+  run_cmd->footer("The command and its arguments follow --, e.g. pulsebox run -- make test");
+  run_cmd->callback([o, &exit_code] {
+    o->command = run_command_tail();
+    exit_code = run(*o);
+  });
+}
+
+}  // namespace pulsebox::cli
