@@ -44,9 +44,9 @@ inline constexpr Dimension kAllDimensions[] = {Dimension::Network, Dimension::Se
 enum class LimitKind { Memory, Swap, Processes, Cpu, CpuTime, WallTime, Output, Disk, OpenFiles };
 PULSEBOX_API std::string_view to_string(LimitKind kind);
 inline constexpr LimitKind kAllLimitKinds[] = {
-    LimitKind::Memory, LimitKind::Swap,   LimitKind::Processes,
+    LimitKind::Memory, LimitKind::Swap,    LimitKind::Processes,
     LimitKind::Cpu,    LimitKind::CpuTime, LimitKind::WallTime,
-    LimitKind::Output, LimitKind::Disk,   LimitKind::OpenFiles};
+    LimitKind::Output, LimitKind::Disk,    LimitKind::OpenFiles};
 
 struct Capability {
   EnforcementLevel level = EnforcementLevel::Unsupported;
@@ -63,8 +63,8 @@ enum class OutputStream { Stdout, Stderr };
 
 struct ExecutionRequest {
   std::vector<std::string> argv;
-  std::filesystem::path workspace;  // the host directory shown to the command
-  std::string cwd;                  // relative to the workspace; "" is its root
+  std::filesystem::path workspace;                 // the host directory shown to the command
+  std::string cwd;                                 // relative to the workspace; "" is its root
   std::map<std::string, std::string> environment;  // complete; built by the facade
   ResourcePolicy limits;
   NetworkPolicy network;

@@ -77,7 +77,7 @@ struct SandboxOptions {
 };
 
 struct ExecuteOptions {
-  std::string cwd;  // relative to the workspace
+  std::string cwd;           // relative to the workspace
   std::string execution_id;  // generated when empty
   // Scrubbed output as it arrives.
   std::function<void(OutputStream, std::string_view)> on_output;
@@ -127,6 +127,8 @@ class PULSEBOX_API Sandbox {
 
  private:
   std::string command_text(const std::vector<std::string>& argv) const;
+  // Audits and throws PolicyDenied on DENY; ASK and ALLOW pass (as in the reference).
+  PolicyEvaluation require_not_denied(ActionType action, const std::string& target);
 
   SandboxOptions options_;
   SecretScrubber scrubber_;

@@ -96,6 +96,12 @@ PULSEBOX_API const std::vector<ProtectedPath>& protected_paths();
 // workspace (the user commits by choice). Protected paths stay refused.
 PULSEBOX_API ActionPolicy default_workspace_policy();
 
+// The policy that decides which changes may be committed, given the user's
+// action policy: default_workspace_policy() with the user's rules on top
+// (they win). The user's defaults do not apply: WRITE is denied by default,
+// yet committing is the user's own choice.
+PULSEBOX_API ActionPolicy workspace_policy_for(const ActionPolicy& user_policy);
+
 class PULSEBOX_API Workspace {
  public:
   explicit Workspace(std::filesystem::path root);

@@ -70,7 +70,9 @@ void copy_workspace(const std::filesystem::path& from, const std::filesystem::pa
   }
 }
 
-int pidfd_open(pid_t pid) { return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)); }
+int pidfd_open(pid_t pid) {
+  return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+}
 
 class HostBackend final : public Backend {
  public:
@@ -84,7 +86,8 @@ class HostBackend final : public Backend {
   void reconcile() override {}
   void cleanup() override {
     std::error_code ec;
-    for (const auto& dir : run_dirs_) std::filesystem::remove_all(dir, ec);
+    for (const auto& dir : run_dirs_)
+      std::filesystem::remove_all(dir, ec);
     run_dirs_.clear();
     run_locks_.clear();
   }
@@ -93,8 +96,8 @@ class HostBackend final : public Backend {
 
   Capability network_capability(const NetworkPolicy& policy) const override {
     if (policy.mode == NetworkMode::AllowAll) {
-      return {EnforcementLevel::StronglyEnforced, "the command has the host's network, as requested",
-              ""};
+      return {EnforcementLevel::StronglyEnforced,
+              "the command has the host's network, as requested", ""};
     }
     return {EnforcementLevel::Unsupported,
             host_reason() + ", in the host's network namespace: it can reach whatever the host can",
@@ -102,7 +105,8 @@ class HostBackend final : public Backend {
   }
   Capability secrets_capability(const SecretPolicy& policy) const override {
     if (policy.mode == SecretMode::AllowAll) {
-      return {EnforcementLevel::StronglyEnforced, "every host variable is passed, as requested", ""};
+      return {EnforcementLevel::StronglyEnforced, "every host variable is passed, as requested",
+              ""};
     }
     return {EnforcementLevel::PartiallyEnforced,
             "the environment is built from the secret policy, but the command can read the "
@@ -123,8 +127,8 @@ class HostBackend final : public Backend {
         return {EnforcementLevel::PartiallyEnforced,
                 "RLIMIT_AS caps each process's address space, not the sandbox's memory", fix};
       case LimitKind::CpuTime:
-        return {EnforcementLevel::PartiallyEnforced, "RLIMIT_CPU caps each process, not the sandbox",
-                fix};
+        return {EnforcementLevel::PartiallyEnforced,
+                "RLIMIT_CPU caps each process, not the sandbox", fix};
       case LimitKind::WallTime:
         return {EnforcementLevel::PartiallyEnforced,
                 "the process group is killed at the deadline, but a process that starts its own "
@@ -207,7 +211,8 @@ ExecutionOutcome HostBackend::execute(const ExecutionRequest& request) {
   std::error_code ec;
   std::filesystem::create_directories(run_dir, ec);
   if (ec) {
-    core::throw_error(Error(ErrorKind::kIo, "host", "cannot create " + run_dir.string(), ec.value()));
+    core::throw_error(
+        Error(ErrorKind::kIo, "host", "cannot create " + run_dir.string(), ec.value()));
   }
   UniqueFd lock(::open((run_dir / "lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
   if (lock) ::flock(lock.get(), LOCK_EX);
@@ -225,14 +230,17 @@ ExecutionOutcome HostBackend::execute(const ExecutionRequest& request) {
 
   ChildPlan plan;
   plan.argv_storage = request.argv;
-  for (auto& arg : plan.argv_storage) plan.argv.push_back(arg.data());
+  for (auto& arg : plan.argv_storage)
+    plan.argv.push_back(arg.data());
   plan.argv.push_back(nullptr);
   for (const auto& [key, value] : request.environment) {
     // /workspace exists only inside a real sandbox; here it is the copy.
     const bool is_workspace = value == "/workspace" || value.rfind("/workspace/", 0) == 0;
-    plan.env_storage.push_back(key + "=" + (is_workspace ? root.string() + value.substr(10) : value));
+    plan.env_storage.push_back(key + "=" +
+                               (is_workspace ? root.string() + value.substr(10) : value));
   }
-  for (auto& entry : plan.env_storage) plan.envp.push_back(entry.data());
+  for (auto& entry : plan.env_storage)
+    plan.envp.push_back(entry.data());
   plan.envp.push_back(nullptr);
   plan.cwd = (root / request.cwd).string();
   auto add_limit = [&](int resource, std::uint64_t value) {
@@ -295,9 +303,8 @@ ExecutionOutcome HostBackend::execute(const ExecutionRequest& request) {
     kill_at = Clock::now() + grace;
   };
 
-  std::vector<pollfd> fds = {{out_read.get(), POLLIN, 0},
-                             {err_read.get(), POLLIN, 0},
-                             {pidfd.get(), POLLIN, 0}};
+  std::vector<pollfd> fds = {
+      {out_read.get(), POLLIN, 0}, {err_read.get(), POLLIN, 0}, {pidfd.get(), POLLIN, 0}};
   Clock::time_point drain_until = Clock::time_point::max();
   while (fds[0].fd >= 0 || fds[1].fd >= 0 || !exited) {
     const auto now = Clock::now();
@@ -339,8 +346,9 @@ ExecutionOutcome HostBackend::execute(const ExecutionRequest& request) {
     if (!pidfd && !exited) {
       // No pidfd (old kernel): poll the child's state without reaping it.
       siginfo_t info{};
-      child_done = ::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
-                   info.si_pid == pid;
+      child_done =
+          ::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+          info.si_pid == pid;
     }
     if (!exited && child_done) {
       exited = true;
@@ -356,8 +364,9 @@ ExecutionOutcome HostBackend::execute(const ExecutionRequest& request) {
   rusage usage{};
   ::wait4(pid, &status, 0, &usage);
   ::kill(-pid, SIGKILL);
-  result.metrics.cpu_time_ms = static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) * 1000.0 +
-                               static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1000.0;
+  result.metrics.cpu_time_ms =
+      static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) * 1000.0 +
+      static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1000.0;
   result.metrics.peak_memory_bytes = static_cast<std::uint64_t>(usage.ru_maxrss) * 1024;
   result.metrics.output_bytes = output_bytes;
   if (WIFEXITED(status)) {
@@ -366,8 +375,8 @@ ExecutionOutcome HostBackend::execute(const ExecutionRequest& request) {
     result.signal = WTERMSIG(status);
     result.exit_code = 128 + WTERMSIG(status);
     if (result.termination_reason == TerminationReason::None) {
-      result.termination_reason = WTERMSIG(status) == SIGXCPU ? TerminationReason::CpuTime
-                                                              : TerminationReason::Signal;
+      result.termination_reason =
+          WTERMSIG(status) == SIGXCPU ? TerminationReason::CpuTime : TerminationReason::Signal;
     }
   }
   finish_timing();
@@ -376,6 +385,8 @@ ExecutionOutcome HostBackend::execute(const ExecutionRequest& request) {
 
 }  // namespace
 
-std::shared_ptr<Backend> make_host_backend() { return std::make_shared<HostBackend>(); }
+std::shared_ptr<Backend> make_host_backend() {
+  return std::make_shared<HostBackend>();
+}
 
 }  // namespace pulsebox

@@ -25,7 +25,8 @@ std::vector<Row> rows_for(const Backend& backend) {
     rows.push_back({"network." + std::string(to_string(mode)), backend.network_capability(policy)});
   }
   for (auto mode : {SecretMode::DenyAll, SecretMode::AllowExplicit, SecretMode::AllowAll}) {
-    rows.push_back({"secrets." + std::string(to_string(mode)), backend.secrets_capability({mode, {}})});
+    rows.push_back(
+        {"secrets." + std::string(to_string(mode)), backend.secrets_capability({mode, {}})});
   }
   rows.push_back({"filesystem", backend.filesystem_capability()});
   for (LimitKind kind : kAllLimitKinds) {
@@ -49,9 +50,10 @@ int run_capabilities(bool json) {
                                 {"reason", host->availability().reason},
                                 {"unsafe", true}};
     for (const auto& row : rows_for(*host)) {
-      host_json["capabilities"][row.what] = {{"level", std::string(to_string(row.capability.level))},
-                                             {"reason", row.capability.reason},
-                                             {"fix", row.capability.fix}};
+      host_json["capabilities"][row.what] = {
+          {"level", std::string(to_string(row.capability.level))},
+          {"reason", row.capability.reason},
+          {"fix", row.capability.fix}};
     }
     out["backends"]["host"] = host_json;
     out["backends"]["remote"] = {{"available", false},
@@ -68,10 +70,11 @@ int run_capabilities(bool json) {
   for (const auto& row : rows_for(*host)) {
     const bool strong = row.capability.level == EnforcementLevel::StronglyEnforced;
     const std::string level(to_string(row.capability.level));
-    std::cout << "  " << row.what << std::string(row.what.size() < 26 ? 26 - row.what.size() : 1, ' ')
+    std::cout << "  " << row.what
+              << std::string(row.what.size() < 26 ? 26 - row.what.size() : 1, ' ')
               << paint(level, strong ? Colour::Green : Colour::Yellow, colour)
-              << std::string(level.size() < 20 ? 20 - level.size() : 1, ' ') << row.capability.reason
-              << "\n";
+              << std::string(level.size() < 20 ? 20 - level.size() : 1, ' ')
+              << row.capability.reason << "\n";
     if (!row.capability.fix.empty()) {
       std::cout << std::string(48, ' ') << "fix: " << row.capability.fix << "\n";
     }

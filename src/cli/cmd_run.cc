@@ -35,7 +35,9 @@ struct RunOptions {
   std::vector<std::string> command;
 };
 
-[[noreturn]] void bad_input(const std::string& message) { throw SandboxConfigError(message); }
+[[noreturn]] void bad_input(const std::string& message) {
+  throw SandboxConfigError(message);
+}
 
 std::uint64_t positive_integer(const std::string& text, const std::string& flag) {
   std::size_t used = 0;
@@ -64,9 +66,11 @@ SandboxOptions build_options(const RunOptions& o) {
 
   // Network.
   const auto mode = parse_network_mode_cli(o.net);
-  if (!mode) bad_input("--net \"" + o.net + "\": expected none, localhost, allowlist, proxy or all");
+  if (!mode)
+    bad_input("--net \"" + o.net + "\": expected none, localhost, allowlist, proxy or all");
   options.network.mode = *mode;
-  for (const auto& rule : o.allow) options.network.rules.push_back(parse_network_rule(rule));
+  for (const auto& rule : o.allow)
+    options.network.rules.push_back(parse_network_rule(rule));
   if (!o.allow.empty() && *mode != NetworkMode::Allowlist) {
     bad_input("--allow needs --net allowlist");
   }
@@ -81,7 +85,8 @@ SandboxOptions build_options(const RunOptions& o) {
     assign(parse_size(text, flag));
     options.explicit_limits.insert(kind);
   };
-  set_size(o.memory, "--memory", LimitKind::Memory, [&](std::uint64_t v) { limits.memory_bytes = v; });
+  set_size(o.memory, "--memory", LimitKind::Memory,
+           [&](std::uint64_t v) { limits.memory_bytes = v; });
   set_size(o.swap, "--swap", LimitKind::Swap, [&](std::uint64_t v) { limits.swap_bytes = v; });
   set_size(o.max_output, "--max-output", LimitKind::Output,
            [&](std::uint64_t v) { limits.max_output_bytes = v; });
@@ -99,7 +104,8 @@ SandboxOptions build_options(const RunOptions& o) {
       used = 0;
     }
     if (used != o.cpus.size() || !(cpus > 0) || cpus > 4096) {
-      bad_input("--cpus: \"" + o.cpus + "\" is not valid (expected a number of CPUs such as 1 or 0.5)");
+      bad_input("--cpus: \"" + o.cpus +
+                "\" is not valid (expected a number of CPUs such as 1 or 0.5)");
     }
     limits.cpu_quota_percent = cpus * 100;
     options.explicit_limits.insert(LimitKind::Cpu);
@@ -116,14 +122,16 @@ SandboxOptions build_options(const RunOptions& o) {
   // Environment and secrets.
   for (const auto& item : o.env) {
     const auto eq = item.find('=');
-    if (eq == std::string::npos || eq == 0) bad_input("--env \"" + item + "\": expected NAME=VALUE");
+    if (eq == std::string::npos || eq == 0)
+      bad_input("--env \"" + item + "\": expected NAME=VALUE");
     options.environment[item.substr(0, eq)] = item.substr(eq + 1);
   }
   if (!o.secrets.empty()) {
     options.secret_policy.mode = SecretMode::AllowExplicit;
     for (const auto& name : o.secrets) {
       const char* value = std::getenv(name.c_str());
-      if (value == nullptr) bad_input("--secret " + name + ": the variable is not set in this environment");
+      if (value == nullptr)
+        bad_input("--secret " + name + ": the variable is not set in this environment");
       options.secret_policy.explicit_env.push_back(name);
     }
   }
@@ -147,7 +155,8 @@ SandboxOptions build_options(const RunOptions& o) {
   static const std::vector<std::string> kProfiles = {"default", "strict", "permissive"};
   if (std::find(kProfiles.begin(), kProfiles.end(), o.seccomp) == kProfiles.end() &&
       !std::filesystem::is_regular_file(o.seccomp, ec)) {
-    bad_input("--seccomp \"" + o.seccomp + "\": expected default, strict, permissive or a profile file");
+    bad_input("--seccomp \"" + o.seccomp +
+              "\": expected default, strict, permissive or a profile file");
   }
 
   if (o.changes == "keep") {
@@ -161,7 +170,8 @@ SandboxOptions build_options(const RunOptions& o) {
   }
   for (const auto& word : o.allow_weaker) {
     if (word == "all") {
-      for (Dimension d : kAllDimensions) options.accept_weaker.insert(d);
+      for (Dimension d : kAllDimensions)
+        options.accept_weaker.insert(d);
       continue;
     }
     const auto dimension = parse_dimension(word);
@@ -189,10 +199,12 @@ std::string relative_cwd(const std::string& cwd) {
 
 int exit_status_for(const ProcessResult& result) {
   switch (result.termination_reason) {
-    case TerminationReason::Timeout: return 124;
+    case TerminationReason::Timeout:
+      return 124;
     case TerminationReason::LaunchError:
       return result.exit_code == 126 || result.exit_code == 127 ? result.exit_code : kExitUsage;
-    default: break;
+    default:
+      break;
   }
   return result.exit_code;
 }
@@ -207,28 +219,31 @@ void print_summary(const ProcessResult& result, const std::vector<EnforcementDec
   char timing[64];
   std::snprintf(timing, sizeof timing, " in %.0f ms", result.duration_ms);
   std::cerr << "pulsebox: " << status << timing << ", isolation " << result.isolation_level << "\n";
-  if (!result.termination_detail.empty()) std::cerr << "pulsebox: " << result.termination_detail << "\n";
+  if (!result.termination_detail.empty())
+    std::cerr << "pulsebox: " << result.termination_detail << "\n";
   std::cerr << "pulsebox: enforcement:\n";
   for (const auto& d : plan) {
     const bool strong = d.level == EnforcementLevel::StronglyEnforced;
     std::string note;
     if (!strong && d.accepted) note = " (accepted with --allow-weaker)";
     if (!strong && !d.requested) note = " (default limits, applied as far as this host allows)";
-    std::cerr << "  " << std::string(to_string(d.dimension)) << std::string(12 - to_string(d.dimension).size(), ' ')
+    std::cerr << "  " << std::string(to_string(d.dimension))
+              << std::string(12 - to_string(d.dimension).size(), ' ')
               << paint(to_string(d.level), strong ? Colour::Green : Colour::Yellow, colour) << note
               << "\n";
   }
   if (result.transaction_id) {
     std::map<std::string, int> counts;
-    for (const auto& change : result.changes) ++counts[std::string(to_string(change.kind))];
+    for (const auto& change : result.changes)
+      ++counts[std::string(to_string(change.kind))];
     std::string detail;
     for (const auto& [kind, count] : counts) {
       detail += (detail.empty() ? "" : ", ") + std::to_string(count) + " " + kind;
     }
-    std::cerr << "pulsebox: changes: " << paint(*result.transaction_id, Colour::Bold, colour) << " ("
-              << detail << ")\n"
-              << "pulsebox:   review: pulsebox diff -w " << workspace << " " << *result.transaction_id
-              << "\n"
+    std::cerr << "pulsebox: changes: " << paint(*result.transaction_id, Colour::Bold, colour)
+              << " (" << detail << ")\n"
+              << "pulsebox:   review: pulsebox diff -w " << workspace << " "
+              << *result.transaction_id << "\n"
               << "pulsebox:   apply:  pulsebox commit -w " << workspace << " "
               << *result.transaction_id << "\n";
   } else {
@@ -238,7 +253,8 @@ void print_summary(const ProcessResult& result, const std::vector<EnforcementDec
 
 int run(const RunOptions& o) {
   try {
-    if (o.command.empty()) bad_input("no command given (pulsebox run [OPTIONS] -- COMMAND [ARG...])");
+    if (o.command.empty())
+      bad_input("no command given (pulsebox run [OPTIONS] -- COMMAND [ARG...])");
     SandboxOptions options = build_options(o);
     const std::string cwd = relative_cwd(o.cwd);
     Sandbox sandbox(std::move(options));
@@ -272,12 +288,16 @@ std::vector<std::string>& run_command_tail() {
 
 }  // namespace
 
-void set_run_command(std::vector<std::string> command) { run_command_tail() = std::move(command); }
+void set_run_command(std::vector<std::string> command) {
+  run_command_tail() = std::move(command);
+}
 
 void register_run_command(CLI::App& app, int& exit_code) {
   auto o = std::make_shared<RunOptions>();
-  CLI::App* run_cmd = app.add_subcommand("run", "Run COMMAND in a fresh sandbox: pulsebox run [OPTIONS] -- COMMAND [ARG...]");
-  run_cmd->add_option("-w,--workspace", o->workspace, "Host directory presented at /workspace (default: .)");
+  CLI::App* run_cmd = app.add_subcommand(
+      "run", "Run COMMAND in a fresh sandbox: pulsebox run [OPTIONS] -- COMMAND [ARG...]");
+  run_cmd->add_option("-w,--workspace", o->workspace,
+                      "Host directory presented at /workspace (default: .)");
   run_cmd->add_option("--cwd", o->cwd, "Working directory, relative to /workspace");
   run_cmd->add_option("--backend", o->backend, "native, host or remote (host needs --unsafe-host)");
   run_cmd->add_flag("--unsafe-host", o->unsafe_host, "Allow running unsandboxed on this host");
@@ -292,7 +312,8 @@ void register_run_command(CLI::App& app, int& exit_code) {
   run_cmd->add_option("--max-output", o->max_output, "stdout+stderr cap (default 5M)");
   run_cmd->add_option("--disk", o->disk, "Bytes the run may write");
   run_cmd->add_option("--env", o->env, "NAME=VALUE set in the sandbox (repeatable)");
-  run_cmd->add_option("--secret", o->secrets, "Pass host variable NAME in and scrub its value (repeatable)");
+  run_cmd->add_option("--secret", o->secrets,
+                      "Pass host variable NAME in and scrub its value (repeatable)");
   run_cmd->add_option("--policy", o->policy_file, "Action policy JSON");
   run_cmd->add_option("--seccomp", o->seccomp, "Seccomp profile name or file (default: default)");
   run_cmd->add_option("--changes", o->changes, "keep, commit or discard (default: keep)");
@@ -300,7 +321,8 @@ void register_run_command(CLI::App& app, int& exit_code) {
   run_cmd->add_option("--allow-weaker", o->allow_weaker,
                       "network, secrets, filesystem, limits, syscalls or all: run even if not "
                       "strongly enforced here (repeatable)");
-  run_cmd->add_option("--audit-log", o->audit_log, "Audit log (default <workspace>/.agent/logs/audit.jsonl)");
+  run_cmd->add_option("--audit-log", o->audit_log,
+                      "Audit log (default <workspace>/.agent/logs/audit.jsonl)");
   run_cmd->footer("The command and its arguments follow --, e.g. pulsebox run -- make test");
   run_cmd->callback([o, &exit_code] {
     o->command = run_command_tail();

@@ -30,7 +30,8 @@ std::string new_execution_id() {
   static thread_local std::mt19937_64 random(std::random_device{}());
   static constexpr char kHex[] = "0123456789abcdef";
   std::string id = "run-";
-  for (int i = 0; i < 16; ++i) id.push_back(kHex[random() % 16]);
+  for (int i = 0; i < 16; ++i)
+    id.push_back(kHex[random() % 16]);
   return id;
 }
 
@@ -46,15 +47,6 @@ std::map<std::string, std::string> host_environment() {
 
 EnforcementLevel weakest(EnforcementLevel a, EnforcementLevel b) {
   return static_cast<int>(a) >= static_cast<int>(b) ? a : b;
-}
-
-ActionPolicy workspace_policy_for(const ActionPolicy& policy) {
-  // The caller's rules decide which changes may be committed; its defaults
-  // do not (WRITE is denied by default, yet committing is the user's choice).
-  ActionPolicy out = default_workspace_policy();
-  const auto& rules = policy.rules();
-  for (auto it = rules.rbegin(); it != rules.rend(); ++it) out.add_rule(*it);
-  return out;
 }
 
 std::filesystem::path default_audit_path(const SandboxOptions& options) {
@@ -97,13 +89,15 @@ void Sandbox::initialize() {
   };
   auto use = [&](std::shared_ptr<Backend> backend) {
     const Availability availability = backend->availability();
-    if (!availability.available) refuse(backend->name(), backend->name() + ": " + availability.reason);
+    if (!availability.available)
+      refuse(backend->name(), backend->name() + ": " + availability.reason);
     backend->reconcile();
     backend_ = std::move(backend);
-    init_record(backend_->name(), "allow", backend_->isolation_level(),
-                backend_->is_unsafe()
-                    ? "WARNING: unsafe host execution selected explicitly; the command is not isolated"
-                    : "backend " + backend_->name() + " initialized");
+    init_record(
+        backend_->name(), "allow", backend_->isolation_level(),
+        backend_->is_unsafe()
+            ? "WARNING: unsafe host execution selected explicitly; the command is not isolated"
+            : "backend " + backend_->name() + " initialized");
   };
 
   if (options_.backend) return use(options_.backend);
@@ -117,7 +111,8 @@ void Sandbox::initialize() {
     return use(make_host_backend());
   }
   if (name == "native") refuse("native", kNativeUnavailable);
-  if (name == "remote") refuse("remote", "the remote backend is not part of this build of pulsebox yet");
+  if (name == "remote")
+    refuse("remote", "the remote backend is not part of this build of pulsebox yet");
   if (!name.empty()) {
     throw SandboxConfigError("unknown backend \"" + name + "\" (expected native, host or remote)");
   }
@@ -133,8 +128,9 @@ void Sandbox::initialize() {
                 "no secure backend (" + tried + "); falling back to the host by explicit opt-in");
     return use(make_host_backend());
   }
-  refuse("none", "no secure backend is available (" + tried +
-                     "); to run unsandboxed on this host anyway, pass --backend host --unsafe-host");
+  refuse("none",
+         "no secure backend is available (" + tried +
+             "); to run unsandboxed on this host anyway, pass --backend host --unsafe-host");
 }
 
 std::string Sandbox::command_text(const std::vector<std::string>& argv) const {
@@ -166,8 +162,9 @@ std::vector<EnforcementDecision> Sandbox::enforcement_plan() {
 
   // Limits: every applied limit counts towards the reported level; only the
   // explicit ones can refuse the run.
-  std::vector<LimitKind> applied = {LimitKind::Memory, LimitKind::Processes, LimitKind::Cpu,
-                                    LimitKind::WallTime, LimitKind::Output, LimitKind::OpenFiles};
+  std::vector<LimitKind> applied = {LimitKind::Memory, LimitKind::Processes,
+                                    LimitKind::Cpu,    LimitKind::WallTime,
+                                    LimitKind::Output, LimitKind::OpenFiles};
   if (options_.limits.swap_bytes) applied.push_back(LimitKind::Swap);
   if (options_.limits.cpu_time_seconds) applied.push_back(LimitKind::CpuTime);
   if (options_.limits.disk_bytes) applied.push_back(LimitKind::Disk);
@@ -197,23 +194,32 @@ std::vector<EnforcementDecision> Sandbox::enforcement_plan() {
   return plan;
 }
 
+PolicyEvaluation Sandbox::require_not_denied(ActionType action, const std::string& target) {
+  const PolicyEvaluation evaluation = options_.policy.explain(action, target);
+  if (evaluation.decision == Decision::Deny) {
+    const std::string verb(to_string(action));
+    audit_->record({.action = verb,
+                    .target = target,
+                    .decision = "deny",
+                    .detail = "policy: " + evaluation.describe()});
+    throw PolicyDenied("policy denies " + verb + " of " + target + ": " + evaluation.describe(), 0,
+                       "policy");
+  }
+  return evaluation;
+}
+
 std::string Sandbox::read_file(std::string_view relative_path) {
   const std::string target(relative_path);
-  const PolicyEvaluation evaluation = options_.policy.explain(ActionType::Read, target);
-  if (evaluation.decision == Decision::Deny) {
-    audit_->record({.action = "read", .target = target, .decision = "deny",
-                    .detail = "policy: " + evaluation.describe()});
-    throw PolicyDenied("policy denies reading " + target + ": " + evaluation.describe(), 0, "policy");
-  }
+  const PolicyEvaluation evaluation = require_not_denied(ActionType::Read, target);
   PathValidator validator(options_.workspace,
                           {.allowed_external_reads = options_.allowed_external_reads});
   std::string bytes;
   try {
-    bytes = relative_path.empty() || relative_path.front() != '/'
-                ? validator.read(relative_path)
-                : validator.read_external(target);
+    bytes = relative_path.empty() || relative_path.front() != '/' ? validator.read(relative_path)
+                                                                  : validator.read_external(target);
   } catch (const SandboxError& error) {
-    audit_->record({.action = "read", .target = target, .decision = "deny", .detail = error.what()});
+    audit_->record(
+        {.action = "read", .target = target, .decision = "deny", .detail = error.what()});
     throw;
   }
   auto scrubbed = scrubber_.scrub(bytes);
@@ -224,39 +230,37 @@ std::string Sandbox::read_file(std::string_view relative_path) {
   return std::move(scrubbed.text);
 }
 
-std::string Sandbox::create_transaction() { return workspace_.create_transaction("api"); }
+std::string Sandbox::create_transaction() {
+  return workspace_.create_transaction("api");
+}
 
 void Sandbox::stage_write(const std::string& tx, std::string_view path, std::string_view bytes,
                           unsigned mode) {
   const std::string target(path);
-  const PolicyEvaluation evaluation = options_.policy.explain(ActionType::Write, target);
-  if (evaluation.decision == Decision::Deny) {
-    audit_->record({.action = "write", .target = target, .decision = "deny",
-                    .detail = "policy: " + evaluation.describe()});
-    throw PolicyDenied("policy denies writing " + target + ": " + evaluation.describe(), 0, "policy");
-  }
+  const PolicyEvaluation evaluation = require_not_denied(ActionType::Write, target);
   if (scrubber_.contains_secret(bytes)) {
-    audit_->record({.action = "write", .target = target, .decision = "deny",
+    audit_->record({.action = "write",
+                    .target = target,
+                    .decision = "deny",
                     .detail = "refused: the content contains a registered secret"});
     throw SandboxSecurityError("refusing to stage " + target + ": it contains a registered secret",
                                0, "secrets");
   }
   workspace_.stage_write(tx, path, bytes, mode);
-  audit_->record({.action = "write-staged", .target = target,
-                  .decision = std::string(to_string(evaluation.decision)), .detail = tx});
+  audit_->record({.action = "write-staged",
+                  .target = target,
+                  .decision = std::string(to_string(evaluation.decision)),
+                  .detail = tx});
 }
 
 void Sandbox::stage_delete(const std::string& tx, std::string_view path) {
   const std::string target(path);
-  const PolicyEvaluation evaluation = options_.policy.explain(ActionType::Delete, target);
-  if (evaluation.decision == Decision::Deny) {
-    audit_->record({.action = "delete", .target = target, .decision = "deny",
-                    .detail = "policy: " + evaluation.describe()});
-    throw PolicyDenied("policy denies deleting " + target + ": " + evaluation.describe(), 0, "policy");
-  }
+  const PolicyEvaluation evaluation = require_not_denied(ActionType::Delete, target);
   workspace_.stage_delete(tx, path);
-  audit_->record({.action = "delete-staged", .target = target,
-                  .decision = std::string(to_string(evaluation.decision)), .detail = tx});
+  audit_->record({.action = "delete-staged",
+                  .target = target,
+                  .decision = std::string(to_string(evaluation.decision)),
+                  .detail = tx});
 }
 
 std::string Sandbox::preview_changes(const std::string& tx, bool colour) {
@@ -278,11 +282,14 @@ std::vector<std::string> Sandbox::commit_transaction(const std::string& tx) {
 
 void Sandbox::discard_transaction(const std::string& tx) {
   workspace_.discard(tx);
-  audit_->record({.action = "discard", .target = tx, .decision = "allow",
+  audit_->record({.action = "discard",
+                  .target = tx,
+                  .decision = "allow",
                   .detail = "discarded the transaction"});
 }
 
-ProcessResult Sandbox::execute(const std::vector<std::string>& argv, const ExecuteOptions& options) {
+ProcessResult Sandbox::execute(const std::vector<std::string>& argv,
+                               const ExecuteOptions& options) {
   if (argv.empty() || argv[0].empty()) throw SandboxConfigError("no command to run", 0, "sandbox");
   initialize();
   const std::string id = options.execution_id.empty() ? new_execution_id() : options.execution_id;
@@ -292,11 +299,16 @@ ProcessResult Sandbox::execute(const std::vector<std::string>& argv, const Execu
   execution.transition(LifecycleState::Starting);
 
   auto deny = [&](const std::string& action, const std::string& detail) {
-    audit_->record({.action = action, .target = command, .decision = "deny",
-                    .container_id = backend_->name(), .isolation_level = level, .detail = detail});
+    audit_->record({.action = action,
+                    .target = command,
+                    .decision = "deny",
+                    .container_id = backend_->name(),
+                    .isolation_level = level,
+                    .detail = detail});
   };
   auto finish = [&](bool cleanup_ok) {
-    if (execution.state() != LifecycleState::Cleaning) execution.transition(LifecycleState::Cleaning);
+    if (execution.state() != LifecycleState::Cleaning)
+      execution.transition(LifecycleState::Cleaning);
     execution.transition(cleanup_ok ? LifecycleState::Finalized : LifecycleState::RecoveryRequired);
   };
   auto fail_before_run = [&](const auto& exception) {
@@ -309,11 +321,12 @@ ProcessResult Sandbox::execute(const std::vector<std::string>& argv, const Execu
   const PolicyEvaluation shell = options_.policy.explain(ActionType::Shell, command);
   if (shell.decision == Decision::Deny) {
     deny("shell", "policy: " + shell.describe());
-    fail_before_run(PolicyDenied("policy denies running \"" + command + "\": " + shell.describe(), 0,
-                                 "policy"));
+    fail_before_run(PolicyDenied("policy denies running \"" + command + "\": " + shell.describe(),
+                                 0, "policy"));
   }
   // 2. Network and secrets need the policy's ALLOW when asked for.
-  if (options_.network.mode != NetworkMode::DenyAll && !options_.policy.is_allowed(ActionType::Network)) {
+  if (options_.network.mode != NetworkMode::DenyAll &&
+      !options_.policy.is_allowed(ActionType::Network)) {
     const std::string why = "network mode " + std::string(to_string(options_.network.mode)) +
                             " was requested, but the action policy does not allow NETWORK (" +
                             options_.policy.explain(ActionType::Network, "*").describe() +
@@ -333,17 +346,21 @@ ProcessResult Sandbox::execute(const std::vector<std::string>& argv, const Execu
     fail_before_run(PolicyDenied(why, 0, "policy"));
   }
   for (const auto& [name, value] : options_.environment) {
-    if (is_dangerous_environment_variable(name) || name.empty() || name.find('=') != std::string::npos) {
+    if (is_dangerous_environment_variable(name) || name.empty() ||
+        name.find('=') != std::string::npos) {
       fail_before_run(SandboxConfigError(
           "--env " + name + ": refusing a variable that changes how programs load code", 0, "env"));
     }
   }
   if (!options.cwd.empty()) {
     auto checked = workspace::check_relative_path(options.cwd);
-    if (!checked) fail_before_run(SandboxConfigError("--cwd " + options.cwd + ": " + checked.error().to_string()));
+    if (!checked)
+      fail_before_run(
+          SandboxConfigError("--cwd " + options.cwd + ": " + checked.error().to_string()));
     std::error_code ec;
     if (!std::filesystem::is_directory(options_.workspace / *checked, ec)) {
-      fail_before_run(SandboxConfigError("--cwd " + options.cwd + ": not a directory in the workspace"));
+      fail_before_run(
+          SandboxConfigError("--cwd " + options.cwd + ": not a directory in the workspace"));
     }
   }
 
@@ -370,18 +387,28 @@ ProcessResult Sandbox::execute(const std::vector<std::string>& argv, const Execu
                     .extra = {{"enforcement_level", std::string(to_string(decision.level))}}});
     if (blocks && refused == nullptr) refused = &decision;
     switch (decision.dimension) {
-      case Dimension::Network: enforcement.network = decision.level; break;
-      case Dimension::Secrets: enforcement.secrets = decision.level; break;
-      case Dimension::Filesystem: enforcement.filesystem = decision.level; break;
-      case Dimension::Limits: enforcement.limits = decision.level; break;
-      case Dimension::Syscalls: enforcement.syscalls = decision.level; break;
+      case Dimension::Network:
+        enforcement.network = decision.level;
+        break;
+      case Dimension::Secrets:
+        enforcement.secrets = decision.level;
+        break;
+      case Dimension::Filesystem:
+        enforcement.filesystem = decision.level;
+        break;
+      case Dimension::Limits:
+        enforcement.limits = decision.level;
+        break;
+      case Dimension::Syscalls:
+        enforcement.syscalls = decision.level;
+        break;
     }
   }
   if (refused != nullptr) {
     const std::string dimension(to_string(refused->dimension));
-    std::string message = dimension + ": the " + backend_->name() + " backend cannot enforce this " +
-                          "strongly here (" + std::string(to_string(refused->level)) + ": " +
-                          refused->reason + ")";
+    std::string message = dimension + ": the " + backend_->name() +
+                          " backend cannot enforce this " + "strongly here (" +
+                          std::string(to_string(refused->level)) + ": " + refused->reason + ")";
     if (!refused->fix.empty()) message += "; fix: " + refused->fix;
     message += "; or accept the weaker level with --allow-weaker " + dimension;
     deny("shell", "refused: " + message);
@@ -436,7 +463,8 @@ ProcessResult Sandbox::execute(const std::vector<std::string>& argv, const Execu
   result.command = command;
   result.isolation_level = level;
   result.enforcement = enforcement;
-  const bool succeeded = result.exit_code == 0 && result.termination_reason == TerminationReason::None;
+  const bool succeeded =
+      result.exit_code == 0 && result.termination_reason == TerminationReason::None;
   execution.transition(succeeded ? LifecycleState::Completing : LifecycleState::Failed);
   std::string detail = "ran via the " + backend_->name() + " backend";
   if (result.termination_reason != TerminationReason::None) {
@@ -457,31 +485,38 @@ ProcessResult Sandbox::execute(const std::vector<std::string>& argv, const Execu
   if (outcome.changes_dir) {
     try {
       const std::string origin = id + ": " + command;
-      const auto tx = outcome.changes_dir_is_full_copy
-                          ? workspace_.import_copy(*outcome.changes_dir, origin)
-                          : workspace_.import_overlay(*outcome.changes_dir, options_.workspace, origin);
+      const auto tx =
+          outcome.changes_dir_is_full_copy
+              ? workspace_.import_copy(*outcome.changes_dir, origin)
+              : workspace_.import_overlay(*outcome.changes_dir, options_.workspace, origin);
       if (tx) {
         result.transaction_id = *tx;
         for (const auto& change : workspace_.describe(*tx).changes) {
           result.changes.push_back({change.path, change.kind});
         }
-        audit_->record({.action = "changes-staged", .target = *tx, .decision = "allow",
+        audit_->record({.action = "changes-staged",
+                        .target = *tx,
+                        .decision = "allow",
                         .isolation_level = level,
                         .detail = std::to_string(result.changes.size()) + " changes from " + id});
         if (options_.changes == ChangesMode::Commit) {
           try {
             commit_transaction(*tx);
           } catch (const SandboxError& error) {
-            result.termination_detail += std::string(result.termination_detail.empty() ? "" : "; ") +
-                                         "changes kept as " + *tx + ", not committed: " + error.what();
+            result.termination_detail +=
+                std::string(result.termination_detail.empty() ? "" : "; ") + "changes kept as " +
+                *tx + ", not committed: " + error.what();
           }
         } else if (options_.changes == ChangesMode::Discard) {
           discard_transaction(*tx);
         }
       }
     } catch (const SandboxError& error) {
-      audit_->record({.action = "changes-staged", .target = id, .decision = "deny",
-                      .isolation_level = level, .detail = error.what()});
+      audit_->record({.action = "changes-staged",
+                      .target = id,
+                      .decision = "deny",
+                      .isolation_level = level,
+                      .detail = error.what()});
       result.termination_detail += std::string(result.termination_detail.empty() ? "" : "; ") +
                                    "changes refused: " + error.what();
     }
@@ -494,8 +529,11 @@ ProcessResult Sandbox::execute(const std::vector<std::string>& argv, const Execu
     backend_->cleanup();
   } catch (const std::exception& error) {
     cleanup_ok = false;
-    audit_->record({.action = "sandbox-cleanup", .target = id, .decision = "deny",
-                    .detail = std::string("cleanup failed, leftovers may remain: ") + error.what()});
+    audit_->record(
+        {.action = "sandbox-cleanup",
+         .target = id,
+         .decision = "deny",
+         .detail = std::string("cleanup failed, leftovers may remain: ") + error.what()});
   }
   finish(cleanup_ok);
   return result;

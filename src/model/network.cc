@@ -10,11 +10,16 @@ namespace pulsebox {
 
 std::string_view to_string(NetworkMode mode) {
   switch (mode) {
-    case NetworkMode::DenyAll: return "deny_all";
-    case NetworkMode::LocalhostOnly: return "localhost_only";
-    case NetworkMode::Allowlist: return "allowlist";
-    case NetworkMode::Proxy: return "proxy";
-    case NetworkMode::AllowAll: return "allow_all";
+    case NetworkMode::DenyAll:
+      return "deny_all";
+    case NetworkMode::LocalhostOnly:
+      return "localhost_only";
+    case NetworkMode::Allowlist:
+      return "allowlist";
+    case NetworkMode::Proxy:
+      return "proxy";
+    case NetworkMode::AllowAll:
+      return "allow_all";
   }
   return "deny_all";
 }
@@ -38,6 +43,16 @@ NetworkRule parse_network_rule(std::string_view text) {
     core::throw_error(core::Error(core::ErrorKind::kInvalidInput, "network",
                                   "--allow \"" + std::string(text) + "\": " + why));
   };
+  auto parse_port = [&](std::string_view port_text) {
+    int port = 0;
+    const auto [ptr, ec] =
+        std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+    if (ec != std::errc() || ptr != port_text.data() + port_text.size() || port < 1 ||
+        port > 65535) {
+      invalid("expected a port from 1 to 65535 after ':'");
+    }
+    return port;
+  };
   NetworkRule rule;
   std::string_view destination = text;
   // "[v6]:port", "host:port", or a bare destination (a bare IPv6 has several colons).
@@ -47,24 +62,12 @@ NetworkRule parse_network_rule(std::string_view text) {
     destination = text.substr(1, close - 1);
     if (close + 1 < text.size()) {
       if (text[close + 1] != ':') invalid("expected ':' after ']'");
-      const auto port_text = text.substr(close + 2);
-      int port = 0;
-      const auto [ptr, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
-      if (ec != std::errc() || ptr != port_text.data() + port_text.size() || port < 1 || port > 65535) {
-        invalid("expected a port from 1 to 65535");
-      }
-      rule.port = port;
+      rule.port = parse_port(text.substr(close + 2));
     }
   } else if (const auto colon = text.rfind(':');
              colon != std::string_view::npos && text.find(':') == colon) {
     destination = text.substr(0, colon);
-    const auto port_text = text.substr(colon + 1);
-    int port = 0;
-    const auto [ptr, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
-    if (ec != std::errc() || ptr != port_text.data() + port_text.size() || port < 1 || port > 65535) {
-      invalid("expected a port from 1 to 65535 after ':'");
-    }
-    rule.port = port;
+    rule.port = parse_port(text.substr(colon + 1));
   }
   if (destination.empty()) invalid("expected a destination (IP, CIDR, host name or *.domain)");
   for (char c : destination) {
@@ -78,11 +81,16 @@ NetworkRule parse_network_rule(std::string_view text) {
 
 std::string_view to_string(Dimension dimension) {
   switch (dimension) {
-    case Dimension::Network: return "network";
-    case Dimension::Secrets: return "secrets";
-    case Dimension::Filesystem: return "filesystem";
-    case Dimension::Limits: return "limits";
-    case Dimension::Syscalls: return "syscalls";
+    case Dimension::Network:
+      return "network";
+    case Dimension::Secrets:
+      return "secrets";
+    case Dimension::Filesystem:
+      return "filesystem";
+    case Dimension::Limits:
+      return "limits";
+    case Dimension::Syscalls:
+      return "syscalls";
   }
   return "network";
 }
@@ -97,15 +105,24 @@ std::optional<Dimension> parse_dimension(std::string_view word) {
 
 std::string_view to_string(LimitKind kind) {
   switch (kind) {
-    case LimitKind::Memory: return "memory";
-    case LimitKind::Swap: return "swap";
-    case LimitKind::Processes: return "pids";
-    case LimitKind::Cpu: return "cpus";
-    case LimitKind::CpuTime: return "cpu-time";
-    case LimitKind::WallTime: return "timeout";
-    case LimitKind::Output: return "max-output";
-    case LimitKind::Disk: return "disk";
-    case LimitKind::OpenFiles: return "open-files";
+    case LimitKind::Memory:
+      return "memory";
+    case LimitKind::Swap:
+      return "swap";
+    case LimitKind::Processes:
+      return "pids";
+    case LimitKind::Cpu:
+      return "cpus";
+    case LimitKind::CpuTime:
+      return "cpu-time";
+    case LimitKind::WallTime:
+      return "timeout";
+    case LimitKind::Output:
+      return "max-output";
+    case LimitKind::Disk:
+      return "disk";
+    case LimitKind::OpenFiles:
+      return "open-files";
   }
   return "memory";
 }

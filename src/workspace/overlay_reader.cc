@@ -28,6 +28,7 @@
 #include "core/sha256.h"
 #include "workspace/overlay_reader.h"
 #include "workspace/safe_open.h"
+#include "workspace/tree.h"
 
 namespace pulsebox::workspace {
 
@@ -38,23 +39,6 @@ using core::UniqueFd;
 namespace {
 
 constexpr int kMaxDepth = 512;
-
-std::vector<std::string> names_in(int dirfd) {
-  std::vector<std::string> names;
-  const int dup = ::fcntl(dirfd, F_DUPFD_CLOEXEC, 0);
-  DIR* dir = dup >= 0 ? ::fdopendir(dup) : nullptr;
-  if (dir == nullptr) {
-    if (dup >= 0) ::close(dup);
-    return names;
-  }
-  while (const dirent* entry = ::readdir(dir)) {
-    const std::string_view name = entry->d_name;
-    if (name != "." && name != "..") names.emplace_back(name);
-  }
-  ::closedir(dir);
-  std::sort(names.begin(), names.end());
-  return names;
-}
 
 bool is_opaque(int dirfd) {
   for (const char* attribute : {"trusted.overlay.opaque", "user.overlay.opaque"}) {
@@ -97,12 +81,12 @@ struct Walker {
     if (depth > kMaxDepth) {
       return Error(ErrorKind::kResource, "overlay", prefix + ": directories nested too deeply");
     }
-    std::vector<std::string> upper_names = names_in(upper);
+    std::vector<std::string> upper_names = list_directory(upper);
     const bool top_of_copy = full_copy && prefix.empty();
     if (top_of_copy) std::erase(upper_names, std::string(".agent"));
     if (hidden && lower >= 0) {
       const std::set<std::string> present(upper_names.begin(), upper_names.end());
-      for (const std::string& name : names_in(lower)) {
+      for (const std::string& name : list_directory(lower)) {
         if (top_of_copy && name == ".agent") continue;
         if (present.count(name) == 0) {
           Entry entry;

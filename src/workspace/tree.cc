@@ -71,8 +71,6 @@ core::Result<std::string> sha256_of_fd(int fd) {
   return hasher.hex_digest();
 }
 
-namespace {
-
 std::vector<std::string> list_directory(int dirfd) {
   std::vector<std::string> names;
   const int dup = ::fcntl(dirfd, F_DUPFD_CLOEXEC, 0);
@@ -91,6 +89,8 @@ std::vector<std::string> list_directory(int dirfd) {
   std::sort(names.begin(), names.end());
   return names;
 }
+
+namespace {
 
 // Feeds a listing of the tree below dirfd into the hasher.
 void hash_tree(int dirfd, const std::string& prefix, core::Sha256& hasher, int depth) {

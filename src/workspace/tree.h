@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/result.h"
 #include "core/unique_fd.h"
@@ -51,5 +52,8 @@ std::string describe_difference(const Snapshot& before, const Snapshot& now);
 core::Status remove_tree_at(int dirfd, const std::string& name);
 
 core::Result<std::string> sha256_of_fd(int fd);
+
+// The names in a directory (without "." and ".."), sorted.
+std::vector<std::string> list_directory(int dirfd);
 
 }  // namespace pulsebox::workspace

@@ -50,6 +50,14 @@ ActionPolicy default_workspace_policy() {
   return policy;
 }
 
+ActionPolicy workspace_policy_for(const ActionPolicy& user_policy) {
+  ActionPolicy out = default_workspace_policy();
+  const auto& rules = user_policy.rules();
+  for (auto it = rules.rbegin(); it != rules.rend(); ++it)
+    out.add_rule(*it);
+  return out;
+}
+
 namespace {
 
 TransactionStore store_for(const Workspace& ws, const ActionPolicy& policy,
@@ -109,50 +117,45 @@ std::string Workspace::create_transaction(std::string origin) {
   return core::value_or_throw(store.create(std::move(origin)));
 }
 
+namespace {
+
+Entry make_entry(std::string_view path, StagedOp op, unsigned mode = 0,
+                 std::string_view link_target = {}) {
+  Entry entry;
+  entry.path = std::string(path);
+  entry.op = op;
+  entry.mode = mode;
+  entry.link_target = std::string(link_target);
+  return entry;
+}
+
+}  // namespace
+
 void Workspace::stage_write(const std::string& tx, std::string_view path, std::string_view bytes,
                             unsigned mode) {
   auto store = store_for(*this, policy_, limits_);
-  Entry entry;
-  entry.path = std::string(path);
-  entry.op = StagedOp::Write;
-  entry.mode = mode;
-  stage_one(store, tx, std::move(entry), bytes);
+  stage_one(store, tx, make_entry(path, StagedOp::Write, mode), bytes);
 }
 
 void Workspace::stage_delete(const std::string& tx, std::string_view path) {
   auto store = store_for(*this, policy_, limits_);
-  Entry entry;
-  entry.path = std::string(path);
-  entry.op = StagedOp::Delete;
-  stage_one(store, tx, std::move(entry), {});
+  stage_one(store, tx, make_entry(path, StagedOp::Delete), {});
 }
 
 void Workspace::stage_mkdir(const std::string& tx, std::string_view path, unsigned mode) {
   auto store = store_for(*this, policy_, limits_);
-  Entry entry;
-  entry.path = std::string(path);
-  entry.op = StagedOp::Mkdir;
-  entry.mode = mode;
-  stage_one(store, tx, std::move(entry), {});
+  stage_one(store, tx, make_entry(path, StagedOp::Mkdir, mode), {});
 }
 
 void Workspace::stage_symlink(const std::string& tx, std::string_view path,
                               std::string_view target) {
   auto store = store_for(*this, policy_, limits_);
-  Entry entry;
-  entry.path = std::string(path);
-  entry.op = StagedOp::Symlink;
-  entry.link_target = std::string(target);
-  stage_one(store, tx, std::move(entry), {});
+  stage_one(store, tx, make_entry(path, StagedOp::Symlink, 0, target), {});
 }
 
 void Workspace::stage_chmod(const std::string& tx, std::string_view path, unsigned mode) {
   auto store = store_for(*this, policy_, limits_);
-  Entry entry;
-  entry.path = std::string(path);
-  entry.op = StagedOp::Chmod;
-  entry.mode = mode;
-  stage_one(store, tx, std::move(entry), {});
+  stage_one(store, tx, make_entry(path, StagedOp::Chmod, mode), {});
 }
 
 namespace {

@@ -47,11 +47,14 @@ class FakeBackend : public Backend {
     outcome.result.exit_code = 0;
     return outcome;
   }
-  Capability network_capability(const NetworkPolicy&) const override { return {network, "net", "fix net"}; }
+  Capability network_capability(const NetworkPolicy&) const override {
+    return {network, "net", "fix net"};
+  }
   Capability secrets_capability(const SecretPolicy&) const override { return {secrets, "sec", ""}; }
   Capability filesystem_capability() const override { return {filesystem, "fs", ""}; }
   Capability limit_capability(LimitKind kind) const override {
-    return {kind == LimitKind::Memory ? memory : EnforcementLevel::StronglyEnforced, "mem", "cgroups"};
+    return {kind == LimitKind::Memory ? memory : EnforcementLevel::StronglyEnforced, "mem",
+            "cgroups"};
   }
   Capability syscall_capability() const override { return {syscalls, "sys", ""}; }
   Capability process_containment_capability() const override {
@@ -79,7 +82,8 @@ class SandboxTest : public ::testing::Test {
   }
   std::vector<std::string> audit_actions() {
     std::vector<std::string> out;
-    for (const auto& entry : audit_entries()) out.push_back(entry["action"]);
+    for (const auto& entry : audit_entries())
+      out.push_back(entry["action"]);
     return out;
   }
   TempDir dir_;
@@ -121,7 +125,8 @@ TEST_F(SandboxTest, RunsScrubsAndAuditsEveryStep) {
   Sandbox sandbox(options(fake));
   std::string streamed;
   const auto result = sandbox.execute(
-      {"echo", "hi"}, {.on_output = [&](OutputStream, std::string_view text) { streamed += text; }});
+      {"echo", "hi"},
+      {.on_output = [&](OutputStream, std::string_view text) { streamed += text; }});
   EXPECT_EQ(fake->executions, 1);
   EXPECT_EQ(fake->cleanups, 1);
   // The secret was split across two chunks and is still redacted.
@@ -130,9 +135,9 @@ TEST_F(SandboxTest, RunsScrubsAndAuditsEveryStep) {
   EXPECT_EQ(result.enforcement.network, EnforcementLevel::StronglyEnforced);
   EXPECT_EQ(fake->last_environment.at("HOME"), "/workspace");
   const std::vector<std::string> expected = {
-      "sandbox-init", "lifecycle-transition", "network",   "enforcement",
-      "enforcement",  "enforcement",          "enforcement", "enforcement",
-      "lifecycle-transition", "lifecycle-transition", "shell", "lifecycle-transition",
+      "sandbox-init",         "lifecycle-transition", "network",     "enforcement",
+      "enforcement",          "enforcement",          "enforcement", "enforcement",
+      "lifecycle-transition", "lifecycle-transition", "shell",       "lifecycle-transition",
       "lifecycle-transition"};
   EXPECT_EQ(audit_actions(), expected);
   const auto entries = audit_entries();
@@ -154,8 +159,9 @@ TEST_F(SandboxTest, WeakerDimensionRefusesUnlessAccepted) {
       sandbox.execute({"true"});
       FAIL() << "ran despite a weak filesystem";
     } catch (const SandboxUnsupportedPolicyError& error) {
-      EXPECT_NE(std::string(error.what()).find("filesystem: the fake backend cannot enforce this "
-                                               "strongly here (partially_enforced: fs)"),
+      EXPECT_NE(std::string(error.what())
+                    .find("filesystem: the fake backend cannot enforce this "
+                          "strongly here (partially_enforced: fs)"),
                 std::string::npos)
           << error.what();
       EXPECT_NE(std::string(error.what()).find("--allow-weaker filesystem"), std::string::npos);
@@ -233,7 +239,8 @@ TEST_F(SandboxTest, StagingASecretIsRefused) {
   o.policy.add_rule({ActionType::Write, "*", Decision::Allow, ""});
   Sandbox sandbox(o);
   const auto tx = sandbox.create_transaction();
-  EXPECT_THROW(sandbox.stage_write(tx, "leak.txt", "value: sup3r-s3cret-value"), SandboxSecurityError);
+  EXPECT_THROW(sandbox.stage_write(tx, "leak.txt", "value: sup3r-s3cret-value"),
+               SandboxSecurityError);
   sandbox.stage_write(tx, "ok.txt", "fine\n");
   EXPECT_NE(sandbox.preview_changes(tx).find("+fine"), std::string::npos);
   sandbox.commit_transaction(tx);
@@ -266,7 +273,8 @@ class HostBackendTest : public SandboxTest {
     auto o = options();
     o.backend_name = "host";
     o.unsafe_host_execution = true;
-    for (Dimension d : kAllDimensions) o.accept_weaker.insert(d);
+    for (Dimension d : kAllDimensions)
+      o.accept_weaker.insert(d);
     return o;
   }
 };
@@ -298,7 +306,8 @@ TEST_F(HostBackendTest, ExplicitSecretIsPassedAndScrubbed) {
   Sandbox sandbox(o);
   const auto result = sandbox.execute({"sh", "-c", "echo \"got $PB_TEST_TOKEN\""});
   EXPECT_EQ(result.stdout_data, "got [REDACTED_SECRET]\n");
-  EXPECT_EQ(read_file(dir_ / "ws/.agent/logs/audit.jsonl").find("tok-1234567890"), std::string::npos);
+  EXPECT_EQ(read_file(dir_ / "ws/.agent/logs/audit.jsonl").find("tok-1234567890"),
+            std::string::npos);
   ::unsetenv("PB_TEST_TOKEN");
 }
 
@@ -308,14 +317,15 @@ TEST_F(HostBackendTest, TimeoutKillsTheWholeProcessGroup) {
   o.limits.termination_grace_seconds = 0.2;
   Sandbox sandbox(o);
   const auto pid_file = dir_ / "bg.pid";
-  const auto result = sandbox.execute(
-      {"sh", "-c", "sleep 60 & echo $! > " + pid_file.string() + "; sleep 60"});
+  const auto result =
+      sandbox.execute({"sh", "-c", "sleep 60 & echo $! > " + pid_file.string() + "; sleep 60"});
   EXPECT_TRUE(result.timed_out);
   EXPECT_EQ(result.termination_reason, TerminationReason::Timeout);
   EXPECT_LT(result.duration_ms, 10000);
   const pid_t background = std::stoi(read_file(pid_file));
   // The background sleeper was in the run's process group: it is gone.
-  EXPECT_TRUE(wait_gone(background)) << "background process " << background << " survived the timeout";
+  EXPECT_TRUE(wait_gone(background))
+      << "background process " << background << " survived the timeout";
 }
 
 TEST_F(HostBackendTest, BackgroundProcessesEndWithTheCommand) {
