@@ -150,6 +150,9 @@ class PULSEBOX_API Workspace {
     std::vector<std::string> replayed;         // transactions whose commit was finished
     std::vector<std::string> removed_staging;  // incomplete transaction directories
     std::size_t removed_temp_files = 0;
+    // Private run directories (.agent/runs/<id>) of runs that crashed; a run
+    // still in progress holds a lock on its directory and is left alone.
+    std::vector<std::string> removed_runs;
   };
   ReconcileReport reconcile();
 

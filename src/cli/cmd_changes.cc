@@ -140,7 +140,8 @@ int run_reconcile(const ChangesOptions& options) {
     if (options.json) {
       std::cout << nlohmann::json{{"replayed", report.replayed},
                                   {"removed_staging", report.removed_staging},
-                                  {"removed_temp_files", report.removed_temp_files}}
+                                  {"removed_temp_files", report.removed_temp_files},
+                                  {"removed_runs", report.removed_runs}}
                        .dump()
                 << "\n";
       return kExitOk;
@@ -149,6 +150,8 @@ int run_reconcile(const ChangesOptions& options) {
       std::cout << "finished interrupted commit " << id << "\n";
     for (const auto& id : report.removed_staging)
       std::cout << "removed incomplete staging " << id << "\n";
+    for (const auto& id : report.removed_runs)
+      std::cout << "removed leftovers of crashed run " << id << "\n";
     if (report.removed_temp_files > 0) {
       std::cout << "removed " << report.removed_temp_files << " temporary files\n";
     }

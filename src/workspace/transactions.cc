@@ -626,6 +626,17 @@ core::Result<Workspace::ReconcileReport> TransactionStore::reconcile() {
       report.removed_staging.push_back(id);
     }
   }
+  // Run directories whose owner died: their lock is free.
+  const auto runs = root_ / ".agent" / "runs";
+  std::vector<std::filesystem::path> run_dirs;
+  for (const auto& item : std::filesystem::directory_iterator(runs, ec))
+    run_dirs.push_back(item.path());
+  for (const auto& dir : run_dirs) {
+    UniqueFd run_lock(::open((dir / "lock").c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW));
+    if (run_lock && ::flock(run_lock.get(), LOCK_EX | LOCK_NB) != 0) continue;  // in use
+    std::filesystem::remove_all(dir, ec);
+    report.removed_runs.push_back(dir.filename().string());
+  }
   return report;
 }
 

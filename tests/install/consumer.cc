@@ -29,7 +29,8 @@ int main() {
   options.policy = policy;
   options.backend_name = "host";
   options.unsafe_host_execution = true;
-  for (auto d : pulsebox::kAllDimensions) options.accept_weaker.insert(d);
+  for (auto d : pulsebox::kAllDimensions)
+    options.accept_weaker.insert(d);
   pulsebox::Sandbox sandbox(options);
   const auto result = sandbox.execute({"sh", "-c", "echo two > a.txt"});
   if (result.exit_code != 0 || !result.transaction_id) return 2;

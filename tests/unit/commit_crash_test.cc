@@ -1,8 +1,10 @@
 // Kills a committing process after every single step of the commit in turn,
 // then checks that reconcile() leaves either the old workspace (and a pending
 // transaction that still commits) or the fully committed one, nothing between.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -140,6 +142,31 @@ TEST(ReconcileTest, RemovesIncompleteStagingAndTemporaryFiles) {
   EXPECT_EQ(report.removed_temp_files, 1u);
   EXPECT_FALSE(std::filesystem::exists(dir / ".pulsebox-tmp-leftover"));
   EXPECT_EQ(testing::read_file(dir / "modify.txt"), "after\n");
+}
+
+TEST(ReconcileTest, RemovesCrashedRunsButNotLiveOnes) {
+  TempDir dir;
+  write_file(dir / ".agent/runs/run-crashed/root/x", "copy");
+  write_file(dir / ".agent/runs/run-crashed/lock", "");
+  write_file(dir / ".agent/runs/run-live/lock", "");
+  const int live = ::open((dir / ".agent/runs/run-live/lock").c_str(), O_RDWR | O_CLOEXEC);
+  ASSERT_GE(live, 0);
+  ASSERT_EQ(::flock(live, LOCK_EX), 0);
+  // flock locks are per open file description: a child process stands in
+  // for the live run so the parent's reconcile sees the lock taken.
+  const pid_t holder = ::fork();
+  if (holder == 0) {
+    ::pause();
+    ::_exit(0);
+  }
+  ::close(live);
+  Workspace ws(dir.path());
+  const auto report = ws.reconcile();
+  ::kill(holder, SIGKILL);
+  ::waitpid(holder, nullptr, 0);
+  EXPECT_EQ(report.removed_runs, std::vector<std::string>{"run-crashed"});
+  EXPECT_FALSE(std::filesystem::exists(dir / ".agent/runs/run-crashed"));
+  EXPECT_TRUE(std::filesystem::exists(dir / ".agent/runs/run-live"));
 }
 
 }  // namespace
