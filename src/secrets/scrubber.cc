@@ -270,6 +270,7 @@ SecretScrubber& SecretScrubber::operator=(SecretScrubber&&) noexcept = default;
 
 void SecretScrubber::add_secret(std::string_view value) {
   if (value.size() < kMinSecretLength) return;
+  if (std::find(secrets_.begin(), secrets_.end(), value) != secrets_.end()) return;
   secrets_.emplace_back(value);
   rebuild();
 }

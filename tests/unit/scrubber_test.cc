@@ -24,6 +24,14 @@ TEST(ScrubberTest, RegisteredValueCaseInsensitive) {
   EXPECT_TRUE(scrubber.scrub("x Hunter2Secret").changed);
 }
 
+TEST(ScrubberTest, RegisteringTheSameValueTwiceKeepsOne) {
+  SecretScrubber scrubber({"repeat-me-1"});
+  scrubber.add_secret("repeat-me-1");
+  EXPECT_EQ(scrubber.secret_count(), 1u);
+  scrubber.add_secret("another-one");
+  EXPECT_EQ(scrubber.secret_count(), 2u);
+}
+
 TEST(ScrubberTest, ShortValuesAreIgnored) {
   SecretScrubber scrubber({"abc"}, false);
   EXPECT_EQ(scrubber.secret_count(), 0u);
