@@ -325,26 +325,21 @@ ProcessResult Sandbox::execute(const std::vector<std::string>& argv,
                                  0, "policy"));
   }
   // 2. Network and secrets need the policy's ALLOW when asked for.
-  if (options_.network.mode != NetworkMode::DenyAll &&
-      !options_.policy.is_allowed(ActionType::Network)) {
-    const std::string why = "network mode " + std::string(to_string(options_.network.mode)) +
-                            " was requested, but the action policy does not allow NETWORK (" +
-                            options_.policy.explain(ActionType::Network, "*").describe() +
-                            "); add a rule {\"action\": \"network\", \"target\": \"*\", "
-                            "\"decision\": \"allow\"}";
-    deny("network", why);
+  auto require_allow = [&](ActionType action, bool requested, std::string_view mode_text) {
+    if (!requested || options_.policy.is_allowed(action)) return;
+    const std::string word(to_string(action));
+    const std::string why = word + " mode " + std::string(mode_text) +
+                            " was requested, but the action policy does not allow " + word + " (" +
+                            options_.policy.explain(action, "*").describe() +
+                            "); add a rule {\"action\": \"" + word +
+                            "\", \"target\": \"*\", \"decision\": \"allow\"}";
+    deny(word, why);
     fail_before_run(PolicyDenied(why, 0, "policy"));
-  }
-  if (options_.secret_policy.mode != SecretMode::DenyAll &&
-      !options_.policy.is_allowed(ActionType::Secrets)) {
-    const std::string why = "secret mode " + std::string(to_string(options_.secret_policy.mode)) +
-                            " was requested, but the action policy does not allow SECRETS (" +
-                            options_.policy.explain(ActionType::Secrets, "*").describe() +
-                            "); add a rule {\"action\": \"secrets\", \"target\": \"*\", "
-                            "\"decision\": \"allow\"}";
-    deny("secrets", why);
-    fail_before_run(PolicyDenied(why, 0, "policy"));
-  }
+  };
+  require_allow(ActionType::Network, options_.network.mode != NetworkMode::DenyAll,
+                to_string(options_.network.mode));
+  require_allow(ActionType::Secrets, options_.secret_policy.mode != SecretMode::DenyAll,
+                to_string(options_.secret_policy.mode));
   for (const auto& [name, value] : options_.environment) {
     if (is_dangerous_environment_variable(name) || name.empty() ||
         name.find('=') != std::string::npos) {
