@@ -360,10 +360,12 @@ ExecutionOutcome HostBackend::execute(const ExecutionRequest& request) {
     }
   }
 
+  // Kill what is left of the group before reaping: until the leader is reaped
+  // its zombie holds the process-group id, so the id cannot name anyone else.
+  ::kill(-pid, SIGKILL);
   int status = 0;
   rusage usage{};
   ::wait4(pid, &status, 0, &usage);
-  ::kill(-pid, SIGKILL);
   result.metrics.cpu_time_ms =
       static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) * 1000.0 +
       static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1000.0;

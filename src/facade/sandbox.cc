@@ -425,12 +425,13 @@ ProcessResult Sandbox::execute(const std::vector<std::string>& argv,
   request.network = options_.network;
   request.secrets = options_.secret_policy;
   request.execution_id = id;
-  ProcessResult result;
+  std::string stdout_text;
+  std::string stderr_text;
   auto out_stream = scrubber_.stream();
   auto err_stream = scrubber_.stream();
   auto deliver = [&](OutputStream which, const std::string& text) {
     if (text.empty()) return;
-    (which == OutputStream::Stdout ? result.stdout_data : result.stderr_data) += text;
+    (which == OutputStream::Stdout ? stdout_text : stderr_text) += text;
     if (options.on_output) options.on_output(which, text);
   };
   request.on_output = [&](OutputStream which, std::string_view chunk) {
@@ -450,11 +451,9 @@ ProcessResult Sandbox::execute(const std::vector<std::string>& argv,
   deliver(OutputStream::Stdout, out_stream.finish());
   deliver(OutputStream::Stderr, err_stream.finish());
   const bool redacted = out_stream.redacted() || err_stream.redacted();
-  std::string stdout_data = std::move(result.stdout_data);
-  std::string stderr_data = std::move(result.stderr_data);
-  result = std::move(outcome.result);
-  result.stdout_data = std::move(stdout_data);
-  result.stderr_data = std::move(stderr_data);
+  ProcessResult result = std::move(outcome.result);
+  result.stdout_data = std::move(stdout_text);
+  result.stderr_data = std::move(stderr_text);
   result.command = command;
   result.isolation_level = level;
   result.enforcement = enforcement;

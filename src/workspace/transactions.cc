@@ -55,8 +55,6 @@ json snapshot_to_json(const Snapshot& s) {
           {"size", s.size},
           {"mtime_ns", s.mtime_ns},
           {"mode", s.mode},
-          {"uid", s.uid},
-          {"gid", s.gid},
           {"sha256", s.sha256}};
 }
 
@@ -68,8 +66,6 @@ Snapshot snapshot_from_json(const json& j) {
   s.size = j.at("size").get<std::uint64_t>();
   s.mtime_ns = j.at("mtime_ns").get<std::int64_t>();
   s.mode = j.at("mode").get<unsigned>();
-  s.uid = j.value("uid", 0u);
-  s.gid = j.value("gid", 0u);
   s.sha256 = j.at("sha256").get<std::string>();
   return s;
 }

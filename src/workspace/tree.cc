@@ -134,8 +134,6 @@ core::Result<Snapshot> take_snapshot(int root_fd, const std::string& relative) {
   snapshot.mtime_ns =
       static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
   snapshot.mode = st.st_mode & 07777;
-  snapshot.uid = st.st_uid;
-  snapshot.gid = st.st_gid;
   switch (snapshot.type) {
     case NodeType::File: {
       UniqueFd fd(

@@ -27,8 +27,6 @@ struct Snapshot {
   std::uint64_t size = 0;
   std::int64_t mtime_ns = 0;
   unsigned mode = 0;
-  uid_t uid = 0;
-  gid_t gid = 0;
   // File: SHA-256 of the content; symlink: of the target; directory: of a
   // listing of the whole tree below (names, types, sizes, mtimes, modes).
   std::string sha256;
