@@ -61,6 +61,15 @@ struct Availability {
 
 enum class OutputStream { Stdout, Stderr };
 
+// An extra host path shown inside the sandbox (native backend). Read-only
+// unless `writable`; the sandbox path must be absolute and outside
+// /workspace, /proc, /dev and the read-only system directories.
+struct BindMount {
+  std::filesystem::path host;
+  std::string sandbox_path;
+  bool writable = false;
+};
+
 struct ExecutionRequest {
   std::vector<std::string> argv;
   std::filesystem::path workspace;                 // the host directory shown to the command
@@ -70,6 +79,7 @@ struct ExecutionRequest {
   NetworkPolicy network;
   SecretPolicy secrets;
   std::string execution_id;
+  std::vector<BindMount> binds;
   // Raw output chunks as they arrive (the facade scrubs them).
   std::function<void(OutputStream, std::string_view)> on_output;
 };
@@ -114,5 +124,41 @@ namespace pulsebox {
 // The unsafe host backend (see docs/backends.md). Sandbox uses it only with
 // an explicit opt-in (SandboxOptions::unsafe_host_execution).
 PULSEBOX_API std::shared_ptr<Backend> make_host_backend();
+
+// The native backend (see docs/backends.md): user, mount, pid, ipc, uts,
+// cgroup and network namespaces; a tmpfs root with read-only system
+// directories; the workspace through overlayfs; every capability dropped.
+struct NativeBackendOptions {
+  // Host directories bound read-only at the same path (symlinks, such as
+  // Debian's /bin -> usr/bin, are recreated as symlinks).
+  std::vector<std::string> system_paths = {"/usr",   "/bin",   "/sbin",   "/lib",
+                                           "/lib32", "/lib64", "/libx32", "/etc"};
+  // Paths under system_paths hidden inside (an unreadable empty file or an
+  // empty directory in their place).
+  std::vector<std::string> hidden_paths = {"/etc/shadow",
+                                           "/etc/shadow-",
+                                           "/etc/gshadow",
+                                           "/etc/gshadow-",
+                                           "/etc/sudoers",
+                                           "/etc/sudoers.d",
+                                           "/etc/ssl/private",
+                                           "/etc/security/opasswd",
+                                           "/etc/credstore",
+                                           "/etc/credstore.encrypted",
+                                           "/etc/ssh/ssh_host_rsa_key",
+                                           "/etc/ssh/ssh_host_ecdsa_key",
+                                           "/etc/ssh/ssh_host_ed25519_key",
+                                           "/etc/ssh/ssh_host_dsa_key",
+                                           "/etc/pulsebox"};
+  std::string hostname = "pulsebox";
+  // The uid and gid the command runs as inside.
+  unsigned sandbox_uid = 1000;
+  unsigned sandbox_gid = 1000;
+  // Per-run staging (overlay upper and work directories). Default:
+  // $PULSEBOX_STATE_DIR, else /var/lib/pulsebox as root and
+  // /var/tmp/pulsebox-UID otherwise.
+  std::filesystem::path state_dir;
+};
+PULSEBOX_API std::shared_ptr<Backend> make_native_backend(NativeBackendOptions options = {});
 
 }  // namespace pulsebox

@@ -70,6 +70,10 @@ struct SandboxOptions {
   std::shared_ptr<Backend> backend;
   std::string backend_name;  // "", "native", "host", "remote"
   bool unsafe_host_execution = false;
+  // Options of the native backend (system directories, hidden paths, ...).
+  NativeBackendOptions native;
+  // Extra host paths shown inside the sandbox (native backend), each audited.
+  std::vector<BindMount> binds;
   std::set<Dimension> accept_weaker;
   std::filesystem::path audit_log_path;  // default <workspace>/.agent/logs/audit.jsonl
   bool audit_fsync = false;

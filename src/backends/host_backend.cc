@@ -22,8 +22,10 @@
 
 #include "core/fs.h"
 #include "core/throw_error.h"
+#include "linux/syscalls.h"
 #include "pulsebox/backend.h"
 #include "pulsebox/error.h"
+#include "runtime/supervisor.h"
 
 extern char** environ;
 
@@ -37,7 +39,7 @@ Backend::~Backend() = default;
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using Clock = runtime::Clock;
 
 std::string host_reason() {
   return "the host backend runs the command directly on this host as the invoking user";
@@ -68,10 +70,6 @@ void copy_workspace(const std::filesystem::path& from, const std::filesystem::pa
       ::mkfifo(destination.c_str(), static_cast<mode_t>(status.permissions()));
     }
   }
-}
-
-int pidfd_open(pid_t pid) {
-  return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
 }
 
 class HostBackend final : public Backend {
@@ -269,7 +267,7 @@ ExecutionOutcome HostBackend::execute(const ExecutionRequest& request) {
   out_write.reset();
   err_write.reset();
   report_write.reset();
-  UniqueFd pidfd(pidfd_open(pid));
+  UniqueFd pidfd(linux_api::sys_pidfd_open(pid));
 
   auto finish_timing = [&] {
     result.metrics.elapsed_ms =
@@ -288,77 +286,21 @@ ExecutionOutcome HostBackend::execute(const ExecutionRequest& request) {
     return outcome;
   }
 
-  const auto deadline = start + std::chrono::duration_cast<Clock::duration>(
-                                    std::chrono::duration<double>(limits.wall_time_seconds));
-  const auto grace = std::chrono::duration_cast<Clock::duration>(
-      std::chrono::duration<double>(limits.termination_grace_seconds));
-  std::optional<Clock::time_point> kill_at;
-  bool killed = false;
-  bool exited = false;
-  std::uint64_t output_bytes = 0;
-  auto terminate = [&](TerminationReason reason) {
-    if (kill_at || exited) return;
-    result.termination_reason = reason;
-    ::kill(-pid, SIGTERM);
-    kill_at = Clock::now() + grace;
-  };
-
-  std::vector<pollfd> fds = {
-      {out_read.get(), POLLIN, 0}, {err_read.get(), POLLIN, 0}, {pidfd.get(), POLLIN, 0}};
-  Clock::time_point drain_until = Clock::time_point::max();
-  while (fds[0].fd >= 0 || fds[1].fd >= 0 || !exited) {
-    const auto now = Clock::now();
-    if (!exited && now >= deadline && !result.timed_out) {
-      result.timed_out = true;
-      terminate(TerminationReason::Timeout);
-    }
-    if (kill_at && !killed && now >= *kill_at) {
-      ::kill(-pid, SIGKILL);
-      killed = true;
-    }
-    if (now >= drain_until) break;  // a straggler outside the group holds a pipe open
-    Clock::time_point wake = exited ? drain_until : deadline;
-    if (kill_at && !killed && *kill_at < wake) wake = *kill_at;
-    if (result.timed_out && !kill_at) wake = now + std::chrono::milliseconds(50);
-    const long wait_ms = std::chrono::duration_cast<std::chrono::milliseconds>(wake - now).count();
-    const int timeout_ms = static_cast<int>(std::clamp<long>(wait_ms + 1, 1, 1000));
-    if (::poll(fds.data(), fds.size(), timeout_ms) < 0 && errno != EINTR) break;
-    for (int i = 0; i < 2; ++i) {
-      if (fds[i].fd < 0 || fds[i].revents == 0) continue;
-      char buffer[65536];
-      const ssize_t n = ::read(fds[i].fd, buffer, sizeof buffer);
-      if (n <= 0) {
-        fds[i].fd = -1;
-        continue;
-      }
-      std::size_t keep = static_cast<std::size_t>(n);
-      if (output_bytes + keep > limits.max_output_bytes) {
-        keep = static_cast<std::size_t>(limits.max_output_bytes - output_bytes);
-        result.truncated = true;
-        terminate(TerminationReason::OutputLimit);
-      }
-      output_bytes += keep;
-      if (keep > 0 && request.on_output) {
-        request.on_output(i == 0 ? OutputStream::Stdout : OutputStream::Stderr, {buffer, keep});
-      }
-    }
-    bool child_done = fds[2].fd >= 0 && fds[2].revents != 0;
-    if (!pidfd && !exited) {
-      // No pidfd (old kernel): poll the child's state without reaping it.
-      siginfo_t info{};
-      child_done =
-          ::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
-          info.si_pid == pid;
-    }
-    if (!exited && child_done) {
-      exited = true;
-      fds[2].fd = -1;
-      // The sandbox ends with its command: background processes left in its
-      // group go too. What they already wrote is drained for a moment.
-      ::kill(-pid, SIGKILL);
-      drain_until = Clock::now() + std::chrono::milliseconds(200);
-    }
-  }
+  runtime::SupervisedProcess process;
+  process.pid = pid;
+  process.pidfd = pidfd.get();
+  process.stdout_fd = out_read.get();
+  process.stderr_fd = err_read.get();
+  process.signal_sandbox = [pid](int signal) { ::kill(-pid, signal); };
+  // The sandbox ends with its command: background processes left in its
+  // group go too.
+  process.on_exit = [pid] { ::kill(-pid, SIGKILL); };
+  const runtime::SupervisionOutcome supervision =
+      runtime::supervise(process, limits, start, request.on_output);
+  result.timed_out = supervision.timed_out;
+  result.truncated = supervision.truncated;
+  result.termination_reason = supervision.reason;
+  const std::uint64_t output_bytes = supervision.output_bytes;
 
   // Kill what is left of the group before reaping: until the leader is reaped
   // its zombie holds the process-group id, so the id cannot name anyone else.

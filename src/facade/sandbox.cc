@@ -22,10 +22,6 @@ using core::ErrorKind;
 
 namespace {
 
-constexpr const char* kNativeUnavailable =
-    "the native backend (namespaces, overlay, seccomp, cgroups) is not part of this build of "
-    "pulsebox yet";
-
 std::string new_execution_id() {
   static thread_local std::mt19937_64 random(std::random_device{}());
   static constexpr char kHex[] = "0123456789abcdef";
@@ -110,7 +106,7 @@ void Sandbox::initialize() {
     }
     return use(make_host_backend());
   }
-  if (name == "native") refuse("native", kNativeUnavailable);
+  if (name == "native") return use(make_native_backend(options_.native));
   if (name == "remote")
     refuse("remote", "the remote backend is not part of this build of pulsebox yet");
   if (!name.empty()) {
@@ -122,7 +118,10 @@ void Sandbox::initialize() {
   if (remote != nullptr && remote[0] != '\0') {
     tried = "remote (PULSE_REMOTE_URL is set): not part of this build yet; ";
   }
-  tried += std::string("native: ") + kNativeUnavailable;
+  auto native = make_native_backend(options_.native);
+  const Availability native_availability = native->availability();
+  if (native_availability.available) return use(std::move(native));
+  tried += "native: " + native_availability.reason;
   if (options_.unsafe_host_execution) {
     init_record("host", "allow", "host_unsafe",
                 "no secure backend (" + tried + "); falling back to the host by explicit opt-in");
@@ -423,6 +422,16 @@ ProcessResult Sandbox::execute(const std::vector<std::string>& argv,
       build_sandbox_environment(options_.secret_policy, host_env, options_.environment);
   request.limits = options_.limits;
   request.network = options_.network;
+  request.binds = options_.binds;
+  for (const auto& bind : options_.binds) {
+    audit_->record({.action = "bind",
+                    .target = bind.host.string() + " -> " + bind.sandbox_path,
+                    .decision = "allow",
+                    .container_id = backend_->name(),
+                    .isolation_level = level,
+                    .detail = bind.writable ? "read-write bind into the sandbox"
+                                            : "read-only bind into the sandbox"});
+  }
   request.secrets = options_.secret_policy;
   request.execution_id = id;
   std::string stdout_text;

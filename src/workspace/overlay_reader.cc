@@ -69,7 +69,7 @@ struct Walker {
   TransactionStore& store;
   Draft& draft;
   std::uint64_t max_file_bytes;
-  bool full_copy;  // the upper side is a whole copy: skip .agent/ at the top
+  bool full_copy;  // the upper side is a whole copy
 
   core::Status stage(Entry entry, std::string_view bytes = {}) {
     return store.stage(draft, std::move(entry), bytes, /*check_policy=*/false);
@@ -82,7 +82,8 @@ struct Walker {
       return Error(ErrorKind::kResource, "overlay", prefix + ": directories nested too deeply");
     }
     std::vector<std::string> upper_names = list_directory(upper);
-    const bool top_of_copy = full_copy && prefix.empty();
+    // .agent/ at the top is pulsebox's own: never a change, whatever the run did.
+    const bool top_of_copy = prefix.empty();
     if (top_of_copy) std::erase(upper_names, std::string(".agent"));
     if (hidden && lower >= 0) {
       const std::set<std::string> present(upper_names.begin(), upper_names.end());

@@ -1,0 +1,537 @@
+// The native backend: a sandbox built from kernel primitives (see
+// docs/backends.md and runtime/launch_plan.h for the process layout).
+//
+// Per run: a staging directory <state>/runs/<id>/ (locked with flock while
+// in use) holds the overlay's upper and work directories, the mount point of
+// the new root and an unreadable empty file used to mask host files. After
+// the run the upper directory becomes a transaction (the facade imports it),
+// then cleanup() removes the staging directory.
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/mount.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <mutex>
+
+#include "core/throw_error.h"
+#include "linux/syscalls.h"
+#include "linux/userns.h"
+#include "pulsebox/backend.h"
+#include "pulsebox/error.h"
+#include "runtime/launcher.h"
+#include "runtime/plan.h"
+#include "runtime/supervisor.h"
+#include "runtime/sync_channel.h"
+
+namespace pulsebox {
+
+using core::Error;
+using core::ErrorKind;
+using core::UniqueFd;
+
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr std::uint32_t kRootRangeSize = 65536;
+// The host ids root's sandboxes map to when /etc/subuid has no "root" range:
+// far above any ordinary account.
+constexpr std::uint32_t kDefaultRootIdBase = 0x70000000;
+
+constexpr std::uint64_t kNamespaces = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC |
+                                      CLONE_NEWUTS | CLONE_NEWCGROUP;
+
+[[noreturn]] void fail(Error error) {
+  core::throw_error(std::move(error));
+}
+
+// Creates (or checks) a directory only `uid` controls: not a symlink, owned by
+// uid, no write access for others. A directory planted by someone else in a
+// shared place such as /var/tmp is refused.
+void ensure_private_dir(const fs::path& dir, mode_t mode) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  struct stat st {};
+  if (::lstat(dir.c_str(), &st) != 0) {
+    fail(Error::from_errno("native", "creating the state directory " + dir.string()));
+  }
+  if (!S_ISDIR(st.st_mode) || st.st_uid != ::geteuid()) {
+    fail(Error(ErrorKind::kSecurity, "native",
+               "the state directory " + dir.string() +
+                   " is not a directory owned by this user; remove it or set PULSEBOX_STATE_DIR"));
+  }
+  if ((st.st_mode & 07777) != mode && ::chmod(dir.c_str(), mode) != 0) {
+    fail(Error::from_errno("native", "chmod " + dir.string()));
+  }
+}
+
+// Removes a staging tree. The overlay leaves a mode-000 "work" directory, so
+// directories are made accessible before they are entered.
+void remove_tree(const fs::path& path) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) return;
+  if (S_ISDIR(st.st_mode)) {
+    ::chmod(path.c_str(), 0700);
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(path, ec))
+      remove_tree(entry.path());
+    ::rmdir(path.c_str());
+  } else {
+    ::unlink(path.c_str());
+  }
+}
+
+std::string errno_text(int error_number) {
+  return std::string(::strerrorname_np(error_number) ? ::strerrorname_np(error_number) : "error") +
+         " (" + std::strerror(error_number) + ")";
+}
+
+// A descriptor number of at least 3, so the child's stdio can be set up
+// without clobbering it.
+void move_above_stdio(UniqueFd& fd) {
+  if (fd.get() >= 3) return;
+  fd.reset(::fcntl(fd.get(), F_DUPFD_CLOEXEC, 3));
+}
+
+struct HostProbe {
+  bool namespaces_ok = false;
+  std::string namespaces_reason;
+};
+
+HostProbe probe_host() {
+  HostProbe probe;
+  // A child in every namespace the sandbox uses, which exits at once.
+  const long pid = linux_api::sys_clone_fork(kNamespaces | CLONE_NEWNET | SIGCHLD, nullptr);
+  if (pid == 0) ::_exit(0);
+  if (pid < 0) {
+    const int error_number = errno;
+    probe.namespaces_reason = "creating user, mount, pid, ipc, uts, cgroup and network namespaces "
+                              "failed: " + errno_text(error_number);
+  } else {
+    int status = 0;
+    ::waitpid(static_cast<pid_t>(pid), &status, 0);
+    probe.namespaces_ok = true;
+  }
+  return probe;
+}
+
+std::string namespaces_fix() {
+  return "allow unprivileged user namespaces: sysctl -w kernel.unprivileged_userns_clone=1 "
+         "(Debian), user.max_user_namespaces > 0, and on Ubuntu "
+         "kernel.apparmor_restrict_unprivileged_userns=0 or an AppArmor profile for pulsebox";
+}
+
+class NativeBackend final : public Backend {
+ public:
+  explicit NativeBackend(NativeBackendOptions options) : options_(std::move(options)) {
+    if (options_.state_dir.empty()) {
+      if (const char* dir = std::getenv("PULSEBOX_STATE_DIR"); dir != nullptr && *dir != '\0') {
+        options_.state_dir = dir;
+      } else if (::geteuid() == 0) {
+        options_.state_dir = "/var/lib/pulsebox";
+      } else {
+        options_.state_dir = "/var/tmp/pulsebox-" + std::to_string(::geteuid());
+      }
+    }
+  }
+
+  std::string name() const override { return "native"; }
+  bool is_unsafe() const override { return false; }
+  std::string isolation_level() const override { return "native"; }
+
+  Availability availability() const override {
+    const HostProbe& probe = host();
+    if (!probe.namespaces_ok) return {false, probe.namespaces_reason + "; " + namespaces_fix()};
+    return {true, "user, mount, pid, ipc, uts, cgroup and network namespaces work on this host"};
+  }
+
+  void reconcile() override;
+  ExecutionOutcome execute(const ExecutionRequest& request) override;
+  void cleanup() override {
+    for (const auto& dir : run_dirs_)
+      remove_tree(dir);
+    run_dirs_.clear();
+    run_locks_.clear();
+  }
+
+  Capability network_capability(const NetworkPolicy& policy) const override {
+    switch (policy.mode) {
+      case NetworkMode::DenyAll:
+      case NetworkMode::LocalhostOnly:
+        return {EnforcementLevel::StronglyEnforced,
+                "a new network namespace with only the loopback interface", ""};
+      case NetworkMode::AllowAll:
+        return {EnforcementLevel::StronglyEnforced,
+                "the host's network namespace is shared, as requested", ""};
+      case NetworkMode::Allowlist:
+      case NetworkMode::Proxy:
+        break;
+    }
+    return {EnforcementLevel::Unsupported,
+            "allowlist and proxy networking are not part of this build yet; a run that accepts "
+            "this gets no network at all (loopback only)",
+            "use --net none, localhost or all"};
+  }
+  Capability secrets_capability(const SecretPolicy& policy) const override {
+    if (policy.mode == SecretMode::AllowAll) {
+      return {EnforcementLevel::StronglyEnforced, "every host variable is passed, as requested",
+              ""};
+    }
+    return {EnforcementLevel::StronglyEnforced,
+            "the environment is built from the secret policy only, and no host home directory "
+            "(~/.ssh, ~/.aws, ~/.config) is mounted",
+            ""};
+  }
+  Capability filesystem_capability() const override {
+    return {EnforcementLevel::StronglyEnforced,
+            "a tmpfs root with read-only system directories (secrets in /etc hidden), the "
+            "workspace through a copy-on-write overlay, private /tmp, /proc and /dev; nothing "
+            "else of the host is visible",
+            ""};
+  }
+  Capability limit_capability(LimitKind kind) const override {
+    const std::string fix = "cgroup limits are not part of this build yet";
+    switch (kind) {
+      case LimitKind::WallTime:
+        return {EnforcementLevel::StronglyEnforced,
+                "the sandbox's init is killed at the deadline, and with it every process in its "
+                "pid namespace",
+                ""};
+      case LimitKind::Output:
+        return {EnforcementLevel::StronglyEnforced,
+                "pulsebox reads all output and stops the sandbox at the cap", ""};
+      case LimitKind::OpenFiles:
+        return {EnforcementLevel::StronglyEnforced, "RLIMIT_NOFILE is set for every process", ""};
+      case LimitKind::Processes:
+        return {EnforcementLevel::StronglyEnforced,
+                "RLIMIT_NPROC, counted per uid inside the sandbox's own user namespace, where "
+                "only the sandbox's processes run as that uid",
+                ""};
+      case LimitKind::Memory:
+        return {EnforcementLevel::PartiallyEnforced,
+                "RLIMIT_AS caps each process's address space, not the sandbox's memory", fix};
+      case LimitKind::CpuTime:
+        return {EnforcementLevel::PartiallyEnforced,
+                "RLIMIT_CPU caps each process, not the sandbox", fix};
+      case LimitKind::Swap:
+      case LimitKind::Cpu:
+      case LimitKind::Disk:
+        break;
+    }
+    return {EnforcementLevel::Unsupported,
+            "the native backend does not limit " + std::string(to_string(kind)) + " yet", fix};
+  }
+  Capability syscall_capability() const override {
+    return {EnforcementLevel::PartiallyEnforced,
+            "no seccomp filter yet; the command has no capabilities, no_new_privs, and only its "
+            "own namespaces, so mount, module loading, ptrace of the host and similar calls fail",
+            "seccomp profiles are not part of this build yet"};
+  }
+  Capability process_containment_capability() const override {
+    return {EnforcementLevel::StronglyEnforced,
+            "a pid namespace: when the command ends or times out, its init exits and the kernel "
+            "kills every process left in the sandbox",
+            ""};
+  }
+
+ private:
+  const HostProbe& host() const {
+    std::call_once(probe_once_, [this] { probe_ = probe_host(); });
+    return probe_;
+  }
+  void plan_ids(runtime::LaunchPlan& plan, const fs::path& workspace, const fs::path& run_dir,
+                int& idmapped_fd, UniqueFd& idmapped_holder);
+
+  NativeBackendOptions options_;
+  mutable std::once_flag probe_once_;
+  mutable HostProbe probe_;
+  std::vector<fs::path> run_dirs_;
+  std::vector<UniqueFd> run_locks_;
+  // user namespaces for idmapped workspace mounts, by workspace owner
+  std::map<std::pair<uid_t, gid_t>, UniqueFd> mapping_namespaces_;
+};
+
+void NativeBackend::reconcile() {
+  // Mounts and processes cannot outlive a run: the mounts live in the
+  // sandbox's mount namespace and init dies with its supervisor
+  // (PR_SET_PDEATHSIG), taking the pid namespace with it. What a crash
+  // leaves is the staging directory, unlocked.
+  const fs::path runs = options_.state_dir / "runs";
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(runs, ec)) {
+    UniqueFd lock(::open((entry.path() / "lock").c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW));
+    if (lock && ::flock(lock.get(), LOCK_EX | LOCK_NB) != 0) continue;  // a live run
+    remove_tree(entry.path());
+  }
+}
+
+void NativeBackend::plan_ids(runtime::LaunchPlan& plan, const fs::path& workspace,
+                             const fs::path& run_dir, int& idmapped_fd,
+                             UniqueFd& idmapped_holder) {
+  const uid_t sandbox_uid = options_.sandbox_uid;
+  const gid_t sandbox_gid = options_.sandbox_gid;
+  plan.command_uid = sandbox_uid;
+  plan.command_gid = sandbox_gid;
+  struct stat ws {};
+  if (::stat(workspace.c_str(), &ws) != 0) {
+    fail(Error::from_errno("native", "workspace " + workspace.string()));
+  }
+  const fs::path upper = run_dir / "upper";
+  const fs::path work = run_dir / "work";
+  if (::chmod(upper.c_str(), ws.st_mode & 07777) != 0) {
+    fail(Error::from_errno("native", "chmod " + upper.string()));
+  }
+  if (::geteuid() != 0) {
+    // One id: the sandbox uid is the invoking user, so the workspace is
+    // writable inside and nothing else of the host is owned by the sandbox.
+    plan.id_maps.uids = {{sandbox_uid, static_cast<std::uint32_t>(::geteuid()), 1}};
+    plan.id_maps.gids = {{sandbox_gid, static_cast<std::uint32_t>(::getegid()), 1}};
+    plan.id_maps.deny_setgroups = true;
+    plan.init_uid = sandbox_uid;
+    plan.init_gid = sandbox_gid;
+    return;
+  }
+  // Root: a range of unprivileged host ids; the workspace is shown through
+  // an idmapped mount in which its owner is the sandbox uid.
+  const std::uint32_t uid_base =
+      linux_api::subordinate_id_base("/etc/subuid", "root", kRootRangeSize)
+          .value_or(kDefaultRootIdBase);
+  const std::uint32_t gid_base =
+      linux_api::subordinate_id_base("/etc/subgid", "root", kRootRangeSize)
+          .value_or(kDefaultRootIdBase);
+  plan.id_maps.uids = {{0, uid_base, kRootRangeSize}};
+  plan.id_maps.gids = {{0, gid_base, kRootRangeSize}};
+  plan.id_maps.deny_setgroups = false;
+  plan.clear_groups = true;
+  plan.init_uid = 0;
+  plan.init_gid = 0;
+  const uid_t host_sandbox_uid = uid_base + sandbox_uid;
+  const gid_t host_sandbox_gid = gid_base + sandbox_gid;
+
+  auto key = std::make_pair(ws.st_uid, ws.st_gid);
+  auto it = mapping_namespaces_.find(key);
+  if (it == mapping_namespaces_.end()) {
+    linux_api::IdMaps maps;
+    maps.uids = {{ws.st_uid, host_sandbox_uid, 1}};
+    maps.gids = {{ws.st_gid, host_sandbox_gid, 1}};
+    maps.deny_setgroups = false;
+    auto ns = linux_api::create_mapping_namespace(maps);
+    if (!ns) fail(std::move(ns).error().with_context("preparing the idmapped workspace"));
+    it = mapping_namespaces_.emplace(key, std::move(ns).value()).first;
+  }
+  UniqueFd tree(::open_tree(AT_FDCWD, workspace.c_str(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC));
+  if (!tree) fail(Error::from_errno("native", "open_tree " + workspace.string()));
+  mount_attr attr{};
+  attr.attr_set = MOUNT_ATTR_IDMAP;
+  attr.userns_fd = static_cast<std::uint64_t>(it->second.get());
+  if (::mount_setattr(tree.get(), "", AT_EMPTY_PATH, &attr, sizeof attr) != 0) {
+    fail(Error::from_errno("native", "idmapping the workspace mount (MOUNT_ATTR_IDMAP) of " +
+                                         workspace.string())
+             .with_kind(ErrorKind::kUnavailable));
+  }
+  move_above_stdio(tree);
+  idmapped_fd = tree.get();
+  idmapped_holder = std::move(tree);
+
+  // init (namespace root = host uid_base) mounts the overlay: it owns the
+  // work directory; the upper root is the sandbox user's, like the workspace
+  // root is its owner's. The staging directory is reachable by init's group only.
+  if (::chown(work.c_str(), uid_base, gid_base) != 0 ||
+      ::chown(upper.c_str(), host_sandbox_uid, host_sandbox_gid) != 0 ||
+      ::chown(run_dir.c_str(), 0, gid_base) != 0 || ::chmod(run_dir.c_str(), 0710) != 0) {
+    fail(Error::from_errno("native", "preparing the ownership of " + run_dir.string()));
+  }
+}
+
+ExecutionOutcome NativeBackend::execute(const ExecutionRequest& request) {
+  const auto start = runtime::Clock::now();
+  ExecutionOutcome outcome;
+  ProcessResult& result = outcome.result;
+  const ResourcePolicy& limits = request.limits;
+  auto finish_timing = [&] {
+    result.metrics.elapsed_ms =
+        std::chrono::duration<double, std::milli>(runtime::Clock::now() - start).count();
+    result.duration_ms = result.metrics.elapsed_ms;
+  };
+
+  std::error_code ec;
+  const fs::path workspace = fs::canonical(request.workspace, ec);
+  if (ec) fail(Error(ErrorKind::kInvalidInput, "native", "workspace " + request.workspace.string() + ": " + ec.message()));
+
+  // Staging, locked for the run's lifetime so reconcile() leaves it alone.
+  ensure_private_dir(options_.state_dir, ::geteuid() == 0 ? 0711 : 0700);
+  ensure_private_dir(options_.state_dir / "runs", ::geteuid() == 0 ? 0711 : 0700);
+  const fs::path run_dir = options_.state_dir / "runs" / request.execution_id;
+  if (::mkdir(run_dir.c_str(), 0700) != 0) {
+    fail(Error::from_errno("native", "creating the run directory " + run_dir.string()));
+  }
+  run_dirs_.push_back(run_dir);
+  UniqueFd lock(::open((run_dir / "lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (!lock || ::flock(lock.get(), LOCK_EX) != 0) {
+    fail(Error::from_errno("native", "locking " + run_dir.string()));
+  }
+  run_locks_.push_back(std::move(lock));
+  for (const char* dir : {"root", "upper", "work", "lower"}) {
+    if (::mkdir((run_dir / dir).c_str(), 0755) != 0) {
+      fail(Error::from_errno("native", "creating " + (run_dir / dir).string()));
+    }
+  }
+  {
+    UniqueFd empty(::open((run_dir / "empty").c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0));
+    if (!empty) fail(Error::from_errno("native", "creating " + (run_dir / "empty").string()));
+  }
+
+  runtime::LaunchPlan plan;
+  plan.namespaces = kNamespaces;
+  const bool own_network = request.network.mode != NetworkMode::AllowAll;
+  if (own_network) plan.namespaces |= CLONE_NEWNET;
+  plan.bring_up_loopback = own_network;
+  plan.hostname = options_.hostname;
+  plan.new_root = (run_dir / "root").string();
+  int idmapped_fd = -1;
+  UniqueFd idmapped_holder;
+  plan_ids(plan, workspace, run_dir, idmapped_fd, idmapped_holder);
+  if (idmapped_fd >= 0) plan.extra_fds.push_back(idmapped_fd);
+
+  runtime::MountLayout layout;
+  layout.workspace = workspace;
+  layout.run_dir = run_dir;
+  layout.system_paths = options_.system_paths;
+  layout.hidden_paths = options_.hidden_paths;
+  layout.binds = request.binds;
+  layout.idmapped_workspace_fd = idmapped_fd;
+  auto mounts = runtime::build_mount_steps(layout);
+  if (!mounts) fail(std::move(mounts).error());
+  plan.mounts = std::move(mounts).value();
+
+  plan.argv_storage = request.argv;
+  for (const auto& [key, value] : request.environment)
+    plan.env_storage.push_back(key + "=" + value);
+  const auto path_it = request.environment.find("PATH");
+  plan.exec_candidates = runtime::exec_candidates(
+      request.argv[0], path_it != request.environment.end() ? path_it->second : "/usr/bin:/bin");
+  plan.cwd = request.cwd.empty() ? "/workspace" : "/workspace/" + request.cwd;
+  plan.seal();
+  plan.capabilities = linux_api::prepare_capability_drop();
+  auto add_limit = [&](int resource, std::uint64_t value) {
+    plan.rlimits.push_back({resource, rlimit{value, value}});
+  };
+  add_limit(RLIMIT_NOFILE, limits.max_open_files);
+  add_limit(RLIMIT_CORE, 0);
+  add_limit(RLIMIT_AS, limits.memory_bytes);
+  // +1: in the rootless layout init runs as the sandbox uid too.
+  add_limit(RLIMIT_NPROC, limits.max_processes + 1);
+  if (limits.cpu_time_seconds) {
+    add_limit(RLIMIT_CPU, static_cast<std::uint64_t>(std::ceil(*limits.cpu_time_seconds)));
+  }
+
+  int out_pipe[2], err_pipe[2], channel[2];
+  if (::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0 ||
+      ::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, channel) != 0) {
+    fail(Error::from_errno("native", "creating the sandbox's pipes"));
+  }
+  UniqueFd out_read(out_pipe[0]), out_write(out_pipe[1]);
+  UniqueFd err_read(err_pipe[0]), err_write(err_pipe[1]);
+  UniqueFd supervisor_end(channel[0]), child_end(channel[1]);
+  move_above_stdio(out_write);
+  move_above_stdio(err_write);
+  move_above_stdio(child_end);
+  plan.stdout_fd = out_write.get();
+  plan.stderr_fd = err_write.get();
+  plan.channel_fd = child_end.get();
+  outcome.changes_dir = run_dir / "upper";
+  outcome.changes_dir_is_full_copy = false;
+
+  auto launched = runtime::launch_sandbox(plan, std::move(supervisor_end));
+  out_write.reset();
+  err_write.reset();
+  child_end.reset();
+  idmapped_holder.reset();
+  if (!launched) {
+    result.termination_reason = TerminationReason::LaunchError;
+    result.exit_code = 125;
+    result.termination_detail = launched.error().to_string();
+    finish_timing();
+    return outcome;
+  }
+  runtime::LaunchedSandbox& sandbox = launched.value();
+  result.pid = sandbox.pid;
+
+  runtime::SupervisedProcess process;
+  process.pid = sandbox.pid;
+  process.pidfd = sandbox.pidfd.get();
+  process.stdout_fd = out_read.get();
+  process.stderr_fd = err_read.get();
+  // SIGTERM reaches init, which forwards it to everything inside; SIGKILL
+  // of init kills the whole pid namespace.
+  process.signal_sandbox = [&](int signal) {
+    linux_api::sys_pidfd_send_signal(sandbox.pidfd.get(), signal);
+  };
+  const runtime::SupervisionOutcome supervision =
+      runtime::supervise(process, limits, start, request.on_output);
+  result.timed_out = supervision.timed_out;
+  result.truncated = supervision.truncated;
+  result.termination_reason = supervision.reason;
+  result.metrics.output_bytes = supervision.output_bytes;
+
+  int init_status = 0;
+  rusage usage{};
+  ::wait4(sandbox.pid, &init_status, 0, &usage);
+  result.metrics.cpu_time_ms =
+      static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) * 1000.0 +
+      static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1000.0;
+  result.metrics.peak_memory_bytes = static_cast<std::uint64_t>(usage.ru_maxrss) * 1024;
+
+  std::optional<runtime::ChildMessage> error;
+  std::optional<int> command_status;
+  for (const auto& message : runtime::drain_messages(sandbox.channel.get())) {
+    if (message.kind == runtime::ChildMessageKind::Error && !error) error = message;
+    if (message.kind == runtime::ChildMessageKind::Exited) command_status = message.wait_status;
+  }
+  if (error) {
+    result.termination_reason = TerminationReason::LaunchError;
+    const bool exec_failed = std::string_view(error->stage) == "executing";
+    result.exit_code = !exec_failed ? 125 : error->error_number == ENOENT ? 127 : 126;
+    result.termination_detail = exec_failed ? "cannot execute " + runtime::describe_child_error(*error).substr(10)
+                                            : "sandbox setup failed: " + runtime::describe_child_error(*error);
+    finish_timing();
+    return outcome;
+  }
+  const int status = command_status.value_or(init_status);
+  if (WIFEXITED(status)) {
+    result.exit_code = WEXITSTATUS(status);
+    if (!command_status && result.termination_reason == TerminationReason::None) {
+      result.termination_reason = TerminationReason::LaunchError;
+      result.exit_code = 125;
+      result.termination_detail = "the sandbox's init ended without a report";
+    }
+  } else if (WIFSIGNALED(status)) {
+    result.signal = WTERMSIG(status);
+    result.exit_code = 128 + WTERMSIG(status);
+    if (result.termination_reason == TerminationReason::None) {
+      result.termination_reason =
+          WTERMSIG(status) == SIGXCPU ? TerminationReason::CpuTime : TerminationReason::Signal;
+    }
+  }
+  finish_timing();
+  return outcome;
+}
+
+}  // namespace
+
+std::shared_ptr<Backend> make_native_backend(NativeBackendOptions options) {
+  return std::make_shared<NativeBackend>(std::move(options));
+}
+
+}  // namespace pulsebox

@@ -1,0 +1,46 @@
+// Mount steps: the sandbox's filesystem as a list of data, computed in the
+// parent (src/runtime/plan.cc) and applied one by one in the child.
+//
+// Every step holds complete absolute paths (already joined with the new
+// root's path), so applying one is a syscall or two with no allocation.
+// `describe()` renders a step for `--dry-run` style output and error stages.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace pulsebox::linux_api {
+
+enum class MountOp {
+  MakeDir,    // mkdir target (mode in `mode`), EEXIST is fine
+  MakeFile,   // create an empty file as a bind-mount point
+  Symlink,    // symlink source -> target
+  Bind,       // bind-mount source on target (recursive)
+  ReadOnly,   // make target's mount read-only, nosuid, nodev (recursive if `recursive`)
+  Tmpfs,      // mount a tmpfs on target with `data` and `flags`
+  Proc,       // mount a fresh proc on target
+  Devpts,     // mount a new devpts instance on target
+  Overlay,    // mount overlayfs on target with `data`
+  AttachFd,   // attach the detached mount tree `fd` (open_tree) on target
+};
+
+struct MountStep {
+  MountOp op = MountOp::MakeDir;
+  std::string source;
+  std::string target;
+  std::string data;
+  unsigned long flags = 0;
+  unsigned mode = 0755;
+  int fd = -1;
+  bool recursive = true;
+  bool optional = false;  // a missing target/source (ENOENT) is not an error
+  std::string stage;      // "mounting overlay on /workspace", for error reports
+};
+
+// Applies one step in the child. Returns 0 or the errno.
+int apply_mount_step(const MountStep& step) noexcept;
+
+// Escapes ',' ':' and '\' for an overlayfs path option.
+std::string escape_overlay_path(const std::string& path);
+
+}  // namespace pulsebox::linux_api

@@ -1,0 +1,47 @@
+// User namespace id maps, written by the parent.
+//
+// Two layouts (chosen in src/backends/native_backend.cc):
+//   an ordinary user: one id, the sandbox's uid/gid -> the invoking uid/gid,
+//     with setgroups denied (the kernel requires it);
+//   root: a range of 65536 unprivileged host ids (from /etc/subuid's "root"
+//     entry, else a fixed base) so that nothing inside is the host's root.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/result.h"
+#include "core/unique_fd.h"
+
+namespace pulsebox::linux_api {
+
+struct IdMapping {
+  std::uint32_t inside = 0;
+  std::uint32_t outside = 0;
+  std::uint32_t count = 1;
+};
+
+struct IdMaps {
+  std::vector<IdMapping> uids;
+  std::vector<IdMapping> gids;
+  bool deny_setgroups = true;
+};
+
+// Writes /proc/PID/{setgroups,uid_map,gid_map}.
+core::Status write_id_maps(pid_t pid, const IdMaps& maps);
+
+// A user namespace holding only `maps`, for an idmapped mount
+// (MOUNT_ATTR_IDMAP): a helper process is created in it, its maps written,
+// its namespace opened, and the helper reaped.
+core::Result<core::UniqueFd> create_mapping_namespace(const IdMaps& maps);
+
+// The first range of at least `count` ids listed for `user` in a
+// /etc/subuid-format file, if any.
+std::optional<std::uint32_t> subordinate_id_base(const std::string& file, const std::string& user,
+                                                 std::uint32_t count);
+
+}  // namespace pulsebox::linux_api

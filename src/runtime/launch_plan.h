@@ -1,0 +1,74 @@
+// The launch plan: everything the sandbox's child processes need, computed in
+// the parent before clone(). The child code (runtime/child.cc) reads it and
+// makes syscalls; it never allocates, throws or logs.
+//
+// Process layout:
+//   supervisor (this process)
+//     `- init     pid 1 in the new pid namespace: sets up mounts, hostname,
+//        |        loopback, rlimits and the bounding set, then reaps zombies
+//        |        and reports the command's wait status. When it exits, the
+//        |        kernel kills everything left in the namespace.
+//        `- command   pid 2: switches to the sandbox uid, drops every
+//                     capability, sets no_new_privs, closes every other fd,
+//                     then execve().
+#pragma once
+
+#include <sys/resource.h>
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "linux/caps.h"
+#include "linux/mounts.h"
+#include "linux/userns.h"
+
+namespace pulsebox::runtime {
+
+struct LaunchPlan {
+  std::uint64_t namespaces = 0;  // CLONE_NEW* flags
+  linux_api::IdMaps id_maps;
+
+  // Ids inside the user namespace.
+  uid_t init_uid = 0;
+  gid_t init_gid = 0;
+  uid_t command_uid = 1000;
+  gid_t command_gid = 1000;
+  bool clear_groups = false;  // setgroups(0, NULL) (only when setgroups is allowed)
+
+  // The new root: an empty host directory the tmpfs root is mounted on.
+  std::string new_root;
+  std::vector<linux_api::MountStep> mounts;
+  std::string hostname;
+  bool bring_up_loopback = false;
+
+  std::vector<std::pair<int, rlimit>> rlimits;
+  linux_api::CapabilityDrop capabilities;
+
+  // The command: execve() is tried on each candidate in turn (PATH search
+  // done in the parent); `argv`/`envp` point into the storage vectors.
+  std::vector<std::string> exec_candidates;
+  std::vector<std::string> argv_storage;
+  std::vector<std::string> env_storage;
+  std::vector<char*> argv;
+  std::vector<char*> envp;
+  std::string cwd;  // inside the sandbox
+
+  // Descriptors the child keeps (everything else is closed).
+  int channel_fd = -1;
+  int stdout_fd = -1;
+  int stderr_fd = -1;
+  std::vector<int> extra_fds;  // e.g. an idmapped mount tree, referenced by a mount step
+
+  LaunchPlan() = default;
+  LaunchPlan(const LaunchPlan&) = delete;
+  LaunchPlan& operator=(const LaunchPlan&) = delete;
+  ~LaunchPlan() { linux_api::release_capability_drop(capabilities); }
+
+  // Fills argv/envp from the storage vectors (call after they are final).
+  void seal();
+};
+
+}  // namespace pulsebox::runtime

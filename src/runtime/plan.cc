@@ -1,0 +1,252 @@
+#include "runtime/plan.h"
+
+#include <sys/mount.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+
+namespace pulsebox::runtime {
+
+using core::Error;
+using core::ErrorKind;
+using linux_api::MountOp;
+using linux_api::MountStep;
+
+namespace {
+
+bool is_under(const std::string& path, const std::string& dir) {
+  return path == dir || (path.size() > dir.size() && path.compare(0, dir.size(), dir) == 0 &&
+                         (dir == "/" || path[dir.size()] == '/'));
+}
+
+class StepList {
+ public:
+  explicit StepList(std::string root) : root_(std::move(root)) {}
+
+  std::string in_root(const std::string& path) const { return root_ + path; }
+
+  void add(MountOp op, const std::string& target, std::string stage, std::string source = "",
+           std::string data = "", unsigned long flags = 0) {
+    MountStep step;
+    step.op = op;
+    step.target = in_root(target);
+    step.source = std::move(source);
+    step.data = std::move(data);
+    step.flags = flags;
+    step.stage = std::move(stage);
+    steps_.push_back(std::move(step));
+  }
+  MountStep& last() { return steps_.back(); }
+  void add_raw(MountStep step) { steps_.push_back(std::move(step)); }
+
+  void make_dir(const std::string& path, unsigned mode = 0755) {
+    add(MountOp::MakeDir, path, "creating " + path);
+    last().mode = mode;
+  }
+  void bind_read_only(const std::string& host, const std::string& path, bool recursive = true) {
+    add(MountOp::Bind, path, "bind-mounting " + host + " on " + path, host);
+    last().recursive = recursive;
+    add(MountOp::ReadOnly, path, "making " + path + " read-only");
+    last().recursive = recursive;
+  }
+  void tmpfs(const std::string& path, const std::string& data, unsigned long flags) {
+    add(MountOp::Tmpfs, path, "mounting tmpfs on " + path, "", data, flags);
+  }
+  // Hides a host file or directory: an unreadable empty file, or an empty
+  // read-only tmpfs.
+  void mask(const std::string& path, bool is_directory, const std::string& empty_file) {
+    if (is_directory) {
+      tmpfs(path, "mode=000,size=4k", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC);
+    } else {
+      bind_read_only(empty_file, path, false);
+    }
+    steps_[steps_.size() - 1].optional = true;
+    if (!is_directory) steps_[steps_.size() - 2].optional = true;
+  }
+
+  std::vector<MountStep> take() { return std::move(steps_); }
+
+ private:
+  std::string root_;
+  std::vector<MountStep> steps_;
+};
+
+}  // namespace
+
+std::string check_bind_target(const std::string& sandbox_path,
+                              const std::vector<std::string>& system_paths) {
+  const std::filesystem::path path(sandbox_path);
+  if (!path.is_absolute()) return "the sandbox path must be absolute";
+  if (path.lexically_normal().string() != sandbox_path || sandbox_path.find("/.") != std::string::npos) {
+    return "the sandbox path must be normal (no ., .. or trailing /)";
+  }
+  if (sandbox_path == "/") return "cannot bind over the sandbox's root";
+  for (const char* own : {"/workspace", "/proc", "/dev"}) {
+    if (is_under(sandbox_path, own)) return std::string("cannot bind inside ") + own;
+  }
+  for (const auto& system : system_paths) {
+    if (is_under(sandbox_path, system)) return "cannot bind inside the read-only " + system;
+  }
+  return "";
+}
+
+core::Result<std::vector<MountStep>> build_mount_steps(const MountLayout& layout) {
+  const std::string root = (layout.run_dir / "root").string();
+  const std::string empty_file = (layout.run_dir / "empty").string();
+  StepList steps(root);
+
+  // The root: a small tmpfs holding only mount points (read-only after pivot_root).
+  steps.add(MountOp::Tmpfs, "", "mounting the sandbox's root (tmpfs)", "", "mode=0755,size=1m",
+            MS_NOSUID | MS_NODEV);
+
+  // System directories, read-only; merged-/usr symlinks are recreated.
+  for (const auto& system : layout.system_paths) {
+    struct stat st {};
+    if (::lstat(system.c_str(), &st) != 0) continue;
+    if (S_ISLNK(st.st_mode)) {
+      std::error_code ec;
+      const auto target = std::filesystem::read_symlink(system, ec);
+      if (!ec) steps.add(MountOp::Symlink, system, "linking " + system, target.string());
+      continue;
+    }
+    if (!S_ISDIR(st.st_mode)) continue;
+    // Parents first (e.g. /usr/local/lib under /usr is already covered).
+    std::string partial;
+    for (const auto& part : std::filesystem::path(system).relative_path()) {
+      partial += "/" + part.string();
+      if (partial != system) steps.make_dir(partial);
+    }
+    steps.make_dir(system);
+    steps.bind_read_only(system, system);
+  }
+  for (const auto& hidden : layout.hidden_paths) {
+    struct stat st {};
+    if (::lstat(hidden.c_str(), &st) != 0 || S_ISLNK(st.st_mode)) continue;
+    bool visible = false;
+    for (const auto& system : layout.system_paths) visible = visible || is_under(hidden, system);
+    if (visible) steps.mask(hidden, S_ISDIR(st.st_mode), empty_file);
+  }
+
+  // A fresh /proc, with the parts that reveal or change the host masked or
+  // read-only (crun's list).
+  steps.make_dir("/proc");
+  steps.add(MountOp::Proc, "/proc", "mounting proc on /proc");
+  for (const char* file : {"/proc/kcore", "/proc/keys", "/proc/timer_list", "/proc/sched_debug",
+                           "/proc/latency_stats", "/proc/kallsyms"}) {
+    steps.mask(file, false, empty_file);
+  }
+  for (const char* dir : {"/proc/acpi", "/proc/scsi"}) {
+    steps.mask(dir, true, empty_file);
+  }
+  for (const char* path :
+       {"/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs", "/proc/asound"}) {
+    const std::string in_root = steps.in_root(path);
+    steps.add(MountOp::Bind, path, std::string("bind-mounting ") + path + " on itself", in_root);
+    steps.last().optional = true;
+    steps.add(MountOp::ReadOnly, path, std::string("making ") + path + " read-only");
+    steps.last().optional = true;
+  }
+
+  // A minimal /dev.
+  steps.make_dir("/dev");
+  steps.tmpfs("/dev", "mode=0755,size=64k", MS_NOSUID | MS_NOEXEC);
+  for (const char* device : {"null", "zero", "full", "random", "urandom", "tty"}) {
+    const std::string path = std::string("/dev/") + device;
+    steps.add(MountOp::MakeFile, path, "creating " + path);
+    steps.last().mode = 0666;
+    steps.add(MountOp::Bind, path, "bind-mounting " + path, path);
+    steps.last().recursive = false;
+  }
+  steps.make_dir("/dev/pts");
+  steps.add(MountOp::Devpts, "/dev/pts", "mounting devpts on /dev/pts", "",
+            "newinstance,ptmxmode=0666,mode=620");
+  steps.add(MountOp::Symlink, "/dev/ptmx", "linking /dev/ptmx", "pts/ptmx");
+  steps.make_dir("/dev/shm");
+  steps.tmpfs("/dev/shm", "mode=1777", MS_NOSUID | MS_NODEV);
+  steps.add(MountOp::Symlink, "/dev/fd", "linking /dev/fd", "/proc/self/fd");
+  steps.add(MountOp::Symlink, "/dev/stdin", "linking /dev/stdin", "/proc/self/fd/0");
+  steps.add(MountOp::Symlink, "/dev/stdout", "linking /dev/stdout", "/proc/self/fd/1");
+  steps.add(MountOp::Symlink, "/dev/stderr", "linking /dev/stderr", "/proc/self/fd/2");
+  steps.add(MountOp::ReadOnly, "/dev", "making /dev read-only");
+  steps.last().recursive = false;
+
+  steps.make_dir("/tmp", 01777);
+  steps.tmpfs("/tmp", "mode=1777", MS_NOSUID | MS_NODEV);
+
+  // The workspace: overlayfs, lower = the host directory (through an
+  // idmapped mount when one is given), upper/work in the run's staging area.
+  std::string lower = layout.workspace.string();
+  if (layout.idmapped_workspace_fd >= 0) {
+    lower = (layout.run_dir / "lower").string();
+    MountStep attach;
+    attach.op = MountOp::AttachFd;
+    attach.fd = layout.idmapped_workspace_fd;
+    attach.target = lower;  // a host path: the old root is still visible here
+    attach.stage = "attaching the idmapped workspace";
+    steps.add_raw(std::move(attach));
+  }
+  steps.make_dir("/workspace");
+  const std::string overlay_options =
+      "lowerdir=" + linux_api::escape_overlay_path(lower) +
+      ",upperdir=" + linux_api::escape_overlay_path((layout.run_dir / "upper").string()) +
+      ",workdir=" + linux_api::escape_overlay_path((layout.run_dir / "work").string()) +
+      ",userxattr,index=off,xino=off";
+  steps.add(MountOp::Overlay, "/workspace", "mounting overlay on /workspace", "", overlay_options,
+            MS_NOSUID | MS_NODEV);
+  if (layout.hide_agent_dir) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(layout.workspace / ".agent", ec)) {
+      steps.tmpfs("/workspace/.agent", "mode=0555,size=4k",
+                  MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC);
+    }
+  }
+
+  // Extra binds, each validated.
+  for (const auto& bind : layout.binds) {
+    const std::string problem = check_bind_target(bind.sandbox_path, layout.system_paths);
+    if (!problem.empty()) {
+      return Error(ErrorKind::kInvalidInput, "mounts",
+                   "bind " + bind.host.string() + " -> " + bind.sandbox_path + ": " + problem);
+    }
+    struct stat st {};
+    if (::stat(bind.host.c_str(), &st) != 0) {
+      return Error::from_errno("mounts", "bind source " + bind.host.string())
+          .with_kind(ErrorKind::kInvalidInput);
+    }
+    std::string partial;
+    const std::filesystem::path target(bind.sandbox_path);
+    for (const auto& part : target.parent_path().relative_path()) {
+      partial += "/" + part.string();
+      steps.make_dir(partial);
+    }
+    if (S_ISDIR(st.st_mode)) {
+      steps.make_dir(bind.sandbox_path);
+    } else {
+      steps.add(MountOp::MakeFile, bind.sandbox_path, "creating " + bind.sandbox_path);
+      steps.last().mode = 0644;
+    }
+    const std::string host = std::filesystem::canonical(bind.host).string();
+    if (bind.writable) {
+      steps.add(MountOp::Bind, bind.sandbox_path,
+                "bind-mounting " + host + " on " + bind.sandbox_path, host);
+    } else {
+      steps.bind_read_only(host, bind.sandbox_path);
+    }
+  }
+  return steps.take();
+}
+
+std::vector<std::string> exec_candidates(const std::string& program, const std::string& path) {
+  if (program.find('/') != std::string::npos) return {program};
+  std::vector<std::string> candidates;
+  std::size_t start = 0;
+  while (start <= path.size()) {
+    const std::size_t end = std::min(path.find(':', start), path.size());
+    const std::string dir = path.substr(start, end - start);
+    if (!dir.empty() && dir.front() == '/') candidates.push_back(dir + "/" + program);
+    start = end + 1;
+  }
+  return candidates;
+}
+
+}  // namespace pulsebox::runtime

@@ -1,0 +1,37 @@
+// Building a LaunchPlan from a request: the sandbox's filesystem as mount
+// steps, the command's exec candidates and environment, ids and rlimits.
+// Pure computation plus lstat() of host paths; nothing is mounted here.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "core/result.h"
+#include "pulsebox/backend.h"
+#include "runtime/launch_plan.h"
+
+namespace pulsebox::runtime {
+
+struct MountLayout {
+  std::filesystem::path workspace;  // canonical host path (the overlay's lower layer)
+  std::filesystem::path run_dir;    // staging: root/ upper/ work/ lower/ empty
+  std::vector<std::string> system_paths;
+  std::vector<std::string> hidden_paths;
+  std::vector<BindMount> binds;
+  int idmapped_workspace_fd = -1;  // attached at run_dir/lower and used as the lower layer
+  bool hide_agent_dir = true;
+};
+
+// The mount steps, in order. Fails (kInvalidInput) on a bad extra bind.
+core::Result<std::vector<linux_api::MountStep>> build_mount_steps(const MountLayout& layout);
+
+// The absolute paths execve() should try for argv[0], given PATH.
+std::vector<std::string> exec_candidates(const std::string& program, const std::string& path);
+
+// Checks an extra bind's sandbox path: absolute, normal, outside the
+// directories the sandbox builds itself. Returns "" or the problem.
+std::string check_bind_target(const std::string& sandbox_path,
+                              const std::vector<std::string>& system_paths);
+
+}  // namespace pulsebox::runtime

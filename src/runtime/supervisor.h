@@ -1,0 +1,42 @@
+// Supervising a started sandbox (any backend): pumps stdout/stderr to the
+// caller, enforces the wall-clock limit (SIGTERM, grace, SIGKILL) and the
+// output cap, and returns once the process has exited and the output is
+// drained. It does not reap: the caller collects the exit status and usage.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <string_view>
+
+#include "pulsebox/backend.h"
+
+namespace pulsebox::runtime {
+
+using Clock = std::chrono::steady_clock;
+
+struct SupervisedProcess {
+  pid_t pid = -1;
+  int pidfd = -1;      // -1: poll with waitid(WNOWAIT) instead
+  int stdout_fd = -1;  // read ends, owned by the caller
+  int stderr_fd = -1;
+  // Delivers a signal to the whole sandbox (SIGTERM, then SIGKILL).
+  std::function<void(int)> signal_sandbox;
+  // Called once when the process has exited, before the output is drained.
+  std::function<void()> on_exit;
+};
+
+struct SupervisionOutcome {
+  bool timed_out = false;
+  bool truncated = false;
+  TerminationReason reason = TerminationReason::None;
+  std::uint64_t output_bytes = 0;
+};
+
+SupervisionOutcome supervise(const SupervisedProcess& process, const ResourcePolicy& limits,
+                             Clock::time_point start,
+                             const std::function<void(OutputStream, std::string_view)>& on_output);
+
+}  // namespace pulsebox::runtime

@@ -1,0 +1,82 @@
+#include "runtime/sync_channel.h"
+
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace pulsebox::runtime {
+namespace {
+
+void copy_text(char* to, std::size_t size, const char* from) noexcept {
+  std::size_t i = 0;
+  for (; from != nullptr && from[i] != '\0' && i + 1 < size; ++i)
+    to[i] = from[i];
+  to[i] = '\0';
+}
+
+void send_message(int fd, const ChildMessage& message) noexcept {
+  while (::send(fd, &message, sizeof message, MSG_NOSIGNAL) < 0 && errno == EINTR) {
+  }
+}
+
+}  // namespace
+
+void send_child_error(int fd, const char* stage, const char* detail, int error_number) noexcept {
+  ChildMessage message;
+  message.kind = ChildMessageKind::Error;
+  message.error_number = error_number;
+  copy_text(message.stage, sizeof message.stage, stage);
+  copy_text(message.detail, sizeof message.detail, detail);
+  send_message(fd, message);
+}
+
+void send_child_exited(int fd, int wait_status) noexcept {
+  ChildMessage message;
+  message.kind = ChildMessageKind::Exited;
+  message.wait_status = wait_status;
+  send_message(fd, message);
+}
+
+bool wait_for_go(int fd) noexcept {
+  ChildMessage message;
+  for (;;) {
+    const ssize_t n = ::recv(fd, &message, sizeof message, 0);
+    if (n < 0 && errno == EINTR) continue;
+    return n == static_cast<ssize_t>(sizeof message) && message.kind == ChildMessageKind::Go;
+  }
+}
+
+bool send_go(int fd) {
+  ChildMessage message;
+  message.kind = ChildMessageKind::Go;
+  return ::send(fd, &message, sizeof message, MSG_NOSIGNAL) ==
+         static_cast<ssize_t>(sizeof message);
+}
+
+std::vector<ChildMessage> drain_messages(int fd) {
+  std::vector<ChildMessage> messages;
+  for (;;) {
+    ChildMessage message;
+    const ssize_t n = ::recv(fd, &message, sizeof message, MSG_DONTWAIT);
+    if (n < 0 && errno == EINTR) continue;
+    if (n != static_cast<ssize_t>(sizeof message)) break;
+    message.stage[sizeof message.stage - 1] = '\0';
+    message.detail[sizeof message.detail - 1] = '\0';
+    messages.push_back(message);
+  }
+  return messages;
+}
+
+std::string describe_child_error(const ChildMessage& message) {
+  std::string text = message.stage;
+  if (message.detail[0] != '\0') text += std::string(" ") + message.detail;
+  if (message.error_number != 0) {
+    const char* name = ::strerrorname_np(message.error_number);
+    text += ": " + std::string(name != nullptr ? name : "errno " + std::to_string(message.error_number)) +
+            " (" + std::strerror(message.error_number) + ")";
+  }
+  return text;
+}
+
+}  // namespace pulsebox::runtime

@@ -1,0 +1,47 @@
+// The channel between the supervisor and the sandbox's init process: a
+// SOCK_SEQPACKET | SOCK_CLOEXEC socket pair carrying fixed-size messages.
+//
+//   supervisor -> init   Go        the id maps are written: start the setup
+//   init/child -> sup.   Error     a setup step failed: {stage, errno, detail}
+//   init -> supervisor   Exited    the command ended: its wait status
+//
+// The command inherits the child's end with CLOEXEC, so it closes at execve:
+// the supervisor never waits for an "exec happened" message. Messages stay
+// readable after the sender has exited, so the supervisor reads them after
+// the sandbox is gone.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace pulsebox::runtime {
+
+enum class ChildMessageKind : std::uint32_t { Go = 1, Error = 2, Exited = 3 };
+
+struct ChildMessage {
+  ChildMessageKind kind = ChildMessageKind::Go;
+  std::int32_t error_number = 0;
+  std::int32_t wait_status = 0;
+  char stage[128] = {};
+  char detail[128] = {};
+};
+
+// Child side: no allocation, only write(2). Failures to send are ignored
+// (the supervisor then sees the child exit without a message).
+void send_child_error(int fd, const char* stage, const char* detail, int error_number) noexcept;
+void send_child_exited(int fd, int wait_status) noexcept;
+// Blocks for the Go message; false on EOF (the supervisor is gone).
+bool wait_for_go(int fd) noexcept;
+
+// Supervisor side.
+bool send_go(int fd);
+// Every message already queued, without blocking.
+std::vector<ChildMessage> drain_messages(int fd);
+
+// "mounting overlay on /workspace: EINVAL (Invalid argument)"
+std::string describe_child_error(const ChildMessage& message);
+
+}  // namespace pulsebox::runtime
