@@ -370,6 +370,15 @@ ExecutionOutcome NativeBackend::execute(const ExecutionRequest& request) {
   if (ec) fail(Error(ErrorKind::kInvalidInput, "native", "workspace " + request.workspace.string() + ": " + ec.message()));
 
   // Staging, locked for the run's lifetime so reconcile() leaves it alone.
+  // Inside the workspace it would be an overlay layer inside another.
+  const fs::path state = fs::weakly_canonical(options_.state_dir, ec);
+  const auto [ws_end, state_end] =
+      std::mismatch(workspace.begin(), workspace.end(), state.begin(), state.end());
+  if (ws_end == workspace.end()) {
+    fail(Error(ErrorKind::kInvalidInput, "native",
+               "the state directory " + options_.state_dir.string() +
+                   " is inside the workspace; choose another (PULSEBOX_STATE_DIR)"));
+  }
   ensure_private_dir(options_.state_dir, ::geteuid() == 0 ? 0711 : 0700);
   ensure_private_dir(options_.state_dir / "runs", ::geteuid() == 0 ? 0711 : 0700);
   const fs::path run_dir = options_.state_dir / "runs" / request.execution_id;

@@ -37,37 +37,29 @@ std::vector<Row> rows_for(const Backend& backend) {
   return rows;
 }
 
-int run_capabilities(bool json) {
-  const bool colour = stdout_is_colour_terminal();
-  const char* native_reason =
-      "the native backend (namespaces, overlay, seccomp, cgroups) is not part of this build of "
-      "pulsebox yet";
-  auto host = make_host_backend();
-  if (json) {
-    nlohmann::json out;
-    out["backends"]["native"] = {{"available", false}, {"reason", native_reason}};
-    nlohmann::json host_json = {{"available", host->availability().available},
-                                {"reason", host->availability().reason},
-                                {"unsafe", true}};
-    for (const auto& row : rows_for(*host)) {
-      host_json["capabilities"][row.what] = {
-          {"level", std::string(to_string(row.capability.level))},
-          {"reason", row.capability.reason},
-          {"fix", row.capability.fix}};
-    }
-    out["backends"]["host"] = host_json;
-    out["backends"]["remote"] = {{"available", false},
-                                 {"reason", "the remote backend is not part of this build yet"}};
-    std::cout << out.dump(2) << "\n";
-    return kExitOk;
+nlohmann::json backend_json(const Backend& backend) {
+  const Availability availability = backend.availability();
+  nlohmann::json out = {{"available", availability.available},
+                        {"reason", availability.reason},
+                        {"unsafe", backend.is_unsafe()}};
+  for (const auto& row : rows_for(backend)) {
+    out["capabilities"][row.what] = {{"level", std::string(to_string(row.capability.level))},
+                                     {"reason", row.capability.reason},
+                                     {"fix", row.capability.fix}};
   }
-  std::cout << paint("native", Colour::Bold, colour) << ": "
-            << paint("unavailable", Colour::Red, colour) << ": " << native_reason << "\n\n";
-  std::cout << paint("remote", Colour::Bold, colour) << ": "
-            << paint("unavailable", Colour::Red, colour)
-            << ": the remote backend is not part of this build yet\n\n";
-  std::cout << paint("host", Colour::Bold, colour) << ": " << host->availability().reason << "\n";
-  for (const auto& row : rows_for(*host)) {
+  return out;
+}
+
+void print_backend(const Backend& backend, bool colour) {
+  const Availability availability = backend.availability();
+  std::cout << paint(backend.name(), Colour::Bold, colour) << ": ";
+  if (!availability.available) {
+    std::cout << paint("unavailable", Colour::Red, colour) << ": " << availability.reason
+              << "\n\n";
+    return;
+  }
+  std::cout << availability.reason << "\n";
+  for (const auto& row : rows_for(backend)) {
     const bool strong = row.capability.level == EnforcementLevel::StronglyEnforced;
     const std::string level(to_string(row.capability.level));
     std::cout << "  " << row.what
@@ -79,6 +71,26 @@ int run_capabilities(bool json) {
       std::cout << std::string(48, ' ') << "fix: " << row.capability.fix << "\n";
     }
   }
+  std::cout << "\n";
+}
+
+int run_capabilities(bool json) {
+  const bool colour = stdout_is_colour_terminal();
+  const char* remote_reason = "the remote backend is not part of this build yet";
+  auto native = make_native_backend();
+  auto host = make_host_backend();
+  if (json) {
+    nlohmann::json out;
+    out["backends"]["native"] = backend_json(*native);
+    out["backends"]["host"] = backend_json(*host);
+    out["backends"]["remote"] = {{"available", false}, {"reason", remote_reason}};
+    std::cout << out.dump(2) << "\n";
+    return kExitOk;
+  }
+  print_backend(*native, colour);
+  std::cout << paint("remote", Colour::Bold, colour) << ": "
+            << paint("unavailable", Colour::Red, colour) << ": " << remote_reason << "\n\n";
+  print_backend(*host, colour);
   return kExitOk;
 }
 

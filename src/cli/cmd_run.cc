@@ -32,6 +32,7 @@ struct RunOptions {
   bool json = false;
   std::vector<std::string> allow_weaker;
   std::string audit_log;
+  std::vector<std::string> ro_binds, rw_binds;
   std::vector<std::string> command;
 };
 
@@ -181,6 +182,23 @@ SandboxOptions build_options(const RunOptions& o) {
     }
     options.accept_weaker.insert(*dimension);
   }
+  // Extra binds: HOST[:SANDBOX], the sandbox path defaulting to the host path.
+  auto add_bind = [&](const std::string& spec, bool writable, const char* flag) {
+    const auto colon = spec.find(':');
+    BindMount bind;
+    bind.host = spec.substr(0, colon);
+    bind.sandbox_path = colon == std::string::npos ? spec : spec.substr(colon + 1);
+    bind.writable = writable;
+    if (bind.host.empty() || !std::filesystem::exists(bind.host, ec)) {
+      bad_input(std::string(flag) + " " + spec + ": no such host path \"" + bind.host.string() +
+                "\"");
+    }
+    options.binds.push_back(std::move(bind));
+  };
+  for (const auto& spec : o.ro_binds)
+    add_bind(spec, false, "--ro-bind");
+  for (const auto& spec : o.rw_binds)
+    add_bind(spec, true, "--bind");
   options.backend_name = o.backend;
   options.unsafe_host_execution = o.unsafe_host;
   if (!o.audit_log.empty()) options.audit_log_path = o.audit_log;
@@ -323,6 +341,10 @@ void register_run_command(CLI::App& app, int& exit_code) {
                       "strongly enforced here (repeatable)");
   run_cmd->add_option("--audit-log", o->audit_log,
                       "Audit log (default <workspace>/.agent/logs/audit.jsonl)");
+  run_cmd->add_option("--ro-bind", o->ro_binds,
+                      "HOST[:SANDBOX] shown read-only inside (repeatable, audited)");
+  run_cmd->add_option("--bind", o->rw_binds,
+                      "HOST[:SANDBOX] shown read-write inside (repeatable, audited)");
   run_cmd->footer("The command and its arguments follow --, e.g. pulsebox run -- make test");
   run_cmd->callback([o, &exit_code] {
     o->command = run_command_tail();

@@ -77,7 +77,9 @@ std::string check_bind_target(const std::string& sandbox_path,
                               const std::vector<std::string>& system_paths) {
   const std::filesystem::path path(sandbox_path);
   if (!path.is_absolute()) return "the sandbox path must be absolute";
-  if (path.lexically_normal().string() != sandbox_path || sandbox_path.find("/.") != std::string::npos) {
+  if (path.lexically_normal().string() != sandbox_path ||
+      sandbox_path.find("/.") != std::string::npos ||
+      (sandbox_path.size() > 1 && sandbox_path.back() == '/')) {
     return "the sandbox path must be normal (no ., .. or trailing /)";
   }
   if (sandbox_path == "/") return "cannot bind over the sandbox's root";

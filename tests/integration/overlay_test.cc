@@ -32,8 +32,7 @@ class OverlayTest : public ::testing::TestWithParam<OverlayMode> {
  protected:
   void SetUp() override {
     if (GetParam().kind == NamespaceKind::kMountOnly) {
-      PULSEBOX_SKIP_UNLESS(::geteuid() == 0,
-                           "trusted.overlay.* xattrs need root in the initial user namespace");
+      PULSEBOX_SKIP_UNLESS_ROOT("trusted.overlay.* xattrs need root in the initial user namespace");
     }
     for (const char* dir : {"ws", "upper", "work", "merged"}) {
       std::filesystem::create_directories(base_ / dir);

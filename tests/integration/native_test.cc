@@ -1,0 +1,327 @@
+// The native backend, for real: a static probe runs inside the sandbox and
+// reports what it sees. Runs as root (an unprivileged id range, idmapped
+// workspace) and as an ordinary user (one mapped id); CI does both.
+#include <dirent.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fcntl.h>
+#include <map>
+#include <thread>
+
+#include "helpers/test_support.h"
+#include "pulsebox/error.h"
+#include "pulsebox/sandbox.h"
+
+namespace pulsebox {
+namespace {
+
+using testing::TempDir;
+namespace fs = std::filesystem;
+
+std::map<std::string, std::string> parse_report(const std::string& text) {
+  std::map<std::string, std::string> values;
+  std::istringstream lines(text);
+  std::string line;
+  while (std::getline(lines, line)) {
+    const auto eq = line.find('=');
+    if (eq != std::string::npos) values[line.substr(0, eq)] = line.substr(eq + 1);
+  }
+  return values;
+}
+
+// Host processes whose command line contains `marker` (read-only scan of /proc).
+int processes_with_marker(const std::string& marker) {
+  int found = 0;
+  DIR* proc = ::opendir("/proc");
+  while (dirent* entry = ::readdir(proc)) {
+    if (entry->d_name[0] < '0' || entry->d_name[0] > '9') continue;
+    std::string cmdline = testing::read_file(std::string("/proc/") + entry->d_name + "/cmdline");
+    std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+    if (cmdline.find(marker) != std::string::npos) ++found;
+  }
+  ::closedir(proc);
+  return found;
+}
+
+class NativeBackendTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto backend = make_native_backend(native_options());
+    const Availability availability = backend->availability();
+    PULSEBOX_SKIP_UNLESS(availability.available, availability.reason);
+    const char* probe = std::getenv("PULSEBOX_PROBE");
+    ASSERT_NE(probe, nullptr) << "PULSEBOX_PROBE is set by meson";
+    fs::copy_file(probe, workspace_ / "probe");
+    fs::permissions(workspace_ / "probe", fs::perms(0755));
+    testing::write_file(workspace_ / "a.txt", "original\n");
+  }
+
+  NativeBackendOptions native_options() {
+    NativeBackendOptions options;
+    options.state_dir = state_.path();
+    return options;
+  }
+
+  SandboxOptions options() {
+    SandboxOptions o;
+    o.workspace = workspace_.path();
+    o.policy.add_rule({ActionType::Shell, "*", Decision::Allow, "test"});
+    o.backend = make_native_backend(native_options());
+    // Seccomp profiles are a separate piece of work; everything else is strong.
+    o.accept_weaker = {Dimension::Syscalls, Dimension::Limits};
+    return o;
+  }
+
+  ProcessResult run(Sandbox& sandbox, const std::vector<std::string>& argv,
+                    ExecuteOptions execute = {}) {
+    return sandbox.execute(argv, execute);
+  }
+
+  TempDir workspace_;
+  TempDir state_;
+};
+
+TEST_F(NativeBackendTest, TheProbeSeesAnIsolatedUnprivilegedSandbox) {
+  Sandbox sandbox(options());
+  const std::string home = std::getenv("HOME") != nullptr ? std::getenv("HOME") : "/root";
+  const auto result = run(sandbox, {"/workspace/probe", "report", home, home + "/.ssh",
+                                    workspace_.path().string(), state_.path().string(), "/home"});
+  ASSERT_EQ(result.exit_code, 0) << result.stderr_data << result.termination_detail;
+  auto seen = parse_report(result.stdout_data);
+  EXPECT_EQ(seen["pid"], "2") << "init is pid 1, the command pid 2";
+  EXPECT_EQ(seen["ppid"], "1");
+  EXPECT_EQ(seen["uid"], "1000");
+  EXPECT_EQ(seen["gid"], "1000");
+  EXPECT_EQ(seen["hostname"], "pulsebox");
+  for (const char* set : {"CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"}) {
+    EXPECT_EQ(seen[set], "0000000000000000") << set;
+  }
+  EXPECT_EQ(seen["NoNewPrivs"], "1");
+  EXPECT_EQ(seen["root_fs"], "tmpfs");
+  EXPECT_EQ(seen["workspace_fs"], "overlay");
+  EXPECT_EQ(seen["tmp_fs"], "tmpfs");
+  EXPECT_EQ(seen["proc_fs"], "proc");
+  EXPECT_EQ(seen["shadow"], "EACCES");
+  EXPECT_EQ(seen["etc_passwd_readable"], "ok");
+  for (const std::string& hidden : {home, home + "/.ssh", workspace_.path().string(),
+                                    state_.path().string(), std::string("/home")}) {
+    EXPECT_EQ(seen["host_path " + hidden], "ENOENT") << hidden;
+  }
+  EXPECT_EQ(seen["write_usr"], "EROFS");
+  EXPECT_EQ(seen["write_etc"], "EROFS");
+  EXPECT_EQ(seen["write_root"], "EROFS");
+  EXPECT_EQ(seen["write_tmp"], "ok");
+  EXPECT_EQ(seen["write_workspace"], "ok");
+  EXPECT_NE(seen["proc_sys_write"], "ok");
+  EXPECT_NE(seen["kcore"], "ok");
+  EXPECT_EQ(seen["agent_dir"], "empty") << "the audit log and transactions stay hidden";
+  EXPECT_EQ(seen["interfaces"], "lo");
+  EXPECT_EQ(seen["lo_up"], "1");
+  EXPECT_EQ(seen["extra_fds"], "0");
+  EXPECT_EQ(seen["sid_is_self"], "1");
+
+  // The write landed in a transaction only.
+  EXPECT_FALSE(fs::exists(workspace_ / "probe-new.txt"));
+  ASSERT_TRUE(result.transaction_id.has_value());
+  ASSERT_EQ(result.changes.size(), 1u);
+  EXPECT_EQ(result.changes[0].path, "probe-new.txt");
+  EXPECT_EQ(result.changes[0].kind, ChangeKind::Added);
+  sandbox.commit_transaction(*result.transaction_id);
+  EXPECT_EQ(testing::read_file(workspace_ / "probe-new.txt"), "written by the probe\n");
+}
+
+TEST_F(NativeBackendTest, WorkspaceEditsDeletesAndModesBecomeOneTransaction) {
+  testing::write_file(workspace_ / "dir/keep.txt", "keep\n");
+  testing::write_file(workspace_ / "gone.txt", "bye\n");
+  auto o = options();
+  o.changes = ChangesMode::Commit;
+  Sandbox sandbox(std::move(o));
+  const auto result = run(sandbox, {"sh", "-c",
+                                    "echo more >> a.txt && rm gone.txt && mkdir -p new/deep && "
+                                    "echo n > new/deep/n.txt && chmod 700 dir/keep.txt"});
+  ASSERT_EQ(result.exit_code, 0) << result.stderr_data << result.termination_detail;
+  EXPECT_EQ(testing::read_file(workspace_ / "a.txt"), "original\nmore\n");
+  EXPECT_FALSE(fs::exists(workspace_ / "gone.txt"));
+  EXPECT_EQ(testing::read_file(workspace_ / "new/deep/n.txt"), "n\n");
+  EXPECT_EQ(fs::status(workspace_ / "dir/keep.txt").permissions() & fs::perms::all,
+            fs::perms(0700));
+}
+
+TEST_F(NativeBackendTest, ADaemonDoesNotOutliveTheRun) {
+  Sandbox sandbox(options());
+  const std::string marker = "pulsebox-daemon-" + std::to_string(::getpid());
+  const auto result = run(sandbox, {"/workspace/probe", "daemon", marker});
+  ASSERT_EQ(result.exit_code, 0) << result.stderr_data << result.termination_detail;
+  EXPECT_NE(result.stdout_data.find("daemon=started"), std::string::npos);
+  EXPECT_EQ(processes_with_marker(marker), 0) << "the double-forked sleeper survived the run";
+}
+
+TEST_F(NativeBackendTest, TheTimeoutKillsTheWholeSandbox) {
+  auto o = options();
+  o.limits.wall_time_seconds = 1;
+  o.limits.termination_grace_seconds = 0.5;
+  Sandbox sandbox(std::move(o));
+  const std::string marker = "pulsebox-timeout-" + std::to_string(::getpid());
+  const auto started = std::chrono::steady_clock::now();
+  const auto result =
+      run(sandbox, {"sh", "-c", "/workspace/probe daemon " + marker + " && exec sleep 60"});
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  EXPECT_EQ(result.termination_reason, TerminationReason::Timeout);
+  EXPECT_TRUE(result.timed_out);
+  EXPECT_LT(seconds, 20) << "the run outlived its deadline by far";
+  EXPECT_EQ(processes_with_marker(marker), 0);
+}
+
+TEST_F(NativeBackendTest, ExitStatusAndSignalsComeThrough) {
+  Sandbox sandbox(options());
+  auto exited = run(sandbox, {"sh", "-c", "exit 7"});
+  EXPECT_EQ(exited.exit_code, 7);
+  EXPECT_EQ(exited.termination_reason, TerminationReason::None);
+  auto killed = run(sandbox, {"sh", "-c", "kill -KILL $$"});
+  EXPECT_EQ(killed.signal, std::optional<int>(9));
+  EXPECT_EQ(killed.exit_code, 137);
+  EXPECT_EQ(killed.termination_reason, TerminationReason::Signal);
+  auto output = run(sandbox, {"sh", "-c", "echo out; echo err >&2"});
+  EXPECT_EQ(output.stdout_data, "out\n");
+  EXPECT_EQ(output.stderr_data, "err\n");
+}
+
+TEST_F(NativeBackendTest, TheOutputCapStopsTheSandbox) {
+  auto o = options();
+  o.limits.max_output_bytes = 4096;
+  Sandbox sandbox(std::move(o));
+  const auto result = run(sandbox, {"sh", "-c", "while :; do echo aaaaaaaaaaaaaaaa; done"});
+  EXPECT_TRUE(result.truncated);
+  EXPECT_EQ(result.termination_reason, TerminationReason::OutputLimit);
+  EXPECT_EQ(result.stdout_data.size(), 4096u);
+}
+
+TEST_F(NativeBackendTest, ProcessLimitHoldsForTheWholeSandbox) {
+  auto o = options();
+  o.limits.max_processes = 8;
+  Sandbox sandbox(std::move(o));
+  const auto result = run(sandbox, {"/workspace/probe", "forks", "40"});
+  ASSERT_EQ(result.exit_code, 0) << result.stderr_data;
+  const auto seen = parse_report(result.stdout_data);
+  EXPECT_LE(std::stoi(seen.at("forked")), 8);
+  EXPECT_EQ(seen.at("fork_error"), "EAGAIN");
+}
+
+TEST_F(NativeBackendTest, LocalhostModeHasAWorkingLoopbackAndNothingElse) {
+  auto o = options();
+  o.network.mode = NetworkMode::LocalhostOnly;
+  o.policy.add_rule({ActionType::Network, "*", Decision::Allow, "test"});
+  Sandbox sandbox(std::move(o));
+  const auto result = run(sandbox, {"/workspace/probe", "loopback"});
+  EXPECT_EQ(parse_report(result.stdout_data)["loopback"], "ok") << result.stdout_data;
+  const auto report = run(sandbox, {"/workspace/probe", "report"});
+  EXPECT_EQ(parse_report(report.stdout_data)["interfaces"], "lo");
+}
+
+TEST_F(NativeBackendTest, EachLaunchFailureNamesItsStage) {
+  Sandbox sandbox(options());
+  const auto missing = run(sandbox, {"no-such-command-here"});
+  EXPECT_EQ(missing.termination_reason, TerminationReason::LaunchError);
+  EXPECT_EQ(missing.exit_code, 127);
+  EXPECT_NE(missing.termination_detail.find("cannot execute no-such-command-here: ENOENT"),
+            std::string::npos)
+      << missing.termination_detail;
+
+  const auto not_executable = run(sandbox, {"/workspace/a.txt"});
+  EXPECT_EQ(not_executable.exit_code, 126);
+  EXPECT_NE(not_executable.termination_detail.find("EACCES"), std::string::npos)
+      << not_executable.termination_detail;
+
+  // A directory the sandbox user may not enter.
+  fs::create_directory(workspace_ / "locked");
+  fs::permissions(workspace_ / "locked", fs::perms::none);
+  ExecuteOptions execute;
+  execute.cwd = "locked";
+  const auto bad_cwd = run(sandbox, {"true"}, execute);
+  fs::permissions(workspace_ / "locked", fs::perms(0755));
+  EXPECT_EQ(bad_cwd.termination_reason, TerminationReason::LaunchError);
+  EXPECT_EQ(bad_cwd.exit_code, 125);
+  EXPECT_NE(bad_cwd.termination_detail.find(
+                "changing to the working directory /workspace/locked: EACCES"),
+            std::string::npos)
+      << bad_cwd.termination_detail;
+
+  // A setup step in the child: the kernel refuses a 100-character hostname.
+  auto o = options();
+  auto native = native_options();
+  native.hostname = std::string(100, 'h');
+  o.backend = make_native_backend(native);
+  Sandbox long_name(std::move(o));
+  const auto hostname = run(long_name, {"true"});
+  EXPECT_EQ(hostname.termination_reason, TerminationReason::LaunchError);
+  EXPECT_EQ(hostname.exit_code, 125);
+  EXPECT_NE(hostname.termination_detail.find("setting the hostname: EINVAL"), std::string::npos)
+      << hostname.termination_detail;
+}
+
+TEST_F(NativeBackendTest, AStagingAreaInsideTheWorkspaceIsRefused) {
+  auto o = options();
+  auto native = native_options();
+  native.state_dir = workspace_ / "state";
+  o.backend = make_native_backend(native);
+  Sandbox overlapping(std::move(o));
+  try {
+    overlapping.execute({"true"});
+    FAIL() << "a state directory inside the workspace was accepted";
+  } catch (const SandboxConfigError& error) {
+    EXPECT_NE(std::string(error.what()).find("inside the workspace"), std::string::npos)
+        << error.what();
+  }
+}
+
+TEST_F(NativeBackendTest, ExtraBindsAreReadOnlyUnlessAskedAndRefusedInsideOwnDirectories) {
+  TempDir data;
+  testing::write_file(data / "input.txt", "bound\n");
+  // Binds keep host permissions: the sandbox user is "other" to host files.
+  fs::permissions(data.path(), fs::perms(0755));
+  auto o = options();
+  o.binds = {{data.path(), "/data", false}};
+  Sandbox sandbox(std::move(o));
+  const auto result =
+      run(sandbox, {"sh", "-c", "cat /data/input.txt; echo x > /data/out 2>/dev/null || echo ro"});
+  EXPECT_EQ(result.stdout_data, "bound\nro\n") << result.stderr_data << result.termination_detail;
+
+  auto bad = options();
+  bad.binds = {{data.path(), "/usr/data", false}};
+  Sandbox refused(std::move(bad));
+  EXPECT_THROW(refused.execute({"true"}), SandboxConfigError);
+}
+
+TEST_F(NativeBackendTest, ReconcileRemovesCrashedRunsButNotLiveOnes) {
+  const fs::path runs = state_.path() / "runs";
+  fs::create_directories(runs / "run-crashed/upper");
+  testing::write_file(runs / "run-crashed/lock", "");
+  fs::create_directories(runs / "run-live/upper");
+  testing::write_file(runs / "run-live/lock", "");
+  const int live_lock = ::open((runs / "run-live/lock").c_str(), O_RDWR | O_CLOEXEC);
+  ASSERT_EQ(::flock(live_lock, LOCK_EX), 0);
+  auto backend = make_native_backend(native_options());
+  backend->reconcile();
+  EXPECT_FALSE(fs::exists(runs / "run-crashed"));
+  EXPECT_TRUE(fs::exists(runs / "run-live"));
+  ::close(live_lock);
+}
+
+TEST_F(NativeBackendTest, CapabilitiesReportStrongIsolation) {
+  auto backend = make_native_backend(native_options());
+  EXPECT_EQ(backend->filesystem_capability().level, EnforcementLevel::StronglyEnforced);
+  EXPECT_EQ(backend->network_capability({}).level, EnforcementLevel::StronglyEnforced);
+  EXPECT_EQ(backend->secrets_capability({}).level, EnforcementLevel::StronglyEnforced);
+  EXPECT_EQ(backend->process_containment_capability().level, EnforcementLevel::StronglyEnforced);
+  EXPECT_EQ(backend->limit_capability(LimitKind::WallTime).level,
+            EnforcementLevel::StronglyEnforced);
+  NetworkPolicy allowlist;
+  allowlist.mode = NetworkMode::Allowlist;
+  EXPECT_EQ(backend->network_capability(allowlist).level, EnforcementLevel::Unsupported);
+}
+
+}  // namespace
+}  // namespace pulsebox

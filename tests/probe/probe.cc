@@ -1,0 +1,269 @@
+// The probe: a small static program run inside sandboxes by the integration
+// tests. It reports what it sees as "key=value" lines on stdout, one
+// subcommand per aspect. It depends on nothing inside the sandbox.
+//
+//   probe report HOST_PATH...   identity, capabilities, mounts, files, network
+//   probe daemon MARKER         double-fork a sleeper (setsid) and return
+//   probe sleep MARKER SECONDS  sleep (the daemon's body; MARKER names it in ps)
+//   probe forks N               try to start N sleeping children; report how many
+//   probe loopback              a TCP round trip over 127.0.0.1
+//   probe write PATH TEXT       write a file; report the errno
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <dirent.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+void put(const std::string& key, const std::string& value) {
+  std::printf("%s=%s\n", key.c_str(), value.c_str());
+}
+
+std::string errno_name(int error_number) {
+  const char* name = strerrorname_np(error_number);
+  return name != nullptr ? name : std::to_string(error_number);
+}
+
+std::string slurp(const char* path) {
+  std::ifstream in(path);
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
+// "ok" or the errno name of opening `path` with `flags`.
+std::string try_open(const std::string& path, int flags) {
+  const int fd = ::open(path.c_str(), flags | O_CLOEXEC, 0644);
+  if (fd < 0) return errno_name(errno);
+  ::close(fd);
+  return "ok";
+}
+
+std::string filesystem_at(const std::string& mount_point) {
+  // mountinfo: id parent major:minor root mount-point options ... - fstype source
+  std::istringstream lines(slurp("/proc/self/mountinfo"));
+  std::string line, found = "none";
+  while (std::getline(lines, line)) {
+    std::istringstream fields(line);
+    std::string id, parent, device, root, point;
+    fields >> id >> parent >> device >> root >> point;
+    if (point != mount_point) continue;
+    const auto dash = line.find(" - ");
+    if (dash == std::string::npos) continue;
+    std::istringstream rest(line.substr(dash + 3));
+    rest >> found;  // the last mount at this point wins
+  }
+  return found;
+}
+
+int report(int argc, char** argv) {
+  put("pid", std::to_string(::getpid()));
+  put("ppid", std::to_string(::getppid()));
+  put("uid", std::to_string(::getuid()));
+  put("gid", std::to_string(::getgid()));
+  put("euid", std::to_string(::geteuid()));
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  put("hostname", host);
+  std::istringstream status(slurp("/proc/self/status"));
+  std::string line;
+  while (std::getline(status, line)) {
+    for (const char* key : {"CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb", "NoNewPrivs"}) {
+      const std::string prefix = std::string(key) + ":";
+      if (line.rfind(prefix, 0) == 0) {
+        std::string value = line.substr(prefix.size());
+        value.erase(0, value.find_first_not_of(" \t"));
+        put(key, value);
+      }
+    }
+  }
+  put("root_fs", filesystem_at("/"));
+  put("workspace_fs", filesystem_at("/workspace"));
+  put("tmp_fs", filesystem_at("/tmp"));
+  put("proc_fs", filesystem_at("/proc"));
+  // Secrets and host files.
+  {
+    const int fd = ::open("/etc/shadow", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+      put("shadow", errno_name(errno));
+    } else {
+      char buffer[64];
+      const ssize_t n = ::read(fd, buffer, sizeof buffer);
+      put("shadow", "read " + std::to_string(n));
+      ::close(fd);
+    }
+  }
+  put("etc_passwd_readable", try_open("/etc/passwd", O_RDONLY));
+  for (int i = 2; i < argc; ++i) {
+    put("host_path " + std::string(argv[i]), ::access(argv[i], F_OK) == 0 ? "visible" : errno_name(errno));
+  }
+  put("write_usr", try_open("/usr/probe-write", O_WRONLY | O_CREAT));
+  put("write_etc", try_open("/etc/probe-write", O_WRONLY | O_CREAT));
+  put("write_root", try_open("/probe-write", O_WRONLY | O_CREAT));
+  put("write_tmp", try_open("/tmp/probe-write", O_WRONLY | O_CREAT));
+  {
+    const int fd = ::open("/workspace/probe-new.txt", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+      put("write_workspace", errno_name(errno));
+    } else {
+      const char text[] = "written by the probe\n";
+      put("write_workspace", ::write(fd, text, sizeof text - 1) == sizeof text - 1 ? "ok" : errno_name(errno));
+      ::close(fd);
+    }
+  }
+  put("proc_sys_write", try_open("/proc/sys/kernel/hostname", O_WRONLY));
+  put("kcore", try_open("/proc/kcore", O_RDONLY));
+  {
+    int entries = 0;
+    std::string agent = "absent";
+    struct stat st {};
+    if (::stat("/workspace/.agent", &st) == 0) {
+      agent = "empty";
+      if (auto* dir = ::opendir("/workspace/.agent")) {
+        while (auto* entry = ::readdir(dir)) {
+          if (std::string(entry->d_name) != "." && std::string(entry->d_name) != "..") ++entries;
+        }
+        ::closedir(dir);
+      }
+      if (entries > 0) agent = std::to_string(entries) + " entries";
+    }
+    put("agent_dir", agent);
+  }
+  // Network interfaces, from /proc/net/dev.
+  std::istringstream dev(slurp("/proc/net/dev"));
+  std::string interfaces;
+  int skipped = 0;
+  while (std::getline(dev, line)) {
+    if (skipped++ < 2) continue;
+    const auto colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    std::string name = line.substr(0, colon);
+    name.erase(0, name.find_first_not_of(' '));
+    interfaces += (interfaces.empty() ? "" : ",") + name;
+  }
+  put("interfaces", interfaces);
+  {
+    const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    ifreq request{};
+    std::strcpy(request.ifr_name, "lo");
+    const bool up = fd >= 0 && ::ioctl(fd, SIOCGIFFLAGS, &request) == 0 && (request.ifr_flags & IFF_UP);
+    put("lo_up", up ? "1" : "0");
+    if (fd >= 0) ::close(fd);
+  }
+  // Open descriptors beyond stdio.
+  int extra_fds = 0;
+  for (int fd = 3; fd < 1024; ++fd) {
+    if (::fcntl(fd, F_GETFD) >= 0) ++extra_fds;
+  }
+  put("extra_fds", std::to_string(extra_fds));
+  put("sid_is_self", ::getsid(0) == ::getpid() ? "1" : "0");
+  return 0;
+}
+
+int daemonize(const char* marker) {
+  const pid_t first = ::fork();
+  if (first < 0) return 1;
+  if (first == 0) {
+    ::setsid();
+    const pid_t second = ::fork();
+    if (second == 0) {
+      const char* args[] = {"probe", "sleep", marker, "120", nullptr};
+      ::execv("/proc/self/exe", const_cast<char**>(args));
+      ::_exit(127);
+    }
+    ::_exit(0);
+  }
+  int status = 0;
+  ::waitpid(first, &status, 0);
+  put("daemon", "started");
+  return 0;
+}
+
+int forks(int count) {
+  std::vector<pid_t> children;
+  int failed_errno = 0;
+  for (int i = 0; i < count; ++i) {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      ::pause();
+      ::_exit(0);
+    }
+    if (pid < 0) {
+      failed_errno = errno;
+      break;
+    }
+    children.push_back(pid);
+  }
+  put("forked", std::to_string(children.size()));
+  put("fork_error", failed_errno ? errno_name(failed_errno) : "none");
+  for (pid_t pid : children) ::kill(pid, SIGKILL);  // our own children only
+  for (pid_t pid : children) ::waitpid(pid, nullptr, 0);
+  return 0;
+}
+
+int loopback() {
+  const int server = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof address;
+  if (server < 0 || ::bind(server, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
+      ::listen(server, 1) != 0 ||
+      ::getsockname(server, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+    put("loopback", errno_name(errno));
+    return 0;
+  }
+  const int client = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (::connect(client, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
+    put("loopback", errno_name(errno));
+    return 0;
+  }
+  const int accepted = ::accept(server, nullptr, nullptr);
+  char byte = 'x';
+  const bool ok = ::write(client, &byte, 1) == 1 && ::read(accepted, &byte, 1) == 1 && byte == 'x';
+  put("loopback", ok ? "ok" : errno_name(errno));
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string command = argc > 1 ? argv[1] : "";
+  if (command == "report") return report(argc, argv);
+  if (command == "daemon" && argc == 3) return daemonize(argv[2]);
+  if (command == "sleep" && argc == 4) {
+    ::sleep(static_cast<unsigned>(std::atoi(argv[3])));
+    return 0;
+  }
+  if (command == "forks" && argc == 3) return forks(std::atoi(argv[2]));
+  if (command == "loopback") return loopback();
+  if (command == "write" && argc == 4) {
+    const int fd = ::open(argv[2], O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    put("write", fd < 0 ? errno_name(errno) : "ok");
+    if (fd >= 0) {
+      (void)!::write(fd, argv[3], std::strlen(argv[3]));
+      ::close(fd);
+    }
+    return 0;
+  }
+  std::fprintf(stderr, "usage: probe report|daemon|sleep|forks|loopback|write ...\n");
+  return 2;
+}

@@ -1,0 +1,168 @@
+// The launch plan as data: mount steps, exec candidates, bind checks, id
+// ranges. No privileges needed; the real thing runs in tests/integration.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "helpers/test_support.h"
+#include "linux/userns.h"
+#include "runtime/plan.h"
+#include "runtime/sync_channel.h"
+
+namespace pulsebox::runtime {
+namespace {
+
+using linux_api::MountOp;
+using linux_api::MountStep;
+using testing::TempDir;
+
+std::vector<MountStep> steps_for(const MountLayout& layout) {
+  auto steps = build_mount_steps(layout);
+  EXPECT_TRUE(steps.ok()) << (steps.ok() ? "" : steps.error().to_string());
+  return steps.ok() ? std::move(steps).value() : std::vector<MountStep>{};
+}
+
+std::ptrdiff_t index_of(const std::vector<MountStep>& steps, const std::string& stage) {
+  const auto it = std::find_if(steps.begin(), steps.end(),
+                               [&](const MountStep& step) { return step.stage == stage; });
+  return it == steps.end() ? -1 : it - steps.begin();
+}
+
+class PlanTest : public ::testing::Test {
+ protected:
+  MountLayout layout() {
+    MountLayout l;
+    l.workspace = workspace_.path();
+    l.run_dir = run_.path();
+    l.system_paths = {"/usr", "/bin", "/etc"};
+    l.hidden_paths = {"/etc/shadow", "/etc/does-not-exist", "/usr/share/nothing-here"};
+    return l;
+  }
+  TempDir workspace_;
+  TempDir run_;
+};
+
+TEST_F(PlanTest, TheRootComesFirstAndEveryTargetIsInsideIt) {
+  const auto steps = steps_for(layout());
+  ASSERT_FALSE(steps.empty());
+  EXPECT_EQ(steps[0].op, MountOp::Tmpfs);
+  EXPECT_EQ(steps[0].target, (run_.path() / "root").string());
+  const std::string root = (run_.path() / "root").string();
+  for (const auto& step : steps) {
+    EXPECT_EQ(step.target.rfind(root, 0), 0u) << step.stage << " targets " << step.target;
+    EXPECT_FALSE(step.stage.empty());
+  }
+}
+
+TEST_F(PlanTest, SystemDirectoriesAreBoundReadOnlyAndSymlinksKept) {
+  const auto steps = steps_for(layout());
+  const auto bind = index_of(steps, "bind-mounting /usr on /usr");
+  const auto read_only = index_of(steps, "making /usr read-only");
+  ASSERT_GE(bind, 0);
+  EXPECT_EQ(read_only, bind + 1);
+  EXPECT_TRUE(steps[static_cast<std::size_t>(read_only)].recursive);
+  std::error_code ec;
+  if (std::filesystem::is_symlink("/bin", ec)) {
+    const auto link = index_of(steps, "linking /bin");
+    ASSERT_GE(link, 0);
+    EXPECT_EQ(steps[static_cast<std::size_t>(link)].source,
+              std::filesystem::read_symlink("/bin").string());
+  }
+}
+
+TEST_F(PlanTest, OnlyExistingHiddenPathsUnderSystemDirectoriesAreMasked) {
+  const auto steps = steps_for(layout());
+  const std::string empty = (run_.path() / "empty").string();
+  const auto shadow = index_of(steps, "bind-mounting " + empty + " on /etc/shadow");
+  EXPECT_GE(shadow, 0);
+  EXPECT_GT(shadow, index_of(steps, "making /etc read-only")) << "masks go over the bind";
+  EXPECT_EQ(index_of(steps, "bind-mounting " + empty + " on /etc/does-not-exist"), -1);
+}
+
+TEST_F(PlanTest, TheWorkspaceIsAnOverlayWithEscapedPathsAndAgentHidden) {
+  auto l = layout();
+  std::filesystem::create_directories(workspace_ / "a,b:c");
+  std::filesystem::create_directories(workspace_ / ".agent");
+  l.workspace = workspace_ / "a,b:c";
+  auto steps = steps_for(l);
+  auto overlay = index_of(steps, "mounting overlay on /workspace");
+  ASSERT_GE(overlay, 0);
+  const auto& data = steps[static_cast<std::size_t>(overlay)].data;
+  EXPECT_NE(data.find("lowerdir=" + workspace_.path().string() + "/a\\,b\\:c,"),
+            std::string::npos)
+      << data;
+  EXPECT_NE(data.find(",userxattr,index=off,xino=off"), std::string::npos) << data;
+  EXPECT_EQ(index_of(steps, "mounting tmpfs on /workspace/.agent"), -1)
+      << "this lower has no .agent";
+
+  steps = steps_for(layout());
+  overlay = index_of(steps, "mounting overlay on /workspace");
+  EXPECT_EQ(index_of(steps, "mounting tmpfs on /workspace/.agent"), overlay + 1);
+}
+
+TEST_F(PlanTest, AnIdmappedWorkspaceIsAttachedBeforeTheOverlayUsesIt) {
+  auto l = layout();
+  l.idmapped_workspace_fd = 42;
+  const auto steps = steps_for(l);
+  const auto attach = index_of(steps, "attaching the idmapped workspace");
+  const auto overlay = index_of(steps, "mounting overlay on /workspace");
+  ASSERT_GE(attach, 0);
+  EXPECT_LT(attach, overlay);
+  EXPECT_EQ(steps[static_cast<std::size_t>(attach)].fd, 42);
+  EXPECT_NE(steps[static_cast<std::size_t>(overlay)].data.find(
+                "lowerdir=" + (run_.path() / "lower").string() + ","),
+            std::string::npos);
+}
+
+TEST_F(PlanTest, ExtraBindsAreCheckedAndMadeReadOnlyUnlessWritable) {
+  auto l = layout();
+  l.binds = {{workspace_.path(), "/data/in", false}, {run_.path(), "/tmp/out", true}};
+  const auto steps = steps_for(l);
+  const std::string ws = std::filesystem::canonical(workspace_.path()).string();
+  const auto in = index_of(steps, "bind-mounting " + ws + " on /data/in");
+  ASSERT_GE(in, 0);
+  EXPECT_EQ(steps[static_cast<std::size_t>(in + 1)].op, MountOp::ReadOnly);
+  EXPECT_GE(index_of(steps, "creating /data"), 0);
+  const auto out = index_of(
+      steps, "bind-mounting " + std::filesystem::canonical(run_.path()).string() + " on /tmp/out");
+  ASSERT_GE(out, 0);
+  const auto next = static_cast<std::size_t>(out + 1);
+  EXPECT_TRUE(next == steps.size() || steps[next].op != MountOp::ReadOnly);
+
+  for (const std::string bad : {"relative", "/", "/workspace/x", "/proc/x", "/dev/x", "/usr/x",
+                                "/data/../etc", "/data/"}) {
+    EXPECT_NE(check_bind_target(bad, l.system_paths), "") << bad;
+  }
+  l.binds = {{workspace_ / "missing", "/data", false}};
+  auto missing = build_mount_steps(l);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.error().kind(), core::ErrorKind::kInvalidInput);
+}
+
+TEST(ExecCandidates, SearchPathInOrderUnlessTheProgramHasASlash) {
+  EXPECT_EQ(exec_candidates("make", "/usr/local/bin:relative::/usr/bin"),
+            (std::vector<std::string>{"/usr/local/bin/make", "/usr/bin/make"}));
+  EXPECT_EQ(exec_candidates("./run.sh", "/usr/bin"), (std::vector<std::string>{"./run.sh"}));
+  EXPECT_EQ(exec_candidates("/bin/sh", "/usr/bin"), (std::vector<std::string>{"/bin/sh"}));
+}
+
+TEST(SubordinateIds, TheFirstLargeEnoughRangeOfTheUser) {
+  TempDir dir;
+  testing::write_file(dir / "subuid",
+                      "alice:100000:65536\nroot:200000:1000\nbroken\nroot:300000:65536\n");
+  EXPECT_EQ(linux_api::subordinate_id_base((dir / "subuid").string(), "root", 65536),
+            std::optional<std::uint32_t>(300000));
+  EXPECT_EQ(linux_api::subordinate_id_base((dir / "subuid").string(), "bob", 1), std::nullopt);
+}
+
+TEST(ChildMessages, DescribeTheStageAndTheErrno) {
+  ChildMessage message;
+  message.kind = ChildMessageKind::Error;
+  message.error_number = EINVAL;
+  std::snprintf(message.stage, sizeof message.stage, "mounting overlay on /workspace");
+  EXPECT_EQ(describe_child_error(message),
+            "mounting overlay on /workspace: EINVAL (Invalid argument)");
+}
+
+}  // namespace
+}  // namespace pulsebox::runtime
