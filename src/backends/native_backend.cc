@@ -49,8 +49,8 @@ constexpr std::uint32_t kRootRangeSize = 65536;
 // far above any ordinary account.
 constexpr std::uint32_t kDefaultRootIdBase = 0x70000000;
 
-constexpr std::uint64_t kNamespaces = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC |
-                                      CLONE_NEWUTS | CLONE_NEWCGROUP;
+constexpr std::uint64_t kNamespaces =
+    CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP;
 
 [[noreturn]] void fail(Error error) {
   core::throw_error(std::move(error));
@@ -116,8 +116,10 @@ HostProbe probe_host() {
   if (pid == 0) ::_exit(0);
   if (pid < 0) {
     const int error_number = errno;
-    probe.namespaces_reason = "creating user, mount, pid, ipc, uts, cgroup and network namespaces "
-                              "failed: " + errno_text(error_number);
+    probe.namespaces_reason =
+        "creating user, mount, pid, ipc, uts, cgroup and network namespaces "
+        "failed: " +
+        errno_text(error_number);
   } else {
     int status = 0;
     ::waitpid(static_cast<pid_t>(pid), &status, 0);
@@ -277,8 +279,7 @@ void NativeBackend::reconcile() {
 }
 
 void NativeBackend::plan_ids(runtime::LaunchPlan& plan, const fs::path& workspace,
-                             const fs::path& run_dir, int& idmapped_fd,
-                             UniqueFd& idmapped_holder) {
+                             const fs::path& run_dir, int& idmapped_fd, UniqueFd& idmapped_holder) {
   const uid_t sandbox_uid = options_.sandbox_uid;
   const gid_t sandbox_gid = options_.sandbox_gid;
   plan.command_uid = sandbox_uid;
@@ -336,8 +337,8 @@ void NativeBackend::plan_ids(runtime::LaunchPlan& plan, const fs::path& workspac
   attr.attr_set = MOUNT_ATTR_IDMAP;
   attr.userns_fd = static_cast<std::uint64_t>(it->second.get());
   if (::mount_setattr(tree.get(), "", AT_EMPTY_PATH, &attr, sizeof attr) != 0) {
-    fail(Error::from_errno("native", "idmapping the workspace mount (MOUNT_ATTR_IDMAP) of " +
-                                         workspace.string())
+    fail(Error::from_errno(
+             "native", "idmapping the workspace mount (MOUNT_ATTR_IDMAP) of " + workspace.string())
              .with_kind(ErrorKind::kUnavailable));
   }
   move_above_stdio(tree);
@@ -367,7 +368,9 @@ ExecutionOutcome NativeBackend::execute(const ExecutionRequest& request) {
 
   std::error_code ec;
   const fs::path workspace = fs::canonical(request.workspace, ec);
-  if (ec) fail(Error(ErrorKind::kInvalidInput, "native", "workspace " + request.workspace.string() + ": " + ec.message()));
+  if (ec)
+    fail(Error(ErrorKind::kInvalidInput, "native",
+               "workspace " + request.workspace.string() + ": " + ec.message()));
 
   // Staging, locked for the run's lifetime so reconcile() leaves it alone.
   // Inside the workspace it would be an overlay layer inside another.
@@ -386,7 +389,8 @@ ExecutionOutcome NativeBackend::execute(const ExecutionRequest& request) {
     fail(Error::from_errno("native", "creating the run directory " + run_dir.string()));
   }
   run_dirs_.push_back(run_dir);
-  UniqueFd lock(::open((run_dir / "lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
+  UniqueFd lock(
+      ::open((run_dir / "lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
   if (!lock || ::flock(lock.get(), LOCK_EX) != 0) {
     fail(Error::from_errno("native", "locking " + run_dir.string()));
   }
@@ -512,8 +516,9 @@ ExecutionOutcome NativeBackend::execute(const ExecutionRequest& request) {
     result.termination_reason = TerminationReason::LaunchError;
     const bool exec_failed = std::string_view(error->stage) == "executing";
     result.exit_code = !exec_failed ? 125 : error->error_number == ENOENT ? 127 : 126;
-    result.termination_detail = exec_failed ? "cannot execute " + runtime::describe_child_error(*error).substr(10)
-                                            : "sandbox setup failed: " + runtime::describe_child_error(*error);
+    result.termination_detail =
+        exec_failed ? "cannot execute " + runtime::describe_child_error(*error).substr(10)
+                    : "sandbox setup failed: " + runtime::describe_child_error(*error);
     finish_timing();
     return outcome;
   }

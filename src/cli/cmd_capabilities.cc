@@ -54,8 +54,7 @@ void print_backend(const Backend& backend, bool colour) {
   const Availability availability = backend.availability();
   std::cout << paint(backend.name(), Colour::Bold, colour) << ": ";
   if (!availability.available) {
-    std::cout << paint("unavailable", Colour::Red, colour) << ": " << availability.reason
-              << "\n\n";
+    std::cout << paint("unavailable", Colour::Red, colour) << ": " << availability.reason << "\n\n";
     return;
   }
   std::cout << availability.reason << "\n";

@@ -17,8 +17,8 @@ int result_of(int rc) noexcept {
 int make_read_only(const MountStep& step) noexcept {
   mount_attr attr{};
   attr.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
-  return result_of(::mount_setattr(AT_FDCWD, step.target.c_str(),
-                                   step.recursive ? AT_RECURSIVE : 0, &attr, sizeof attr));
+  return result_of(::mount_setattr(AT_FDCWD, step.target.c_str(), step.recursive ? AT_RECURSIVE : 0,
+                                   &attr, sizeof attr));
 }
 
 int apply(const MountStep& step) noexcept {
@@ -51,8 +51,7 @@ int apply(const MountStep& step) noexcept {
     case MountOp::Overlay:
       return result_of(::mount("overlay", target, "overlay", step.flags, step.data.c_str()));
     case MountOp::AttachFd:
-      return result_of(
-          ::move_mount(step.fd, "", AT_FDCWD, target, MOVE_MOUNT_F_EMPTY_PATH));
+      return result_of(::move_mount(step.fd, "", AT_FDCWD, target, MOVE_MOUNT_F_EMPTY_PATH));
   }
   return EINVAL;
 }

@@ -12,16 +12,16 @@
 namespace pulsebox::linux_api {
 
 enum class MountOp {
-  MakeDir,    // mkdir target (mode in `mode`), EEXIST is fine
-  MakeFile,   // create an empty file as a bind-mount point
-  Symlink,    // symlink source -> target
-  Bind,       // bind-mount source on target (recursive)
-  ReadOnly,   // make target's mount read-only, nosuid, nodev (recursive if `recursive`)
-  Tmpfs,      // mount a tmpfs on target with `data` and `flags`
-  Proc,       // mount a fresh proc on target
-  Devpts,     // mount a new devpts instance on target
-  Overlay,    // mount overlayfs on target with `data`
-  AttachFd,   // attach the detached mount tree `fd` (open_tree) on target
+  MakeDir,   // mkdir target (mode in `mode`), EEXIST is fine
+  MakeFile,  // create an empty file as a bind-mount point
+  Symlink,   // symlink source -> target
+  Bind,      // bind-mount source on target (recursive)
+  ReadOnly,  // make target's mount read-only, nosuid, nodev (recursive if `recursive`)
+  Tmpfs,     // mount a tmpfs on target with `data` and `flags`
+  Proc,      // mount a fresh proc on target
+  Devpts,    // mount a new devpts instance on target
+  Overlay,   // mount overlayfs on target with `data`
+  AttachFd,  // attach the detached mount tree `fd` (open_tree) on target
 };
 
 struct MountStep {

@@ -34,8 +34,8 @@ core::Status write_proc(pid_t pid, const char* name, const std::string& text) {
   UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
   if (!fd) return Error::from_errno("userns", "opening " + path);
   if (::write(fd.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size())) {
-    return Error::from_errno("userns", "writing \"" + text.substr(0, text.find('\n')) + "\" to " +
-                                           path);
+    return Error::from_errno("userns",
+                             "writing \"" + text.substr(0, text.find('\n')) + "\" to " + path);
   }
   return {};
 }

@@ -133,8 +133,7 @@ void run_sandbox_init(const LaunchPlan& plan) noexcept {
   for (const auto& step : plan.mounts) {
     if (const int e = linux_api::apply_mount_step(step); e != 0) fail(step.stage.c_str(), "", e);
   }
-  if (!plan.hostname.empty() &&
-      ::sethostname(plan.hostname.c_str(), plan.hostname.size()) != 0) {
+  if (!plan.hostname.empty() && ::sethostname(plan.hostname.c_str(), plan.hostname.size()) != 0) {
     fail("setting the hostname");
   }
   if (plan.bring_up_loopback) {

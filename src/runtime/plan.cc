@@ -125,7 +125,8 @@ core::Result<std::vector<MountStep>> build_mount_steps(const MountLayout& layout
     struct stat st {};
     if (::lstat(hidden.c_str(), &st) != 0 || S_ISLNK(st.st_mode)) continue;
     bool visible = false;
-    for (const auto& system : layout.system_paths) visible = visible || is_under(hidden, system);
+    for (const auto& system : layout.system_paths)
+      visible = visible || is_under(hidden, system);
     if (visible) steps.mask(hidden, S_ISDIR(st.st_mode), empty_file);
   }
 

@@ -29,9 +29,8 @@ SupervisionOutcome supervise(const SupervisedProcess& process, const ResourcePol
     kill_at = Clock::now() + grace;
   };
 
-  std::vector<pollfd> fds = {{process.stdout_fd, POLLIN, 0},
-                             {process.stderr_fd, POLLIN, 0},
-                             {process.pidfd, POLLIN, 0}};
+  std::vector<pollfd> fds = {
+      {process.stdout_fd, POLLIN, 0}, {process.stderr_fd, POLLIN, 0}, {process.pidfd, POLLIN, 0}};
   // A straggler that escaped the sandbox's kill could hold a pipe open: after
   // the exit, output is drained for a moment only.
   Clock::time_point drain_until = Clock::time_point::max();

@@ -50,8 +50,7 @@ bool wait_for_go(int fd) noexcept {
 bool send_go(int fd) {
   ChildMessage message;
   message.kind = ChildMessageKind::Go;
-  return ::send(fd, &message, sizeof message, MSG_NOSIGNAL) ==
-         static_cast<ssize_t>(sizeof message);
+  return ::send(fd, &message, sizeof message, MSG_NOSIGNAL) == static_cast<ssize_t>(sizeof message);
 }
 
 std::vector<ChildMessage> drain_messages(int fd) {
@@ -73,7 +72,8 @@ std::string describe_child_error(const ChildMessage& message) {
   if (message.detail[0] != '\0') text += std::string(" ") + message.detail;
   if (message.error_number != 0) {
     const char* name = ::strerrorname_np(message.error_number);
-    text += ": " + std::string(name != nullptr ? name : "errno " + std::to_string(message.error_number)) +
+    text += ": " +
+            std::string(name != nullptr ? name : "errno " + std::to_string(message.error_number)) +
             " (" + std::strerror(message.error_number) + ")";
   }
   return text;

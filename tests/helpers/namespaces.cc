@@ -36,7 +36,7 @@ ChildOutcome run_in_namespaces(NamespaceKind kind, const std::function<int()>& f
       (void)!::write(report[1], text.data(), text.size());
       ::_exit(120);
     };
-    if (kind == NamespaceKind::kUserAndMount) {
+    if (kind == NamespaceKind::kUserAndMount || kind == NamespaceKind::kNoNestedUserNamespaces) {
       if (::unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0) fail("unshare(CLONE_NEWUSER|CLONE_NEWNS)");
       if (!write_proc("/proc/self/setgroups", "deny")) fail("writing setgroups");
       if (!write_proc("/proc/self/uid_map", "0 " + std::to_string(uid) + " 1")) fail("uid_map");
@@ -45,6 +45,10 @@ ChildOutcome run_in_namespaces(NamespaceKind kind, const std::function<int()>& f
       fail("unshare(CLONE_NEWNS)");
     }
     if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) fail("making / private");
+    if (kind == NamespaceKind::kNoNestedUserNamespaces &&
+        !write_proc("/proc/sys/user/max_user_namespaces", "0")) {
+      fail("limiting user.max_user_namespaces in the test's own namespace");
+    }
     ::close(report[1]);
     ::_exit(fn());
   }

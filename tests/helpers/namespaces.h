@@ -11,6 +11,9 @@ namespace pulsebox::testing {
 enum class NamespaceKind {
   kUserAndMount,  // a user namespace (invoking uid/gid mapped to 0) + mount namespace
   kMountOnly,     // only a mount namespace (needs root)
+  // A user namespace (as kUserAndMount) in which no further user namespace
+  // can be created (user.max_user_namespaces = 0 there): a host without them.
+  kNoNestedUserNamespaces,
 };
 
 struct ChildOutcome {

@@ -89,9 +89,9 @@ std::map<std::string, std::string> listing(const std::filesystem::path& root);
 
 // Tests of what only root can do skip for an ordinary user whatever
 // PULSEBOX_REQUIRE_FEATURES says: CI runs the suite as root too, where they run.
-#define PULSEBOX_SKIP_UNLESS_ROOT(reason)                                          \
-  do {                                                                             \
-    if (::geteuid() != 0) GTEST_SKIP() << "skipped (needs root): " << (reason);   \
+#define PULSEBOX_SKIP_UNLESS_ROOT(reason)                                       \
+  do {                                                                          \
+    if (::geteuid() != 0) GTEST_SKIP() << "skipped (needs root): " << (reason); \
   } while (0)
 
 }  // namespace pulsebox::testing

@@ -5,11 +5,13 @@
 #include <sys/file.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <fcntl.h>
+#include <chrono>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <thread>
 
+#include "helpers/cli_runner.h"
 #include "helpers/test_support.h"
 #include "pulsebox/error.h"
 #include "pulsebox/sandbox.h"
@@ -321,6 +323,35 @@ TEST_F(NativeBackendTest, CapabilitiesReportStrongIsolation) {
   NetworkPolicy allowlist;
   allowlist.mode = NetworkMode::Allowlist;
   EXPECT_EQ(backend->network_capability(allowlist).level, EnforcementLevel::Unsupported);
+}
+
+TEST_F(NativeBackendTest, TheCommandLineRunsNativeByDefault) {
+  const std::vector<std::string> env = {"PULSEBOX_STATE_DIR=" + state_.path().string()};
+  const std::string w = workspace_.path().string();
+  auto run = testing::run_cli({"run", "-w", w, "--allow-weaker", "syscalls", "--json", "--", "sh",
+                               "-c", "echo n > n.txt; id -u"},
+                              "", env);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const auto json = nlohmann::json::parse(run.out);
+  EXPECT_EQ(json["isolation_level"], "native");
+  EXPECT_EQ(json["stdout"], "1000\n");
+  EXPECT_EQ(json["enforcement"]["filesystem"], "strongly_enforced");
+  EXPECT_EQ(json["enforcement"]["network"], "strongly_enforced");
+  EXPECT_EQ(json["changes"][0]["path"], "n.txt");
+  EXPECT_FALSE(fs::exists(workspace_ / "n.txt"));
+
+  run = testing::run_cli({"run", "-w", w, "--allow-weaker", "syscalls", "--changes", "commit", "--",
+                          "sh", "-c", "echo c > c.txt"},
+                         "", env);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.err.find("filesystem  strongly_enforced"), std::string::npos) << run.err;
+  EXPECT_EQ(testing::read_file(workspace_ / "c.txt"), "c\n");
+
+  // Without accepting the missing seccomp filter, nothing runs.
+  run = testing::run_cli({"run", "-w", w, "--", "sh", "-c", "echo x > x.txt"}, "", env);
+  EXPECT_EQ(run.exit_code, 125);
+  EXPECT_NE(run.err.find("--allow-weaker syscalls"), std::string::npos) << run.err;
+  EXPECT_FALSE(fs::exists(workspace_ / "x.txt"));
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 //   probe loopback              a TCP round trip over 127.0.0.1
 //   probe write PATH TEXT       write a file; report the errno
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <net/if.h>
@@ -20,12 +21,11 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <dirent.h>
 #include <unistd.h>
 
 #include <cstdio>
-#include <cstring>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -113,19 +113,22 @@ int report(int argc, char** argv) {
   }
   put("etc_passwd_readable", try_open("/etc/passwd", O_RDONLY));
   for (int i = 2; i < argc; ++i) {
-    put("host_path " + std::string(argv[i]), ::access(argv[i], F_OK) == 0 ? "visible" : errno_name(errno));
+    put("host_path " + std::string(argv[i]),
+        ::access(argv[i], F_OK) == 0 ? "visible" : errno_name(errno));
   }
   put("write_usr", try_open("/usr/probe-write", O_WRONLY | O_CREAT));
   put("write_etc", try_open("/etc/probe-write", O_WRONLY | O_CREAT));
   put("write_root", try_open("/probe-write", O_WRONLY | O_CREAT));
   put("write_tmp", try_open("/tmp/probe-write", O_WRONLY | O_CREAT));
   {
-    const int fd = ::open("/workspace/probe-new.txt", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    const int fd =
+        ::open("/workspace/probe-new.txt", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) {
       put("write_workspace", errno_name(errno));
     } else {
       const char text[] = "written by the probe\n";
-      put("write_workspace", ::write(fd, text, sizeof text - 1) == sizeof text - 1 ? "ok" : errno_name(errno));
+      put("write_workspace",
+          ::write(fd, text, sizeof text - 1) == sizeof text - 1 ? "ok" : errno_name(errno));
       ::close(fd);
     }
   }
@@ -164,7 +167,8 @@ int report(int argc, char** argv) {
     const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     ifreq request{};
     std::strcpy(request.ifr_name, "lo");
-    const bool up = fd >= 0 && ::ioctl(fd, SIOCGIFFLAGS, &request) == 0 && (request.ifr_flags & IFF_UP);
+    const bool up =
+        fd >= 0 && ::ioctl(fd, SIOCGIFFLAGS, &request) == 0 && (request.ifr_flags & IFF_UP);
     put("lo_up", up ? "1" : "0");
     if (fd >= 0) ::close(fd);
   }
@@ -214,8 +218,10 @@ int forks(int count) {
   }
   put("forked", std::to_string(children.size()));
   put("fork_error", failed_errno ? errno_name(failed_errno) : "none");
-  for (pid_t pid : children) ::kill(pid, SIGKILL);  // our own children only
-  for (pid_t pid : children) ::waitpid(pid, nullptr, 0);
+  for (pid_t pid : children)
+    ::kill(pid, SIGKILL);  // our own children only
+  for (pid_t pid : children)
+    ::waitpid(pid, nullptr, 0);
   return 0;
 }
 

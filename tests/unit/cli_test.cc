@@ -7,11 +7,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "helpers/cli_runner.h"
 #include "helpers/test_support.h"
 #include "pulsebox/audit.h"
 #include "pulsebox/workspace.h"
-
-extern char** environ;
 
 namespace pulsebox {
 namespace {
@@ -21,77 +20,8 @@ using testing::TempDir;
 using testing::write_file;
 using testing::write_lines;
 
-struct CliRun {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
-
-std::string drain(int fd) {
-  std::string data;
-  char buffer[4096];
-  ssize_t n;
-  while ((n = ::read(fd, buffer, sizeof buffer)) > 0)
-    data.append(buffer, static_cast<size_t>(n));
-  return data;
-}
-
-// Runs build/src/cli/pulsebox with `args`, feeding `input` on stdin.
-CliRun run_cli(const std::vector<std::string>& args, const std::string& input = "",
-               const std::vector<std::string>& extra_env = {}) {
-  const char* binary = std::getenv("PULSEBOX_BIN");
-  if (binary == nullptr) {
-    ADD_FAILURE() << "PULSEBOX_BIN is not set (meson sets it)";
-    return {};
-  }
-  int in_pipe[2], out_pipe[2], err_pipe[2];
-  if (::pipe2(in_pipe, O_CLOEXEC) != 0 || ::pipe2(out_pipe, O_CLOEXEC) != 0 ||
-      ::pipe2(err_pipe, O_CLOEXEC) != 0) {
-    ADD_FAILURE() << "pipe failed";
-    return {};
-  }
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, in_pipe[0], 0);
-  posix_spawn_file_actions_adddup2(&actions, out_pipe[1], 1);
-  posix_spawn_file_actions_adddup2(&actions, err_pipe[1], 2);
-  std::vector<std::string> argv_storage = {binary};
-  argv_storage.insert(argv_storage.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& arg : argv_storage)
-    argv.push_back(arg.data());
-  argv.push_back(nullptr);
-  std::vector<std::string> env_storage;
-  for (char** e = environ; *e != nullptr; ++e)
-    env_storage.emplace_back(*e);
-  env_storage.insert(env_storage.end(), extra_env.begin(), extra_env.end());
-  std::vector<char*> envp;
-  for (auto& entry : env_storage)
-    envp.push_back(entry.data());
-  envp.push_back(nullptr);
-  pid_t pid = 0;
-  const int rc = ::posix_spawn(&pid, binary, &actions, nullptr, argv.data(), envp.data());
-  posix_spawn_file_actions_destroy(&actions);
-  ::close(in_pipe[0]);
-  ::close(out_pipe[1]);
-  ::close(err_pipe[1]);
-  CliRun run;
-  if (rc != 0) {
-    ADD_FAILURE() << "cannot spawn " << binary;
-    return run;
-  }
-  // Inputs here are small: write all, then read (no deadlock below pipe size).
-  if (!input.empty()) (void)!::write(in_pipe[1], input.data(), input.size());
-  ::close(in_pipe[1]);
-  run.out = drain(out_pipe[0]);
-  run.err = drain(err_pipe[0]);
-  ::close(out_pipe[0]);
-  ::close(err_pipe[0]);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return run;
-}
+using testing::CliRun;
+using testing::run_cli;
 
 TEST(CliTest, Version) {
   const auto run = run_cli({"version"});
@@ -301,7 +231,11 @@ TEST(CliRunTest, BadInputIsOneLineAndExit125) {
       {{"run", "-w", w, "--allow-weaker", "everything", "--", "true"}, "--allow-weaker"},
       {{"run", "-w", w, "--secret", "PB_SURELY_UNSET_VAR", "--", "true"}, "not set"},
       {{"run", "-w", w}, "no command given"},
-      {{"run", "-w", w, "--", "true"}, "no secure backend is available"},
+      {{"run", "-w", w, "--", "true"}, "--allow-weaker syscalls"},
+      {{"run", "-w", w, "--ro-bind", "/no/such/dir:/data", "--", "true"}, "--ro-bind"},
+      {{"run", "-w", w, "--allow-weaker", "syscalls", "--ro-bind", "/etc:/workspace/etc", "--",
+        "true"},
+       "cannot bind inside /workspace"},
       {{"run", "-w", w, "--backend", "host", "--", "true"}, "--unsafe-host"},
       {{"run", "-w", w, "--backend", "host", "--unsafe-host", "--", "true"},
        "--allow-weaker network"},
@@ -369,7 +303,14 @@ TEST(CliRunTest, CapabilitiesJson) {
   const auto run = run_cli({"capabilities", "--json"});
   EXPECT_EQ(run.exit_code, 0);
   const auto json = nlohmann::json::parse(run.out);
-  EXPECT_EQ(json["backends"]["native"]["available"], false);
+  const auto& native = json["backends"]["native"];
+  if (native["available"] == true) {
+    EXPECT_EQ(native["capabilities"]["filesystem"]["level"], "strongly_enforced");
+    EXPECT_EQ(native["capabilities"]["network.deny_all"]["level"], "strongly_enforced");
+    EXPECT_EQ(native["unsafe"], false);
+  } else {
+    EXPECT_FALSE(native["reason"].get<std::string>().empty());
+  }
   const auto& host = json["backends"]["host"]["capabilities"];
   EXPECT_EQ(host["network.allow_all"]["level"], "strongly_enforced");
   EXPECT_EQ(host["network.deny_all"]["level"], "unsupported");

@@ -88,8 +88,7 @@ TEST_F(PlanTest, TheWorkspaceIsAnOverlayWithEscapedPathsAndAgentHidden) {
   auto overlay = index_of(steps, "mounting overlay on /workspace");
   ASSERT_GE(overlay, 0);
   const auto& data = steps[static_cast<std::size_t>(overlay)].data;
-  EXPECT_NE(data.find("lowerdir=" + workspace_.path().string() + "/a\\,b\\:c,"),
-            std::string::npos)
+  EXPECT_NE(data.find("lowerdir=" + workspace_.path().string() + "/a\\,b\\:c,"), std::string::npos)
       << data;
   EXPECT_NE(data.find(",userxattr,index=off,xino=off"), std::string::npos) << data;
   EXPECT_EQ(index_of(steps, "mounting tmpfs on /workspace/.agent"), -1)
@@ -129,8 +128,8 @@ TEST_F(PlanTest, ExtraBindsAreCheckedAndMadeReadOnlyUnlessWritable) {
   const auto next = static_cast<std::size_t>(out + 1);
   EXPECT_TRUE(next == steps.size() || steps[next].op != MountOp::ReadOnly);
 
-  for (const std::string bad : {"relative", "/", "/workspace/x", "/proc/x", "/dev/x", "/usr/x",
-                                "/data/../etc", "/data/"}) {
+  for (const std::string bad :
+       {"relative", "/", "/workspace/x", "/proc/x", "/dev/x", "/usr/x", "/data/../etc", "/data/"}) {
     EXPECT_NE(check_bind_target(bad, l.system_paths), "") << bad;
   }
   l.binds = {{workspace_ / "missing", "/data", false}};

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "helpers/namespaces.h"
 #include "helpers/test_support.h"
 #include "pulsebox/error.h"
 #include "pulsebox/sandbox.h"
@@ -89,14 +90,43 @@ class SandboxTest : public ::testing::Test {
   TempDir dir_;
 };
 
-TEST_F(SandboxTest, NoBackendWithoutOptInIsUnavailableAndAudited) {
+TEST_F(SandboxTest, TheAutomaticChoiceIsTheNativeBackend) {
+  auto backend = make_native_backend();
+  PULSEBOX_SKIP_UNLESS(backend->availability().available, backend->availability().reason);
   Sandbox sandbox(options());
-  EXPECT_THROW(sandbox.initialize(), SandboxUnavailableError);
-  const auto entries = audit_entries();
-  ASSERT_EQ(entries.size(), 1u);
-  EXPECT_EQ(entries[0]["action"], "sandbox-init");
-  EXPECT_EQ(entries[0]["decision"], "deny");
-  EXPECT_EQ(entries[0]["isolation_level"], "unavailable");
+  sandbox.initialize();
+  EXPECT_EQ(sandbox.backend().name(), "native");
+  EXPECT_FALSE(sandbox.backend().is_unsafe());
+  EXPECT_EQ(audit_entries().back()["isolation_level"], "native");
+}
+
+// Without user namespaces the native backend is unavailable: the run is
+// refused (and audited) unless the caller opted into the host backend.
+TEST_F(SandboxTest, WithoutNamespacesNoBackendWithoutOptInAndHostOnlyWithIt) {
+  const auto outcome =
+      testing::run_in_namespaces(testing::NamespaceKind::kNoNestedUserNamespaces, [&]() -> int {
+        if (make_native_backend()->availability().available) return 10;
+        try {
+          Sandbox(options()).initialize();
+          return 11;
+        } catch (const SandboxUnavailableError& error) {
+          if (std::string(error.what()).find("no secure backend is available") == std::string::npos)
+            return 12;
+        }
+        const auto entries = audit_entries();
+        if (entries.size() != 1 || entries[0]["action"] != "sandbox-init" ||
+            entries[0]["decision"] != "deny" || entries[0]["isolation_level"] != "unavailable") {
+          return 13;
+        }
+        auto o = options();
+        o.unsafe_host_execution = true;
+        Sandbox sandbox(o);
+        sandbox.initialize();
+        return sandbox.backend().is_unsafe() ? 0 : 14;
+      });
+  PULSEBOX_SKIP_UNLESS(!outcome.setup_failed, outcome.setup_error);
+  EXPECT_EQ(outcome.exit_code, 0) << "10: native still available, 11: no refusal, 12: wrong "
+                                     "message, 13: not audited, 14: no host fallback";
 }
 
 TEST_F(SandboxTest, HostBackendNeedsExplicitOptIn) {
@@ -110,14 +140,6 @@ TEST_F(SandboxTest, HostBackendNeedsExplicitOptIn) {
   const auto last = audit_entries().back();
   EXPECT_EQ(last["isolation_level"], "host_unsafe");
   EXPECT_NE(last["detail"].get<std::string>().find("WARNING"), std::string::npos);
-}
-
-TEST_F(SandboxTest, AutomaticChoiceFallsBackToHostOnlyWithOptIn) {
-  auto o = options();
-  o.unsafe_host_execution = true;
-  Sandbox sandbox(o);
-  sandbox.initialize();
-  EXPECT_TRUE(sandbox.backend().is_unsafe());
 }
 
 TEST_F(SandboxTest, RunsScrubsAndAuditsEveryStep) {

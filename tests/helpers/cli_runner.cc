@@ -1,0 +1,83 @@
+#include "helpers/cli_runner.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char** environ;
+
+namespace pulsebox::testing {
+
+namespace {
+
+std::string drain(int fd) {
+  std::string data;
+  char buffer[4096];
+  ssize_t n;
+  while ((n = ::read(fd, buffer, sizeof buffer)) > 0)
+    data.append(buffer, static_cast<size_t>(n));
+  return data;
+}
+
+}  // namespace
+
+// Runs build/src/cli/pulsebox with `args`, feeding `input` on stdin.
+CliRun run_cli(const std::vector<std::string>& args, const std::string& input,
+               const std::vector<std::string>& extra_env) {
+  const char* binary = std::getenv("PULSEBOX_BIN");
+  if (binary == nullptr) {
+    ADD_FAILURE() << "PULSEBOX_BIN is not set (meson sets it)";
+    return {};
+  }
+  int in_pipe[2], out_pipe[2], err_pipe[2];
+  if (::pipe2(in_pipe, O_CLOEXEC) != 0 || ::pipe2(out_pipe, O_CLOEXEC) != 0 ||
+      ::pipe2(err_pipe, O_CLOEXEC) != 0) {
+    ADD_FAILURE() << "pipe failed";
+    return {};
+  }
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, in_pipe[0], 0);
+  posix_spawn_file_actions_adddup2(&actions, out_pipe[1], 1);
+  posix_spawn_file_actions_adddup2(&actions, err_pipe[1], 2);
+  std::vector<std::string> argv_storage = {binary};
+  argv_storage.insert(argv_storage.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& arg : argv_storage)
+    argv.push_back(arg.data());
+  argv.push_back(nullptr);
+  std::vector<std::string> env_storage;
+  for (char** e = environ; *e != nullptr; ++e)
+    env_storage.emplace_back(*e);
+  env_storage.insert(env_storage.end(), extra_env.begin(), extra_env.end());
+  std::vector<char*> envp;
+  for (auto& entry : env_storage)
+    envp.push_back(entry.data());
+  envp.push_back(nullptr);
+  pid_t pid = 0;
+  const int rc = ::posix_spawn(&pid, binary, &actions, nullptr, argv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(in_pipe[0]);
+  ::close(out_pipe[1]);
+  ::close(err_pipe[1]);
+  CliRun run;
+  if (rc != 0) {
+    ADD_FAILURE() << "cannot spawn " << binary;
+    return run;
+  }
+  // Inputs here are small: write all, then read (no deadlock below pipe size).
+  if (!input.empty()) (void)!::write(in_pipe[1], input.data(), input.size());
+  ::close(in_pipe[1]);
+  run.out = drain(out_pipe[0]);
+  run.err = drain(err_pipe[0]);
+  ::close(out_pipe[0]);
+  ::close(err_pipe[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return run;
+}
+
+}  // namespace pulsebox::testing

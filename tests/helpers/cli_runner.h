@@ -1,0 +1,20 @@
+// Runs the pulsebox binary ($PULSEBOX_BIN, set by meson) as a user would.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace pulsebox::testing {
+
+struct CliRun {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+// Feeds `input` on stdin; `extra_env` entries (NAME=VALUE) are added to the
+// environment.
+CliRun run_cli(const std::vector<std::string>& args, const std::string& input = "",
+               const std::vector<std::string>& extra_env = {});
+
+}  // namespace pulsebox::testing
