@@ -43,6 +43,7 @@
 // symlink in the workspace can never make a commit write outside it.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -127,16 +128,22 @@ class PULSEBOX_API Workspace {
   // deletions, opaque directories delete the lower entries they hide. Device
   // nodes, FIFOs, sockets and setuid/setgid files are refused
   // (SandboxSecurityError), never applied.
+  // `run_started`: when the run began. A staged file or symlink whose mtime
+  // is later is marked, and commit refuses it: the run may have worked on the
+  // older version. (A change within one kernel clock tick after the start
+  // may carry a coarse, earlier timestamp and go unmarked.)
+  using RunClock = std::chrono::system_clock::time_point;
   std::optional<std::string> import_overlay(const std::filesystem::path& upper,
                                             const std::filesystem::path& lower,
-                                            std::string origin = {});
+                                            std::string origin = {},
+                                            std::optional<RunClock> run_started = std::nullopt);
 
   // Turns a complete, modified copy of the workspace (as the host backend
   // makes) into a new transaction: like import_overlay with the whole copy
   // treated as one opaque directory, so entries missing from it are deleted.
   // Costs O(workspace size). .agent/ is ignored on both sides.
-  std::optional<std::string> import_copy(const std::filesystem::path& copy,
-                                         std::string origin = {});
+  std::optional<std::string> import_copy(const std::filesystem::path& copy, std::string origin = {},
+                                         std::optional<RunClock> run_started = std::nullopt);
 
   std::vector<TransactionInfo> list_transactions() const;
   TransactionInfo describe(const std::string& tx) const;

@@ -448,6 +448,10 @@ ProcessResult Sandbox::execute(const std::vector<std::string>& argv,
   };
 
   execution.transition(LifecycleState::Running);
+  // Files changed after this (by mtime) while the run went on are marked at
+  // import. The precise clock never marks an earlier change; a change within
+  // one clock tick after the start may get a coarse, earlier stamp and pass.
+  const auto run_started = std::chrono::system_clock::now();
   ExecutionOutcome outcome;
   try {
     outcome = backend_->execute(request);
@@ -488,10 +492,10 @@ ProcessResult Sandbox::execute(const std::vector<std::string>& argv,
   if (outcome.changes_dir) {
     try {
       const std::string origin = id + ": " + command;
-      const auto tx =
-          outcome.changes_dir_is_full_copy
-              ? workspace_.import_copy(*outcome.changes_dir, origin)
-              : workspace_.import_overlay(*outcome.changes_dir, options_.workspace, origin);
+      const auto tx = outcome.changes_dir_is_full_copy
+                          ? workspace_.import_copy(*outcome.changes_dir, origin, run_started)
+                          : workspace_.import_overlay(*outcome.changes_dir, options_.workspace,
+                                                      origin, run_started);
       if (tx) {
         result.transaction_id = *tx;
         for (const auto& change : workspace_.describe(*tx).changes) {

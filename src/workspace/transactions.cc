@@ -55,7 +55,8 @@ json snapshot_to_json(const Snapshot& s) {
           {"size", s.size},
           {"mtime_ns", s.mtime_ns},
           {"mode", s.mode},
-          {"sha256", s.sha256}};
+          {"sha256", s.sha256},
+          {"changed_during_run", s.changed_during_run}};
 }
 
 Snapshot snapshot_from_json(const json& j) {
@@ -67,6 +68,7 @@ Snapshot snapshot_from_json(const json& j) {
   s.mtime_ns = j.at("mtime_ns").get<std::int64_t>();
   s.mode = j.at("mode").get<unsigned>();
   s.sha256 = j.at("sha256").get<std::string>();
+  s.changed_during_run = j.value("changed_during_run", false);
   return s;
 }
 

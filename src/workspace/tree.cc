@@ -168,6 +168,7 @@ core::Result<Snapshot> take_snapshot(int root_fd, const std::string& relative) {
 }
 
 std::string describe_difference(const Snapshot& before, const Snapshot& now) {
+  if (before.changed_during_run) return "changed on the host while the run was in progress";
   if (!before.exists() && now.exists()) return "created since the transaction was staged";
   if (before.exists() && !now.exists()) return "deleted since the transaction was staged";
   if (!before.exists()) return "";

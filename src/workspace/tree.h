@@ -30,6 +30,10 @@ struct Snapshot {
   // File: SHA-256 of the content; symlink: of the target; directory: of a
   // listing of the whole tree below (names, types, sizes, mtimes, modes).
   std::string sha256;
+  // The path was changed on the host while the run that staged it was in
+  // progress: the run may have worked on an older version, so committing it
+  // could silently undo that change. Commit refuses such a path.
+  bool changed_during_run = false;
 
   bool exists() const { return type != NodeType::Absent; }
 };

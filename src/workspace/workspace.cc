@@ -162,11 +162,24 @@ namespace {
 
 std::optional<std::string> import_into_new_transaction(
     TransactionStore& store, const std::filesystem::path& upper, const std::filesystem::path& lower,
-    std::string origin, std::uint64_t max_file_bytes, bool full_copy) {
+    std::string origin, std::uint64_t max_file_bytes, bool full_copy,
+    std::optional<std::chrono::system_clock::time_point> run_started) {
   const std::string id = core::value_or_throw(store.create(std::move(origin)));
   Draft draft = core::value_or_throw(store.load(id));
   auto imported =
       workspace::import_upper_directory(store, draft, upper, lower, max_file_bytes, full_copy);
+  if (imported.ok() && run_started) {
+    const std::int64_t since_ns =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(run_started->time_since_epoch())
+            .count();
+    for (auto& [path, entry] : draft.entries) {
+      workspace::Snapshot& snapshot = entry.snapshot;
+      if (snapshot.exists() && snapshot.type != workspace::NodeType::Directory &&
+          snapshot.mtime_ns > since_ns) {
+        snapshot.changed_during_run = true;
+      }
+    }
+  }
   if (imported.ok() && draft.entries.empty()) imported = store.discard(id);
   if (!imported.ok()) {
     (void)store.discard(id);  // never leave a half-imported transaction behind
@@ -182,17 +195,19 @@ std::optional<std::string> import_into_new_transaction(
 
 std::optional<std::string> Workspace::import_overlay(const std::filesystem::path& upper,
                                                      const std::filesystem::path& lower,
-                                                     std::string origin) {
+                                                     std::string origin,
+                                                     std::optional<RunClock> run_started) {
   auto store = store_for(*this, policy_, limits_);
   return import_into_new_transaction(store, upper, lower, std::move(origin), limits_.max_file_bytes,
-                                     false);
+                                     false, run_started);
 }
 
 std::optional<std::string> Workspace::import_copy(const std::filesystem::path& copy,
-                                                  std::string origin) {
+                                                  std::string origin,
+                                                  std::optional<RunClock> run_started) {
   auto store = store_for(*this, policy_, limits_);
   return import_into_new_transaction(store, copy, root_, std::move(origin), limits_.max_file_bytes,
-                                     true);
+                                     true, run_started);
 }
 
 std::vector<TransactionInfo> Workspace::list_transactions() const {

@@ -151,6 +151,32 @@ TEST_F(NativeBackendTest, WorkspaceEditsDeletesAndModesBecomeOneTransaction) {
             fs::perms(0700));
 }
 
+TEST_F(NativeBackendTest, AHostEditDuringTheRunIsNeverOverwrittenByItsCommit) {
+  testing::write_file(workspace_ / "b.txt", "b\n");
+  Sandbox sandbox(options());
+  // The command edits a.txt and b.txt at once, then works on; meanwhile the
+  // user edits a.txt on the host.
+  std::thread user([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(400));
+    testing::write_file(workspace_ / "a.txt", "the user's edit\n");
+  });
+  const auto result =
+      run(sandbox, {"sh", "-c", "echo run >> a.txt && echo run >> b.txt && sleep 1"});
+  user.join();
+  ASSERT_EQ(result.exit_code, 0) << result.stderr_data;
+  ASSERT_TRUE(result.transaction_id.has_value());
+  try {
+    sandbox.commit_transaction(*result.transaction_id);
+    FAIL() << "the commit would have overwritten the user's edit";
+  } catch (const SandboxConcurrentModificationError& error) {
+    EXPECT_NE(std::string(error.what()).find("a.txt: changed on the host while the run"),
+              std::string::npos)
+        << error.what();
+    EXPECT_EQ(std::string(error.what()).find("b.txt"), std::string::npos) << error.what();
+  }
+  EXPECT_EQ(testing::read_file(workspace_ / "a.txt"), "the user's edit\n");
+}
+
 TEST_F(NativeBackendTest, ADaemonDoesNotOutliveTheRun) {
   Sandbox sandbox(options());
   const std::string marker = "pulsebox-daemon-" + std::to_string(::getpid());
