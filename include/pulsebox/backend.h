@@ -80,6 +80,9 @@ struct ExecutionRequest {
   SecretPolicy secrets;
   std::string execution_id;
   std::vector<BindMount> binds;
+  // Paths inside the workspace (relative) the command must not see, besides
+  // .agent/: e.g. an audit log kept there.
+  std::vector<std::string> hidden_workspace_paths;
   // Raw output chunks as they arrive (the facade scrubs them).
   std::function<void(OutputStream, std::string_view)> on_output;
 };

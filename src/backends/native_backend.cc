@@ -423,6 +423,7 @@ ExecutionOutcome NativeBackend::execute(const ExecutionRequest& request) {
   layout.system_paths = options_.system_paths;
   layout.hidden_paths = options_.hidden_paths;
   layout.binds = request.binds;
+  layout.hidden_workspace_paths = request.hidden_workspace_paths;
   layout.idmapped_workspace_fd = idmapped_fd;
   auto mounts = runtime::build_mount_steps(layout);
   if (!mounts) fail(std::move(mounts).error());

@@ -423,6 +423,15 @@ ProcessResult Sandbox::execute(const std::vector<std::string>& argv,
   request.limits = options_.limits;
   request.network = options_.network;
   request.binds = options_.binds;
+  {
+    // An audit log kept inside the workspace (not in .agent/) is hidden too.
+    std::error_code ec;
+    const auto audit_path = std::filesystem::weakly_canonical(default_audit_path(options_), ec);
+    const auto relative = audit_path.lexically_relative(options_.workspace);
+    if (!ec && !relative.empty() && *relative.begin() != ".." && *relative.begin() != ".agent") {
+      request.hidden_workspace_paths.push_back(relative.string());
+    }
+  }
   for (const auto& bind : options_.binds) {
     audit_->record({.action = "bind",
                     .target = bind.host.string() + " -> " + bind.sandbox_path,

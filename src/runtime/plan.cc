@@ -204,6 +204,13 @@ core::Result<std::vector<MountStep>> build_mount_steps(const MountLayout& layout
     }
   }
 
+  for (const auto& hidden : layout.hidden_workspace_paths) {
+    struct stat st {};
+    const auto host = layout.workspace / hidden;
+    if (hidden.empty() || ::lstat(host.c_str(), &st) != 0 || S_ISLNK(st.st_mode)) continue;
+    steps.mask("/workspace/" + hidden, S_ISDIR(st.st_mode), empty_file);
+  }
+
   // Extra binds, each validated.
   for (const auto& bind : layout.binds) {
     const std::string problem = check_bind_target(bind.sandbox_path, layout.system_paths);

@@ -21,6 +21,7 @@ struct MountLayout {
   std::vector<BindMount> binds;
   int idmapped_workspace_fd = -1;  // attached at run_dir/lower and used as the lower layer
   bool hide_agent_dir = true;
+  std::vector<std::string> hidden_workspace_paths;  // relative to the workspace
 };
 
 // The mount steps, in order. Fails (kInvalidInput) on a bad extra bind.

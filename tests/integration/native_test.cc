@@ -177,6 +177,15 @@ TEST_F(NativeBackendTest, AHostEditDuringTheRunIsNeverOverwrittenByItsCommit) {
   EXPECT_EQ(testing::read_file(workspace_ / "a.txt"), "the user's edit\n");
 }
 
+TEST_F(NativeBackendTest, AnAuditLogKeptInTheWorkspaceIsHidden) {
+  auto o = options();
+  o.audit_log_path = workspace_ / "logs/audit.jsonl";
+  Sandbox sandbox(std::move(o));
+  const auto result = run(sandbox, {"sh", "-c", "cat logs/audit.jsonl | wc -c"});
+  EXPECT_EQ(result.stdout_data, "0\n") << result.stderr_data;
+  EXPECT_GT(fs::file_size(workspace_ / "logs/audit.jsonl"), 0u);
+}
+
 TEST_F(NativeBackendTest, ADaemonDoesNotOutliveTheRun) {
   Sandbox sandbox(options());
   const std::string marker = "pulsebox-daemon-" + std::to_string(::getpid());
