@@ -157,6 +157,13 @@ struct NativeBackendOptions {
   // The uid and gid the command runs as inside.
   unsigned sandbox_uid = 1000;
   unsigned sandbox_gid = 1000;
+  // Rootless only: map 65536 ids (the sandbox uid/gid -> the invoking user,
+  // the others -> the user's /etc/subuid and /etc/subgid ranges, through
+  // newuidmap/newgidmap) instead of one, for runs that need other ids to
+  // exist inside. The command still holds no capabilities, so it cannot take
+  // those ids itself. Without ranges or helpers, a run is refused with the fix.
+  // (root always maps a range.)
+  bool subordinate_ids = false;
   // Per-run staging (overlay upper and work directories). Default:
   // $PULSEBOX_STATE_DIR, else /var/lib/pulsebox as root and
   // /var/tmp/pulsebox-UID otherwise.

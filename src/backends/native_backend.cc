@@ -294,13 +294,41 @@ void NativeBackend::plan_ids(runtime::LaunchPlan& plan, const fs::path& workspac
     fail(Error::from_errno("native", "chmod " + upper.string()));
   }
   if (::geteuid() != 0) {
-    // One id: the sandbox uid is the invoking user, so the workspace is
-    // writable inside and nothing else of the host is owned by the sandbox.
-    plan.id_maps.uids = {{sandbox_uid, static_cast<std::uint32_t>(::geteuid()), 1}};
-    plan.id_maps.gids = {{sandbox_gid, static_cast<std::uint32_t>(::getegid()), 1}};
-    plan.id_maps.deny_setgroups = true;
+    // The sandbox uid is the invoking user, so the workspace is writable
+    // inside and nothing else of the host is owned by the sandbox.
     plan.init_uid = sandbox_uid;
     plan.init_gid = sandbox_gid;
+    if (!options_.subordinate_ids) {
+      plan.id_maps.uids = {{sandbox_uid, static_cast<std::uint32_t>(::geteuid()), 1}};
+      plan.id_maps.gids = {{sandbox_gid, static_cast<std::uint32_t>(::getegid()), 1}};
+      plan.id_maps.deny_setgroups = true;
+      return;
+    }
+    const auto uid_base = linux_api::own_subordinate_id_base("/etc/subuid", kRootRangeSize - 1);
+    const auto gid_base = linux_api::own_subordinate_id_base("/etc/subgid", kRootRangeSize - 1);
+    const bool helpers =
+        ::access(linux_api::kNewUidMap, X_OK) == 0 && ::access(linux_api::kNewGidMap, X_OK) == 0;
+    if (!uid_base || !gid_base || !helpers || sandbox_uid >= kRootRangeSize ||
+        sandbox_gid >= kRootRangeSize) {
+      fail(Error(ErrorKind::kUnavailable, "native",
+                 std::string("subordinate ids were asked for, but ") +
+                     (!helpers ? "newuidmap/newgidmap are not installed (apt-get install uidmap)"
+                               : "this user has no range of 65535 ids in /etc/subuid and "
+                                 "/etc/subgid (as root: usermod --add-subuids 100000-165534 "
+                                 "--add-subgids 100000-165534 USER)")));
+    }
+    auto range = [](std::uint32_t sandbox_id, std::uint32_t own, std::uint32_t base) {
+      std::vector<linux_api::IdMapping> maps;
+      if (sandbox_id > 0) maps.push_back({0, base, sandbox_id});
+      maps.push_back({sandbox_id, own, 1});
+      maps.push_back({sandbox_id + 1, base + sandbox_id, kRootRangeSize - sandbox_id - 1});
+      return maps;
+    };
+    plan.id_maps.uids = range(sandbox_uid, static_cast<std::uint32_t>(::geteuid()), *uid_base);
+    plan.id_maps.gids = range(sandbox_gid, static_cast<std::uint32_t>(::getegid()), *gid_base);
+    plan.id_maps.use_helpers = true;
+    plan.id_maps.deny_setgroups = false;
+    plan.clear_groups = true;  // newgidmap leaves setgroups allowed: drop the host's groups
     return;
   }
   // Root: a range of unprivileged host ids; the workspace is shown through

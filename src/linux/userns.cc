@@ -1,8 +1,10 @@
 #include "linux/userns.h"
 
 #include <fcntl.h>
+#include <pwd.h>
 #include <sched.h>
 #include <signal.h>
+#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -40,9 +42,56 @@ core::Status write_proc(pid_t pid, const char* name, const std::string& text) {
   return {};
 }
 
+// Runs newuidmap/newgidmap PID inside outside count ..., with its stderr in
+// the error message.
+core::Status run_map_helper(const char* helper, pid_t pid, const std::vector<IdMapping>& maps) {
+  std::vector<std::string> args = {helper, std::to_string(pid)};
+  for (const auto& m : maps) {
+    args.push_back(std::to_string(m.inside));
+    args.push_back(std::to_string(m.outside));
+    args.push_back(std::to_string(m.count));
+  }
+  std::vector<char*> argv;
+  for (auto& arg : args)
+    argv.push_back(arg.data());
+  argv.push_back(nullptr);
+  int err_pipe[2];
+  if (::pipe2(err_pipe, O_CLOEXEC) != 0) return Error::from_errno("userns", "pipe2");
+  UniqueFd err_read(err_pipe[0]), err_write(err_pipe[1]);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, err_write.get(), 2);
+  pid_t child = 0;
+  char* empty_env[] = {nullptr};
+  const int rc = ::posix_spawn(&child, helper, &actions, nullptr, argv.data(), empty_env);
+  posix_spawn_file_actions_destroy(&actions);
+  err_write.reset();
+  if (rc != 0) {
+    return Error(ErrorKind::kUnavailable, "userns", std::string("cannot run ") + helper, rc);
+  }
+  std::string message;
+  char buffer[512];
+  ssize_t n;
+  while ((n = ::read(err_read.get(), buffer, sizeof buffer)) > 0)
+    message.append(buffer, static_cast<std::size_t>(n));
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    while (!message.empty() && message.back() == '\n')
+      message.pop_back();
+    return Error(ErrorKind::kUnavailable, "userns",
+                 std::string(helper) + " failed" + (message.empty() ? "" : ": " + message));
+  }
+  return {};
+}
+
 }  // namespace
 
 core::Status write_id_maps(pid_t pid, const IdMaps& maps) {
+  if (maps.use_helpers) {
+    PB_CHECK(run_map_helper(kNewUidMap, pid, maps.uids));
+    return run_map_helper(kNewGidMap, pid, maps.gids);
+  }
   if (maps.deny_setgroups) PB_CHECK(write_proc(pid, "setgroups", "deny"));
   PB_CHECK(write_proc(pid, "uid_map", render(maps.uids)));
   PB_CHECK(write_proc(pid, "gid_map", render(maps.gids)));
@@ -94,6 +143,18 @@ std::optional<std::uint32_t> subordinate_id_base(const std::string& file, const 
     }
   }
   return std::nullopt;
+}
+
+std::optional<std::uint32_t> own_subordinate_id_base(const std::string& file, std::uint32_t count) {
+  const uid_t uid = ::geteuid();
+  if (auto by_number = subordinate_id_base(file, std::to_string(uid), count)) return by_number;
+  passwd entry{};
+  passwd* found = nullptr;
+  std::vector<char> buffer(16384);
+  if (::getpwuid_r(uid, &entry, buffer.data(), buffer.size(), &found) != 0 || found == nullptr) {
+    return std::nullopt;
+  }
+  return subordinate_id_base(file, entry.pw_name, count);
 }
 
 }  // namespace pulsebox::linux_api

@@ -29,9 +29,16 @@ struct IdMaps {
   std::vector<IdMapping> uids;
   std::vector<IdMapping> gids;
   bool deny_setgroups = true;
+  // Write through the setuid helpers newuidmap/newgidmap (shadow's uidmap
+  // package), which check /etc/subuid and /etc/subgid: the only way for an
+  // ordinary user to map more than its own id.
+  bool use_helpers = false;
 };
 
-// Writes /proc/PID/{setgroups,uid_map,gid_map}.
+inline constexpr const char* kNewUidMap = "/usr/bin/newuidmap";
+inline constexpr const char* kNewGidMap = "/usr/bin/newgidmap";
+
+// Writes /proc/PID/{setgroups,uid_map,gid_map}, or runs the helpers.
 core::Status write_id_maps(pid_t pid, const IdMaps& maps);
 
 // A user namespace holding only `maps`, for an idmapped mount
@@ -43,5 +50,8 @@ core::Result<core::UniqueFd> create_mapping_namespace(const IdMaps& maps);
 // /etc/subuid-format file, if any.
 std::optional<std::uint32_t> subordinate_id_base(const std::string& file, const std::string& user,
                                                  std::uint32_t count);
+
+// The same for the current user (by name or by number, as both are allowed).
+std::optional<std::uint32_t> own_subordinate_id_base(const std::string& file, std::uint32_t count);
 
 }  // namespace pulsebox::linux_api

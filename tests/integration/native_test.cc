@@ -7,12 +7,14 @@
 
 #include <fcntl.h>
 #include <chrono>
+#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <thread>
 
 #include "helpers/cli_runner.h"
 #include "helpers/test_support.h"
+#include "linux/userns.h"
 #include "pulsebox/error.h"
 #include "pulsebox/sandbox.h"
 
@@ -184,6 +186,42 @@ TEST_F(NativeBackendTest, AnAuditLogKeptInTheWorkspaceIsHidden) {
   const auto result = run(sandbox, {"sh", "-c", "cat logs/audit.jsonl | wc -c"});
   EXPECT_EQ(result.stdout_data, "0\n") << result.stderr_data;
   EXPECT_GT(fs::file_size(workspace_ / "logs/audit.jsonl"), 0u);
+}
+
+// The ids mapped inside: one for an ordinary user by default, 65536 as root
+// and with subordinate ids (newuidmap, /etc/subuid).
+std::uint64_t mapped_ids(const std::string& uid_map) {
+  std::uint64_t total = 0;
+  std::istringstream lines(uid_map);
+  std::uint64_t inside = 0, outside = 0, count = 0;
+  while (lines >> inside >> outside >> count)
+    total += count;
+  return total;
+}
+
+TEST_F(NativeBackendTest, IdMapsAreOneIdRootlessAndARangeAsRootOrWithSubordinateIds) {
+  Sandbox plain(options());
+  auto result = run(plain, {"cat", "/proc/self/uid_map"});
+  ASSERT_EQ(result.exit_code, 0) << result.stderr_data << result.termination_detail;
+  EXPECT_EQ(mapped_ids(result.stdout_data), ::geteuid() == 0 ? 65536u : 1u) << result.stdout_data;
+
+  if (::geteuid() != 0) {
+    const bool has_range = linux_api::own_subordinate_id_base("/etc/subuid", 65535).has_value() &&
+                           linux_api::own_subordinate_id_base("/etc/subgid", 65535).has_value() &&
+                           ::access(linux_api::kNewUidMap, X_OK) == 0;
+    PULSEBOX_SKIP_UNLESS(has_range, "newuidmap and an /etc/subuid range for this user");
+  }
+  auto o = options();
+  auto native = native_options();
+  native.subordinate_ids = true;
+  o.backend = make_native_backend(native);
+  Sandbox ranged(std::move(o));
+  result = run(ranged, {"sh", "-c", "cat /proc/self/uid_map; id -u; id -G; echo w > w.txt"});
+  ASSERT_EQ(result.exit_code, 0) << result.stderr_data << result.termination_detail;
+  EXPECT_EQ(mapped_ids(result.stdout_data), 65536u) << result.stdout_data;
+  EXPECT_NE(result.stdout_data.find("\n1000\n1000\n"), std::string::npos)
+      << "uid 1000 and no supplementary groups: " << result.stdout_data;
+  ASSERT_EQ(result.changes.size(), 1u);
 }
 
 TEST_F(NativeBackendTest, ADaemonDoesNotOutliveTheRun) {
