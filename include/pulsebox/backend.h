@@ -106,7 +106,8 @@ class PULSEBOX_API Backend {
   virtual std::string isolation_level() const = 0;
   virtual Availability availability() const = 0;
 
-  virtual void reconcile() = 0;
+  // Removes what crashed runs left; returns one line per thing removed.
+  virtual std::vector<std::string> reconcile() = 0;
   // Throws SandboxError only when the run could not be attempted at all; a
   // command that fails to start is a result with termination_reason launch_error.
   virtual ExecutionOutcome execute(const ExecutionRequest& request) = 0;

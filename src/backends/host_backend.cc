@@ -81,7 +81,7 @@ class HostBackend final : public Backend {
     return {true, "available, but it isolates nothing: opt in with --unsafe-host"};
   }
 
-  void reconcile() override {}
+  std::vector<std::string> reconcile() override { return {}; }
   void cleanup() override {
     std::error_code ec;
     for (const auto& dir : run_dirs_)

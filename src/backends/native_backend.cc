@@ -158,7 +158,7 @@ class NativeBackend final : public Backend {
     return {true, "user, mount, pid, ipc, uts, cgroup and network namespaces work on this host"};
   }
 
-  void reconcile() override;
+  std::vector<std::string> reconcile() override;
   ExecutionOutcome execute(const ExecutionRequest& request) override;
   void cleanup() override {
     for (const auto& dir : run_dirs_)
@@ -264,18 +264,22 @@ class NativeBackend final : public Backend {
   std::map<std::pair<uid_t, gid_t>, UniqueFd> mapping_namespaces_;
 };
 
-void NativeBackend::reconcile() {
+std::vector<std::string> NativeBackend::reconcile() {
   // Mounts and processes cannot outlive a run: the mounts live in the
   // sandbox's mount namespace and init dies with its supervisor
   // (PR_SET_PDEATHSIG), taking the pid namespace with it. What a crash
   // leaves is the staging directory, unlocked.
+  std::vector<std::string> removed;
   const fs::path runs = options_.state_dir / "runs";
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(runs, ec)) {
     UniqueFd lock(::open((entry.path() / "lock").c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW));
     if (lock && ::flock(lock.get(), LOCK_EX | LOCK_NB) != 0) continue;  // a live run
     remove_tree(entry.path());
+    removed.push_back("the staging directory of crashed run " + entry.path().filename().string() +
+                      " (" + entry.path().string() + ")");
   }
+  return removed;
 }
 
 void NativeBackend::plan_ids(runtime::LaunchPlan& plan, const fs::path& workspace,

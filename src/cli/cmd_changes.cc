@@ -7,6 +7,7 @@
 #include "cli/commands.h"
 #include "cli/output.h"
 #include "policy/policy_json.h"
+#include "pulsebox/backend.h"
 #include "pulsebox/error.h"
 #include "pulsebox/workspace.h"
 
@@ -137,15 +138,20 @@ int run_reconcile(const ChangesOptions& options) {
   return guarded([&] {
     Workspace ws = open_workspace(options);
     const auto report = ws.reconcile();
+    // The native backend's staging directories are per user, not per workspace.
+    const std::vector<std::string> native = make_native_backend()->reconcile();
     if (options.json) {
       std::cout << nlohmann::json{{"replayed", report.replayed},
                                   {"removed_staging", report.removed_staging},
                                   {"removed_temp_files", report.removed_temp_files},
-                                  {"removed_runs", report.removed_runs}}
+                                  {"removed_runs", report.removed_runs},
+                                  {"native_backend", native}}
                        .dump()
                 << "\n";
       return kExitOk;
     }
+    for (const auto& what : native)
+      std::cout << "removed " << what << "\n";
     for (const auto& id : report.replayed)
       std::cout << "finished interrupted commit " << id << "\n";
     for (const auto& id : report.removed_staging)
@@ -156,7 +162,7 @@ int run_reconcile(const ChangesOptions& options) {
       std::cout << "removed " << report.removed_temp_files << " temporary files\n";
     }
     if (report.replayed.empty() && report.removed_staging.empty() &&
-        report.removed_temp_files == 0) {
+        report.removed_temp_files == 0 && native.empty()) {
       std::cout << "nothing to reconcile in " << ws.root().string() << "\n";
     }
     return kExitOk;

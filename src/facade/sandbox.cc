@@ -87,7 +87,12 @@ void Sandbox::initialize() {
     const Availability availability = backend->availability();
     if (!availability.available)
       refuse(backend->name(), backend->name() + ": " + availability.reason);
-    backend->reconcile();
+    for (const std::string& what : backend->reconcile()) {
+      audit_->record({.action = "reconcile",
+                      .target = backend->name(),
+                      .decision = "allow",
+                      .detail = "removed " + what});
+    }
     backend_ = std::move(backend);
     init_record(
         backend_->name(), "allow", backend_->isolation_level(),

@@ -379,7 +379,9 @@ TEST_F(NativeBackendTest, ReconcileRemovesCrashedRunsButNotLiveOnes) {
   const int live_lock = ::open((runs / "run-live/lock").c_str(), O_RDWR | O_CLOEXEC);
   ASSERT_EQ(::flock(live_lock, LOCK_EX), 0);
   auto backend = make_native_backend(native_options());
-  backend->reconcile();
+  const auto removed = backend->reconcile();
+  ASSERT_EQ(removed.size(), 1u);
+  EXPECT_NE(removed[0].find("run-crashed"), std::string::npos);
   EXPECT_FALSE(fs::exists(runs / "run-crashed"));
   EXPECT_TRUE(fs::exists(runs / "run-live"));
   ::close(live_lock);

@@ -37,7 +37,7 @@ class FakeBackend : public Backend {
   bool is_unsafe() const override { return false; }
   std::string isolation_level() const override { return "fake"; }
   Availability availability() const override { return {true, ""}; }
-  void reconcile() override {}
+  std::vector<std::string> reconcile() override { return {}; }
   void cleanup() override { ++cleanups; }
   ExecutionOutcome execute(const ExecutionRequest& request) override {
     ++executions;
