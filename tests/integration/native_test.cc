@@ -2,7 +2,10 @@
 // reports what it sees. Runs as root (an unprivileged id range, idmapped
 // workspace) and as an ordinary user (one mapped id); CI does both.
 #include <dirent.h>
+#include <seccomp.h>
 #include <sys/file.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <fcntl.h>
@@ -103,6 +106,17 @@ TEST_F(NativeBackendTest, TheProbeSeesAnIsolatedUnprivilegedSandbox) {
     EXPECT_EQ(seen[set], "0000000000000000") << set;
   }
   EXPECT_EQ(seen["NoNewPrivs"], "1");
+  std::istringstream points(seen["mount_points"]);
+  std::string point;
+  int mounts = 0;
+  while (points >> point) {
+    ++mounts;
+    for (const char* host_only :
+         {"/home", "/root", "/var", "/run", "/sys", "/boot", "/mnt", "/media", "/srv", "/opt"}) {
+      EXPECT_NE(point.rfind(host_only, 0), 0u) << "host mount visible: " << point;
+    }
+  }
+  EXPECT_GT(mounts, 5);
   EXPECT_EQ(seen["root_fs"], "tmpfs");
   EXPECT_EQ(seen["workspace_fs"], "overlay");
   EXPECT_EQ(seen["tmp_fs"], "tmpfs");
@@ -177,6 +191,35 @@ TEST_F(NativeBackendTest, AHostEditDuringTheRunIsNeverOverwrittenByItsCommit) {
     EXPECT_EQ(std::string(error.what()).find("b.txt"), std::string::npos) << error.what();
   }
   EXPECT_EQ(testing::read_file(workspace_ / "a.txt"), "the user's edit\n");
+}
+
+// Kernels before 5.3 have no clone3: the launcher falls back to clone(). A
+// seccomp filter in a child process makes clone3 fail with ENOSYS there.
+TEST_F(NativeBackendTest, WithoutClone3TheLauncherFallsBackToClone) {
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    scmp_filter_ctx filter = ::seccomp_init(SCMP_ACT_ALLOW);
+    if (filter == nullptr ||
+        ::seccomp_rule_add(filter, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0) != 0 ||
+        ::seccomp_load(filter) != 0) {
+      ::_exit(90);
+    }
+    if (::syscall(SYS_clone3, nullptr, 0) != -1 || errno != ENOSYS) ::_exit(91);
+    try {
+      Sandbox sandbox(options());
+      const auto result = sandbox.execute({"/workspace/probe", "report"});
+      const auto seen = parse_report(result.stdout_data);
+      ::_exit(result.exit_code == 0 && seen.at("pid") == "2" && seen.at("uid") == "1000" ? 0 : 92);
+    } catch (...) {
+      ::_exit(93);
+    }
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "90: filter, 91: clone3 still works, 92: wrong sandbox, "
+                                       "93: the run threw";
 }
 
 TEST_F(NativeBackendTest, AnAuditLogKeptInTheWorkspaceIsHidden) {

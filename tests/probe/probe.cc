@@ -95,6 +95,18 @@ int report(int argc, char** argv) {
       }
     }
   }
+  {
+    // Every mount point, space-separated.
+    std::istringstream lines(slurp("/proc/self/mountinfo"));
+    std::string mountinfo_line, points;
+    while (std::getline(lines, mountinfo_line)) {
+      std::istringstream fields(mountinfo_line);
+      std::string id, parent, device, root, point;
+      fields >> id >> parent >> device >> root >> point;
+      points += (points.empty() ? "" : " ") + point;
+    }
+    put("mount_points", points);
+  }
   put("root_fs", filesystem_at("/"));
   put("workspace_fs", filesystem_at("/workspace"));
   put("tmp_fs", filesystem_at("/tmp"));
