@@ -456,6 +456,8 @@ ExecutionOutcome NativeBackend::execute(const ExecutionRequest& request) {
   layout.hidden_paths = options_.hidden_paths;
   layout.binds = request.binds;
   layout.hidden_workspace_paths = request.hidden_workspace_paths;
+  // /tmp and /dev/shm live in RAM: without cgroups, the memory limit caps each.
+  layout.tmpfs_size_bytes = limits.memory_bytes;
   layout.idmapped_workspace_fd = idmapped_fd;
   auto mounts = runtime::build_mount_steps(layout);
   if (!mounts) fail(std::move(mounts).error());

@@ -165,7 +165,9 @@ core::Result<std::vector<MountStep>> build_mount_steps(const MountLayout& layout
             "newinstance,ptmxmode=0666,mode=620");
   steps.add(MountOp::Symlink, "/dev/ptmx", "linking /dev/ptmx", "pts/ptmx");
   steps.make_dir("/dev/shm");
-  steps.tmpfs("/dev/shm", "mode=1777", MS_NOSUID | MS_NODEV);
+  const std::string size =
+      layout.tmpfs_size_bytes > 0 ? ",size=" + std::to_string(layout.tmpfs_size_bytes) : "";
+  steps.tmpfs("/dev/shm", "mode=1777" + size, MS_NOSUID | MS_NODEV);
   steps.add(MountOp::Symlink, "/dev/fd", "linking /dev/fd", "/proc/self/fd");
   steps.add(MountOp::Symlink, "/dev/stdin", "linking /dev/stdin", "/proc/self/fd/0");
   steps.add(MountOp::Symlink, "/dev/stdout", "linking /dev/stdout", "/proc/self/fd/1");
@@ -174,7 +176,7 @@ core::Result<std::vector<MountStep>> build_mount_steps(const MountLayout& layout
   steps.last().recursive = false;
 
   steps.make_dir("/tmp", 01777);
-  steps.tmpfs("/tmp", "mode=1777", MS_NOSUID | MS_NODEV);
+  steps.tmpfs("/tmp", "mode=1777" + size, MS_NOSUID | MS_NODEV);
 
   // The workspace: overlayfs, lower = the host directory (through an
   // idmapped mount when one is given), upper/work in the run's staging area.

@@ -21,6 +21,8 @@ struct MountLayout {
   std::vector<BindMount> binds;
   int idmapped_workspace_fd = -1;  // attached at run_dir/lower and used as the lower layer
   bool hide_agent_dir = true;
+  // Size cap of /tmp and /dev/shm (RAM-backed); 0 leaves the kernel default.
+  std::uint64_t tmpfs_size_bytes = 0;
   std::vector<std::string> hidden_workspace_paths;  // relative to the workspace
 };
 

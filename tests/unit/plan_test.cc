@@ -99,6 +99,17 @@ TEST_F(PlanTest, TheWorkspaceIsAnOverlayWithEscapedPathsAndAgentHidden) {
   EXPECT_EQ(index_of(steps, "mounting tmpfs on /workspace/.agent"), overlay + 1);
 }
 
+TEST_F(PlanTest, TmpAndShmAreCappedWhenASizeIsGiven) {
+  auto l = layout();
+  l.tmpfs_size_bytes = 1 << 20;
+  const auto steps = steps_for(l);
+  for (const char* stage : {"mounting tmpfs on /tmp", "mounting tmpfs on /dev/shm"}) {
+    const auto index = index_of(steps, stage);
+    ASSERT_GE(index, 0) << stage;
+    EXPECT_EQ(steps[static_cast<std::size_t>(index)].data, "mode=1777,size=1048576") << stage;
+  }
+}
+
 TEST_F(PlanTest, AnIdmappedWorkspaceIsAttachedBeforeTheOverlayUsesIt) {
   auto l = layout();
   l.idmapped_workspace_fd = 42;
