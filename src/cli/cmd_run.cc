@@ -228,7 +228,7 @@ int exit_status_for(const ProcessResult& result) {
 }
 
 void print_summary(const ProcessResult& result, const std::vector<EnforcementDecision>& plan,
-                   const std::string& workspace) {
+                   const std::string& workspace, const std::string& changes_mode) {
   const bool colour = ::isatty(STDERR_FILENO) == 1 && std::getenv("NO_COLOR") == nullptr;
   std::string status = "exit " + std::to_string(result.exit_code);
   if (result.termination_reason != TerminationReason::None) {
@@ -257,6 +257,16 @@ void print_summary(const ProcessResult& result, const std::vector<EnforcementDec
     std::string detail;
     for (const auto& [kind, count] : counts) {
       detail += (detail.empty() ? "" : ", ") + std::to_string(count) + " " + kind;
+    }
+    const bool kept = result.termination_detail.find("not committed") != std::string::npos;
+    if (changes_mode == "commit" && !kept) {
+      std::cerr << "pulsebox: changes committed: " << *result.transaction_id << " (" << detail
+                << ")\n";
+      return;
+    }
+    if (changes_mode == "discard") {
+      std::cerr << "pulsebox: changes discarded (" << detail << ")\n";
+      return;
     }
     std::cerr << "pulsebox: changes: " << paint(*result.transaction_id, Colour::Bold, colour)
               << " (" << detail << ")\n"
@@ -290,7 +300,7 @@ int run(const RunOptions& o) {
     if (o.json) {
       std::cout << to_json(result) << std::endl;
     } else {
-      print_summary(result, plan, o.workspace);
+      print_summary(result, plan, o.workspace, o.changes);
     }
     return exit_status_for(result);
   } catch (const SandboxError& error) {

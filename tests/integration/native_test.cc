@@ -463,6 +463,7 @@ TEST_F(NativeBackendTest, TheCommandLineRunsNativeByDefault) {
                          "", env);
   ASSERT_EQ(run.exit_code, 0) << run.err;
   EXPECT_NE(run.err.find("filesystem  strongly_enforced"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("pulsebox: changes committed: tx-"), std::string::npos) << run.err;
   EXPECT_EQ(testing::read_file(workspace_ / "c.txt"), "c\n");
 
   // Without accepting the missing seccomp filter, nothing runs.
