@@ -80,6 +80,9 @@ struct ExecutionRequest {
   SecretPolicy secrets;
   std::string execution_id;
   std::vector<BindMount> binds;
+  // A built-in seccomp profile ("default", "strict", "permissive"), a file in
+  // Docker/OCI format, or "unconfined" (no filter).
+  std::string seccomp_profile = "default";
   // Paths inside the workspace (relative) the command must not see, besides
   // .agent/: e.g. an audit log kept there.
   std::vector<std::string> hidden_workspace_paths;
@@ -117,7 +120,7 @@ class PULSEBOX_API Backend {
   virtual Capability secrets_capability(const SecretPolicy& policy) const = 0;
   virtual Capability filesystem_capability() const = 0;
   virtual Capability limit_capability(LimitKind kind) const = 0;
-  virtual Capability syscall_capability() const = 0;
+  virtual Capability syscall_capability(const std::string& seccomp_profile) const = 0;
   virtual Capability process_containment_capability() const = 0;
 };
 

@@ -72,6 +72,10 @@ struct SandboxOptions {
   bool unsafe_host_execution = false;
   // Options of the native backend (system directories, hidden paths, ...).
   NativeBackendOptions native;
+  // The seccomp profile: "default", "strict", "permissive", a Docker/OCI
+  // JSON file, or "unconfined". Checked when the Sandbox is constructed
+  // (SandboxConfigError names the file, line and field).
+  std::string seccomp_profile = "default";
   // Extra host paths shown inside the sandbox (native backend), each audited.
   std::vector<BindMount> binds;
   std::set<Dimension> accept_weaker;

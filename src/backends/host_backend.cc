@@ -146,7 +146,7 @@ class HostBackend final : public Backend {
     return {EnforcementLevel::Unsupported,
             "the host backend has no way to limit " + std::string(to_string(kind)), fix};
   }
-  Capability syscall_capability() const override {
+  Capability syscall_capability(const std::string&) const override {
     return {EnforcementLevel::Unsupported, "the host backend loads no seccomp filter",
             "use the native backend"};
   }

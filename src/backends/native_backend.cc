@@ -7,9 +7,11 @@
 // the run the upper directory becomes a transaction (the facade imports it),
 // then cleanup() removes the staging directory.
 #include <fcntl.h>
+#include <linux/seccomp.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/file.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -33,6 +35,8 @@
 #include "runtime/plan.h"
 #include "runtime/supervisor.h"
 #include "runtime/sync_channel.h"
+#include "seccomp/compiler.h"
+#include "seccomp/profile.h"
 
 namespace pulsebox {
 
@@ -146,6 +150,7 @@ class NativeBackend final : public Backend {
         options_.state_dir = "/var/tmp/pulsebox-" + std::to_string(::geteuid());
       }
     }
+    filters_ = std::make_unique<seccomp::FilterCache>(options_.state_dir / "seccomp");
   }
 
   std::string name() const override { return "native"; }
@@ -234,11 +239,19 @@ class NativeBackend final : public Backend {
     return {EnforcementLevel::Unsupported,
             "the native backend does not limit " + std::string(to_string(kind)) + " yet", fix};
   }
-  Capability syscall_capability() const override {
-    return {EnforcementLevel::PartiallyEnforced,
-            "no seccomp filter yet; the command has no capabilities, no_new_privs, and only its "
-            "own namespaces, so mount, module loading, ptrace of the host and similar calls fail",
-            "seccomp profiles are not part of this build yet"};
+  Capability syscall_capability(const std::string& profile) const override {
+    if (profile == "unconfined") {
+      return {EnforcementLevel::Unsupported,
+              "no seccomp filter (--seccomp unconfined); the command still has no capabilities "
+              "and no_new_privs",
+              "use a seccomp profile (default, strict, permissive or a file)"};
+    }
+    return {EnforcementLevel::StronglyEnforced,
+            "the seccomp profile " + profile +
+                " is loaded into the command before execve and inherited by everything it "
+                "starts; denied calls fail with the profile's errno, kill actions end the "
+                "sandbox and are reported with the syscall's name",
+            ""};
   }
   Capability process_containment_capability() const override {
     return {EnforcementLevel::StronglyEnforced,
@@ -258,6 +271,7 @@ class NativeBackend final : public Backend {
   NativeBackendOptions options_;
   mutable std::once_flag probe_once_;
   mutable HostProbe probe_;
+  std::unique_ptr<seccomp::FilterCache> filters_;
   std::vector<fs::path> run_dirs_;
   std::vector<UniqueFd> run_locks_;
   // user namespaces for idmapped workspace mounts, by workspace owner
@@ -472,6 +486,18 @@ ExecutionOutcome NativeBackend::execute(const ExecutionRequest& request) {
   plan.cwd = request.cwd.empty() ? "/workspace" : "/workspace/" + request.cwd;
   plan.seal();
   plan.capabilities = linux_api::prepare_capability_drop();
+  std::shared_ptr<const seccomp::CompiledFilter> filter;
+  if (request.seccomp_profile != "unconfined") {
+    auto profile = seccomp::load_profile(request.seccomp_profile);
+    if (!profile) fail(std::move(profile).error());
+    auto compiled = filters_->get(profile.value());
+    if (!compiled) fail(std::move(compiled).error());
+    filter = std::move(compiled).value();
+    plan.load_seccomp = true;
+    plan.seccomp_listener = filter->uses_listener;
+    plan.seccomp_program.len = static_cast<unsigned short>(filter->program.size());
+    plan.seccomp_program.filter = const_cast<sock_filter*>(filter->program.data());
+  }
   auto add_limit = [&](int resource, std::uint64_t value) {
     plan.rlimits.push_back({resource, rlimit{value, value}});
   };
@@ -516,6 +542,21 @@ ExecutionOutcome NativeBackend::execute(const ExecutionRequest& request) {
   runtime::LaunchedSandbox& sandbox = launched.value();
   result.pid = sandbox.pid;
 
+  // The command says Ready just before execve, handing over the seccomp
+  // listener; anything else (a setup error, init's exit) is kept for later.
+  std::vector<runtime::ChildMessage> messages;
+  UniqueFd listener;
+  {
+    const auto wall = std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::chrono::duration<double>(limits.wall_time_seconds));
+    int passed = -1;
+    auto first = runtime::receive_message(
+        sandbox.channel.get(), static_cast<int>(std::max<long>(wall.count(), 1)), &passed);
+    listener.reset(passed);
+    if (first && first->kind != runtime::ChildMessageKind::Ready) messages.push_back(*first);
+  }
+  std::optional<std::string> forbidden_syscall;
+
   runtime::SupervisedProcess process;
   process.pid = sandbox.pid;
   process.pidfd = sandbox.pidfd.get();
@@ -525,6 +566,17 @@ ExecutionOutcome NativeBackend::execute(const ExecutionRequest& request) {
   // of init kills the whole pid namespace.
   process.signal_sandbox = [&](int signal) {
     linux_api::sys_pidfd_send_signal(sandbox.pidfd.get(), signal);
+  };
+  // A kill action of the profile: learn the syscall, end the sandbox before
+  // the call runs (the caller stays blocked in the kernel until then).
+  process.watch_fd = listener.get();
+  process.on_watch = [&] {
+    seccomp_notif notification{};
+    if (::ioctl(listener.get(), SECCOMP_IOCTL_NOTIF_RECV, &notification) != 0) return;
+    if (!forbidden_syscall) {
+      forbidden_syscall = seccomp::syscall_name(notification.data.arch, notification.data.nr);
+    }
+    linux_api::sys_pidfd_send_signal(sandbox.pidfd.get(), SIGKILL);
   };
   const runtime::SupervisionOutcome supervision =
       runtime::supervise(process, limits, start, request.on_output);
@@ -543,7 +595,9 @@ ExecutionOutcome NativeBackend::execute(const ExecutionRequest& request) {
 
   std::optional<runtime::ChildMessage> error;
   std::optional<int> command_status;
-  for (const auto& message : runtime::drain_messages(sandbox.channel.get())) {
+  for (const auto& message : runtime::drain_messages(sandbox.channel.get()))
+    messages.push_back(message);
+  for (const auto& message : messages) {
     if (message.kind == runtime::ChildMessageKind::Error && !error) error = message;
     if (message.kind == runtime::ChildMessageKind::Exited) command_status = message.wait_status;
   }
@@ -554,6 +608,16 @@ ExecutionOutcome NativeBackend::execute(const ExecutionRequest& request) {
     result.termination_detail =
         exec_failed ? "cannot execute " + runtime::describe_child_error(*error).substr(10)
                     : "sandbox setup failed: " + runtime::describe_child_error(*error);
+    finish_timing();
+    return outcome;
+  }
+  if (forbidden_syscall) {
+    result.termination_reason = TerminationReason::Seccomp;
+    result.signal = SIGSYS;
+    result.exit_code = 128 + SIGSYS;
+    result.termination_detail = "the seccomp profile " + request.seccomp_profile +
+                                " does not allow " + *forbidden_syscall +
+                                ": the sandbox was killed";
     finish_timing();
     return outcome;
   }
@@ -571,6 +635,12 @@ ExecutionOutcome NativeBackend::execute(const ExecutionRequest& request) {
     if (result.termination_reason == TerminationReason::None) {
       result.termination_reason =
           WTERMSIG(status) == SIGXCPU ? TerminationReason::CpuTime : TerminationReason::Signal;
+      if (WTERMSIG(status) == SIGSYS && plan.load_seccomp) {
+        // SCMP_ACT_TRAP, or a syscall of an architecture the profile omits.
+        result.termination_reason = TerminationReason::Seccomp;
+        result.termination_detail = "killed by SIGSYS: a system call the seccomp profile " +
+                                    request.seccomp_profile + " forbids";
+      }
     }
   }
   finish_timing();

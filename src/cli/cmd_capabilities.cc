@@ -32,7 +32,9 @@ std::vector<Row> rows_for(const Backend& backend) {
   for (LimitKind kind : kAllLimitKinds) {
     rows.push_back({"limits." + std::string(to_string(kind)), backend.limit_capability(kind)});
   }
-  rows.push_back({"syscalls", backend.syscall_capability()});
+  for (const char* profile : {"default", "strict", "permissive", "unconfined"}) {
+    rows.push_back({"syscalls." + std::string(profile), backend.syscall_capability(profile)});
+  }
   rows.push_back({"process_containment", backend.process_containment_capability()});
   return rows;
 }

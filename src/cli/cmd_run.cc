@@ -12,6 +12,7 @@
 #include "policy/policy_json.h"
 #include "pulsebox/error.h"
 #include "pulsebox/sandbox.h"
+#include "seccomp/profile.h"
 
 namespace pulsebox::cli {
 namespace {
@@ -153,12 +154,12 @@ SandboxOptions build_options(const RunOptions& o) {
     }
   }
 
-  static const std::vector<std::string> kProfiles = {"default", "strict", "permissive"};
-  if (std::find(kProfiles.begin(), kProfiles.end(), o.seccomp) == kProfiles.end() &&
-      !std::filesystem::is_regular_file(o.seccomp, ec)) {
-    bad_input("--seccomp \"" + o.seccomp +
-              "\": expected default, strict, permissive or a profile file");
+  // Checked now, so that an invalid profile is refused before anything runs.
+  if (o.seccomp != "unconfined") {
+    auto profile = seccomp::load_profile(o.seccomp);
+    if (!profile) bad_input("--seccomp: " + profile.error().message());
   }
+  options.seccomp_profile = o.seccomp;
 
   if (o.changes == "keep") {
     options.changes = ChangesMode::Keep;
@@ -343,7 +344,8 @@ void register_run_command(CLI::App& app, int& exit_code) {
   run_cmd->add_option("--secret", o->secrets,
                       "Pass host variable NAME in and scrub its value (repeatable)");
   run_cmd->add_option("--policy", o->policy_file, "Action policy JSON");
-  run_cmd->add_option("--seccomp", o->seccomp, "Seccomp profile name or file (default: default)");
+  run_cmd->add_option("--seccomp", o->seccomp,
+                      "default, strict, permissive, a Docker/OCI profile file, or unconfined");
   run_cmd->add_option("--changes", o->changes, "keep, commit or discard (default: keep)");
   run_cmd->add_flag("--json", o->json, "Print one JSON result instead of streaming output");
   run_cmd->add_option("--allow-weaker", o->allow_weaker,

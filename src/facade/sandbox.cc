@@ -11,6 +11,7 @@
 #include "pulsebox/error.h"
 #include "pulsebox/lifecycle.h"
 #include "pulsebox/path_validator.h"
+#include "seccomp/profile.h"
 #include "workspace/safe_open.h"
 
 extern char** environ;
@@ -57,6 +58,9 @@ Sandbox::Sandbox(SandboxOptions options)
       scrubber_(options_.secrets),
       workspace_(options_.workspace, workspace_policy_for(options_.policy)) {
   options_.limits.validate();
+  if (options_.seccomp_profile != "unconfined") {
+    core::value_or_throw(seccomp::load_profile(options_.seccomp_profile));
+  }
   options_.workspace = workspace_.root();
   audit_ = std::make_unique<AuditLog>(default_audit_path(options_), &scrubber_,
                                       AuditLog::Options{.fsync = options_.audit_fsync});
@@ -194,7 +198,7 @@ std::vector<EnforcementDecision> Sandbox::enforcement_plan() {
     if (limits.reason.empty()) limits.reason = "every limit is enforced for the whole sandbox";
     add(Dimension::Limits, limits, false);
   }
-  add(Dimension::Syscalls, backend_->syscall_capability(), true);
+  add(Dimension::Syscalls, backend_->syscall_capability(options_.seccomp_profile), true);
   return plan;
 }
 
@@ -428,6 +432,7 @@ ProcessResult Sandbox::execute(const std::vector<std::string>& argv,
   request.limits = options_.limits;
   request.network = options_.network;
   request.binds = options_.binds;
+  request.seccomp_profile = options_.seccomp_profile;
   {
     // An audit log kept inside the workspace (not in .agent/) is hidden too.
     std::error_code ec;

@@ -16,6 +16,7 @@
 #include <cerrno>
 
 #include "linux/loopback.h"
+#include "linux/seccomp_filter.h"
 #include "linux/syscalls.h"
 #include "runtime/sync_channel.h"
 
@@ -90,6 +91,17 @@ struct Failure {
   if (::chdir(plan.cwd.c_str()) != 0) fail("changing to the working directory", plan.cwd.c_str());
   const int keep[] = {channel};
   close_all_except(3, keep, 1);
+  int listener = -1;
+  if (plan.load_seccomp) {
+    if (const int e = linux_api::install_seccomp_filter(plan.seccomp_program, plan.seccomp_listener,
+                                                        &listener);
+        e != 0) {
+      fail("loading the seccomp filter", "", e);
+    }
+  }
+  // Under the filter now: the profile must allow sendmsg, close and execve.
+  if (send_child_ready(channel, listener) != 0) ::_exit(kSetupFailed);
+  if (listener >= 0) ::close(listener);
 
   // PATH was searched in the parent: try each candidate, keep the most
   // telling error (as execvp does: EACCES beats ENOENT).

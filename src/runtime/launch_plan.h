@@ -13,6 +13,7 @@
 //                     then execve().
 #pragma once
 
+#include <linux/filter.h>
 #include <sys/resource.h>
 #include <sys/types.h>
 
@@ -45,6 +46,11 @@ struct LaunchPlan {
   bool bring_up_loopback = false;
 
   std::vector<std::pair<int, rlimit>> rlimits;
+  // The compiled seccomp filter (the storage belongs to the caller), loaded
+  // by the command as its last step before execve.
+  bool load_seccomp = false;
+  bool seccomp_listener = false;  // pass the listener to the supervisor
+  sock_fprog seccomp_program{};
   linux_api::CapabilityDrop capabilities;
 
   // The command: execve() is tried on each candidate in turn (PATH search

@@ -29,8 +29,10 @@ SupervisionOutcome supervise(const SupervisedProcess& process, const ResourcePol
     kill_at = Clock::now() + grace;
   };
 
-  std::vector<pollfd> fds = {
-      {process.stdout_fd, POLLIN, 0}, {process.stderr_fd, POLLIN, 0}, {process.pidfd, POLLIN, 0}};
+  std::vector<pollfd> fds = {{process.stdout_fd, POLLIN, 0},
+                             {process.stderr_fd, POLLIN, 0},
+                             {process.pidfd, POLLIN, 0},
+                             {process.watch_fd, POLLIN, 0}};
   // A straggler that escaped the sandbox's kill could hold a pipe open: after
   // the exit, output is drained for a moment only.
   Clock::time_point drain_until = Clock::time_point::max();
@@ -69,6 +71,10 @@ SupervisionOutcome supervise(const SupervisedProcess& process, const ResourcePol
       if (keep > 0 && on_output) {
         on_output(i == 0 ? OutputStream::Stdout : OutputStream::Stderr, {buffer, keep});
       }
+    }
+    if (fds[3].fd >= 0 && fds[3].revents != 0) {
+      if ((fds[3].revents & POLLIN) != 0 && process.on_watch) process.on_watch();
+      if ((fds[3].revents & (POLLHUP | POLLERR | POLLNVAL)) != 0) fds[3].fd = -1;
     }
     bool child_done = fds[2].fd >= 0 && fds[2].revents != 0;
     if (process.pidfd < 0 && !exited) {

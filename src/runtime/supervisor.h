@@ -26,6 +26,10 @@ struct SupervisedProcess {
   std::function<void(int)> signal_sandbox;
   // Called once when the process has exited, before the output is drained.
   std::function<void()> on_exit;
+  // An extra descriptor to watch (the seccomp listener): `on_watch` runs
+  // when it is readable; it is dropped on hang-up.
+  int watch_fd = -1;
+  std::function<void()> on_watch;
 };
 
 struct SupervisionOutcome {

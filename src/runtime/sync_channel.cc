@@ -1,6 +1,8 @@
 #include "runtime/sync_channel.h"
 
+#include <poll.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -38,6 +40,29 @@ void send_child_exited(int fd, int wait_status) noexcept {
   send_message(fd, message);
 }
 
+int send_child_ready(int fd, int passed_fd) noexcept {
+  ChildMessage message;
+  message.kind = ChildMessageKind::Ready;
+  iovec data{&message, sizeof message};
+  msghdr header{};
+  header.msg_iov = &data;
+  header.msg_iovlen = 1;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  if (passed_fd >= 0) {
+    header.msg_control = control;
+    header.msg_controllen = sizeof control;
+    cmsghdr* item = CMSG_FIRSTHDR(&header);
+    item->cmsg_level = SOL_SOCKET;
+    item->cmsg_type = SCM_RIGHTS;
+    item->cmsg_len = CMSG_LEN(sizeof(int));
+    __builtin_memcpy(CMSG_DATA(item), &passed_fd, sizeof(int));
+  }
+  for (;;) {
+    if (::sendmsg(fd, &header, MSG_NOSIGNAL) >= 0) return 0;
+    if (errno != EINTR) return errno;
+  }
+}
+
 bool wait_for_go(int fd) noexcept {
   ChildMessage message;
   for (;;) {
@@ -65,6 +90,39 @@ std::vector<ChildMessage> drain_messages(int fd) {
     messages.push_back(message);
   }
   return messages;
+}
+
+std::optional<ChildMessage> receive_message(int fd, int timeout_ms, int* passed) {
+  pollfd waiting{fd, POLLIN, 0};
+  int ready = 0;
+  do {
+    ready = ::poll(&waiting, 1, timeout_ms);
+  } while (ready < 0 && errno == EINTR);
+  if (ready <= 0) return std::nullopt;
+  ChildMessage message;
+  iovec data{&message, sizeof message};
+  msghdr header{};
+  header.msg_iov = &data;
+  header.msg_iovlen = 1;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  header.msg_control = control;
+  header.msg_controllen = sizeof control;
+  const ssize_t n = ::recvmsg(fd, &header, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+  if (n != static_cast<ssize_t>(sizeof message)) return std::nullopt;
+  for (cmsghdr* item = CMSG_FIRSTHDR(&header); item != nullptr; item = CMSG_NXTHDR(&header, item)) {
+    if (item->cmsg_level == SOL_SOCKET && item->cmsg_type == SCM_RIGHTS) {
+      int received = -1;
+      std::memcpy(&received, CMSG_DATA(item), sizeof received);
+      if (passed != nullptr) {
+        *passed = received;
+      } else {
+        ::close(received);
+      }
+    }
+  }
+  message.stage[sizeof message.stage - 1] = '\0';
+  message.detail[sizeof message.detail - 1] = '\0';
+  return message;
 }
 
 std::string describe_child_error(const ChildMessage& message) {

@@ -3,6 +3,8 @@
 //
 //   supervisor -> init   Go        the id maps are written: start the setup
 //   init/child -> sup.   Error     a setup step failed: {stage, errno, detail}
+//   command -> sup.      Ready     about to execve; carries the seccomp
+//                                  listener (SCM_RIGHTS) when there is one
 //   init -> supervisor   Exited    the command ended: its wait status
 //
 // The command inherits the child's end with CLOEXEC, so it closes at execve:
@@ -19,7 +21,7 @@
 
 namespace pulsebox::runtime {
 
-enum class ChildMessageKind : std::uint32_t { Go = 1, Error = 2, Exited = 3 };
+enum class ChildMessageKind : std::uint32_t { Go = 1, Error = 2, Exited = 3, Ready = 4 };
 
 struct ChildMessage {
   ChildMessageKind kind = ChildMessageKind::Go;
@@ -33,6 +35,8 @@ struct ChildMessage {
 // (the supervisor then sees the child exit without a message).
 void send_child_error(int fd, const char* stage, const char* detail, int error_number) noexcept;
 void send_child_exited(int fd, int wait_status) noexcept;
+// Ready, passing `passed_fd` along when it is >= 0. Returns 0 or the errno.
+int send_child_ready(int fd, int passed_fd) noexcept;
 // Blocks for the Go message; false on EOF (the supervisor is gone).
 bool wait_for_go(int fd) noexcept;
 
@@ -40,6 +44,9 @@ bool wait_for_go(int fd) noexcept;
 bool send_go(int fd);
 // Every message already queued, without blocking.
 std::vector<ChildMessage> drain_messages(int fd);
+// Waits up to `timeout_ms` for one message; a descriptor sent with it lands
+// in *passed (CLOEXEC). nullopt on timeout or EOF.
+std::optional<ChildMessage> receive_message(int fd, int timeout_ms, int* passed);
 
 // "mounting overlay on /workspace: EINVAL (Invalid argument)"
 std::string describe_child_error(const ChildMessage& message);

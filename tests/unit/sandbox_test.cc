@@ -57,7 +57,7 @@ class FakeBackend : public Backend {
     return {kind == LimitKind::Memory ? memory : EnforcementLevel::StronglyEnforced, "mem",
             "cgroups"};
   }
-  Capability syscall_capability() const override { return {syscalls, "sys", ""}; }
+  Capability syscall_capability(const std::string&) const override { return {syscalls, "sys", ""}; }
   Capability process_containment_capability() const override {
     return {EnforcementLevel::StronglyEnforced, "", ""};
   }

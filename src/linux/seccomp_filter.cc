@@ -1,0 +1,20 @@
+#include "linux/seccomp_filter.h"
+
+#include <linux/seccomp.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+namespace pulsebox::linux_api {
+
+int install_seccomp_filter(const sock_fprog& program, bool want_listener,
+                           int* listener_fd) noexcept {
+  const unsigned flags = want_listener ? SECCOMP_FILTER_FLAG_NEW_LISTENER : 0;
+  const long rc = ::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, flags, &program);
+  if (rc < 0) return errno;
+  if (want_listener) *listener_fd = static_cast<int>(rc);
+  return 0;
+}
+
+}  // namespace pulsebox::linux_api

@@ -1,0 +1,61 @@
+// Compiling a seccomp profile to a BPF program with libseccomp, in the
+// parent, once: compiled programs are cached in memory and on disk, keyed by
+// the profile's text, the architecture and the libseccomp version.
+//
+// Kill actions (SCMP_ACT_KILL, _KILL_PROCESS, _KILL_THREAD) are compiled as
+// SCMP_ACT_NOTIFY: the supervisor holds the listener, learns which syscall
+// was attempted, and kills the whole sandbox before the call runs. A result
+// can then name the syscall, which a kernel-side kill cannot tell anyone.
+#pragma once
+
+#include <linux/filter.h>
+
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/result.h"
+#include "seccomp/profile.h"
+
+namespace pulsebox::seccomp {
+
+struct CompiledFilter {
+  std::vector<sock_filter> program;
+  bool uses_listener = false;  // some action is a kill (compiled as notify)
+  std::string key;
+};
+
+// Compiles without any cache.
+core::Result<std::shared_ptr<const CompiledFilter>> compile(const Profile& profile);
+
+// The cache key: SHA-256 of the profile text, the native architecture, the
+// libseccomp version and this compiler's own version.
+std::string cache_key(const Profile& profile);
+
+class FilterCache {
+ public:
+  // `directory` may be empty (memory only).
+  explicit FilterCache(std::filesystem::path directory) : directory_(std::move(directory)) {}
+  core::Result<std::shared_ptr<const CompiledFilter>> get(const Profile& profile);
+
+  struct Stats {
+    int compiled = 0;
+    int from_disk = 0;
+    int from_memory = 0;
+  };
+  Stats stats() const;
+
+ private:
+  std::filesystem::path directory_;
+  mutable std::mutex mutex_;
+  std::map<std::string, std::shared_ptr<const CompiledFilter>> memory_;
+  Stats stats_;
+};
+
+// The name of syscall `nr` on audit architecture `arch`, or "syscall NR".
+std::string syscall_name(std::uint32_t arch, int nr);
+
+}  // namespace pulsebox::seccomp

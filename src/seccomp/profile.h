@@ -1,0 +1,70 @@
+// Seccomp profiles in the Docker / OCI JSON format:
+//
+//   {"defaultAction": "SCMP_ACT_ERRNO", "defaultErrnoRet": 1,
+//    "architectures": ["SCMP_ARCH_X86_64"],
+//    "syscalls": [{"names": ["read", "write"], "action": "SCMP_ACT_ALLOW",
+//                  "errnoRet": 1, "args": [{"index": 0, "value": 1,
+//                  "valueTwo": 0, "op": "SCMP_CMP_EQ"}],
+//                  "comment": "...", "includes": {"caps": [], "arches": [],
+//                  "minKernel": "5.4"}, "excludes": {...}}]}
+//
+// Also accepted (and ignored): "archMap", "flags", "listenerPath",
+// "listenerMetadata", the deprecated single "name". Any other key is an
+// error. Errors name the file, the line and the field:
+//   "p.json:12: syscalls[2].action: expected one of SCMP_ACT_ALLOW, ..., got "ALLOW""
+//
+// Docker's conditions are resolved for a pulsebox sandbox: the command holds
+// no capabilities (entries that *include* caps are dropped, those that
+// *exclude* caps kept), runs on this machine's architecture, and on this
+// kernel (minKernel).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/result.h"
+
+namespace pulsebox::seccomp {
+
+enum class Action { Allow, Errno, KillProcess, KillThread, Trap, Log, Trace };
+enum class ArgOp { NotEqual, LessThan, LessOrEqual, Equal, GreaterOrEqual, GreaterThan, MaskedEqual };
+
+struct ArgCheck {
+  unsigned index = 0;
+  std::uint64_t value = 0;
+  std::uint64_t value_two = 0;
+  ArgOp op = ArgOp::Equal;
+};
+
+struct Rule {
+  std::vector<std::string> names;
+  Action action = Action::Allow;
+  int errno_ret = 1;  // for Errno and Trace
+  std::vector<ArgCheck> args;
+  std::string comment;
+};
+
+struct Profile {
+  std::string name;  // "default", or the file's path
+  Action default_action = Action::Errno;
+  int default_errno = 1;
+  std::vector<std::string> architectures;  // "SCMP_ARCH_X86_64", ...
+  std::vector<Rule> rules;                 // conditions already resolved
+  std::string text;                        // the JSON as read (the cache key's input)
+};
+
+std::string_view to_string(Action action);
+std::string_view to_string(ArgOp op);
+
+// Parses and validates `text`; `source` names it in errors.
+core::Result<Profile> parse_profile(std::string_view text, const std::string& source);
+
+// "default", "strict", "permissive" (built in), else a file path.
+core::Result<Profile> load_profile(const std::string& name_or_path);
+
+// The built-in profiles' names.
+const std::vector<std::string>& builtin_profile_names();
+
+}  // namespace pulsebox::seccomp
