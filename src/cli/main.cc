@@ -34,6 +34,7 @@ int main(int argc, char** argv) {
   register_run_command(app, exit_code);
   register_changes_commands(app, exit_code);
   register_capabilities_command(app, exit_code);
+  register_seccomp_commands(app, exit_code);
 
   // Everything after the first "--" is the command for `run`, verbatim: it is
   // never parsed as pulsebox options.

@@ -135,10 +135,9 @@ core::Result<std::shared_ptr<const CompiledFilter>> compile(const Profile& profi
       const int rc = ::seccomp_rule_add_array(ctx.get(), action, nr,
                                               static_cast<unsigned>(args.size()), args.data());
       if (rc < 0) {
-        return compile_error(profile,
-                             "rule for " + name +
-                                 (rule.comment.empty() ? "" : " (" + rule.comment + ")"),
-                             rc);
+        return compile_error(
+            profile, "rule for " + name + (rule.comment.empty() ? "" : " (" + rule.comment + ")"),
+            rc);
       }
     }
   }

@@ -32,14 +32,14 @@ constexpr std::pair<std::string_view, Action> kActions[] = {
     {"SCMP_ACT_TRACE", Action::Trace},
 };
 constexpr std::pair<std::string_view, ArgOp> kOps[] = {
-    {"SCMP_CMP_NE", ArgOp::NotEqual},       {"SCMP_CMP_LT", ArgOp::LessThan},
-    {"SCMP_CMP_LE", ArgOp::LessOrEqual},    {"SCMP_CMP_EQ", ArgOp::Equal},
-    {"SCMP_CMP_GE", ArgOp::GreaterOrEqual}, {"SCMP_CMP_GT", ArgOp::GreaterThan},
+    {"SCMP_CMP_NE", ArgOp::NotEqual},           {"SCMP_CMP_LT", ArgOp::LessThan},
+    {"SCMP_CMP_LE", ArgOp::LessOrEqual},        {"SCMP_CMP_EQ", ArgOp::Equal},
+    {"SCMP_CMP_GE", ArgOp::GreaterOrEqual},     {"SCMP_CMP_GT", ArgOp::GreaterThan},
     {"SCMP_CMP_MASKED_EQ", ArgOp::MaskedEqual},
 };
 constexpr std::string_view kArchitectures[] = {
-    "SCMP_ARCH_X86_64", "SCMP_ARCH_X86",     "SCMP_ARCH_X32",    "SCMP_ARCH_AARCH64",
-    "SCMP_ARCH_ARM",    "SCMP_ARCH_RISCV64", "SCMP_ARCH_S390X",  "SCMP_ARCH_PPC64LE",
+    "SCMP_ARCH_X86_64", "SCMP_ARCH_X86",      "SCMP_ARCH_X32",        "SCMP_ARCH_AARCH64",
+    "SCMP_ARCH_ARM",    "SCMP_ARCH_RISCV64",  "SCMP_ARCH_S390X",      "SCMP_ARCH_PPC64LE",
     "SCMP_ARCH_MIPS64", "SCMP_ARCH_MIPSEL64", "SCMP_ARCH_LOONGARCH64"};
 
 // Docker's "arches" names for this machine.
@@ -71,9 +71,9 @@ class Parser {
   Error error(const std::string& path, const std::string& message) const {
     std::string where = source_;
     if (auto it = lines_.find(path); it != lines_.end()) where += ":" + std::to_string(it->second);
-    return Error(ErrorKind::kInvalidInput, "seccomp",
-                 where + ": " + (path.empty() ? std::string("the profile") : path) + ": " +
-                     message);
+    return Error(
+        ErrorKind::kInvalidInput, "seccomp",
+        where + ": " + (path.empty() ? std::string("the profile") : path) + ": " + message);
   }
 
   core::Status check_keys(const json& object, const std::string& path,
@@ -151,8 +151,8 @@ class Parser {
   core::Result<Profile> parse(const json& root) {
     Profile profile;
     PB_CHECK(check_keys(root, "",
-                        {"defaultAction", "defaultErrnoRet", "architectures", "archMap",
-                         "syscalls", "flags", "listenerPath", "listenerMetadata"}));
+                        {"defaultAction", "defaultErrnoRet", "architectures", "archMap", "syscalls",
+                         "flags", "listenerPath", "listenerMetadata"}));
     if (!root.contains("defaultAction")) return error("", "missing \"defaultAction\"");
     PB_TRY(default_action, action_at(root["defaultAction"], "defaultAction"));
     profile.default_action = default_action;
@@ -186,9 +186,9 @@ class Parser {
   }
 
   core::Result<std::optional<Rule>> parse_rule(const json& entry, const std::string& path) {
-    PB_CHECK(check_keys(entry, path,
-                        {"names", "name", "action", "errnoRet", "args", "comment", "includes",
-                         "excludes"}));
+    PB_CHECK(check_keys(
+        entry, path,
+        {"names", "name", "action", "errnoRet", "args", "comment", "includes", "excludes"}));
     Rule rule;
     if (entry.contains("names")) {
       const auto& names = entry["names"];
@@ -244,8 +244,10 @@ class Parser {
           }
         }
         if (!known) {
-          return error(arg_path + ".op", "expected SCMP_CMP_NE, _LT, _LE, _EQ, _GE, _GT or "
-                                         "_MASKED_EQ, got \"" + op_text + "\"");
+          return error(arg_path + ".op",
+                       "expected SCMP_CMP_NE, _LT, _LE, _EQ, _GE, _GT or "
+                       "_MASKED_EQ, got \"" +
+                           op_text + "\"");
         }
         rule.args.push_back(check);
       }
@@ -309,8 +311,8 @@ core::Result<Profile> parse_profile(std::string_view text, const std::string& so
     std::string what = e.what();
     if (auto cut = what.find("syntax error"); cut != std::string::npos) what = what.substr(cut);
     return Error(ErrorKind::kInvalidInput, "seccomp",
-                 source + ":" + std::to_string(line) + ":" +
-                     std::to_string(offset - line_start) + ": invalid JSON: " + what);
+                 source + ":" + std::to_string(line) + ":" + std::to_string(offset - line_start) +
+                     ": invalid JSON: " + what);
   }
   try {
     Parser parser(text, source);

@@ -29,7 +29,15 @@
 namespace pulsebox::seccomp {
 
 enum class Action { Allow, Errno, KillProcess, KillThread, Trap, Log, Trace };
-enum class ArgOp { NotEqual, LessThan, LessOrEqual, Equal, GreaterOrEqual, GreaterThan, MaskedEqual };
+enum class ArgOp {
+  NotEqual,
+  LessThan,
+  LessOrEqual,
+  Equal,
+  GreaterOrEqual,
+  GreaterThan,
+  MaskedEqual
+};
 
 struct ArgCheck {
   unsigned index = 0;

@@ -20,6 +20,7 @@
 #include "linux/userns.h"
 #include "pulsebox/error.h"
 #include "pulsebox/sandbox.h"
+#include "seccomp/profile.h"
 
 namespace pulsebox {
 namespace {
@@ -76,8 +77,8 @@ class NativeBackendTest : public ::testing::Test {
     o.workspace = workspace_.path();
     o.policy.add_rule({ActionType::Shell, "*", Decision::Allow, "test"});
     o.backend = make_native_backend(native_options());
-    // Seccomp profiles are a separate piece of work; everything else is strong.
-    o.accept_weaker = {Dimension::Syscalls, Dimension::Limits};
+    // Limits stay partial until cgroups; everything else must be strong.
+    o.accept_weaker = {Dimension::Limits};
     return o;
   }
 
@@ -220,6 +221,160 @@ TEST_F(NativeBackendTest, WithoutClone3TheLauncherFallsBackToClone) {
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 0) << "90: filter, 91: clone3 still works, 92: wrong sandbox, "
                                        "93: the run threw";
+}
+
+// --- seccomp -------------------------------------------------------------
+
+std::map<std::string, std::string> syscall_results(const std::string& report) {
+  std::map<std::string, std::string> out;
+  for (const auto& [key, value] : parse_report(report)) {
+    if (key.rfind("syscall ", 0) == 0) out[key.substr(8)] = value;
+  }
+  return out;
+}
+
+TEST_F(NativeBackendTest, TheDefaultProfileDeniesEveryDangerousCallWithEperm) {
+  Sandbox sandbox(options());
+  const auto result = run(sandbox, {"/workspace/probe", "syscalls"});
+  ASSERT_EQ(result.exit_code, 0) << result.stderr_data << result.termination_detail;
+  EXPECT_EQ(result.enforcement.syscalls, EnforcementLevel::StronglyEnforced);
+  const auto seen = syscall_results(result.stdout_data);
+  ASSERT_GE(seen.size(), 45u);
+  for (const auto& [name, outcome] : seen) {
+    EXPECT_EQ(outcome, name == "clone3" ? "ENOSYS" : "EPERM") << name;
+  }
+}
+
+TEST_F(NativeBackendTest, DeniedCallsReturnTheErrnoTheProfileConfigures) {
+  // The default profile with errnoRet 42 (ENOMSG) on its deny rules: proof
+  // that the filter answers, not the kernel.
+  auto profile = seccomp::load_profile("default");
+  ASSERT_TRUE(profile.ok());
+  std::string text = profile->text;
+  const std::string from = "\"errnoRet\": 1";
+  int replaced = 0;
+  for (std::size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + 1)) {
+    if (std::isdigit(static_cast<unsigned char>(text[at + from.size()]))) continue;
+    text.replace(at, from.size(), "\"errnoRet\": 42");
+    ++replaced;
+  }
+  ASSERT_GT(replaced, 5);
+  TempDir dir;
+  testing::write_file(dir / "enomsg.json", text);
+  auto o = options();
+  o.seccomp_profile = (dir / "enomsg.json").string();
+  Sandbox sandbox(std::move(o));
+  const auto result = run(sandbox, {"/workspace/probe", "syscalls"});
+  ASSERT_EQ(result.exit_code, 0) << result.stderr_data << result.termination_detail;
+  for (const auto& [name, outcome] : syscall_results(result.stdout_data)) {
+    // Not matched by an allow rule's condition: the profile's default errno.
+    const bool by_default = name == "clone(CLONE_NEWUSER)" || name == "ioctl(TIOCSTI)" ||
+                            name.rfind("personality", 0) == 0;
+    EXPECT_EQ(outcome, name == "clone3" ? "ENOSYS" : by_default ? "EPERM" : "ENOMSG") << name;
+  }
+}
+
+TEST_F(NativeBackendTest, AKillActionEndsTheSandboxAndNamesTheSyscall) {
+  auto o = options();
+  o.seccomp_profile = "strict";
+  Sandbox sandbox(std::move(o));
+  const std::string marker = "pulsebox-seccomp-" + std::to_string(::getpid());
+  const auto result = run(
+      sandbox, {"sh", "-c",
+                "/workspace/probe daemon " + marker + "; /workspace/probe syscalls; echo after"});
+  EXPECT_EQ(result.termination_reason, TerminationReason::Seccomp);
+  EXPECT_EQ(result.signal, std::optional<int>(SIGSYS));
+  EXPECT_NE(result.termination_detail.find("strict does not allow mount"), std::string::npos)
+      << result.termination_detail;
+  EXPECT_EQ(result.stdout_data.find("after"), std::string::npos) << "the sandbox went on";
+  EXPECT_EQ(processes_with_marker(marker), 0);
+}
+
+TEST_F(NativeBackendTest, AUserSuppliedDockerProfileIsEnforced) {
+  TempDir dir;
+  testing::write_file(dir / "docker.json", R"({
+  "defaultAction": "SCMP_ACT_ALLOW",
+  "architectures": ["SCMP_ARCH_X86_64", "SCMP_ARCH_X86", "SCMP_ARCH_X32"],
+  "syscalls": [
+    {"names": ["mkdir", "mkdirat"], "action": "SCMP_ACT_ERRNO", "errnoRet": 13,
+     "comment": "no new directories"},
+    {"names": ["uname"], "action": "SCMP_ACT_ERRNO", "errnoRet": 1,
+     "includes": {"caps": ["CAP_SYS_ADMIN"]}, "comment": "only with a capability: dropped"},
+    {"names": ["getpriority"], "action": "SCMP_ACT_KILL", "args": [
+      {"index": 0, "value": 0, "valueTwo": 0, "op": "SCMP_CMP_EQ"}]}
+  ]
+})");
+  auto o = options();
+  o.seccomp_profile = (dir / "docker.json").string();
+  Sandbox sandbox(std::move(o));
+  auto result = run(sandbox, {"sh", "-c", "uname -s; mkdir d 2>&1; echo done"});
+  EXPECT_EQ(result.exit_code, 0) << result.stderr_data;
+  EXPECT_NE(result.stdout_data.find("Linux\n"), std::string::npos) << result.stdout_data;
+  EXPECT_NE(result.stdout_data.find("Permission denied"), std::string::npos) << result.stdout_data;
+  EXPECT_FALSE(result.transaction_id.has_value()) << "mkdir was refused, nothing changed";
+  result = run(sandbox, {"nice", "-n", "1", "true"});  // nice reads getpriority(PRIO_PROCESS)
+  EXPECT_EQ(result.termination_reason, TerminationReason::Seccomp);
+  EXPECT_NE(result.termination_detail.find("does not allow getpriority"), std::string::npos)
+      << result.termination_detail;
+}
+
+TEST_F(NativeBackendTest, TheThirtyTwoBitEntryPointIsClosed) {
+  Sandbox sandbox(options());
+  const auto result = run(sandbox, {"/workspace/probe", "int80"});
+  // Killed by the filter (SIGSYS), or the kernel has no 32-bit emulation
+  // (SIGSEGV); never a working 32-bit getpid.
+  ASSERT_TRUE(result.signal.has_value()) << result.stdout_data;
+  EXPECT_TRUE(*result.signal == SIGSYS || *result.signal == SIGSEGV) << *result.signal;
+  if (*result.signal == SIGSYS) {
+    EXPECT_EQ(result.termination_reason, TerminationReason::Seccomp);
+  }
+}
+
+TEST_F(NativeBackendTest, TheDefaultProfileRunsARealToolchain) {
+  testing::write_file(workspace_ / "hello.c",
+                      "#include <stdio.h>\nint main(void) { puts(\"hello from c\"); return 0; }\n");
+  testing::write_file(workspace_ / "Makefile",
+                      "all: hello\nhello: hello.c\n\tcc -O1 -o hello hello.c\n");
+  testing::write_file(workspace_ / "tool.py",
+                      "import json, subprocess\n"
+                      "print(json.dumps({'sum': sum(range(10))}))\n");
+  Sandbox sandbox(options());
+  const auto result = run(
+      sandbox,
+      {"sh", "-c",
+       "set -e; make -s && ./hello && printf 'b\\na\\nb\\n' | sort | uniq -c | tr -s ' ' && "
+       "python3 tool.py && git init -q repo && cd repo && echo x > f && git add f && "
+       "git -c user.name=p -c user.email=p@example.invalid commit -qm first && git log --oneline "
+       "| wc -l && echo '#include <vector>\nint main(){std::vector<int> v(3);return "
+       "(int)v.size()-3;}' "
+       "> t.cc && c++ -o /tmp/t t.cc && /tmp/t && echo c++ ok"});
+  ASSERT_EQ(result.exit_code, 0) << result.stdout_data << result.stderr_data
+                                 << result.termination_detail;
+  EXPECT_NE(result.stdout_data.find("hello from c\n"), std::string::npos) << result.stdout_data;
+  EXPECT_NE(result.stdout_data.find(" 1 a\n 2 b\n"), std::string::npos) << result.stdout_data;
+  EXPECT_NE(result.stdout_data.find("{\"sum\": 45}\n"), std::string::npos) << result.stdout_data;
+  EXPECT_NE(result.stdout_data.find("\n1\n"), std::string::npos) << "one git commit";
+  EXPECT_NE(result.stdout_data.find("c++ ok\n"), std::string::npos) << result.stdout_data;
+}
+
+TEST_F(NativeBackendTest, AnInvalidProfileIsRefusedBeforeAnythingRuns) {
+  TempDir dir;
+  testing::write_file(dir / "bad.json",
+                      "{\n  \"defaultAction\": \"SCMP_ACT_ALLOW\",\n"
+                      "  \"syscalls\": [{\"names\": [\"read\"], \"action\": "
+                      "\"SCMP_ACT_ERRNO\", \"args\": [{\"index\": 9, "
+                      "\"value\": 0, \"op\": \"SCMP_CMP_EQ\"}]}]\n}\n");
+  auto o = options();
+  o.seccomp_profile = (dir / "bad.json").string();
+  try {
+    Sandbox sandbox(std::move(o));
+    FAIL() << "an invalid profile was accepted";
+  } catch (const SandboxConfigError& error) {
+    EXPECT_NE(
+        std::string(error.what()).find("bad.json:3: syscalls[0].args[0].index: expected 0 to 5"),
+        std::string::npos)
+        << error.what();
+  }
 }
 
 TEST_F(NativeBackendTest, AnAuditLogKeptInTheWorkspaceIsHidden) {
@@ -438,6 +593,8 @@ TEST_F(NativeBackendTest, CapabilitiesReportStrongIsolation) {
   EXPECT_EQ(backend->process_containment_capability().level, EnforcementLevel::StronglyEnforced);
   EXPECT_EQ(backend->limit_capability(LimitKind::WallTime).level,
             EnforcementLevel::StronglyEnforced);
+  EXPECT_EQ(backend->syscall_capability("default").level, EnforcementLevel::StronglyEnforced);
+  EXPECT_EQ(backend->syscall_capability("unconfined").level, EnforcementLevel::Unsupported);
   NetworkPolicy allowlist;
   allowlist.mode = NetworkMode::Allowlist;
   EXPECT_EQ(backend->network_capability(allowlist).level, EnforcementLevel::Unsupported);
@@ -446,8 +603,7 @@ TEST_F(NativeBackendTest, CapabilitiesReportStrongIsolation) {
 TEST_F(NativeBackendTest, TheCommandLineRunsNativeByDefault) {
   const std::vector<std::string> env = {"PULSEBOX_STATE_DIR=" + state_.path().string()};
   const std::string w = workspace_.path().string();
-  auto run = testing::run_cli({"run", "-w", w, "--allow-weaker", "syscalls", "--json", "--", "sh",
-                               "-c", "echo n > n.txt; id -u"},
+  auto run = testing::run_cli({"run", "-w", w, "--json", "--", "sh", "-c", "echo n > n.txt; id -u"},
                               "", env);
   ASSERT_EQ(run.exit_code, 0) << run.err;
   const auto json = nlohmann::json::parse(run.out);
@@ -458,16 +614,16 @@ TEST_F(NativeBackendTest, TheCommandLineRunsNativeByDefault) {
   EXPECT_EQ(json["changes"][0]["path"], "n.txt");
   EXPECT_FALSE(fs::exists(workspace_ / "n.txt"));
 
-  run = testing::run_cli({"run", "-w", w, "--allow-weaker", "syscalls", "--changes", "commit", "--",
-                          "sh", "-c", "echo c > c.txt"},
-                         "", env);
+  run = testing::run_cli(
+      {"run", "-w", w, "--changes", "commit", "--", "sh", "-c", "echo c > c.txt"}, "", env);
   ASSERT_EQ(run.exit_code, 0) << run.err;
   EXPECT_NE(run.err.find("filesystem  strongly_enforced"), std::string::npos) << run.err;
   EXPECT_NE(run.err.find("pulsebox: changes committed: tx-"), std::string::npos) << run.err;
   EXPECT_EQ(testing::read_file(workspace_ / "c.txt"), "c\n");
 
-  // Without accepting the missing seccomp filter, nothing runs.
-  run = testing::run_cli({"run", "-w", w, "--", "sh", "-c", "echo x > x.txt"}, "", env);
+  // Without a seccomp filter, and without accepting that, nothing runs.
+  run = testing::run_cli(
+      {"run", "-w", w, "--seccomp", "unconfined", "--", "sh", "-c", "echo x > x.txt"}, "", env);
   EXPECT_EQ(run.exit_code, 125);
   EXPECT_NE(run.err.find("--allow-weaker syscalls"), std::string::npos) << run.err;
   EXPECT_FALSE(fs::exists(workspace_ / "x.txt"));

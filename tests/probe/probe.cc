@@ -8,6 +8,9 @@
 //   probe forks N               try to start N sleeping children; report how many
 //   probe loopback              a TCP round trip over 127.0.0.1
 //   probe write PATH TEXT       write a file; report the errno
+//   probe syscalls              try each call a seccomp profile should deny
+//                               (harmless arguments); "syscall NAME=ERRNO"
+//   probe int80                 a 32-bit system call through int 0x80
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
@@ -20,6 +23,7 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -237,6 +241,92 @@ int forks(int count) {
   return 0;
 }
 
+// Each call with arguments that do no harm if the filter lets it through;
+// the filter decides before the kernel looks at them.
+int syscalls() {
+  struct Attempt {
+    const char* name;
+    long (*call)();
+  };
+  static const Attempt attempts[] = {
+      {"mount", [] { return ::syscall(SYS_mount, "none", "/tmp", "tmpfs", 0, nullptr); }},
+      {"umount2", [] { return ::syscall(SYS_umount2, "/tmp", 0); }},
+      {"pivot_root", [] { return ::syscall(SYS_pivot_root, "/tmp", "/tmp"); }},
+      {"chroot", [] { return ::syscall(SYS_chroot, "/tmp"); }},
+      {"ptrace", [] { return ::syscall(SYS_ptrace, 16 /*PTRACE_ATTACH*/, 1, 0, 0); }},
+      {"process_vm_readv",
+       [] { return ::syscall(SYS_process_vm_readv, 1, nullptr, 0, nullptr, 0, 0); }},
+      {"process_vm_writev",
+       [] { return ::syscall(SYS_process_vm_writev, 1, nullptr, 0, nullptr, 0, 0); }},
+      {"kexec_load", [] { return ::syscall(SYS_kexec_load, 0, 0, nullptr, 0); }},
+      {"kexec_file_load", [] { return ::syscall(SYS_kexec_file_load, -1, -1, 0, nullptr, 0); }},
+      {"bpf", [] { return ::syscall(SYS_bpf, 0, nullptr, 0); }},
+      {"perf_event_open", [] { return ::syscall(SYS_perf_event_open, nullptr, 0, -1, -1, 0); }},
+      {"userfaultfd", [] { return ::syscall(SYS_userfaultfd, 0); }},
+      {"keyctl", [] { return ::syscall(SYS_keyctl, 0, 0, 0, 0, 0); }},
+      {"add_key", [] { return ::syscall(SYS_add_key, "user", "x", nullptr, 0, 0); }},
+      {"request_key", [] { return ::syscall(SYS_request_key, "user", "x", nullptr, 0); }},
+      {"io_uring_setup", [] { return ::syscall(SYS_io_uring_setup, 1, nullptr); }},
+      {"io_uring_enter", [] { return ::syscall(SYS_io_uring_enter, -1, 0, 0, 0, nullptr, 0); }},
+      {"io_uring_register", [] { return ::syscall(SYS_io_uring_register, -1, 0, nullptr, 0); }},
+      {"open_by_handle_at", [] { return ::syscall(SYS_open_by_handle_at, -1, nullptr, 0); }},
+      {"name_to_handle_at",
+       [] { return ::syscall(SYS_name_to_handle_at, -1, "", nullptr, nullptr, 0); }},
+      {"init_module", [] { return ::syscall(SYS_init_module, nullptr, 0, ""); }},
+      {"finit_module", [] { return ::syscall(SYS_finit_module, -1, "", 0); }},
+      {"delete_module", [] { return ::syscall(SYS_delete_module, "pulsebox-none", 0); }},
+      {"swapon", [] { return ::syscall(SYS_swapon, "/nonexistent", 0); }},
+      {"swapoff", [] { return ::syscall(SYS_swapoff, "/nonexistent"); }},
+      {"reboot", [] { return ::syscall(SYS_reboot, 0, 0, 0, nullptr); }},  // bad magic
+      {"setns", [] { return ::syscall(SYS_setns, -1, 0); }},
+      {"unshare", [] { return ::syscall(SYS_unshare, 0x10000000 /*CLONE_NEWUSER*/); }},
+      {"clone(CLONE_NEWUSER)",
+       [] {
+         const long pid =
+             ::syscall(SYS_clone, 0x10000000 | SIGCHLD, nullptr, nullptr, nullptr, nullptr);
+         if (pid == 0) ::_exit(0);
+         if (pid > 0) ::waitpid(static_cast<pid_t>(pid), nullptr, 0);
+         return pid;
+       }},
+      {"clone3", [] { return ::syscall(SYS_clone3, nullptr, 0); }},
+      {"ioctl(TIOCSTI)",
+       [] {
+         char c = 'x';
+         return ::syscall(SYS_ioctl, 0, 0x5412 /*TIOCSTI*/, &c);
+       }},
+      {"personality(READ_IMPLIES_EXEC)", [] { return ::syscall(SYS_personality, 0x0400000); }},
+      {"acct", [] { return ::syscall(SYS_acct, nullptr); }},
+      {"settimeofday", [] { return ::syscall(SYS_settimeofday, nullptr, nullptr); }},
+      {"clock_settime", [] { return ::syscall(SYS_clock_settime, 0, nullptr); }},
+      {"iopl", [] { return ::syscall(SYS_iopl, 0); }},
+      {"ioperm", [] { return ::syscall(SYS_ioperm, 0, 0, 0); }},
+      {"modify_ldt", [] { return ::syscall(SYS_modify_ldt, 0, nullptr, 0); }},
+      {"syslog",
+       [] { return ::syscall(SYS_syslog, 10 /*SYSLOG_ACTION_SIZE_BUFFER*/, nullptr, 0); }},
+      {"sethostname", [] { return ::syscall(SYS_sethostname, "x", 1); }},
+      {"kcmp", [] { return ::syscall(SYS_kcmp, 1, 1, 0, 0, 0); }},
+      {"pidfd_getfd", [] { return ::syscall(SYS_pidfd_getfd, -1, 0, 0); }},
+      {"open_tree", [] { return ::syscall(SYS_open_tree, -1, "", 0); }},
+      {"move_mount", [] { return ::syscall(SYS_move_mount, -1, "", -1, "", 0); }},
+      {"fsopen", [] { return ::syscall(SYS_fsopen, "tmpfs", 0); }},
+      {"mount_setattr", [] { return ::syscall(SYS_mount_setattr, -1, "", 0, nullptr, 0); }},
+  };
+  for (const auto& attempt : attempts) {
+    errno = 0;
+    const long rc = attempt.call();
+    put(std::string("syscall ") + attempt.name, rc < 0 ? errno_name(errno) : "allowed");
+  }
+  return 0;
+}
+
+// getpid through the 32-bit entry point (eax = 20 there).
+int int80() {
+  long rc = 20;
+  asm volatile("int $0x80" : "+a"(rc) : : "memory");
+  put("int80", std::to_string(rc));
+  return 0;
+}
+
 int loopback() {
   const int server = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in address{};
@@ -273,6 +363,8 @@ int main(int argc, char** argv) {
   }
   if (command == "forks" && argc == 3) return forks(std::atoi(argv[2]));
   if (command == "loopback") return loopback();
+  if (command == "syscalls") return syscalls();
+  if (command == "int80") return int80();
   if (command == "write" && argc == 4) {
     const int fd = ::open(argv[2], O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     put("write", fd < 0 ? errno_name(errno) : "ok");

@@ -213,6 +213,11 @@ std::vector<std::string> host_run(const std::string& workspace, std::vector<std:
 }
 
 TEST(CliRunTest, BadInputIsOneLineAndExit125) {
+  TempDir profiles;
+  const std::string bad_profile = (profiles / "bad.json").string();
+  write_file(bad_profile,
+             "{\"defaultAction\": \"SCMP_ACT_ERRNO\",\n \"syscalls\": [\n  {\"names\": [\"read\"], "
+             "\"action\": \"ALLOW\"}]}\n");
   TempDir dir;
   write_file(dir / "file", "x");
   write_file(dir / "bad-policy.json", R"({"rules": [{"action": "shell", "decision": "perhaps"}]})");
@@ -231,7 +236,11 @@ TEST(CliRunTest, BadInputIsOneLineAndExit125) {
       {{"run", "-w", w, "--allow-weaker", "everything", "--", "true"}, "--allow-weaker"},
       {{"run", "-w", w, "--secret", "PB_SURELY_UNSET_VAR", "--", "true"}, "not set"},
       {{"run", "-w", w}, "no command given"},
-      {{"run", "-w", w, "--", "true"}, "--allow-weaker syscalls"},
+      {{"run", "-w", w, "--seccomp", "unconfined", "--", "true"}, "--allow-weaker syscalls"},
+      {{"run", "-w", w, "--seccomp", "/no/such/profile.json", "--", "true"},
+       "--seccomp: seccomp profile \"/no/such/profile.json\": not a built-in profile"},
+      {{"run", "-w", w, "--seccomp", bad_profile, "--", "true"},
+       "bad.json:3: syscalls[0].action: expected one of SCMP_ACT_ALLOW"},
       {{"run", "-w", w, "--ro-bind", "/no/such/dir:/data", "--", "true"}, "--ro-bind"},
       {{"run", "-w", w, "--allow-weaker", "syscalls", "--ro-bind", "/etc:/workspace/etc", "--",
         "true"},
@@ -242,7 +251,7 @@ TEST(CliRunTest, BadInputIsOneLineAndExit125) {
   };
   for (const auto& [args, fragment] : cases) {
     const auto run = run_cli(args);
-    EXPECT_EQ(run.exit_code, 125) << args[1] << " " << (args.size() > 2 ? args[2] : "");
+    EXPECT_EQ(run.exit_code, 125) << args[1] << " " << (args.size() > 4 ? args[4] : "");
     EXPECT_EQ(run.err.rfind("pulsebox: ", 0), 0u) << run.err;
     EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << run.err;
     EXPECT_NE(run.err.find(fragment), std::string::npos)
