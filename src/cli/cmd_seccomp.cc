@@ -29,7 +29,8 @@ std::string args_text(const std::vector<seccomp::ArgCheck>& args) {
   for (const auto& arg : args) {
     text += (text.empty() ? "" : " && ") + std::string("arg") + std::to_string(arg.index) + " " +
             std::string(seccomp::to_string(arg.op)) + " " + std::to_string(arg.value);
-    if (arg.op == seccomp::ArgOp::MaskedEqual) text += " (result " + std::to_string(arg.value_two) + ")";
+    if (arg.op == seccomp::ArgOp::MaskedEqual)
+      text += " (result " + std::to_string(arg.value_two) + ")";
   }
   return text;
 }

@@ -75,7 +75,8 @@ TEST(SeccompProfile, DockerConditionsAreResolvedForACapabilityFreeSandbox) {
   for (const auto& rule : parsed->rules)
     names.insert(names.end(), rule.names.begin(), rule.names.end());
 #if defined(__x86_64__)
-  EXPECT_EQ(names, (std::vector<std::string>{"read", "arch_prctl", "write", "futex_waitv", "close"}));
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"read", "arch_prctl", "write", "futex_waitv", "close"}));
 #endif
 }
 
@@ -104,13 +105,42 @@ TEST(SeccompProfile, TheDefaultProfileDeniesTheDangerousGroups) {
       allowed_unconditionally.insert(rule.names.begin(), rule.names.end());
     }
   }
-  for (const char* name :
-       {"mount", "umount2", "pivot_root", "ptrace", "process_vm_readv", "process_vm_writev",
-        "kexec_load", "kexec_file_load", "bpf", "perf_event_open", "userfaultfd", "keyctl",
-        "add_key", "request_key", "io_uring_setup", "io_uring_enter", "io_uring_register",
-        "open_by_handle_at", "name_to_handle_at", "init_module", "finit_module", "delete_module",
-        "swapon", "swapoff", "reboot", "setns", "unshare", "clone", "clone3", "ioctl",
-        "personality", "iopl", "ioperm", "modify_ldt", "uselib", "_sysctl"}) {
+  for (const char* name : {"mount",
+                           "umount2",
+                           "pivot_root",
+                           "ptrace",
+                           "process_vm_readv",
+                           "process_vm_writev",
+                           "kexec_load",
+                           "kexec_file_load",
+                           "bpf",
+                           "perf_event_open",
+                           "userfaultfd",
+                           "keyctl",
+                           "add_key",
+                           "request_key",
+                           "io_uring_setup",
+                           "io_uring_enter",
+                           "io_uring_register",
+                           "open_by_handle_at",
+                           "name_to_handle_at",
+                           "init_module",
+                           "finit_module",
+                           "delete_module",
+                           "swapon",
+                           "swapoff",
+                           "reboot",
+                           "setns",
+                           "unshare",
+                           "clone",
+                           "clone3",
+                           "ioctl",
+                           "personality",
+                           "iopl",
+                           "ioperm",
+                           "modify_ldt",
+                           "uselib",
+                           "_sysctl"}) {
     EXPECT_EQ(allowed_unconditionally.count(name), 0u) << name;
   }
   for (const char* name : {"read", "write", "openat", "execve", "wait4", "mmap", "futex"}) {
