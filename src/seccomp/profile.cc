@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <map>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -337,10 +339,14 @@ const std::vector<std::string>& builtin_profile_names() {
 
 core::Result<Profile> load_profile(const std::string& name_or_path) {
   for (const auto& [name, text] : builtin_profiles()) {
-    if (name == name_or_path) {
-      auto profile = parse_profile(text, std::string(name));
-      return profile;
-    }
+    if (name != name_or_path) continue;
+    // Built-in profiles never change: parse each once per process.
+    static std::mutex mutex;
+    static std::map<std::string, Profile, std::less<>> parsed;
+    std::lock_guard lock(mutex);
+    if (auto it = parsed.find(name); it != parsed.end()) return it->second;
+    PB_TRY(profile, parse_profile(text, std::string(name)));
+    return parsed.emplace(std::string(name), std::move(profile)).first->second;
   }
   std::ifstream in(name_or_path, std::ios::binary);
   if (!in) {

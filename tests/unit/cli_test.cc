@@ -316,6 +316,8 @@ TEST(CliRunTest, CapabilitiesJson) {
   if (native["available"] == true) {
     EXPECT_EQ(native["capabilities"]["filesystem"]["level"], "strongly_enforced");
     EXPECT_EQ(native["capabilities"]["network.deny_all"]["level"], "strongly_enforced");
+    EXPECT_EQ(native["capabilities"]["syscalls.default"]["level"], "strongly_enforced");
+    EXPECT_EQ(native["capabilities"]["syscalls.unconfined"]["level"], "unsupported");
     EXPECT_EQ(native["unsafe"], false);
   } else {
     EXPECT_FALSE(native["reason"].get<std::string>().empty());
@@ -326,6 +328,13 @@ TEST(CliRunTest, CapabilitiesJson) {
   EXPECT_FALSE(host["network.deny_all"]["fix"].get<std::string>().empty());
   EXPECT_EQ(host["limits.memory"]["level"], "partially_enforced");
   EXPECT_TRUE(host.contains("process_containment"));
+  const auto seccomp = run_cli({"seccomp", "check", "strict", "--json"});
+  EXPECT_EQ(seccomp.exit_code, 0) << seccomp.err;
+  EXPECT_EQ(nlohmann::json::parse(seccomp.out)["valid"], true);
+  const auto shown = run_cli({"seccomp", "show", "default"});
+  EXPECT_NE(shown.out.find("  ioctl                   SCMP_ACT_ALLOW  if arg1 SCMP_CMP_NE 21522"),
+            std::string::npos)
+      << shown.out;
   const auto text = run_cli({"capabilities"});
   EXPECT_NE(text.out.find("fix: "), std::string::npos);
 }
