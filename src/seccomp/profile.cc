@@ -299,6 +299,10 @@ core::Result<Profile> parse_profile(std::string_view text, const std::string& so
   json root;
   try {
     root = json::parse(text);
+  } catch (const json::out_of_range&) {
+    // A number too large for any C++ type (found by the fuzzer).
+    return Error(ErrorKind::kInvalidInput, "seccomp",
+                 source + ": invalid JSON: a number is out of range");
   } catch (const json::parse_error& e) {
     // Byte offset -> line:column.
     const std::size_t offset = std::min<std::size_t>(e.byte, text.size());
@@ -315,6 +319,8 @@ core::Result<Profile> parse_profile(std::string_view text, const std::string& so
     return Error(ErrorKind::kInvalidInput, "seccomp",
                  source + ":" + std::to_string(line) + ":" + std::to_string(offset - line_start) +
                      ": invalid JSON: " + what);
+  } catch (const json::exception& e) {
+    return Error(ErrorKind::kInvalidInput, "seccomp", source + ": invalid JSON: " + e.what());
   }
   try {
     Parser parser(text, source);
