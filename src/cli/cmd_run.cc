@@ -34,6 +34,7 @@ struct RunOptions {
   std::vector<std::string> allow_weaker;
   std::string audit_log;
   std::vector<std::string> ro_binds, rw_binds;
+  bool subordinate_ids = false;
   std::vector<std::string> command;
 };
 
@@ -200,6 +201,7 @@ SandboxOptions build_options(const RunOptions& o) {
     add_bind(spec, false, "--ro-bind");
   for (const auto& spec : o.rw_binds)
     add_bind(spec, true, "--bind");
+  options.native.subordinate_ids = o.subordinate_ids;
   options.backend_name = o.backend;
   options.unsafe_host_execution = o.unsafe_host;
   if (!o.audit_log.empty()) options.audit_log_path = o.audit_log;
@@ -357,6 +359,9 @@ void register_run_command(CLI::App& app, int& exit_code) {
                       "HOST[:SANDBOX] shown read-only inside (repeatable, audited)");
   run_cmd->add_option("--bind", o->rw_binds,
                       "HOST[:SANDBOX] shown read-write inside (repeatable, audited)");
+  run_cmd->add_flag("--subordinate-ids", o->subordinate_ids,
+                    "Rootless: map 65536 ids from /etc/subuid and /etc/subgid (newuidmap) "
+                    "instead of one");
   run_cmd->footer("The command and its arguments follow --, e.g. pulsebox run -- make test");
   run_cmd->callback([o, &exit_code] {
     o->command = run_command_tail();

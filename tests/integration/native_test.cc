@@ -420,6 +420,13 @@ TEST_F(NativeBackendTest, IdMapsAreOneIdRootlessAndARangeAsRootOrWithSubordinate
   EXPECT_NE(result.stdout_data.find("\n1000\n1000\n"), std::string::npos)
       << "uid 1000 and no supplementary groups: " << result.stdout_data;
   ASSERT_EQ(result.changes.size(), 1u);
+
+  // The same from the command line.
+  const auto cli = testing::run_cli({"run", "-w", workspace_.path().string(), "--subordinate-ids",
+                                     "--json", "--", "cat", "/proc/self/uid_map"},
+                                    "", {"PULSEBOX_STATE_DIR=" + state_.path().string()});
+  ASSERT_EQ(cli.exit_code, 0) << cli.err;
+  EXPECT_EQ(mapped_ids(nlohmann::json::parse(cli.out)["stdout"].get<std::string>()), 65536u);
 }
 
 TEST_F(NativeBackendTest, ADaemonDoesNotOutliveTheRun) {
