@@ -26,6 +26,7 @@
 #include <map>
 #include <mutex>
 
+#include "core/text.h"
 #include "core/throw_error.h"
 #include "linux/syscalls.h"
 #include "linux/userns.h"
@@ -96,11 +97,6 @@ void remove_tree(const fs::path& path) {
   }
 }
 
-std::string errno_text(int error_number) {
-  return std::string(::strerrorname_np(error_number) ? ::strerrorname_np(error_number) : "error") +
-         " (" + std::strerror(error_number) + ")";
-}
-
 // A descriptor number of at least 3, so the child's stdio can be set up
 // without clobbering it.
 void move_above_stdio(UniqueFd& fd) {
@@ -123,7 +119,7 @@ HostProbe probe_host() {
     probe.namespaces_reason =
         "creating user, mount, pid, ipc, uts, cgroup and network namespaces "
         "failed: " +
-        errno_text(error_number);
+        core::describe_errno(error_number);
   } else {
     int status = 0;
     ::waitpid(static_cast<pid_t>(pid), &status, 0);
@@ -606,7 +602,8 @@ ExecutionOutcome NativeBackend::execute(const ExecutionRequest& request) {
     const bool exec_failed = std::string_view(error->stage) == "executing";
     result.exit_code = !exec_failed ? 125 : error->error_number == ENOENT ? 127 : 126;
     result.termination_detail =
-        exec_failed ? "cannot execute " + runtime::describe_child_error(*error).substr(10)
+        exec_failed ? "cannot execute " + std::string(error->detail) + ": " +
+                          core::describe_errno(error->error_number)
                     : "sandbox setup failed: " + runtime::describe_child_error(*error);
     finish_timing();
     return outcome;

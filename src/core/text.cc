@@ -1,5 +1,7 @@
 #include "core/text.h"
 
+#include <cstring>
+
 namespace pulsebox::core {
 
 std::optional<std::u32string> decode_utf8(std::string_view bytes) {
@@ -98,6 +100,12 @@ TextPosition position_of_offset(std::string_view text, std::size_t offset) {
     }
   }
   return pos;
+}
+
+std::string describe_errno(int error_number) {
+  const char* name = ::strerrorname_np(error_number);
+  return std::string(name != nullptr ? name : "errno " + std::to_string(error_number)) + " (" +
+         std::strerror(error_number) + ")";
 }
 
 }  // namespace pulsebox::core

@@ -20,6 +20,9 @@ std::string strip_control_characters(std::string_view text);
 // ASCII-only lower case, for keywords such as "allow" or "Write".
 std::string ascii_lower(std::string_view text);
 
+// "EINVAL (Invalid argument)": the errno's name and its description.
+std::string describe_errno(int error_number);
+
 // 1-based line and column of a byte offset, for error messages.
 struct TextPosition {
   std::size_t line = 1;

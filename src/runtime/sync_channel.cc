@@ -1,5 +1,7 @@
 #include "runtime/sync_channel.h"
 
+#include "core/text.h"
+
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -128,12 +130,7 @@ std::optional<ChildMessage> receive_message(int fd, int timeout_ms, int* passed)
 std::string describe_child_error(const ChildMessage& message) {
   std::string text = message.stage;
   if (message.detail[0] != '\0') text += std::string(" ") + message.detail;
-  if (message.error_number != 0) {
-    const char* name = ::strerrorname_np(message.error_number);
-    text += ": " +
-            std::string(name != nullptr ? name : "errno " + std::to_string(message.error_number)) +
-            " (" + std::strerror(message.error_number) + ")";
-  }
+  if (message.error_number != 0) text += ": " + core::describe_errno(message.error_number);
   return text;
 }
 

@@ -30,6 +30,13 @@ bool is_kill(Action action) {
   return action == Action::KillProcess || action == Action::KillThread;
 }
 
+// Kill actions are compiled as notifications: the supervisor needs the listener.
+bool needs_listener(const Profile& profile) {
+  return is_kill(profile.default_action) ||
+         std::any_of(profile.rules.begin(), profile.rules.end(),
+                     [](const Rule& rule) { return is_kill(rule.action); });
+}
+
 std::uint32_t scmp_action(Action action, int errno_ret) {
   switch (action) {
     case Action::Allow:
@@ -104,7 +111,7 @@ core::Result<std::shared_ptr<const CompiledFilter>> compile(const Profile& profi
   std::unique_ptr<void, ContextDeleter> ctx(::seccomp_init(default_action));
   if (!ctx) return Error(ErrorKind::kInternal, "seccomp", "seccomp_init failed");
   auto filter = std::make_shared<CompiledFilter>();
-  filter->uses_listener = is_kill(profile.default_action);
+  filter->uses_listener = needs_listener(profile);
   // A syscall from an architecture the profile does not list ends the process.
   ::seccomp_attr_set(ctx.get(), SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
   // no_new_privs is set by pulsebox itself, earlier.
@@ -121,7 +128,6 @@ core::Result<std::shared_ptr<const CompiledFilter>> compile(const Profile& profi
   for (const auto& rule : profile.rules) {
     const std::uint32_t action = scmp_action(rule.action, rule.errno_ret);
     if (action == default_action && rule.args.empty()) continue;  // nothing to add
-    filter->uses_listener = filter->uses_listener || is_kill(rule.action);
     std::vector<scmp_arg_cmp> args;
     for (const auto& check : rule.args) {
       args.push_back({check.index, scmp_op(check.op), check.value, check.value_two});
@@ -164,11 +170,6 @@ core::Result<std::shared_ptr<const CompiledFilter>> FilterCache::get(const Profi
     ++stats_.from_memory;
     return it->second;
   }
-  const bool listener = [&] {
-    if (is_kill(profile.default_action)) return true;
-    return std::any_of(profile.rules.begin(), profile.rules.end(),
-                       [](const Rule& rule) { return is_kill(rule.action); });
-  }();
   const auto file = directory_.empty() ? std::filesystem::path() : directory_ / (key + ".bpf");
   if (!file.empty()) {
     UniqueFd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
@@ -180,7 +181,7 @@ core::Result<std::shared_ptr<const CompiledFilter>> FilterCache::get(const Profi
       filter->program.resize(static_cast<std::size_t>(st.st_size) / sizeof(sock_filter));
       const auto bytes = static_cast<ssize_t>(filter->program.size() * sizeof(sock_filter));
       if (::pread(fd.get(), filter->program.data(), static_cast<std::size_t>(bytes), 0) == bytes) {
-        filter->uses_listener = listener;
+        filter->uses_listener = needs_listener(profile);
         filter->key = key;
         ++stats_.from_disk;
         return memory_[key] = std::move(filter);

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "core/json_lines.h"
+#include "core/text.h"
 
 namespace pulsebox::seccomp {
 
@@ -304,20 +305,11 @@ core::Result<Profile> parse_profile(std::string_view text, const std::string& so
     return Error(ErrorKind::kInvalidInput, "seccomp",
                  source + ": invalid JSON: a number is out of range");
   } catch (const json::parse_error& e) {
-    // Byte offset -> line:column.
-    const std::size_t offset = std::min<std::size_t>(e.byte, text.size());
-    int line = 1;
-    std::size_t line_start = 0;
-    for (std::size_t i = 0; i + 1 < offset; ++i) {
-      if (text[i] == '\n') {
-        ++line;
-        line_start = i + 1;
-      }
-    }
+    const auto pos = core::position_of_offset(text, e.byte > 0 ? e.byte - 1 : 0);
     std::string what = e.what();
     if (auto cut = what.find("syntax error"); cut != std::string::npos) what = what.substr(cut);
     return Error(ErrorKind::kInvalidInput, "seccomp",
-                 source + ":" + std::to_string(line) + ":" + std::to_string(offset - line_start) +
+                 source + ":" + std::to_string(pos.line) + ":" + std::to_string(pos.column) +
                      ": invalid JSON: " + what);
   } catch (const json::exception& e) {
     return Error(ErrorKind::kInvalidInput, "seccomp", source + ": invalid JSON: " + e.what());
