@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -28,6 +29,7 @@
 
 #include "core/text.h"
 #include "core/throw_error.h"
+#include "linux/cgroup.h"
 #include "linux/syscalls.h"
 #include "linux/userns.h"
 #include "pulsebox/backend.h"
@@ -54,8 +56,12 @@ constexpr std::uint32_t kRootRangeSize = 65536;
 // far above any ordinary account.
 constexpr std::uint32_t kDefaultRootIdBase = 0x70000000;
 
+// The cgroup namespace is made by init itself once it is in its cgroups
+// (LaunchPlan::new_cgroup_namespace).
 constexpr std::uint64_t kNamespaces =
-    CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP;
+    CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS;
+// How often the supervisor reads the sandbox's CPU time for --cpu-time.
+constexpr auto kCgroupPollInterval = std::chrono::milliseconds(100);
 
 [[noreturn]] void fail(Error error) {
   core::throw_error(std::move(error));
@@ -112,7 +118,8 @@ struct HostProbe {
 HostProbe probe_host() {
   HostProbe probe;
   // A child in every namespace the sandbox uses, which exits at once.
-  const long pid = linux_api::sys_clone_fork(kNamespaces | CLONE_NEWNET | SIGCHLD, nullptr);
+  const long pid =
+      linux_api::sys_clone_fork(kNamespaces | CLONE_NEWCGROUP | CLONE_NEWNET | SIGCHLD, nullptr);
   if (pid == 0) ::_exit(0);
   if (pid < 0) {
     const int error_number = errno;
@@ -204,7 +211,14 @@ class NativeBackend final : public Backend {
             ""};
   }
   Capability limit_capability(LimitKind kind) const override {
-    const std::string fix = "cgroup limits are not part of this build yet";
+    const linux_api::CgroupHost& host = cgroups();
+    const std::string where = " in the sandbox's own cgroup (" + host.describe() + ")";
+    auto file = [](const linux_api::ControllerPlace& place, const char* v2, const char* v1) {
+      return std::string(place.v1 ? v1 : v2);
+    };
+    auto unavailable = [](const linux_api::ControllerPlace& place) {
+      return " (no cgroup: " + place.problem + ")";
+    };
     switch (kind) {
       case LimitKind::WallTime:
         return {EnforcementLevel::StronglyEnforced,
@@ -217,23 +231,68 @@ class NativeBackend final : public Backend {
       case LimitKind::OpenFiles:
         return {EnforcementLevel::StronglyEnforced, "RLIMIT_NOFILE is set for every process", ""};
       case LimitKind::Processes:
+        if (host.pids.usable) {
+          return {EnforcementLevel::StronglyEnforced,
+                  file(host.pids, "pids.max", "pids.max (v1)") + where +
+                      " counts every process and thread of the sandbox",
+                  ""};
+        }
         return {EnforcementLevel::StronglyEnforced,
                 "RLIMIT_NPROC, counted per uid inside the sandbox's own user namespace, where "
-                "only the sandbox's processes run as that uid",
+                "only the sandbox's processes run as that uid" +
+                    unavailable(host.pids),
                 ""};
       case LimitKind::Memory:
+        if (host.memory.usable) {
+          return {EnforcementLevel::StronglyEnforced,
+                  file(host.memory, "memory.max", "memory.limit_in_bytes (v1)") + where +
+                      ": the kernel's OOM killer acts at the limit, which includes /tmp",
+                  ""};
+        }
         return {EnforcementLevel::PartiallyEnforced,
-                "RLIMIT_AS caps each process's address space, not the sandbox's memory", fix};
-      case LimitKind::CpuTime:
-        return {EnforcementLevel::PartiallyEnforced,
-                "RLIMIT_CPU caps each process, not the sandbox", fix};
+                "RLIMIT_AS caps each process's address space, not the sandbox's memory" +
+                    unavailable(host.memory),
+                host.memory.fix};
       case LimitKind::Swap:
+        if (host.memory.usable && host.swap_accounting) {
+          return {EnforcementLevel::StronglyEnforced,
+                  file(host.memory, "memory.swap.max", "memory.memsw.limit_in_bytes (v1)") + where,
+                  ""};
+        }
+        if (host.memory.usable) {
+          return {EnforcementLevel::Unsupported,
+                  "this kernel does not account swap to cgroups (swapaccount=0)",
+                  "boot with swapaccount=1"};
+        }
+        return {EnforcementLevel::Unsupported, "swap is not limited" + unavailable(host.memory),
+                host.memory.fix};
       case LimitKind::Cpu:
+        if (host.cpu.usable) {
+          return {EnforcementLevel::StronglyEnforced,
+                  file(host.cpu, "cpu.max", "cpu.cfs_quota_us (v1)") + where +
+                      ": CFS bandwidth for the whole sandbox",
+                  ""};
+        }
+        return {EnforcementLevel::Unsupported,
+                "CPU bandwidth is not limited" + unavailable(host.cpu), host.cpu.fix};
+      case LimitKind::CpuTime:
+        if (host.cpu_accounting.usable) {
+          return {EnforcementLevel::StronglyEnforced,
+                  "pulsebox reads the sandbox's CPU time (" +
+                      file(host.cpu_accounting, "cpu.stat", "cpuacct.usage (v1)") + where +
+                      ") every 100 ms and stops it at the limit (SIGTERM, grace, SIGKILL)",
+                  ""};
+        }
+        return {EnforcementLevel::PartiallyEnforced,
+                "RLIMIT_CPU caps each process, not the sandbox" + unavailable(host.cpu_accounting),
+                host.cpu_accounting.fix};
       case LimitKind::Disk:
         break;
     }
     return {EnforcementLevel::Unsupported,
-            "the native backend does not limit " + std::string(to_string(kind)) + " yet", fix};
+            "the native backend does not limit disk use: the sandbox's changes are written to "
+            "the state directory's file system",
+            "put PULSEBOX_STATE_DIR on a file system of the size wanted"};
   }
   Capability syscall_capability(const std::string& profile) const override {
     if (profile == "unconfined") {
@@ -261,12 +320,18 @@ class NativeBackend final : public Backend {
     std::call_once(probe_once_, [this] { probe_ = probe_host(); });
     return probe_;
   }
+  const linux_api::CgroupHost& cgroups() const {
+    std::call_once(cgroups_once_, [this] { cgroups_ = linux_api::discover_cgroups(); });
+    return cgroups_;
+  }
   void plan_ids(runtime::LaunchPlan& plan, const fs::path& workspace, const fs::path& run_dir,
                 int& idmapped_fd, UniqueFd& idmapped_holder);
 
   NativeBackendOptions options_;
   mutable std::once_flag probe_once_;
   mutable HostProbe probe_;
+  mutable std::once_flag cgroups_once_;
+  mutable linux_api::CgroupHost cgroups_;
   std::unique_ptr<seccomp::FilterCache> filters_;
   std::vector<fs::path> run_dirs_;
   std::vector<UniqueFd> run_locks_;
@@ -280,6 +345,8 @@ std::vector<std::string> NativeBackend::reconcile() {
   // (PR_SET_PDEATHSIG), taking the pid namespace with it. What a crash
   // leaves is the staging directory, unlocked.
   std::vector<std::string> removed;
+  for (const auto& path : linux_api::reconcile_cgroups(cgroups()))
+    removed.push_back("the cgroup of a crashed run (" + path + ")");
   const fs::path runs = options_.state_dir / "runs";
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(runs, ec)) {
@@ -449,6 +516,7 @@ ExecutionOutcome NativeBackend::execute(const ExecutionRequest& request) {
 
   runtime::LaunchPlan plan;
   plan.namespaces = kNamespaces;
+  plan.new_cgroup_namespace = true;
   const bool own_network = request.network.mode != NetworkMode::AllowAll;
   if (own_network) plan.namespaces |= CLONE_NEWNET;
   plan.bring_up_loopback = own_network;
@@ -499,10 +567,37 @@ ExecutionOutcome NativeBackend::execute(const ExecutionRequest& request) {
   };
   add_limit(RLIMIT_NOFILE, limits.max_open_files);
   add_limit(RLIMIT_CORE, 0);
-  add_limit(RLIMIT_AS, limits.memory_bytes);
+  // The sandbox's cgroup, created before the child exists. Every limit the
+  // host's cgroups can hold goes there; the rlimits below stand in for the
+  // others (capabilities says which).
+  const linux_api::CgroupHost& host_cgroups = cgroups();
+  linux_api::CgroupSettings settings;
+  if (host_cgroups.memory.usable) {
+    settings.memory_max = limits.memory_bytes;
+    if (host_cgroups.swap_accounting && limits.swap_bytes) settings.swap_max = limits.swap_bytes;
+  }
+  // +1: init is in the cgroup too.
+  if (host_cgroups.pids.usable) settings.pids_max = limits.max_processes + 1;
+  if (host_cgroups.cpu.usable) {
+    settings.cpu_quota_us = static_cast<std::uint64_t>(std::llround(
+        limits.cpu_quota_percent / 100.0 * static_cast<double>(settings.cpu_period_us)));
+  }
+  std::optional<linux_api::SandboxCgroup> cgroup;
+  if (host_cgroups.unified.usable || settings.memory_max || settings.pids_max ||
+      settings.cpu_quota_us) {
+    auto created = linux_api::SandboxCgroup::create(host_cgroups, request.execution_id, settings);
+    if (!created) fail(std::move(created).error().with_context("creating the sandbox's cgroup"));
+    cgroup = std::move(created).value();
+    plan.cgroup_fd = cgroup->unified_fd();
+  }
+  // RLIMIT_AS breaks programs that reserve address space (Go, the JVM,
+  // sanitizers): only without a memory cgroup.
+  if (!settings.memory_max) add_limit(RLIMIT_AS, limits.memory_bytes);
   // +1: in the rootless layout init runs as the sandbox uid too.
-  add_limit(RLIMIT_NPROC, limits.max_processes + 1);
-  if (limits.cpu_time_seconds) {
+  if (!settings.pids_max) add_limit(RLIMIT_NPROC, limits.max_processes + 1);
+  // CPU time: the supervisor reads the cgroup's total; RLIMIT_CPU (per
+  // process, whole seconds) only without it, so the two never race.
+  if (limits.cpu_time_seconds && !host_cgroups.cpu_accounting.usable) {
     add_limit(RLIMIT_CPU, static_cast<std::uint64_t>(std::ceil(*limits.cpu_time_seconds)));
   }
 
@@ -523,7 +618,11 @@ ExecutionOutcome NativeBackend::execute(const ExecutionRequest& request) {
   outcome.changes_dir = run_dir / "upper";
   outcome.changes_dir_is_full_copy = false;
 
-  auto launched = runtime::launch_sandbox(plan, std::move(supervisor_end));
+  auto launched = runtime::launch_sandbox(plan, std::move(supervisor_end),
+                                          [&](pid_t pid, bool in_cgroup) -> core::Status {
+                                            if (!cgroup) return core::ok_status();
+                                            return cgroup->attach(pid, in_cgroup);
+                                          });
   out_write.reset();
   err_write.reset();
   child_end.reset();
@@ -562,7 +661,23 @@ ExecutionOutcome NativeBackend::execute(const ExecutionRequest& request) {
   // of init kills the whole pid namespace.
   process.signal_sandbox = [&](int signal) {
     linux_api::sys_pidfd_send_signal(sandbox.pidfd.get(), signal);
+    if (signal == SIGKILL && cgroup) cgroup->kill();
   };
+  // The cgroup is read while the sandbox runs: CPU time against --cpu-time,
+  // and the process count where the kernel keeps no peak.
+  std::uint64_t sampled_processes = 0;
+  if (cgroup) {
+    process.poll_interval = kCgroupPollInterval;
+    process.check_limits = [&]() -> std::optional<TerminationReason> {
+      const linux_api::CgroupUsage usage = cgroup->usage();
+      sampled_processes = std::max(sampled_processes, usage.pids_current.value_or(0));
+      if (limits.cpu_time_seconds && usage.cpu_usec &&
+          static_cast<double>(*usage.cpu_usec) > *limits.cpu_time_seconds * 1e6) {
+        return TerminationReason::CpuTime;
+      }
+      return std::nullopt;
+    };
+  }
   // A kill action of the profile: learn the syscall, end the sandbox before
   // the call runs (the caller stays blocked in the kernel until then).
   process.watch_fd = listener.get();
@@ -588,6 +703,20 @@ ExecutionOutcome NativeBackend::execute(const ExecutionRequest& request) {
       static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) * 1000.0 +
       static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1000.0;
   result.metrics.peak_memory_bytes = static_cast<std::uint64_t>(usage.ru_maxrss) * 1024;
+  linux_api::CgroupUsage cgroup_usage;
+  if (cgroup) {
+    // init is gone, so is its pid namespace; the cgroup is read, then removed.
+    cgroup_usage = cgroup->usage();
+    if (cgroup_usage.cpu_usec) {
+      result.metrics.cpu_time_ms = static_cast<double>(*cgroup_usage.cpu_usec) / 1000.0;
+    }
+    if (cgroup_usage.memory_peak) result.metrics.peak_memory_bytes = *cgroup_usage.memory_peak;
+    // Less init.
+    const std::uint64_t peak = cgroup_usage.pids_peak.value_or(sampled_processes);
+    result.metrics.process_count = peak > 0 ? peak - 1 : 0;
+    cgroup->kill();
+    (void)cgroup->remove();  // a leftover is removed by the next reconcile
+  }
 
   std::optional<runtime::ChildMessage> error;
   std::optional<int> command_status;
@@ -619,6 +748,28 @@ ExecutionOutcome NativeBackend::execute(const ExecutionRequest& request) {
     return outcome;
   }
   const int status = command_status.value_or(init_status);
+  // The cgroup's counters say why a failing command failed.
+  const bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  const bool reason_open = result.termination_reason == TerminationReason::None;
+  if (failed && reason_open && cgroup_usage.oom_kills > 0) {
+    result.termination_reason = TerminationReason::Oom;
+    result.termination_detail = "the sandbox reached its memory limit of " +
+                                format_size(limits.memory_bytes) +
+                                ": the kernel's OOM killer ended " +
+                                std::to_string(cgroup_usage.oom_kills) + " process(es)";
+  } else if (failed && reason_open && cgroup_usage.pids_limit_hits > 0) {
+    result.termination_reason = TerminationReason::Pids;
+    result.termination_detail = "the sandbox reached its limit of " +
+                                std::to_string(limits.max_processes) +
+                                " processes: " + std::to_string(cgroup_usage.pids_limit_hits) +
+                                " fork()/clone() call(s) failed with EAGAIN";
+  } else if (result.termination_reason == TerminationReason::CpuTime &&
+             result.termination_detail.empty()) {
+    char seconds[32];
+    std::snprintf(seconds, sizeof seconds, "%g", *limits.cpu_time_seconds);
+    result.termination_detail =
+        "the sandbox used up its CPU time limit of " + std::string(seconds) + " s";
+  }
   if (WIFEXITED(status)) {
     result.exit_code = WEXITSTATUS(status);
     if (!command_status && result.termination_reason == TerminationReason::None) {

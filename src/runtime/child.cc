@@ -132,6 +132,8 @@ void run_sandbox_init(const LaunchPlan& plan) noexcept {
   close_all_except(0, keep, kept);
 
   if (!wait_for_go(channel)) ::_exit(kSetupFailed);  // the supervisor is gone
+  if (plan.new_cgroup_namespace && ::unshare(CLONE_NEWCGROUP) != 0)
+    fail("creating the cgroup namespace");
 
   if (plan.clear_groups && ::setgroups(0, nullptr) != 0) fail("dropping supplementary groups");
   if (::setresgid(plan.init_gid, plan.init_gid, plan.init_gid) != 0)

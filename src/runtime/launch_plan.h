@@ -30,6 +30,11 @@ namespace pulsebox::runtime {
 
 struct LaunchPlan {
   std::uint64_t namespaces = 0;  // CLONE_NEW* flags
+  // init unshares its cgroup namespace once it is in the sandbox's cgroups
+  // (after "go"), so the namespace's root is the sandbox's own cgroup.
+  bool new_cgroup_namespace = false;
+  // The sandbox's unified cgroup (clone3 CLONE_INTO_CGROUP), -1 for none.
+  int cgroup_fd = -1;
   linux_api::IdMaps id_maps;
 
   // Ids inside the user namespace.

@@ -14,14 +14,22 @@ namespace pulsebox::runtime {
 using core::Error;
 using core::UniqueFd;
 
-core::Result<LaunchedSandbox> launch_sandbox(LaunchPlan& plan, UniqueFd supervisor_end) {
+core::Result<LaunchedSandbox> launch_sandbox(LaunchPlan& plan, UniqueFd supervisor_end,
+                                             const BeforeGo& before_go) {
   int pidfd = -1;
   clone_args args{};
   args.flags = plan.namespaces | CLONE_PIDFD;
   args.pidfd = reinterpret_cast<std::uint64_t>(&pidfd);
   args.exit_signal = SIGCHLD;
+  if (plan.cgroup_fd >= 0) {
+    // Born in its cgroup: limits hold from the first instruction.
+    args.flags |= CLONE_INTO_CGROUP;
+    args.cgroup = static_cast<std::uint64_t>(plan.cgroup_fd);
+  }
+  bool in_cgroup = plan.cgroup_fd >= 0;
   long pid = linux_api::sys_clone3(&args);
   if (pid < 0 && (errno == ENOSYS || errno == E2BIG)) {
+    in_cgroup = false;
     // Kernels before 5.3: clone() does the same without clone3's extras.
     pid = linux_api::sys_clone_fork(plan.namespaces | CLONE_PIDFD | SIGCHLD, &pidfd);
   }
@@ -43,6 +51,11 @@ core::Result<LaunchedSandbox> launch_sandbox(LaunchPlan& plan, UniqueFd supervis
   };
   if (auto written = linux_api::write_id_maps(sandbox.pid, plan.id_maps); !written) {
     return abandon(std::move(written).error().with_context("writing the sandbox's id maps"));
+  }
+  if (before_go) {
+    if (auto placed = before_go(sandbox.pid, in_cgroup); !placed) {
+      return abandon(std::move(placed).error().with_context("placing the sandbox in its cgroups"));
+    }
   }
   if (!send_go(sandbox.channel.get())) {
     return abandon(Error::from_errno("launch", "starting the sandbox's setup"));

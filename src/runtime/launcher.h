@@ -4,6 +4,8 @@
 
 #include <sys/types.h>
 
+#include <functional>
+
 #include "core/result.h"
 #include "core/unique_fd.h"
 #include "runtime/launch_plan.h"
@@ -19,6 +21,11 @@ struct LaunchedSandbox {
 // plan.channel_fd, stdout_fd, stderr_fd are the child's ends; the caller
 // closes its copies of the pipe write ends after this returns. On error the
 // child (if any) has been killed and reaped.
-core::Result<LaunchedSandbox> launch_sandbox(LaunchPlan& plan, core::UniqueFd supervisor_end);
+// `before_go` runs after the id maps are written and before the child does
+// anything (it waits for "go"): the place to move it into cgroups.
+// `in_cgroup` says clone3 already created it in plan.cgroup_fd.
+using BeforeGo = std::function<core::Status(pid_t pid, bool in_cgroup)>;
+core::Result<LaunchedSandbox> launch_sandbox(LaunchPlan& plan, core::UniqueFd supervisor_end,
+                                             const BeforeGo& before_go = {});
 
 }  // namespace pulsebox::runtime

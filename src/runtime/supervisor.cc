@@ -36,11 +36,16 @@ SupervisionOutcome supervise(const SupervisedProcess& process, const ResourcePol
   // A straggler that escaped the sandbox's kill could hold a pipe open: after
   // the exit, output is drained for a moment only.
   Clock::time_point drain_until = Clock::time_point::max();
+  Clock::time_point next_check = start;
   while (fds[0].fd >= 0 || fds[1].fd >= 0 || !exited) {
     const auto now = Clock::now();
     if (!exited && now >= deadline && !outcome.timed_out) {
       outcome.timed_out = true;
       terminate(TerminationReason::Timeout);
+    }
+    if (!exited && process.check_limits && now >= next_check) {
+      next_check = now + process.poll_interval;
+      if (const auto reason = process.check_limits()) terminate(*reason);
     }
     if (kill_at && !killed && now >= *kill_at) {
       process.signal_sandbox(SIGKILL);
@@ -50,6 +55,7 @@ SupervisionOutcome supervise(const SupervisedProcess& process, const ResourcePol
     Clock::time_point wake = exited ? drain_until : deadline;
     if (kill_at && !killed && *kill_at < wake) wake = *kill_at;
     if (outcome.timed_out && !kill_at) wake = now + std::chrono::milliseconds(50);
+    if (!exited && process.check_limits && next_check < wake) wake = next_check;
     const long wait_ms = std::chrono::duration_cast<std::chrono::milliseconds>(wake - now).count();
     const int timeout_ms = static_cast<int>(std::clamp<long>(wait_ms + 1, 1, 1000));
     if (::poll(fds.data(), fds.size(), timeout_ms) < 0 && errno != EINTR) break;

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string_view>
 
 #include "pulsebox/backend.h"
@@ -30,6 +31,10 @@ struct SupervisedProcess {
   // when it is readable; it is dropped on hang-up.
   int watch_fd = -1;
   std::function<void()> on_watch;
+  // Called every `poll_interval` while the process runs (cgroup counters):
+  // a reason ends the sandbox like the deadline does (SIGTERM, grace, SIGKILL).
+  std::function<std::optional<TerminationReason>()> check_limits;
+  std::chrono::milliseconds poll_interval{0};
 };
 
 struct SupervisionOutcome {

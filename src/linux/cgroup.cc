@@ -1,0 +1,555 @@
+#include "linux/cgroup.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <thread>
+
+namespace pulsebox::linux_api {
+
+using core::Error;
+using core::ErrorKind;
+using core::UniqueFd;
+
+namespace {
+
+constexpr const char* kRootSubtree = "pulsebox";
+constexpr const char* kSupervisorLeaf = "pulsebox-supervisor";
+constexpr const char* kSandboxPrefix = "sandbox-";
+
+std::string read_small_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+bool exists(const std::string& path) {
+  return ::access(path.c_str(), F_OK) == 0;
+}
+
+std::vector<std::string> split(const std::string& text, char separator) {
+  std::vector<std::string> parts;
+  std::string part;
+  std::istringstream in(text);
+  while (std::getline(in, part, separator)) {
+    if (!part.empty()) parts.push_back(part);
+  }
+  return parts;
+}
+
+std::set<std::string> words(const std::string& text) {
+  std::set<std::string> result;
+  std::istringstream in(text);
+  for (std::string word; in >> word;)
+    result.insert(word);
+  return result;
+}
+
+// A "key value" line of a flat-keyed cgroup file (memory.events, cpu.stat).
+std::optional<std::uint64_t> keyed_value(const std::string& path, const std::string& key) {
+  std::istringstream in(read_small_file(path));
+  std::string name;
+  std::uint64_t value = 0;
+  while (in >> name >> value) {
+    if (name == key) return value;
+  }
+  return std::nullopt;
+}
+
+std::optional<std::uint64_t> number_file(const std::string& path) {
+  const std::string text = read_small_file(path);
+  if (text.empty() || text[0] < '0' || text[0] > '9') return std::nullopt;
+  return std::strtoull(text.c_str(), nullptr, 10);
+}
+
+core::Status write_text(const std::string& path, const std::string& value) {
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
+  if (!fd || ::write(fd.get(), value.data(), value.size()) != static_cast<ssize_t>(value.size())) {
+    return Error::from_errno("cgroup", "writing \"" + value + "\" to " + path)
+        .with_kind(ErrorKind::kUnavailable);
+  }
+  return core::ok_status();
+}
+
+core::Status make_directory(const std::string& path) {
+  if (::mkdir(path.c_str(), 0755) != 0 && errno != EEXIST) {
+    return Error::from_errno("cgroup", "creating the cgroup " + path)
+        .with_kind(ErrorKind::kUnavailable);
+  }
+  return core::ok_status();
+}
+
+std::vector<pid_t> listed_processes(const std::string& dir) {
+  std::vector<pid_t> pids;
+  std::istringstream in(read_small_file(dir + "/cgroup.procs"));
+  for (long pid = 0; in >> pid;)
+    pids.push_back(static_cast<pid_t>(pid));
+  return pids;
+}
+
+// Ends every process in `dir` (a cgroup pulsebox created): cgroup.kill when
+// the kernel has it, else SIGKILL to each listed process until none is left.
+void kill_cgroup(const std::string& dir) {
+  if (exists(dir + "/cgroup.kill")) {
+    (void)write_text(dir + "/cgroup.kill", "1");
+  }
+  for (int attempt = 0; attempt < 200; ++attempt) {
+    const auto pids = listed_processes(dir);
+    if (pids.empty()) return;
+    for (pid_t pid : pids)
+      ::kill(pid, SIGKILL);
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+// rmdir, retried while the last processes finish exiting (bounded: ~2 s).
+core::Status remove_cgroup_dir(const std::string& dir) {
+  for (int attempt = 0; attempt < 400; ++attempt) {
+    if (::rmdir(dir.c_str()) == 0 || errno == ENOENT) return core::ok_status();
+    if (errno != EBUSY) break;
+    if (attempt % 20 == 19) kill_cgroup(dir);
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return Error::from_errno("cgroup", "removing the cgroup " + dir);
+}
+
+bool kernel_at_least(int major, int minor) {
+  utsname name{};
+  if (::uname(&name) != 0) return false;
+  int have_major = 0, have_minor = 0;
+  if (std::sscanf(name.release, "%d.%d", &have_major, &have_minor) != 2) return false;
+  return have_major > major || (have_major == major && have_minor >= minor);
+}
+
+struct Hierarchy {
+  std::string mount_point;
+  std::string own_dir;  // this process's cgroup in it
+};
+
+std::string parent_of(const std::string& path) {
+  const auto slash = path.rfind('/');
+  return slash == 0 || slash == std::string::npos ? "/" : path.substr(0, slash);
+}
+
+std::string base_name(const std::string& path) {
+  const auto slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+bool owned_and_writable(const std::string& dir) {
+  struct stat st {};
+  return ::stat(dir.c_str(), &st) == 0 && st.st_uid == ::geteuid() &&
+         ::access((dir + "/cgroup.procs").c_str(), W_OK) == 0 && ::access(dir.c_str(), W_OK) == 0;
+}
+
+std::string delegation_fix(bool pure_v2) {
+  if (pure_v2) {
+    return "start pulsebox in a cgroup delegated to this user: systemd-run --user --scope -p "
+           "Delegate=yes pulsebox run ...; or, as root, create one (mkdir "
+           "/sys/fs/cgroup/pulsebox-$USER, chown $USER to it and to its cgroup.procs, "
+           "cgroup.subtree_control and cgroup.threads, enable the controllers in "
+           "/sys/fs/cgroup/cgroup.subtree_control) and start pulsebox inside it";
+  }
+  return "as root, give this user a cgroup in each v1 hierarchy (mkdir "
+         "/sys/fs/cgroup/{memory,pids,cpu,cpuacct}/pulsebox-$USER and chown -R $USER them) and "
+         "start pulsebox inside them (echo $$ > .../cgroup.procs), or run pulsebox as root";
+}
+
+}  // namespace
+
+const char* cgroup_controller_name(CgroupController controller) {
+  switch (controller) {
+    case CgroupController::Memory:
+      return "memory";
+    case CgroupController::Pids:
+      return "pids";
+    case CgroupController::Cpu:
+      return "cpu";
+    case CgroupController::CpuAccounting:
+      return "cpuacct";
+  }
+  return "?";
+}
+
+const ControllerPlace& CgroupHost::place(CgroupController controller) const {
+  switch (controller) {
+    case CgroupController::Memory:
+      return memory;
+    case CgroupController::Pids:
+      return pids;
+    case CgroupController::Cpu:
+      return cpu;
+    case CgroupController::CpuAccounting:
+      break;
+  }
+  return cpu_accounting;
+}
+
+std::string CgroupHost::describe() const {
+  if (pure_v2) return "cgroup v2 at " + unified_mount;
+  if (!hybrid) {
+    return unified_mount.empty() ? "no cgroup hierarchy is mounted"
+                                 : "cgroup v2 at " + unified_mount;
+  }
+  std::string text = "hybrid cgroups (v1 controllers";
+  if (!unified_mount.empty()) text += ", unified hierarchy at " + unified_mount;
+  return text + ")";
+}
+
+CgroupHost discover_cgroups() {
+  CgroupHost host;
+  std::map<std::string, std::string> v1_mounts;  // controller -> mount point
+  std::map<std::string, std::string> mount_roots;
+  {
+    std::ifstream in("/proc/self/mountinfo");
+    for (std::string line; std::getline(in, line);) {
+      const auto dash = line.find(" - ");
+      if (dash == std::string::npos) continue;
+      std::istringstream head(line.substr(0, dash));
+      std::istringstream tail(line.substr(dash + 3));
+      std::string id, parent, device, root, point, fstype, source, super;
+      head >> id >> parent >> device >> root >> point;
+      tail >> fstype >> source >> super;
+      if (fstype == "cgroup2") {
+        if (host.unified_mount.empty() || point == "/sys/fs/cgroup") {
+          host.unified_mount = point;
+          mount_roots[point] = root;
+        }
+      } else if (fstype == "cgroup") {
+        for (const auto& option : split(super, ',')) {
+          if (option == "memory" || option == "pids" || option == "cpu" || option == "cpuacct") {
+            v1_mounts[option] = point;
+            mount_roots[point] = root;
+          }
+        }
+      }
+    }
+  }
+  host.pure_v2 = host.unified_mount == "/sys/fs/cgroup";
+  host.hybrid = !v1_mounts.empty();
+
+  std::map<std::string, std::string> own_paths;  // "" = unified, else controller
+  {
+    std::ifstream in("/proc/self/cgroup");
+    for (std::string line; std::getline(in, line);) {
+      const auto first = line.find(':');
+      const auto second = line.find(':', first + 1);
+      if (first == std::string::npos || second == std::string::npos) continue;
+      const std::string controllers = line.substr(first + 1, second - first - 1);
+      const std::string path = line.substr(second + 1);
+      if (controllers.empty()) own_paths[""] = path;
+      for (const auto& name : split(controllers, ','))
+        own_paths[name] = path;
+    }
+  }
+  auto own_dir = [&](const std::string& mount, const std::string& key) {
+    std::string path = own_paths.count(key) ? own_paths[key] : "/";
+    const std::string& root = mount_roots[mount];
+    if (root != "/" && path.rfind(root, 0) == 0) path = path.substr(root.size());
+    if (path.empty() || path == "/") return mount;
+    return mount + path;
+  };
+
+  const bool is_root = ::geteuid() == 0;
+  const std::string fix = delegation_fix(host.pure_v2);
+  std::set<std::string> unified_controllers;
+
+  // The unified hierarchy.
+  if (host.unified_mount.empty()) {
+    host.unified.problem = "no cgroup2 hierarchy is mounted";
+    host.unified.fix = "mount cgroup2 (mount -t cgroup2 none /sys/fs/cgroup/unified)";
+  } else if (is_root) {
+    host.unified.parent = host.unified_mount + "/" + kRootSubtree;
+    host.unified.usable = ::access(host.unified_mount.c_str(), W_OK) == 0;
+    if (!host.unified.usable) {
+      host.unified.problem = host.unified_mount + " is not writable (mounted read-only?)";
+      host.unified.fix = "give pulsebox a writable cgroup2 mount";
+    }
+    const std::string source = exists(host.unified.parent + "/cgroup.controllers")
+                                   ? host.unified.parent + "/cgroup.controllers"
+                                   : host.unified_mount + "/cgroup.subtree_control";
+    unified_controllers = words(read_small_file(source));
+  } else {
+    std::string dir = own_dir(host.unified_mount, "");
+    if (base_name(dir) == kSupervisorLeaf && owned_and_writable(parent_of(dir))) {
+      dir = parent_of(dir);  // moved there by an earlier create()
+    }
+    if (owned_and_writable(dir)) {
+      host.unified.usable = true;
+      host.unified.parent = dir;
+      unified_controllers = words(read_small_file(dir + "/cgroup.controllers"));
+      if (host.pure_v2 && !listed_processes(dir).empty()) {
+        host.move_self_to = dir + "/" + kSupervisorLeaf;
+      }
+    } else {
+      host.unified.problem = "this user's cgroup " + dir + " is not delegated to it";
+      host.unified.fix = fix;
+    }
+  }
+
+  for (CgroupController controller : kAllCgroupControllers) {
+    const std::string name = cgroup_controller_name(controller);
+    ControllerPlace& place = controller == CgroupController::Memory ? host.memory
+                             : controller == CgroupController::Pids ? host.pids
+                             : controller == CgroupController::Cpu  ? host.cpu
+                                                                    : host.cpu_accounting;
+    // cpu.stat (usage_usec) is part of every cgroup2 cgroup.
+    const bool in_unified = controller == CgroupController::CpuAccounting
+                                ? !host.unified_mount.empty()
+                                : unified_controllers.count(name) > 0;
+    if (in_unified || (host.pure_v2 && !v1_mounts.count(name))) {
+      place = host.unified;
+      if (host.unified.usable && !in_unified) {
+        place.usable = false;
+        place.problem =
+            "the " + name + " controller is not enabled for " + parent_of(host.unified.parent);
+        place.fix = is_root
+                        ? "echo +" + name + " > " + host.unified_mount + "/cgroup.subtree_control"
+                        : "delegate it: systemd-run --user --scope -p Delegate=yes ... "
+                          "(systemd enables the controllers it may delegate)";
+      }
+      continue;
+    }
+    if (!v1_mounts.count(name)) {
+      place.problem = "no " + name + " controller is mounted";
+      place.fix = "mount it (cgroup v2, or the v1 " + name + " hierarchy)";
+      continue;
+    }
+    place.v1 = true;
+    const std::string dir = own_dir(v1_mounts[name], name);
+    if (is_root) {
+      place.parent = dir + "/" + kRootSubtree;
+      place.usable = ::access(dir.c_str(), W_OK) == 0;
+      if (!place.usable) {
+        place.problem = dir + " is not writable (mounted read-only?)";
+        place.fix = "give pulsebox a writable " + name + " hierarchy";
+      }
+    } else if (owned_and_writable(dir)) {
+      place.parent = dir;
+      place.usable = true;
+    } else {
+      place.problem = "this user's " + name + " cgroup " + dir + " is not delegated to it";
+      place.fix = fix;
+    }
+  }
+
+  if (host.memory.usable) {
+    if (host.memory.v1) {
+      host.swap_accounting = exists(v1_mounts["memory"] + "/memory.memsw.limit_in_bytes");
+    } else {
+      const std::string cmdline = read_small_file("/proc/cmdline");
+      host.swap_accounting = cmdline.find("swapaccount=0") == std::string::npos &&
+                             cmdline.find("cgroup.memory=noswap") == std::string::npos;
+    }
+  }
+  host.cgroup_kill = host.unified.usable && kernel_at_least(5, 14);
+  return host;
+}
+
+SandboxCgroup::~SandboxCgroup() {
+  (void)remove();
+}
+
+core::Result<SandboxCgroup> SandboxCgroup::create(const CgroupHost& host, const std::string& name,
+                                                  const CgroupSettings& settings) {
+  SandboxCgroup group;
+  const std::string leaf = kSandboxPrefix + name;
+  auto need = [&](const ControllerPlace& place, const char* what) -> core::Result<std::string> {
+    if (!place.usable) {
+      return Error(
+          ErrorKind::kUnavailable, "cgroup",
+          std::string(what) + " cannot be limited here: " + place.problem + " (" + place.fix + ")");
+    }
+    return place.parent + "/" + leaf;
+  };
+
+  // Unified controllers for the children of the parent.
+  std::set<std::string> enable;
+  auto wants_unified = [&](const ControllerPlace& place, const char* controller, bool wanted) {
+    if (wanted && place.usable && !place.v1) enable.insert(controller);
+  };
+  wants_unified(host.memory, "memory", settings.memory_max.has_value());
+  wants_unified(host.pids, "pids", settings.pids_max.has_value());
+  wants_unified(host.cpu, "cpu", settings.cpu_quota_us.has_value());
+
+  std::vector<std::string> dirs;
+  if (host.unified.usable) {
+    if (!host.move_self_to.empty() && !enable.empty()) {
+      PB_CHECK(make_directory(host.move_self_to));
+      PB_CHECK(write_text(host.move_self_to + "/cgroup.procs", "0"));
+    }
+    PB_CHECK(make_directory(host.unified.parent));
+    if (!enable.empty()) {
+      std::string line;
+      for (const auto& controller : enable)
+        line += (line.empty() ? "+" : " +") + controller;
+      PB_CHECK(write_text(host.unified.parent + "/cgroup.subtree_control", line));
+    }
+    group.unified_ = host.unified.parent + "/" + leaf;
+    dirs.push_back(group.unified_);
+  }
+  if (settings.memory_max) {
+    PB_TRY(dir, need(host.memory, "memory"));
+    group.memory_ = dir;
+    group.memory_v1_ = host.memory.v1;
+  }
+  if (settings.pids_max) {
+    PB_TRY(dir, need(host.pids, "the process count"));
+    group.pids_ = dir;
+  }
+  if (settings.cpu_quota_us) {
+    PB_TRY(dir, need(host.cpu, "CPU bandwidth"));
+    group.cpu_ = dir;
+  }
+  if (host.cpu_accounting.usable) {
+    group.cpu_accounting_ = host.cpu_accounting.parent + "/" + leaf;
+    group.cpu_accounting_v1_ = host.cpu_accounting.v1;
+  }
+  for (const auto* dir : {&group.memory_, &group.pids_, &group.cpu_, &group.cpu_accounting_}) {
+    if (dir->empty() || std::find(dirs.begin(), dirs.end(), *dir) != dirs.end()) continue;
+    PB_CHECK(make_directory(parent_of(*dir)));  // the v1 "pulsebox" level (ours)
+    dirs.push_back(*dir);
+  }
+
+  for (const auto& dir : dirs) {
+    if (::mkdir(dir.c_str(), 0755) != 0) {
+      return Error::from_errno("cgroup", "creating the cgroup " + dir)
+          .with_kind(ErrorKind::kUnavailable);
+    }
+    group.directories_.push_back(dir);
+    UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!fd || ::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
+      return Error::from_errno("cgroup", "locking the cgroup " + dir);
+    }
+    if (dir == group.unified_) {
+      group.unified_fd_ = std::move(fd);
+    } else {
+      group.locks_.push_back(std::move(fd));
+    }
+  }
+
+  if (settings.memory_max) {
+    const std::string limit = std::to_string(*settings.memory_max);
+    if (group.memory_v1_) {
+      PB_CHECK(write_text(group.memory_ + "/memory.limit_in_bytes", limit));
+      if (settings.swap_max && host.swap_accounting) {
+        PB_CHECK(write_text(group.memory_ + "/memory.memsw.limit_in_bytes",
+                            std::to_string(*settings.memory_max + *settings.swap_max)));
+      }
+    } else {
+      PB_CHECK(write_text(group.memory_ + "/memory.max", limit));
+      if (settings.swap_max && host.swap_accounting) {
+        PB_CHECK(
+            write_text(group.memory_ + "/memory.swap.max", std::to_string(*settings.swap_max)));
+      }
+    }
+  }
+  if (settings.pids_max) {
+    PB_CHECK(write_text(group.pids_ + "/pids.max", std::to_string(*settings.pids_max)));
+  }
+  if (settings.cpu_quota_us) {
+    if (host.cpu.v1) {
+      PB_CHECK(
+          write_text(group.cpu_ + "/cpu.cfs_period_us", std::to_string(settings.cpu_period_us)));
+      PB_CHECK(
+          write_text(group.cpu_ + "/cpu.cfs_quota_us", std::to_string(*settings.cpu_quota_us)));
+    } else {
+      PB_CHECK(write_text(group.cpu_ + "/cpu.max", std::to_string(*settings.cpu_quota_us) + " " +
+                                                       std::to_string(settings.cpu_period_us)));
+    }
+  }
+  return group;
+}
+
+core::Status SandboxCgroup::attach(pid_t pid, bool into_unified_done) const {
+  for (const auto& dir : directories_) {
+    if (dir == unified_ && into_unified_done) continue;
+    PB_CHECK(write_text(dir + "/cgroup.procs", std::to_string(pid)));
+  }
+  return core::ok_status();
+}
+
+CgroupUsage SandboxCgroup::usage() const {
+  CgroupUsage usage;
+  if (!cpu_accounting_.empty()) {
+    if (cpu_accounting_v1_) {
+      if (auto ns = number_file(cpu_accounting_ + "/cpuacct.usage")) usage.cpu_usec = *ns / 1000;
+    } else {
+      usage.cpu_usec = keyed_value(cpu_accounting_ + "/cpu.stat", "usage_usec");
+    }
+  }
+  if (!memory_.empty()) {
+    usage.memory_peak =
+        number_file(memory_ + (memory_v1_ ? "/memory.max_usage_in_bytes" : "/memory.peak"));
+    usage.oom_kills =
+        keyed_value(memory_ + (memory_v1_ ? "/memory.oom_control" : "/memory.events"), "oom_kill")
+            .value_or(0);
+  }
+  if (!pids_.empty()) {
+    usage.pids_current = number_file(pids_ + "/pids.current");
+    usage.pids_peak = number_file(pids_ + "/pids.peak");
+    usage.pids_limit_hits = keyed_value(pids_ + "/pids.events", "max").value_or(0);
+  }
+  return usage;
+}
+
+void SandboxCgroup::kill() const {
+  for (const auto& dir : directories_)
+    kill_cgroup(dir);
+}
+
+core::Status SandboxCgroup::remove() {
+  core::Status status;
+  for (auto it = directories_.rbegin(); it != directories_.rend(); ++it) {
+    if (auto removed = remove_cgroup_dir(*it); !removed && status) status = std::move(removed);
+  }
+  directories_.clear();
+  unified_fd_.reset();
+  locks_.clear();
+  return status;
+}
+
+std::vector<std::string> reconcile_cgroups(const CgroupHost& host) {
+  std::vector<std::string> removed;
+  std::set<std::string> parents;
+  for (const ControllerPlace* place :
+       {&host.unified, &host.memory, &host.pids, &host.cpu, &host.cpu_accounting}) {
+    if (place->usable) parents.insert(place->parent);
+  }
+  for (const auto& parent : parents) {
+    DIR* dir = ::opendir(parent.c_str());
+    if (dir == nullptr) continue;
+    std::vector<std::string> stale;
+    while (const dirent* entry = ::readdir(dir)) {
+      if (std::strncmp(entry->d_name, kSandboxPrefix, std::strlen(kSandboxPrefix)) != 0) continue;
+      const std::string path = parent + "/" + entry->d_name;
+      UniqueFd fd(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+      // A live sandbox holds the lock; a crashed one does not.
+      if (!fd || ::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) continue;
+      stale.push_back(path);
+    }
+    ::closedir(dir);
+    for (const auto& path : stale) {
+      kill_cgroup(path);
+      if (remove_cgroup_dir(path)) removed.push_back(path);
+    }
+  }
+  return removed;
+}
+
+}  // namespace pulsebox::linux_api

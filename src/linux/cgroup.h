@@ -1,0 +1,136 @@
+// cgroups: where this process may create cgroups, and one cgroup per sandbox.
+//
+// Two host layouts are handled:
+//   cgroup v2 (/sys/fs/cgroup is cgroup2): every controller in one hierarchy;
+//   hybrid (v1 controllers under /sys/fs/cgroup/<controller>, plus a unified
+//     cgroup2 hierarchy, usually /sys/fs/cgroup/unified, without controllers):
+//     limits through the v1 memory, pids and cpu hierarchies; the unified
+//     hierarchy still gives CLONE_INTO_CGROUP, cgroup.kill and cpu.stat.
+//
+// Where sandboxes' cgroups are created (never in a cgroup pulsebox did not
+// create itself):
+//   root, unified hierarchy:  <mount>/pulsebox/<name>
+//   root, v1 hierarchies:     <mount>/<own cgroup>/pulsebox/<name> (nested,
+//                             so limits set on the caller still cover it)
+//   an ordinary user:         <own cgroup>/<name>, when its own cgroup is
+//                             delegated to it (owned by it: systemd's
+//                             Delegate=yes, or a directory an administrator
+//                             chowned and started it in). On cgroup v2 the
+//                             process first moves itself into the leaf
+//                             <own cgroup>/pulsebox-supervisor, since a cgroup
+//                             with processes cannot give controllers to children.
+//
+// Call order: discover_cgroups() (reads /proc; no side effects) ->
+//   SandboxCgroup::create() -> clone3(CLONE_INTO_CGROUP, unified_fd()) ->
+//   attach(pid) before the child runs anything -> usage() while it runs ->
+//   kill() -> usage() for the final numbers -> remove().
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/result.h"
+#include "core/unique_fd.h"
+
+namespace pulsebox::linux_api {
+
+enum class CgroupController { Memory, Pids, Cpu, CpuAccounting };
+inline constexpr CgroupController kAllCgroupControllers[] = {
+    CgroupController::Memory, CgroupController::Pids, CgroupController::Cpu,
+    CgroupController::CpuAccounting};
+const char* cgroup_controller_name(CgroupController controller);
+
+// Where one controller's per-sandbox cgroups go, or why there is no place.
+struct ControllerPlace {
+  bool usable = false;
+  bool v1 = false;      // a v1 hierarchy (else the unified one)
+  std::string parent;   // absolute directory the per-sandbox cgroups are created in
+  std::string problem;  // when not usable: why
+  std::string fix;      // when not usable: what would make it usable
+};
+
+struct CgroupHost {
+  bool pure_v2 = false;       // /sys/fs/cgroup is a cgroup2 mount
+  bool hybrid = false;        // v1 controller hierarchies are mounted
+  std::string unified_mount;  // the cgroup2 mount ("" when none)
+  ControllerPlace unified;    // the unified hierarchy itself (kill, events, cpu.stat)
+  ControllerPlace memory, pids, cpu, cpu_accounting;
+  bool swap_accounting = false;  // memory.swap.max / memory.memsw.* exist
+  bool cgroup_kill = false;      // cgroup.kill (Linux 5.14)
+  // An ordinary user on cgroup v2 whose own cgroup still holds this process:
+  // create() moves the process into <own>/pulsebox-supervisor first.
+  std::string move_self_to;
+
+  const ControllerPlace& place(CgroupController controller) const;
+  // "cgroup v2 at /sys/fs/cgroup" / "hybrid: v1 memory, pids, cpu ..."
+  std::string describe() const;
+};
+
+// Reads /proc/self/mountinfo and /proc/self/cgroup; changes nothing.
+CgroupHost discover_cgroups();
+
+struct CgroupSettings {
+  std::optional<std::uint64_t> memory_max;
+  std::optional<std::uint64_t> swap_max;  // swap on top of memory_max
+  std::optional<std::uint64_t> pids_max;
+  // CFS bandwidth: `cpu_quota_us` of CPU time per `cpu_period_us`.
+  std::optional<std::uint64_t> cpu_quota_us;
+  std::uint64_t cpu_period_us = 100000;
+};
+
+struct CgroupUsage {
+  std::optional<std::uint64_t> cpu_usec;
+  std::optional<std::uint64_t> memory_peak;
+  std::optional<std::uint64_t> pids_current;
+  std::optional<std::uint64_t> pids_peak;
+  std::uint64_t oom_kills = 0;
+  std::uint64_t pids_limit_hits = 0;  // fork()/clone() refused at pids.max
+};
+
+class SandboxCgroup {
+ public:
+  // Creates <parent>/<name> in every usable hierarchy the settings need (plus
+  // the unified one and cpu accounting) and writes the limits. A limit the
+  // host cannot apply is an error (kUnavailable), not a silent omission. The
+  // directories are flock-ed while this object lives, so reconcile_cgroups()
+  // can tell a live sandbox from a crashed one.
+  static core::Result<SandboxCgroup> create(const CgroupHost& host, const std::string& name,
+                                            const CgroupSettings& settings);
+
+  SandboxCgroup() = default;
+  SandboxCgroup(SandboxCgroup&&) = default;
+  SandboxCgroup& operator=(SandboxCgroup&&) = default;
+  ~SandboxCgroup();
+
+  // The unified cgroup's directory (for CLONE_INTO_CGROUP), -1 when none.
+  int unified_fd() const { return unified_fd_.get(); }
+  // Moves `pid` into every hierarchy; `into_unified_done` skips the unified
+  // one (clone3 already put it there).
+  core::Status attach(pid_t pid, bool into_unified_done) const;
+  CgroupUsage usage() const;
+  // cgroup.kill where the kernel has it, else SIGKILL to each listed
+  // process, repeated until the cgroups are empty (bounded).
+  void kill() const;
+  // Kills what is left and removes the directories (idempotent).
+  core::Status remove();
+  const std::vector<std::string>& directories() const { return directories_; }
+
+ private:
+  std::vector<std::string> directories_;  // deepest-last order of creation
+  std::string unified_, memory_, pids_, cpu_, cpu_accounting_;
+  bool memory_v1_ = false;
+  bool cpu_accounting_v1_ = false;
+  // Every directory is flock-ed while the sandbox lives (reconcile skips it).
+  core::UniqueFd unified_fd_;
+  std::vector<core::UniqueFd> locks_;
+};
+
+// Removes the per-sandbox cgroups under this host's parents that no live
+// SandboxCgroup holds (killing what is left in them); returns their paths.
+std::vector<std::string> reconcile_cgroups(const CgroupHost& host);
+
+}  // namespace pulsebox::linux_api
