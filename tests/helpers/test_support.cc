@@ -1,5 +1,9 @@
 #include "helpers/test_support.h"
 
+#include <dirent.h>
+
+#include <algorithm>
+
 #include "core/sha256.h"
 
 namespace pulsebox::testing {
@@ -26,6 +30,30 @@ std::map<std::string, std::string> listing(const std::filesystem::path& root) {
     out[relative] = description;
   }
   return out;
+}
+
+std::map<std::string, std::string> parse_report(const std::string& text) {
+  std::map<std::string, std::string> values;
+  std::istringstream lines(text);
+  std::string line;
+  while (std::getline(lines, line)) {
+    const auto eq = line.find('=');
+    if (eq != std::string::npos) values[line.substr(0, eq)] = line.substr(eq + 1);
+  }
+  return values;
+}
+
+int processes_with_marker(const std::string& marker) {
+  int found = 0;
+  DIR* proc = ::opendir("/proc");
+  while (dirent* entry = ::readdir(proc)) {
+    if (entry->d_name[0] < '0' || entry->d_name[0] > '9') continue;
+    std::string cmdline = read_file(std::string("/proc/") + entry->d_name + "/cmdline");
+    std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+    if (cmdline.find(marker) != std::string::npos) ++found;
+  }
+  ::closedir(proc);
+  return found;
 }
 
 }  // namespace pulsebox::testing

@@ -72,6 +72,12 @@ inline void write_lines(const std::filesystem::path& path, const std::vector<std
 // listings are equal byte for byte.
 std::map<std::string, std::string> listing(const std::filesystem::path& root);
 
+// The probe's "key=value" report lines (tests/probe/probe.cc).
+std::map<std::string, std::string> parse_report(const std::string& text);
+
+// Host processes whose command line contains `marker` (read-only scan of /proc).
+int processes_with_marker(const std::string& marker);
+
 // Tests that need a kernel feature call this when it is missing: the test is
 // skipped with the reason printed, unless PULSEBOX_REQUIRE_FEATURES=1 (set by
 // CI, whose machines have every feature), where the skip becomes a failure.

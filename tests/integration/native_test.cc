@@ -17,6 +17,7 @@
 
 #include "helpers/cli_runner.h"
 #include "helpers/test_support.h"
+#include "linux/cgroup.h"
 #include "linux/userns.h"
 #include "pulsebox/error.h"
 #include "pulsebox/sandbox.h"
@@ -28,30 +29,8 @@ namespace {
 using testing::TempDir;
 namespace fs = std::filesystem;
 
-std::map<std::string, std::string> parse_report(const std::string& text) {
-  std::map<std::string, std::string> values;
-  std::istringstream lines(text);
-  std::string line;
-  while (std::getline(lines, line)) {
-    const auto eq = line.find('=');
-    if (eq != std::string::npos) values[line.substr(0, eq)] = line.substr(eq + 1);
-  }
-  return values;
-}
-
-// Host processes whose command line contains `marker` (read-only scan of /proc).
-int processes_with_marker(const std::string& marker) {
-  int found = 0;
-  DIR* proc = ::opendir("/proc");
-  while (dirent* entry = ::readdir(proc)) {
-    if (entry->d_name[0] < '0' || entry->d_name[0] > '9') continue;
-    std::string cmdline = testing::read_file(std::string("/proc/") + entry->d_name + "/cmdline");
-    std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
-    if (cmdline.find(marker) != std::string::npos) ++found;
-  }
-  ::closedir(proc);
-  return found;
-}
+using testing::parse_report;
+using testing::processes_with_marker;
 
 class NativeBackendTest : public ::testing::Test {
  protected:
@@ -77,7 +56,8 @@ class NativeBackendTest : public ::testing::Test {
     o.workspace = workspace_.path();
     o.policy.add_rule({ActionType::Shell, "*", Decision::Allow, "test"});
     o.backend = make_native_backend(native_options());
-    // Limits stay partial until cgroups; everything else must be strong.
+    // Limits are strong only with cgroups (root, or a delegated cgroup: the
+    // cgroup suite); everything else must be strong here.
     o.accept_weaker = {Dimension::Limits};
     return o;
   }
@@ -634,6 +614,31 @@ TEST_F(NativeBackendTest, TheCommandLineRunsNativeByDefault) {
   EXPECT_EQ(run.exit_code, 125);
   EXPECT_NE(run.err.find("--allow-weaker syscalls"), std::string::npos) << run.err;
   EXPECT_FALSE(fs::exists(workspace_ / "x.txt"));
+}
+
+// An ordinary user without a delegated cgroup (tools/check runs this suite as
+// one): limits say why and how to fix it, and an explicit limit that cannot
+// be held is refused before anything runs.
+TEST_F(NativeBackendTest, WithoutADelegatedCgroupAnExplicitMemoryLimitIsRefused) {
+  const linux_api::CgroupHost host = linux_api::discover_cgroups();
+  if (host.memory.usable)
+    GTEST_SKIP() << "skipped: this user has a memory cgroup (the cgroup suite covers it)";
+  const std::vector<std::string> env = {"PULSEBOX_STATE_DIR=" + state_.path().string()};
+  const std::string w = workspace_.path().string();
+  auto caps = testing::run_cli({"capabilities"}, "", env);
+  EXPECT_NE(caps.out.find("limits.memory             partially_enforced"), std::string::npos)
+      << caps.out;
+  EXPECT_NE(caps.out.find("is not delegated to it"), std::string::npos) << caps.out;
+  auto run = testing::run_cli(
+      {"run", "-w", w, "--memory", "64M", "--", "sh", "-c", "echo x > x.txt"}, "", env);
+  EXPECT_EQ(run.exit_code, 125);
+  EXPECT_NE(run.err.find("memory: RLIMIT_AS"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("fix: "), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("chown"), std::string::npos) << "the administrator's step" << run.err;
+  EXPECT_FALSE(fs::exists(workspace_ / "x.txt"));
+  run = testing::run_cli(
+      {"run", "-w", w, "--memory", "64M", "--allow-weaker", "limits", "--", "true"}, "", env);
+  EXPECT_EQ(run.exit_code, 0) << run.err;
 }
 
 }  // namespace

@@ -11,6 +11,11 @@
 //   probe syscalls              try each call a seccomp profile should deny
 //                               (harmless arguments); "syscall NAME=ERRNO"
 //   probe int80                 a 32-bit system call through int 0x80
+//   probe hog MIB               allocate and touch MIB MiB, 1 MiB at a time
+//   probe spin SECONDS          busy-loop for SECONDS of wall time; report
+//                               cpu_ms and wall_ms
+//   probe forkbomb              every process forks (at most 64 times each)
+//                               until fork fails; the first reports the errno
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
@@ -25,6 +30,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -351,6 +357,57 @@ int loopback() {
   return 0;
 }
 
+int hog(long mebibytes) {
+  std::vector<char*> blocks;
+  for (long i = 0; i < mebibytes; ++i) {
+    char* block = static_cast<char*>(std::malloc(1 << 20));
+    if (block == nullptr) {
+      put("hog", "ENOMEM");
+      return 1;
+    }
+    std::memset(block, static_cast<int>(i), 1 << 20);
+    blocks.push_back(block);
+  }
+  put("allocated_mib", std::to_string(blocks.size()));
+  return 0;
+}
+
+double clock_ms(clockid_t clock) {
+  timespec now{};
+  ::clock_gettime(clock, &now);
+  return static_cast<double>(now.tv_sec) * 1000.0 + static_cast<double>(now.tv_nsec) / 1e6;
+}
+
+int spin(double seconds) {
+  const double start = clock_ms(CLOCK_MONOTONIC);
+  volatile unsigned long counter = 0;
+  while (clock_ms(CLOCK_MONOTONIC) - start < seconds * 1000.0) {
+    for (int i = 0; i < 100000; ++i)
+      counter = counter + 1;
+  }
+  put("cpu_ms", std::to_string(clock_ms(CLOCK_PROCESS_CPUTIME_ID)));
+  put("wall_ms", std::to_string(clock_ms(CLOCK_MONOTONIC) - start));
+  return 0;
+}
+
+int forkbomb() {
+  const pid_t first = ::getpid();
+  for (int i = 0; i < 64; ++i) {
+    const pid_t pid = ::fork();
+    if (pid == 0) continue;  // the child forks too
+    if (pid < 0) {
+      if (::getpid() == first) {
+        put("fork_error", errno_name(errno));
+        return 1;
+      }
+      break;
+    }
+  }
+  if (::getpid() == first) return 0;
+  ::pause();  // killed with the sandbox
+  ::_exit(0);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -365,6 +422,9 @@ int main(int argc, char** argv) {
   if (command == "loopback") return loopback();
   if (command == "syscalls") return syscalls();
   if (command == "int80") return int80();
+  if (command == "hog" && argc == 3) return hog(std::atol(argv[2]));
+  if (command == "spin" && argc == 3) return spin(std::atof(argv[2]));
+  if (command == "forkbomb") return forkbomb();
   if (command == "write" && argc == 4) {
     const int fd = ::open(argv[2], O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     put("write", fd < 0 ? errno_name(errno) : "ok");

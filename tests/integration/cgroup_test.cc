@@ -1,0 +1,265 @@
+// Resource limits through cgroups, for real: a fork bomb, a memory hog, a
+// busy loop, a daemon, a crashed run. The same suite runs on this kind of
+// host (hybrid: v1 memory/pids/cpu + an empty unified hierarchy), as root and
+// as an ordinary user in a delegated cgroup (tools/check), and on pure cgroup
+// v2 inside a VM (tools/vm-test).
+#include <dirent.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <utility>
+
+#include "helpers/cli_runner.h"
+#include "helpers/test_support.h"
+#include "linux/cgroup.h"
+#include "pulsebox/sandbox.h"
+
+namespace pulsebox {
+namespace {
+
+using testing::parse_report;
+using testing::processes_with_marker;
+using testing::TempDir;
+namespace fs = std::filesystem;
+
+// The per-sandbox cgroups ("sandbox-*") under every parent pulsebox uses here.
+std::set<std::string> sandbox_cgroups(const linux_api::CgroupHost& host) {
+  std::set<std::string> found;
+  for (const auto* place :
+       {&host.unified, &host.memory, &host.pids, &host.cpu, &host.cpu_accounting}) {
+    if (!place->usable) continue;
+    DIR* dir = ::opendir(place->parent.c_str());
+    if (dir == nullptr) continue;
+    while (const dirent* entry = ::readdir(dir)) {
+      if (std::strncmp(entry->d_name, "sandbox-", 8) == 0) {
+        found.insert(place->parent + "/" + entry->d_name);
+      }
+    }
+    ::closedir(dir);
+  }
+  return found;
+}
+
+class CgroupTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto backend = make_native_backend(native_options());
+    const Availability availability = backend->availability();
+    PULSEBOX_SKIP_UNLESS(availability.available, availability.reason);
+    host_ = linux_api::discover_cgroups();
+    for (auto controller : linux_api::kAllCgroupControllers) {
+      const auto& place = host_.place(controller);
+      PULSEBOX_SKIP_UNLESS(place.usable, std::string("cgroup ") +
+                                             linux_api::cgroup_controller_name(controller) + ": " +
+                                             place.problem + " (" + place.fix + ")");
+    }
+    static bool described = false;
+    if (!std::exchange(described, true)) {
+      std::cout << "cgroups: " << host_.describe() << "; memory cgroups in " << host_.memory.parent
+                << std::endl;
+    }
+    before_ = sandbox_cgroups(host_);
+    const char* probe = std::getenv("PULSEBOX_PROBE");
+    ASSERT_NE(probe, nullptr) << "PULSEBOX_PROBE is set by meson";
+    fs::copy_file(probe, workspace_ / "probe");
+    fs::permissions(workspace_ / "probe", fs::perms(0755));
+  }
+
+  void TearDown() override {
+    if (IsSkipped()) return;
+    EXPECT_EQ(sandbox_cgroups(host_), before_) << "a sandbox's cgroup was left behind";
+  }
+
+  NativeBackendOptions native_options() {
+    NativeBackendOptions options;
+    options.state_dir = state_.path();
+    return options;
+  }
+
+  // No weaker level is accepted: every limit must be enforced.
+  SandboxOptions options() {
+    SandboxOptions o;
+    o.workspace = workspace_.path();
+    o.policy.add_rule({ActionType::Shell, "*", Decision::Allow, "test"});
+    o.backend = make_native_backend(native_options());
+    o.limits.wall_time_seconds = 60;
+    return o;
+  }
+
+  linux_api::CgroupHost host_;
+  std::set<std::string> before_;
+  TempDir workspace_;
+  TempDir state_;
+};
+
+TEST_F(CgroupTest, EveryLimitIsStronglyEnforced) {
+  SandboxOptions o = options();
+  o.limits.cpu_time_seconds = 30;
+  o.limits.swap_bytes = 64ull << 20;
+  Sandbox sandbox(std::move(o));
+  sandbox.initialize();
+  for (LimitKind kind : {LimitKind::Memory, LimitKind::Processes, LimitKind::Cpu,
+                         LimitKind::CpuTime, LimitKind::WallTime}) {
+    const Capability capability = sandbox.backend().limit_capability(kind);
+    EXPECT_EQ(capability.level, EnforcementLevel::StronglyEnforced)
+        << to_string(kind) << ": " << capability.reason;
+  }
+  const auto result = sandbox.execute({"/workspace/probe", "hog", "1"});
+  EXPECT_EQ(result.exit_code, 0) << result.stderr_data << result.termination_detail;
+  EXPECT_EQ(result.enforcement.limits, EnforcementLevel::StronglyEnforced);
+}
+
+TEST_F(CgroupTest, AForkBombStopsAtPidsMax) {
+  SandboxOptions o = options();
+  o.limits.max_processes = 24;
+  Sandbox sandbox(std::move(o));
+  const auto result = sandbox.execute({"/workspace/probe", "forkbomb"});
+  EXPECT_EQ(result.termination_reason, TerminationReason::Pids) << result.termination_detail;
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_EQ(parse_report(result.stdout_data)["fork_error"], "EAGAIN");
+  EXPECT_NE(result.termination_detail.find("limit of 24 processes"), std::string::npos)
+      << result.termination_detail;
+  EXPECT_EQ(result.metrics.process_count, 24u) << "the peak, read from the cgroup";
+}
+
+TEST_F(CgroupTest, AMemoryHogIsOomKilledAtItsLimit) {
+  SandboxOptions o = options();
+  o.limits.memory_bytes = 64ull << 20;
+  Sandbox sandbox(std::move(o));
+  const auto result = sandbox.execute({"/workspace/probe", "hog", "1024"});
+  EXPECT_EQ(result.termination_reason, TerminationReason::Oom) << result.termination_detail;
+  EXPECT_EQ(result.signal, SIGKILL);
+  EXPECT_EQ(result.exit_code, 128 + SIGKILL);
+  EXPECT_EQ(parse_report(result.stdout_data).count("allocated_mib"), 0u);
+  EXPECT_NE(result.termination_detail.find("memory limit of 64 MiB"), std::string::npos)
+      << result.termination_detail;
+  EXPECT_GE(result.metrics.peak_memory_bytes, 32ull << 20);
+  EXPECT_LE(result.metrics.peak_memory_bytes, 64ull << 20);
+}
+
+TEST_F(CgroupTest, UnderItsLimitAHogRunsAndItsPeakIsMeasured) {
+  SandboxOptions o = options();
+  o.limits.memory_bytes = 256ull << 20;
+  Sandbox sandbox(std::move(o));
+  const auto result = sandbox.execute({"/workspace/probe", "hog", "48"});
+  ASSERT_EQ(result.exit_code, 0) << result.termination_detail;
+  EXPECT_EQ(parse_report(result.stdout_data)["allocated_mib"], "48");
+  EXPECT_EQ(result.termination_reason, TerminationReason::None);
+  EXPECT_GE(result.metrics.peak_memory_bytes, 48ull << 20);
+  EXPECT_LE(result.metrics.peak_memory_bytes, 256ull << 20);
+}
+
+TEST_F(CgroupTest, HalfACpuGetsAboutHalfACore) {
+  SandboxOptions o = options();
+  o.limits.cpu_quota_percent = 50;
+  Sandbox sandbox(std::move(o));
+  const auto result = sandbox.execute({"/workspace/probe", "spin", "2"});
+  ASSERT_EQ(result.exit_code, 0) << result.termination_detail;
+  auto seen = parse_report(result.stdout_data);
+  const double cpu_ms = std::stod(seen["cpu_ms"]);
+  const double wall_ms = std::stod(seen["wall_ms"]);
+  const double share = cpu_ms / wall_ms;
+  std::cout << "cpu " << cpu_ms << " ms in " << wall_ms << " ms: " << share << " of a core\n";
+  // CFS bandwidth: 50 ms per 100 ms period. Below 0.5 when the host is busy.
+  EXPECT_LE(share, 0.65);
+  EXPECT_GE(share, 0.25);
+  EXPECT_GE(result.metrics.cpu_time_ms, cpu_ms * 0.9) << "the cgroup counts the probe's time";
+}
+
+TEST_F(CgroupTest, TheCpuTimeLimitStopsTheWholeSandbox) {
+  SandboxOptions o = options();
+  o.limits.cpu_time_seconds = 0.5;
+  Sandbox sandbox(std::move(o));
+  const auto result = sandbox.execute({"/workspace/probe", "spin", "20"});
+  EXPECT_EQ(result.termination_reason, TerminationReason::CpuTime) << result.termination_detail;
+  EXPECT_NE(result.exit_code, 0);
+  EXPECT_GE(result.metrics.cpu_time_ms, 500.0);
+  EXPECT_LT(result.metrics.elapsed_ms, 15000.0) << "stopped long before the probe's 20 s";
+}
+
+TEST_F(CgroupTest, ADaemonisedGrandchildIsKilledAtTheEndOfTheRun) {
+  Sandbox sandbox(options());
+  const std::string marker = "pulsebox-cgroup-daemon-" + std::to_string(::getpid());
+  const auto result = sandbox.execute({"/workspace/probe", "daemon", marker});
+  EXPECT_EQ(result.exit_code, 0) << result.termination_detail;
+  EXPECT_EQ(processes_with_marker(marker), 0) << "the double-forked sleeper survived the run";
+}
+
+// A crashed supervisor leaves its cgroups (and maybe a process in them):
+// reconcile kills what is left and removes them; a live run's are kept.
+TEST_F(CgroupTest, ReconcileRemovesACrashedRunsCgroups) {
+  linux_api::CgroupSettings settings;
+  settings.memory_max = 64ull << 20;
+  settings.pids_max = 8;
+  auto live =
+      linux_api::SandboxCgroup::create(host_, "run-live-" + std::to_string(::getpid()), settings);
+  ASSERT_TRUE(live.ok()) << live.error().to_string();
+
+  int report[2];
+  ASSERT_EQ(::pipe(report), 0);
+  const pid_t crashing = ::fork();
+  if (crashing == 0) {
+    auto group = linux_api::SandboxCgroup::create(
+        host_, "run-crashed-" + std::to_string(::getpid()), settings);
+    if (!group) ::_exit(1);
+    const pid_t straggler = ::fork();
+    if (straggler == 0) {
+      ::close_range(3, ~0U, 0);  // not the cgroup locks: a crashed run holds none
+      ::pause();
+      ::_exit(0);
+    }
+    if (!group->attach(straggler, false)) ::_exit(2);
+    (void)!::write(report[1], &straggler, sizeof straggler);
+    ::_exit(0);  // "crash": no destructor, the cgroups stay
+  }
+  ::close(report[1]);
+  pid_t straggler = -1;
+  ASSERT_EQ(::read(report[0], &straggler, sizeof straggler),
+            static_cast<ssize_t>(sizeof straggler));
+  ::close(report[0]);
+  int status = 0;
+  ASSERT_EQ(::waitpid(crashing, &status, 0), crashing);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  const auto left = sandbox_cgroups(host_);
+  ASSERT_GT(left.size(), before_.size() + live->directories().size());
+
+  const auto removed = make_native_backend(native_options())->reconcile();
+  std::size_t crashed_cgroups = 0;
+  for (const auto& line : removed) {
+    if (line.find("run-crashed-" + std::to_string(crashing)) != std::string::npos)
+      ++crashed_cgroups;
+    EXPECT_EQ(line.find("run-live-"), std::string::npos) << "a live run's cgroup was removed";
+  }
+  EXPECT_EQ(crashed_cgroups, live->directories().size()) << "one per hierarchy";
+  for (const auto& dir : live->directories())
+    EXPECT_TRUE(fs::exists(dir)) << dir;
+  // The straggler was killed (it is our grandchild, reparented: poll for it).
+  bool gone = false;
+  for (int i = 0; i < 200 && !gone; ++i) {
+    const std::string stat = testing::read_file("/proc/" + std::to_string(straggler) + "/stat");
+    const auto state = stat.rfind(')');
+    // Gone, or a zombie waiting for whoever reaps orphans here.
+    gone = stat.empty() || (state != std::string::npos && stat.substr(state + 2, 1) == "Z");
+    if (!gone) ::usleep(10000);
+  }
+  EXPECT_TRUE(gone) << "the crashed run's process " << straggler << " is still alive";
+  ASSERT_TRUE(live->remove().ok());
+}
+
+TEST_F(CgroupTest, TheCliReportsTheOutcomeAndTheMetrics) {
+  const auto run = testing::run_cli({"run", "--workspace", workspace_.path().string(), "--json",
+                                     "--pids", "12", "--", "/workspace/probe", "forkbomb"},
+                                    "", {"PULSEBOX_STATE_DIR=" + state_.path().string()});
+  EXPECT_EQ(run.exit_code, 1) << run.err;
+  const auto json = nlohmann::json::parse(run.out);
+  EXPECT_EQ(json["termination_reason"], "pids");
+  EXPECT_EQ(json["metrics"]["process_count"], 12);
+  EXPECT_EQ(json["enforcement"]["limits"], "strongly_enforced");
+}
+
+}  // namespace
+}  // namespace pulsebox
