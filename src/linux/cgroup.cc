@@ -427,7 +427,14 @@ core::Result<SandboxCgroup> SandboxCgroup::create(const CgroupHost& host, const 
   }
 
   for (const auto& dir : dirs) {
-    if (::mkdir(dir.c_str(), 0755) != 0) {
+    // ENOENT: another run's remove() took away the empty "pulsebox" level
+    // between our two mkdirs; make it again.
+    int made = ::mkdir(dir.c_str(), 0755);
+    for (int attempt = 0; made != 0 && errno == ENOENT && attempt < 5; ++attempt) {
+      PB_CHECK(make_directory(parent_of(dir)));
+      made = ::mkdir(dir.c_str(), 0755);
+    }
+    if (made != 0) {
       return Error::from_errno("cgroup", "creating the cgroup " + dir)
           .with_kind(ErrorKind::kUnavailable);
     }
@@ -517,6 +524,11 @@ core::Status SandboxCgroup::remove() {
   core::Status status;
   for (auto it = directories_.rbegin(); it != directories_.rend(); ++it) {
     if (auto removed = remove_cgroup_dir(*it); !removed && status) status = std::move(removed);
+    // The "pulsebox" level root's runs share goes too once empty, so that
+    // nothing of pulsebox's stays in a cgroup its owner wants to remove
+    // (EBUSY while another run uses it).
+    const std::string parent = parent_of(*it);
+    if (::geteuid() == 0 && base_name(parent) == kRootSubtree) ::rmdir(parent.c_str());
   }
   directories_.clear();
   unified_fd_.reset();
@@ -548,6 +560,7 @@ std::vector<std::string> reconcile_cgroups(const CgroupHost& host) {
       kill_cgroup(path);
       if (remove_cgroup_dir(path)) removed.push_back(path);
     }
+    if (::geteuid() == 0 && base_name(parent) == kRootSubtree) ::rmdir(parent.c_str());
   }
   return removed;
 }
