@@ -108,7 +108,7 @@ TEST_F(CgroupTest, EveryLimitIsStronglyEnforced) {
   o.limits.swap_bytes = 64ull << 20;
   Sandbox sandbox(std::move(o));
   sandbox.initialize();
-  for (LimitKind kind : {LimitKind::Memory, LimitKind::Processes, LimitKind::Cpu,
+  for (LimitKind kind : {LimitKind::Memory, LimitKind::Swap, LimitKind::Processes, LimitKind::Cpu,
                          LimitKind::CpuTime, LimitKind::WallTime}) {
     const Capability capability = sandbox.backend().limit_capability(kind);
     EXPECT_EQ(capability.level, EnforcementLevel::StronglyEnforced)
