@@ -29,6 +29,7 @@
 
 #include "core/text.h"
 #include "core/throw_error.h"
+#include "core/trace.h"
 #include "linux/cgroup.h"
 #include "linux/syscalls.h"
 #include "linux/userns.h"
@@ -465,6 +466,7 @@ void NativeBackend::plan_ids(runtime::LaunchPlan& plan, const fs::path& workspac
 }
 
 ExecutionOutcome NativeBackend::execute(const ExecutionRequest& request) {
+  core::trace_phase("native: execute");
   const auto start = runtime::Clock::now();
   ExecutionOutcome outcome;
   ProcessResult& result = outcome.result;
@@ -514,6 +516,7 @@ ExecutionOutcome NativeBackend::execute(const ExecutionRequest& request) {
     if (!empty) fail(Error::from_errno("native", "creating " + (run_dir / "empty").string()));
   }
 
+  core::trace_phase("native: staging directory ready");
   runtime::LaunchPlan plan;
   plan.namespaces = kNamespaces;
   plan.new_cgroup_namespace = true;
@@ -562,6 +565,7 @@ ExecutionOutcome NativeBackend::execute(const ExecutionRequest& request) {
     plan.seccomp_program.len = static_cast<unsigned short>(filter->program.size());
     plan.seccomp_program.filter = const_cast<sock_filter*>(filter->program.data());
   }
+  core::trace_phase("native: mounts planned, seccomp filter ready");
   auto add_limit = [&](int resource, std::uint64_t value) {
     plan.rlimits.push_back({resource, rlimit{value, value}});
   };
@@ -590,6 +594,7 @@ ExecutionOutcome NativeBackend::execute(const ExecutionRequest& request) {
     cgroup = std::move(created).value();
     plan.cgroup_fd = cgroup->unified_fd();
   }
+  core::trace_phase("native: cgroup created");
   // RLIMIT_AS breaks programs that reserve address space (Go, the JVM,
   // sanitizers): only without a memory cgroup.
   if (!settings.memory_max) add_limit(RLIMIT_AS, limits.memory_bytes);
@@ -635,6 +640,7 @@ ExecutionOutcome NativeBackend::execute(const ExecutionRequest& request) {
     return outcome;
   }
   runtime::LaunchedSandbox& sandbox = launched.value();
+  core::trace_phase("native: launched (id maps written, go sent)");
   result.pid = sandbox.pid;
 
   // The command says Ready just before execve, handing over the seccomp
@@ -650,6 +656,7 @@ ExecutionOutcome NativeBackend::execute(const ExecutionRequest& request) {
     listener.reset(passed);
     if (first && first->kind != runtime::ChildMessageKind::Ready) messages.push_back(*first);
   }
+  core::trace_phase("native: command ready to execve");
   std::optional<std::string> forbidden_syscall;
 
   runtime::SupervisedProcess process;
@@ -696,6 +703,7 @@ ExecutionOutcome NativeBackend::execute(const ExecutionRequest& request) {
   result.termination_reason = supervision.reason;
   result.metrics.output_bytes = supervision.output_bytes;
 
+  core::trace_phase("native: supervision done");
   int init_status = 0;
   rusage usage{};
   ::wait4(sandbox.pid, &init_status, 0, &usage);
@@ -718,6 +726,7 @@ ExecutionOutcome NativeBackend::execute(const ExecutionRequest& request) {
     (void)cgroup->remove();  // a leftover is removed by the next reconcile
   }
 
+  core::trace_phase("native: init reaped, cgroup removed");
   std::optional<runtime::ChildMessage> error;
   std::optional<int> command_status;
   for (const auto& message : runtime::drain_messages(sandbox.channel.get()))

@@ -6,6 +6,7 @@
 
 #include "cli/commands.h"
 #include "cli/output.h"
+#include "core/trace.h"
 #include "pulsebox/version.h"
 
 namespace {
@@ -18,6 +19,7 @@ std::string first_line(const std::string& text) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  pulsebox::core::trace_phase("main");
   using namespace pulsebox::cli;
   CLI::App app{"pulsebox: run untrusted commands in a sandbox built from Linux primitives"};
   app.name("pulsebox");

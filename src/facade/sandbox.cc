@@ -1,4 +1,5 @@
 #include "pulsebox/sandbox.h"
+#include "core/trace.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -74,6 +75,7 @@ const Backend& Sandbox::backend() const {
 }
 
 void Sandbox::initialize() {
+  core::trace_phase("sandbox: initialize");
   if (backend_) return;
   auto init_record = [&](const std::string& target, const std::string& decision,
                          const std::string& level, const std::string& detail) {
@@ -91,6 +93,7 @@ void Sandbox::initialize() {
     const Availability availability = backend->availability();
     if (!availability.available)
       refuse(backend->name(), backend->name() + ": " + availability.reason);
+    core::trace_phase("sandbox: backend available");
     for (const std::string& what : backend->reconcile()) {
       audit_->record({.action = "reconcile",
                       .target = backend->name(),
@@ -300,6 +303,7 @@ ProcessResult Sandbox::execute(const std::vector<std::string>& argv,
                                const ExecuteOptions& options) {
   if (argv.empty() || argv[0].empty()) throw SandboxConfigError("no command to run", 0, "sandbox");
   initialize();
+  core::trace_phase("sandbox: initialized");
   const std::string id = options.execution_id.empty() ? new_execution_id() : options.execution_id;
   const std::string command = command_text(argv);
   const std::string level = backend_->isolation_level();
@@ -466,6 +470,7 @@ ProcessResult Sandbox::execute(const std::vector<std::string>& argv,
     deliver(which, (which == OutputStream::Stdout ? out_stream : err_stream).feed(chunk));
   };
 
+  core::trace_phase("sandbox: request ready");
   execution.transition(LifecycleState::Running);
   // Files changed after this (by mtime) while the run went on are marked at
   // import. The precise clock never marks an earlier change; a change within
@@ -507,6 +512,7 @@ ProcessResult Sandbox::execute(const std::vector<std::string>& argv,
                   .isolation_level = level,
                   .detail = detail});
 
+  core::trace_phase("sandbox: result audited");
   // 5. The run's workspace changes become a transaction.
   if (outcome.changes_dir) {
     try {
@@ -549,6 +555,7 @@ ProcessResult Sandbox::execute(const std::vector<std::string>& argv,
   }
 
   // 6. Clean up.
+  core::trace_phase("sandbox: changes imported");
   execution.transition(LifecycleState::Cleaning);
   bool cleanup_ok = true;
   try {
@@ -562,6 +569,7 @@ ProcessResult Sandbox::execute(const std::vector<std::string>& argv,
          .detail = std::string("cleanup failed, leftovers may remain: ") + error.what()});
   }
   finish(cleanup_ok);
+  core::trace_phase("sandbox: cleaned up");
   return result;
 }
 
