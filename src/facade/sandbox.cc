@@ -1,5 +1,4 @@
 #include "pulsebox/sandbox.h"
-#include "core/trace.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -9,6 +8,7 @@
 #include <random>
 
 #include "core/throw_error.h"
+#include "core/trace.h"
 #include "pulsebox/error.h"
 #include "pulsebox/lifecycle.h"
 #include "pulsebox/path_validator.h"
