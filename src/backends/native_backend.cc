@@ -27,6 +27,7 @@
 #include <map>
 #include <mutex>
 
+#include "core/fs.h"
 #include "core/text.h"
 #include "core/throw_error.h"
 #include "core/trace.h"
@@ -132,6 +133,54 @@ HostProbe probe_host() {
     int status = 0;
     ::waitpid(static_cast<pid_t>(pid), &status, 0);
     probe.namespaces_ok = true;
+  }
+  return probe;
+}
+
+// The probe costs a clone with every namespace (~2-3 ms, a network namespace
+// included), so a success is remembered in the state directory, keyed by
+// what decides it: the boot, this process's user namespace, its seccomp
+// mode and the user namespace sysctls. A later failure still surfaces as a
+// clear launch error.
+std::string probe_key() {
+  auto first_line = [](const char* path) {
+    std::string line;
+    std::getline(std::ifstream(path), line);
+    return line;
+  };
+  std::string seccomp_mode;
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("Seccomp:", 0) == 0) seccomp_mode = line;
+  }
+  struct stat user_ns {};
+  ::stat("/proc/self/ns/user", &user_ns);
+  const std::string boot_id = first_line("/proc/sys/kernel/random/boot_id");
+  if (boot_id.empty()) return "";
+  return "namespaces ok, boot " + boot_id + ", userns " + std::to_string(user_ns.st_ino) + ", " +
+         seccomp_mode + ", max_user_namespaces " +
+         first_line("/proc/sys/user/max_user_namespaces") + ", unprivileged_userns_clone " +
+         first_line("/proc/sys/kernel/unprivileged_userns_clone") + "\n";
+}
+
+HostProbe remembered_or_fresh_probe(const fs::path& state_dir) {
+  const fs::path memo = state_dir / "host-probe";
+  const std::string expected = probe_key();
+  struct stat st {};
+  if (!expected.empty() && ::lstat(memo.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
+      st.st_uid == ::geteuid() && (st.st_mode & 022) == 0) {
+    std::ifstream in(memo);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (text == expected) return {true, ""};
+  }
+  HostProbe probe = probe_host();
+  if (probe.namespaces_ok && !expected.empty()) {
+    try {
+      ensure_private_dir(state_dir, ::geteuid() == 0 ? 0711 : 0700);
+      (void)core::write_file_atomic(memo, expected, 0600);
+    } catch (const std::exception&) {
+      // Not remembered: the next process probes again.
+    }
   }
   return probe;
 }
@@ -318,7 +367,7 @@ class NativeBackend final : public Backend {
 
  private:
   const HostProbe& host() const {
-    std::call_once(probe_once_, [this] { probe_ = probe_host(); });
+    std::call_once(probe_once_, [this] { probe_ = remembered_or_fresh_probe(options_.state_dir); });
     return probe_;
   }
   const linux_api::CgroupHost& cgroups() const {
@@ -540,6 +589,7 @@ ExecutionOutcome NativeBackend::execute(const ExecutionRequest& request) {
   // /tmp and /dev/shm live in RAM: without cgroups, the memory limit caps each.
   layout.tmpfs_size_bytes = limits.memory_bytes;
   layout.idmapped_workspace_fd = idmapped_fd;
+  core::trace_phase("native: ids planned");
   auto mounts = runtime::build_mount_steps(layout);
   if (!mounts) fail(std::move(mounts).error());
   plan.mounts = std::move(mounts).value();
@@ -552,6 +602,7 @@ ExecutionOutcome NativeBackend::execute(const ExecutionRequest& request) {
       request.argv[0], path_it != request.environment.end() ? path_it->second : "/usr/bin:/bin");
   plan.cwd = request.cwd.empty() ? "/workspace" : "/workspace/" + request.cwd;
   plan.seal();
+  core::trace_phase("native: mounts planned");
   plan.capabilities = linux_api::prepare_capability_drop();
   std::shared_ptr<const seccomp::CompiledFilter> filter;
   if (request.seccomp_profile != "unconfined") {
@@ -565,7 +616,7 @@ ExecutionOutcome NativeBackend::execute(const ExecutionRequest& request) {
     plan.seccomp_program.len = static_cast<unsigned short>(filter->program.size());
     plan.seccomp_program.filter = const_cast<sock_filter*>(filter->program.data());
   }
-  core::trace_phase("native: mounts planned, seccomp filter ready");
+  core::trace_phase("native: seccomp filter ready");
   auto add_limit = [&](int resource, std::uint64_t value) {
     plan.rlimits.push_back({resource, rlimit{value, value}});
   };

@@ -67,5 +67,6 @@ int main(int argc, char** argv) {
     print_error(first_line(error.what()));
     return kExitUsage;
   }
+  pulsebox::core::trace_phase("main: returning");
   return exit_code;
 }

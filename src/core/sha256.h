@@ -1,4 +1,4 @@
-// SHA-256 through OpenSSL's libcrypto (EVP interface).
+// SHA-256 through OpenSSL's libcrypto (its low-level SHA256_* functions).
 #pragma once
 
 #include <memory>

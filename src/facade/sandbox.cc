@@ -75,8 +75,8 @@ const Backend& Sandbox::backend() const {
 }
 
 void Sandbox::initialize() {
-  core::trace_phase("sandbox: initialize");
   if (backend_) return;
+  core::trace_phase("sandbox: initialize");
   auto init_record = [&](const std::string& target, const std::string& decision,
                          const std::string& level, const std::string& detail) {
     audit_->record({.action = "sandbox-init",
@@ -100,6 +100,7 @@ void Sandbox::initialize() {
                       .decision = "allow",
                       .detail = "removed " + what});
     }
+    core::trace_phase("sandbox: backend reconciled");
     backend_ = std::move(backend);
     init_record(
         backend_->name(), "allow", backend_->isolation_level(),

@@ -1,7 +1,10 @@
+#include <dirent.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
 
 #include "core/fs.h"
 #include "core/throw_error.h"
@@ -160,6 +163,26 @@ void Workspace::stage_chmod(const std::string& tx, std::string_view path, unsign
 
 namespace {
 
+bool upper_is_unchanged(const std::filesystem::path& upper, const std::filesystem::path& lower) {
+  struct stat upper_st {
+  }, lower_st{};
+  if (::lstat(upper.c_str(), &upper_st) != 0 || ::lstat(lower.c_str(), &lower_st) != 0 ||
+      !S_ISDIR(upper_st.st_mode) || (upper_st.st_mode & 07777) != (lower_st.st_mode & 07777)) {
+    return false;
+  }
+  DIR* dir = ::opendir(upper.c_str());
+  if (dir == nullptr) return false;
+  bool empty = true;
+  while (const dirent* entry = ::readdir(dir)) {
+    if (std::strcmp(entry->d_name, ".") != 0 && std::strcmp(entry->d_name, "..") != 0) {
+      empty = false;
+      break;
+    }
+  }
+  ::closedir(dir);
+  return empty;
+}
+
 std::optional<std::string> import_into_new_transaction(
     TransactionStore& store, const std::filesystem::path& upper, const std::filesystem::path& lower,
     std::string origin, std::uint64_t max_file_bytes, bool full_copy,
@@ -197,6 +220,9 @@ std::optional<std::string> Workspace::import_overlay(const std::filesystem::path
                                                      const std::filesystem::path& lower,
                                                      std::string origin,
                                                      std::optional<RunClock> run_started) {
+  // Most runs change nothing: an empty upper directory (with the lower
+  // root's mode) needs no transaction to be made and thrown away.
+  if (upper_is_unchanged(upper, lower)) return std::nullopt;
   auto store = store_for(*this, policy_, limits_);
   return import_into_new_transaction(store, upper, lower, std::move(origin), limits_.max_file_bytes,
                                      false, run_started);
