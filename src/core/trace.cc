@@ -15,6 +15,20 @@ double monotonic_ms() {
   return static_cast<double>(now.tv_sec) * 1000.0 + static_cast<double>(now.tv_nsec) / 1e6;
 }
 
+// VmHWM, the peak RSS of this program image. (getrusage's ru_maxrss would
+// include the parent's RSS from before execve: Linux carries it over.)
+long peak_rss_kib() {
+  std::FILE* status = std::fopen("/proc/self/status", "re");
+  if (status == nullptr) return -1;
+  char line[256];
+  long kib = -1;
+  while (std::fgets(line, sizeof line, status) != nullptr) {
+    if (std::sscanf(line, "VmHWM: %ld kB", &kib) == 1) break;
+  }
+  std::fclose(status);
+  return kib;
+}
+
 }  // namespace
 
 void trace_phase(const char* name) {
@@ -24,7 +38,8 @@ void trace_phase(const char* name) {
   }();
   if (!enabled) return;
   static const double start = monotonic_ms();
-  std::fprintf(stderr, "pulsebox trace: %8.3f ms  %s\n", monotonic_ms() - start, name);
+  std::fprintf(stderr, "pulsebox trace: %8.3f ms  peak rss %6ld kB  %s\n", monotonic_ms() - start,
+               peak_rss_kib(), name);
 }
 
 }  // namespace pulsebox::core

@@ -1,0 +1,390 @@
+#!/usr/bin/env python3
+"""pulsebox against its peers, on this machine, in one run (tools/bench peers).
+
+Measures, interleaved so that every tool sees the same machine state:
+  1. start-to-exit latency of /bin/true: plain (the floor), unshare -Urmpfn,
+     bwrap, crun and runc on a minimal bundle, podman run --rm, pulsebox run
+     (full isolation: every namespace, overlay workspace, seccomp "default",
+     cgroup limits, --net none);
+  2. throughput: sandboxes completed per second with N parallel clients;
+  3. footprint: the pulsebox supervisor's own peak RSS (PULSEBOX_TRACE);
+  4. latency with an empty workspace vs one with 100,000 files.
+Then compares the ratios with the targets at the top of docs/benchmarks.md,
+writes build/bench/peers.json and plots build/bench/latency.png (gnuplot).
+
+Each timing is posix_spawn -> wait4 in this process, so every tool pays the
+same harness cost (the floor shows it). A peer that cannot run here is
+skipped with the reason. Needs root for crun, runc and podman.
+"""
+import argparse
+import json
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tarfile
+import threading
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BENCH = os.path.join(ROOT, "build", "bench")
+PULSEBOX = os.path.join(ROOT, "build", "src", "cli", "pulsebox")
+
+# Targets (docs/benchmarks.md): pulsebox median / peer median.
+TARGETS = [
+    ("bwrap", 0.8, "<="),
+    ("crun", 0.4, "<="),
+    ("podman", 1 / 50, "<="),
+    ("unshare", 1.5, "<="),
+]
+RSS_TARGET_KIB = 8 * 1024
+WORKSPACE_SCALE_TARGET = 1.10
+
+
+def log(message):
+    print(message, flush=True)
+
+
+def run_once(argv, env=None):
+    """Runs argv to completion; returns (milliseconds, exit status, ru_maxrss kB).
+    posix_spawn (vfork underneath): the harness's own cost stays small."""
+    devnull = os.open(os.devnull, os.O_RDWR)
+    actions = [(os.POSIX_SPAWN_DUP2, devnull, fd) for fd in (0, 1, 2)]
+    start = time.perf_counter()
+    pid = os.posix_spawn(argv[0], argv, env if env is not None else os.environ,
+                         file_actions=actions)
+    _, status, usage = os.wait4(pid, 0)
+    elapsed = (time.perf_counter() - start) * 1000
+    os.close(devnull)
+    return elapsed, os.waitstatus_to_exitcode(status), usage.ru_maxrss
+
+
+def percentile(values, fraction):
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, int(round(fraction * (len(ordered) - 1)))))
+    return ordered[index]
+
+
+class Peer:
+    def __init__(self, name, argv, env=None, runs=None, cleanup=None):
+        self.name, self.argv, self.env = name, argv, env
+        self.runs, self.cleanup = runs, cleanup
+        self.samples = []
+
+    def once(self):
+        elapsed, status, _ = run_once(self.argv, self.env)
+        if status != 0:
+            raise RuntimeError(f"{self.name} exited with {status}: {' '.join(self.argv)}")
+        self.samples.append(elapsed)
+        if self.cleanup:
+            self.cleanup()
+
+
+def which(name):
+    return shutil.which(name)
+
+
+def busybox_rootfs(path):
+    """A minimal root file system: busybox-static and /bin/true."""
+    if os.path.exists(os.path.join(path, "bin", "true")):
+        return path
+    os.makedirs(os.path.join(path, "bin"), exist_ok=True)
+    for d in ("proc", "sys", "dev", "tmp", "etc"):
+        os.makedirs(os.path.join(path, d), exist_ok=True)
+    shutil.copy2("/bin/busybox", os.path.join(path, "bin", "busybox"))
+    os.symlink("busybox", os.path.join(path, "bin", "true"))
+    os.symlink("busybox", os.path.join(path, "bin", "sh"))
+    return path
+
+
+def oci_bundle(runtime, bundle, rootfs):
+    """runtime spec (root), running /bin/true from a read-only busybox rootfs."""
+    os.makedirs(bundle, exist_ok=True)
+    config = os.path.join(bundle, "config.json")
+    if os.path.exists(config):
+        os.remove(config)
+    subprocess.run([runtime, "spec", "--bundle", bundle], check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    with open(config) as f:
+        spec = json.load(f)
+    spec["process"]["args"] = ["/bin/true"]
+    spec["process"]["terminal"] = False
+    spec["root"] = {"path": rootfs, "readonly": True}
+    # Its own cgroup path, created and removed by the runtime on each run.
+    spec["linux"]["cgroupsPath"] = f"/pulsebox-bench/{runtime}"
+    with open(config, "w") as f:
+        json.dump(spec, f)
+    return bundle
+
+
+def hidden_unified_namespace():
+    """crun 1.8 refuses hybrid cgroups: a helper process whose private mount
+    namespace lacks /sys/fs/cgroup/unified; crun runs in it through nsenter
+    (whose exec the crun numbers include). Returns (helper, argv prefix)."""
+    if not os.path.ismount("/sys/fs/cgroup/unified"):
+        return None, []
+    helper = subprocess.Popen(
+        ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+         "umount /sys/fs/cgroup/unified && echo ready && exec sleep 3600"],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    if helper.stdout.readline().strip() != b"ready":
+        helper.kill()
+        return None, []
+    return helper, [which("nsenter"), f"--mount=/proc/{helper.pid}/ns/mnt", "--"]
+
+
+def podman_setup(rootfs, reasons):
+    """podman with its storage under build/bench and an imported busybox image."""
+    if not which("podman"):
+        reasons["podman"] = "podman is not installed"
+        return None
+    conf = os.path.join(BENCH, "containers.conf")
+    with open(conf, "w") as f:
+        # root lacks CAP_SYS_RESOURCE here: podman's default ulimits would fail.
+        f.write('[containers]\ndefault_ulimits = ["nofile=20000:20000", "nproc=32768:32768"]\n'
+                '[engine]\ncgroup_manager = "cgroupfs"\nevents_logger = "file"\n')
+    env = dict(os.environ, CONTAINERS_CONF=conf)
+    base = [which("podman"), "--root", os.path.join(BENCH, "podman", "root"),
+            "--runroot", os.path.join(BENCH, "podman", "run"), "--storage-driver", "overlay"]
+    tarball = os.path.join(BENCH, "rootfs.tar")
+    with tarfile.open(tarball, "w") as tar:
+        tar.add(rootfs, arcname=".")
+    imported = subprocess.run(base + ["import", tarball, "pulsebox-bench:latest"], env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    if imported.returncode != 0:
+        reasons["podman"] = "podman import failed: " + imported.stderr.strip()[-300:]
+        return None
+    # podman's default runtime is crun, which refuses hybrid cgroups; runc does not.
+    runtime = ["--runtime", which("runc")] if os.path.ismount("/sys/fs/cgroup/unified") and which("runc") else []
+    argv = base + runtime + ["run", "--rm", "--network", "none", "pulsebox-bench:latest", "/bin/true"]
+    probe = subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                           text=True)
+    if probe.returncode != 0:
+        reasons["podman"] = "podman run failed: " + probe.stderr.strip()[-300:]
+        return None
+    return Peer("podman", argv, env=env, runs=20)
+
+
+def make_workspace(path, files):
+    os.makedirs(path, exist_ok=True)
+    marker = os.path.join(path, f".files-{files}")
+    if os.path.exists(marker):
+        return path
+    for i in range(files):
+        directory = os.path.join(path, f"d{i // 1000:03d}")
+        if i % 1000 == 0:
+            os.makedirs(directory, exist_ok=True)
+        with open(os.path.join(directory, f"f{i}.txt"), "w") as f:
+            f.write("x\n")
+    open(marker, "w").close()
+    return path
+
+
+def pulsebox_peer(name, workspace):
+    env = dict(os.environ, PULSEBOX_STATE_DIR=os.path.join(BENCH, "state"), NO_COLOR="1")
+    return Peer(name, [PULSEBOX, "run", "-w", workspace, "--net", "none", "--", "/bin/true"], env=env)
+
+
+def measure(peers, rounds):
+    for round_index in range(rounds):
+        for peer in peers:
+            if peer.runs is None or round_index < peer.runs:
+                peer.once()
+
+
+def summary(peer):
+    s = peer.samples
+    return {"runs": len(s), "median_ms": statistics.median(s), "p95_ms": percentile(s, 0.95),
+            "p99_ms": percentile(s, 0.99)}
+
+
+def throughput(argv, env, clients, seconds):
+    done = [0] * clients
+    stop = time.perf_counter() + seconds
+
+    def client(index):
+        while time.perf_counter() < stop:
+            if subprocess.run(argv, env=env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL).returncode == 0:
+                done[index] += 1
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
+    start = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return sum(done) / (time.perf_counter() - start)
+
+
+def supervisor_rss(workspace, runs=10):
+    env = dict(os.environ, PULSEBOX_STATE_DIR=os.path.join(BENCH, "state"), PULSEBOX_TRACE="1")
+    peaks = []
+    for _ in range(runs):
+        out = subprocess.run([PULSEBOX, "run", "-w", workspace, "--net", "none", "--", "/bin/true"],
+                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        for line in out.stderr.splitlines():
+            if line.startswith("pulsebox trace:") and "main: returning" in line:
+                peaks.append(int(line.split("peak rss")[1].split("kB")[0]))
+    return max(peaks) if peaks else None
+
+
+def plot(results, path):
+    if not which("gnuplot"):
+        return "gnuplot is not installed"
+    data = os.path.join(BENCH, "latency.dat")
+    with open(data, "w") as f:
+        for name, r in results.items():
+            f.write(f'"{name}" {r["median_ms"]:.3f} {r["p95_ms"]:.3f}\n')
+    script = f"""
+set terminal pngcairo size 900,480 font ",11"
+set output "{path}"
+set title "start-to-exit latency of /bin/true (median and p95, ms; lower is better)"
+set style data histograms
+set style histogram clustered gap 1
+set style fill solid 0.8 border -1
+set boxwidth 0.9
+set ylabel "ms"
+set logscale y
+set yrange [1:*]
+set xtics rotate by -20
+set key top left
+plot "{data}" using 2:xtic(1) title "median", "" using 3 title "p95"
+"""
+    result = subprocess.run(["gnuplot"], input=script, text=True, capture_output=True)
+    return None if result.returncode == 0 else result.stderr.strip()
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=60, help="interleaved rounds (default 60)")
+    parser.add_argument("--quick", action="store_true", help="fewer rounds, no 100k workspace")
+    args = parser.parse_args()
+    rounds = 15 if args.quick else args.rounds
+    os.makedirs(BENCH, exist_ok=True)
+    reasons = {}
+    is_root = os.geteuid() == 0
+
+    empty_ws = make_workspace(os.path.join(BENCH, "ws-empty"), 0)
+    rootfs = busybox_rootfs(os.path.join(BENCH, "rootfs"))
+    peers = [Peer("floor (/bin/true)", ["/bin/true"])]
+    if which("unshare"):
+        peers.append(Peer("unshare", [which("unshare"), "-Urmpfn", "--mount-proc", "/bin/true"]))
+    else:
+        reasons["unshare"] = "unshare is not installed"
+    if which("bwrap"):
+        peers.append(Peer("bwrap", [which("bwrap"), "--unshare-all", "--die-with-parent",
+                                    "--ro-bind", "/", "/", "/bin/true"]))
+    else:
+        reasons["bwrap"] = "bubblewrap is not installed"
+    helper = None
+    for runtime in ("crun", "runc"):
+        if not which(runtime):
+            reasons[runtime] = f"{runtime} is not installed"
+            continue
+        if not is_root:
+            reasons[runtime] = f"{runtime} needs root here"
+            continue
+        bundle = oci_bundle(which(runtime), os.path.join(BENCH, f"bundle-{runtime}"), rootfs)
+        prefix = []
+        if runtime == "crun":
+            helper, prefix = hidden_unified_namespace()
+        peer = Peer(runtime, prefix + [which(runtime), "run", "--bundle", bundle,
+                                       f"pulsebox-bench-{os.getpid()}"])
+        try:
+            peer.once()
+            peer.samples.clear()
+            peers.append(peer)
+        except RuntimeError as error:
+            reasons[runtime] = str(error)
+    if is_root:
+        podman = podman_setup(rootfs, reasons)
+        if podman:
+            peers.append(podman)
+    else:
+        reasons["podman"] = "podman needs root here (rootless podman needs a login session)"
+    peers.append(pulsebox_peer("pulsebox", empty_ws))
+
+    log(f"== latency: {rounds} interleaved rounds of {', '.join(p.name for p in peers)}")
+    for name, why in reasons.items():
+        log(f"   skipped {name}: {why}")
+    for peer in peers:  # warm caches (the seccomp filter cache, page cache)
+        if peer.runs is None:
+            peer.once()
+            peer.samples.clear()
+    measure(peers, rounds)
+    results = {p.name: summary(p) for p in peers}
+    floor = results["floor (/bin/true)"]["median_ms"]
+    bwrap = results.get("bwrap", {}).get("median_ms")
+    log(f"{'tool':<20} {'runs':>5} {'median':>9} {'p95':>9} {'p99':>9} {'/floor':>8} {'/bwrap':>8}")
+    for name, r in results.items():
+        vs_bwrap = f"{r['median_ms'] / bwrap:8.2f}" if bwrap else "       -"
+        log(f"{name:<20} {r['runs']:>5} {r['median_ms']:7.2f}ms {r['p95_ms']:7.2f}ms "
+            f"{r['p99_ms']:7.2f}ms {r['median_ms'] / floor:8.2f} {vs_bwrap}")
+
+    log("== throughput: sandboxes per second (pulsebox run -- /bin/true)")
+    tput = {}
+    pb = pulsebox_peer("pulsebox", empty_ws)
+    for clients in (1, 2, 4):
+        tput[clients] = throughput(pb.argv, pb.env, clients, 2 if args.quick else 4)
+        log(f"   {clients} client(s): {tput[clients]:.1f}/s")
+
+    log("== footprint: the supervisor's own peak RSS")
+    rss = supervisor_rss(empty_ws)
+    log(f"   {rss} kB" if rss else "   (no PULSEBOX_TRACE output)")
+
+    scale = None
+    if not args.quick:
+        log("== workspace size: empty vs 100,000 files")
+        big = make_workspace(os.path.join(BENCH, "ws-100k"), 100_000)
+        small_peer, big_peer = pulsebox_peer("empty", empty_ws), pulsebox_peer("100k", big)
+        measure([small_peer, big_peer], 30)
+        scale = statistics.median(big_peer.samples) / statistics.median(small_peer.samples)
+        log(f"   median {statistics.median(small_peer.samples):.2f} ms vs "
+            f"{statistics.median(big_peer.samples):.2f} ms: ratio {scale:.3f}")
+
+    log("== targets (docs/benchmarks.md)")
+    pulse = results["pulsebox"]["median_ms"]
+    verdicts = []
+    for peer, target, _ in TARGETS:
+        if peer not in results:
+            verdicts.append((f"pulsebox <= {target:g} x {peer}", None, "skipped: " + reasons.get(peer, "")))
+            continue
+        ratio = pulse / results[peer]["median_ms"]
+        verdicts.append((f"pulsebox <= {target:g} x {peer}", ratio, "met" if ratio <= target else "MISSED"))
+    if rss:
+        verdicts.append((f"supervisor RSS <= {RSS_TARGET_KIB} kB", rss,
+                         "met" if rss <= RSS_TARGET_KIB else "MISSED"))
+    if scale:
+        verdicts.append((f"100k files / empty <= {WORKSPACE_SCALE_TARGET}", scale,
+                         "met" if scale <= WORKSPACE_SCALE_TARGET else "MISSED"))
+    for what, value, verdict in verdicts:
+        shown = "" if value is None else (f"{value:.3f}" if isinstance(value, float) else str(value))
+        log(f"   {what:<32} {shown:>10}  {verdict}")
+
+    png = os.path.join(BENCH, "latency.png")
+    problem = plot(results, png)
+    log(f"== plot: {png}" if problem is None else f"== plot skipped: {problem}")
+    with open(os.path.join(BENCH, "peers.json"), "w") as f:
+        json.dump({"latency": results, "skipped": reasons, "throughput_per_s": tput,
+                   "supervisor_peak_rss_kib": rss, "workspace_100k_ratio": scale,
+                   "targets": [{"target": w, "value": v, "verdict": d} for w, v, d in verdicts]},
+                  f, indent=2)
+    if helper:
+        helper.send_signal(signal.SIGKILL)
+        helper.wait()
+    for runtime in ("crun", "runc"):  # the runtimes' own cgroups, if any stayed
+        for controller in ("memory", "pids", "cpu", "cpuacct", "blkio", "devices", "freezer",
+                           "cpuset", "systemd", "unified"):
+            for path in (f"/sys/fs/cgroup/{controller}/pulsebox-bench/{runtime}",
+                         f"/sys/fs/cgroup/{controller}/pulsebox-bench"):
+                try:
+                    os.rmdir(path)
+                except OSError:
+                    pass
+
+
+if __name__ == "__main__":
+    sys.exit(main())
