@@ -27,6 +27,21 @@ inline int sys_pidfd_send_signal(int pidfd, int signal) {
   return static_cast<int>(::syscall(SYS_pidfd_send_signal, pidfd, signal, nullptr, 0));
 }
 
+// A system call without libc: no errno is written. For code that runs on
+// memory shared with its parent (CLONE_VM), where errno is the parent's.
+inline long raw_syscall3(long number, long a, long b, long c) {
+#if defined(__x86_64__)
+  long result;
+  asm volatile("syscall"
+               : "=a"(result)
+               : "a"(number), "D"(a), "S"(b), "d"(c)
+               : "rcx", "r11", "memory");
+  return result;
+#else
+#error "raw_syscall3: add this architecture's system call instruction"
+#endif
+}
+
 inline int sys_pivot_root(const char* new_root, const char* put_old) {
   return static_cast<int>(::syscall(SYS_pivot_root, new_root, put_old));
 }

@@ -5,10 +5,13 @@
 #include <sched.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <fstream>
 #include <optional>
 
@@ -98,20 +101,44 @@ core::Status write_id_maps(pid_t pid, const IdMaps& maps) {
   return {};
 }
 
+namespace {
+
+// The holder of the mapping namespace: it only waits for the pipe to close.
+// It shares the parent's memory (CLONE_VM: no page tables to copy, which for
+// a large process is most of a fork's cost), so it must not touch anything
+// the parent uses, errno included: raw system calls on its own small stack.
+struct HoldPipe {
+  int read_end;
+  int write_end;
+};
+
+int hold_namespace(void* argument) {
+  const auto* pipe = static_cast<const HoldPipe*>(argument);
+  raw_syscall3(SYS_close, pipe->write_end, 0, 0);  // its copy: EOF must come from the parent
+  char byte;
+  raw_syscall3(SYS_read, pipe->read_end, reinterpret_cast<long>(&byte), 1);
+  raw_syscall3(SYS_exit, 0, 0, 0);
+  return 0;
+}
+
+}  // namespace
+
 core::Result<UniqueFd> create_mapping_namespace(const IdMaps& maps) {
   int hold[2];
   if (::pipe2(hold, O_CLOEXEC) != 0) return Error::from_errno("userns", "pipe2");
   UniqueFd hold_read(hold[0]), hold_write(hold[1]);
-  const long pid = sys_clone_fork(CLONE_NEWUSER | SIGCHLD, nullptr);
+  constexpr std::size_t kStackSize = 64 * 1024;
+  void* stack = ::mmap(nullptr, kStackSize, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+  if (stack == MAP_FAILED) return Error::from_errno("userns", "mmap for a helper's stack");
+  struct Unmap {
+    void* stack;
+    ~Unmap() { ::munmap(stack, kStackSize); }
+  } unmap{stack};
+  HoldPipe pipe{hold_read.get(), hold_write.get()};
+  const int pid = ::clone(hold_namespace, static_cast<char*>(stack) + kStackSize,
+                          CLONE_NEWUSER | CLONE_VM | SIGCHLD, &pipe);
   if (pid < 0) return Error::from_errno("userns", "clone(CLONE_NEWUSER) for an idmapped mount");
-  if (pid == 0) {
-    // Wait until the parent has what it needs, then leave.
-    char byte;
-    hold_write.reset();
-    (void)!::read(hold_read.get(), &byte, 1);
-    ::_exit(0);
-  }
-  hold_read.reset();
   core::Result<UniqueFd> result = Error(ErrorKind::kInternal, "userns", "unreachable");
   if (auto written = write_id_maps(static_cast<pid_t>(pid), maps); !written) {
     result = written.error();
@@ -122,7 +149,7 @@ core::Result<UniqueFd> create_mapping_namespace(const IdMaps& maps) {
   }
   hold_write.reset();
   int status = 0;
-  ::waitpid(static_cast<pid_t>(pid), &status, 0);
+  ::waitpid(static_cast<pid_t>(pid), &status, 0);  // before the stack goes
   return result;
 }
 
