@@ -1,8 +1,8 @@
 // The native backend: a sandbox built from kernel primitives (see
 // docs/backends.md and runtime/launch_plan.h for the process layout).
 //
-// Per run: a staging directory <state>/runs/<id>/ (locked with flock while
-// in use) holds the overlay's upper and work directories, the mount point of
+// Per run: a staging directory <state>/runs/<id>/ (its lock, <id>.lock, is
+// flock-ed while in use) holds the overlay's upper and work directories, the mount point of
 // the new root and an unreadable empty file used to mask host files. After
 // the run the upper directory becomes a transaction (the facade imports it),
 // then cleanup() removes the staging directory.
@@ -103,6 +103,29 @@ void remove_tree(const fs::path& path) {
   } else {
     ::unlink(path.c_str());
   }
+}
+
+fs::path lock_path_of(const fs::path& run_dir) {
+  return run_dir.string() + ".lock";
+}
+
+// Creates and flock-s `path`. If reconcile() removed the file between our
+// open and flock (it unlinks lock files it can lock), the lock is on a dead
+// inode: try again.
+UniqueFd lock_new_file(const fs::path& path) {
+  for (int attempt = 0; attempt < 10; ++attempt) {
+    UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
+    if (!fd || ::flock(fd.get(), LOCK_EX) != 0) {
+      fail(Error::from_errno("native", "locking " + path.string()));
+    }
+    struct stat held {
+    }, current{};
+    if (::fstat(fd.get(), &held) == 0 && ::lstat(path.c_str(), &current) == 0 &&
+        held.st_ino == current.st_ino && held.st_dev == current.st_dev) {
+      return fd;
+    }
+  }
+  fail(Error(ErrorKind::kIo, "native", "locking " + path.string() + ": it keeps disappearing"));
 }
 
 // A descriptor number of at least 3, so the child's stdio can be set up
@@ -219,8 +242,10 @@ class NativeBackend final : public Backend {
   std::vector<std::string> reconcile() override;
   ExecutionOutcome execute(const ExecutionRequest& request) override;
   void cleanup() override {
-    for (const auto& dir : run_dirs_)
+    for (const auto& dir : run_dirs_) {
       remove_tree(dir);
+      ::unlink(lock_path_of(dir).c_str());  // while still holding it
+    }
     run_dirs_.clear();
     run_locks_.clear();
   }
@@ -400,11 +425,20 @@ std::vector<std::string> NativeBackend::reconcile() {
   const fs::path runs = options_.state_dir / "runs";
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(runs, ec)) {
-    UniqueFd lock(::open((entry.path() / "lock").c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW));
+    const fs::path path = entry.path();
+    const bool is_lock = path.extension() == ".lock";
+    const fs::path lock_path = is_lock ? path : lock_path_of(path);
+    UniqueFd lock(::open(lock_path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW));
     if (lock && ::flock(lock.get(), LOCK_EX | LOCK_NB) != 0) continue;  // a live run
-    remove_tree(entry.path());
-    removed.push_back("the staging directory of crashed run " + entry.path().filename().string() +
-                      " (" + entry.path().string() + ")");
+    if (is_lock) {
+      // A crash between taking the lock and making the directory.
+      if (!fs::exists(path.parent_path() / path.stem(), ec)) ::unlink(path.c_str());
+      continue;
+    }
+    remove_tree(path);
+    if (lock) ::unlink(lock_path.c_str());
+    removed.push_back("the staging directory of crashed run " + path.filename().string() + " (" +
+                      path.string() + ")");
   }
   return removed;
 }
@@ -545,16 +579,13 @@ ExecutionOutcome NativeBackend::execute(const ExecutionRequest& request) {
   ensure_private_dir(options_.state_dir, ::geteuid() == 0 ? 0711 : 0700);
   ensure_private_dir(options_.state_dir / "runs", ::geteuid() == 0 ? 0711 : 0700);
   const fs::path run_dir = options_.state_dir / "runs" / request.execution_id;
+  // The lock comes first, beside the directory: a concurrent reconcile()
+  // never sees the directory of a live run unlocked.
+  run_locks_.push_back(lock_new_file(lock_path_of(run_dir)));
   if (::mkdir(run_dir.c_str(), 0700) != 0) {
     fail(Error::from_errno("native", "creating the run directory " + run_dir.string()));
   }
   run_dirs_.push_back(run_dir);
-  UniqueFd lock(
-      ::open((run_dir / "lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
-  if (!lock || ::flock(lock.get(), LOCK_EX) != 0) {
-    fail(Error::from_errno("native", "locking " + run_dir.string()));
-  }
-  run_locks_.push_back(std::move(lock));
   for (const char* dir : {"root", "upper", "work", "lower"}) {
     if (::mkdir((run_dir / dir).c_str(), 0755) != 0) {
       fail(Error::from_errno("native", "creating " + (run_dir / dir).string()));

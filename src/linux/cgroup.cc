@@ -333,10 +333,10 @@ CgroupHost discover_cgroups() {
     place.v1 = true;
     const std::string dir = own_dir(v1_mounts[name], name);
     if (is_root) {
-      place.parent = dir + "/" + kRootSubtree;
-      place.usable = ::access(dir.c_str(), W_OK) == 0;
+      place.parent = v1_mounts[name] + "/" + kRootSubtree;
+      place.usable = ::access(v1_mounts[name].c_str(), W_OK) == 0;
       if (!place.usable) {
-        place.problem = dir + " is not writable (mounted read-only?)";
+        place.problem = v1_mounts[name] + " is not writable (mounted read-only?)";
         place.fix = "give pulsebox a writable " + name + " hierarchy";
       }
     } else if (owned_and_writable(dir)) {
@@ -427,14 +427,15 @@ core::Result<SandboxCgroup> SandboxCgroup::create(const CgroupHost& host, const 
   }
 
   for (const auto& dir : dirs) {
-    // ENOENT: another run's remove() took away the empty "pulsebox" level
-    // between our two mkdirs; make it again.
-    int made = ::mkdir(dir.c_str(), 0755);
-    for (int attempt = 0; made != 0 && errno == ENOENT && attempt < 5; ++attempt) {
-      PB_CHECK(make_directory(parent_of(dir)));
-      made = ::mkdir(dir.c_str(), 0755);
+    // mkdir and flock happen under a shared lock on the parent, which
+    // reconcile_cgroups() takes exclusively: it never sees a new cgroup
+    // before its lock is held.
+    UniqueFd parent(::open(parent_of(dir).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!parent || ::flock(parent.get(), LOCK_SH) != 0) {
+      return Error::from_errno("cgroup", "locking the cgroup " + parent_of(dir))
+          .with_kind(ErrorKind::kUnavailable);
     }
-    if (made != 0) {
+    if (::mkdir(dir.c_str(), 0755) != 0) {
       return Error::from_errno("cgroup", "creating the cgroup " + dir)
           .with_kind(ErrorKind::kUnavailable);
     }
@@ -524,11 +525,6 @@ core::Status SandboxCgroup::remove() {
   core::Status status;
   for (auto it = directories_.rbegin(); it != directories_.rend(); ++it) {
     if (auto removed = remove_cgroup_dir(*it); !removed && status) status = std::move(removed);
-    // The "pulsebox" level root's runs share goes too once empty, so that
-    // nothing of pulsebox's stays in a cgroup its owner wants to remove
-    // (EBUSY while another run uses it).
-    const std::string parent = parent_of(*it);
-    if (::geteuid() == 0 && base_name(parent) == kRootSubtree) ::rmdir(parent.c_str());
   }
   directories_.clear();
   unified_fd_.reset();
@@ -544,9 +540,12 @@ std::vector<std::string> reconcile_cgroups(const CgroupHost& host) {
     if (place->usable) parents.insert(place->parent);
   }
   for (const auto& parent : parents) {
+    UniqueFd parent_lock(::open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!parent_lock || ::flock(parent_lock.get(), LOCK_EX) != 0) continue;
     DIR* dir = ::opendir(parent.c_str());
     if (dir == nullptr) continue;
     std::vector<std::string> stale;
+    std::vector<UniqueFd> stale_locks;  // held: nobody else can take them now
     while (const dirent* entry = ::readdir(dir)) {
       if (std::strncmp(entry->d_name, kSandboxPrefix, std::strlen(kSandboxPrefix)) != 0) continue;
       const std::string path = parent + "/" + entry->d_name;
@@ -554,13 +553,14 @@ std::vector<std::string> reconcile_cgroups(const CgroupHost& host) {
       // A live sandbox holds the lock; a crashed one does not.
       if (!fd || ::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) continue;
       stale.push_back(path);
+      stale_locks.push_back(std::move(fd));
     }
     ::closedir(dir);
+    parent_lock.reset();
     for (const auto& path : stale) {
       kill_cgroup(path);
       if (remove_cgroup_dir(path)) removed.push_back(path);
     }
-    if (::geteuid() == 0 && base_name(parent) == kRootSubtree) ::rmdir(parent.c_str());
   }
   return removed;
 }

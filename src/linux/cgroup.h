@@ -9,9 +9,10 @@
 //
 // Where sandboxes' cgroups are created (never in a cgroup pulsebox did not
 // create itself):
-//   root, unified hierarchy:  <mount>/pulsebox/<name>
-//   root, v1 hierarchies:     <mount>/<own cgroup>/pulsebox/<name> (nested,
-//                             so limits set on the caller still cover it)
+//   root:                     <mount>/pulsebox/sandbox-<name> in the unified
+//                             hierarchy and in each v1 one (the "pulsebox"
+//                             level stays: removing it would race with
+//                             concurrent runs)
 //   an ordinary user:         <own cgroup>/<name>, when its own cgroup is
 //                             delegated to it (owned by it: systemd's
 //                             Delegate=yes, or a directory an administrator

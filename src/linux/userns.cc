@@ -109,12 +109,15 @@ namespace {
 // the parent uses, errno included: raw system calls on its own small stack.
 struct HoldPipe {
   int read_end;
-  int write_end;
 };
 
 int hold_namespace(void* argument) {
   const auto* pipe = static_cast<const HoldPipe*>(argument);
-  raw_syscall3(SYS_close, pipe->write_end, 0, 0);  // its copy: EOF must come from the parent
+  // Keep only the read end. Its copy of the write end, and of any other
+  // thread's hold pipe, would keep EOF from coming: two concurrent holders
+  // would wait for each other forever.
+  if (pipe->read_end > 0) raw_syscall3(SYS_close_range, 0, pipe->read_end - 1, 0);
+  raw_syscall3(SYS_close_range, pipe->read_end + 1, ~0U, 0);
   char byte;
   raw_syscall3(SYS_read, pipe->read_end, reinterpret_cast<long>(&byte), 1);
   raw_syscall3(SYS_exit, 0, 0, 0);
@@ -135,7 +138,7 @@ core::Result<UniqueFd> create_mapping_namespace(const IdMaps& maps) {
     void* stack;
     ~Unmap() { ::munmap(stack, kStackSize); }
   } unmap{stack};
-  HoldPipe pipe{hold_read.get(), hold_write.get()};
+  HoldPipe pipe{hold_read.get()};
   const int pid = ::clone(hold_namespace, static_cast<char*>(stack) + kStackSize,
                           CLONE_NEWUSER | CLONE_VM | SIGCHLD, &pipe);
   if (pid < 0) return Error::from_errno("userns", "clone(CLONE_NEWUSER) for an idmapped mount");

@@ -556,20 +556,57 @@ TEST_F(NativeBackendTest, ExtraBindsAreReadOnlyUnlessAskedAndRefusedInsideOwnDir
 }
 
 TEST_F(NativeBackendTest, ReconcileRemovesCrashedRunsButNotLiveOnes) {
+  // A run's lock sits beside its directory and is taken before the directory
+  // is made, so a concurrent reconcile never takes a live run for a crashed one.
   const fs::path runs = state_.path() / "runs";
   fs::create_directories(runs / "run-crashed/upper");
-  testing::write_file(runs / "run-crashed/lock", "");
+  testing::write_file(runs / "run-crashed.lock", "");
   fs::create_directories(runs / "run-live/upper");
-  testing::write_file(runs / "run-live/lock", "");
-  const int live_lock = ::open((runs / "run-live/lock").c_str(), O_RDWR | O_CLOEXEC);
+  testing::write_file(runs / "run-live.lock", "");
+  testing::write_file(runs / "run-orphan.lock", "");  // crashed before its mkdir
+  const int live_lock = ::open((runs / "run-live.lock").c_str(), O_RDWR | O_CLOEXEC);
   ASSERT_EQ(::flock(live_lock, LOCK_EX), 0);
   auto backend = make_native_backend(native_options());
   const auto removed = backend->reconcile();
-  ASSERT_EQ(removed.size(), 1u);
-  EXPECT_NE(removed[0].find("run-crashed"), std::string::npos);
+  std::size_t staging = 0;
+  for (const auto& line : removed) {
+    if (line.find("staging directory") == std::string::npos) continue;
+    ++staging;
+    EXPECT_NE(line.find("run-crashed"), std::string::npos) << line;
+  }
+  EXPECT_EQ(staging, 1u);
   EXPECT_FALSE(fs::exists(runs / "run-crashed"));
+  EXPECT_FALSE(fs::exists(runs / "run-crashed.lock"));
+  EXPECT_FALSE(fs::exists(runs / "run-orphan.lock"));
   EXPECT_TRUE(fs::exists(runs / "run-live"));
+  EXPECT_TRUE(fs::exists(runs / "run-live.lock"));
   ::close(live_lock);
+}
+
+// Many sandboxes at once on one state directory, each starting with a
+// reconcile: none may take another's staging directory for a crashed one.
+TEST_F(NativeBackendTest, ConcurrentSandboxesDoNotReconcileEachOther) {
+  constexpr int kClients = 4;
+  std::vector<std::string> failures(kClients);
+  std::vector<std::thread> clients;
+  for (int i = 0; i < kClients; ++i) {
+    clients.emplace_back([&, i] {
+      try {
+        for (int run = 0; run < 4; ++run) {
+          Sandbox sandbox(options());  // initialize() reconciles
+          const auto result = sandbox.execute({"/workspace/probe", "write", "/tmp/x", "y"});
+          if (result.exit_code != 0) failures[i] += result.termination_detail + "; ";
+        }
+      } catch (const std::exception& error) {
+        failures[i] += error.what();
+      }
+    });
+  }
+  for (auto& client : clients)
+    client.join();
+  for (int i = 0; i < kClients; ++i)
+    EXPECT_EQ(failures[i], "") << "client " << i;
+  EXPECT_TRUE(fs::is_empty(state_.path() / "runs")) << "every run cleaned up after itself";
 }
 
 TEST_F(NativeBackendTest, CapabilitiesReportStrongIsolation) {

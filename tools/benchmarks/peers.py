@@ -113,7 +113,7 @@ def oci_bundle(runtime, bundle, rootfs):
     spec["process"]["terminal"] = False
     spec["root"] = {"path": rootfs, "readonly": True}
     # Its own cgroup path, created and removed by the runtime on each run.
-    spec["linux"]["cgroupsPath"] = f"/pulsebox-bench/{runtime}"
+    spec["linux"]["cgroupsPath"] = f"/pulsebox-bench/{os.path.basename(runtime)}"
     with open(config, "w") as f:
         json.dump(spec, f)
     return bundle
@@ -375,15 +375,17 @@ def main():
     if helper:
         helper.send_signal(signal.SIGKILL)
         helper.wait()
-    for runtime in ("crun", "runc"):  # the runtimes' own cgroups, if any stayed
-        for controller in ("memory", "pids", "cpu", "cpuacct", "blkio", "devices", "freezer",
-                           "cpuset", "systemd", "unified"):
-            for path in (f"/sys/fs/cgroup/{controller}/pulsebox-bench/{runtime}",
-                         f"/sys/fs/cgroup/{controller}/pulsebox-bench"):
-                try:
-                    os.rmdir(path)
-                except OSError:
-                    pass
+    # The runtimes' own cgroups (cgroupsPath /pulsebox-bench/...), if any
+    # stayed: only that tree, deepest first, and only empty directories.
+    for top in ("/sys/fs/cgroup/pulsebox-bench",) + tuple(
+            f"/sys/fs/cgroup/{c}/pulsebox-bench" for c in os.listdir("/sys/fs/cgroup")):
+        if not os.path.isdir(top):
+            continue
+        for directory, _, _ in sorted(os.walk(top), key=lambda w: -w[0].count("/")):
+            try:
+                os.rmdir(directory)
+            except OSError:
+                pass
 
 
 if __name__ == "__main__":
