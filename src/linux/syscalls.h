@@ -42,6 +42,20 @@ inline long raw_syscall3(long number, long a, long b, long c) {
 #endif
 }
 
+// Credentials for the calling thread only. glibc's setresuid() & co. first
+// signal every other thread they know of (POSIX's process-wide semantics);
+// in a child cloned from a multi-threaded process those threads do not
+// exist, and glibc can wait for them forever (seen with concurrent runs).
+inline int sys_setresuid(uid_t id) {
+  return static_cast<int>(::syscall(SYS_setresuid, id, id, id));
+}
+inline int sys_setresgid(gid_t id) {
+  return static_cast<int>(::syscall(SYS_setresgid, id, id, id));
+}
+inline int sys_clear_groups() {
+  return static_cast<int>(::syscall(SYS_setgroups, 0, nullptr));
+}
+
 inline int sys_pivot_root(const char* new_root, const char* put_old) {
   return static_cast<int>(::syscall(SYS_pivot_root, new_root, put_old));
 }

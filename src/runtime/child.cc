@@ -75,11 +75,10 @@ struct Failure {
 
 [[noreturn]] void run_command(const LaunchPlan& plan, int channel, int out, int err) noexcept {
   const Failure fail{channel};
-  if (plan.clear_groups && ::setgroups(0, nullptr) != 0) fail("dropping supplementary groups");
-  if (::setresgid(plan.command_gid, plan.command_gid, plan.command_gid) != 0)
-    fail("switching to the sandbox gid");
-  if (::setresuid(plan.command_uid, plan.command_uid, plan.command_uid) != 0)
-    fail("switching to the sandbox uid");
+  if (plan.clear_groups && linux_api::sys_clear_groups() != 0)
+    fail("dropping supplementary groups");
+  if (linux_api::sys_setresgid(plan.command_gid) != 0) fail("switching to the sandbox gid");
+  if (linux_api::sys_setresuid(plan.command_uid) != 0) fail("switching to the sandbox uid");
   if (const int e = linux_api::clear_process_capabilities(plan.capabilities); e != 0)
     fail("dropping capabilities", "", e);
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) fail("setting no_new_privs");
@@ -135,11 +134,10 @@ void run_sandbox_init(const LaunchPlan& plan) noexcept {
   if (plan.new_cgroup_namespace && ::unshare(CLONE_NEWCGROUP) != 0)
     fail("creating the cgroup namespace");
 
-  if (plan.clear_groups && ::setgroups(0, nullptr) != 0) fail("dropping supplementary groups");
-  if (::setresgid(plan.init_gid, plan.init_gid, plan.init_gid) != 0)
-    fail("switching to the namespace's gid");
-  if (::setresuid(plan.init_uid, plan.init_uid, plan.init_uid) != 0)
-    fail("switching to the namespace's uid");
+  if (plan.clear_groups && linux_api::sys_clear_groups() != 0)
+    fail("dropping supplementary groups");
+  if (linux_api::sys_setresgid(plan.init_gid) != 0) fail("switching to the namespace's gid");
+  if (linux_api::sys_setresuid(plan.init_uid) != 0) fail("switching to the namespace's uid");
 
   // Mount propagation stops here: nothing below reaches the host.
   if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)

@@ -3,6 +3,7 @@
 #include <dirent.h>
 
 #include <algorithm>
+#include <thread>
 
 #include "core/sha256.h"
 
@@ -54,6 +55,29 @@ int processes_with_marker(const std::string& marker) {
   }
   ::closedir(proc);
   return found;
+}
+
+std::string run_concurrently(int clients, const std::function<std::string(int)>& client) {
+  std::vector<std::string> failures(static_cast<std::size_t>(clients));
+  std::vector<std::thread> threads;
+  for (int i = 0; i < clients; ++i) {
+    threads.emplace_back([&, i] {
+      try {
+        failures[static_cast<std::size_t>(i)] = client(i);
+      } catch (const std::exception& error) {
+        failures[static_cast<std::size_t>(i)] = error.what();
+      }
+    });
+  }
+  for (auto& thread : threads)
+    thread.join();
+  std::string report;
+  for (int i = 0; i < clients; ++i) {
+    if (!failures[static_cast<std::size_t>(i)].empty()) {
+      report += "client " + std::to_string(i) + ": " + failures[static_cast<std::size_t>(i)] + "\n";
+    }
+  }
+  return report;
 }
 
 }  // namespace pulsebox::testing

@@ -8,6 +8,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -77,6 +78,11 @@ std::map<std::string, std::string> parse_report(const std::string& text);
 
 // Host processes whose command line contains `marker` (read-only scan of /proc).
 int processes_with_marker(const std::string& marker);
+
+// Runs `client(index)` on `clients` threads at once; each returns "" or what
+// went wrong (an exception counts as its message). Returns the failures,
+// "client N: ..." per line; "" when all succeeded.
+std::string run_concurrently(int clients, const std::function<std::string(int)>& client);
 
 // Tests that need a kernel feature call this when it is missing: the test is
 // skipped with the reason printed, unless PULSEBOX_REQUIRE_FEATURES=1 (set by

@@ -202,32 +202,22 @@ TEST_F(CgroupTest, ConcurrentRunsEachGetTheirCgroup) {
     fs::copy_file(workspace_ / "probe", *workspaces.back() / "probe");
     fs::permissions(*workspaces.back() / "probe", fs::perms(0755));
   }
-  std::vector<std::string> failures(kClients);
-  std::vector<std::thread> clients;
-  for (int i = 0; i < kClients; ++i) {
-    clients.emplace_back([&, i] {
-      try {
-        for (int run = 0; run < kRunsEach; ++run) {
-          SandboxOptions o = options();
-          o.workspace = workspaces[i]->path();
-          o.limits.memory_bytes = 128ull << 20;
-          Sandbox sandbox(std::move(o));  // initialize() reconciles
-          const auto result = sandbox.execute({"/workspace/probe", "hog", "4"});
-          if (result.exit_code != 0 || result.metrics.peak_memory_bytes < (4ull << 20)) {
-            failures[i] += "run " + std::to_string(run) + ": exit " +
-                           std::to_string(result.exit_code) + " " + result.termination_detail +
-                           "; ";
-          }
-        }
-      } catch (const std::exception& error) {
-        failures[i] += error.what();
+  const std::string failures = testing::run_concurrently(kClients, [&](int i) {
+    std::string failed;
+    for (int run = 0; run < kRunsEach; ++run) {
+      SandboxOptions o = options();
+      o.workspace = workspaces[static_cast<std::size_t>(i)]->path();
+      o.limits.memory_bytes = 128ull << 20;
+      Sandbox sandbox(std::move(o));  // initialize() reconciles
+      const auto result = sandbox.execute({"/workspace/probe", "hog", "4"});
+      if (result.exit_code != 0 || result.metrics.peak_memory_bytes < (4ull << 20)) {
+        failed += "run " + std::to_string(run) + ": exit " + std::to_string(result.exit_code) +
+                  " " + result.termination_detail + "; ";
       }
-    });
-  }
-  for (auto& client : clients)
-    client.join();
-  for (int i = 0; i < kClients; ++i)
-    EXPECT_EQ(failures[i], "") << "client " << i;
+    }
+    return failed;
+  });
+  EXPECT_EQ(failures, "");
 }
 
 // A crashed supervisor leaves its cgroups (and maybe a process in them):

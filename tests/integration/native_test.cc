@@ -586,26 +586,16 @@ TEST_F(NativeBackendTest, ReconcileRemovesCrashedRunsButNotLiveOnes) {
 // Many sandboxes at once on one state directory, each starting with a
 // reconcile: none may take another's staging directory for a crashed one.
 TEST_F(NativeBackendTest, ConcurrentSandboxesDoNotReconcileEachOther) {
-  constexpr int kClients = 4;
-  std::vector<std::string> failures(kClients);
-  std::vector<std::thread> clients;
-  for (int i = 0; i < kClients; ++i) {
-    clients.emplace_back([&, i] {
-      try {
-        for (int run = 0; run < 4; ++run) {
-          Sandbox sandbox(options());  // initialize() reconciles
-          const auto result = sandbox.execute({"/workspace/probe", "write", "/tmp/x", "y"});
-          if (result.exit_code != 0) failures[i] += result.termination_detail + "; ";
-        }
-      } catch (const std::exception& error) {
-        failures[i] += error.what();
-      }
-    });
-  }
-  for (auto& client : clients)
-    client.join();
-  for (int i = 0; i < kClients; ++i)
-    EXPECT_EQ(failures[i], "") << "client " << i;
+  const std::string failures = testing::run_concurrently(4, [&](int) {
+    std::string failed;
+    for (int run = 0; run < 4; ++run) {
+      Sandbox sandbox(options());  // initialize() reconciles
+      const auto result = sandbox.execute({"/workspace/probe", "write", "/tmp/x", "y"});
+      if (result.exit_code != 0) failed += result.termination_detail + "; ";
+    }
+    return failed;
+  });
+  EXPECT_EQ(failures, "");
   EXPECT_TRUE(fs::is_empty(state_.path() / "runs")) << "every run cleaned up after itself";
 }
 
