@@ -752,10 +752,11 @@ ExecutionOutcome NativeBackend::execute(const ExecutionRequest& request) {
     linux_api::sys_pidfd_send_signal(sandbox.pidfd.get(), signal);
     if (signal == SIGKILL && cgroup) cgroup->kill();
   };
-  // The cgroup is read while the sandbox runs: CPU time against --cpu-time,
-  // and the process count where the kernel keeps no peak.
+  // The cgroup is read while the sandbox runs only when something needs it:
+  // CPU time against --cpu-time, the process count where the kernel keeps no
+  // peak (before Linux 6.1).
   std::uint64_t sampled_processes = 0;
-  if (cgroup) {
+  if (cgroup && (limits.cpu_time_seconds || (settings.pids_max && !cgroup->keeps_pids_peak()))) {
     process.poll_interval = kCgroupPollInterval;
     process.check_limits = [&]() -> std::optional<TerminationReason> {
       const linux_api::CgroupUsage usage = cgroup->usage();

@@ -516,6 +516,10 @@ CgroupUsage SandboxCgroup::usage() const {
   return usage;
 }
 
+bool SandboxCgroup::keeps_pids_peak() const {
+  return !pids_.empty() && exists(pids_ + "/pids.peak");
+}
+
 void SandboxCgroup::kill() const {
   for (const auto& dir : directories_)
     kill_cgroup(dir);

@@ -113,6 +113,8 @@ class SandboxCgroup {
   // one (clone3 already put it there).
   core::Status attach(pid_t pid, bool into_unified_done) const;
   CgroupUsage usage() const;
+  // pids.peak exists (Linux 6.1): the process count needs no sampling.
+  bool keeps_pids_peak() const;
   // cgroup.kill where the kernel has it, else SIGKILL to each listed
   // process, repeated until the cgroups are empty (bounded).
   void kill() const;
