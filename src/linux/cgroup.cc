@@ -5,7 +5,6 @@
 #include <signal.h>
 #include <sys/file.h>
 #include <sys/stat.h>
-#include <sys/utsname.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -126,14 +125,6 @@ core::Status remove_cgroup_dir(const std::string& dir) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   return Error::from_errno("cgroup", "removing the cgroup " + dir);
-}
-
-bool kernel_at_least(int major, int minor) {
-  utsname name{};
-  if (::uname(&name) != 0) return false;
-  int have_major = 0, have_minor = 0;
-  if (std::sscanf(name.release, "%d.%d", &have_major, &have_minor) != 2) return false;
-  return have_major > major || (have_major == major && have_minor >= minor);
 }
 
 struct Hierarchy {
@@ -357,7 +348,6 @@ CgroupHost discover_cgroups() {
                              cmdline.find("cgroup.memory=noswap") == std::string::npos;
     }
   }
-  host.cgroup_kill = host.unified.usable && kernel_at_least(5, 14);
   return host;
 }
 

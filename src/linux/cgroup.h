@@ -61,7 +61,6 @@ struct CgroupHost {
   ControllerPlace unified;    // the unified hierarchy itself (kill, events, cpu.stat)
   ControllerPlace memory, pids, cpu, cpu_accounting;
   bool swap_accounting = false;  // memory.swap.max / memory.memsw.* exist
-  bool cgroup_kill = false;      // cgroup.kill (Linux 5.14)
   // An ordinary user on cgroup v2 whose own cgroup still holds this process:
   // create() moves the process into <own>/pulsebox-supervisor first.
   std::string move_self_to;
