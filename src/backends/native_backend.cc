@@ -637,9 +637,7 @@ ExecutionOutcome NativeBackend::execute(const ExecutionRequest& request) {
   plan.capabilities = linux_api::prepare_capability_drop();
   std::shared_ptr<const seccomp::CompiledFilter> filter;
   if (request.seccomp_profile != "unconfined") {
-    auto profile = seccomp::load_profile(request.seccomp_profile);
-    if (!profile) fail(std::move(profile).error());
-    auto compiled = filters_->get(profile.value());
+    auto compiled = filters_->get(request.seccomp_profile);
     if (!compiled) fail(std::move(compiled).error());
     filter = std::move(compiled).value();
     plan.load_seccomp = true;

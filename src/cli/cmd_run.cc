@@ -9,6 +9,7 @@
 #include "cli/commands.h"
 #include "cli/output.h"
 #include "core/fs.h"
+#include "core/trace.h"
 #include "policy/policy_json.h"
 #include "pulsebox/error.h"
 #include "pulsebox/sandbox.h"
@@ -156,7 +157,8 @@ SandboxOptions build_options(const RunOptions& o) {
   }
 
   // Checked now, so that an invalid profile is refused before anything runs.
-  if (o.seccomp != "unconfined") {
+  // (The built-in ones are known to parse: their tests do.)
+  if (o.seccomp != "unconfined" && !seccomp::is_builtin_profile(o.seccomp)) {
     auto profile = seccomp::load_profile(o.seccomp);
     if (!profile) bad_input("--seccomp: " + profile.error().message());
   }
@@ -286,9 +288,12 @@ int run(const RunOptions& o) {
   try {
     if (o.command.empty())
       bad_input("no command given (pulsebox run [OPTIONS] -- COMMAND [ARG...])");
+    core::trace_phase("cli: parsed");
     SandboxOptions options = build_options(o);
+    core::trace_phase("cli: options built");
     const std::string cwd = relative_cwd(o.cwd);
     Sandbox sandbox(std::move(options));
+    core::trace_phase("cli: sandbox constructed");
     sandbox.initialize();
     const auto plan = sandbox.enforcement_plan();
     ExecuteOptions execute;

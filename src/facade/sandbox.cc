@@ -59,7 +59,8 @@ Sandbox::Sandbox(SandboxOptions options)
       scrubber_(options_.secrets),
       workspace_(options_.workspace, workspace_policy_for(options_.policy)) {
   options_.limits.validate();
-  if (options_.seccomp_profile != "unconfined") {
+  if (options_.seccomp_profile != "unconfined" &&
+      !seccomp::is_builtin_profile(options_.seccomp_profile)) {
     core::value_or_throw(seccomp::load_profile(options_.seccomp_profile));
   }
   options_.workspace = workspace_.root();

@@ -1,9 +1,11 @@
 #include "seccomp/compiler.h"
 
 #include <fcntl.h>
+#include <linux/seccomp.h>
 #include <seccomp.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -91,6 +93,15 @@ Error compile_error(const Profile& profile, const std::string& what, int rc) {
                profile.name + ": " + what + ": " + std::strerror(-rc), -rc);
 }
 
+// Kill actions are compiled as SECCOMP_RET_USER_NOTIF returns: a program
+// read back from the disk cache says by itself whether it needs a listener.
+bool returns_user_notification(const std::vector<sock_filter>& program) {
+  return std::any_of(program.begin(), program.end(), [](const sock_filter& insn) {
+    return insn.code == (BPF_RET | BPF_K) &&
+           (insn.k & SECCOMP_RET_ACTION_FULL) == SECCOMP_RET_USER_NOTIF;
+  });
+}
+
 }  // namespace
 
 std::string syscall_name(std::uint32_t arch, int nr) {
@@ -101,9 +112,16 @@ std::string syscall_name(std::uint32_t arch, int nr) {
   return out;
 }
 
-std::string cache_key(const Profile& profile) {
-  return core::sha256_hex(profile.text + "\n" + std::to_string(::seccomp_arch_native()) + "\n" +
+std::string cache_key(std::string_view profile_text) {
+  utsname kernel{};
+  ::uname(&kernel);
+  return core::sha256_hex(std::string(profile_text) + "\n" +
+                          std::to_string(::seccomp_arch_native()) + "\n" + kernel.release + "\n" +
                           libseccomp_version() + "\n" + kCompilerVersion);
+}
+
+std::string cache_key(const Profile& profile) {
+  return cache_key(std::string_view(profile.text));
 }
 
 core::Result<std::shared_ptr<const CompiledFilter>> compile(const Profile& profile) {
@@ -163,48 +181,72 @@ core::Result<std::shared_ptr<const CompiledFilter>> compile(const Profile& profi
   return std::shared_ptr<const CompiledFilter>(std::move(filter));
 }
 
-core::Result<std::shared_ptr<const CompiledFilter>> FilterCache::get(const Profile& profile) {
-  const std::string key = cache_key(profile);
-  std::lock_guard lock(mutex_);
+std::shared_ptr<const CompiledFilter> FilterCache::find_locked(const std::string& key) {
   if (auto it = memory_.find(key); it != memory_.end()) {
     ++stats_.from_memory;
     return it->second;
   }
-  const auto file = directory_.empty() ? std::filesystem::path() : directory_ / (key + ".bpf");
-  if (!file.empty()) {
-    UniqueFd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
-    struct stat st {};
-    if (fd && ::fstat(fd.get(), &st) == 0 && st.st_uid == ::geteuid() && st.st_size > 0 &&
-        st.st_size % static_cast<off_t>(sizeof(sock_filter)) == 0 &&
-        st.st_size <= static_cast<off_t>(BPF_MAXINSNS * sizeof(sock_filter))) {
-      auto filter = std::make_shared<CompiledFilter>();
-      filter->program.resize(static_cast<std::size_t>(st.st_size) / sizeof(sock_filter));
-      const auto bytes = static_cast<ssize_t>(filter->program.size() * sizeof(sock_filter));
-      if (::pread(fd.get(), filter->program.data(), static_cast<std::size_t>(bytes), 0) == bytes) {
-        filter->uses_listener = needs_listener(profile);
-        filter->key = key;
-        ++stats_.from_disk;
-        return memory_[key] = std::move(filter);
-      }
-    }
+  if (directory_.empty()) return nullptr;
+  const auto file = directory_ / (key + ".bpf");
+  UniqueFd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  struct stat st {};
+  if (!fd || ::fstat(fd.get(), &st) != 0 || st.st_uid != ::geteuid() || st.st_size <= 0 ||
+      st.st_size % static_cast<off_t>(sizeof(sock_filter)) != 0 ||
+      st.st_size > static_cast<off_t>(BPF_MAXINSNS * sizeof(sock_filter))) {
+    return nullptr;
   }
-  PB_TRY(compiled, compile(profile));
+  auto filter = std::make_shared<CompiledFilter>();
+  filter->program.resize(static_cast<std::size_t>(st.st_size) / sizeof(sock_filter));
+  const auto bytes = static_cast<ssize_t>(filter->program.size() * sizeof(sock_filter));
+  if (::pread(fd.get(), filter->program.data(), static_cast<std::size_t>(bytes), 0) != bytes)
+    return nullptr;
+  filter->uses_listener = returns_user_notification(filter->program);
+  filter->key = key;
+  ++stats_.from_disk;
+  return memory_[key] = std::move(filter);
+}
+
+void FilterCache::store_locked(const std::string& key,
+                               std::shared_ptr<const CompiledFilter> compiled) {
   ++stats_.compiled;
   memory_[key] = compiled;
-  if (!file.empty()) {
-    // Best effort: a cache that cannot be written only costs time.
-    std::error_code ec;
-    std::filesystem::create_directories(directory_, ec);
-    const auto temp = directory_ / (key + ".tmp." + std::to_string(::getpid()));
-    UniqueFd out(::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600));
-    const std::string_view bytes(reinterpret_cast<const char*>(compiled->program.data()),
-                                 compiled->program.size() * sizeof(sock_filter));
-    if (out && core::write_all(out.get(), bytes, temp.string()).ok()) {
-      std::filesystem::rename(temp, file, ec);
-    }
-    if (ec || !out) std::filesystem::remove(temp, ec);
+  if (directory_.empty()) return;
+  // Best effort: a cache that cannot be written only costs time.
+  std::error_code ec;
+  std::filesystem::create_directories(directory_, ec);
+  const auto file = directory_ / (key + ".bpf");
+  const auto temp = directory_ / (key + ".tmp." + std::to_string(::getpid()));
+  UniqueFd out(::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600));
+  const std::string_view bytes(reinterpret_cast<const char*>(compiled->program.data()),
+                               compiled->program.size() * sizeof(sock_filter));
+  if (out && core::write_all(out.get(), bytes, temp.string()).ok()) {
+    std::filesystem::rename(temp, file, ec);
   }
+  if (ec || !out) std::filesystem::remove(temp, ec);
+}
+
+core::Result<std::shared_ptr<const CompiledFilter>> FilterCache::get(const Profile& profile) {
+  const std::string key = cache_key(profile);
+  std::lock_guard lock(mutex_);
+  if (auto hit = find_locked(key)) return hit;
+  PB_TRY(compiled, compile(profile));
+  store_locked(key, compiled);
   return compiled;
+}
+
+core::Result<std::shared_ptr<const CompiledFilter>> FilterCache::get(
+    const std::string& name_or_path) {
+  PB_TRY(text, read_profile_text(name_or_path));
+  const std::string key = cache_key(text);
+  {
+    std::lock_guard lock(mutex_);
+    if (auto hit = find_locked(key)) return hit;
+  }
+  // Parse the text that made the key (a file may change between two reads).
+  auto profile = is_builtin_profile(name_or_path) ? load_profile(name_or_path)
+                                                  : parse_profile(text, name_or_path);
+  if (!profile) return std::move(profile).error();
+  return get(profile.value());
 }
 
 FilterCache::Stats FilterCache::stats() const {

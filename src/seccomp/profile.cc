@@ -335,16 +335,16 @@ const std::vector<std::string>& builtin_profile_names() {
   return names;
 }
 
-core::Result<Profile> load_profile(const std::string& name_or_path) {
+bool is_builtin_profile(std::string_view name) {
+  for (const auto& [builtin, text] : builtin_profiles()) {
+    if (builtin == name) return true;
+  }
+  return false;
+}
+
+core::Result<std::string> read_profile_text(const std::string& name_or_path) {
   for (const auto& [name, text] : builtin_profiles()) {
-    if (name != name_or_path) continue;
-    // Built-in profiles never change: parse each once per process.
-    static std::mutex mutex;
-    static std::map<std::string, Profile, std::less<>> parsed;
-    std::lock_guard lock(mutex);
-    if (auto it = parsed.find(name); it != parsed.end()) return it->second;
-    PB_TRY(profile, parse_profile(text, std::string(name)));
-    return parsed.emplace(std::string(name), std::move(profile)).first->second;
+    if (name == name_or_path) return std::string(text);
   }
   std::ifstream in(name_or_path, std::ios::binary);
   if (!in) {
@@ -357,7 +357,22 @@ core::Result<Profile> load_profile(const std::string& name_or_path) {
   }
   std::ostringstream buffer;
   buffer << in.rdbuf();
-  return parse_profile(buffer.str(), name_or_path);
+  return buffer.str();
+}
+
+core::Result<Profile> load_profile(const std::string& name_or_path) {
+  if (is_builtin_profile(name_or_path)) {
+    // Built-in profiles never change: parse each once per process.
+    static std::mutex mutex;
+    static std::map<std::string, Profile, std::less<>> parsed;
+    std::lock_guard lock(mutex);
+    if (auto it = parsed.find(name_or_path); it != parsed.end()) return it->second;
+    PB_TRY(text, read_profile_text(name_or_path));
+    PB_TRY(profile, parse_profile(text, name_or_path));
+    return parsed.emplace(name_or_path, std::move(profile)).first->second;
+  }
+  PB_TRY(text, read_profile_text(name_or_path));
+  return parse_profile(text, name_or_path);
 }
 
 }  // namespace pulsebox::seccomp

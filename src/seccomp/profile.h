@@ -72,6 +72,12 @@ core::Result<Profile> parse_profile(std::string_view text, const std::string& so
 // "default", "strict", "permissive" (built in), else a file path.
 core::Result<Profile> load_profile(const std::string& name_or_path);
 
+// The JSON text of a built-in profile or a file, unparsed (a compiled
+// filter's cache key is made from it, so a cache hit needs no parse).
+core::Result<std::string> read_profile_text(const std::string& name_or_path);
+
+bool is_builtin_profile(std::string_view name);
+
 // The built-in profiles' names.
 const std::vector<std::string>& builtin_profile_names();
 

@@ -183,5 +183,51 @@ TEST(FilterCache, CompilesOnceThenServesFromMemoryAndDisk) {
   EXPECT_EQ(after_damage.stats().compiled, 1);
 }
 
+TEST(FilterCache, ByNameHitsNeedNoParseAndKeepTheListenerFlag) {
+  TempDir dir;
+  for (const std::string name : {"default", "strict"}) {
+    auto expected = compile(load_profile(name).value());
+    ASSERT_TRUE(expected.ok()) << name;
+    FilterCache cache(dir.path());
+    auto first = cache.get(name);
+    ASSERT_TRUE(first.ok()) << name;
+    EXPECT_EQ(cache.stats().compiled, 1) << name;
+    EXPECT_EQ(first.value()->key, cache_key(load_profile(name).value()));
+
+    // A new process: read back from disk, unparsed. Whether the supervisor
+    // must hold a listener (strict's kill actions) comes from the program.
+    FilterCache fresh(dir.path());
+    auto from_disk = fresh.get(name);
+    ASSERT_TRUE(from_disk.ok()) << name;
+    EXPECT_EQ(fresh.stats().from_disk, 1) << name;
+    EXPECT_EQ(fresh.stats().compiled, 0) << name;
+    EXPECT_EQ(from_disk.value()->uses_listener, expected.value()->uses_listener) << name;
+    EXPECT_EQ(from_disk.value()->program.size(), expected.value()->program.size()) << name;
+  }
+  EXPECT_TRUE(compile(load_profile("strict").value()).value()->uses_listener);
+  EXPECT_FALSE(compile(load_profile("default").value()).value()->uses_listener);
+
+  // A file is keyed by its text: an edited file is compiled again.
+  const auto path = dir / "mine.json";
+  std::ofstream(path) << R"({"defaultAction": "SCMP_ACT_ALLOW", "syscalls": []})";
+  FilterCache cache(dir / "cache");
+  ASSERT_TRUE(cache.get(path.string()).ok());
+  std::ofstream(path, std::ios::trunc)
+      << R"({"defaultAction": "SCMP_ACT_ALLOW", "syscalls": [{"names": ["ptrace"],
+             "action": "SCMP_ACT_ERRNO"}]})";
+  ASSERT_TRUE(cache.get(path.string()).ok());
+  EXPECT_EQ(cache.stats().compiled, 2);
+  EXPECT_EQ(cache.stats().from_memory, 0);
+
+  // A bad file is an error that names it, and a missing one too.
+  std::ofstream(path, std::ios::trunc) << "{";
+  auto bad = cache.get(path.string());
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message().find("mine.json"), std::string::npos) << bad.error().message();
+  auto missing = cache.get((dir / "absent.json").string());
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.error().message().find("absent.json"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace pulsebox::seccomp
