@@ -89,6 +89,37 @@ void ensure_private_dir(const fs::path& dir, mode_t mode) {
   }
 }
 
+// <state>/mnt: root/ and lower/, empty directories every run mounts on in
+// its own mount namespace, and empty, the file bound over masked files. Made
+// once and checked each run (the type and owner: never a symlink).
+fs::path ensure_mount_points(const fs::path& state_dir) {
+  const fs::path dir = state_dir / "mnt";
+  ensure_private_dir(dir, ::geteuid() == 0 ? 0711 : 0700);
+  auto check = [&](const fs::path& path, bool directory) {
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) != 0 && errno == ENOENT) {
+      const int made =
+          directory ? ::mkdir(path.c_str(), 0755)
+                    : ::close(::open(path.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0));
+      if (made != 0 && errno != EEXIST)
+        fail(Error::from_errno("native", "creating " + path.string()));
+      if (::lstat(path.c_str(), &st) != 0) fail(Error::from_errno("native", path.string()));
+    }
+    const bool right_type =
+        directory ? S_ISDIR(st.st_mode) : S_ISREG(st.st_mode) && st.st_size == 0;
+    if (!right_type || st.st_uid != ::geteuid()) {
+      fail(Error(ErrorKind::kSecurity, "native",
+                 path.string() + " is not " +
+                     (directory ? "a directory" : "an empty regular file") +
+                     " owned by this user; remove it (pulsebox makes it again)"));
+    }
+  };
+  check(dir / "root", true);
+  check(dir / "lower", true);
+  check(dir / "empty", false);
+  return dir;
+}
+
 // Removes a staging tree. The overlay leaves a mode-000 "work" directory, so
 // directories are made accessible before they are entered.
 void remove_tree(const fs::path& path) {
@@ -586,15 +617,12 @@ ExecutionOutcome NativeBackend::execute(const ExecutionRequest& request) {
     fail(Error::from_errno("native", "creating the run directory " + run_dir.string()));
   }
   run_dirs_.push_back(run_dir);
-  for (const char* dir : {"root", "upper", "work", "lower"}) {
+  for (const char* dir : {"upper", "work"}) {
     if (::mkdir((run_dir / dir).c_str(), 0755) != 0) {
       fail(Error::from_errno("native", "creating " + (run_dir / dir).string()));
     }
   }
-  {
-    UniqueFd empty(::open((run_dir / "empty").c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0));
-    if (!empty) fail(Error::from_errno("native", "creating " + (run_dir / "empty").string()));
-  }
+  const fs::path mount_points = ensure_mount_points(options_.state_dir);
 
   core::trace_phase("native: staging directory ready");
   runtime::LaunchPlan plan;
@@ -604,7 +632,7 @@ ExecutionOutcome NativeBackend::execute(const ExecutionRequest& request) {
   if (own_network) plan.namespaces |= CLONE_NEWNET;
   plan.bring_up_loopback = own_network;
   plan.hostname = options_.hostname;
-  plan.new_root = (run_dir / "root").string();
+  plan.new_root = (mount_points / "root").string();
   int idmapped_fd = -1;
   UniqueFd idmapped_holder;
   plan_ids(plan, workspace, run_dir, idmapped_fd, idmapped_holder);
@@ -613,6 +641,7 @@ ExecutionOutcome NativeBackend::execute(const ExecutionRequest& request) {
   runtime::MountLayout layout;
   layout.workspace = workspace;
   layout.run_dir = run_dir;
+  layout.mount_points = mount_points;
   layout.system_paths = options_.system_paths;
   layout.hidden_paths = options_.hidden_paths;
   layout.binds = request.binds;

@@ -1,5 +1,6 @@
 #include "core/trace.h"
 
+#include <sys/resource.h>
 #include <time.h>
 
 #include <cstdio>
@@ -38,8 +39,12 @@ void trace_phase(const char* name) {
   }();
   if (!enabled) return;
   static const double start = monotonic_ms();
-  std::fprintf(stderr, "pulsebox trace: %8.3f ms  peak rss %6ld kB  %s\n", monotonic_ms() - start,
-               peak_rss_kib(), name);
+  // Page faults are worth watching: on a virtual machine a copy-on-write
+  // fault after fork can cost ~15 us.
+  rusage usage{};
+  ::getrusage(RUSAGE_SELF, &usage);
+  std::fprintf(stderr, "pulsebox trace: %8.3f ms  peak rss %6ld kB  faults %5ld  %s\n",
+               monotonic_ms() - start, peak_rss_kib(), usage.ru_minflt + usage.ru_majflt, name);
 }
 
 }  // namespace pulsebox::core

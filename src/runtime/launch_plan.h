@@ -18,6 +18,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -66,6 +67,11 @@ struct LaunchPlan {
   std::vector<char*> argv;
   std::vector<char*> envp;
   std::string cwd;  // inside the sandbox
+
+  // The command process's stack until its execve (it is started with
+  // CLONE_VM | CLONE_VFORK from init). Allocated here, before clone().
+  static constexpr std::size_t kCommandStackSize = 64 * 1024;
+  std::unique_ptr<char[]> command_stack = std::make_unique<char[]>(kCommandStackSize);
 
   // Descriptors the child keeps (everything else is closed).
   int channel_fd = -1;

@@ -15,11 +15,16 @@ namespace pulsebox::runtime {
 
 struct MountLayout {
   std::filesystem::path workspace;  // canonical host path (the overlay's lower layer)
-  std::filesystem::path run_dir;    // staging: root/ upper/ work/ lower/ empty
+  std::filesystem::path run_dir;    // this run's staging: upper/ work/
+  // Shared by all runs: root/ and lower/ (empty directories each run mounts
+  // on in its own mount namespace) and empty (the file bound over masked
+  // files). Made once: every directory made and removed per run costs the
+  // state directory's file system block allocations (and discards).
+  std::filesystem::path mount_points;
   std::vector<std::string> system_paths;
   std::vector<std::string> hidden_paths;
   std::vector<BindMount> binds;
-  int idmapped_workspace_fd = -1;  // attached at run_dir/lower and used as the lower layer
+  int idmapped_workspace_fd = -1;  // attached at mount_points/lower and used as the lower layer
   bool hide_agent_dir = true;
   // Size cap of /tmp and /dev/shm (RAM-backed); 0 leaves the kernel default.
   std::uint64_t tmpfs_size_bytes = 0;

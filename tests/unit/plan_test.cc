@@ -34,20 +34,22 @@ class PlanTest : public ::testing::Test {
     MountLayout l;
     l.workspace = workspace_.path();
     l.run_dir = run_.path();
+    l.mount_points = mount_points_.path();
     l.system_paths = {"/usr", "/bin", "/etc"};
     l.hidden_paths = {"/etc/shadow", "/etc/does-not-exist", "/usr/share/nothing-here"};
     return l;
   }
   TempDir workspace_;
   TempDir run_;
+  TempDir mount_points_;
 };
 
 TEST_F(PlanTest, TheRootComesFirstAndEveryTargetIsInsideIt) {
   const auto steps = steps_for(layout());
   ASSERT_FALSE(steps.empty());
   EXPECT_EQ(steps[0].op, MountOp::Tmpfs);
-  EXPECT_EQ(steps[0].target, (run_.path() / "root").string());
-  const std::string root = (run_.path() / "root").string();
+  EXPECT_EQ(steps[0].target, (mount_points_.path() / "root").string());
+  const std::string root = (mount_points_.path() / "root").string();
   for (const auto& step : steps) {
     EXPECT_EQ(step.target.rfind(root, 0), 0u) << step.stage << " targets " << step.target;
     EXPECT_FALSE(step.stage.empty());
@@ -72,7 +74,7 @@ TEST_F(PlanTest, SystemDirectoriesAreBoundReadOnlyAndSymlinksKept) {
 
 TEST_F(PlanTest, OnlyExistingHiddenPathsUnderSystemDirectoriesAreMasked) {
   const auto steps = steps_for(layout());
-  const std::string empty = (run_.path() / "empty").string();
+  const std::string empty = (mount_points_.path() / "empty").string();
   const auto shadow = index_of(steps, "bind-mounting " + empty + " on /etc/shadow");
   EXPECT_GE(shadow, 0);
   EXPECT_GT(shadow, index_of(steps, "making /etc read-only")) << "masks go over the bind";
@@ -90,7 +92,7 @@ TEST_F(PlanTest, TheWorkspaceIsAnOverlayWithEscapedPathsAndAgentHidden) {
   const auto& data = steps[static_cast<std::size_t>(overlay)].data;
   EXPECT_NE(data.find("lowerdir=" + workspace_.path().string() + "/a\\,b\\:c,"), std::string::npos)
       << data;
-  EXPECT_NE(data.find(",userxattr,index=off,xino=off"), std::string::npos) << data;
+  EXPECT_NE(data.find(",userxattr,index=off,xino=off,volatile"), std::string::npos) << data;
   EXPECT_EQ(index_of(steps, "mounting tmpfs on /workspace/.agent"), -1)
       << "this lower has no .agent";
 
@@ -120,7 +122,7 @@ TEST_F(PlanTest, AnIdmappedWorkspaceIsAttachedBeforeTheOverlayUsesIt) {
   EXPECT_LT(attach, overlay);
   EXPECT_EQ(steps[static_cast<std::size_t>(attach)].fd, 42);
   EXPECT_NE(steps[static_cast<std::size_t>(overlay)].data.find(
-                "lowerdir=" + (run_.path() / "lower").string() + ","),
+                "lowerdir=" + (mount_points_.path() / "lower").string() + ","),
             std::string::npos);
 }
 
