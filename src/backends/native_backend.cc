@@ -814,9 +814,8 @@ ExecutionOutcome NativeBackend::execute(const ExecutionRequest& request) {
   result.metrics.output_bytes = supervision.output_bytes;
 
   core::trace_phase("native: supervision done");
-  int init_status = 0;
   rusage usage{};
-  ::wait4(sandbox.pid, &init_status, 0, &usage);
+  const int init_status = sandbox.wait(&usage);
   result.metrics.cpu_time_ms =
       static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) * 1000.0 +
       static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1000.0;

@@ -7,22 +7,23 @@
 
 #include <cerrno>
 
+#include "linux/syscalls.h"
+
 namespace pulsebox::linux_api {
 
+// Raw system calls: init shares the supervisor's memory (linux/clone.h).
 int bring_loopback_up() noexcept {
-  const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return errno;
+  const long fd = raw(SYS_socket, AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return raw_error(fd);
   ifreq request{};
   request.ifr_name[0] = 'l';
   request.ifr_name[1] = 'o';
-  int error = 0;
-  if (::ioctl(fd, SIOCGIFFLAGS, &request) != 0) {
-    error = errno;
-  } else {
+  int error = raw_error(raw(SYS_ioctl, fd, SIOCGIFFLAGS, &request));
+  if (error == 0) {
     request.ifr_flags = static_cast<short>(request.ifr_flags | IFF_UP);
-    if (::ioctl(fd, SIOCSIFFLAGS, &request) != 0) error = errno;
+    error = raw_error(raw(SYS_ioctl, fd, SIOCSIFFLAGS, &request));
   }
-  ::close(fd);
+  raw(SYS_close, fd);
   return error;
 }
 

@@ -7,51 +7,58 @@
 
 #include <cerrno>
 
+#include "linux/syscalls.h"
+
 namespace pulsebox::linux_api {
 namespace {
 
-int result_of(int rc) noexcept {
-  return rc == 0 ? 0 : errno;
-}
-
+// Raw system calls: this runs in the sandbox's init, which shares the
+// supervisor's memory (see linux/clone.h).
 int make_read_only(const MountStep& step) noexcept {
   mount_attr attr{};
   attr.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
-  return result_of(::mount_setattr(AT_FDCWD, step.target.c_str(), step.recursive ? AT_RECURSIVE : 0,
-                                   &attr, sizeof attr));
+  return raw_error(raw(SYS_mount_setattr, AT_FDCWD, step.target.c_str(),
+                       step.recursive ? AT_RECURSIVE : 0, &attr, sizeof attr));
+}
+
+int mount(const char* source, const char* target, const char* type, unsigned long flags,
+          const char* data) noexcept {
+  return raw_error(raw(SYS_mount, source, target, type, flags, data));
 }
 
 int apply(const MountStep& step) noexcept {
   const char* target = step.target.c_str();
   switch (step.op) {
-    case MountOp::MakeDir:
-      if (::mkdir(target, step.mode) != 0 && errno != EEXIST) return errno;
-      return 0;
+    case MountOp::MakeDir: {
+      const int error = raw_error(raw(SYS_mkdirat, AT_FDCWD, target, step.mode));
+      return error == EEXIST ? 0 : error;
+    }
     case MountOp::MakeFile: {
-      const int fd = ::open(target, O_CREAT | O_WRONLY | O_CLOEXEC | O_NOFOLLOW, step.mode);
-      if (fd < 0) return errno;
-      ::close(fd);
+      const long fd =
+          raw(SYS_openat, AT_FDCWD, target, O_CREAT | O_WRONLY | O_CLOEXEC | O_NOFOLLOW, step.mode);
+      if (fd < 0) return raw_error(fd);
+      raw(SYS_close, fd);
       return 0;
     }
-    case MountOp::Symlink:
-      if (::symlink(step.source.c_str(), target) != 0 && errno != EEXIST) return errno;
-      return 0;
+    case MountOp::Symlink: {
+      const int error = raw_error(raw(SYS_symlinkat, step.source.c_str(), AT_FDCWD, target));
+      return error == EEXIST ? 0 : error;
+    }
     case MountOp::Bind:
-      return result_of(::mount(step.source.c_str(), target, nullptr,
-                               MS_BIND | (step.recursive ? MS_REC : 0), nullptr));
+      return mount(step.source.c_str(), target, nullptr, MS_BIND | (step.recursive ? MS_REC : 0),
+                   nullptr);
     case MountOp::ReadOnly:
       return make_read_only(step);
     case MountOp::Tmpfs:
-      return result_of(::mount("tmpfs", target, "tmpfs", step.flags, step.data.c_str()));
+      return mount("tmpfs", target, "tmpfs", step.flags, step.data.c_str());
     case MountOp::Proc:
-      return result_of(::mount("proc", target, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr));
+      return mount("proc", target, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr);
     case MountOp::Devpts:
-      return result_of(
-          ::mount("devpts", target, "devpts", MS_NOSUID | MS_NOEXEC, step.data.c_str()));
+      return mount("devpts", target, "devpts", MS_NOSUID | MS_NOEXEC, step.data.c_str());
     case MountOp::Overlay:
-      return result_of(::mount("overlay", target, "overlay", step.flags, step.data.c_str()));
+      return mount("overlay", target, "overlay", step.flags, step.data.c_str());
     case MountOp::AttachFd:
-      return result_of(::move_mount(step.fd, "", AT_FDCWD, target, MOVE_MOUNT_F_EMPTY_PATH));
+      return raw_error(raw(SYS_move_mount, step.fd, "", AT_FDCWD, target, MOVE_MOUNT_F_EMPTY_PATH));
   }
   return EINVAL;
 }

@@ -6,13 +6,16 @@
 
 #include <cerrno>
 
+#include "linux/syscalls.h"
+
 namespace pulsebox::linux_api {
 
 int install_seccomp_filter(const sock_fprog& program, bool want_listener,
                            int* listener_fd) noexcept {
   const unsigned flags = want_listener ? SECCOMP_FILTER_FLAG_NEW_LISTENER : 0;
-  const long rc = ::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, flags, &program);
-  if (rc < 0) return errno;
+  // Raw: the command shares the supervisor's memory until execve.
+  const long rc = raw(SYS_seccomp, SECCOMP_SET_MODE_FILTER, flags, &program);
+  if (rc < 0) return raw_error(rc);
   if (want_listener) *listener_fd = static_cast<int>(rc);
   return 0;
 }

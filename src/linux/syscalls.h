@@ -7,6 +7,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <type_traits>
+
 namespace pulsebox::linux_api {
 
 inline long sys_clone3(clone_args* args) {
@@ -27,37 +29,61 @@ inline int sys_pidfd_send_signal(int pidfd, int signal) {
   return static_cast<int>(::syscall(SYS_pidfd_send_signal, pidfd, signal, nullptr, 0));
 }
 
-// A system call without libc: no errno is written. For code that runs on
-// memory shared with its parent (CLONE_VM), where errno is the parent's.
-inline long raw_syscall3(long number, long a, long b, long c) {
+// A system call without libc: returns the kernel's result (>= 0, or
+// -errno) and writes nothing else. The sandbox's init and command processes
+// share the supervisor's memory (CLONE_VM), where errno is a supervisor
+// thread's: every call they make goes through here.
+inline long raw_syscall(long number, long a = 0, long b = 0, long c = 0, long d = 0, long e = 0,
+                        long f = 0) noexcept {
 #if defined(__x86_64__)
   long result;
+  register long r10 asm("r10") = d;
+  register long r8 asm("r8") = e;
+  register long r9 asm("r9") = f;
   asm volatile("syscall"
                : "=a"(result)
-               : "a"(number), "D"(a), "S"(b), "d"(c)
+               : "a"(number), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8), "r"(r9)
                : "rcx", "r11", "memory");
   return result;
 #else
-#error "raw_syscall3: add this architecture's system call instruction"
+#error "raw_syscall: add this architecture's system call instruction"
 #endif
 }
 
-// Credentials for the calling thread only. glibc's setresuid() & co. first
-// signal every other thread they know of (POSIX's process-wide semantics);
-// in a child cloned from a multi-threaded process those threads do not
-// exist, and glibc can wait for them forever (seen with concurrent runs).
-inline int sys_setresuid(uid_t id) {
-  return static_cast<int>(::syscall(SYS_setresuid, id, id, id));
-}
-inline int sys_setresgid(gid_t id) {
-  return static_cast<int>(::syscall(SYS_setresgid, id, id, id));
-}
-inline int sys_clear_groups() {
-  return static_cast<int>(::syscall(SYS_setgroups, 0, nullptr));
+// 0, or the errno of a raw_syscall() result.
+inline int raw_error(long result) noexcept {
+  return result < 0 ? static_cast<int>(-result) : 0;
 }
 
-inline int sys_pivot_root(const char* new_root, const char* put_old) {
-  return static_cast<int>(::syscall(SYS_pivot_root, new_root, put_old));
+template <typename T>
+inline long raw_arg(T value) noexcept {
+  if constexpr (std::is_null_pointer_v<T>) {
+    return 0;
+  } else if constexpr (std::is_pointer_v<T>) {
+    return reinterpret_cast<long>(value);
+  } else {
+    return static_cast<long>(value);
+  }
+}
+
+// raw_syscall() with pointer and integer arguments as they come.
+template <typename... Args>
+inline long raw(long number, Args... args) noexcept {
+  return raw_syscall(number, raw_arg(args)...);
+}
+
+// Credentials for the calling thread only: 0 or the errno. (glibc's
+// setresuid() & co. first signal every other thread they know of, POSIX's
+// process-wide semantics; in a child cloned from a multi-threaded process
+// those threads do not exist, and glibc can wait for them forever.)
+inline int sys_setresuid(uid_t id) noexcept {
+  return raw_error(raw(SYS_setresuid, id, id, id));
+}
+inline int sys_setresgid(gid_t id) noexcept {
+  return raw_error(raw(SYS_setresgid, id, id, id));
+}
+inline int sys_clear_groups() noexcept {
+  return raw_error(raw(SYS_setgroups, 0, nullptr));
 }
 
 }  // namespace pulsebox::linux_api

@@ -116,11 +116,11 @@ int hold_namespace(void* argument) {
   // Keep only the read end. Its copy of the write end, and of any other
   // thread's hold pipe, would keep EOF from coming: two concurrent holders
   // would wait for each other forever.
-  if (pipe->read_end > 0) raw_syscall3(SYS_close_range, 0, pipe->read_end - 1, 0);
-  raw_syscall3(SYS_close_range, pipe->read_end + 1, ~0U, 0);
+  if (pipe->read_end > 0) raw(SYS_close_range, 0, pipe->read_end - 1, 0);
+  raw(SYS_close_range, pipe->read_end + 1, ~0U, 0);
   char byte;
-  raw_syscall3(SYS_read, pipe->read_end, reinterpret_cast<long>(&byte), 1);
-  raw_syscall3(SYS_exit, 0, 0, 0);
+  raw(SYS_read, pipe->read_end, reinterpret_cast<long>(&byte), 1);
+  raw(SYS_exit, 0, 0, 0);
   return 0;
 }
 

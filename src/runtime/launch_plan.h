@@ -72,6 +72,11 @@ struct LaunchPlan {
   // CLONE_VM | CLONE_VFORK from init). Allocated here, before clone().
   static constexpr std::size_t kCommandStackSize = 64 * 1024;
   std::unique_ptr<char[]> command_stack = std::make_unique<char[]>(kCommandStackSize);
+  char* command_stack_top() const {
+    // 16-byte aligned, as the ABI wants a stack.
+    const auto top = reinterpret_cast<std::uintptr_t>(command_stack.get() + kCommandStackSize);
+    return reinterpret_cast<char*>(top & ~std::uintptr_t{15});
+  }
 
   // Descriptors the child keeps (everything else is closed).
   int channel_fd = -1;
@@ -82,7 +87,7 @@ struct LaunchPlan {
   LaunchPlan() = default;
   LaunchPlan(const LaunchPlan&) = delete;
   LaunchPlan& operator=(const LaunchPlan&) = delete;
-  ~LaunchPlan() { linux_api::release_capability_drop(capabilities); }
+  ~LaunchPlan() = default;
 
   // Fills argv/envp from the storage vectors (call after they are final).
   void seal();

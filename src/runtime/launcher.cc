@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 
 #include <cerrno>
+#include <utility>
 
 #include "linux/syscalls.h"
 #include "runtime/child.h"
@@ -14,39 +15,78 @@ namespace pulsebox::runtime {
 using core::Error;
 using core::UniqueFd;
 
+namespace {
+
+// init's stack: its setup is a flat list of calls, a few kB deep.
+constexpr std::size_t kInitStackSize = 256 * 1024;
+
+int init_entry(void* plan) {
+  run_sandbox_init(*static_cast<const LaunchPlan*>(plan));
+}
+
+}  // namespace
+
+LaunchedSandbox::LaunchedSandbox(LaunchedSandbox&& other) noexcept
+    : pid(std::exchange(other.pid, -1)),
+      pidfd(std::move(other.pidfd)),
+      channel(std::move(other.channel)),
+      init_stack(std::move(other.init_stack)),
+      reaped_(std::exchange(other.reaped_, true)) {}
+
+LaunchedSandbox::~LaunchedSandbox() {
+  // Never unmap the stack of a running init (nor let the plan go).
+  if (pid > 0 && !reaped_) {
+    ::kill(pid, SIGKILL);
+    wait();
+  }
+}
+
+int LaunchedSandbox::wait(rusage* usage) {
+  int status = 0;
+  if (pid <= 0 || reaped_) return status;
+  while (::wait4(pid, &status, __WALL, usage) < 0 && errno == EINTR) {
+  }
+  reaped_ = true;
+  return status;
+}
+
 core::Result<LaunchedSandbox> launch_sandbox(LaunchPlan& plan, UniqueFd supervisor_end,
                                              const BeforeGo& before_go) {
+  LaunchedSandbox sandbox;
+  PB_TRY(stack, linux_api::ChildStack::allocate(kInitStackSize));
+  sandbox.init_stack = std::move(stack);
   int pidfd = -1;
   clone_args args{};
-  args.flags = plan.namespaces | CLONE_PIDFD;
+  // CLONE_VM: no copy of this process's page tables (see linux/clone.h).
+  args.flags = plan.namespaces | CLONE_PIDFD | CLONE_VM;
   args.pidfd = reinterpret_cast<std::uint64_t>(&pidfd);
   args.exit_signal = SIGCHLD;
+  args.stack = reinterpret_cast<std::uint64_t>(sandbox.init_stack.base());
+  args.stack_size = sandbox.init_stack.size();
   if (plan.cgroup_fd >= 0) {
     // Born in its cgroup: limits hold from the first instruction.
     args.flags |= CLONE_INTO_CGROUP;
     args.cgroup = static_cast<std::uint64_t>(plan.cgroup_fd);
   }
   bool in_cgroup = plan.cgroup_fd >= 0;
-  long pid = linux_api::sys_clone3(&args);
-  if (pid < 0 && (errno == ENOSYS || errno == E2BIG)) {
+  long pid = linux_api::clone3_on_stack(&args, init_entry, &plan);
+  if (pid == -ENOSYS || pid == -E2BIG) {
     in_cgroup = false;
     // Kernels before 5.3: clone() does the same without clone3's extras.
-    pid = linux_api::sys_clone_fork(plan.namespaces | CLONE_PIDFD | SIGCHLD, &pidfd);
+    pid = linux_api::clone_on_stack(plan.namespaces | CLONE_PIDFD | CLONE_VM | SIGCHLD,
+                                    sandbox.init_stack.top(), &pidfd, init_entry, &plan);
   }
   if (pid < 0) {
-    return Error::from_errno("launch", "creating the sandbox's namespaces (clone3)")
-        .with_kind(core::ErrorKind::kUnavailable);
+    return Error(core::ErrorKind::kUnavailable, "launch",
+                 "creating the sandbox's namespaces (clone3)", static_cast<int>(-pid));
   }
-  if (pid == 0) run_sandbox_init(plan);
 
-  LaunchedSandbox sandbox;
   sandbox.pid = static_cast<pid_t>(pid);
   sandbox.pidfd.reset(pidfd);
   sandbox.channel = std::move(supervisor_end);
   auto abandon = [&](Error error) -> core::Result<LaunchedSandbox> {
     ::kill(sandbox.pid, SIGKILL);
-    int status = 0;
-    ::waitpid(sandbox.pid, &status, 0);
+    sandbox.wait();
     return error;
   };
   if (auto written = linux_api::write_id_maps(sandbox.pid, plan.id_maps); !written) {

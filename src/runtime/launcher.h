@@ -1,21 +1,43 @@
 // Starting a sandbox from a LaunchPlan: clone3 (or clone) into the plan's
 // namespaces with a pidfd, id maps written from here, then "go".
+//
+// init shares this process's memory (CLONE_VM) on a stack of its own (see
+// linux/clone.h): the LaunchPlan and the LaunchedSandbox must both outlive
+// it. LaunchedSandbox makes sure of its part: if it is destroyed before
+// wait() reaped init, it kills and reaps init first.
 #pragma once
 
+#include <sys/resource.h>
 #include <sys/types.h>
 
 #include <functional>
 
 #include "core/result.h"
 #include "core/unique_fd.h"
+#include "linux/clone.h"
 #include "runtime/launch_plan.h"
 
 namespace pulsebox::runtime {
 
-struct LaunchedSandbox {
+class LaunchedSandbox {
+ public:
+  LaunchedSandbox() = default;
+  LaunchedSandbox(LaunchedSandbox&& other) noexcept;
+  LaunchedSandbox& operator=(LaunchedSandbox&&) = delete;
+  LaunchedSandbox(const LaunchedSandbox&) = delete;
+  LaunchedSandbox& operator=(const LaunchedSandbox&) = delete;
+  ~LaunchedSandbox();
+
+  // Waits for init to exit and reaps it (wait4). Returns its wait status.
+  int wait(rusage* usage = nullptr);
+
   pid_t pid = -1;        // init, as seen from here
   core::UniqueFd pidfd;  // init's pidfd
   core::UniqueFd channel;
+  linux_api::ChildStack init_stack;  // destroyed last: init runs on it
+
+ private:
+  bool reaped_ = false;
 };
 
 // plan.channel_fd, stdout_fd, stderr_fd are the child's ends; the caller

@@ -1,6 +1,7 @@
 #include "runtime/sync_channel.h"
 
 #include "core/text.h"
+#include "linux/syscalls.h"
 
 #include <poll.h>
 #include <sys/socket.h>
@@ -19,8 +20,11 @@ void copy_text(char* to, std::size_t size, const char* from) noexcept {
   to[i] = '\0';
 }
 
+// The child side makes raw system calls: it shares the supervisor's memory
+// (linux/clone.h).
 void send_message(int fd, const ChildMessage& message) noexcept {
-  while (::send(fd, &message, sizeof message, MSG_NOSIGNAL) < 0 && errno == EINTR) {
+  while (linux_api::raw(SYS_sendto, fd, &message, sizeof message, MSG_NOSIGNAL, nullptr, 0) ==
+         -EINTR) {
   }
 }
 
@@ -60,17 +64,17 @@ int send_child_ready(int fd, int passed_fd) noexcept {
     __builtin_memcpy(CMSG_DATA(item), &passed_fd, sizeof(int));
   }
   for (;;) {
-    if (::sendmsg(fd, &header, MSG_NOSIGNAL) >= 0) return 0;
-    if (errno != EINTR) return errno;
+    const long sent = linux_api::raw(SYS_sendmsg, fd, &header, MSG_NOSIGNAL);
+    if (sent != -EINTR) return linux_api::raw_error(sent);
   }
 }
 
 bool wait_for_go(int fd) noexcept {
   ChildMessage message;
   for (;;) {
-    const ssize_t n = ::recv(fd, &message, sizeof message, 0);
-    if (n < 0 && errno == EINTR) continue;
-    return n == static_cast<ssize_t>(sizeof message) && message.kind == ChildMessageKind::Go;
+    const long n = linux_api::raw(SYS_recvfrom, fd, &message, sizeof message, 0, nullptr, nullptr);
+    if (n == -EINTR) continue;
+    return n == static_cast<long>(sizeof message) && message.kind == ChildMessageKind::Go;
   }
 }
 

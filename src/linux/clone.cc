@@ -1,0 +1,120 @@
+#include "linux/clone.h"
+
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <utility>
+
+namespace pulsebox::linux_api {
+
+// long pulsebox_clone_on_stack(long number, long a0, long a1, long a2, long a3,
+//                              long a4, ChildEntry entry, void* argument)
+// Makes the system call; in the child (result 0, now on its new stack) calls
+// entry(argument) and exits with its result. entry and argument travel in
+// r12/r13, which the system call preserves.
+extern "C" long pulsebox_clone_on_stack(long number, long a0, long a1, long a2, long a3, long a4,
+                                        ChildEntry entry, void* argument) noexcept;
+
+#if defined(__x86_64__)
+asm(R"(
+  .text
+  .globl pulsebox_clone_on_stack
+  .hidden pulsebox_clone_on_stack
+  .type pulsebox_clone_on_stack, @function
+pulsebox_clone_on_stack:
+  .cfi_startproc
+  pushq %r12
+  .cfi_adjust_cfa_offset 8
+  pushq %r13
+  .cfi_adjust_cfa_offset 8
+  movq 24(%rsp), %r12
+  movq 32(%rsp), %r13
+  movq %rdi, %rax
+  movq %rsi, %rdi
+  movq %rdx, %rsi
+  movq %rcx, %rdx
+  movq %r8, %r10
+  movq %r9, %r8
+  syscall
+  testq %rax, %rax
+  jz 1f
+  popq %r13
+  .cfi_adjust_cfa_offset -8
+  popq %r12
+  .cfi_adjust_cfa_offset -8
+  ret
+1:
+  .cfi_undefined rip
+  xorl %ebp, %ebp
+  andq $-16, %rsp
+  movq %r13, %rdi
+  call *%r12
+  movl %eax, %edi
+  movl $60, %eax
+  syscall
+  hlt
+  .cfi_endproc
+  .size pulsebox_clone_on_stack, .-pulsebox_clone_on_stack
+)");
+static_assert(SYS_exit == 60, "the trampoline above exits with syscall 60");
+#else
+#error "pulsebox_clone_on_stack: write this architecture's trampoline"
+#endif
+
+core::Result<ChildStack> ChildStack::allocate(std::size_t size) {
+  const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  size = (size + page - 1) / page * page;
+  void* mapping = ::mmap(nullptr, size + page, PROT_READ | PROT_WRITE,
+                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK | MAP_NORESERVE, -1, 0);
+  if (mapping == MAP_FAILED) return core::Error::from_errno("clone", "mmap for a child's stack");
+  // The lowest page faults instead of letting an overflow run into other memory.
+  if (::mprotect(mapping, page, PROT_NONE) != 0) {
+    auto error = core::Error::from_errno("clone", "mprotect for a stack guard");
+    ::munmap(mapping, size + page);
+    return error;
+  }
+  ChildStack stack;
+  stack.mapping_ = mapping;
+  stack.base_ = static_cast<char*>(mapping) + page;
+  stack.size_ = size;
+  return stack;
+}
+
+ChildStack::ChildStack(ChildStack&& other) noexcept
+    : mapping_(std::exchange(other.mapping_, nullptr)),
+      base_(std::exchange(other.base_, nullptr)),
+      size_(std::exchange(other.size_, 0)) {}
+
+ChildStack& ChildStack::operator=(ChildStack&& other) noexcept {
+  if (this != &other) {
+    this->~ChildStack();
+    mapping_ = std::exchange(other.mapping_, nullptr);
+    base_ = std::exchange(other.base_, nullptr);
+    size_ = std::exchange(other.size_, 0);
+  }
+  return *this;
+}
+
+ChildStack::~ChildStack() {
+  if (mapping_ != nullptr) {
+    const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+    ::munmap(mapping_, size_ + page);
+    mapping_ = nullptr;
+  }
+}
+
+long clone3_on_stack(clone_args* args, ChildEntry entry, void* argument) noexcept {
+  return pulsebox_clone_on_stack(SYS_clone3, reinterpret_cast<long>(args),
+                                 static_cast<long>(sizeof(clone_args)), 0, 0, 0, entry, argument);
+}
+
+long clone_on_stack(unsigned long flags, char* stack_top, int* pidfd, ChildEntry entry,
+                    void* argument) noexcept {
+  // x86_64's clone: flags, stack, parent_tid (the pidfd), child_tid, tls.
+  return pulsebox_clone_on_stack(SYS_clone, static_cast<long>(flags),
+                                 reinterpret_cast<long>(stack_top), reinterpret_cast<long>(pidfd), 0,
+                                 0, entry, argument);
+}
+
+}  // namespace pulsebox::linux_api

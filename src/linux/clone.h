@@ -1,0 +1,52 @@
+// Child processes that share the caller's memory (CLONE_VM), each on a stack
+// of its own: no page tables are copied and no copy-on-write fault follows on
+// either side (a fork of the supervisor cost ~1 ms here, and each page either
+// side touched afterwards ~15 us more).
+//
+// The child runs entry(argument) and exits with its result. It shares the
+// caller's memory, errno included: it may write only its own stack and make
+// system calls only through raw_syscall() (linux/syscalls.h).
+#pragma once
+
+#include <linux/sched.h>
+
+#include <cstddef>
+
+#include "core/result.h"
+
+namespace pulsebox::linux_api {
+
+using ChildEntry = int (*)(void* argument);
+
+// An mmap-ed stack with a guard page below it. Move-only; unmapped on
+// destruction, so it must outlive the child that runs on it.
+class ChildStack {
+ public:
+  static core::Result<ChildStack> allocate(std::size_t size);
+  ChildStack() = default;
+  ChildStack(ChildStack&& other) noexcept;
+  ChildStack& operator=(ChildStack&& other) noexcept;
+  ChildStack(const ChildStack&) = delete;
+  ChildStack& operator=(const ChildStack&) = delete;
+  ~ChildStack();
+
+  void* base() const { return base_; }   // the lowest usable address
+  std::size_t size() const { return size_; }
+  char* top() const { return static_cast<char*>(base_) + size_; }
+
+ private:
+  void* mapping_ = nullptr;  // guard page + stack
+  void* base_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+// clone3(args) where args->stack and args->stack_size are the child's stack.
+// Returns the child's pid, or -errno.
+long clone3_on_stack(clone_args* args, ChildEntry entry, void* argument) noexcept;
+
+// clone(flags) with the child on `stack_top`; with CLONE_PIDFD the pidfd is
+// stored in *pidfd. Returns the child's pid, or -errno.
+long clone_on_stack(unsigned long flags, char* stack_top, int* pidfd, ChildEntry entry,
+                    void* argument) noexcept;
+
+}  // namespace pulsebox::linux_api
