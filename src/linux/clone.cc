@@ -113,8 +113,8 @@ long clone_on_stack(unsigned long flags, char* stack_top, int* pidfd, ChildEntry
                     void* argument) noexcept {
   // x86_64's clone: flags, stack, parent_tid (the pidfd), child_tid, tls.
   return pulsebox_clone_on_stack(SYS_clone, static_cast<long>(flags),
-                                 reinterpret_cast<long>(stack_top), reinterpret_cast<long>(pidfd), 0,
-                                 0, entry, argument);
+                                 reinterpret_cast<long>(stack_top), reinterpret_cast<long>(pidfd),
+                                 0, 0, entry, argument);
 }
 
 }  // namespace pulsebox::linux_api

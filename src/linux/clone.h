@@ -30,7 +30,7 @@ class ChildStack {
   ChildStack& operator=(const ChildStack&) = delete;
   ~ChildStack();
 
-  void* base() const { return base_; }   // the lowest usable address
+  void* base() const { return base_; }  // the lowest usable address
   std::size_t size() const { return size_; }
   char* top() const { return static_cast<char*>(base_) + size_; }
 
