@@ -141,7 +141,9 @@ AuditLog::AuditLog(std::filesystem::path path, const SecretScrubber* scrubber, O
     : path_(std::move(path)), scrubber_(scrubber), options_(options) {
   std::error_code ec;
   if (path_.has_parent_path()) std::filesystem::create_directories(path_.parent_path(), ec);
-  fd_ = ::open(path_.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  // Read-write: each record reads the chain's tip back (pread) under the
+  // same lock it appends with.
+  fd_ = ::open(path_.c_str(), O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd_ < 0)
     core::throw_error(Error::from_errno("audit", "cannot open audit log " + path_.string()));
 }
@@ -163,10 +165,6 @@ std::uint64_t AuditLog::record(const AuditRecord& record) {
   };
 
   std::lock_guard<std::mutex> guard(mutex_);
-  // One reader file description per call: flock must be taken on an fd that
-  // can pread; the O_APPEND fd is write-only.
-  core::UniqueFd reader(::open(path_.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
-  if (!reader) core::throw_error(Error::from_errno("audit", "cannot open " + path_.string()));
   if (::flock(fd_, LOCK_EX) != 0) {
     core::throw_error(Error::from_errno("audit", "locking " + path_.string()));
   }
@@ -175,7 +173,7 @@ std::uint64_t AuditLog::record(const AuditRecord& record) {
     ~Unlock() { ::flock(fd, LOCK_UN); }
   } unlock{fd_};
 
-  const ChainTip tip = core::value_or_throw(read_chain_tip(reader.get(), path_.string()));
+  const ChainTip tip = core::value_or_throw(read_chain_tip(fd_, path_.string()));
 
   ordered_json entry;
   entry["seq"] = tip.seq + 1;
