@@ -599,6 +599,32 @@ TEST_F(NativeBackendTest, ConcurrentSandboxesDoNotReconcileEachOther) {
   EXPECT_TRUE(fs::is_empty(state_.path() / "runs")) << "every run cleaned up after itself";
 }
 
+// A finished run's staging directory leaves runs/ at once and waits in
+// trash/ until a later run removes it in the background, even a tree the
+// overlay left unreadable (mode 000) and one full of changes.
+TEST_F(NativeBackendTest, FinishedRunsStagingIsRemovedDuringTheNextRun) {
+  const fs::path trash = state_.path() / "trash";
+  {
+    Sandbox sandbox(options());
+    ASSERT_EQ(run(sandbox, {"/workspace/probe", "write", "/workspace/made.txt", "y"}).exit_code, 0);
+  }
+  EXPECT_TRUE(fs::is_empty(state_.path() / "runs"));
+  std::vector<fs::path> finished;
+  for (const auto& entry : fs::directory_iterator(trash))
+    finished.push_back(entry.path());
+  ASSERT_EQ(finished.size(), 1u) << "the run's staging directory waits in trash/";
+  // A leftover the remover must tolerate: another process's half-removed tree.
+  fs::create_directories(trash / "run-partial/work/work");
+  ::chmod((trash / "run-partial/work/work").c_str(), 0);
+
+  // The next run removes both while its command runs (long enough here).
+  Sandbox next(options());
+  ASSERT_EQ(run(next, {"/workspace/probe", "sleep", "trash-test", "1"}).exit_code, 0);
+  for (const auto& path : finished)
+    EXPECT_FALSE(fs::exists(path)) << path << " still in trash/";
+  EXPECT_FALSE(fs::exists(trash / "run-partial"));
+}
+
 TEST_F(NativeBackendTest, CapabilitiesReportStrongIsolation) {
   auto backend = make_native_backend(native_options());
   EXPECT_EQ(backend->filesystem_capability().level, EnforcementLevel::StronglyEnforced);
