@@ -94,16 +94,17 @@ void ensure_private_dir(const fs::path& dir, mode_t mode) {
 }
 
 // <state>/mnt: root/ and lower/, empty directories every run mounts on in
-// its own mount namespace, and empty, the file bound over masked files. Made
+// its own mount namespace, and empty and empty-dir, bound over masked files
+// and directories. Made
 // once and checked each run (the type and owner: never a symlink).
 fs::path ensure_mount_points(const fs::path& state_dir) {
   const fs::path dir = state_dir / "mnt";
   ensure_private_dir(dir, ::geteuid() == 0 ? 0711 : 0700);
-  auto check = [&](const fs::path& path, bool directory) {
+  auto check = [&](const fs::path& path, bool directory, mode_t mode = 0755) {
     struct stat st {};
     if (::lstat(path.c_str(), &st) != 0 && errno == ENOENT) {
       const int made =
-          directory ? ::mkdir(path.c_str(), 0755)
+          directory ? ::mkdir(path.c_str(), mode)
                     : ::close(::open(path.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0));
       if (made != 0 && errno != EEXIST)
         fail(Error::from_errno("native", "creating " + path.string()));
@@ -117,10 +118,15 @@ fs::path ensure_mount_points(const fs::path& state_dir) {
                      (directory ? "a directory" : "an empty regular file") +
                      " owned by this user; remove it (pulsebox makes it again)"));
     }
+    // The mode whatever the umask was (the file: unreadable).
+    const mode_t wanted = directory ? mode : 0;
+    if ((st.st_mode & 07777) != wanted && ::chmod(path.c_str(), wanted) != 0)
+      fail(Error::from_errno("native", "chmod " + path.string()));
   };
   check(dir / "root", true);
   check(dir / "lower", true);
   check(dir / "empty", false);
+  check(dir / "empty-dir", true, 0555);  // a masked directory reads as empty
   return dir;
 }
 

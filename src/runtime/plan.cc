@@ -52,22 +52,46 @@ class StepList {
   void tmpfs(const std::string& path, const std::string& data, unsigned long flags) {
     add(MountOp::Tmpfs, path, "mounting tmpfs on " + path, "", data, flags);
   }
-  // Hides a host file or directory: an unreadable empty file, or an empty
-  // read-only tmpfs.
-  void mask(const std::string& path, bool is_directory, const std::string& empty_file) {
-    if (is_directory) {
-      tmpfs(path, "mode=000,size=4k", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC);
-    } else {
-      bind_read_only(empty_file, path, false);
+  // The read-only sources masks are bound from: the shared empty file and
+  // empty directory, each bound on itself and made read-only (host paths,
+  // in the sandbox's namespace only; they go with the old root). A bind of a
+  // read-only mount is read-only, nosuid and nodev from the start, so each
+  // mask is then one mount(2), with no file system of its own to create and
+  // tear down.
+  void mask_sources(const std::string& empty_file, const std::string& empty_dir) {
+    empty_file_ = empty_file;
+    empty_dir_ = empty_dir;
+    for (const auto& source : {empty_file, empty_dir}) {
+      MountStep bind;
+      bind.op = MountOp::Bind;
+      bind.source = source;
+      bind.target = source;
+      bind.recursive = false;
+      bind.stage = "bind-mounting " + source + " on itself";
+      add_raw(std::move(bind));
+      MountStep read_only;
+      read_only.op = MountOp::ReadOnly;
+      read_only.target = source;
+      read_only.recursive = false;
+      read_only.stage = "making " + source + " read-only";
+      add_raw(std::move(read_only));
     }
-    steps_[steps_.size() - 1].optional = true;
-    if (!is_directory) steps_[steps_.size() - 2].optional = true;
+  }
+  // Hides a host file or directory under an empty read-only one (a file or
+  // directory the kernel does not have here is skipped).
+  void mask(const std::string& path, bool is_directory) {
+    const std::string& source = is_directory ? empty_dir_ : empty_file_;
+    add(MountOp::Bind, path, "bind-mounting " + source + " on " + path, source);
+    last().recursive = false;
+    last().optional = true;
   }
 
   std::vector<MountStep> take() { return std::move(steps_); }
 
  private:
   std::string root_;
+  std::string empty_file_;
+  std::string empty_dir_;
   std::vector<MountStep> steps_;
 };
 
@@ -94,12 +118,14 @@ std::string check_bind_target(const std::string& sandbox_path,
 
 core::Result<std::vector<MountStep>> build_mount_steps(const MountLayout& layout) {
   const std::string root = (layout.mount_points / "root").string();
-  const std::string empty_file = (layout.mount_points / "empty").string();
   StepList steps(root);
+  steps.mask_sources((layout.mount_points / "empty").string(),
+                     (layout.mount_points / "empty-dir").string());
 
-  // The root: a small tmpfs holding only mount points (read-only after pivot_root).
+  // The root: a small tmpfs holding only mount points, /dev's entries and
+  // symlinks (read-only after pivot_root).
   steps.add(MountOp::Tmpfs, "", "mounting the sandbox's root (tmpfs)", "", "mode=0755,size=1m",
-            MS_NOSUID | MS_NODEV);
+            MS_NOSUID | MS_NODEV | MS_NOEXEC);
 
   // System directories, read-only; merged-/usr symlinks are recreated.
   for (const auto& system : layout.system_paths) {
@@ -127,7 +153,7 @@ core::Result<std::vector<MountStep>> build_mount_steps(const MountLayout& layout
     bool visible = false;
     for (const auto& system : layout.system_paths)
       visible = visible || is_under(hidden, system);
-    if (visible) steps.mask(hidden, S_ISDIR(st.st_mode), empty_file);
+    if (visible) steps.mask(hidden, S_ISDIR(st.st_mode));
   }
 
   // A fresh /proc, with the parts that reveal or change the host masked or
@@ -136,10 +162,10 @@ core::Result<std::vector<MountStep>> build_mount_steps(const MountLayout& layout
   steps.add(MountOp::Proc, "/proc", "mounting proc on /proc");
   for (const char* file : {"/proc/kcore", "/proc/keys", "/proc/timer_list", "/proc/sched_debug",
                            "/proc/latency_stats", "/proc/kallsyms"}) {
-    steps.mask(file, false, empty_file);
+    steps.mask(file, false);
   }
   for (const char* dir : {"/proc/acpi", "/proc/scsi"}) {
-    steps.mask(dir, true, empty_file);
+    steps.mask(dir, true);
   }
   for (const char* path :
        {"/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs", "/proc/asound"}) {
@@ -150,9 +176,9 @@ core::Result<std::vector<MountStep>> build_mount_steps(const MountLayout& layout
     steps.last().optional = true;
   }
 
-  // A minimal /dev.
+  // A minimal /dev, on the root's tmpfs (read-only with it): the device
+  // files are binds of the host's, each its own mount.
   steps.make_dir("/dev");
-  steps.tmpfs("/dev", "mode=0755,size=64k", MS_NOSUID | MS_NOEXEC);
   for (const char* device : {"null", "zero", "full", "random", "urandom", "tty"}) {
     const std::string path = std::string("/dev/") + device;
     steps.add(MountOp::MakeFile, path, "creating " + path);
@@ -172,8 +198,6 @@ core::Result<std::vector<MountStep>> build_mount_steps(const MountLayout& layout
   steps.add(MountOp::Symlink, "/dev/stdin", "linking /dev/stdin", "/proc/self/fd/0");
   steps.add(MountOp::Symlink, "/dev/stdout", "linking /dev/stdout", "/proc/self/fd/1");
   steps.add(MountOp::Symlink, "/dev/stderr", "linking /dev/stderr", "/proc/self/fd/2");
-  steps.add(MountOp::ReadOnly, "/dev", "making /dev read-only");
-  steps.last().recursive = false;
 
   steps.make_dir("/tmp", 01777);
   steps.tmpfs("/tmp", "mode=1777" + size, MS_NOSUID | MS_NODEV);
@@ -205,8 +229,8 @@ core::Result<std::vector<MountStep>> build_mount_steps(const MountLayout& layout
   if (layout.hide_agent_dir) {
     std::error_code ec;
     if (std::filesystem::is_directory(layout.workspace / ".agent", ec)) {
-      steps.tmpfs("/workspace/.agent", "mode=0555,size=4k",
-                  MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC);
+      steps.mask("/workspace/.agent", true);
+      steps.last().optional = false;
     }
   }
 
@@ -214,7 +238,7 @@ core::Result<std::vector<MountStep>> build_mount_steps(const MountLayout& layout
     struct stat st {};
     const auto host = layout.workspace / hidden;
     if (hidden.empty() || ::lstat(host.c_str(), &st) != 0 || S_ISLNK(st.st_mode)) continue;
-    steps.mask("/workspace/" + hidden, S_ISDIR(st.st_mode), empty_file);
+    steps.mask("/workspace/" + hidden, S_ISDIR(st.st_mode));
   }
 
   // Extra binds, each validated.

@@ -17,8 +17,8 @@ struct MountLayout {
   std::filesystem::path workspace;  // canonical host path (the overlay's lower layer)
   std::filesystem::path run_dir;    // this run's staging: upper/ work/
   // Shared by all runs: root/ and lower/ (empty directories each run mounts
-  // on in its own mount namespace) and empty (the file bound over masked
-  // files). Made once: every directory made and removed per run costs the
+  // on in its own mount namespace), empty and empty-dir (bound over masked
+  // files and directories). Made once: every directory made and removed per run costs the
   // state directory's file system block allocations (and discards).
   std::filesystem::path mount_points;
   std::vector<std::string> system_paths;

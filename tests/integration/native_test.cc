@@ -98,6 +98,15 @@ TEST_F(NativeBackendTest, TheProbeSeesAnIsolatedUnprivilegedSandbox) {
     }
   }
   EXPECT_GT(mounts, 5);
+  // Masks are binds of read-only sources: read-only, nosuid, nodev themselves.
+  for (const char* masked : {"/etc/shadow", "/proc/keys", "/proc/timer_list", "/proc/kallsyms",
+                             "/proc/acpi", "/workspace/.agent", "/proc/sys", "/"}) {
+    const std::string options = seen[std::string("mount_options ") + masked];
+    if (options.empty() && std::string(masked) != "/workspace/.agent") continue;  // not here
+    EXPECT_EQ(options.rfind("ro,", 0), 0u) << masked << ": " << options;
+    EXPECT_NE(options.find("nosuid"), std::string::npos) << masked << ": " << options;
+    EXPECT_NE(options.find("nodev"), std::string::npos) << masked << ": " << options;
+  }
   EXPECT_EQ(seen["root_fs"], "tmpfs");
   EXPECT_EQ(seen["workspace_fs"], "overlay");
   EXPECT_EQ(seen["tmp_fs"], "tmpfs");

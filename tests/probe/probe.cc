@@ -111,9 +111,10 @@ int report(int argc, char** argv) {
     std::string mountinfo_line, points;
     while (std::getline(lines, mountinfo_line)) {
       std::istringstream fields(mountinfo_line);
-      std::string id, parent, device, root, point;
-      fields >> id >> parent >> device >> root >> point;
+      std::string id, parent, device, root, point, options;
+      fields >> id >> parent >> device >> root >> point >> options;
       points += (points.empty() ? "" : " ") + point;
+      put("mount_options " + point, options);
     }
     put("mount_points", points);
   }

@@ -47,12 +47,48 @@ class PlanTest : public ::testing::Test {
 TEST_F(PlanTest, TheRootComesFirstAndEveryTargetIsInsideIt) {
   const auto steps = steps_for(layout());
   ASSERT_FALSE(steps.empty());
-  EXPECT_EQ(steps[0].op, MountOp::Tmpfs);
-  EXPECT_EQ(steps[0].target, (mount_points_.path() / "root").string());
+  // Before the root: the read-only mask sources, bound on themselves.
+  const std::string empty = (mount_points_.path() / "empty").string();
+  const std::string empty_dir = (mount_points_.path() / "empty-dir").string();
+  ASSERT_GE(steps.size(), 5u);
+  EXPECT_EQ(steps[0].op, MountOp::Bind);
+  EXPECT_EQ(steps[0].target, empty);
+  EXPECT_EQ(steps[1].op, MountOp::ReadOnly);
+  EXPECT_EQ(steps[2].target, empty_dir);
+  EXPECT_EQ(steps[3].op, MountOp::ReadOnly);
+  EXPECT_EQ(steps[4].op, MountOp::Tmpfs);
   const std::string root = (mount_points_.path() / "root").string();
-  for (const auto& step : steps) {
+  EXPECT_EQ(steps[4].target, root);
+  for (std::size_t i = 4; i < steps.size(); ++i) {
+    const auto& step = steps[i];
     EXPECT_EQ(step.target.rfind(root, 0), 0u) << step.stage << " targets " << step.target;
     EXPECT_FALSE(step.stage.empty());
+  }
+}
+
+TEST_F(PlanTest, MasksAreSingleBindsOfTheReadOnlySources) {
+  const auto steps = steps_for(layout());
+  const std::string empty = (mount_points_.path() / "empty").string();
+  const std::string empty_dir = (mount_points_.path() / "empty-dir").string();
+  std::size_t masks = 0;
+  for (const auto& step : steps) {
+    if (step.op != MountOp::Bind || (step.source != empty && step.source != empty_dir)) continue;
+    if (step.target == step.source) continue;  // the source itself
+    ++masks;
+    EXPECT_FALSE(step.recursive) << step.stage;
+    EXPECT_TRUE(step.optional) << step.stage << ": a path this kernel lacks is skipped";
+  }
+  EXPECT_GE(masks, 8u) << "/etc/shadow and crun's /proc list";
+  EXPECT_GE(index_of(steps, "bind-mounting " + empty_dir + " on /proc/acpi"), 0);
+  EXPECT_GE(index_of(steps, "bind-mounting " + empty + " on /proc/kcore"), 0);
+  // No mask needs a remount of its own: the bind inherits read-only.
+  for (const auto& mask : steps) {
+    if (mask.op != MountOp::Bind || mask.target == mask.source ||
+        (mask.source != empty && mask.source != empty_dir)) {
+      continue;
+    }
+    for (const auto& step : steps)
+      EXPECT_FALSE(step.op == MountOp::ReadOnly && step.target == mask.target) << step.stage;
   }
 }
 
@@ -93,12 +129,15 @@ TEST_F(PlanTest, TheWorkspaceIsAnOverlayWithEscapedPathsAndAgentHidden) {
   EXPECT_NE(data.find("lowerdir=" + workspace_.path().string() + "/a\\,b\\:c,"), std::string::npos)
       << data;
   EXPECT_NE(data.find(",userxattr,index=off,xino=off,volatile"), std::string::npos) << data;
-  EXPECT_EQ(index_of(steps, "mounting tmpfs on /workspace/.agent"), -1)
-      << "this lower has no .agent";
+  const std::string agent_mask =
+      "bind-mounting " + (mount_points_.path() / "empty-dir").string() + " on /workspace/.agent";
+  EXPECT_EQ(index_of(steps, agent_mask), -1) << "this lower has no .agent";
 
   steps = steps_for(layout());
   overlay = index_of(steps, "mounting overlay on /workspace");
-  EXPECT_EQ(index_of(steps, "mounting tmpfs on /workspace/.agent"), overlay + 1);
+  EXPECT_EQ(index_of(steps, agent_mask), overlay + 1);
+  EXPECT_FALSE(steps[static_cast<std::size_t>(overlay + 1)].optional)
+      << "the audit log's directory must be hidden or the run fails";
 }
 
 TEST_F(PlanTest, TmpAndShmAreCappedWhenASizeIsGiven) {
