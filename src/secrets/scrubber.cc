@@ -152,20 +152,33 @@ std::vector<SecretForm> secret_forms(const std::string& value) {
   return forms;
 }
 
-}  // namespace
+struct Pattern {
+  std::unique_ptr<RE2> re;
+  int group;  // 0 = the whole match, else only this capture is redacted
+};
 
-struct SecretScrubber::Engine {
-  struct Pattern {
-    std::unique_ptr<RE2> re;
-    int group;  // 0 = the whole match, else only this capture is redacted
-  };
-
-  std::unique_ptr<RE2> literals;
-  std::size_t max_literal_length = 0;
+// The built-in patterns are constants: compiled once per process, on first
+// use, and shared by every scrubber (adding a secret recompiles only the
+// secrets' alternation).
+struct BuiltinPatterns {
   std::vector<Pattern> patterns;
   std::unique_ptr<RE2> pending_prefix;  // a secret that may continue in the next chunk
   std::unique_ptr<RE2> pem_begin;
   std::unique_ptr<RE2> pem_end;
+};
+
+const BuiltinPatterns& builtin_patterns();
+
+}  // namespace
+
+struct SecretScrubber::Engine {
+  std::unique_ptr<RE2> literals;
+  std::size_t max_literal_length = 0;
+  bool use_builtin_patterns = false;
+
+  const BuiltinPatterns* builtins() const {
+    return use_builtin_patterns ? &builtin_patterns() : nullptr;
+  }
 
   static void collect(const RE2& re, int group, std::string_view text, std::vector<Range>& out,
                       std::vector<Range>* spans = nullptr) {
@@ -205,8 +218,9 @@ struct SecretScrubber::Engine {
   Matches find(std::string_view text) const {
     Matches found;
     if (literals) collect(*literals, 0, text, found.redact, &found.spans);
-    for (const Pattern& pattern : patterns) {
-      collect(*pattern.re, pattern.group, text, found.redact, &found.spans);
+    if (const BuiltinPatterns* builtin = builtins()) {
+      for (const Pattern& pattern : builtin->patterns)
+        collect(*pattern.re, pattern.group, text, found.redact, &found.spans);
     }
     found.redact = sort_and_merge(std::move(found.redact));
     found.spans = sort_and_merge(std::move(found.spans));
@@ -238,6 +252,39 @@ std::unique_ptr<RE2> compile(const std::string& pattern, bool longest = false) {
   // error caught by the unit tests, never a runtime condition.
   if (!re->ok()) std::abort();
   return re;
+}
+
+BuiltinPatterns compile_patterns() {
+  BuiltinPatterns built;
+  const std::string keywords = kAssignmentKeywords;
+  built.patterns.push_back(
+      {compile("-----BEGIN[A-Z0-9 ]*PRIVATE KEY-----(?s:.*?)-----END[A-Z0-9 ]*PRIVATE KEY-----"),
+       0});
+  built.patterns.push_back(
+      {compile("(?i:" + keywords + ")[\"']?[ \\t]*[:=][ \\t]*[\"']?([^\\s\"',;&]+)"), 1});
+  built.patterns.push_back({compile("(?i:bearer)[ \\t]+([A-Za-z0-9._~+/=-]{4,})"), 1});
+  built.patterns.push_back({compile("AIza[0-9A-Za-z_-]{35}"), 0});
+  built.patterns.push_back({compile("\\bsk-[A-Za-z0-9_-]{20,}"), 0});
+  built.patterns.push_back({compile("\\bgh[pousr]_[A-Za-z0-9]{36,}"), 0});
+  built.patterns.push_back({compile("\\bxox[abposr]-[A-Za-z0-9-]{10,}"), 0});
+  built.patterns.push_back(
+      {compile("\\beyJ[A-Za-z0-9_-]{4,}\\.eyJ[A-Za-z0-9_-]{4,}\\.[A-Za-z0-9_-]+"), 0});
+  built.patterns.push_back(
+      {compile("\\b(?:AKIA|ASIA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA)[0-9A-Z]{16}\\b"), 0});
+  // A keyword (and perhaps part of its value) at the very end of the buffer:
+  // the value may still be arriving.
+  built.pending_prefix =
+      compile("(?:(?i:(?:" + keywords +
+              ")[\"']?[ \\t]*(?:[:=][ \\t]*[\"']?[^\\s\"',;&]*)?|"
+              "bearer(?:[ \\t]+[A-Za-z0-9._~+/=-]*)?)|-----BEGIN[A-Z0-9 ]*-{0,5})\\z");
+  built.pem_begin = compile("-----BEGIN[A-Z0-9 ]*PRIVATE KEY-----");
+  built.pem_end = compile("-----END[A-Z0-9 ]*PRIVATE KEY-----");
+  return built;
+}
+
+const BuiltinPatterns& builtin_patterns() {
+  static const BuiltinPatterns patterns = compile_patterns();
+  return patterns;
 }
 
 }  // namespace
@@ -295,31 +342,7 @@ void SecretScrubber::rebuild() {
   // Leftmost-longest: where two registered forms overlap, the longer wins.
   if (!alternation.empty()) engine->literals = compile(alternation, /*longest=*/true);
 
-  if (builtin_patterns_) {
-    const std::string keywords = kAssignmentKeywords;
-    engine->patterns.push_back(
-        {compile("-----BEGIN[A-Z0-9 ]*PRIVATE KEY-----(?s:.*?)-----END[A-Z0-9 ]*PRIVATE KEY-----"),
-         0});
-    engine->patterns.push_back(
-        {compile("(?i:" + keywords + ")[\"']?[ \\t]*[:=][ \\t]*[\"']?([^\\s\"',;&]+)"), 1});
-    engine->patterns.push_back({compile("(?i:bearer)[ \\t]+([A-Za-z0-9._~+/=-]{4,})"), 1});
-    engine->patterns.push_back({compile("AIza[0-9A-Za-z_-]{35}"), 0});
-    engine->patterns.push_back({compile("\\bsk-[A-Za-z0-9_-]{20,}"), 0});
-    engine->patterns.push_back({compile("\\bgh[pousr]_[A-Za-z0-9]{36,}"), 0});
-    engine->patterns.push_back({compile("\\bxox[abposr]-[A-Za-z0-9-]{10,}"), 0});
-    engine->patterns.push_back(
-        {compile("\\beyJ[A-Za-z0-9_-]{4,}\\.eyJ[A-Za-z0-9_-]{4,}\\.[A-Za-z0-9_-]+"), 0});
-    engine->patterns.push_back(
-        {compile("\\b(?:AKIA|ASIA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA)[0-9A-Z]{16}\\b"), 0});
-    // A keyword (and perhaps part of its value) at the very end of the buffer:
-    // the value may still be arriving.
-    engine->pending_prefix =
-        compile("(?:(?i:(?:" + keywords +
-                ")[\"']?[ \\t]*(?:[:=][ \\t]*[\"']?[^\\s\"',;&]*)?|"
-                "bearer(?:[ \\t]+[A-Za-z0-9._~+/=-]*)?)|-----BEGIN[A-Z0-9 ]*-{0,5})\\z");
-    engine->pem_begin = compile("-----BEGIN[A-Z0-9 ]*PRIVATE KEY-----");
-    engine->pem_end = compile("-----END[A-Z0-9 ]*PRIVATE KEY-----");
-  }
+  engine->use_builtin_patterns = builtin_patterns_;
   engine_ = std::move(engine);
 }
 
@@ -348,19 +371,20 @@ struct SecretScrubber::Stream::State {
   // walked in order as the whole-text pattern sees them: a BEGIN extends to
   // the first END after it, and the first BEGIN without one is unfinished.
   std::optional<std::size_t> unfinished_private_key(std::string_view buffer) const {
-    if (!engine->pem_begin) return std::nullopt;
+    const BuiltinPatterns* builtin = engine->builtins();
+    if (builtin == nullptr) return std::nullopt;
     std::size_t pos = 0;
     for (;;) {
       re2::StringPiece begin;
-      if (!engine->pem_begin->Match(re2::StringPiece(buffer.data(), buffer.size()), pos,
-                                    buffer.size(), RE2::UNANCHORED, &begin, 1)) {
+      if (!builtin->pem_begin->Match(re2::StringPiece(buffer.data(), buffer.size()), pos,
+                                     buffer.size(), RE2::UNANCHORED, &begin, 1)) {
         return std::nullopt;
       }
       const std::size_t begin_at = static_cast<std::size_t>(begin.data() - buffer.data());
       re2::StringPiece end;
-      if (!engine->pem_end->Match(re2::StringPiece(buffer.data(), buffer.size()),
-                                  begin_at + begin.size(), buffer.size(), RE2::UNANCHORED, &end,
-                                  1)) {
+      if (!builtin->pem_end->Match(re2::StringPiece(buffer.data(), buffer.size()),
+                                   begin_at + begin.size(), buffer.size(), RE2::UNANCHORED, &end,
+                                   1)) {
         return begin_at;
       }
       pos = static_cast<std::size_t>(end.data() - buffer.data()) + end.size();
@@ -369,7 +393,7 @@ struct SecretScrubber::Stream::State {
 
   std::string drain_private_key() {
     std::vector<Range> ends;
-    Engine::collect(*engine->pem_end, 0, carry, ends);
+    Engine::collect(*engine->builtins()->pem_end, 0, carry, ends);
     if (ends.empty()) {
       // Keep just enough to recognise an END line split across chunks.
       if (carry.size() > 128) carry.erase(0, carry.size() - 128);
@@ -398,10 +422,10 @@ struct SecretScrubber::Stream::State {
                                      ? std::min(engine->max_literal_length - 1, buffer.size())
                                      : 0;
     cut = std::min(cut, buffer.size() - holdback);
-    if (engine->pending_prefix) {
+    if (const BuiltinPatterns* builtin = engine->builtins()) {
       re2::StringPiece match;
-      if (engine->pending_prefix->Match(re2::StringPiece(buffer.data(), buffer.size()), 0,
-                                        buffer.size(), RE2::UNANCHORED, &match, 1)) {
+      if (builtin->pending_prefix->Match(re2::StringPiece(buffer.data(), buffer.size()), 0,
+                                         buffer.size(), RE2::UNANCHORED, &match, 1)) {
         cut = std::min(cut, static_cast<std::size_t>(match.data() - buffer.data()));
       }
     }
