@@ -1,12 +1,14 @@
 #include <re2/re2.h>
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <cstdlib>
 #include <optional>
 #include <set>
 
 #include "pulsebox/secrets.h"
+#include "secrets/builtin_patterns.h"
 
 namespace pulsebox {
 namespace {
@@ -179,6 +181,16 @@ struct SecretScrubber::Engine {
   const BuiltinPatterns* builtins() const {
     return use_builtin_patterns ? &builtin_patterns() : nullptr;
   }
+  // The built-in patterns if `text` could match one of them: most text
+  // cannot, and needs neither their matching nor, in a fresh process, their
+  // compilation (~1 ms).
+  const BuiltinPatterns* builtins_for(std::string_view text) const {
+    return use_builtin_patterns && may_match_builtin_pattern(text) ? &builtin_patterns() : nullptr;
+  }
+  // The same for a stream's pending prefix (a keyword at the very end).
+  const BuiltinPatterns* builtins_for_prefix(std::string_view text) const {
+    return use_builtin_patterns && may_hold_builtin_secret(text) ? &builtin_patterns() : nullptr;
+  }
 
   static void collect(const RE2& re, int group, std::string_view text, std::vector<Range>& out,
                       std::vector<Range>* spans = nullptr) {
@@ -218,7 +230,7 @@ struct SecretScrubber::Engine {
   Matches find(std::string_view text) const {
     Matches found;
     if (literals) collect(*literals, 0, text, found.redact, &found.spans);
-    if (const BuiltinPatterns* builtin = builtins()) {
+    if (const BuiltinPatterns* builtin = builtins_for(text)) {
       for (const Pattern& pattern : builtin->patterns)
         collect(*pattern.re, pattern.group, text, found.redact, &found.spans);
     }
@@ -255,30 +267,25 @@ std::unique_ptr<RE2> compile(const std::string& pattern, bool longest = false) {
 }
 
 BuiltinPatterns compile_patterns() {
+  const std::vector<BuiltinPatternSource> sources = builtin_pattern_sources();
   BuiltinPatterns built;
-  const std::string keywords = kAssignmentKeywords;
-  built.patterns.push_back(
-      {compile("-----BEGIN[A-Z0-9 ]*PRIVATE KEY-----(?s:.*?)-----END[A-Z0-9 ]*PRIVATE KEY-----"),
-       0});
-  built.patterns.push_back(
-      {compile("(?i:" + keywords + ")[\"']?[ \\t]*[:=][ \\t]*[\"']?([^\\s\"',;&]+)"), 1});
-  built.patterns.push_back({compile("(?i:bearer)[ \\t]+([A-Za-z0-9._~+/=-]{4,})"), 1});
-  built.patterns.push_back({compile("AIza[0-9A-Za-z_-]{35}"), 0});
-  built.patterns.push_back({compile("\\bsk-[A-Za-z0-9_-]{20,}"), 0});
-  built.patterns.push_back({compile("\\bgh[pousr]_[A-Za-z0-9]{36,}"), 0});
-  built.patterns.push_back({compile("\\bxox[abposr]-[A-Za-z0-9-]{10,}"), 0});
-  built.patterns.push_back(
-      {compile("\\beyJ[A-Za-z0-9_-]{4,}\\.eyJ[A-Za-z0-9_-]{4,}\\.[A-Za-z0-9_-]+"), 0});
-  built.patterns.push_back(
-      {compile("\\b(?:AKIA|ASIA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA)[0-9A-Z]{16}\\b"), 0});
-  // A keyword (and perhaps part of its value) at the very end of the buffer:
-  // the value may still be arriving.
-  built.pending_prefix =
-      compile("(?:(?i:(?:" + keywords +
-              ")[\"']?[ \\t]*(?:[:=][ \\t]*[\"']?[^\\s\"',;&]*)?|"
-              "bearer(?:[ \\t]+[A-Za-z0-9._~+/=-]*)?)|-----BEGIN[A-Z0-9 ]*-{0,5})\\z");
-  built.pem_begin = compile("-----BEGIN[A-Z0-9 ]*PRIVATE KEY-----");
-  built.pem_end = compile("-----END[A-Z0-9 ]*PRIVATE KEY-----");
+  for (const auto& source : sources) {
+    auto re = compile(source.regex);
+    switch (source.role) {
+      case BuiltinPatternSource::Role::Redact:
+        built.patterns.push_back({std::move(re), source.group});
+        break;
+      case BuiltinPatternSource::Role::PendingPrefix:
+        built.pending_prefix = std::move(re);
+        break;
+      case BuiltinPatternSource::Role::PemBegin:
+        built.pem_begin = std::move(re);
+        break;
+      case BuiltinPatternSource::Role::PemEnd:
+        built.pem_end = std::move(re);
+        break;
+    }
+  }
   return built;
 }
 
@@ -288,6 +295,115 @@ const BuiltinPatterns& builtin_patterns() {
 }
 
 }  // namespace
+
+std::vector<BuiltinPatternSource> builtin_pattern_sources() {
+  using Role = BuiltinPatternSource::Role;
+  const std::string keywords = kAssignmentKeywords;
+  return {
+      {"-----BEGIN[A-Z0-9 ]*PRIVATE KEY-----(?s:.*?)-----END[A-Z0-9 ]*PRIVATE KEY-----", 0,
+       Role::Redact},
+      {"(?i:" + keywords + ")[\"']?[ \\t]*[:=][ \\t]*[\"']?([^\\s\"',;&]+)", 1, Role::Redact},
+      {"(?i:bearer)[ \\t]+([A-Za-z0-9._~+/=-]{4,})", 1, Role::Redact},
+      {"AIza[0-9A-Za-z_-]{35}", 0, Role::Redact},
+      {"\\bsk-[A-Za-z0-9_-]{20,}", 0, Role::Redact},
+      {"\\bgh[pousr]_[A-Za-z0-9]{36,}", 0, Role::Redact},
+      {"\\bxox[abposr]-[A-Za-z0-9-]{10,}", 0, Role::Redact},
+      {"\\beyJ[A-Za-z0-9_-]{4,}\\.eyJ[A-Za-z0-9_-]{4,}\\.[A-Za-z0-9_-]+", 0, Role::Redact},
+      {"\\b(?:AKIA|ASIA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA)[0-9A-Z]{16}\\b", 0, Role::Redact},
+      // A keyword (and perhaps part of its value) at the very end of the
+      // buffer: the value may still be arriving.
+      {"(?:(?i:(?:" + keywords +
+           ")[\"']?[ \\t]*(?:[:=][ \\t]*[\"']?[^\\s\"',;&]*)?|"
+           "bearer(?:[ \\t]+[A-Za-z0-9._~+/=-]*)?)|-----BEGIN[A-Z0-9 ]*-{0,5})\\z",
+       0, Role::PendingPrefix},
+      {"-----BEGIN[A-Z0-9 ]*PRIVATE KEY-----", 0, Role::PemBegin},
+      {"-----END[A-Z0-9 ]*PRIVATE KEY-----", 0, Role::PemEnd},
+  };
+}
+
+namespace {
+
+// A literal that every built-in pattern needs (PemEnd excepted: it is only
+// looked for after a PemBegin): the keywords in any case, the rest as
+// written. Checked against the patterns themselves by the unit tests.
+constexpr std::string_view kKeywordTriggers[] = {"api", "secret", "pass", "pwd", "token"};
+constexpr std::string_view kBearer = "bearer";
+constexpr std::string_view kExactTriggers[] = {
+    "-----BEGIN", "AIza", "sk-",  "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "xox",
+    "eyJ",        "AKIA", "ASIA", "AGPA", "AIDA", "AROA", "AIPA", "ANPA", "ANVA"};
+
+bool has_at(std::string_view text, std::size_t at, std::string_view word, bool fold) {
+  if (text.size() - at < word.size()) return false;
+  for (std::size_t k = 0; k < word.size(); ++k) {
+    unsigned char c = static_cast<unsigned char>(text[at + k]);
+    if (fold && c >= 'A' && c <= 'Z') c = static_cast<unsigned char>(c - 'A' + 'a');
+    if (c != static_cast<unsigned char>(word[k])) return false;
+  }
+  return true;
+}
+
+bool is_ascii_letter(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
+
+// After a keyword trigger: the rest of the keyword ([A-Za-z_-]*), then what
+// the assignment pattern wants: an optional quote, blanks, ':' or '='.
+bool assignment_follows(std::string_view text, std::size_t i) {
+  while (i < text.size() && (is_ascii_letter(text[i]) || text[i] == '_' || text[i] == '-'))
+    ++i;
+  if (i < text.size() && (text[i] == '"' || text[i] == '\'')) ++i;
+  while (i < text.size() && (text[i] == ' ' || text[i] == '\t'))
+    ++i;
+  return i < text.size() && (text[i] == ':' || text[i] == '=');
+}
+
+// One pass; `assignments` says whether a keyword counts only when an
+// assignment follows it (the redacting patterns) or anywhere (the pending
+// prefix of a stream, which is a keyword at the very end).
+bool has_trigger(std::string_view text, bool assignments) {
+  // Which bytes can start a trigger: most bytes are not, and cost one lookup.
+  static const auto starts = [] {
+    std::array<bool, 256> table{};
+    auto add_folded = [&](std::string_view word) {
+      table[static_cast<unsigned char>(word[0])] = true;
+      table[static_cast<unsigned char>(word[0] - 'a' + 'A')] = true;
+    };
+    for (std::string_view word : kKeywordTriggers)
+      add_folded(word);
+    add_folded(kBearer);
+    for (std::string_view word : kExactTriggers)
+      table[static_cast<unsigned char>(word[0])] = true;
+    return table;
+  }();
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (!starts[static_cast<unsigned char>(text[i])]) continue;
+    for (std::string_view word : kKeywordTriggers) {
+      if (has_at(text, i, word, true) &&
+          (!assignments || assignment_follows(text, i + word.size()))) {
+        return true;
+      }
+    }
+    if (has_at(text, i, kBearer, true)) {
+      const std::size_t next = i + kBearer.size();
+      if (!assignments || (next < text.size() && (text[next] == ' ' || text[next] == '\t')))
+        return true;
+    }
+    for (std::string_view word : kExactTriggers) {
+      if (has_at(text, i, word, false)) return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+bool may_match_builtin_pattern(std::string_view text) {
+  return has_trigger(text, true);
+}
+
+bool may_hold_builtin_secret(std::string_view text) {
+  return has_trigger(text, false);
+}
 
 std::string_view to_string(SecretMode mode) {
   switch (mode) {
@@ -371,7 +487,7 @@ struct SecretScrubber::Stream::State {
   // walked in order as the whole-text pattern sees them: a BEGIN extends to
   // the first END after it, and the first BEGIN without one is unfinished.
   std::optional<std::size_t> unfinished_private_key(std::string_view buffer) const {
-    const BuiltinPatterns* builtin = engine->builtins();
+    const BuiltinPatterns* builtin = engine->builtins_for(buffer);
     if (builtin == nullptr) return std::nullopt;
     std::size_t pos = 0;
     for (;;) {
@@ -422,7 +538,7 @@ struct SecretScrubber::Stream::State {
                                      ? std::min(engine->max_literal_length - 1, buffer.size())
                                      : 0;
     cut = std::min(cut, buffer.size() - holdback);
-    if (const BuiltinPatterns* builtin = engine->builtins()) {
+    if (const BuiltinPatterns* builtin = engine->builtins_for_prefix(buffer)) {
       re2::StringPiece match;
       if (builtin->pending_prefix->Match(re2::StringPiece(buffer.data(), buffer.size()), 0,
                                          buffer.size(), RE2::UNANCHORED, &match, 1)) {

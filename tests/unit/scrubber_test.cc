@@ -1,9 +1,13 @@
 #include <gtest/gtest.h>
 
+#include <re2/re2.h>
+
+#include <memory>
 #include <random>
 
 #include "helpers/test_support.h"
 #include "pulsebox/secrets.h"
+#include "secrets/builtin_patterns.h"
 
 namespace pulsebox {
 namespace {
@@ -132,6 +136,116 @@ std::string stream_through(const SecretScrubber& scrubber, const std::vector<std
 
 // Every split point of the input into two chunks gives the same output as
 // scrubbing it whole.
+// The prefilter may say "maybe" freely, but never "no" to a text a built-in
+// pattern matches: random texts made of the patterns' own pieces and near
+// misses, checked against every pattern itself.
+// The prefilters may say "maybe" freely, but never "no" to a text a
+// built-in pattern matches: random texts made of the patterns' own pieces
+// and near misses, checked against every pattern itself.
+TEST(ScrubberTest, ThePrefiltersNeverMissABuiltInPattern) {
+  RE2::Options latin1;
+  latin1.set_encoding(RE2::Options::EncodingLatin1);
+  latin1.set_log_errors(false);
+  using Role = BuiltinPatternSource::Role;
+  std::vector<std::pair<Role, std::unique_ptr<RE2>>> patterns;
+  for (const auto& source : builtin_pattern_sources()) {
+    if (source.role == Role::PemEnd) continue;  // only looked for after a PemBegin
+    patterns.emplace_back(source.role, std::make_unique<RE2>(source.regex, latin1));
+    ASSERT_TRUE(patterns.back().second->ok()) << source.regex;
+  }
+  const std::vector<std::string> pieces = {" ",
+                                           "=",
+                                           ":",
+                                           "\"",
+                                           "'",
+                                           "\n",
+                                           "\t",
+                                           ".",
+                                           "_",
+                                           "-",
+                                           "é",
+                                           "\xff",
+                                           "-----BEGIN",
+                                           "-----BEGI",
+                                           "RSA PRIVATE KEY-----",
+                                           "-----END",
+                                           " PRIVATE KEY-----",
+                                           "AIza",
+                                           "AIz",
+                                           "sk-",
+                                           "sk",
+                                           "gh",
+                                           "ghp_",
+                                           "gho",
+                                           "GHS_",
+                                           "xox",
+                                           "xoxb-",
+                                           "eyJ",
+                                           "eyJhbGci",
+                                           "AKIA",
+                                           "AKI",
+                                           "ASIA",
+                                           "api",
+                                           "ap",
+                                           "API_KEY",
+                                           "Api-Key",
+                                           "Secret",
+                                           "secr",
+                                           "PassWord",
+                                           "pas",
+                                           "passwd",
+                                           "pwd",
+                                           "PWD",
+                                           "token",
+                                           "tok",
+                                           "TOKEN",
+                                           "Bearer",
+                                           "BEARER",
+                                           "beare",
+                                           "client",
+                                           "refresh",
+                                           "auth",
+                                           "abcdefghijklmnopqrstuvwxyz0123456789",
+                                           "ABCDEFGHIJKLMNOP",
+                                           "1234"};
+  std::mt19937 random(20261130);
+  int redacting = 0;
+  int any = 0;
+  for (int round = 0; round < 30000; ++round) {
+    std::string text;
+    const int count = 1 + static_cast<int>(random() % 10);
+    for (int i = 0; i < count; ++i)
+      text += pieces[random() % pieces.size()];
+    bool redact = false;
+    bool other = false;
+    for (const auto& [role, pattern] : patterns) {
+      if (!RE2::PartialMatch(text, *pattern)) continue;
+      (role == Role::Redact || role == Role::PemBegin ? redact : other) = true;
+    }
+    if (redact) {
+      ++redacting;
+      EXPECT_TRUE(may_match_builtin_pattern(text)) << "missed: " << text;
+    }
+    if (redact || other) {
+      ++any;
+      EXPECT_TRUE(may_hold_builtin_secret(text)) << "missed: " << text;
+    }
+  }
+  EXPECT_GT(redacting, 1000) << "the pieces should often make a match";
+  EXPECT_GT(any, redacting) << "and sometimes only a pending prefix";
+
+  // pulsebox's own audit details need no pattern at all.
+  for (const char* clean : {"sandbox-init native allow backend native initialized",
+                            "secrets strongly_enforced", "a token bucket", ""}) {
+    EXPECT_FALSE(may_match_builtin_pattern(clean)) << clean;
+  }
+  EXPECT_TRUE(may_hold_builtin_secret("secrets strongly_enforced"));
+  for (const char* secret : {"PASSWORD=x", "api_key: 'x'", "Authorization: Bearer abcd",
+                             "-----BEGIN OPENSSH PRIVATE KEY-----", "client_secret\t= x"}) {
+    EXPECT_TRUE(may_match_builtin_pattern(secret)) << secret;
+  }
+}
+
 TEST(ScrubberStreamTest, SecretSplitAcrossTwoChunksAtEveryPosition) {
   SecretScrubber scrubber({"split-me-secret"});
   const std::string input =
