@@ -673,6 +673,11 @@ ExecutionOutcome NativeBackend::execute(const ExecutionRequest& request) {
 
   core::trace_phase("native: staging directory ready");
   runtime::LaunchPlan plan;
+  std::unique_ptr<core::ChildTrace> child_trace;
+  if (core::trace_enabled()) {
+    child_trace = std::make_unique<core::ChildTrace>();
+    plan.trace = child_trace.get();
+  }
   plan.namespaces = kNamespaces;
   plan.new_cgroup_namespace = true;
   const bool own_network = request.network.mode != NetworkMode::AllowAll;
@@ -884,6 +889,7 @@ ExecutionOutcome NativeBackend::execute(const ExecutionRequest& request) {
     (void)cgroup->remove();  // a leftover is removed by the next reconcile
   }
 
+  if (child_trace) child_trace->print();
   core::trace_phase("native: init reaped, cgroup removed");
   std::optional<runtime::ChildMessage> error;
   std::optional<int> command_status;

@@ -30,21 +30,49 @@ long peak_rss_kib() {
   return kib;
 }
 
-}  // namespace
-
-void trace_phase(const char* name) {
-  static const bool enabled = [] {
-    const char* value = std::getenv("PULSEBOX_TRACE");
-    return value != nullptr && std::strcmp(value, "1") == 0;
-  }();
-  if (!enabled) return;
+double trace_start_ms() {
   static const double start = monotonic_ms();
+  return start;
+}
+
+void print_line(double at_ms, const char* prefix, const char* name) {
   // Page faults are worth watching: on a virtual machine a copy-on-write
   // fault after fork can cost ~15 us.
   rusage usage{};
   ::getrusage(RUSAGE_SELF, &usage);
-  std::fprintf(stderr, "pulsebox trace: %8.3f ms  peak rss %6ld kB  faults %5ld  %s\n",
-               monotonic_ms() - start, peak_rss_kib(), usage.ru_minflt + usage.ru_majflt, name);
+  std::fprintf(stderr, "pulsebox trace: %8.3f ms  peak rss %6ld kB  faults %5ld  %s%s\n",
+               at_ms - trace_start_ms(), peak_rss_kib(), usage.ru_minflt + usage.ru_majflt, prefix,
+               name);
+}
+
+}  // namespace
+
+bool trace_enabled() {
+  static const bool enabled = [] {
+    const char* value = std::getenv("PULSEBOX_TRACE");
+    return value != nullptr && std::strcmp(value, "1") == 0;
+  }();
+  return enabled;
+}
+
+void trace_phase(const char* name) {
+  if (!trace_enabled()) return;
+  trace_start_ms();
+  print_line(monotonic_ms(), "", name);
+}
+
+void ChildTrace::mark(const char* label) noexcept {
+  const int index = count.fetch_add(1, std::memory_order_relaxed);
+  if (index >= kCapacity) return;
+  timespec now{};
+  ::clock_gettime(CLOCK_MONOTONIC, &now);
+  marks[index] = {label, static_cast<std::int64_t>(now.tv_sec) * 1000000000 + now.tv_nsec};
+}
+
+void ChildTrace::print() const {
+  const int marked = count.load() < kCapacity ? count.load() : kCapacity;
+  for (int i = 0; i < marked; ++i)
+    print_line(static_cast<double>(marks[i].monotonic_ns) / 1e6, "child: ", marks[i].label);
 }
 
 }  // namespace pulsebox::core

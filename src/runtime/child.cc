@@ -39,6 +39,10 @@ constexpr std::uint64_t signal_bit(int signal) {
   return std::uint64_t{1} << (signal - 1);
 }
 
+void mark(const LaunchPlan& plan, const char* label) noexcept {
+  if (plan.trace != nullptr) plan.trace->mark(label);
+}
+
 [[noreturn]] void exit_now(int code) noexcept {
   for (;;)
     raw(SYS_exit_group, code);
@@ -95,6 +99,7 @@ struct Failure {
 
 [[noreturn]] void run_command(const LaunchPlan& plan, int channel, int out, int err) noexcept {
   const Failure fail{channel};
+  mark(plan, "command: started");
   if (plan.clear_groups) {
     if (const int e = linux_api::sys_clear_groups(); e != 0)
       fail("dropping supplementary groups", e);
@@ -121,6 +126,7 @@ struct Failure {
   // init blocks SIGCHLD and SIGTERM to wait for them; the mask survives execve.
   const std::uint64_t none = 0;
   raw(SYS_rt_sigprocmask, SIG_SETMASK, &none, nullptr, kSigsetBytes);
+  mark(plan, "command: ids, capabilities, fds set");
   int listener = -1;
   if (plan.load_seccomp) {
     if (const int e = linux_api::install_seccomp_filter(plan.seccomp_program, plan.seccomp_listener,
@@ -129,6 +135,7 @@ struct Failure {
       fail("loading the seccomp filter", e);
     }
   }
+  mark(plan, "command: seccomp filter loaded");
   // Under the filter now: the profile must allow sendmsg, close and execve.
   if (send_child_ready(channel, listener) != 0) exit_now(kSetupFailed);
   if (listener >= 0) raw(SYS_close, listener);
@@ -160,6 +167,7 @@ int start_command(void* argument) {
 void run_sandbox_init(const LaunchPlan& plan) noexcept {
   const int channel = plan.channel_fd;
   const Failure fail{channel};
+  mark(plan, "init: started");
   // If the supervisor dies, the sandbox dies with it (init's death kills the
   // whole pid namespace).
   raw(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
@@ -172,6 +180,7 @@ void run_sandbox_init(const LaunchPlan& plan) noexcept {
   close_all_except(0, keep, kept);
 
   if (!wait_for_go(channel)) exit_now(kSetupFailed);  // the supervisor is gone
+  mark(plan, "init: go");
   if (plan.new_cgroup_namespace) {
     if (const int e = raw_error(raw(SYS_unshare, CLONE_NEWCGROUP)); e != 0)
       fail("creating the cgroup namespace", e);
@@ -194,6 +203,7 @@ void run_sandbox_init(const LaunchPlan& plan) noexcept {
   for (const auto& step : plan.mounts) {
     if (const int e = linux_api::apply_mount_step(step); e != 0) fail(step.stage.c_str(), e);
   }
+  mark(plan, "init: mounts made");
   if (!plan.hostname.empty()) {
     if (const int e = raw_error(raw(SYS_sethostname, plan.hostname.c_str(), plan.hostname.size()));
         e != 0) {
@@ -212,6 +222,7 @@ void run_sandbox_init(const LaunchPlan& plan) noexcept {
   if (const int e = raw_error(raw(SYS_umount2, ".", MNT_DETACH)); e != 0)
     fail("detaching the old root", e);
   if (const int e = raw_error(raw(SYS_chdir, "/")); e != 0) fail("entering /", e);
+  mark(plan, "init: hostname, lo, pivot_root, old root detached");
   mount_attr read_only{};
   read_only.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
   if (const int e =
@@ -242,6 +253,7 @@ void run_sandbox_init(const LaunchPlan& plan) noexcept {
   const long command = linux_api::clone_on_stack(
       CLONE_VM | CLONE_VFORK | SIGCHLD, plan.command_stack_top(), nullptr, start_command, &start);
   if (command < 0) fail("creating the command process", raw_error(command));
+  mark(plan, "init: the command called execve");
 
   // init: hold no output pipe (EOF then means the command's tree is done),
   // forward SIGTERM to everything inside, reap everything, report the
@@ -256,6 +268,7 @@ void run_sandbox_init(const LaunchPlan& plan) noexcept {
       int status = 0;
       const long pid = raw(SYS_wait4, -1, &status, WNOHANG, nullptr);
       if (pid == command) {
+        mark(plan, "init: the command exited");
         send_child_exited(channel, status);
         exit_now(0);
       }

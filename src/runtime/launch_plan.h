@@ -23,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/trace.h"
 #include "linux/caps.h"
 #include "linux/mounts.h"
 #include "linux/userns.h"
@@ -83,6 +84,9 @@ struct LaunchPlan {
   int stdout_fd = -1;
   int stderr_fd = -1;
   std::vector<int> extra_fds;  // e.g. an idmapped mount tree, referenced by a mount step
+
+  // With PULSEBOX_TRACE=1: where init and the command mark their progress.
+  core::ChildTrace* trace = nullptr;
 
   LaunchPlan() = default;
   LaunchPlan(const LaunchPlan&) = delete;

@@ -681,6 +681,47 @@ TEST_F(NativeBackendTest, TheCommandLineRunsNativeByDefault) {
 // An ordinary user without a delegated cgroup (tools/check runs this suite as
 // one): limits say why and how to fix it, and an explicit limit that cannot
 // be held is refused before anything runs.
+// PULSEBOX_TRACE=1: each phase with its time, the child processes' marks
+// (recorded in memory they share with the supervisor) among them, in order.
+TEST_F(NativeBackendTest, TheTraceShowsEveryPhaseOfARunInOrder) {
+  const std::vector<std::string> env = {"PULSEBOX_STATE_DIR=" + state_.path().string(),
+                                        "PULSEBOX_TRACE=1"};
+  const auto run =
+      testing::run_cli({"run", "-w", workspace_.path().string(), "--", "true"}, "", env);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  std::vector<std::pair<double, std::string>> lines;
+  std::istringstream err(run.err);
+  std::string line;
+  const std::string prefix = "pulsebox trace: ";
+  while (std::getline(err, line)) {
+    if (line.rfind(prefix, 0) != 0) continue;
+    const double ms = std::stod(line.substr(prefix.size()));
+    lines.emplace_back(ms, line.substr(line.find("faults")));
+  }
+  auto at = [&](const std::string& phase) {
+    for (const auto& [ms, text] : lines) {
+      if (text.size() >= phase.size() &&
+          text.compare(text.size() - phase.size(), phase.size(), phase) == 0) {
+        return ms;
+      }
+    }
+    ADD_FAILURE() << "no trace line for " << phase << " in:\n" << run.err;
+    return -1.0;
+  };
+  const std::vector<std::string> order = {"main",
+                                          "native: cgroup created",
+                                          "child: init: started",
+                                          "child: init: go",
+                                          "child: init: mounts made",
+                                          "child: command: started",
+                                          "child: command: seccomp filter loaded",
+                                          "child: init: the command exited",
+                                          "native: init reaped, cgroup removed",
+                                          "main: returning"};
+  for (std::size_t i = 1; i < order.size(); ++i)
+    EXPECT_LE(at(order[i - 1]), at(order[i])) << order[i - 1] << " before " << order[i];
+}
+
 TEST_F(NativeBackendTest, WithoutADelegatedCgroupAnExplicitMemoryLimitIsRefused) {
   const linux_api::CgroupHost host = linux_api::discover_cgroups();
   if (host.memory.usable)
