@@ -227,10 +227,11 @@ struct SecretScrubber::Engine {
   }
 
   // All ranges to redact in `text` (sorted, merged) and their whole matches.
-  Matches find(std::string_view text) const {
+  // `builtins_possible` false: the caller knows no built-in pattern can match.
+  Matches find(std::string_view text, bool builtins_possible = true) const {
     Matches found;
     if (literals) collect(*literals, 0, text, found.redact, &found.spans);
-    if (const BuiltinPatterns* builtin = builtins_for(text)) {
+    if (const BuiltinPatterns* builtin = builtins_possible ? builtins_for(text) : nullptr) {
       for (const Pattern& pattern : builtin->patterns)
         collect(*pattern.re, pattern.group, text, found.redact, &found.spans);
     }
@@ -361,35 +362,41 @@ bool assignment_follows(std::string_view text, std::size_t i) {
 // assignment follows it (the redacting patterns) or anywhere (the pending
 // prefix of a stream, which is a keyword at the very end).
 bool has_trigger(std::string_view text, bool assignments) {
-  // Which bytes can start a trigger: most bytes are not, and cost one lookup.
-  static const auto starts = [] {
-    std::array<bool, 256> table{};
-    auto add_folded = [&](std::string_view word) {
-      table[static_cast<unsigned char>(word[0])] = true;
-      table[static_cast<unsigned char>(word[0] - 'a' + 'A')] = true;
+  enum class Kind { Keyword, Bearer, Exact };
+  struct Trigger {
+    std::string_view word;
+    Kind kind;
+  };
+  // The triggers by the byte they start with: most bytes start none and
+  // cost one lookup, the rest compare a few short words.
+  static const auto by_first_byte = [] {
+    std::array<std::vector<Trigger>, 256> table;
+    auto add_folded = [&](std::string_view word, Kind kind) {
+      table[static_cast<unsigned char>(word[0])].push_back({word, kind});
+      table[static_cast<unsigned char>(word[0] - 'a' + 'A')].push_back({word, kind});
     };
     for (std::string_view word : kKeywordTriggers)
-      add_folded(word);
-    add_folded(kBearer);
+      add_folded(word, Kind::Keyword);
+    add_folded(kBearer, Kind::Bearer);
     for (std::string_view word : kExactTriggers)
-      table[static_cast<unsigned char>(word[0])] = true;
+      table[static_cast<unsigned char>(word[0])].push_back({word, Kind::Exact});
     return table;
   }();
   for (std::size_t i = 0; i < text.size(); ++i) {
-    if (!starts[static_cast<unsigned char>(text[i])]) continue;
-    for (std::string_view word : kKeywordTriggers) {
-      if (has_at(text, i, word, true) &&
-          (!assignments || assignment_follows(text, i + word.size()))) {
-        return true;
+    for (const Trigger& trigger : by_first_byte[static_cast<unsigned char>(text[i])]) {
+      if (!has_at(text, i, trigger.word, trigger.kind != Kind::Exact)) continue;
+      const std::size_t next = i + trigger.word.size();
+      switch (trigger.kind) {
+        case Kind::Exact:
+          return true;
+        case Kind::Keyword:
+          if (!assignments || assignment_follows(text, next)) return true;
+          break;
+        case Kind::Bearer:
+          if (!assignments || (next < text.size() && (text[next] == ' ' || text[next] == '\t')))
+            return true;
+          break;
       }
-    }
-    if (has_at(text, i, kBearer, true)) {
-      const std::size_t next = i + kBearer.size();
-      if (!assignments || (next < text.size() && (text[next] == ' ' || text[next] == '\t')))
-        return true;
-    }
-    for (std::string_view word : kExactTriggers) {
-      if (has_at(text, i, word, false)) return true;
     }
   }
   return false;
@@ -486,8 +493,9 @@ struct SecretScrubber::Stream::State {
   // Where the unfinished PEM private key block starts, if any. Pairs are
   // walked in order as the whole-text pattern sees them: a BEGIN extends to
   // the first END after it, and the first BEGIN without one is unfinished.
-  std::optional<std::size_t> unfinished_private_key(std::string_view buffer) const {
-    const BuiltinPatterns* builtin = engine->builtins_for(buffer);
+  std::optional<std::size_t> unfinished_private_key(std::string_view buffer,
+                                                    bool builtins_possible = true) const {
+    const BuiltinPatterns* builtin = builtins_possible ? engine->builtins_for(buffer) : nullptr;
     if (builtin == nullptr) return std::nullopt;
     std::size_t pos = 0;
     for (;;) {
@@ -523,7 +531,10 @@ struct SecretScrubber::Stream::State {
   std::string process() {
     if (in_private_key) return drain_private_key();
     const std::string_view buffer = carry;
-    const Matches found = engine->find(buffer);
+    // One pass decides for all three uses below: most chunks hold nothing
+    // any built-in pattern (the pending prefix included) could match.
+    const BuiltinPatterns* builtin = engine->builtins_for_prefix(buffer);
+    const Matches found = engine->find(buffer, builtin != nullptr);
     const std::vector<Range>& ranges = found.redact;
 
     // Tokens after the last whitespace may still grow into a secret.
@@ -538,14 +549,14 @@ struct SecretScrubber::Stream::State {
                                      ? std::min(engine->max_literal_length - 1, buffer.size())
                                      : 0;
     cut = std::min(cut, buffer.size() - holdback);
-    if (const BuiltinPatterns* builtin = engine->builtins_for_prefix(buffer)) {
+    if (builtin != nullptr) {
       re2::StringPiece match;
       if (builtin->pending_prefix->Match(re2::StringPiece(buffer.data(), buffer.size()), 0,
                                          buffer.size(), RE2::UNANCHORED, &match, 1)) {
         cut = std::min(cut, static_cast<std::size_t>(match.data() - buffer.data()));
       }
     }
-    const auto pem_start = unfinished_private_key(buffer);
+    const auto pem_start = unfinished_private_key(buffer, builtin != nullptr);
     if (pem_start) cut = std::min(cut, *pem_start);
     for (const Range& span : found.spans) {
       if (span.begin < cut && span.end > cut) {
