@@ -101,15 +101,19 @@ fs::path ensure_mount_points(const fs::path& state_dir) {
   const fs::path dir = state_dir / "mnt";
   ensure_private_dir(dir, ::geteuid() == 0 ? 0711 : 0700);
   auto check = [&](const fs::path& path, bool directory, mode_t mode = 0755) {
-    struct stat st {};
-    if (::lstat(path.c_str(), &st) != 0 && errno == ENOENT) {
-      const int made =
-          directory ? ::mkdir(path.c_str(), mode)
-                    : ::close(::open(path.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0));
-      if (made != 0 && errno != EEXIST)
-        fail(Error::from_errno("native", "creating " + path.string()));
-      if (::lstat(path.c_str(), &st) != 0) fail(Error::from_errno("native", path.string()));
+    // Made first, checked after: concurrent first runs all try, EEXIST is
+    // fine (looking first and making after raced: found on a 1-CPU VM).
+    int made = -1;
+    if (directory) {
+      made = ::mkdir(path.c_str(), mode);
+    } else if (const int fd = ::open(path.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0);
+               fd >= 0) {
+      made = ::close(fd);
     }
+    if (made != 0 && errno != EEXIST)
+      fail(Error::from_errno("native", "creating " + path.string()));
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) != 0) fail(Error::from_errno("native", path.string()));
     const bool right_type =
         directory ? S_ISDIR(st.st_mode) : S_ISREG(st.st_mode) && st.st_size == 0;
     if (!right_type || st.st_uid != ::geteuid()) {

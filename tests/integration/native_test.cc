@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <fcntl.h>
+#include <atomic>
 #include <chrono>
 #include <fstream>
 #include <map>
@@ -632,6 +633,31 @@ TEST_F(NativeBackendTest, FinishedRunsStagingIsRemovedDuringTheNextRun) {
   for (const auto& path : finished)
     EXPECT_FALSE(fs::exists(path)) << path << " still in trash/";
   EXPECT_FALSE(fs::exists(trash / "run-partial"));
+}
+
+// The first runs on a fresh state directory all make its shared mount
+// points at once: losing that race is fine (found by the VM's single CPU).
+TEST_F(NativeBackendTest, FirstRunsOnAFreshStateDirectoryShareItsMountPoints) {
+  constexpr int kClients = 6;
+  for (int round = 0; round < 20; ++round) {
+    TempDir state;
+    std::atomic<int> waiting{kClients};
+    const std::string failures = testing::run_concurrently(kClients, [&](int) {
+      SandboxOptions o = options();
+      NativeBackendOptions native = native_options();
+      native.state_dir = state.path();
+      o.backend = make_native_backend(native);
+      Sandbox sandbox(std::move(o));
+      sandbox.initialize();
+      // Start together, so that several find mnt/ missing.
+      waiting.fetch_sub(1);
+      while (waiting.load() > 0)
+        std::this_thread::yield();
+      const auto result = sandbox.execute({"true"});
+      return result.exit_code == 0 ? std::string() : result.termination_detail;
+    });
+    ASSERT_EQ(failures, "") << "round " << round;
+  }
 }
 
 TEST_F(NativeBackendTest, CapabilitiesReportStrongIsolation) {
