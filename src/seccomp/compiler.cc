@@ -26,7 +26,7 @@ using core::UniqueFd;
 namespace {
 
 // Bump when the compilation itself changes, so old cache files are not used.
-constexpr const char* kCompilerVersion = "pulsebox-seccomp-1";
+constexpr const char* kCompilerVersion = "pulsebox-seccomp-2";  // 2: binary tree
 
 bool is_kill(Action action) {
   return action == Action::KillProcess || action == Action::KillThread;
@@ -124,7 +124,7 @@ std::string cache_key(const Profile& profile) {
   return cache_key(std::string_view(profile.text));
 }
 
-core::Result<std::shared_ptr<const CompiledFilter>> compile(const Profile& profile) {
+core::Result<std::shared_ptr<const CompiledFilter>> compile(const Profile& profile, Layout layout) {
   const std::uint32_t default_action = scmp_action(profile.default_action, profile.default_errno);
   std::unique_ptr<void, ContextDeleter> ctx(::seccomp_init(default_action));
   if (!ctx) return Error(ErrorKind::kInternal, "seccomp", "seccomp_init failed");
@@ -134,6 +134,7 @@ core::Result<std::shared_ptr<const CompiledFilter>> compile(const Profile& profi
   ::seccomp_attr_set(ctx.get(), SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
   // no_new_privs is set by pulsebox itself, earlier.
   ::seccomp_attr_set(ctx.get(), SCMP_FLTATR_CTL_NNP, 0);
+  if (layout == Layout::BinaryTree) ::seccomp_attr_set(ctx.get(), SCMP_FLTATR_CTL_OPTIMIZE, 2);
   for (const auto& arch_name : profile.architectures) {
     std::string lower = arch_name.substr(std::string("SCMP_ARCH_").size());
     std::transform(lower.begin(), lower.end(), lower.begin(),

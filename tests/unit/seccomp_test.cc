@@ -2,8 +2,13 @@
 // Docker's conditions, compilation of the built-in profiles, the cache.
 #include <gtest/gtest.h>
 
+#include <linux/audit.h>
+#include <linux/seccomp.h>
+#include <seccomp.h>
+
 #include <cstring>
 #include <fstream>
+#include <random>
 #include <set>
 
 #include "core/json_lines.h"
@@ -227,6 +232,163 @@ TEST(FilterCache, ByNameHitsNeedNoParseAndKeepTheListenerFlag) {
   auto missing = cache.get((dir / "absent.json").string());
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.error().message().find("absent.json"), std::string::npos);
+}
+
+// Runs a seccomp program on one call, as the kernel's classic BPF
+// interpreter would. An instruction it does not know fails the test.
+std::uint32_t run_program(const std::vector<sock_filter>& program, const seccomp_data& data) {
+  std::uint32_t a = 0;
+  std::uint32_t x = 0;
+  std::uint32_t memory[BPF_MEMWORDS] = {};
+  const auto* bytes = reinterpret_cast<const unsigned char*>(&data);
+  for (std::size_t pc = 0; pc < program.size(); ++pc) {
+    const sock_filter& op = program[pc];
+    switch (op.code) {
+      case BPF_LD | BPF_W | BPF_ABS:
+        if (op.k + 4 > sizeof data) {
+          ADD_FAILURE() << "load beyond seccomp_data at " << pc;
+          return 0;
+        }
+        std::memcpy(&a, bytes + op.k, 4);
+        break;
+      case BPF_LD | BPF_IMM:
+        a = op.k;
+        break;
+      case BPF_LDX | BPF_IMM:
+        x = op.k;
+        break;
+      case BPF_LD | BPF_MEM:
+        a = memory[op.k % BPF_MEMWORDS];
+        break;
+      case BPF_LDX | BPF_MEM:
+        x = memory[op.k % BPF_MEMWORDS];
+        break;
+      case BPF_ST:
+        memory[op.k % BPF_MEMWORDS] = a;
+        break;
+      case BPF_STX:
+        memory[op.k % BPF_MEMWORDS] = x;
+        break;
+      case BPF_ALU | BPF_AND | BPF_K:
+        a &= op.k;
+        break;
+      case BPF_ALU | BPF_OR | BPF_K:
+        a |= op.k;
+        break;
+      case BPF_MISC | BPF_TAX:
+        x = a;
+        break;
+      case BPF_MISC | BPF_TXA:
+        a = x;
+        break;
+      case BPF_JMP | BPF_JA:
+        pc += op.k;
+        break;
+      case BPF_JMP | BPF_JEQ | BPF_K:
+        pc += a == op.k ? op.jt : op.jf;
+        break;
+      case BPF_JMP | BPF_JGT | BPF_K:
+        pc += a > op.k ? op.jt : op.jf;
+        break;
+      case BPF_JMP | BPF_JGE | BPF_K:
+        pc += a >= op.k ? op.jt : op.jf;
+        break;
+      case BPF_JMP | BPF_JSET | BPF_K:
+        pc += (a & op.k) != 0 ? op.jt : op.jf;
+        break;
+      case BPF_JMP | BPF_JEQ | BPF_X:
+        pc += a == x ? op.jt : op.jf;
+        break;
+      case BPF_JMP | BPF_JGT | BPF_X:
+        pc += a > x ? op.jt : op.jf;
+        break;
+      case BPF_JMP | BPF_JGE | BPF_X:
+        pc += a >= x ? op.jt : op.jf;
+        break;
+      case BPF_RET | BPF_K:
+        return op.k;
+      case BPF_RET | BPF_A:
+        return a;
+      default:
+        ADD_FAILURE() << "opcode 0x" << std::hex << op.code << " at " << std::dec << pc;
+        return 0;
+    }
+  }
+  ADD_FAILURE() << "the program ran off its end";
+  return 0;
+}
+
+// The binary-tree layout loads in half the time; it must decide every call
+// exactly as the linear one: every syscall number (and beyond), the x32 and
+// i386 entry points, and for calls with argument rules the rules' own
+// values, their neighbours and random ones in every argument.
+TEST(SeccompCompiler, TheBinaryTreeDecidesEveryCallAsTheLinearLayout) {
+  std::mt19937_64 random(20261130);
+  for (const auto& name : builtin_profile_names()) {
+    auto profile = load_profile(name);
+    ASSERT_TRUE(profile.ok()) << name;
+    auto tree = compile(profile.value(), Layout::BinaryTree);
+    auto linear = compile(profile.value(), Layout::Linear);
+    ASSERT_TRUE(tree.ok() && linear.ok()) << name;
+    EXPECT_NE(tree.value()->program.size(), linear.value()->program.size())
+        << name << ": the layouts should differ";
+
+    std::set<std::uint64_t> values = {0,          1,          2,           0x7fffffff,
+                                      0x80000000, 0xffffffff, 0x100000000, ~std::uint64_t{0}};
+    std::set<int> argument_checked;
+    for (const auto& rule : profile.value().rules) {
+      if (rule.args.empty()) continue;
+      for (const auto& syscall : rule.names) {
+        const int nr = ::seccomp_syscall_resolve_name(syscall.c_str());
+        if (nr >= 0) argument_checked.insert(nr);
+      }
+      for (const auto& check : rule.args) {
+        for (std::uint64_t v : {check.value, check.value_two}) {
+          for (std::uint64_t near : {v, v - 1, v + 1, ~v, v | check.value_two, v << 32})
+            values.insert(near);
+        }
+      }
+    }
+    const std::vector<std::uint64_t> pool(values.begin(), values.end());
+    int compared = 0;
+    auto compare = [&](const seccomp_data& data) {
+      ++compared;
+      const std::uint32_t expected = run_program(linear.value()->program, data);
+      const std::uint32_t actual = run_program(tree.value()->program, data);
+      if (expected != actual) {
+        ADD_FAILURE() << name << ": syscall " << data.nr << " arch 0x" << std::hex << data.arch
+                      << " args " << data.args[0] << " " << data.args[1] << " " << data.args[2]
+                      << ": linear 0x" << expected << ", tree 0x" << actual;
+        return false;
+      }
+      return true;
+    };
+    for (std::uint32_t arch : {std::uint32_t{AUDIT_ARCH_X86_64}, std::uint32_t{AUDIT_ARCH_I386}}) {
+      for (int nr = 0; nr < 600; ++nr) {
+        for (int x32 : {0, 0x40000000}) {
+          seccomp_data data{};
+          data.arch = arch;
+          data.nr = nr | x32;
+          if (!compare(data)) return;
+          if (!argument_checked.count(nr) || x32 != 0 || arch != AUDIT_ARCH_X86_64) continue;
+          for (int index = 0; index < 6; ++index) {
+            for (std::uint64_t value : pool) {
+              seccomp_data one = data;
+              one.args[index] = value;
+              if (!compare(one)) return;
+            }
+          }
+          for (int round = 0; round < 200; ++round) {
+            seccomp_data mixed = data;
+            for (auto& arg : mixed.args)
+              arg = random() % 3 == 0 ? random() : pool[random() % pool.size()];
+            if (!compare(mixed)) return;
+          }
+        }
+      }
+    }
+    EXPECT_GT(compared, 2400) << name;
+  }
 }
 
 }  // namespace
