@@ -682,6 +682,9 @@ ExecutionOutcome NativeBackend::execute(const ExecutionRequest& request) {
     child_trace = std::make_unique<core::ChildTrace>();
     plan.trace = child_trace.get();
   }
+  auto command_stack = linux_api::ChildStack::allocate(runtime::LaunchPlan::kCommandStackSize);
+  if (!command_stack) fail(std::move(command_stack).error());
+  plan.command_stack = std::move(command_stack).value();
   plan.namespaces = kNamespaces;
   plan.new_cgroup_namespace = true;
   const bool own_network = request.network.mode != NetworkMode::AllowAll;

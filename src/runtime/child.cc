@@ -97,17 +97,23 @@ struct Failure {
   }
 };
 
-[[noreturn]] void run_command(const LaunchPlan& plan, int channel, int out, int err) noexcept {
-  const Failure fail{channel};
-  mark(plan, "command: started");
+// Drops the supplementary groups (where the plan says so), then takes `gid`
+// and `uid`; the stages name each step in an error.
+void switch_ids(const LaunchPlan& plan, uid_t uid, gid_t gid, const char* gid_stage,
+                const char* uid_stage, const Failure& fail) noexcept {
   if (plan.clear_groups) {
     if (const int e = linux_api::sys_clear_groups(); e != 0)
       fail("dropping supplementary groups", e);
   }
-  if (const int e = linux_api::sys_setresgid(plan.command_gid); e != 0)
-    fail("switching to the sandbox gid", e);
-  if (const int e = linux_api::sys_setresuid(plan.command_uid); e != 0)
-    fail("switching to the sandbox uid", e);
+  if (const int e = linux_api::sys_setresgid(gid); e != 0) fail(gid_stage, e);
+  if (const int e = linux_api::sys_setresuid(uid); e != 0) fail(uid_stage, e);
+}
+
+[[noreturn]] void run_command(const LaunchPlan& plan, int channel, int out, int err) noexcept {
+  const Failure fail{channel};
+  mark(plan, "command: started");
+  switch_ids(plan, plan.command_uid, plan.command_gid, "switching to the sandbox gid",
+             "switching to the sandbox uid", fail);
   if (const int e = linux_api::clear_process_capabilities(); e != 0)
     fail("dropping capabilities", e);
   if (const int e = raw_error(raw(SYS_prctl, PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)); e != 0)
@@ -186,14 +192,8 @@ void run_sandbox_init(const LaunchPlan& plan) noexcept {
       fail("creating the cgroup namespace", e);
   }
 
-  if (plan.clear_groups) {
-    if (const int e = linux_api::sys_clear_groups(); e != 0)
-      fail("dropping supplementary groups", e);
-  }
-  if (const int e = linux_api::sys_setresgid(plan.init_gid); e != 0)
-    fail("switching to the namespace's gid", e);
-  if (const int e = linux_api::sys_setresuid(plan.init_uid); e != 0)
-    fail("switching to the namespace's uid", e);
+  switch_ids(plan, plan.init_uid, plan.init_gid, "switching to the namespace's gid",
+             "switching to the namespace's uid", fail);
 
   // Mount propagation stops here: nothing below reaches the host.
   if (const int e = raw_error(raw(SYS_mount, nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr));
@@ -251,9 +251,9 @@ void run_sandbox_init(const LaunchPlan& plan) noexcept {
   // and init is suspended meanwhile (CLONE_VFORK, as posix_spawn does).
   CommandStart start{&plan, channel};
   const long command = linux_api::clone_on_stack(
-      CLONE_VM | CLONE_VFORK | SIGCHLD, plan.command_stack_top(), nullptr, start_command, &start);
+      CLONE_VM | CLONE_VFORK | SIGCHLD, plan.command_stack.top(), nullptr, start_command, &start);
   if (command < 0) fail("creating the command process", raw_error(command));
-  mark(plan, "init: the command called execve");
+  mark(plan, "init: resumed (the command called execve)");
 
   // init: hold no output pipe (EOF then means the command's tree is done),
   // forward SIGTERM to everything inside, reap everything, report the

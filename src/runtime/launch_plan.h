@@ -25,6 +25,7 @@
 
 #include "core/trace.h"
 #include "linux/caps.h"
+#include "linux/clone.h"
 #include "linux/mounts.h"
 #include "linux/userns.h"
 
@@ -70,14 +71,11 @@ struct LaunchPlan {
   std::string cwd;  // inside the sandbox
 
   // The command process's stack until its execve (it is started with
-  // CLONE_VM | CLONE_VFORK from init). Allocated here, before clone().
+  // CLONE_VM | CLONE_VFORK from init): mmap-ed, so untouched pages cost
+  // nothing, with a guard page, so an overflow faults instead of writing
+  // into the supervisor's memory. Allocated before clone().
   static constexpr std::size_t kCommandStackSize = 64 * 1024;
-  std::unique_ptr<char[]> command_stack = std::make_unique<char[]>(kCommandStackSize);
-  char* command_stack_top() const {
-    // 16-byte aligned, as the ABI wants a stack.
-    const auto top = reinterpret_cast<std::uintptr_t>(command_stack.get() + kCommandStackSize);
-    return reinterpret_cast<char*>(top & ~std::uintptr_t{15});
-  }
+  linux_api::ChildStack command_stack;
 
   // Descriptors the child keeps (everything else is closed).
   int channel_fd = -1;

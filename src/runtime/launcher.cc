@@ -52,6 +52,9 @@ int LaunchedSandbox::wait(rusage* usage) {
 
 core::Result<LaunchedSandbox> launch_sandbox(LaunchPlan& plan, UniqueFd supervisor_end,
                                              const BeforeGo& before_go) {
+  if (plan.command_stack.base() == nullptr) {
+    return Error(core::ErrorKind::kInternal, "launch", "the plan has no stack for the command");
+  }
   LaunchedSandbox sandbox;
   PB_TRY(stack, linux_api::ChildStack::allocate(kInitStackSize));
   sandbox.init_stack = std::move(stack);
