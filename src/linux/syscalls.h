@@ -11,10 +11,6 @@
 
 namespace pulsebox::linux_api {
 
-inline long sys_clone3(clone_args* args) {
-  return ::syscall(SYS_clone3, args, sizeof(clone_args));
-}
-
 // clone() without a new stack has fork semantics (the child returns 0). The
 // argument order is x86_64's: flags, stack, parent_tid, child_tid, tls.
 inline long sys_clone_fork(unsigned long flags, int* pidfd_out) {

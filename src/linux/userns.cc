@@ -5,7 +5,6 @@
 #include <sched.h>
 #include <signal.h>
 #include <spawn.h>
-#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -15,6 +14,7 @@
 #include <fstream>
 #include <optional>
 
+#include "linux/clone.h"
 #include "linux/syscalls.h"
 
 namespace pulsebox::linux_api {
@@ -104,9 +104,8 @@ core::Status write_id_maps(pid_t pid, const IdMaps& maps) {
 namespace {
 
 // The holder of the mapping namespace: it only waits for the pipe to close.
-// It shares the parent's memory (CLONE_VM: no page tables to copy, which for
-// a large process is most of a fork's cost), so it must not touch anything
-// the parent uses, errno included: raw system calls on its own small stack.
+// It shares the parent's memory on a stack of its own (linux/clone.h), so it
+// must not touch anything the parent uses, errno included: raw system calls.
 struct HoldPipe {
   int read_end;
 };
@@ -119,8 +118,7 @@ int hold_namespace(void* argument) {
   if (pipe->read_end > 0) raw(SYS_close_range, 0, pipe->read_end - 1, 0);
   raw(SYS_close_range, pipe->read_end + 1, ~0U, 0);
   char byte;
-  raw(SYS_read, pipe->read_end, reinterpret_cast<long>(&byte), 1);
-  raw(SYS_exit, 0, 0, 0);
+  raw(SYS_read, pipe->read_end, &byte, 1);
   return 0;
 }
 
@@ -130,18 +128,14 @@ core::Result<UniqueFd> create_mapping_namespace(const IdMaps& maps) {
   int hold[2];
   if (::pipe2(hold, O_CLOEXEC) != 0) return Error::from_errno("userns", "pipe2");
   UniqueFd hold_read(hold[0]), hold_write(hold[1]);
-  constexpr std::size_t kStackSize = 64 * 1024;
-  void* stack = ::mmap(nullptr, kStackSize, PROT_READ | PROT_WRITE,
-                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
-  if (stack == MAP_FAILED) return Error::from_errno("userns", "mmap for a helper's stack");
-  struct Unmap {
-    void* stack;
-    ~Unmap() { ::munmap(stack, kStackSize); }
-  } unmap{stack};
+  PB_TRY(stack, ChildStack::allocate(64 * 1024));
   HoldPipe pipe{hold_read.get()};
-  const int pid = ::clone(hold_namespace, static_cast<char*>(stack) + kStackSize,
-                          CLONE_NEWUSER | CLONE_VM | SIGCHLD, &pipe);
-  if (pid < 0) return Error::from_errno("userns", "clone(CLONE_NEWUSER) for an idmapped mount");
+  const long pid = clone_on_stack(CLONE_NEWUSER | CLONE_VM | SIGCHLD, stack.top(), nullptr,
+                                  hold_namespace, &pipe);
+  if (pid < 0) {
+    return Error(ErrorKind::kIo, "userns", "clone(CLONE_NEWUSER) for an idmapped mount",
+                 static_cast<int>(-pid));
+  }
   core::Result<UniqueFd> result = Error(ErrorKind::kInternal, "userns", "unreachable");
   if (auto written = write_id_maps(static_cast<pid_t>(pid), maps); !written) {
     result = written.error();
