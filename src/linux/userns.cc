@@ -1,7 +1,6 @@
 #include "linux/userns.h"
 
 #include <fcntl.h>
-#include <pwd.h>
 #include <sched.h>
 #include <signal.h>
 #include <spawn.h>
@@ -169,16 +168,31 @@ std::optional<std::uint32_t> subordinate_id_base(const std::string& file, const 
   return std::nullopt;
 }
 
+std::optional<std::string> user_name_in_passwd(const std::string& file, std::uint32_t uid) {
+  std::ifstream in(file);
+  std::string line;
+  const std::string wanted = std::to_string(uid);
+  while (std::getline(in, line)) {
+    // name:password:uid:...
+    const auto name_end = line.find(':');
+    if (name_end == std::string::npos) continue;
+    const auto uid_start = line.find(':', name_end + 1);
+    if (uid_start == std::string::npos) continue;
+    const auto uid_end = line.find(':', uid_start + 1);
+    if (uid_end == std::string::npos) continue;
+    if (line.compare(uid_start + 1, uid_end - uid_start - 1, wanted) == 0) {
+      return line.substr(0, name_end);
+    }
+  }
+  return std::nullopt;
+}
+
 std::optional<std::uint32_t> own_subordinate_id_base(const std::string& file, std::uint32_t count) {
   const uid_t uid = ::geteuid();
   if (auto by_number = subordinate_id_base(file, std::to_string(uid), count)) return by_number;
-  passwd entry{};
-  passwd* found = nullptr;
-  std::vector<char> buffer(16384);
-  if (::getpwuid_r(uid, &entry, buffer.data(), buffer.size(), &found) != 0 || found == nullptr) {
-    return std::nullopt;
-  }
-  return subordinate_id_base(file, entry.pw_name, count);
+  const auto name = user_name_in_passwd("/etc/passwd", uid);
+  if (!name) return std::nullopt;
+  return subordinate_id_base(file, *name, count);
 }
 
 }  // namespace pulsebox::linux_api

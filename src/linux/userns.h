@@ -51,6 +51,12 @@ core::Result<core::UniqueFd> create_mapping_namespace(const IdMaps& maps);
 std::optional<std::uint32_t> subordinate_id_base(const std::string& file, const std::string& user,
                                                  std::uint32_t count);
 
+// The name of `uid` in a /etc/passwd-format file. Not getpwuid(): the CLI
+// is a static executable, where glibc's NSS would load the host's shared
+// modules. subuid files name local users (sssd and LDAP hand out ranges
+// through libsubid instead), and newuidmap refuses a wrong guess anyway.
+std::optional<std::string> user_name_in_passwd(const std::string& file, std::uint32_t uid);
+
 // The same for the current user (by name or by number, as both are allowed).
 std::optional<std::uint32_t> own_subordinate_id_base(const std::string& file, std::uint32_t count);
 

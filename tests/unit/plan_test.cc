@@ -206,6 +206,20 @@ TEST(SubordinateIds, TheFirstLargeEnoughRangeOfTheUser) {
   EXPECT_EQ(linux_api::subordinate_id_base((dir / "subuid").string(), "bob", 1), std::nullopt);
 }
 
+TEST(SubordinateIds, UserNamesComeFromThePasswdFile) {
+  TempDir dir;
+  testing::write_file(
+      dir / "passwd",
+      "root:x:0:0:root:/root:/bin/bash\nbroken\nbob:x:10001:10001::/home/bob:/bin/sh\n"
+      "alice:x:1000:1000::/home/alice:/bin/sh\n");
+  const std::string passwd = (dir / "passwd").string();
+  EXPECT_EQ(linux_api::user_name_in_passwd(passwd, 1000), std::optional<std::string>("alice"));
+  EXPECT_EQ(linux_api::user_name_in_passwd(passwd, 0), std::optional<std::string>("root"));
+  // 100 is a prefix of 1000 and of 10001: only a whole field matches.
+  EXPECT_EQ(linux_api::user_name_in_passwd(passwd, 100), std::nullopt);
+  EXPECT_EQ(linux_api::user_name_in_passwd((dir / "missing").string(), 0), std::nullopt);
+}
+
 TEST(ChildMessages, DescribeTheStageAndTheErrno) {
   ChildMessage message;
   message.kind = ChildMessageKind::Error;
