@@ -3,7 +3,8 @@
 //
 // Call order (driven by pulsebox::Sandbox):
 //   availability()         may this backend run here at all, and if not why
-//   reconcile()            once, before the first run: remove leftovers
+//   reconcile_if_needed()  once, before the first run: remove what crashed
+//                          runs left (reconcile() does it unconditionally)
 //   *_capability(...)      per dimension, before each run (the facade refuses
 //                          a run when a requested policy would be enforced
 //                          less than strongly and the caller did not accept it)
@@ -111,6 +112,9 @@ class PULSEBOX_API Backend {
 
   // Removes what crashed runs left; returns one line per thing removed.
   virtual std::vector<std::string> reconcile() = 0;
+  // reconcile(), skipped where the backend can tell cheaply that no run
+  // crashed since the last reconcile (what Sandbox does before its first run).
+  virtual std::vector<std::string> reconcile_if_needed() { return reconcile(); }
   // Throws SandboxError only when the run could not be attempted at all; a
   // command that fails to start is a result with termination_reason launch_error.
   virtual ExecutionOutcome execute(const ExecutionRequest& request) = 0;

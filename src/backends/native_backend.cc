@@ -319,14 +319,18 @@ class NativeBackend final : public Backend {
   }
 
   std::vector<std::string> reconcile() override;
+  std::vector<std::string> reconcile_if_needed() override;
   ExecutionOutcome execute(const ExecutionRequest& request) override;
   void cleanup() override {
     for (const auto& dir : run_dirs_) {
       // Out of the way at once, removed during a later run (TrashRemover).
       const fs::path trash = options_.state_dir / "trash" / dir.filename();
       if (::rename(dir.c_str(), trash.c_str()) != 0) remove_tree(dir);
-      ::unlink(lock_path_of(dir).c_str());  // while still holding it
+      // While still holding it. A cgroup left behind keeps the lock file
+      // (unlocked once we exit): the next start-up reconciles because of it.
+      if (!cgroup_left_behind_) ::unlink(lock_path_of(dir).c_str());
     }
+    cgroup_left_behind_ = false;
     run_dirs_.clear();
     run_locks_.clear();
   }
@@ -491,9 +495,28 @@ class NativeBackend final : public Backend {
   std::unique_ptr<seccomp::FilterCache> filters_;
   std::vector<fs::path> run_dirs_;
   std::vector<UniqueFd> run_locks_;
+  bool cgroup_left_behind_ = false;
   // user namespaces for idmapped workspace mounts, by workspace owner
   std::map<std::pair<uid_t, gid_t>, UniqueFd> mapping_namespaces_;
 };
+
+// Every run's lock file sits in runs/ (flock-ed) until it has cleaned up,
+// cgroups included; one nobody holds is a crashed run's (reconcile() has
+// the details). With none, start-up skips scanning each cgroup hierarchy.
+std::vector<std::string> NativeBackend::reconcile_if_needed() {
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(options_.state_dir / "runs", ec)) {
+    const fs::path path = entry.path();
+    const fs::path lock_path = path.extension() == ".lock" ? path : lock_path_of(path);
+    UniqueFd lock(::open(lock_path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+    // Released first: reconcile() would take our lock for a live run.
+    if (!lock || ::flock(lock.get(), LOCK_EX | LOCK_NB) == 0) {
+      lock.reset();
+      return reconcile();
+    }
+  }
+  return {};
+}
 
 std::vector<std::string> NativeBackend::reconcile() {
   // Mounts and processes cannot outlive a run: the mounts live in the
@@ -893,7 +916,8 @@ ExecutionOutcome NativeBackend::execute(const ExecutionRequest& request) {
     const std::uint64_t peak = cgroup_usage.pids_peak.value_or(sampled_processes);
     result.metrics.process_count = peak > 0 ? peak - 1 : 0;
     cgroup->kill();
-    (void)cgroup->remove();  // a leftover is removed by the next reconcile
+    // A leftover is removed by the next reconcile, which its lock file asks for.
+    if (!cgroup->remove()) cgroup_left_behind_ = true;
   }
 
   if (child_trace) child_trace->print();

@@ -95,7 +95,7 @@ void Sandbox::initialize() {
     if (!availability.available)
       refuse(backend->name(), backend->name() + ": " + availability.reason);
     core::trace_phase("sandbox: backend available");
-    for (const std::string& what : backend->reconcile()) {
+    for (const std::string& what : backend->reconcile_if_needed()) {
       audit_->record({.action = "reconcile",
                       .target = backend->name(),
                       .decision = "allow",

@@ -593,6 +593,35 @@ TEST_F(NativeBackendTest, ReconcileRemovesCrashedRunsButNotLiveOnes) {
   ::close(live_lock);
 }
 
+// Start-up reconciles only when a run's lock file is left unlocked: a live
+// run's lock (or none) means nothing crashed; a crashed one's triggers the
+// whole reconcile, cgroups included.
+TEST_F(NativeBackendTest, StartUpReconcilesOnlyAfterACrash) {
+  const fs::path runs = state_.path() / "runs";
+  auto backend = make_native_backend(native_options());
+  EXPECT_EQ(backend->reconcile_if_needed(), std::vector<std::string>{}) << "no runs/ yet";
+  fs::create_directories(runs / "run-live/upper");
+  testing::write_file(runs / "run-live.lock", "");
+  const int live_lock = ::open((runs / "run-live.lock").c_str(), O_RDWR | O_CLOEXEC);
+  ASSERT_EQ(::flock(live_lock, LOCK_EX), 0);
+  EXPECT_EQ(backend->reconcile_if_needed(), std::vector<std::string>{});
+  EXPECT_TRUE(fs::exists(runs / "run-live"));
+
+  fs::create_directories(runs / "run-crashed/upper");
+  testing::write_file(runs / "run-crashed.lock", "");
+  const auto removed = backend->reconcile_if_needed();
+  ASSERT_EQ(removed.size(), 1u);
+  EXPECT_NE(removed[0].find("run-crashed"), std::string::npos) << removed[0];
+  EXPECT_FALSE(fs::exists(runs / "run-crashed"));
+  EXPECT_TRUE(fs::exists(runs / "run-live"));
+
+  // A lock file alone (a run that could not remove its cgroup keeps it).
+  testing::write_file(runs / "run-left-cgroup.lock", "");
+  EXPECT_EQ(backend->reconcile_if_needed(), std::vector<std::string>{});
+  EXPECT_FALSE(fs::exists(runs / "run-left-cgroup.lock")) << "the full reconcile ran";
+  ::close(live_lock);
+}
+
 // Many sandboxes at once on one state directory, each starting with a
 // reconcile: none may take another's staging directory for a crashed one.
 TEST_F(NativeBackendTest, ConcurrentSandboxesDoNotReconcileEachOther) {
