@@ -915,7 +915,8 @@ ExecutionOutcome NativeBackend::execute(const ExecutionRequest& request) {
     // Less init.
     const std::uint64_t peak = cgroup_usage.pids_peak.value_or(sampled_processes);
     result.metrics.process_count = peak > 0 ? peak - 1 : 0;
-    cgroup->kill();
+    // No kill first: init's pid namespace, and so every process of the
+    // sandbox, died with it (remove() kills whatever an outsider put there).
     // A leftover is removed by the next reconcile, which its lock file asks for.
     if (!cgroup->remove()) cgroup_left_behind_ = true;
   }

@@ -116,12 +116,13 @@ void kill_cgroup(const std::string& dir) {
   }
 }
 
-// rmdir, retried while the last processes finish exiting (bounded: ~2 s).
+// rmdir, retried while the last processes finish exiting (bounded: ~2 s);
+// whatever is still inside is killed first.
 core::Status remove_cgroup_dir(const std::string& dir) {
   for (int attempt = 0; attempt < 400; ++attempt) {
     if (::rmdir(dir.c_str()) == 0 || errno == ENOENT) return core::ok_status();
     if (errno != EBUSY) break;
-    if (attempt % 20 == 19) kill_cgroup(dir);
+    if (attempt % 20 == 0) kill_cgroup(dir);
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   return Error::from_errno("cgroup", "removing the cgroup " + dir);

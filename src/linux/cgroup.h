@@ -24,7 +24,8 @@
 // Call order: discover_cgroups() (reads /proc; no side effects) ->
 //   SandboxCgroup::create() -> clone3(CLONE_INTO_CGROUP, unified_fd()) ->
 //   attach(pid) before the child runs anything -> usage() while it runs ->
-//   kill() -> usage() for the final numbers -> remove().
+//   kill() (not needed once init is reaped: its pid namespace took every
+//   process with it) -> usage() for the final numbers -> remove().
 #pragma once
 
 #include <sys/types.h>
