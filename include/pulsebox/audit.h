@@ -86,6 +86,13 @@ class PULSEBOX_API AuditLog {
   Options options_;
   int fd_ = -1;
   std::mutex mutex_;  // flock is per open file description; threads need this too
+  // The chain's tip as our last append left it, and the file's size then:
+  // while the size is the same, nobody appended since and the tip needs
+  // no re-reading.
+  bool tip_known_ = false;
+  std::uint64_t tip_size_ = 0;
+  std::uint64_t tip_seq_ = 0;
+  std::string tip_hash_;
 };
 
 struct AuditVerification {

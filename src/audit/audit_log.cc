@@ -173,7 +173,13 @@ std::uint64_t AuditLog::record(const AuditRecord& record) {
     ~Unlock() { ::flock(fd, LOCK_UN); }
   } unlock{fd_};
 
-  const ChainTip tip = core::value_or_throw(read_chain_tip(fd_, path_.string()));
+  struct stat st {};
+  if (::fstat(fd_, &st) != 0)
+    core::throw_error(Error::from_errno("audit", "stat " + path_.string()));
+  const ChainTip tip = tip_known_ && static_cast<std::uint64_t>(st.st_size) == tip_size_
+                           ? ChainTip{tip_seq_, tip_hash_}
+                           : core::value_or_throw(read_chain_tip(fd_, path_.string()));
+  tip_known_ = false;  // until this append is known to have gone through whole
 
   ordered_json entry;
   entry["seq"] = tip.seq + 1;
@@ -213,6 +219,10 @@ std::uint64_t AuditLog::record(const AuditRecord& record) {
   if (options_.fsync && ::fsync(fd_) != 0) {
     core::throw_error(Error::from_errno("audit", "fsync " + path_.string()));
   }
+  tip_known_ = true;
+  tip_size_ = static_cast<std::uint64_t>(st.st_size) + line.size();
+  tip_seq_ = tip.seq + 1;
+  tip_hash_ = hash;
   return tip.seq + 1;
 }
 

@@ -2,6 +2,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -116,6 +117,26 @@ TEST(AuditLogTest, SeveralProcessesShareOneLog) {
   EXPECT_EQ(pids.size(), static_cast<std::size_t>(kProcesses));
   const auto check = verify_audit_log(path);
   EXPECT_TRUE(check.ok) << "line " << check.line << ": " << check.problem;
+}
+
+// Each log remembers the tip it appended; another writer's append (same
+// file, another open) must be noticed, good or bad.
+TEST(AuditLogTest, AnotherWritersAppendIsNoticed) {
+  TempDir dir;
+  const auto path = dir / "a.jsonl";
+  AuditLog first(path);
+  AuditLog second(path);
+  EXPECT_EQ(first.record({.action = "a"}), 1u);
+  EXPECT_EQ(second.record({.action = "b"}), 2u);
+  EXPECT_EQ(first.record({.action = "c"}), 3u);
+  EXPECT_EQ(first.record({.action = "d"}), 4u);
+  EXPECT_EQ(second.record({.action = "e"}), 5u);
+  const auto check = verify_audit_log(path);
+  EXPECT_TRUE(check.ok) << "line " << check.line << ": " << check.problem;
+  EXPECT_EQ(check.entries, 5u);
+
+  std::ofstream(path, std::ios::app) << "not an audit entry\n";
+  EXPECT_THROW(first.record({.action = "f"}), SandboxRecoveryError);
 }
 
 TEST(AuditLogTest, FsyncOptionWorks) {
