@@ -21,6 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdio>
@@ -484,8 +485,18 @@ class NativeBackend final : public Backend {
     std::call_once(cgroups_once_, [this] { cgroups_ = linux_api::discover_cgroups(); });
     return cgroups_;
   }
-  void plan_ids(runtime::LaunchPlan& plan, const fs::path& workspace, const fs::path& run_dir,
-                int& idmapped_fd, UniqueFd& idmapped_holder);
+  // How the sandbox's ids map to the host's.
+  struct IdPlan {
+    bool idmapped_workspace = false;  // root: the workspace's owner shown as the sandbox uid
+    std::uint32_t uid_base = 0;
+    std::uint32_t gid_base = 0;
+  };
+  // The id maps and the ids of init and the command (before clone()).
+  IdPlan plan_ids(runtime::LaunchPlan& plan);
+  // The staging directory's modes and owners and, for root, the idmapped
+  // workspace tree (while init makes its base mounts).
+  void prepare_staging(const IdPlan& ids, const fs::path& workspace, const fs::path& run_dir,
+                       UniqueFd& idmapped_tree);
 
   NativeBackendOptions options_;
   mutable std::once_flag probe_once_;
@@ -547,21 +558,11 @@ std::vector<std::string> NativeBackend::reconcile() {
   return removed;
 }
 
-void NativeBackend::plan_ids(runtime::LaunchPlan& plan, const fs::path& workspace,
-                             const fs::path& run_dir, int& idmapped_fd, UniqueFd& idmapped_holder) {
+NativeBackend::IdPlan NativeBackend::plan_ids(runtime::LaunchPlan& plan) {
   const uid_t sandbox_uid = options_.sandbox_uid;
   const gid_t sandbox_gid = options_.sandbox_gid;
   plan.command_uid = sandbox_uid;
   plan.command_gid = sandbox_gid;
-  struct stat ws {};
-  if (::stat(workspace.c_str(), &ws) != 0) {
-    fail(Error::from_errno("native", "workspace " + workspace.string()));
-  }
-  const fs::path upper = run_dir / "upper";
-  const fs::path work = run_dir / "work";
-  if (::chmod(upper.c_str(), ws.st_mode & 07777) != 0) {
-    fail(Error::from_errno("native", "chmod " + upper.string()));
-  }
   if (::geteuid() != 0) {
     // The sandbox uid is the invoking user, so the workspace is writable
     // inside and nothing else of the host is owned by the sandbox.
@@ -571,7 +572,7 @@ void NativeBackend::plan_ids(runtime::LaunchPlan& plan, const fs::path& workspac
       plan.id_maps.uids = {{sandbox_uid, static_cast<std::uint32_t>(::geteuid()), 1}};
       plan.id_maps.gids = {{sandbox_gid, static_cast<std::uint32_t>(::getegid()), 1}};
       plan.id_maps.deny_setgroups = true;
-      return;
+      return {};
     }
     const auto uid_base = linux_api::own_subordinate_id_base("/etc/subuid", kRootRangeSize - 1);
     const auto gid_base = linux_api::own_subordinate_id_base("/etc/subgid", kRootRangeSize - 1);
@@ -598,25 +599,39 @@ void NativeBackend::plan_ids(runtime::LaunchPlan& plan, const fs::path& workspac
     plan.id_maps.use_helpers = true;
     plan.id_maps.deny_setgroups = false;
     plan.clear_groups = true;  // newgidmap leaves setgroups allowed: drop the host's groups
-    return;
+    return {};
   }
   // Root: a range of unprivileged host ids; the workspace is shown through
   // an idmapped mount in which its owner is the sandbox uid.
-  const std::uint32_t uid_base =
-      linux_api::subordinate_id_base("/etc/subuid", "root", kRootRangeSize)
-          .value_or(kDefaultRootIdBase);
-  const std::uint32_t gid_base =
-      linux_api::subordinate_id_base("/etc/subgid", "root", kRootRangeSize)
-          .value_or(kDefaultRootIdBase);
-  plan.id_maps.uids = {{0, uid_base, kRootRangeSize}};
-  plan.id_maps.gids = {{0, gid_base, kRootRangeSize}};
+  IdPlan ids;
+  ids.idmapped_workspace = true;
+  ids.uid_base = linux_api::subordinate_id_base("/etc/subuid", "root", kRootRangeSize)
+                     .value_or(kDefaultRootIdBase);
+  ids.gid_base = linux_api::subordinate_id_base("/etc/subgid", "root", kRootRangeSize)
+                     .value_or(kDefaultRootIdBase);
+  plan.id_maps.uids = {{0, ids.uid_base, kRootRangeSize}};
+  plan.id_maps.gids = {{0, ids.gid_base, kRootRangeSize}};
   plan.id_maps.deny_setgroups = false;
   plan.clear_groups = true;
   plan.init_uid = 0;
   plan.init_gid = 0;
-  const uid_t host_sandbox_uid = uid_base + sandbox_uid;
-  const gid_t host_sandbox_gid = gid_base + sandbox_gid;
+  return ids;
+}
 
+void NativeBackend::prepare_staging(const IdPlan& ids, const fs::path& workspace,
+                                    const fs::path& run_dir, UniqueFd& idmapped_tree) {
+  struct stat ws {};
+  if (::stat(workspace.c_str(), &ws) != 0) {
+    fail(Error::from_errno("native", "workspace " + workspace.string()));
+  }
+  const fs::path upper = run_dir / "upper";
+  const fs::path work = run_dir / "work";
+  if (::chmod(upper.c_str(), ws.st_mode & 07777) != 0) {
+    fail(Error::from_errno("native", "chmod " + upper.string()));
+  }
+  if (!ids.idmapped_workspace) return;
+  const uid_t host_sandbox_uid = ids.uid_base + options_.sandbox_uid;
+  const gid_t host_sandbox_gid = ids.gid_base + options_.sandbox_gid;
   auto key = std::make_pair(ws.st_uid, ws.st_gid);
   auto it = mapping_namespaces_.find(key);
   if (it == mapping_namespaces_.end()) {
@@ -639,15 +654,14 @@ void NativeBackend::plan_ids(runtime::LaunchPlan& plan, const fs::path& workspac
              .with_kind(ErrorKind::kUnavailable));
   }
   move_above_stdio(tree);
-  idmapped_fd = tree.get();
-  idmapped_holder = std::move(tree);
+  idmapped_tree = std::move(tree);
 
   // init (namespace root = host uid_base) mounts the overlay: it owns the
   // work directory; the upper root is the sandbox user's, like the workspace
   // root is its owner's. The staging directory is reachable by init's group only.
-  if (::chown(work.c_str(), uid_base, gid_base) != 0 ||
+  if (::chown(work.c_str(), ids.uid_base, ids.gid_base) != 0 ||
       ::chown(upper.c_str(), host_sandbox_uid, host_sandbox_gid) != 0 ||
-      ::chown(run_dir.c_str(), 0, gid_base) != 0 || ::chmod(run_dir.c_str(), 0710) != 0) {
+      ::chown(run_dir.c_str(), 0, ids.gid_base) != 0 || ::chmod(run_dir.c_str(), 0710) != 0) {
     fail(Error::from_errno("native", "preparing the ownership of " + run_dir.string()));
   }
 }
@@ -687,18 +701,12 @@ ExecutionOutcome NativeBackend::execute(const ExecutionRequest& request) {
   // The lock comes first, beside the directory: a concurrent reconcile()
   // never sees the directory of a live run unlocked.
   run_locks_.push_back(lock_new_file(lock_path_of(run_dir)));
-  if (::mkdir(run_dir.c_str(), 0700) != 0) {
-    fail(Error::from_errno("native", "creating the run directory " + run_dir.string()));
-  }
-  run_dirs_.push_back(run_dir);
-  for (const char* dir : {"upper", "work"}) {
-    if (::mkdir((run_dir / dir).c_str(), 0755) != 0) {
-      fail(Error::from_errno("native", "creating " + (run_dir / dir).string()));
-    }
-  }
   const fs::path mount_points = ensure_mount_points(options_.state_dir);
 
-  core::trace_phase("native: staging directory ready");
+  // Launched in two parts: init makes the base mounts (everything that
+  // needs no staging) while this process makes the staging directory, the
+  // idmapped workspace, the workspace's mounts and the seccomp filter; then
+  // PlanReady lets init finish (runtime/launch_plan.h).
   runtime::LaunchPlan plan;
   std::unique_ptr<core::ChildTrace> child_trace;
   if (core::trace_enabled()) {
@@ -712,13 +720,8 @@ ExecutionOutcome NativeBackend::execute(const ExecutionRequest& request) {
   plan.new_cgroup_namespace = true;
   const bool own_network = request.network.mode != NetworkMode::AllowAll;
   if (own_network) plan.namespaces |= CLONE_NEWNET;
-  plan.bring_up_loopback = own_network;
-  plan.hostname = options_.hostname;
   plan.new_root = (mount_points / "root").string();
-  int idmapped_fd = -1;
-  UniqueFd idmapped_holder;
-  plan_ids(plan, workspace, run_dir, idmapped_fd, idmapped_holder);
-  if (idmapped_fd >= 0) plan.extra_fds.push_back(idmapped_fd);
+  const IdPlan ids = plan_ids(plan);
 
   runtime::MountLayout layout;
   layout.workspace = workspace;
@@ -730,11 +733,92 @@ ExecutionOutcome NativeBackend::execute(const ExecutionRequest& request) {
   layout.hidden_workspace_paths = request.hidden_workspace_paths;
   // /tmp and /dev/shm live in RAM: without cgroups, the memory limit caps each.
   layout.tmpfs_size_bytes = limits.memory_bytes;
-  layout.idmapped_workspace_fd = idmapped_fd;
-  core::trace_phase("native: ids planned");
-  auto mounts = runtime::build_mount_steps(layout);
-  if (!mounts) fail(std::move(mounts).error());
-  plan.mounts = std::move(mounts).value();
+  auto base_mounts = runtime::build_base_mount_steps(layout);
+  if (!base_mounts) fail(std::move(base_mounts).error());
+  plan.base_mounts = std::move(base_mounts).value();
+  core::trace_phase("native: ids and base mounts planned");
+
+  // The sandbox's cgroup, created before the child exists. Every limit the
+  // host's cgroups can hold goes there; the rlimits below stand in for the
+  // others (capabilities says which).
+  const linux_api::CgroupHost& host_cgroups = cgroups();
+  linux_api::CgroupSettings settings;
+  if (host_cgroups.memory.usable) {
+    settings.memory_max = limits.memory_bytes;
+    if (host_cgroups.swap_accounting && limits.swap_bytes) settings.swap_max = limits.swap_bytes;
+  }
+  // +1: init is in the cgroup too.
+  if (host_cgroups.pids.usable) settings.pids_max = limits.max_processes + 1;
+  if (host_cgroups.cpu.usable) {
+    settings.cpu_quota_us = static_cast<std::uint64_t>(std::llround(
+        limits.cpu_quota_percent / 100.0 * static_cast<double>(settings.cpu_period_us)));
+  }
+  std::optional<linux_api::SandboxCgroup> cgroup;
+  if (host_cgroups.unified.usable || settings.memory_max || settings.pids_max ||
+      settings.cpu_quota_us) {
+    auto created = linux_api::SandboxCgroup::create(host_cgroups, request.execution_id, settings);
+    if (!created) fail(std::move(created).error().with_context("creating the sandbox's cgroup"));
+    cgroup = std::move(created).value();
+    plan.cgroup_fd = cgroup->unified_fd();
+  }
+  core::trace_phase("native: cgroup created");
+
+  int out_pipe[2], err_pipe[2], channel[2];
+  if (::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0 ||
+      ::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, channel) != 0) {
+    fail(Error::from_errno("native", "creating the sandbox's pipes"));
+  }
+  UniqueFd out_read(out_pipe[0]), out_write(out_pipe[1]);
+  UniqueFd err_read(err_pipe[0]), err_write(err_pipe[1]);
+  UniqueFd supervisor_end(channel[0]), child_end(channel[1]);
+  move_above_stdio(out_write);
+  move_above_stdio(err_write);
+  move_above_stdio(child_end);
+  plan.stdout_fd = out_write.get();
+  plan.stderr_fd = err_write.get();
+  plan.channel_fd = child_end.get();
+  outcome.changes_dir = run_dir / "upper";
+  outcome.changes_dir_is_full_copy = false;
+
+  auto launched = runtime::launch_sandbox(plan, std::move(supervisor_end),
+                                          [&](pid_t pid, bool in_cgroup) -> core::Status {
+                                            if (!cgroup) return core::ok_status();
+                                            return cgroup->attach(pid, in_cgroup);
+                                          });
+  out_write.reset();
+  err_write.reset();
+  child_end.reset();
+  if (!launched) {
+    result.termination_reason = TerminationReason::LaunchError;
+    result.exit_code = 125;
+    result.termination_detail = launched.error().to_string();
+    finish_timing();
+    return outcome;
+  }
+  runtime::LaunchedSandbox& sandbox = launched.value();
+  core::trace_phase("native: launched (id maps written, go sent)");
+
+  // The staging directory (its lock is held since before the cgroup).
+  if (::mkdir(run_dir.c_str(), 0700) != 0) {
+    fail(Error::from_errno("native", "creating the run directory " + run_dir.string()));
+  }
+  run_dirs_.push_back(run_dir);
+  for (const char* dir : {"upper", "work"}) {
+    if (::mkdir((run_dir / dir).c_str(), 0755) != 0) {
+      fail(Error::from_errno("native", "creating " + (run_dir / dir).string()));
+    }
+  }
+  UniqueFd idmapped_tree;
+  prepare_staging(ids, workspace, run_dir, idmapped_tree);
+  core::trace_phase("native: staging directory ready");
+  if (idmapped_tree) {
+    // A number init has free: it keeps only these three (and closed 0-2).
+    plan.passed_tree_fd = std::max({plan.channel_fd, plan.stdout_fd, plan.stderr_fd}) + 1;
+    layout.idmapped_workspace_fd = plan.passed_tree_fd;
+  }
+  plan.mounts = runtime::build_workspace_mount_steps(layout);
+  plan.hostname = options_.hostname;
+  plan.bring_up_loopback = own_network;
 
   plan.argv_storage = request.argv;
   for (const auto& [key, value] : request.environment)
@@ -762,30 +846,6 @@ ExecutionOutcome NativeBackend::execute(const ExecutionRequest& request) {
   };
   add_limit(RLIMIT_NOFILE, limits.max_open_files);
   add_limit(RLIMIT_CORE, 0);
-  // The sandbox's cgroup, created before the child exists. Every limit the
-  // host's cgroups can hold goes there; the rlimits below stand in for the
-  // others (capabilities says which).
-  const linux_api::CgroupHost& host_cgroups = cgroups();
-  linux_api::CgroupSettings settings;
-  if (host_cgroups.memory.usable) {
-    settings.memory_max = limits.memory_bytes;
-    if (host_cgroups.swap_accounting && limits.swap_bytes) settings.swap_max = limits.swap_bytes;
-  }
-  // +1: init is in the cgroup too.
-  if (host_cgroups.pids.usable) settings.pids_max = limits.max_processes + 1;
-  if (host_cgroups.cpu.usable) {
-    settings.cpu_quota_us = static_cast<std::uint64_t>(std::llround(
-        limits.cpu_quota_percent / 100.0 * static_cast<double>(settings.cpu_period_us)));
-  }
-  std::optional<linux_api::SandboxCgroup> cgroup;
-  if (host_cgroups.unified.usable || settings.memory_max || settings.pids_max ||
-      settings.cpu_quota_us) {
-    auto created = linux_api::SandboxCgroup::create(host_cgroups, request.execution_id, settings);
-    if (!created) fail(std::move(created).error().with_context("creating the sandbox's cgroup"));
-    cgroup = std::move(created).value();
-    plan.cgroup_fd = cgroup->unified_fd();
-  }
-  core::trace_phase("native: cgroup created");
   // RLIMIT_AS breaks programs that reserve address space (Go, the JVM,
   // sanitizers): only without a memory cgroup.
   if (!settings.memory_max) add_limit(RLIMIT_AS, limits.memory_bytes);
@@ -796,42 +856,15 @@ ExecutionOutcome NativeBackend::execute(const ExecutionRequest& request) {
   if (limits.cpu_time_seconds && !host_cgroups.cpu_accounting.usable) {
     add_limit(RLIMIT_CPU, static_cast<std::uint64_t>(std::ceil(*limits.cpu_time_seconds)));
   }
-
-  int out_pipe[2], err_pipe[2], channel[2];
-  if (::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0 ||
-      ::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, channel) != 0) {
-    fail(Error::from_errno("native", "creating the sandbox's pipes"));
+  // init has its own copy of the tree once it takes the message. If it
+  // cannot take it, a base mount failed and init has ended (its error waits
+  // in the channel and is reported below) or it is unreachable: either way
+  // it goes.
+  if (!runtime::send_plan_ready(sandbox.channel.get(), idmapped_tree.get())) {
+    linux_api::sys_pidfd_send_signal(sandbox.pidfd.get(), SIGKILL);
   }
-  UniqueFd out_read(out_pipe[0]), out_write(out_pipe[1]);
-  UniqueFd err_read(err_pipe[0]), err_write(err_pipe[1]);
-  UniqueFd supervisor_end(channel[0]), child_end(channel[1]);
-  move_above_stdio(out_write);
-  move_above_stdio(err_write);
-  move_above_stdio(child_end);
-  plan.stdout_fd = out_write.get();
-  plan.stderr_fd = err_write.get();
-  plan.channel_fd = child_end.get();
-  outcome.changes_dir = run_dir / "upper";
-  outcome.changes_dir_is_full_copy = false;
-
-  auto launched = runtime::launch_sandbox(plan, std::move(supervisor_end),
-                                          [&](pid_t pid, bool in_cgroup) -> core::Status {
-                                            if (!cgroup) return core::ok_status();
-                                            return cgroup->attach(pid, in_cgroup);
-                                          });
-  out_write.reset();
-  err_write.reset();
-  child_end.reset();
-  idmapped_holder.reset();
-  if (!launched) {
-    result.termination_reason = TerminationReason::LaunchError;
-    result.exit_code = 125;
-    result.termination_detail = launched.error().to_string();
-    finish_timing();
-    return outcome;
-  }
-  runtime::LaunchedSandbox& sandbox = launched.value();
-  core::trace_phase("native: launched (id maps written, go sent)");
+  idmapped_tree.reset();
+  core::trace_phase("native: plan sent");
   // While the sandbox sets up and runs, this process mostly waits.
   const TrashRemover trash_remover(options_.state_dir / "trash");
   result.pid = sandbox.pid;

@@ -178,12 +178,8 @@ void run_sandbox_init(const LaunchPlan& plan) noexcept {
   // whole pid namespace).
   raw(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
   reset_signals();
-  int keep[8] = {channel, plan.stdout_fd, plan.stderr_fd};
-  int kept = 3;
-  for (int fd : plan.extra_fds) {
-    if (kept < 8) keep[kept++] = fd;
-  }
-  close_all_except(0, keep, kept);
+  const int keep[] = {channel, plan.stdout_fd, plan.stderr_fd};
+  close_all_except(0, keep, 3);
 
   if (!wait_for_go(channel)) exit_now(kSetupFailed);  // the supervisor is gone
   mark(plan, "init: go");
@@ -199,6 +195,20 @@ void run_sandbox_init(const LaunchPlan& plan) noexcept {
   if (const int e = raw_error(raw(SYS_mount, nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr));
       e != 0) {
     fail("making the mount namespace private", e);
+  }
+  for (const auto& step : plan.base_mounts) {
+    if (const int e = linux_api::apply_mount_step(step); e != 0) fail(step.stage.c_str(), e);
+  }
+  mark(plan, "init: base mounts made");
+  // Meanwhile the supervisor wrote the rest of the plan (staging, workspace).
+  int tree = -1;
+  if (!wait_for_plan_ready(channel, &tree)) exit_now(kSetupFailed);  // the supervisor is gone
+  mark(plan, "init: plan ready");
+  if (tree >= 0 && tree != plan.passed_tree_fd) {
+    if (plan.passed_tree_fd < 0) fail("receiving the workspace", EBADF);
+    if (const long rc = raw(SYS_dup3, tree, plan.passed_tree_fd, O_CLOEXEC); rc < 0)
+      fail("receiving the workspace", raw_error(rc));
+    raw(SYS_close, tree);
   }
   for (const auto& step : plan.mounts) {
     if (const int e = linux_api::apply_mount_step(step); e != 0) fail(step.stage.c_str(), e);

@@ -1,6 +1,9 @@
-// The launch plan: everything the sandbox's child processes need, computed in
-// the parent before clone(). The child code (runtime/child.cc) reads it and
-// makes syscalls; it never allocates, throws or logs.
+// The launch plan: everything the sandbox's child processes need. The child
+// code (runtime/child.cc) reads it and makes syscalls; it never allocates,
+// throws or logs. It is written in two parts: what init reads before the
+// PlanReady message (the fields up to base_mounts) is final before clone();
+// the rest is written while init makes the base mounts, then PlanReady is
+// sent (init shares this memory, see linux/clone.h).
 //
 // Process layout:
 //   supervisor (this process)
@@ -48,7 +51,29 @@ struct LaunchPlan {
 
   // The new root: an empty host directory the tmpfs root is mounted on.
   std::string new_root;
+  // Made after Go: everything that needs no per-run staging.
+  std::vector<linux_api::MountStep> base_mounts;
+
+  // Descriptors the child keeps (everything else is closed).
+  int channel_fd = -1;
+  int stdout_fd = -1;
+  int stderr_fd = -1;
+
+  // The command process's stack until its execve (it is started with
+  // CLONE_VM | CLONE_VFORK from init): mmap-ed, so untouched pages cost
+  // nothing, with a guard page, so an overflow faults instead of writing
+  // into the supervisor's memory. Allocated before clone().
+  static constexpr std::size_t kCommandStackSize = 64 * 1024;
+  linux_api::ChildStack command_stack;
+  // With PULSEBOX_TRACE=1: where init and the command mark their progress.
+  core::ChildTrace* trace = nullptr;
+
+  // ---- Read by init only after PlanReady.
+  // The workspace's mounts.
   std::vector<linux_api::MountStep> mounts;
+  // Where init puts the descriptor PlanReady carries (the idmapped workspace
+  // tree, referenced by a step of `mounts`), -1 for none.
+  int passed_tree_fd = -1;
   std::string hostname;
   bool bring_up_loopback = false;
 
@@ -68,22 +93,6 @@ struct LaunchPlan {
   std::vector<char*> argv;
   std::vector<char*> envp;
   std::string cwd;  // inside the sandbox
-
-  // The command process's stack until its execve (it is started with
-  // CLONE_VM | CLONE_VFORK from init): mmap-ed, so untouched pages cost
-  // nothing, with a guard page, so an overflow faults instead of writing
-  // into the supervisor's memory. Allocated before clone().
-  static constexpr std::size_t kCommandStackSize = 64 * 1024;
-  linux_api::ChildStack command_stack;
-
-  // Descriptors the child keeps (everything else is closed).
-  int channel_fd = -1;
-  int stdout_fd = -1;
-  int stderr_fd = -1;
-  std::vector<int> extra_fds;  // e.g. an idmapped mount tree, referenced by a mount step
-
-  // With PULSEBOX_TRACE=1: where init and the command mark their progress.
-  core::ChildTrace* trace = nullptr;
 
   LaunchPlan() = default;
   LaunchPlan(const LaunchPlan&) = delete;

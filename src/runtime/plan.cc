@@ -21,7 +21,12 @@ bool is_under(const std::string& path, const std::string& dir) {
 
 class StepList {
  public:
-  explicit StepList(std::string root) : root_(std::move(root)) {}
+  // `root`: where the new root is mounted; `empty_file` and `empty_dir`:
+  // what masks are bound from.
+  StepList(std::string root, std::string empty_file, std::string empty_dir)
+      : root_(std::move(root)),
+        empty_file_(std::move(empty_file)),
+        empty_dir_(std::move(empty_dir)) {}
 
   std::string in_root(const std::string& path) const { return root_ + path; }
 
@@ -58,10 +63,8 @@ class StepList {
   // read-only mount is read-only, nosuid and nodev from the start, so each
   // mask is then one mount(2), with no file system of its own to create and
   // tear down.
-  void mask_sources(const std::string& empty_file, const std::string& empty_dir) {
-    empty_file_ = empty_file;
-    empty_dir_ = empty_dir;
-    for (const auto& source : {empty_file, empty_dir}) {
+  void bind_mask_sources() {
+    for (const auto& source : {empty_file_, empty_dir_}) {
       MountStep bind;
       bind.op = MountOp::Bind;
       bind.source = source;
@@ -116,11 +119,18 @@ std::string check_bind_target(const std::string& sandbox_path,
   return "";
 }
 
-core::Result<std::vector<MountStep>> build_mount_steps(const MountLayout& layout) {
-  const std::string root = (layout.mount_points / "root").string();
-  StepList steps(root);
-  steps.mask_sources((layout.mount_points / "empty").string(),
-                     (layout.mount_points / "empty-dir").string());
+namespace {
+
+StepList step_list_for(const MountLayout& layout) {
+  return StepList((layout.mount_points / "root").string(), (layout.mount_points / "empty").string(),
+                  (layout.mount_points / "empty-dir").string());
+}
+
+}  // namespace
+
+core::Result<std::vector<MountStep>> build_base_mount_steps(const MountLayout& layout) {
+  StepList steps = step_list_for(layout);
+  steps.bind_mask_sources();
 
   // The root: a small tmpfs holding only mount points, /dev's entries and
   // symlinks (read-only after pivot_root).
@@ -202,6 +212,43 @@ core::Result<std::vector<MountStep>> build_mount_steps(const MountLayout& layout
   steps.make_dir("/tmp", 01777);
   steps.tmpfs("/tmp", "mode=1777" + size, MS_NOSUID | MS_NODEV);
 
+  // Extra binds, each validated.
+  for (const auto& bind : layout.binds) {
+    const std::string problem = check_bind_target(bind.sandbox_path, layout.system_paths);
+    if (!problem.empty()) {
+      return Error(ErrorKind::kInvalidInput, "mounts",
+                   "bind " + bind.host.string() + " -> " + bind.sandbox_path + ": " + problem);
+    }
+    struct stat st {};
+    if (::stat(bind.host.c_str(), &st) != 0) {
+      return Error::from_errno("mounts", "bind source " + bind.host.string())
+          .with_kind(ErrorKind::kInvalidInput);
+    }
+    std::string partial;
+    const std::filesystem::path target(bind.sandbox_path);
+    for (const auto& part : target.parent_path().relative_path()) {
+      partial += "/" + part.string();
+      steps.make_dir(partial);
+    }
+    if (S_ISDIR(st.st_mode)) {
+      steps.make_dir(bind.sandbox_path);
+    } else {
+      steps.add(MountOp::MakeFile, bind.sandbox_path, "creating " + bind.sandbox_path);
+      steps.last().mode = 0644;
+    }
+    const std::string host = std::filesystem::canonical(bind.host).string();
+    if (bind.writable) {
+      steps.add(MountOp::Bind, bind.sandbox_path,
+                "bind-mounting " + host + " on " + bind.sandbox_path, host);
+    } else {
+      steps.bind_read_only(host, bind.sandbox_path);
+    }
+  }
+  return steps.take();
+}
+
+std::vector<MountStep> build_workspace_mount_steps(const MountLayout& layout) {
+  StepList steps = step_list_for(layout);
   // The workspace: overlayfs, lower = the host directory (through an
   // idmapped mount when one is given), upper/work in the run's staging area.
   std::string lower = layout.workspace.string();
@@ -241,39 +288,14 @@ core::Result<std::vector<MountStep>> build_mount_steps(const MountLayout& layout
     steps.mask("/workspace/" + hidden, S_ISDIR(st.st_mode));
   }
 
-  // Extra binds, each validated.
-  for (const auto& bind : layout.binds) {
-    const std::string problem = check_bind_target(bind.sandbox_path, layout.system_paths);
-    if (!problem.empty()) {
-      return Error(ErrorKind::kInvalidInput, "mounts",
-                   "bind " + bind.host.string() + " -> " + bind.sandbox_path + ": " + problem);
-    }
-    struct stat st {};
-    if (::stat(bind.host.c_str(), &st) != 0) {
-      return Error::from_errno("mounts", "bind source " + bind.host.string())
-          .with_kind(ErrorKind::kInvalidInput);
-    }
-    std::string partial;
-    const std::filesystem::path target(bind.sandbox_path);
-    for (const auto& part : target.parent_path().relative_path()) {
-      partial += "/" + part.string();
-      steps.make_dir(partial);
-    }
-    if (S_ISDIR(st.st_mode)) {
-      steps.make_dir(bind.sandbox_path);
-    } else {
-      steps.add(MountOp::MakeFile, bind.sandbox_path, "creating " + bind.sandbox_path);
-      steps.last().mode = 0644;
-    }
-    const std::string host = std::filesystem::canonical(bind.host).string();
-    if (bind.writable) {
-      steps.add(MountOp::Bind, bind.sandbox_path,
-                "bind-mounting " + host + " on " + bind.sandbox_path, host);
-    } else {
-      steps.bind_read_only(host, bind.sandbox_path);
-    }
-  }
   return steps.take();
+}
+
+core::Result<std::vector<MountStep>> build_mount_steps(const MountLayout& layout) {
+  PB_TRY(steps, build_base_mount_steps(layout));
+  for (auto& step : build_workspace_mount_steps(layout))
+    steps.push_back(std::move(step));
+  return steps;
 }
 
 std::vector<std::string> exec_candidates(const std::string& program, const std::string& path) {

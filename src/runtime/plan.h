@@ -31,7 +31,14 @@ struct MountLayout {
   std::vector<std::string> hidden_workspace_paths;  // relative to the workspace
 };
 
-// The mount steps, in order. Fails (kInvalidInput) on a bad extra bind.
+// The mount steps in two parts, each in order. The base (the root, system
+// directories, /proc, /dev, /tmp, extra binds) needs no per-run staging, so
+// init makes it while the supervisor prepares the rest; fails
+// (kInvalidInput) on a bad extra bind. The workspace part (the overlay, its
+// masks) uses workspace, run_dir, idmapped_workspace_fd and the hidden paths.
+core::Result<std::vector<linux_api::MountStep>> build_base_mount_steps(const MountLayout& layout);
+std::vector<linux_api::MountStep> build_workspace_mount_steps(const MountLayout& layout);
+// Both, base first.
 core::Result<std::vector<linux_api::MountStep>> build_mount_steps(const MountLayout& layout);
 
 // The absolute paths execve() should try for argv[0], given PATH.

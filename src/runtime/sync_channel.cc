@@ -28,6 +28,29 @@ void send_message(int fd, const ChildMessage& message) noexcept {
   }
 }
 
+// One message, with `passed_fd` as SCM_RIGHTS when it is >= 0 (raw: the
+// children use it). Returns 0 or the errno.
+int send_with_fd(int fd, const ChildMessage& message, int passed_fd) noexcept {
+  iovec data{const_cast<ChildMessage*>(&message), sizeof message};
+  msghdr header{};
+  header.msg_iov = &data;
+  header.msg_iovlen = 1;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  if (passed_fd >= 0) {
+    header.msg_control = control;
+    header.msg_controllen = sizeof control;
+    cmsghdr* item = CMSG_FIRSTHDR(&header);
+    item->cmsg_level = SOL_SOCKET;
+    item->cmsg_type = SCM_RIGHTS;
+    item->cmsg_len = CMSG_LEN(sizeof(int));
+    __builtin_memcpy(CMSG_DATA(item), &passed_fd, sizeof(int));
+  }
+  for (;;) {
+    const long sent = linux_api::raw(SYS_sendmsg, fd, &header, MSG_NOSIGNAL);
+    if (sent != -EINTR) return linux_api::raw_error(sent);
+  }
+}
+
 }  // namespace
 
 void send_child_error(int fd, const char* stage, const char* detail, int error_number) noexcept {
@@ -49,24 +72,7 @@ void send_child_exited(int fd, int wait_status) noexcept {
 int send_child_ready(int fd, int passed_fd) noexcept {
   ChildMessage message;
   message.kind = ChildMessageKind::Ready;
-  iovec data{&message, sizeof message};
-  msghdr header{};
-  header.msg_iov = &data;
-  header.msg_iovlen = 1;
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  if (passed_fd >= 0) {
-    header.msg_control = control;
-    header.msg_controllen = sizeof control;
-    cmsghdr* item = CMSG_FIRSTHDR(&header);
-    item->cmsg_level = SOL_SOCKET;
-    item->cmsg_type = SCM_RIGHTS;
-    item->cmsg_len = CMSG_LEN(sizeof(int));
-    __builtin_memcpy(CMSG_DATA(item), &passed_fd, sizeof(int));
-  }
-  for (;;) {
-    const long sent = linux_api::raw(SYS_sendmsg, fd, &header, MSG_NOSIGNAL);
-    if (sent != -EINTR) return linux_api::raw_error(sent);
-  }
+  return send_with_fd(fd, message, passed_fd);
 }
 
 bool wait_for_go(int fd) noexcept {
@@ -78,10 +84,39 @@ bool wait_for_go(int fd) noexcept {
   }
 }
 
+bool wait_for_plan_ready(int fd, int* passed) noexcept {
+  *passed = -1;
+  ChildMessage message;
+  iovec data{&message, sizeof message};
+  msghdr header{};
+  header.msg_iov = &data;
+  header.msg_iovlen = 1;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  header.msg_control = control;
+  header.msg_controllen = sizeof control;
+  long n = 0;
+  do {
+    n = linux_api::raw(SYS_recvmsg, fd, &header, MSG_CMSG_CLOEXEC);
+  } while (n == -EINTR);
+  if (header.msg_controllen >= sizeof(cmsghdr)) {
+    const cmsghdr* item = CMSG_FIRSTHDR(&header);
+    if (item != nullptr && item->cmsg_level == SOL_SOCKET && item->cmsg_type == SCM_RIGHTS) {
+      __builtin_memcpy(passed, CMSG_DATA(item), sizeof(int));
+    }
+  }
+  return n == static_cast<long>(sizeof message) && message.kind == ChildMessageKind::PlanReady;
+}
+
 bool send_go(int fd) {
   ChildMessage message;
   message.kind = ChildMessageKind::Go;
   return ::send(fd, &message, sizeof message, MSG_NOSIGNAL) == static_cast<ssize_t>(sizeof message);
+}
+
+bool send_plan_ready(int fd, int passed_fd) {
+  ChildMessage message;
+  message.kind = ChildMessageKind::PlanReady;
+  return send_with_fd(fd, message, passed_fd) == 0;
 }
 
 std::vector<ChildMessage> drain_messages(int fd) {

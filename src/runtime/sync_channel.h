@@ -1,7 +1,12 @@
 // The channel between the supervisor and the sandbox's init process: a
 // SOCK_SEQPACKET | SOCK_CLOEXEC socket pair carrying fixed-size messages.
 //
-//   supervisor -> init   Go        the id maps are written: start the setup
+//   supervisor -> init   Go        the id maps are written: make the base
+//                                  mounts (LaunchPlan::base_mounts)
+//   supervisor -> init   PlanReady the rest of the plan is written: finish
+//                                  the setup and start the command; carries
+//                                  the idmapped workspace tree (SCM_RIGHTS)
+//                                  when there is one
 //   init/child -> sup.   Error     a setup step failed: {stage, errno, detail}
 //   command -> sup.      Ready     about to execve; carries the seccomp
 //                                  listener (SCM_RIGHTS) when there is one
@@ -21,7 +26,13 @@
 
 namespace pulsebox::runtime {
 
-enum class ChildMessageKind : std::uint32_t { Go = 1, Error = 2, Exited = 3, Ready = 4 };
+enum class ChildMessageKind : std::uint32_t {
+  Go = 1,
+  Error = 2,
+  Exited = 3,
+  Ready = 4,
+  PlanReady = 5,
+};
 
 struct ChildMessage {
   ChildMessageKind kind = ChildMessageKind::Go;
@@ -39,9 +50,14 @@ void send_child_exited(int fd, int wait_status) noexcept;
 int send_child_ready(int fd, int passed_fd) noexcept;
 // Blocks for the Go message; false on EOF (the supervisor is gone).
 bool wait_for_go(int fd) noexcept;
+// Blocks for PlanReady; a descriptor sent with it lands in *passed (else
+// -1). False on EOF or another message.
+bool wait_for_plan_ready(int fd, int* passed) noexcept;
 
 // Supervisor side.
 bool send_go(int fd);
+// PlanReady, passing `passed_fd` along when it is >= 0.
+bool send_plan_ready(int fd, int passed_fd);
 // Every message already queued, without blocking.
 std::vector<ChildMessage> drain_messages(int fd);
 // Waits up to `timeout_ms` for one message; a descriptor sent with it lands

@@ -519,6 +519,22 @@ TEST_F(NativeBackendTest, EachLaunchFailureNamesItsStage) {
             std::string::npos)
       << bad_cwd.termination_detail;
 
+  // A base mount (made while the supervisor still prepares the staging
+  // directory): a directory bind under a file bind. init has ended when the
+  // supervisor hands it the rest of the plan; its own error is reported.
+  TempDir sources;
+  fs::permissions(sources.path(), fs::perms(0755));  // init is "other" to host files
+  testing::write_file(sources / "file", "x");
+  fs::create_directory(sources / "dir");
+  auto clashing = options();
+  clashing.binds = {{sources / "file", "/data", false}, {sources / "dir", "/data/sub", false}};
+  Sandbox clash(std::move(clashing));
+  const auto base_mount = run(clash, {"true"});
+  EXPECT_EQ(base_mount.termination_reason, TerminationReason::LaunchError);
+  EXPECT_EQ(base_mount.exit_code, 125);
+  EXPECT_NE(base_mount.termination_detail.find("creating /data/sub: ENOTDIR"), std::string::npos)
+      << base_mount.termination_detail;
+
   // A setup step in the child: the kernel refuses a 100-character hostname.
   auto o = options();
   auto native = native_options();
@@ -767,6 +783,8 @@ TEST_F(NativeBackendTest, TheTraceShowsEveryPhaseOfARunInOrder) {
                                           "native: cgroup created",
                                           "child: init: started",
                                           "child: init: go",
+                                          "child: init: base mounts made",
+                                          "child: init: plan ready",
                                           "child: init: mounts made",
                                           "child: command: started",
                                           "child: command: seccomp filter loaded",
@@ -775,6 +793,9 @@ TEST_F(NativeBackendTest, TheTraceShowsEveryPhaseOfARunInOrder) {
                                           "main: returning"};
   for (std::size_t i = 1; i < order.size(); ++i)
     EXPECT_LE(at(order[i - 1]), at(order[i])) << order[i - 1] << " before " << order[i];
+  // init makes its base mounts while the supervisor prepares the rest.
+  EXPECT_LE(at("native: launched (id maps written, go sent)"), at("native: plan sent"));
+  EXPECT_LE(at("native: plan sent"), at("child: init: plan ready"));
 }
 
 TEST_F(NativeBackendTest, WithoutADelegatedCgroupAnExplicitMemoryLimitIsRefused) {

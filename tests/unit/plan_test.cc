@@ -66,6 +66,36 @@ TEST_F(PlanTest, TheRootComesFirstAndEveryTargetIsInsideIt) {
   }
 }
 
+// init makes the base steps before the staging directory exists: none may
+// touch it or the workspace; the workspace part holds the overlay and its masks.
+TEST_F(PlanTest, TheBaseStepsNeedNoStaging) {
+  auto l = layout();
+  std::filesystem::create_directories(workspace_ / ".agent");
+  l.hidden_workspace_paths = {"secret.txt"};
+  testing::write_file(workspace_ / "secret.txt", "x");
+  TempDir data;
+  l.binds = {{data.path(), "/data", false}};
+  auto base = build_base_mount_steps(l);
+  ASSERT_TRUE(base.ok()) << base.error().to_string();
+  const std::string run = run_.path().string();
+  const std::string workspace = workspace_.path().string();
+  for (const auto& step : base.value()) {
+    for (const std::string* text : {&step.target, &step.source, &step.data}) {
+      EXPECT_EQ(text->find(run), std::string::npos) << step.stage;
+      EXPECT_EQ(text->find(workspace), std::string::npos) << step.stage;
+    }
+  }
+  EXPECT_GE(index_of(base.value(), "bind-mounting " + data.path().string() + " on /data"), 0)
+      << "extra binds are base steps";
+  const auto rest = build_workspace_mount_steps(l);
+  EXPECT_EQ(index_of(rest, "mounting overlay on /workspace"), 1) << "after creating /workspace";
+  const std::string empty_dir = (mount_points_.path() / "empty-dir").string();
+  const std::string empty = (mount_points_.path() / "empty").string();
+  EXPECT_GE(index_of(rest, "bind-mounting " + empty_dir + " on /workspace/.agent"), 0);
+  EXPECT_GE(index_of(rest, "bind-mounting " + empty + " on /workspace/secret.txt"), 0);
+  EXPECT_EQ(steps_for(l).size(), base.value().size() + rest.size());
+}
+
 TEST_F(PlanTest, MasksAreSingleBindsOfTheReadOnlySources) {
   const auto steps = steps_for(layout());
   const std::string empty = (mount_points_.path() / "empty").string();
