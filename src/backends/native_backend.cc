@@ -721,6 +721,9 @@ ExecutionOutcome NativeBackend::execute(const ExecutionRequest& request) {
   const bool own_network = request.network.mode != NetworkMode::AllowAll;
   if (own_network) plan.namespaces |= CLONE_NEWNET;
   plan.new_root = (mount_points / "root").string();
+  plan.hostname = options_.hostname;
+  plan.bring_up_loopback = own_network;
+  plan.capabilities = linux_api::prepare_capability_drop();
   const IdPlan ids = plan_ids(plan);
 
   runtime::MountLayout layout;
@@ -817,8 +820,6 @@ ExecutionOutcome NativeBackend::execute(const ExecutionRequest& request) {
     layout.idmapped_workspace_fd = plan.passed_tree_fd;
   }
   plan.mounts = runtime::build_workspace_mount_steps(layout);
-  plan.hostname = options_.hostname;
-  plan.bring_up_loopback = own_network;
 
   plan.argv_storage = request.argv;
   for (const auto& [key, value] : request.environment)
@@ -829,7 +830,6 @@ ExecutionOutcome NativeBackend::execute(const ExecutionRequest& request) {
   plan.cwd = request.cwd.empty() ? "/workspace" : "/workspace/" + request.cwd;
   plan.seal();
   core::trace_phase("native: mounts planned");
-  plan.capabilities = linux_api::prepare_capability_drop();
   std::shared_ptr<const seccomp::CompiledFilter> filter;
   if (request.seccomp_profile != "unconfined") {
     auto compiled = filters_->get(request.seccomp_profile);

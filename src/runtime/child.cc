@@ -199,7 +199,24 @@ void run_sandbox_init(const LaunchPlan& plan) noexcept {
   for (const auto& step : plan.base_mounts) {
     if (const int e = linux_api::apply_mount_step(step); e != 0) fail(step.stage.c_str(), e);
   }
-  mark(plan, "init: base mounts made");
+  // Neither do the hostname, lo and the capability bounding set (which
+  // limits what an execve could gain, not what init mounts with).
+  if (!plan.hostname.empty()) {
+    if (const int e = raw_error(raw(SYS_sethostname, plan.hostname.c_str(), plan.hostname.size()));
+        e != 0) {
+      fail("setting the hostname", e);
+    }
+  }
+  if (plan.bring_up_loopback) {
+    if (const int e = linux_api::bring_loopback_up(); e != 0) fail("bringing up lo", e);
+  }
+  // init is not made undumpable (PR_SET_DUMPABLE is a property of the memory
+  // it shares with the supervisor). Nothing in the sandbox can ptrace it or
+  // read its memory anyway: that needs init's capabilities in its user
+  // namespace, or CAP_SYS_PTRACE there, and the command has neither.
+  if (const int e = linux_api::drop_bounding_and_ambient(plan.capabilities); e != 0)
+    fail("dropping the bounding and ambient capability sets", e);
+  mark(plan, "init: base mounts made, hostname, lo, bounding set");
   // Meanwhile the supervisor wrote the rest of the plan (staging, workspace).
   int tree = -1;
   if (!wait_for_plan_ready(channel, &tree)) exit_now(kSetupFailed);  // the supervisor is gone
@@ -214,16 +231,6 @@ void run_sandbox_init(const LaunchPlan& plan) noexcept {
     if (const int e = linux_api::apply_mount_step(step); e != 0) fail(step.stage.c_str(), e);
   }
   mark(plan, "init: mounts made");
-  if (!plan.hostname.empty()) {
-    if (const int e = raw_error(raw(SYS_sethostname, plan.hostname.c_str(), plan.hostname.size()));
-        e != 0) {
-      fail("setting the hostname", e);
-    }
-  }
-  if (plan.bring_up_loopback) {
-    if (const int e = linux_api::bring_loopback_up(); e != 0) fail("bringing up lo", e);
-  }
-
   // pivot_root(".", ".") stacks the old root under the new one; detaching it
   // leaves only the new root (runc's approach, no put_old directory needed).
   if (const int e = raw_error(raw(SYS_chdir, plan.new_root.c_str())); e != 0)
@@ -232,7 +239,7 @@ void run_sandbox_init(const LaunchPlan& plan) noexcept {
   if (const int e = raw_error(raw(SYS_umount2, ".", MNT_DETACH)); e != 0)
     fail("detaching the old root", e);
   if (const int e = raw_error(raw(SYS_chdir, "/")); e != 0) fail("entering /", e);
-  mark(plan, "init: hostname, lo, pivot_root, old root detached");
+  mark(plan, "init: pivot_root, old root detached");
   mount_attr read_only{};
   read_only.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
   if (const int e =
@@ -240,18 +247,10 @@ void run_sandbox_init(const LaunchPlan& plan) noexcept {
       e != 0) {
     fail("making / read-only", e);
   }
-
   for (const auto& [resource, limit] : plan.rlimits) {
     if (const int e = raw_error(raw(SYS_prlimit64, 0, resource, &limit, nullptr)); e != 0)
       fail("setting a resource limit", e);
   }
-  // init is not made undumpable (PR_SET_DUMPABLE is a property of the memory
-  // it shares with the supervisor). Nothing in the sandbox can ptrace it or
-  // read its memory anyway: that needs init's capabilities in its user
-  // namespace, or CAP_SYS_PTRACE there, and the command has neither.
-  if (const int e = linux_api::drop_bounding_and_ambient(plan.capabilities); e != 0)
-    fail("dropping the bounding and ambient capability sets", e);
-
   // init waits for SIGCHLD and SIGTERM (blocked, taken with sigtimedwait: no
   // handler, which would need a signal trampoline of its own).
   const std::uint64_t waited = signal_bit(SIGCHLD) | signal_bit(SIGTERM);

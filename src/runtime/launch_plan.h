@@ -68,14 +68,16 @@ struct LaunchPlan {
   // With PULSEBOX_TRACE=1: where init and the command mark their progress.
   core::ChildTrace* trace = nullptr;
 
+  std::string hostname;
+  bool bring_up_loopback = false;
+  linux_api::CapabilityDrop capabilities;
+
   // ---- Read by init only after PlanReady.
   // The workspace's mounts.
   std::vector<linux_api::MountStep> mounts;
   // Where init puts the descriptor PlanReady carries (the idmapped workspace
   // tree, referenced by a step of `mounts`), -1 for none.
   int passed_tree_fd = -1;
-  std::string hostname;
-  bool bring_up_loopback = false;
 
   std::vector<std::pair<int, rlimit>> rlimits;
   // The compiled seccomp filter (the storage belongs to the caller), loaded
@@ -83,7 +85,6 @@ struct LaunchPlan {
   bool load_seccomp = false;
   bool seccomp_listener = false;  // pass the listener to the supervisor
   sock_fprog seccomp_program{};
-  linux_api::CapabilityDrop capabilities;
 
   // The command: execve() is tried on each candidate in turn (PATH search
   // done in the parent); `argv`/`envp` point into the storage vectors.

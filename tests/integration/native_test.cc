@@ -779,18 +779,19 @@ TEST_F(NativeBackendTest, TheTraceShowsEveryPhaseOfARunInOrder) {
     ADD_FAILURE() << "no trace line for " << phase << " in:\n" << run.err;
     return -1.0;
   };
-  const std::vector<std::string> order = {"main",
-                                          "native: cgroup created",
-                                          "child: init: started",
-                                          "child: init: go",
-                                          "child: init: base mounts made",
-                                          "child: init: plan ready",
-                                          "child: init: mounts made",
-                                          "child: command: started",
-                                          "child: command: seccomp filter loaded",
-                                          "child: init: the command exited",
-                                          "native: init reaped, cgroup removed",
-                                          "main: returning"};
+  const std::vector<std::string> order = {
+      "main",
+      "native: cgroup created",
+      "child: init: started",
+      "child: init: go",
+      "child: init: base mounts made, hostname, lo, bounding set",
+      "child: init: plan ready",
+      "child: init: mounts made",
+      "child: command: started",
+      "child: command: seccomp filter loaded",
+      "child: init: the command exited",
+      "native: init reaped, cgroup removed",
+      "main: returning"};
   for (std::size_t i = 1; i < order.size(); ++i)
     EXPECT_LE(at(order[i - 1]), at(order[i])) << order[i - 1] << " before " << order[i];
   // init makes its base mounts while the supervisor prepares the rest.
