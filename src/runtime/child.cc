@@ -183,6 +183,13 @@ void run_sandbox_init(const LaunchPlan& plan) noexcept {
 
   if (!wait_for_go(channel)) exit_now(kSetupFailed);  // the supervisor is gone
   mark(plan, "init: go");
+  // In its cgroups now: the namespaces' memory is the sandbox's. Made here
+  // rather than by clone3, they overlap the supervisor's own preparations.
+  if (const std::uint64_t rest = plan.namespaces & ~LaunchPlan::kNamespacesAtClone; rest != 0) {
+    if (const int e = raw_error(raw(SYS_unshare, rest)); e != 0)
+      fail("creating the mount, network, ipc and uts namespaces", e);
+  }
+  mark(plan, "init: namespaces made");
   if (plan.new_cgroup_namespace) {
     if (const int e = raw_error(raw(SYS_unshare, CLONE_NEWCGROUP)); e != 0)
       fail("creating the cgroup namespace", e);

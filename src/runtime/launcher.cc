@@ -61,7 +61,11 @@ core::Result<LaunchedSandbox> launch_sandbox(LaunchPlan& plan, UniqueFd supervis
   int pidfd = -1;
   clone_args args{};
   // CLONE_VM: no copy of this process's page tables (see linux/clone.h).
-  args.flags = plan.namespaces | CLONE_PIDFD | CLONE_VM;
+  // The user and pid namespaces at birth (init is pid 1); init unshares the
+  // others itself after "go", while this process prepares the rest of the
+  // plan (LaunchPlan::kNamespacesAtClone).
+  const std::uint64_t at_clone = plan.namespaces & LaunchPlan::kNamespacesAtClone;
+  args.flags = at_clone | CLONE_PIDFD | CLONE_VM;
   args.pidfd = reinterpret_cast<std::uint64_t>(&pidfd);
   args.exit_signal = SIGCHLD;
   args.stack = reinterpret_cast<std::uint64_t>(sandbox.init_stack.base());
@@ -76,7 +80,7 @@ core::Result<LaunchedSandbox> launch_sandbox(LaunchPlan& plan, UniqueFd supervis
   if (pid == -ENOSYS || pid == -E2BIG) {
     in_cgroup = false;
     // Kernels before 5.3: clone() does the same without clone3's extras.
-    pid = linux_api::clone_on_stack(plan.namespaces | CLONE_PIDFD | CLONE_VM | SIGCHLD,
+    pid = linux_api::clone_on_stack(at_clone | CLONE_PIDFD | CLONE_VM | SIGCHLD,
                                     sandbox.init_stack.top(), &pidfd, init_entry, &plan);
   }
   if (pid < 0) {
