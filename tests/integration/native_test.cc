@@ -6,9 +6,11 @@
 #include <sys/file.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <fcntl.h>
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <fstream>
@@ -678,6 +680,53 @@ TEST_F(NativeBackendTest, FinishedRunsStagingIsRemovedDuringTheNextRun) {
   for (const auto& path : finished)
     EXPECT_FALSE(fs::exists(path)) << path << " still in trash/";
   EXPECT_FALSE(fs::exists(trash / "run-partial"));
+}
+
+// A finished run that changed nothing leaves a staging tree a later run
+// reuses (the overlay's own directories removed, its instance id cleared):
+// fewer directories freed per run. One with changes is removed, never
+// reused: a run must not see another's upper layer.
+TEST_F(NativeBackendTest, UnchangedStagingTreesAreReusedChangedOnesRemoved) {
+  const fs::path trash = state_.path() / "trash";
+  const fs::path pool = state_.path() / "pool";
+  auto entries = [](const fs::path& dir) {
+    std::vector<std::string> names;
+    for (const auto& entry : fs::directory_iterator(dir))
+      names.push_back(entry.path().filename().string());
+    std::sort(names.begin(), names.end());
+    return names;
+  };
+  Sandbox sandbox(options());
+  ASSERT_EQ(run(sandbox, {"true"}).exit_code, 0);
+  const auto first = entries(trash);
+  ASSERT_EQ(first.size(), 1u);
+  // The next run recycles it while its command runs (long enough here).
+  ASSERT_EQ(run(sandbox, {"/workspace/probe", "sleep", "pool-test", "1"}).exit_code, 0);
+  ASSERT_EQ(entries(pool), first) << "the unchanged tree waits in pool/";
+  const fs::path pooled = pool / first[0];
+  EXPECT_EQ(entries(pooled), (std::vector<std::string>{"upper", "work"}));
+  EXPECT_TRUE(fs::is_empty(pooled / "upper"));
+  EXPECT_TRUE(fs::is_empty(pooled / "work")) << "the overlay's work/work is gone";
+  char names[1024];
+  EXPECT_EQ(::llistxattr((pooled / "upper").c_str(), names, sizeof names), 0)
+      << "the overlay's attributes (its uuid) are cleared";
+
+  // The next run takes it, and sees only its own changes.
+  const auto changed = run(sandbox, {"/workspace/probe", "write", "/workspace/new.txt", "x"});
+  ASSERT_EQ(changed.exit_code, 0) << changed.termination_detail;
+  ASSERT_TRUE(changed.transaction_id.has_value());
+  EXPECT_EQ(changed.changes.size(), 1u);
+  EXPECT_FALSE(fs::exists(pooled)) << "taken by the run";
+  std::vector<std::string> with_changes;
+  for (const auto& name : entries(trash))
+    if (fs::exists(trash / name / "upper" / "new.txt")) with_changes.push_back(name);
+  ASSERT_EQ(with_changes.size(), 1u);
+
+  ASSERT_EQ(run(sandbox, {"/workspace/probe", "sleep", "pool-test", "1"}).exit_code, 0);
+  EXPECT_FALSE(fs::exists(trash / with_changes[0])) << "removed during the run";
+  EXPECT_FALSE(fs::exists(pool / with_changes[0])) << "a tree with changes is never reused";
+  const auto fresh = run(sandbox, {"sh", "-c", "test ! -e /workspace/new.txt"});
+  EXPECT_EQ(fresh.exit_code, 0) << "another run's change leaked into a later run";
 }
 
 // The first runs on a fresh state directory all make its shared mount
