@@ -823,10 +823,10 @@ ExecutionOutcome NativeBackend::execute(const ExecutionRequest& request) {
   layout.hidden_workspace_paths = request.hidden_workspace_paths;
   // /tmp and /dev/shm live in RAM: without cgroups, the memory limit caps each.
   layout.tmpfs_size_bytes = limits.memory_bytes;
-  auto base_mounts = runtime::build_base_mount_steps(layout);
-  if (!base_mounts) fail(std::move(base_mounts).error());
-  plan.base_mounts = std::move(base_mounts).value();
-  core::trace_phase("native: ids and base mounts planned");
+  // A bad bind is the caller's mistake, reported before any process exists;
+  // the steps themselves are built while init makes its namespaces.
+  if (auto binds = runtime::check_extra_binds(layout); !binds) fail(std::move(binds).error());
+  core::trace_phase("native: ids planned, binds checked");
 
   // The sandbox's cgroup, created before the child exists. Every limit the
   // host's cgroups can hold goes there; the rlimits below stand in for the
@@ -872,6 +872,9 @@ ExecutionOutcome NativeBackend::execute(const ExecutionRequest& request) {
 
   auto launched = runtime::launch_sandbox(plan, std::move(supervisor_end),
                                           [&](pid_t pid, bool in_cgroup) -> core::Status {
+                                            auto base = runtime::build_base_mount_steps(layout);
+                                            if (!base) return std::move(base).error();
+                                            plan.base_mounts = std::move(base).value();
                                             if (!cgroup) return core::ok_status();
                                             return cgroup->attach(pid, in_cgroup);
                                           });

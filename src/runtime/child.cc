@@ -180,16 +180,17 @@ void run_sandbox_init(const LaunchPlan& plan) noexcept {
   reset_signals();
   const int keep[] = {channel, plan.stdout_fd, plan.stderr_fd};
   close_all_except(0, keep, 3);
-
-  if (!wait_for_go(channel)) exit_now(kSetupFailed);  // the supervisor is gone
-  mark(plan, "init: go");
-  // In its cgroups now: the namespaces' memory is the sandbox's. Made here
-  // rather than by clone3, they overlap the supervisor's own preparations.
+  // The namespaces clone3 did not make, while the supervisor writes the id
+  // maps and the base mount steps (creating a namespace needs capabilities
+  // in the user namespace, not mapped ids). On a hybrid host this is before
+  // the v1 cgroups are joined, so their kernel memory is not counted there.
   if (const std::uint64_t rest = plan.namespaces & ~LaunchPlan::kNamespacesAtClone; rest != 0) {
     if (const int e = raw_error(raw(SYS_unshare, rest)); e != 0)
       fail("creating the mount, network, ipc and uts namespaces", e);
   }
   mark(plan, "init: namespaces made");
+  if (!wait_for_go(channel)) exit_now(kSetupFailed);  // the supervisor is gone
+  mark(plan, "init: go");
   if (plan.new_cgroup_namespace) {
     if (const int e = raw_error(raw(SYS_unshare, CLONE_NEWCGROUP)); e != 0)
       fail("creating the cgroup namespace", e);

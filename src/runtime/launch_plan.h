@@ -1,9 +1,9 @@
 // The launch plan: everything the sandbox's child processes need. The child
 // code (runtime/child.cc) reads it and makes syscalls; it never allocates,
-// throws or logs. It is written in two parts: what init reads before the
-// PlanReady message (the fields up to base_mounts) is final before clone();
-// the rest is written while init makes the base mounts, then PlanReady is
-// sent (init shares this memory, see linux/clone.h).
+// throws or logs. It is written in parts: the fields init reads before "go"
+// are final before clone() (base_mounts: before "go"); the rest is written
+// while init makes the base mounts, then PlanReady is sent (init shares
+// this memory, see linux/clone.h).
 //
 // Process layout:
 //   supervisor (this process)
@@ -36,9 +36,10 @@ namespace pulsebox::runtime {
 
 struct LaunchPlan {
   std::uint64_t namespaces = 0;  // CLONE_NEW* flags
-  // Made by clone3; init unshares the others (mount, network, ipc, uts: a
-  // network namespace alone costs ~0.3 ms) after "go", in its cgroups,
-  // while the supervisor prepares the rest of the plan.
+  // Made by clone3. init unshares the others itself (mount, network, ipc,
+  // uts: a network namespace alone costs ~0.3 ms) as it starts, while the
+  // supervisor writes its id maps and the base mount steps; the cgroup
+  // namespace follows "go".
   static constexpr std::uint64_t kNamespacesAtClone = CLONE_NEWUSER | CLONE_NEWPID;
   // init unshares its cgroup namespace once it is in the sandbox's cgroups
   // (after "go"), so the namespace's root is the sandbox's own cgroup.
@@ -56,7 +57,8 @@ struct LaunchPlan {
 
   // The new root: an empty host directory the tmpfs root is mounted on.
   std::string new_root;
-  // Made after Go: everything that needs no per-run staging.
+  // Written before "go", made after it: everything that needs no per-run
+  // staging.
   std::vector<linux_api::MountStep> base_mounts;
 
   // Descriptors the child keeps (everything else is closed).

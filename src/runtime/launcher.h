@@ -45,8 +45,9 @@ class LaunchedSandbox {
 // plan.channel_fd, stdout_fd, stderr_fd are the child's ends; the caller
 // closes its copies of the pipe write ends after this returns. On error the
 // child (if any) has been killed and reaped.
-// `before_go` runs after the id maps are written and before the child does
-// anything (it waits for "go"): the place to move it into cgroups.
+// `before_go` runs after the id maps are written, while the child makes its
+// namespaces and then waits for "go": the place to move it into cgroups and
+// to write what it reads after "go" (the plan's base mounts).
 // `in_cgroup` says clone3 already created it in plan.cgroup_fd.
 using BeforeGo = std::function<core::Status(pid_t pid, bool in_cgroup)>;
 core::Result<LaunchedSandbox> launch_sandbox(LaunchPlan& plan, core::UniqueFd supervisor_end,

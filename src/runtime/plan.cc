@@ -128,6 +128,22 @@ StepList step_list_for(const MountLayout& layout) {
 
 }  // namespace
 
+core::Status check_extra_binds(const MountLayout& layout) {
+  for (const auto& bind : layout.binds) {
+    const std::string problem = check_bind_target(bind.sandbox_path, layout.system_paths);
+    if (!problem.empty()) {
+      return Error(ErrorKind::kInvalidInput, "mounts",
+                   "bind " + bind.host.string() + " -> " + bind.sandbox_path + ": " + problem);
+    }
+    struct stat st {};
+    if (::stat(bind.host.c_str(), &st) != 0) {
+      return Error::from_errno("mounts", "bind source " + bind.host.string())
+          .with_kind(ErrorKind::kInvalidInput);
+    }
+  }
+  return core::ok_status();
+}
+
 core::Result<std::vector<MountStep>> build_base_mount_steps(const MountLayout& layout) {
   StepList steps = step_list_for(layout);
   steps.bind_mask_sources();
@@ -213,12 +229,8 @@ core::Result<std::vector<MountStep>> build_base_mount_steps(const MountLayout& l
   steps.tmpfs("/tmp", "mode=1777" + size, MS_NOSUID | MS_NODEV);
 
   // Extra binds, each validated.
+  PB_CHECK(check_extra_binds(layout));
   for (const auto& bind : layout.binds) {
-    const std::string problem = check_bind_target(bind.sandbox_path, layout.system_paths);
-    if (!problem.empty()) {
-      return Error(ErrorKind::kInvalidInput, "mounts",
-                   "bind " + bind.host.string() + " -> " + bind.sandbox_path + ": " + problem);
-    }
     struct stat st {};
     if (::stat(bind.host.c_str(), &st) != 0) {
       return Error::from_errno("mounts", "bind source " + bind.host.string())

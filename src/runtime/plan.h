@@ -38,6 +38,9 @@ struct MountLayout {
 // masks) uses workspace, run_dir, idmapped_workspace_fd and the hidden paths.
 core::Result<std::vector<linux_api::MountStep>> build_base_mount_steps(const MountLayout& layout);
 std::vector<linux_api::MountStep> build_workspace_mount_steps(const MountLayout& layout);
+// The extra binds' checks alone (build_base_mount_steps makes them too):
+// the sandbox path's rules, and a source that exists.
+core::Status check_extra_binds(const MountLayout& layout);
 // Both, base first.
 core::Result<std::vector<linux_api::MountStep>> build_mount_steps(const MountLayout& layout);
 
