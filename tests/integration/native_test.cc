@@ -565,6 +565,23 @@ TEST_F(NativeBackendTest, AStagingAreaInsideTheWorkspaceIsRefused) {
   }
 }
 
+// /dev: the usual devices work, /dev/shm is a writable tmpfs, /dev/pts a
+// devpts, the fd links point into /proc, and nothing else can be made there.
+TEST_F(NativeBackendTest, DevHasTheUsualDevicesAndIsReadOnly) {
+  Sandbox sandbox(options());
+  const auto result =
+      run(sandbox, {"sh", "-c",
+                    "echo x > /dev/null && head -c 3 /dev/zero | od -An -tx1 && "
+                    "head -c 5 /dev/urandom | wc -c && head -c 2 /dev/full | wc -c && "
+                    "echo shm > /dev/shm/f && cat /dev/shm/f && readlink /dev/stdout /dev/ptmx && "
+                    "test -c /dev/tty && test -c /dev/random && ls /dev/fd/ > /dev/null && "
+                    "grep -q ' /dev/pts devpts ' /proc/self/mounts && "
+                    "(touch /dev/new 2>/dev/null && echo writable || echo read-only)"});
+  EXPECT_EQ(result.exit_code, 0) << result.stderr_data << result.termination_detail;
+  EXPECT_EQ(result.stdout_data, " 00 00 00\n5\n2\nshm\n/proc/self/fd/1\npts/ptmx\nread-only\n")
+      << result.stderr_data;
+}
+
 TEST_F(NativeBackendTest, ExtraBindsAreReadOnlyUnlessAskedAndRefusedInsideOwnDirectories) {
   TempDir data;
   testing::write_file(data / "input.txt", "bound\n");
