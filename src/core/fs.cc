@@ -1,10 +1,9 @@
 #include "core/fs.h"
+#include "core/text.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#include <random>
 
 namespace pulsebox::core {
 
@@ -63,9 +62,8 @@ Result<UniqueFd> open_directory(const std::filesystem::path& path) {
 
 Status write_file_atomic(const std::filesystem::path& path, std::string_view bytes, unsigned mode) {
   const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : ".";
-  std::random_device entropy;
-  const std::string tmp_name = "." + path.filename().string() + ".tmp-" +
-                               std::to_string(entropy()) + "-" + std::to_string(::getpid());
+  const std::string tmp_name =
+      "." + path.filename().string() + ".tmp-" + random_hex(8) + "-" + std::to_string(::getpid());
   const std::filesystem::path tmp = dir / tmp_name;
   UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode));
   if (!fd) return Error::from_errno("io", "cannot create " + tmp.string());

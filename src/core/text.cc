@@ -1,6 +1,10 @@
 #include "core/text.h"
 
+#include <sys/random.h>
+
+#include <cerrno>
 #include <cstring>
+#include <random>
 
 namespace pulsebox::core {
 
@@ -106,6 +110,30 @@ std::string describe_errno(int error_number) {
   const char* name = ::strerrorname_np(error_number);
   return std::string(name != nullptr ? name : "errno " + std::to_string(error_number)) + " (" +
          std::strerror(error_number) + ")";
+}
+
+std::string random_hex(std::size_t digits) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string bytes((digits + 1) / 2, '\0');
+  std::size_t filled = 0;
+  while (filled < bytes.size()) {
+    const ssize_t got = ::getrandom(bytes.data() + filled, bytes.size() - filled, 0);
+    if (got > 0) {
+      filled += static_cast<std::size_t>(got);
+    } else if (got < 0 && errno != EINTR) {
+      // Kernels before 3.17: the C++ library's source instead.
+      std::random_device entropy;
+      for (; filled < bytes.size(); ++filled)
+        bytes[filled] = static_cast<char>(entropy());
+    }
+  }
+  std::string out;
+  out.reserve(digits);
+  for (std::size_t i = 0; i < digits; ++i) {
+    const auto byte = static_cast<unsigned char>(bytes[i / 2]);
+    out.push_back(kHex[i % 2 == 0 ? byte >> 4 : byte & 0x0f]);
+  }
+  return out;
 }
 
 }  // namespace pulsebox::core

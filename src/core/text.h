@@ -23,6 +23,11 @@ std::string ascii_lower(std::string_view text);
 // "EINVAL (Invalid argument)": the errno's name and its description.
 std::string describe_errno(int error_number);
 
+// `digits` random lowercase hex digits from the kernel's generator
+// (getrandom(2)), for names that must not collide: run ids, temporary
+// files. (std::random_device asks the CPU first: a trapped cpuid on a VM.)
+std::string random_hex(std::size_t digits);
+
 // 1-based line and column of a byte offset, for error messages.
 struct TextPosition {
   std::size_t line = 1;

@@ -5,8 +5,8 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <random>
 
+#include "core/text.h"
 #include "core/throw_error.h"
 #include "core/trace.h"
 #include "pulsebox/error.h"
@@ -25,12 +25,7 @@ using core::ErrorKind;
 namespace {
 
 std::string new_execution_id() {
-  static thread_local std::mt19937_64 random(std::random_device{}());
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string id = "run-";
-  for (int i = 0; i < 16; ++i)
-    id.push_back(kHex[random() % 16]);
-  return id;
+  return "run-" + core::random_hex(16);
 }
 
 std::map<std::string, std::string> host_environment() {

@@ -6,18 +6,19 @@
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
-#include <random>
 #include <set>
 
 #include "audit/chain.h"
 #include "core/fs.h"
 #include "core/sha256.h"
+#include "core/text.h"
 #include "workspace/safe_open.h"
 
 namespace pulsebox::workspace {
 
 using core::Error;
 using core::ErrorKind;
+using core::random_hex;
 using core::UniqueFd;
 using json = nlohmann::json;
 
@@ -29,15 +30,6 @@ constexpr const char* kTempPrefix = ".pulsebox-tmp-";
 
 void failpoint(std::string_view step) {
   if (commit_failpoint) commit_failpoint(step);
-}
-
-std::string random_hex(std::size_t digits) {
-  static thread_local std::mt19937_64 random(std::random_device{}());
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  for (std::size_t i = 0; i < digits; ++i)
-    out.push_back(kHex[random() % 16]);
-  return out;
 }
 
 StagedOp op_from_string(std::string_view text) {

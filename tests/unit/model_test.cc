@@ -2,6 +2,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <set>
+
+#include "core/text.h"
 #include "pulsebox/error.h"
 #include "pulsebox/limits.h"
 #include "pulsebox/result.h"
@@ -127,6 +130,24 @@ TEST(ResultTest, LevelNamesRoundTrip) {
     EXPECT_EQ(parse_enforcement_level(to_string(level)), level);
   }
   EXPECT_FALSE(parse_enforcement_level("strong").has_value());
+}
+
+TEST(RandomHex, DigitsOfTheKernelsGenerator) {
+  for (std::size_t digits : {1u, 6u, 16u, 33u}) {
+    const std::string hex = core::random_hex(digits);
+    EXPECT_EQ(hex.size(), digits);
+    EXPECT_EQ(hex.find_first_not_of("0123456789abcdef"), std::string::npos) << hex;
+  }
+  // 200 run ids of 64 bits: any repeat means the generator is broken.
+  std::set<std::string> seen;
+  for (int i = 0; i < 200; ++i)
+    seen.insert(core::random_hex(16));
+  EXPECT_EQ(seen.size(), 200u);
+  // Both halves of each byte are used.
+  std::set<char> odd_digits;
+  for (int i = 0; i < 200; ++i)
+    odd_digits.insert(core::random_hex(2)[1]);
+  EXPECT_GT(odd_digits.size(), 8u);
 }
 
 }  // namespace
