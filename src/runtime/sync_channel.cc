@@ -51,6 +51,30 @@ int send_with_fd(int fd, const ChildMessage& message, int passed_fd) noexcept {
   }
 }
 
+// One message, and the descriptor sent with it in *passed (CLOEXEC; -1 for
+// none). Raw: the children use it too. Returns recvmsg's result (the bytes,
+// or -errno).
+long receive_with_fd(int fd, ChildMessage& message, int flags, int* passed) noexcept {
+  *passed = -1;
+  iovec data{&message, sizeof message};
+  msghdr header{};
+  header.msg_iov = &data;
+  header.msg_iovlen = 1;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  header.msg_control = control;
+  header.msg_controllen = sizeof control;
+  long n = 0;
+  do {
+    n = linux_api::raw(SYS_recvmsg, fd, &header, flags | MSG_CMSG_CLOEXEC);
+  } while (n == -EINTR);
+  // Room for one descriptor only: a sender never passes more.
+  const cmsghdr* item = n >= 0 ? CMSG_FIRSTHDR(&header) : nullptr;
+  if (item != nullptr && item->cmsg_level == SOL_SOCKET && item->cmsg_type == SCM_RIGHTS) {
+    __builtin_memcpy(passed, CMSG_DATA(item), sizeof(int));
+  }
+  return n;
+}
+
 }  // namespace
 
 void send_child_error(int fd, const char* stage, const char* detail, int error_number) noexcept {
@@ -85,25 +109,8 @@ bool wait_for_go(int fd) noexcept {
 }
 
 bool wait_for_plan_ready(int fd, int* passed) noexcept {
-  *passed = -1;
   ChildMessage message;
-  iovec data{&message, sizeof message};
-  msghdr header{};
-  header.msg_iov = &data;
-  header.msg_iovlen = 1;
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  header.msg_control = control;
-  header.msg_controllen = sizeof control;
-  long n = 0;
-  do {
-    n = linux_api::raw(SYS_recvmsg, fd, &header, MSG_CMSG_CLOEXEC);
-  } while (n == -EINTR);
-  if (header.msg_controllen >= sizeof(cmsghdr)) {
-    const cmsghdr* item = CMSG_FIRSTHDR(&header);
-    if (item != nullptr && item->cmsg_level == SOL_SOCKET && item->cmsg_type == SCM_RIGHTS) {
-      __builtin_memcpy(passed, CMSG_DATA(item), sizeof(int));
-    }
-  }
+  const long n = receive_with_fd(fd, message, 0, passed);
   return n == static_cast<long>(sizeof message) && message.kind == ChildMessageKind::PlanReady;
 }
 
@@ -141,26 +148,14 @@ std::optional<ChildMessage> receive_message(int fd, int timeout_ms, int* passed)
   } while (ready < 0 && errno == EINTR);
   if (ready <= 0) return std::nullopt;
   ChildMessage message;
-  iovec data{&message, sizeof message};
-  msghdr header{};
-  header.msg_iov = &data;
-  header.msg_iovlen = 1;
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  header.msg_control = control;
-  header.msg_controllen = sizeof control;
-  const ssize_t n = ::recvmsg(fd, &header, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
-  if (n != static_cast<ssize_t>(sizeof message)) return std::nullopt;
-  for (cmsghdr* item = CMSG_FIRSTHDR(&header); item != nullptr; item = CMSG_NXTHDR(&header, item)) {
-    if (item->cmsg_level == SOL_SOCKET && item->cmsg_type == SCM_RIGHTS) {
-      int received = -1;
-      std::memcpy(&received, CMSG_DATA(item), sizeof received);
-      if (passed != nullptr) {
-        *passed = received;
-      } else {
-        ::close(received);
-      }
-    }
+  int received = -1;
+  const long n = receive_with_fd(fd, message, MSG_DONTWAIT, &received);
+  if (passed != nullptr) {
+    *passed = received;
+  } else if (received >= 0) {
+    ::close(received);
   }
+  if (n != static_cast<long>(sizeof message)) return std::nullopt;
   message.stage[sizeof message.stage - 1] = '\0';
   message.detail[sizeof message.detail - 1] = '\0';
   return message;
