@@ -84,8 +84,10 @@ class HostBackend final : public Backend {
   std::vector<std::string> reconcile() override { return {}; }
   void cleanup() override {
     std::error_code ec;
-    for (const auto& dir : run_dirs_)
+    for (const auto& dir : run_dirs_) {
       std::filesystem::remove_all(dir, ec);
+      ::unlink((dir.string() + ".lock").c_str());  // while still holding it
+    }
     run_dirs_.clear();
     run_locks_.clear();
   }
@@ -203,19 +205,21 @@ ExecutionOutcome HostBackend::execute(const ExecutionRequest& request) {
   ProcessResult& result = outcome.result;
   const ResourcePolicy& limits = request.limits;
 
-  // The run's private copy of the workspace, locked while in use so that a
-  // concurrent reconcile never removes it.
-  const auto run_dir = request.workspace / ".agent" / "runs" / request.execution_id;
+  // The run's private copy of the workspace. Its lock, <id>.lock beside it,
+  // is taken before the directory exists, so a concurrent reconcile never
+  // removes a live run's copy (workspace/transactions.cc).
+  const auto runs = request.workspace / ".agent" / "runs";
+  const auto run_dir = runs / request.execution_id;
   std::error_code ec;
-  std::filesystem::create_directories(run_dir, ec);
+  std::filesystem::create_directories(runs, ec);
   if (ec) {
-    core::throw_error(
-        Error(ErrorKind::kIo, "host", "cannot create " + run_dir.string(), ec.value()));
+    core::throw_error(Error(ErrorKind::kIo, "host", "cannot create " + runs.string(), ec.value()));
   }
-  UniqueFd lock(::open((run_dir / "lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
-  if (lock) ::flock(lock.get(), LOCK_EX);
+  run_locks_.push_back(core::value_or_throw(core::create_locked_file(run_dir.string() + ".lock")));
   run_dirs_.push_back(run_dir);
-  run_locks_.push_back(std::move(lock));
+  if (::mkdir(run_dir.c_str(), 0700) != 0) {
+    core::throw_error(Error::from_errno("host", "cannot create " + run_dir.string()));
+  }
   const auto root = run_dir / "root";
   try {
     copy_workspace(request.workspace, root);

@@ -276,25 +276,6 @@ fs::path lock_path_of(const fs::path& run_dir) {
   return run_dir.string() + ".lock";
 }
 
-// Creates and flock-s `path`. If reconcile() removed the file between our
-// open and flock (it unlinks lock files it can lock), the lock is on a dead
-// inode: try again.
-UniqueFd lock_new_file(const fs::path& path) {
-  for (int attempt = 0; attempt < 10; ++attempt) {
-    UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
-    if (!fd || ::flock(fd.get(), LOCK_EX) != 0) {
-      fail(Error::from_errno("native", "locking " + path.string()));
-    }
-    struct stat held {
-    }, current{};
-    if (::fstat(fd.get(), &held) == 0 && ::lstat(path.c_str(), &current) == 0 &&
-        held.st_ino == current.st_ino && held.st_dev == current.st_dev) {
-      return fd;
-    }
-  }
-  fail(Error(ErrorKind::kIo, "native", "locking " + path.string() + ": it keeps disappearing"));
-}
-
 // A descriptor number of at least 3, so the child's stdio can be set up
 // without clobbering it.
 void move_above_stdio(UniqueFd& fd) {
@@ -788,7 +769,7 @@ ExecutionOutcome NativeBackend::execute(const ExecutionRequest& request) {
   const fs::path run_dir = options_.state_dir / "runs" / request.execution_id;
   // The lock comes first, beside the directory: a concurrent reconcile()
   // never sees the directory of a live run unlocked.
-  run_locks_.push_back(lock_new_file(lock_path_of(run_dir)));
+  run_locks_.push_back(core::value_or_throw(core::create_locked_file(lock_path_of(run_dir))));
   const fs::path mount_points = ensure_mount_points(options_.state_dir);
 
   // Launched in two parts: init makes the base mounts (everything that

@@ -1,9 +1,11 @@
 #include "core/fs.h"
-#include "core/text.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "core/text.h"
 
 namespace pulsebox::core {
 
@@ -58,6 +60,23 @@ Result<UniqueFd> open_directory(const std::filesystem::path& path) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!fd) return Error::from_errno("io", "cannot open directory " + path.string());
   return fd;
+}
+
+Result<UniqueFd> create_locked_file(const std::filesystem::path& path) {
+  for (int attempt = 0; attempt < 10; ++attempt) {
+    UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
+    if (!fd) return Error::from_errno("io", "locking " + path.string());
+    while (::flock(fd.get(), LOCK_EX) != 0) {
+      if (errno != EINTR) return Error::from_errno("io", "locking " + path.string());
+    }
+    struct stat held {
+    }, current{};
+    if (::fstat(fd.get(), &held) == 0 && ::lstat(path.c_str(), &current) == 0 &&
+        held.st_ino == current.st_ino && held.st_dev == current.st_dev) {
+      return fd;
+    }
+  }
+  return Error(ErrorKind::kIo, "io", "locking " + path.string() + ": it keeps disappearing");
 }
 
 Status write_file_atomic(const std::filesystem::path& path, std::string_view bytes, unsigned mode) {

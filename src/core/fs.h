@@ -31,4 +31,11 @@ Status write_all(int fd, std::string_view bytes, std::string_view what);
 
 Result<UniqueFd> open_directory(const std::filesystem::path& path);
 
+// Creates `path` if needed and takes an exclusive flock on it. A run's lock
+// sits beside its directory and is taken before the directory is made, so a
+// concurrent reconcile never sees a live run's directory unlocked; if that
+// reconcile removed the file between our open and flock (it unlinks lock
+// files it can take), the lock is on a dead inode and is taken again.
+Result<UniqueFd> create_locked_file(const std::filesystem::path& path);
+
 }  // namespace pulsebox::core

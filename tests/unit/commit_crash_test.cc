@@ -144,29 +144,46 @@ TEST(ReconcileTest, RemovesIncompleteStagingAndTemporaryFiles) {
   EXPECT_EQ(testing::read_file(dir / "modify.txt"), "after\n");
 }
 
+// The host backend's run copies: the lock sits beside the directory and is
+// taken before it is made. A crashed run's copy goes, a live one's stays,
+// a lock file alone (a run that died before its mkdir) goes quietly, and an
+// older version's live run (its lock inside the directory) is kept.
 TEST(ReconcileTest, RemovesCrashedRunsButNotLiveOnes) {
   TempDir dir;
-  write_file(dir / ".agent/runs/run-crashed/root/x", "copy");
-  write_file(dir / ".agent/runs/run-crashed/lock", "");
-  write_file(dir / ".agent/runs/run-live/lock", "");
-  const int live = ::open((dir / ".agent/runs/run-live/lock").c_str(), O_RDWR | O_CLOEXEC);
-  ASSERT_GE(live, 0);
-  ASSERT_EQ(::flock(live, LOCK_EX), 0);
+  const auto runs = dir / ".agent/runs";
+  write_file(runs / "run-crashed/root/x", "copy");
+  write_file(runs / "run-crashed.lock", "");
+  write_file(runs / "run-live/root/x", "copy");
+  write_file(runs / "run-live.lock", "");
+  write_file(runs / "run-orphan.lock", "");
+  write_file(runs / "run-older/lock", "");
+  std::vector<int> held;
+  for (const char* lock : {"run-live.lock", "run-older/lock"}) {
+    const int fd = ::open((runs / lock).c_str(), O_RDWR | O_CLOEXEC);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::flock(fd, LOCK_EX), 0);
+    held.push_back(fd);
+  }
   // flock locks are per open file description: a child process stands in
-  // for the live run so the parent's reconcile sees the lock taken.
+  // for the live runs so the parent's reconcile sees the locks taken.
   const pid_t holder = ::fork();
   if (holder == 0) {
     ::pause();
     ::_exit(0);
   }
-  ::close(live);
+  for (const int fd : held)
+    ::close(fd);
   Workspace ws(dir.path());
   const auto report = ws.reconcile();
   ::kill(holder, SIGKILL);
   ::waitpid(holder, nullptr, 0);
   EXPECT_EQ(report.removed_runs, std::vector<std::string>{"run-crashed"});
-  EXPECT_FALSE(std::filesystem::exists(dir / ".agent/runs/run-crashed"));
-  EXPECT_TRUE(std::filesystem::exists(dir / ".agent/runs/run-live"));
+  EXPECT_FALSE(std::filesystem::exists(runs / "run-crashed"));
+  EXPECT_FALSE(std::filesystem::exists(runs / "run-crashed.lock"));
+  EXPECT_FALSE(std::filesystem::exists(runs / "run-orphan.lock"));
+  EXPECT_TRUE(std::filesystem::exists(runs / "run-live/root/x"));
+  EXPECT_TRUE(std::filesystem::exists(runs / "run-live.lock"));
+  EXPECT_TRUE(std::filesystem::exists(runs / "run-older/lock"));
 }
 
 }  // namespace
