@@ -86,7 +86,7 @@ class HostBackend final : public Backend {
     std::error_code ec;
     for (const auto& dir : run_dirs_) {
       std::filesystem::remove_all(dir, ec);
-      ::unlink((dir.string() + ".lock").c_str());  // while still holding it
+      ::unlink(core::run_lock_path(dir).c_str());  // while still holding it
     }
     run_dirs_.clear();
     run_locks_.clear();
@@ -215,7 +215,8 @@ ExecutionOutcome HostBackend::execute(const ExecutionRequest& request) {
   if (ec) {
     core::throw_error(Error(ErrorKind::kIo, "host", "cannot create " + runs.string(), ec.value()));
   }
-  run_locks_.push_back(core::value_or_throw(core::create_locked_file(run_dir.string() + ".lock")));
+  run_locks_.push_back(
+      core::value_or_throw(core::create_locked_file(core::run_lock_path(run_dir))));
   run_dirs_.push_back(run_dir);
   if (::mkdir(run_dir.c_str(), 0700) != 0) {
     core::throw_error(Error::from_errno("host", "cannot create " + run_dir.string()));

@@ -272,10 +272,6 @@ void make_staging(const fs::path& pool, const fs::path& run_dir) {
   }
 }
 
-fs::path lock_path_of(const fs::path& run_dir) {
-  return run_dir.string() + ".lock";
-}
-
 // A descriptor number of at least 3, so the child's stdio can be set up
 // without clobbering it.
 void move_above_stdio(UniqueFd& fd) {
@@ -397,7 +393,7 @@ class NativeBackend final : public Backend {
       if (::rename(dir.c_str(), trash.c_str()) != 0) remove_tree(dir);
       // While still holding it. A cgroup left behind keeps the lock file
       // (unlocked once we exit): the next start-up reconciles because of it.
-      if (!cgroup_left_behind_) ::unlink(lock_path_of(dir).c_str());
+      if (!cgroup_left_behind_) ::unlink(core::run_lock_path(dir).c_str());
     }
     cgroup_left_behind_ = false;
     run_dirs_.clear();
@@ -586,7 +582,7 @@ std::vector<std::string> NativeBackend::reconcile_if_needed() {
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(options_.state_dir / "runs", ec)) {
     const fs::path path = entry.path();
-    const fs::path lock_path = path.extension() == ".lock" ? path : lock_path_of(path);
+    const fs::path lock_path = path.extension() == ".lock" ? path : core::run_lock_path(path);
     UniqueFd lock(::open(lock_path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
     // Released first: reconcile() would take our lock for a live run.
     if (!lock || ::flock(lock.get(), LOCK_EX | LOCK_NB) == 0) {
@@ -605,21 +601,9 @@ std::vector<std::string> NativeBackend::reconcile() {
   std::vector<std::string> removed;
   for (const auto& path : linux_api::reconcile_cgroups(cgroups()))
     removed.push_back("the cgroup of a crashed run (" + path + ")");
-  const fs::path runs = options_.state_dir / "runs";
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(runs, ec)) {
-    const fs::path path = entry.path();
-    const bool is_lock = path.extension() == ".lock";
-    const fs::path lock_path = is_lock ? path : lock_path_of(path);
-    UniqueFd lock(::open(lock_path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW));
-    if (lock && ::flock(lock.get(), LOCK_EX | LOCK_NB) != 0) continue;  // a live run
-    if (is_lock) {
-      // A crash between taking the lock and making the directory.
-      if (!fs::exists(path.parent_path() / path.stem(), ec)) ::unlink(path.c_str());
-      continue;
-    }
-    remove_tree(path);
-    if (lock) ::unlink(lock_path.c_str());
+  const auto staging = core::remove_crashed_runs(options_.state_dir / "runs",
+                                                 [](const fs::path& dir) { remove_tree(dir); });
+  for (const auto& path : staging) {
     removed.push_back("the staging directory of crashed run " + path.filename().string() + " (" +
                       path.string() + ")");
   }
@@ -769,13 +753,16 @@ ExecutionOutcome NativeBackend::execute(const ExecutionRequest& request) {
   const fs::path run_dir = options_.state_dir / "runs" / request.execution_id;
   // The lock comes first, beside the directory: a concurrent reconcile()
   // never sees the directory of a live run unlocked.
-  run_locks_.push_back(core::value_or_throw(core::create_locked_file(lock_path_of(run_dir))));
+  run_locks_.push_back(
+      core::value_or_throw(core::create_locked_file(core::run_lock_path(run_dir))));
   const fs::path mount_points = ensure_mount_points(options_.state_dir);
 
-  // Launched in two parts: init makes the base mounts (everything that
-  // needs no staging) while this process makes the staging directory, the
-  // idmapped workspace, the workspace's mounts and the seccomp filter; then
-  // PlanReady lets init finish (runtime/launch_plan.h).
+  // Launched in parts: init makes its namespaces while this process writes
+  // the id maps and the base mount steps (everything that needs no
+  // staging); after "go" init makes the base mounts while this process
+  // makes the staging directory, the idmapped workspace, the workspace's
+  // mounts and the seccomp filter; then PlanReady lets init finish
+  // (runtime/launch_plan.h).
   runtime::LaunchPlan plan;
   std::unique_ptr<core::ChildTrace> child_trace;
   if (core::trace_enabled()) {

@@ -79,6 +79,36 @@ Result<UniqueFd> create_locked_file(const std::filesystem::path& path) {
   return Error(ErrorKind::kIo, "io", "locking " + path.string() + ": it keeps disappearing");
 }
 
+std::filesystem::path run_lock_path(const std::filesystem::path& run_dir) {
+  return run_dir.string() + ".lock";
+}
+
+std::vector<std::filesystem::path> remove_crashed_runs(
+    const std::filesystem::path& runs_dir,
+    const std::function<void(const std::filesystem::path&)>& remove_dir,
+    const std::function<bool(const std::filesystem::path&)>& still_live) {
+  std::vector<std::filesystem::path> removed;
+  std::error_code ec;
+  std::vector<std::filesystem::path> entries;
+  for (const auto& entry : std::filesystem::directory_iterator(runs_dir, ec))
+    entries.push_back(entry.path());
+  for (const auto& path : entries) {
+    const bool is_lock = path.extension() == ".lock";
+    const std::filesystem::path lock_path = is_lock ? path : run_lock_path(path);
+    UniqueFd lock(::open(lock_path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW));
+    if (lock && ::flock(lock.get(), LOCK_EX | LOCK_NB) != 0) continue;  // a live run
+    if (is_lock) {
+      if (!std::filesystem::exists(path.parent_path() / path.stem(), ec)) ::unlink(path.c_str());
+      continue;
+    }
+    if (still_live && still_live(path)) continue;
+    remove_dir(path);
+    if (lock) ::unlink(lock_path.c_str());  // while still holding it
+    removed.push_back(path);
+  }
+  return removed;
+}
+
 Status write_file_atomic(const std::filesystem::path& path, std::string_view bytes, unsigned mode) {
   const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : ".";
   const std::string tmp_name =

@@ -4,8 +4,10 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/result.h"
 #include "core/unique_fd.h"
@@ -37,5 +39,18 @@ Result<UniqueFd> open_directory(const std::filesystem::path& path);
 // reconcile removed the file between our open and flock (it unlinks lock
 // files it can take), the lock is on a dead inode and is taken again.
 Result<UniqueFd> create_locked_file(const std::filesystem::path& path);
+
+// The lock of a run's directory: <dir>.lock beside it.
+std::filesystem::path run_lock_path(const std::filesystem::path& run_dir);
+
+// For reconcile: removes the runs under `runs_dir` whose owner died, each a
+// directory whose lock beside it nobody holds (`remove_dir` removes it, then
+// the lock file goes), unless `still_live(dir)` says otherwise. A lock file
+// nobody holds without its directory (a run that died before its mkdir) is
+// removed quietly. Returns the removed directories.
+std::vector<std::filesystem::path> remove_crashed_runs(
+    const std::filesystem::path& runs_dir,
+    const std::function<void(const std::filesystem::path&)>& remove_dir,
+    const std::function<bool(const std::filesystem::path&)>& still_live = {});
 
 }  // namespace pulsebox::core

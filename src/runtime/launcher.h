@@ -1,6 +1,7 @@
-// Starting a sandbox from a LaunchPlan: clone3 (or clone) into the plan's
-// namespaces with a pidfd, id maps written from here, then "go" (init makes
-// the plan's base mounts). The caller then writes the rest of the plan and
+// Starting a sandbox from a LaunchPlan: clone3 (or clone) into new user and
+// pid namespaces with a pidfd (init makes the plan's other namespaces
+// itself), id maps written from here, then "go" (init makes the plan's base
+// mounts). The caller then writes the rest of the plan and
 // sends PlanReady (runtime/sync_channel.h) for init to finish the setup.
 //
 // init shares this process's memory (CLONE_VM) on a stack of its own (see

@@ -1,8 +1,9 @@
 // The channel between the supervisor and the sandbox's init process: a
 // SOCK_SEQPACKET | SOCK_CLOEXEC socket pair carrying fixed-size messages.
 //
-//   supervisor -> init   Go        the id maps are written: make the base
-//                                  mounts (LaunchPlan::base_mounts)
+//   supervisor -> init   Go        the id maps and the base mount steps are
+//                                  written: make the base mounts
+//                                  (LaunchPlan::base_mounts)
 //   supervisor -> init   PlanReady the rest of the plan is written: finish
 //                                  the setup and start the command; carries
 //                                  the idmapped workspace tree (SCM_RIGHTS)

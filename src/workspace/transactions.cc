@@ -619,29 +619,19 @@ core::Result<Workspace::ReconcileReport> TransactionStore::reconcile() {
   // The host backend's run copies whose owner died: their lock, <id>.lock
   // beside the directory (taken before the directory is made), is free. A
   // lock file alone is a run that died before its mkdir.
-  const auto runs = root_ / ".agent" / "runs";
-  std::vector<std::filesystem::path> entries;
-  for (const auto& item : std::filesystem::directory_iterator(runs, ec))
-    entries.push_back(item.path());
-  for (const auto& path : entries) {
-    const bool is_lock = path.extension() == ".lock";
-    const auto lock_path = is_lock ? path : std::filesystem::path(path.string() + ".lock");
-    UniqueFd run_lock(::open(lock_path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW));
-    if (run_lock && ::flock(run_lock.get(), LOCK_EX | LOCK_NB) != 0) continue;  // in use
-    if (!is_lock) {
-      // Older versions locked <id>/lock inside the directory.
-      UniqueFd inner(::open((path / "lock").c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW));
-      if (inner && ::flock(inner.get(), LOCK_EX | LOCK_NB) != 0) continue;
-    }
-    if (is_lock) {
-      const auto dir = path.parent_path() / path.stem();
-      if (!std::filesystem::exists(dir, ec)) ::unlink(path.c_str());
-      continue;
-    }
-    std::filesystem::remove_all(path, ec);
-    if (run_lock) ::unlink(lock_path.c_str());
-    report.removed_runs.push_back(path.filename().string());
-  }
+  const auto crashed = core::remove_crashed_runs(
+      root_ / ".agent" / "runs",
+      [](const std::filesystem::path& dir) {
+        std::error_code ignored;
+        std::filesystem::remove_all(dir, ignored);
+      },
+      [](const std::filesystem::path& dir) {
+        // Older versions locked <id>/lock inside the directory.
+        UniqueFd inner(::open((dir / "lock").c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW));
+        return inner && ::flock(inner.get(), LOCK_EX | LOCK_NB) != 0;
+      });
+  for (const auto& dir : crashed)
+    report.removed_runs.push_back(dir.filename().string());
   return report;
 }
 
