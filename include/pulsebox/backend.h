@@ -89,6 +89,8 @@ struct ExecutionRequest {
   std::vector<std::string> hidden_workspace_paths;
   // Raw output chunks as they arrive (the facade scrubs them).
   std::function<void(OutputStream, std::string_view)> on_output;
+  // Cancels the run once readable or hung up (-1: none); see ExecuteOptions.
+  int cancel_fd = -1;
 };
 
 struct ExecutionOutcome {

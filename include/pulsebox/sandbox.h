@@ -89,6 +89,11 @@ struct ExecuteOptions {
   std::string execution_id;  // generated when empty
   // Scrubbed output as it arrives.
   std::function<void(OutputStream, std::string_view)> on_output;
+  // A descriptor that cancels the run once it is readable or hung up: the
+  // sandbox gets SIGTERM, then SIGKILL after the grace period, and the
+  // result's termination_reason is "cancelled". For example an eventfd
+  // another thread writes, or a client's connection. -1: none. Not owned.
+  int cancel_fd = -1;
 };
 
 // One dimension's verdict for the coming run.

@@ -293,9 +293,10 @@ ExecutionOutcome HostBackend::execute(const ExecutionRequest& request) {
 
   runtime::SupervisedProcess process;
   process.pid = pid;
-  process.pidfd = pidfd.get();
+  process.exit_fd = pidfd.get();
   process.stdout_fd = out_read.get();
   process.stderr_fd = err_read.get();
+  process.cancel_fd = request.cancel_fd;
   process.signal_sandbox = [pid](int signal) { ::kill(-pid, signal); };
   // The sandbox ends with its command: background processes left in its
   // group go too.

@@ -386,19 +386,15 @@ class NativeBackend final : public Backend {
   std::vector<std::string> reconcile() override;
   std::vector<std::string> reconcile_if_needed() override;
   ExecutionOutcome execute(const ExecutionRequest& request) override;
+  // The runs execute() left for it: init reaped, cgroup removed, staging
+  // moved to trash/. (execute() returns as soon as init has reported, so
+  // the facade reads the changes while the kernel tears init down.)
   void cleanup() override {
-    for (const auto& dir : run_dirs_) {
-      // Out of the way at once, removed during a later run (TrashRemover).
-      const fs::path trash = options_.state_dir / "trash" / dir.filename();
-      if (::rename(dir.c_str(), trash.c_str()) != 0) remove_tree(dir);
-      // While still holding it. A cgroup left behind keeps the lock file
-      // (unlocked once we exit): the next start-up reconciles because of it.
-      if (!cgroup_left_behind_) ::unlink(core::run_lock_path(dir).c_str());
-    }
-    cgroup_left_behind_ = false;
-    run_dirs_.clear();
-    run_locks_.clear();
+    for (auto& run : finished_)
+      tear_down(*run);
+    finished_.clear();
   }
+  ~NativeBackend() override { cleanup(); }
 
   Capability network_capability(const NetworkPolicy& policy) const override {
     switch (policy.mode) {
@@ -562,15 +558,52 @@ class NativeBackend final : public Backend {
   void prepare_staging(const IdPlan& ids, const fs::path& workspace, const fs::path& run_dir,
                        UniqueFd& idmapped_tree);
 
+  // What a launch depends on, besides this backend's options: everything
+  // init makes before PlanReady.
+  struct LaunchSpec {
+    std::string id;  // names the staging directory and the cgroups
+    bool own_network = true;
+    ResourcePolicy limits;
+    std::vector<BindMount> binds;
+  };
+  // One sandbox from its launch to its teardown. On the heap and never
+  // moved: init reads `plan` and runs on `sandbox.init_stack`.
+  struct SandboxRun {
+    std::string id;
+    fs::path run_dir;
+    UniqueFd run_lock;  // held until the staging directory is gone
+    bool staging_made = false;
+    runtime::LaunchPlan plan;
+    std::unique_ptr<core::ChildTrace> trace;
+    runtime::MountLayout layout;
+    IdPlan ids;
+    linux_api::CgroupSettings settings;
+    std::optional<linux_api::SandboxCgroup> cgroup;
+    UniqueFd out_read, err_read;
+    runtime::LaunchedSandbox sandbox;
+    bool launched = false;
+    std::string launch_error;  // when not launched: why
+  };
+  // Up to init waiting for PlanReady: cgroup, clone3, id maps, base
+  // mounts (init's), staging directory. A bad extra bind throws; a launch
+  // that fails in the kernel is returned with its launch_error.
+  std::unique_ptr<SandboxRun> launch(const LaunchSpec& spec);
+  // The workspace, the command and its filter, then PlanReady; supervises
+  // the run and fills outcome.result once init has reported.
+  // `start`: when the run began (its wall-clock limit and duration count from there).
+  void finish(SandboxRun& run, const ExecutionRequest& request, const fs::path& workspace,
+              runtime::Clock::time_point start, ExecutionOutcome& outcome);
+  // init reaped, cgroup removed, staging moved to trash/ (idempotent).
+  void tear_down(SandboxRun& run);
+
   NativeBackendOptions options_;
   mutable std::once_flag probe_once_;
   mutable HostProbe probe_;
   mutable std::once_flag cgroups_once_;
   mutable linux_api::CgroupHost cgroups_;
   std::unique_ptr<seccomp::FilterCache> filters_;
-  std::vector<fs::path> run_dirs_;
-  std::vector<UniqueFd> run_locks_;
-  bool cgroup_left_behind_ = false;
+  // Runs whose result execute() returned, for cleanup() to tear down.
+  std::vector<std::unique_ptr<SandboxRun>> finished_;
   // user namespaces for idmapped workspace mounts, by workspace owner
   std::map<std::pair<uid_t, gid_t>, UniqueFd> mapping_namespaces_;
 };
@@ -718,90 +751,62 @@ void NativeBackend::prepare_staging(const IdPlan& ids, const fs::path& workspace
   }
 }
 
-ExecutionOutcome NativeBackend::execute(const ExecutionRequest& request) {
-  core::trace_phase("native: execute");
-  const auto start = runtime::Clock::now();
-  ExecutionOutcome outcome;
-  ProcessResult& result = outcome.result;
-  const ResourcePolicy& limits = request.limits;
-  auto finish_timing = [&] {
-    result.metrics.elapsed_ms =
-        std::chrono::duration<double, std::milli>(runtime::Clock::now() - start).count();
-    result.duration_ms = result.metrics.elapsed_ms;
-  };
-
-  std::error_code ec;
-  const fs::path workspace = fs::canonical(request.workspace, ec);
-  if (ec)
-    fail(Error(ErrorKind::kInvalidInput, "native",
-               "workspace " + request.workspace.string() + ": " + ec.message()));
-
+std::unique_ptr<NativeBackend::SandboxRun> NativeBackend::launch(const LaunchSpec& spec) {
+  auto run = std::make_unique<SandboxRun>();
+  run->id = spec.id;
   // Staging, locked for the run's lifetime so reconcile() leaves it alone.
-  // Inside the workspace it would be an overlay layer inside another.
-  const fs::path state = fs::weakly_canonical(options_.state_dir, ec);
-  const auto [ws_end, state_end] =
-      std::mismatch(workspace.begin(), workspace.end(), state.begin(), state.end());
-  if (ws_end == workspace.end()) {
-    fail(Error(ErrorKind::kInvalidInput, "native",
-               "the state directory " + options_.state_dir.string() +
-                   " is inside the workspace; choose another (PULSEBOX_STATE_DIR)"));
-  }
   ensure_private_dir(options_.state_dir, ::geteuid() == 0 ? 0711 : 0700);
   ensure_private_dir(options_.state_dir / "runs", ::geteuid() == 0 ? 0711 : 0700);
   ensure_private_dir(options_.state_dir / "trash", 0700);
   ensure_private_dir(options_.state_dir / "pool", 0700);
-  const fs::path run_dir = options_.state_dir / "runs" / request.execution_id;
+  run->run_dir = options_.state_dir / "runs" / spec.id;
   // The lock comes first, beside the directory: a concurrent reconcile()
   // never sees the directory of a live run unlocked.
-  run_locks_.push_back(
-      core::value_or_throw(core::create_locked_file(core::run_lock_path(run_dir))));
+  run->run_lock = core::value_or_throw(core::create_locked_file(core::run_lock_path(run->run_dir)));
   const fs::path mount_points = ensure_mount_points(options_.state_dir);
 
   // Launched in parts: init makes its namespaces while this process writes
   // the id maps and the base mount steps (everything that needs no
   // staging); after "go" init makes the base mounts while this process
-  // makes the staging directory, the idmapped workspace, the workspace's
-  // mounts and the seccomp filter; then PlanReady lets init finish
-  // (runtime/launch_plan.h).
-  runtime::LaunchPlan plan;
-  std::unique_ptr<core::ChildTrace> child_trace;
+  // makes the staging directory (and, in finish(), the idmapped workspace,
+  // the workspace's mounts and the seccomp filter); then PlanReady lets
+  // init finish (runtime/launch_plan.h).
+  runtime::LaunchPlan& plan = run->plan;
   if (core::trace_enabled()) {
-    child_trace = std::make_unique<core::ChildTrace>();
-    plan.trace = child_trace.get();
+    run->trace = std::make_unique<core::ChildTrace>();
+    plan.trace = run->trace.get();
   }
   auto command_stack = linux_api::ChildStack::allocate(runtime::LaunchPlan::kCommandStackSize);
   if (!command_stack) fail(std::move(command_stack).error());
   plan.command_stack = std::move(command_stack).value();
   plan.namespaces = kNamespaces;
   plan.new_cgroup_namespace = true;
-  const bool own_network = request.network.mode != NetworkMode::AllowAll;
-  if (own_network) plan.namespaces |= CLONE_NEWNET;
+  if (spec.own_network) plan.namespaces |= CLONE_NEWNET;
   plan.new_root = (mount_points / "root").string();
   plan.hostname = options_.hostname;
-  plan.bring_up_loopback = own_network;
+  plan.bring_up_loopback = spec.own_network;
   plan.capabilities = linux_api::prepare_capability_drop();
-  const IdPlan ids = plan_ids(plan);
+  run->ids = plan_ids(plan);
 
-  runtime::MountLayout layout;
-  layout.workspace = workspace;
-  layout.run_dir = run_dir;
+  runtime::MountLayout& layout = run->layout;
+  layout.run_dir = run->run_dir;
   layout.mount_points = mount_points;
   layout.system_paths = options_.system_paths;
   layout.hidden_paths = options_.hidden_paths;
-  layout.binds = request.binds;
-  layout.hidden_workspace_paths = request.hidden_workspace_paths;
+  layout.binds = spec.binds;
   // /tmp and /dev/shm live in RAM: without cgroups, the memory limit caps each.
-  layout.tmpfs_size_bytes = limits.memory_bytes;
+  layout.tmpfs_size_bytes = spec.limits.memory_bytes;
   // A bad bind is the caller's mistake, reported before any process exists;
   // the steps themselves are built while init makes its namespaces.
   if (auto binds = runtime::check_extra_binds(layout); !binds) fail(std::move(binds).error());
   core::trace_phase("native: ids planned, binds checked");
 
   // The sandbox's cgroup, created before the child exists. Every limit the
-  // host's cgroups can hold goes there; the rlimits below stand in for the
-  // others (capabilities says which).
+  // host's cgroups can hold goes there; the rlimits (finish()) stand in for
+  // the others (capabilities says which).
+  const ResourcePolicy& limits = spec.limits;
   const linux_api::CgroupHost& host_cgroups = cgroups();
-  linux_api::CgroupSettings settings;
+  linux_api::CgroupSettings& settings = run->settings;
   if (host_cgroups.memory.usable) {
     settings.memory_max = limits.memory_bytes;
     if (host_cgroups.swap_accounting && limits.swap_bytes) settings.swap_max = limits.swap_bytes;
@@ -812,13 +817,12 @@ ExecutionOutcome NativeBackend::execute(const ExecutionRequest& request) {
     settings.cpu_quota_us = static_cast<std::uint64_t>(std::llround(
         limits.cpu_quota_percent / 100.0 * static_cast<double>(settings.cpu_period_us)));
   }
-  std::optional<linux_api::SandboxCgroup> cgroup;
   if (host_cgroups.unified.usable || settings.memory_max || settings.pids_max ||
       settings.cpu_quota_us) {
-    auto created = linux_api::SandboxCgroup::create(host_cgroups, request.execution_id, settings);
+    auto created = linux_api::SandboxCgroup::create(host_cgroups, spec.id, settings);
     if (!created) fail(std::move(created).error().with_context("creating the sandbox's cgroup"));
-    cgroup = std::move(created).value();
-    plan.cgroup_fd = cgroup->unified_fd();
+    run->cgroup = std::move(created).value();
+    plan.cgroup_fd = run->cgroup->unified_fd();
   }
   core::trace_phase("native: cgroup created");
 
@@ -827,8 +831,9 @@ ExecutionOutcome NativeBackend::execute(const ExecutionRequest& request) {
       ::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, channel) != 0) {
     fail(Error::from_errno("native", "creating the sandbox's pipes"));
   }
-  UniqueFd out_read(out_pipe[0]), out_write(out_pipe[1]);
-  UniqueFd err_read(err_pipe[0]), err_write(err_pipe[1]);
+  run->out_read.reset(out_pipe[0]);
+  run->err_read.reset(err_pipe[0]);
+  UniqueFd out_write(out_pipe[1]), err_write(err_pipe[1]);
   UniqueFd supervisor_end(channel[0]), child_end(channel[1]);
   move_above_stdio(out_write);
   move_above_stdio(err_write);
@@ -836,42 +841,60 @@ ExecutionOutcome NativeBackend::execute(const ExecutionRequest& request) {
   plan.stdout_fd = out_write.get();
   plan.stderr_fd = err_write.get();
   plan.channel_fd = child_end.get();
-  outcome.changes_dir = run_dir / "upper";
-  outcome.changes_dir_is_full_copy = false;
 
+  SandboxRun& r = *run;
   auto launched = runtime::launch_sandbox(plan, std::move(supervisor_end),
-                                          [&](pid_t pid, bool in_cgroup) -> core::Status {
-                                            auto base = runtime::build_base_mount_steps(layout);
+                                          [&r](pid_t pid, bool in_cgroup) -> core::Status {
+                                            auto base = runtime::build_base_mount_steps(r.layout);
                                             if (!base) return std::move(base).error();
-                                            plan.base_mounts = std::move(base).value();
-                                            if (!cgroup) return core::ok_status();
-                                            return cgroup->attach(pid, in_cgroup);
+                                            r.plan.base_mounts = std::move(base).value();
+                                            if (!r.cgroup) return core::ok_status();
+                                            return r.cgroup->attach(pid, in_cgroup);
                                           });
-  out_write.reset();
-  err_write.reset();
-  child_end.reset();
   if (!launched) {
-    result.termination_reason = TerminationReason::LaunchError;
-    result.exit_code = 125;
-    result.termination_detail = launched.error().to_string();
-    finish_timing();
-    return outcome;
+    run->launch_error = launched.error().to_string();
+    return run;
   }
-  runtime::LaunchedSandbox& sandbox = launched.value();
+  run->sandbox = std::move(launched).value();
+  run->launched = true;
   core::trace_phase("native: launched (id maps written, go sent)");
 
   // The staging directory (its lock is held since before the cgroup).
-  make_staging(options_.state_dir / "pool", run_dir);
-  run_dirs_.push_back(run_dir);
+  make_staging(options_.state_dir / "pool", run->run_dir);
+  run->staging_made = true;
+  core::trace_phase("native: staging directory made");
+  return run;
+}
+
+void NativeBackend::finish(SandboxRun& run, const ExecutionRequest& request,
+                           const fs::path& workspace, runtime::Clock::time_point start,
+                           ExecutionOutcome& outcome) {
+  ProcessResult& result = outcome.result;
+  const ResourcePolicy& limits = request.limits;
+  runtime::LaunchPlan& plan = run.plan;
+  runtime::LaunchedSandbox& sandbox = run.sandbox;
+  const std::optional<linux_api::SandboxCgroup>& cgroup = run.cgroup;
+  const linux_api::CgroupSettings& settings = run.settings;
+  auto finish_timing = [&] {
+    result.metrics.elapsed_ms =
+        std::chrono::duration<double, std::milli>(runtime::Clock::now() - start).count();
+    result.duration_ms = result.metrics.elapsed_ms;
+  };
+
   UniqueFd idmapped_tree;
-  prepare_staging(ids, workspace, run_dir, idmapped_tree);
+  prepare_staging(run.ids, workspace, run.run_dir, idmapped_tree);
   core::trace_phase("native: staging directory ready");
+  runtime::MountLayout& layout = run.layout;
+  layout.workspace = workspace;
+  layout.hidden_workspace_paths = request.hidden_workspace_paths;
   if (idmapped_tree) {
     // A number init has free: it keeps only these three (and closed 0-2).
     plan.passed_tree_fd = std::max({plan.channel_fd, plan.stdout_fd, plan.stderr_fd}) + 1;
     layout.idmapped_workspace_fd = plan.passed_tree_fd;
   }
   plan.mounts = runtime::build_workspace_mount_steps(layout);
+  outcome.changes_dir = run.run_dir / "upper";
+  outcome.changes_dir_is_full_copy = false;
 
   plan.argv_storage = request.argv;
   for (const auto& [key, value] : request.environment)
@@ -905,7 +928,7 @@ ExecutionOutcome NativeBackend::execute(const ExecutionRequest& request) {
   if (!settings.pids_max) add_limit(RLIMIT_NPROC, limits.max_processes + 1);
   // CPU time: the supervisor reads the cgroup's total; RLIMIT_CPU (per
   // process, whole seconds) only without it, so the two never race.
-  if (limits.cpu_time_seconds && !host_cgroups.cpu_accounting.usable) {
+  if (limits.cpu_time_seconds && !cgroups().cpu_accounting.usable) {
     add_limit(RLIMIT_CPU, static_cast<std::uint64_t>(std::ceil(*limits.cpu_time_seconds)));
   }
   // init has its own copy of the tree once it takes the message. If it
@@ -922,7 +945,7 @@ ExecutionOutcome NativeBackend::execute(const ExecutionRequest& request) {
   result.pid = sandbox.pid;
 
   // The command says Ready just before execve, handing over the seccomp
-  // listener; anything else (a setup error, init's exit) is kept for later.
+  // listener; anything else (a setup error, init's report) is kept for later.
   std::vector<runtime::ChildMessage> messages;
   UniqueFd listener;
   {
@@ -936,12 +959,34 @@ ExecutionOutcome NativeBackend::execute(const ExecutionRequest& request) {
   }
   core::trace_phase("native: command ready to execve");
   std::optional<std::string> forbidden_syscall;
+  std::optional<int> command_status;
+  bool init_gone = false;  // the channel's end: init exited without reporting
 
   runtime::SupervisedProcess process;
   process.pid = sandbox.pid;
-  process.pidfd = sandbox.pidfd.get();
-  process.stdout_fd = out_read.get();
-  process.stderr_fd = err_read.get();
+  process.stdout_fd = run.out_read.get();
+  process.stderr_fd = run.err_read.get();
+  process.cancel_fd = request.cancel_fd;
+  // The run ends with init's report (the command's status, every other
+  // process already reaped) or, if init dies first, the channel's end; init's
+  // own exit, the namespaces' teardown, is not waited for here.
+  for (const auto& message : messages) {
+    if (message.kind == runtime::ChildMessageKind::Exited) command_status = message.wait_status;
+  }
+  process.exit_fd = sandbox.channel.get();
+  process.has_exited = [&] {
+    if (command_status || init_gone) return true;
+    int passed = -1;
+    auto message = runtime::receive_message(sandbox.channel.get(), 0, &passed);
+    if (passed >= 0) ::close(passed);
+    if (!message) {
+      init_gone = true;  // EOF (a message is never partial)
+      return true;
+    }
+    messages.push_back(*message);
+    if (message->kind == runtime::ChildMessageKind::Exited) command_status = message->wait_status;
+    return command_status.has_value();
+  };
   // SIGTERM reaches init, which forwards it to everything inside; SIGKILL
   // of init kills the whole pid namespace.
   process.signal_sandbox = [&](int signal) {
@@ -981,17 +1026,23 @@ ExecutionOutcome NativeBackend::execute(const ExecutionRequest& request) {
   result.truncated = supervision.truncated;
   result.termination_reason = supervision.reason;
   result.metrics.output_bytes = supervision.output_bytes;
-
   core::trace_phase("native: supervision done");
-  rusage usage{};
-  const int init_status = sandbox.wait(&usage);
-  result.metrics.cpu_time_ms =
-      static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) * 1000.0 +
-      static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1000.0;
-  result.metrics.peak_memory_bytes = static_cast<std::uint64_t>(usage.ru_maxrss) * 1024;
+
+  // Without a report (init was killed, or failed) its own status is the
+  // answer; without a cgroup its rusage is the only measure. Both need init
+  // reaped now; otherwise tear_down() reaps it.
+  int init_status = 0;
+  if (!command_status || !cgroup) {
+    rusage usage{};
+    init_status = sandbox.wait(&usage);
+    result.metrics.cpu_time_ms =
+        static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) * 1000.0 +
+        static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1000.0;
+    result.metrics.peak_memory_bytes = static_cast<std::uint64_t>(usage.ru_maxrss) * 1024;
+  }
   linux_api::CgroupUsage cgroup_usage;
   if (cgroup) {
-    // init is gone, so is its pid namespace; the cgroup is read, then removed.
+    // Only init is left (or nothing): the counters are final.
     cgroup_usage = cgroup->usage();
     if (cgroup_usage.cpu_usec) {
       result.metrics.cpu_time_ms = static_cast<double>(*cgroup_usage.cpu_usec) / 1000.0;
@@ -1000,21 +1051,15 @@ ExecutionOutcome NativeBackend::execute(const ExecutionRequest& request) {
     // Less init.
     const std::uint64_t peak = cgroup_usage.pids_peak.value_or(sampled_processes);
     result.metrics.process_count = peak > 0 ? peak - 1 : 0;
-    // No kill first: init's pid namespace, and so every process of the
-    // sandbox, died with it (remove() kills whatever an outsider put there).
-    // A leftover is removed by the next reconcile, which its lock file asks for.
-    if (!cgroup->remove()) cgroup_left_behind_ = true;
   }
 
-  if (child_trace) child_trace->print();
-  core::trace_phase("native: init reaped, cgroup removed");
+  if (run.trace) run.trace->print();
+  core::trace_phase("native: result read");
   std::optional<runtime::ChildMessage> error;
-  std::optional<int> command_status;
   for (const auto& message : runtime::drain_messages(sandbox.channel.get()))
     messages.push_back(message);
   for (const auto& message : messages) {
     if (message.kind == runtime::ChildMessageKind::Error && !error) error = message;
-    if (message.kind == runtime::ChildMessageKind::Exited) command_status = message.wait_status;
   }
   if (error) {
     result.termination_reason = TerminationReason::LaunchError;
@@ -1025,7 +1070,7 @@ ExecutionOutcome NativeBackend::execute(const ExecutionRequest& request) {
                           core::describe_errno(error->error_number)
                     : "sandbox setup failed: " + runtime::describe_child_error(*error);
     finish_timing();
-    return outcome;
+    return;
   }
   if (forbidden_syscall) {
     result.termination_reason = TerminationReason::Seccomp;
@@ -1035,7 +1080,7 @@ ExecutionOutcome NativeBackend::execute(const ExecutionRequest& request) {
                                 " does not allow " + *forbidden_syscall +
                                 ": the sandbox was killed";
     finish_timing();
-    return outcome;
+    return;
   }
   const int status = command_status.value_or(init_status);
   // The cgroup's counters say why a failing command failed.
@@ -1082,6 +1127,68 @@ ExecutionOutcome NativeBackend::execute(const ExecutionRequest& request) {
     }
   }
   finish_timing();
+}
+
+void NativeBackend::tear_down(SandboxRun& run) {
+  // init's exit tears its namespaces down (its mount tree with the overlay,
+  // its network namespace); its pid namespace took every other process.
+  run.sandbox.wait();
+  // No kill first (remove() kills whatever an outsider put there). A cgroup
+  // left behind keeps the lock file (unlocked once this process exits): the
+  // next start-up reconciles because of it.
+  const bool cgroup_removed = !run.cgroup || run.cgroup->remove();
+  run.cgroup.reset();
+  if (run.staging_made) {
+    // Out of the way at once, removed during a later run (TrashRemover).
+    const fs::path trash = options_.state_dir / "trash" / run.run_dir.filename();
+    if (::rename(run.run_dir.c_str(), trash.c_str()) != 0) remove_tree(run.run_dir);
+    run.staging_made = false;
+  }
+  // While still holding it.
+  if (run.run_lock && cgroup_removed) ::unlink(core::run_lock_path(run.run_dir).c_str());
+  run.run_lock.reset();
+  core::trace_phase("native: init reaped, cgroup removed");
+}
+
+ExecutionOutcome NativeBackend::execute(const ExecutionRequest& request) {
+  core::trace_phase("native: execute");
+  const auto start = runtime::Clock::now();
+  ExecutionOutcome outcome;
+  std::error_code ec;
+  const fs::path workspace = fs::canonical(request.workspace, ec);
+  if (ec)
+    fail(Error(ErrorKind::kInvalidInput, "native",
+               "workspace " + request.workspace.string() + ": " + ec.message()));
+  // Inside the workspace, the staging would be an overlay layer inside another.
+  const fs::path state = fs::weakly_canonical(options_.state_dir, ec);
+  const auto [ws_end, state_end] =
+      std::mismatch(workspace.begin(), workspace.end(), state.begin(), state.end());
+  if (ws_end == workspace.end()) {
+    fail(Error(ErrorKind::kInvalidInput, "native",
+               "the state directory " + options_.state_dir.string() +
+                   " is inside the workspace; choose another (PULSEBOX_STATE_DIR)"));
+  }
+
+  LaunchSpec spec;
+  spec.id = request.execution_id;
+  spec.own_network = request.network.mode != NetworkMode::AllowAll;
+  spec.limits = request.limits;
+  spec.binds = request.binds;
+  std::unique_ptr<SandboxRun> run = launch(spec);
+  SandboxRun& launched = *run;
+  // Whatever happens from here, cleanup() tears the run down.
+  finished_.push_back(std::move(run));
+  if (!launched.launched) {
+    ProcessResult& result = outcome.result;
+    result.termination_reason = TerminationReason::LaunchError;
+    result.exit_code = 125;
+    result.termination_detail = launched.launch_error;
+    result.metrics.elapsed_ms =
+        std::chrono::duration<double, std::milli>(runtime::Clock::now() - start).count();
+    result.duration_ms = result.metrics.elapsed_ms;
+    return outcome;
+  }
+  finish(launched, request, workspace, start, outcome);
   return outcome;
 }
 

@@ -454,6 +454,7 @@ ProcessResult Sandbox::execute(const std::vector<std::string>& argv,
   }
   request.secrets = options_.secret_policy;
   request.execution_id = id;
+  request.cancel_fd = options.cancel_fd;
   std::string stdout_text;
   std::string stderr_text;
   auto out_stream = scrubber_.stream();

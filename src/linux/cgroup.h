@@ -130,6 +130,12 @@ class SandboxCgroup {
   // Every directory is flock-ed while the sandbox lives (reconcile skips it).
   core::UniqueFd unified_fd_;
   std::vector<core::UniqueFd> locks_;
+  // The files usage() reads, opened by create() (-1 where there is none).
+  struct Counters {
+    core::UniqueFd cpu, memory_peak, oom, pids_current, pids_peak, pids_events;
+  };
+  Counters counters_;
+  void open_counters();
 };
 
 // Removes the per-sandbox cgroups under this host's parents that no live

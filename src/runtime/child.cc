@@ -273,8 +273,8 @@ void run_sandbox_init(const LaunchPlan& plan) noexcept {
   mark(plan, "init: resumed (the command called execve)");
 
   // init: hold no output pipe (EOF then means the command's tree is done),
-  // forward SIGTERM to everything inside, reap everything, report the
-  // command's status.
+  // forward SIGTERM to everything inside, reap everything, and when the
+  // command has exited end the rest and report the command's status.
   raw(SYS_close, plan.stdout_fd);
   raw(SYS_close, plan.stderr_fd);
   for (;;) {
@@ -286,6 +286,14 @@ void run_sandbox_init(const LaunchPlan& plan) noexcept {
       const long pid = raw(SYS_wait4, -1, &status, WNOHANG, nullptr);
       if (pid == command) {
         mark(plan, "init: the command exited");
+        // Everything else in the namespace goes before the report, so that
+        // once the supervisor has it no process of the sandbox can write to
+        // the workspace or hold its output open: it reads the result and the
+        // changes while the kernel still tears this init's namespaces down.
+        raw(SYS_kill, -1, SIGKILL);
+        for (long reaped = 0; reaped >= 0 || reaped == -EINTR;)
+          reaped = raw(SYS_wait4, -1, nullptr, __WALL, nullptr);
+        mark(plan, "init: the sandbox's other processes reaped");
         send_child_exited(channel, status);
         exit_now(0);
       }

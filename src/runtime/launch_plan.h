@@ -8,9 +8,10 @@
 // Process layout:
 //   supervisor (this process)
 //     `- init     pid 1 in the new pid namespace: sets up mounts, hostname,
-//        |        loopback, rlimits and the bounding set, then reaps zombies
-//        |        and reports the command's wait status. When it exits, the
-//        |        kernel kills everything left in the namespace.
+//        |        loopback, rlimits and the bounding set, then reaps zombies;
+//        |        when the command has exited it kills and reaps everything
+//        |        left, reports the command's wait status and exits (if it
+//        |        dies first, the kernel kills everything in the namespace).
 //        `- command   pid 2: switches to the sandbox uid, drops every
 //                     capability, sets no_new_privs, closes every other fd,
 //                     then execve().

@@ -33,6 +33,20 @@ LaunchedSandbox::LaunchedSandbox(LaunchedSandbox&& other) noexcept
       init_stack(std::move(other.init_stack)),
       reaped_(std::exchange(other.reaped_, true)) {}
 
+LaunchedSandbox& LaunchedSandbox::operator=(LaunchedSandbox&& other) noexcept {
+  if (this == &other) return *this;
+  if (pid > 0 && !reaped_) {
+    ::kill(pid, SIGKILL);
+    wait();
+  }
+  pid = std::exchange(other.pid, -1);
+  pidfd = std::move(other.pidfd);
+  channel = std::move(other.channel);
+  init_stack = std::move(other.init_stack);
+  reaped_ = std::exchange(other.reaped_, true);
+  return *this;
+}
+
 LaunchedSandbox::~LaunchedSandbox() {
   // Never unmap the stack of a running init (nor let the plan go).
   if (pid > 0 && !reaped_) {

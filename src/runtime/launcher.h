@@ -26,7 +26,8 @@ class LaunchedSandbox {
  public:
   LaunchedSandbox() = default;
   LaunchedSandbox(LaunchedSandbox&& other) noexcept;
-  LaunchedSandbox& operator=(LaunchedSandbox&&) = delete;
+  // Ends (kills and reaps) the init this one holds first, if any.
+  LaunchedSandbox& operator=(LaunchedSandbox&& other) noexcept;
   LaunchedSandbox(const LaunchedSandbox&) = delete;
   LaunchedSandbox& operator=(const LaunchedSandbox&) = delete;
   ~LaunchedSandbox();

@@ -31,8 +31,9 @@ SupervisionOutcome supervise(const SupervisedProcess& process, const ResourcePol
 
   std::vector<pollfd> fds = {{process.stdout_fd, POLLIN, 0},
                              {process.stderr_fd, POLLIN, 0},
-                             {process.pidfd, POLLIN, 0},
-                             {process.watch_fd, POLLIN, 0}};
+                             {process.exit_fd, POLLIN, 0},
+                             {process.watch_fd, POLLIN, 0},
+                             {process.cancel_fd, POLLIN | POLLRDHUP, 0}};
   // A straggler that escaped the sandbox's kill could hold a pipe open: after
   // the exit, output is drained for a moment only.
   Clock::time_point drain_until = Clock::time_point::max();
@@ -82,8 +83,13 @@ SupervisionOutcome supervise(const SupervisedProcess& process, const ResourcePol
       if ((fds[3].revents & POLLIN) != 0 && process.on_watch) process.on_watch();
       if ((fds[3].revents & (POLLHUP | POLLERR | POLLNVAL)) != 0) fds[3].fd = -1;
     }
-    bool child_done = fds[2].fd >= 0 && fds[2].revents != 0;
-    if (process.pidfd < 0 && !exited) {
+    if (fds[4].fd >= 0 && fds[4].revents != 0) {
+      fds[4].fd = -1;
+      terminate(TerminationReason::Cancelled);
+    }
+    bool child_done =
+        fds[2].fd >= 0 && fds[2].revents != 0 && (!process.has_exited || process.has_exited());
+    if (process.exit_fd < 0 && !exited) {
       siginfo_t info{};
       child_done = ::waitid(P_PID, static_cast<id_t>(process.pid), &info,
                             WEXITED | WNOHANG | WNOWAIT) == 0 &&

@@ -20,7 +20,12 @@ using Clock = std::chrono::steady_clock;
 
 struct SupervisedProcess {
   pid_t pid = -1;
-  int pidfd = -1;      // -1: poll with waitid(WNOWAIT) instead
+  // Readable once the process may have ended: its pidfd, or a channel it
+  // reports its end on. -1: poll `pid` with waitid(WNOWAIT) instead.
+  int exit_fd = -1;
+  // Called when exit_fd is readable: has the process ended? (None: readable
+  // means it has, as for a pidfd.)
+  std::function<bool()> has_exited;
   int stdout_fd = -1;  // read ends, owned by the caller
   int stderr_fd = -1;
   // Delivers a signal to the whole sandbox (SIGTERM, then SIGKILL).
@@ -31,6 +36,9 @@ struct SupervisedProcess {
   // when it is readable; it is dropped on hang-up.
   int watch_fd = -1;
   std::function<void()> on_watch;
+  // Cancels the run (reason "cancelled") once readable or hung up: e.g. the
+  // connection of a client that went away. -1: none.
+  int cancel_fd = -1;
   // Called every `poll_interval` while the process runs (cgroup counters):
   // a reason ends the sandbox like the deadline does (SIGTERM, grace, SIGKILL).
   std::function<std::optional<TerminationReason>()> check_limits;

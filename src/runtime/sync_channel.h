@@ -11,7 +11,9 @@
 //   init/child -> sup.   Error     a setup step failed: {stage, errno, detail}
 //   command -> sup.      Ready     about to execve; carries the seccomp
 //                                  listener (SCM_RIGHTS) when there is one
-//   init -> supervisor   Exited    the command ended: its wait status
+//   init -> supervisor   Exited    the command ended (its wait status) and
+//                                  every other process of the sandbox is
+//                                  killed and reaped: only init is left
 //
 // The command inherits the child's end with CLOEXEC, so it closes at execve:
 // the supervisor never waits for an "exec happened" message. Messages stay

@@ -856,6 +856,9 @@ TEST_F(NativeBackendTest, TheTraceShowsEveryPhaseOfARunInOrder) {
       "child: command: started",
       "child: command: seccomp filter loaded",
       "child: init: the command exited",
+      "child: init: the sandbox's other processes reaped",
+      "native: result read",
+      "sandbox: changes imported",
       "native: init reaped, cgroup removed",
       "main: returning"};
   for (std::size_t i = 1; i < order.size(); ++i)
