@@ -11,6 +11,7 @@
 // <state>/pool/ (when nothing changed) or removes it (TrashRemover).
 #include <fcntl.h>
 #include <linux/seccomp.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/file.h>
@@ -26,6 +27,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -34,6 +36,7 @@
 #include <mutex>
 #include <thread>
 
+#include "backends/native_runtime.h"
 #include "core/fs.h"
 #include "core/text.h"
 #include "core/throw_error.h"
@@ -216,23 +219,29 @@ bool make_reusable(const fs::path& tree) {
 // work). The thread stops when its run ends; whatever is left waits for the
 // next run. Concurrent runs may race on the same tree: every step tolerates
 // the other having done it.
+// Makes each tree in trash/ reusable into pool/ (up to kPoolCapacity) or
+// removes it, until `stop` is set.
+void empty_trash(const fs::path& trash, const fs::path& pool, const std::atomic<bool>& stop) {
+  std::error_code error;
+  int pooled = count_entries(pool);
+  for (const auto& entry : fs::directory_iterator(trash, error)) {
+    if (stop.load()) break;
+    if (pooled < kPoolCapacity && make_reusable(entry.path()) &&
+        ::rename(entry.path().c_str(), (pool / entry.path().filename()).c_str()) == 0) {
+      ++pooled;
+      continue;
+    }
+    remove_tree(entry.path(), &stop);
+  }
+}
+
 class TrashRemover {
  public:
   TrashRemover(fs::path trash, fs::path pool) {
     std::error_code ec;
     if (fs::is_empty(trash, ec) || ec) return;  // the usual case: nothing to do
     thread_ = std::thread([this, trash = std::move(trash), pool = std::move(pool)] {
-      std::error_code error;
-      int pooled = count_entries(pool);
-      for (const auto& entry : fs::directory_iterator(trash, error)) {
-        if (stop_.load()) break;
-        if (pooled < kPoolCapacity && make_reusable(entry.path()) &&
-            ::rename(entry.path().c_str(), (pool / entry.path().filename()).c_str()) == 0) {
-          ++pooled;
-          continue;
-        }
-        remove_tree(entry.path(), &stop_);
-      }
+      empty_trash(trash, pool, stop_);
     });
   }
   TrashRemover(const TrashRemover&) = delete;
@@ -358,45 +367,42 @@ std::string namespaces_fix() {
          "kernel.apparmor_restrict_unprivileged_userns=0 or an AppArmor profile for pulsebox";
 }
 
-class NativeBackend final : public Backend {
+// What every NativeBackend made from the same options shares, thread-safe:
+// the host's probe and cgroup layout, compiled seccomp filters, the
+// idmapping user namespaces and, with prestart, a sandbox started ahead of
+// its run (see Prestart below). Launches, runs and teardowns are its
+// methods; a NativeBackend holds one run at a time.
+class NativeHost final : public backends::NativeRuntime,
+                         public std::enable_shared_from_this<NativeHost> {
  public:
-  explicit NativeBackend(NativeBackendOptions options) : options_(std::move(options)) {
-    if (options_.state_dir.empty()) {
-      if (const char* dir = std::getenv("PULSEBOX_STATE_DIR"); dir != nullptr && *dir != '\0') {
-        options_.state_dir = dir;
-      } else if (::geteuid() == 0) {
-        options_.state_dir = "/var/lib/pulsebox";
-      } else {
-        options_.state_dir = "/var/tmp/pulsebox-" + std::to_string(::geteuid());
-      }
-    }
+  NativeHost(NativeBackendOptions options, bool prestart) : options_(std::move(options)) {
+    if (options_.state_dir.empty()) options_.state_dir = backends::default_state_dir();
+    // Threads other than the caller's use it (prestart): never relative to
+    // a working directory that may change.
+    if (prestart) options_.state_dir = fs::absolute(options_.state_dir);
     filters_ = std::make_unique<seccomp::FilterCache>(options_.state_dir / "seccomp");
+    if (prestart) prestart_ = std::make_unique<Prestart>(*this);
   }
+  ~NativeHost() override;
+  NativeHost(const NativeHost&) = delete;
+  NativeHost& operator=(const NativeHost&) = delete;
 
-  std::string name() const override { return "native"; }
-  bool is_unsafe() const override { return false; }
-  std::string isolation_level() const override { return "native"; }
+  const NativeBackendOptions& options() const { return options_; }
 
-  Availability availability() const override {
+  std::shared_ptr<Backend> make_backend() override;
+  void start_ahead(const NetworkPolicy& network, const ResourcePolicy& limits) override;
+  void wait_until_idle() override;
+
+  Availability availability() const {
     const HostProbe& probe = host();
     if (!probe.namespaces_ok) return {false, probe.namespaces_reason + "; " + namespaces_fix()};
     return {true, "user, mount, pid, ipc, uts, cgroup and network namespaces work on this host"};
   }
 
-  std::vector<std::string> reconcile() override;
-  std::vector<std::string> reconcile_if_needed() override;
-  ExecutionOutcome execute(const ExecutionRequest& request) override;
-  // The runs execute() left for it: init reaped, cgroup removed, staging
-  // moved to trash/. (execute() returns as soon as init has reported, so
-  // the facade reads the changes while the kernel tears init down.)
-  void cleanup() override {
-    for (auto& run : finished_)
-      tear_down(*run);
-    finished_.clear();
-  }
-  ~NativeBackend() override { cleanup(); }
+  std::vector<std::string> reconcile();
+  std::vector<std::string> reconcile_if_needed();
 
-  Capability network_capability(const NetworkPolicy& policy) const override {
+  Capability network_capability(const NetworkPolicy& policy) const {
     switch (policy.mode) {
       case NetworkMode::DenyAll:
       case NetworkMode::LocalhostOnly:
@@ -414,7 +420,7 @@ class NativeBackend final : public Backend {
             "this gets no network at all (loopback only)",
             "use --net none, localhost or all"};
   }
-  Capability secrets_capability(const SecretPolicy& policy) const override {
+  Capability secrets_capability(const SecretPolicy& policy) const {
     if (policy.mode == SecretMode::AllowAll) {
       return {EnforcementLevel::StronglyEnforced, "every host variable is passed, as requested",
               ""};
@@ -424,14 +430,14 @@ class NativeBackend final : public Backend {
             "(~/.ssh, ~/.aws, ~/.config) is mounted",
             ""};
   }
-  Capability filesystem_capability() const override {
+  Capability filesystem_capability() const {
     return {EnforcementLevel::StronglyEnforced,
             "a tmpfs root with read-only system directories (secrets in /etc hidden), the "
             "workspace through a copy-on-write overlay, private /tmp, /proc and /dev; nothing "
             "else of the host is visible",
             ""};
   }
-  Capability limit_capability(LimitKind kind) const override {
+  Capability limit_capability(LimitKind kind) const {
     const linux_api::CgroupHost& host = cgroups();
     const std::string where = " in the sandbox's own cgroup (" + host.describe() + ")";
     auto file = [](const linux_api::ControllerPlace& place, const char* v2, const char* v1) {
@@ -515,7 +521,7 @@ class NativeBackend final : public Backend {
             "the state directory's file system",
             "put PULSEBOX_STATE_DIR on a file system of the size wanted"};
   }
-  Capability syscall_capability(const std::string& profile) const override {
+  Capability syscall_capability(const std::string& profile) const {
     if (profile == "unconfined") {
       return {EnforcementLevel::Unsupported,
               "no seccomp filter (--seccomp unconfined); the command still has no capabilities "
@@ -529,14 +535,14 @@ class NativeBackend final : public Backend {
                 "sandbox and are reported with the syscall's name",
             ""};
   }
-  Capability process_containment_capability() const override {
+  Capability process_containment_capability() const {
     return {EnforcementLevel::StronglyEnforced,
             "a pid namespace: when the command ends or times out, its init exits and the kernel "
             "kills every process left in the sandbox",
             ""};
   }
 
- private:
+ public:
   const HostProbe& host() const {
     std::call_once(probe_once_, [this] { probe_ = remembered_or_fresh_probe(options_.state_dir); });
     return probe_;
@@ -583,6 +589,8 @@ class NativeBackend final : public Backend {
     runtime::LaunchedSandbox sandbox;
     bool launched = false;
     std::string launch_error;  // when not launched: why
+    bool reported = false;     // init sent Exited: it is ending by itself
+    std::string shape;         // shape_text() of its plan, when started ahead
   };
   // Up to init waiting for PlanReady: cgroup, clone3, id maps, base
   // mounts (init's), staging directory. A bad extra bind throws; a launch
@@ -596,22 +604,54 @@ class NativeBackend final : public Backend {
   // init reaped, cgroup removed, staging moved to trash/ (idempotent).
   void tear_down(SandboxRun& run);
 
+  // What a launch for `spec` would give init before PlanReady, as text: a
+  // sandbox started ahead is used only for a run whose shape is the same
+  // now (the ids, namespaces, cgroup limits and every base mount step,
+  // computed afresh: a file hidden since, or a bind gone, shows here).
+  std::string shape_of(const LaunchSpec& spec);
+
+  // With prestart: the sandbox started ahead for runs of this shape, if
+  // there is one and it is still waiting; nullptr otherwise (launch then).
+  std::unique_ptr<SandboxRun> take_started(const std::string& shape);
+  // Hands finished runs over (teardown in the background when prestarting,
+  // here otherwise) and, with prestart, asks for a sandbox of `next`'s shape.
+  void retire(std::vector<std::unique_ptr<SandboxRun>> runs, const LaunchSpec* next);
+  bool prestarts() const { return prestart_ != nullptr; }
+  Stats stats() const override {
+    const std::lock_guard lock(stats_mutex_);
+    return stats_;
+  }
+  void count(int Stats::*counter) {
+    const std::lock_guard lock(stats_mutex_);
+    ++(stats_.*counter);
+  }
+
+ private:
+  class Prestart;
+  // A launch's parts that decide its shape, written into `plan` (and
+  // `layout`, `settings`) for `spec`: what launch() does before clone3.
+  IdPlan plan_launch(const LaunchSpec& spec, const fs::path& mount_points,
+                     runtime::LaunchPlan& plan, runtime::MountLayout& layout,
+                     linux_api::CgroupSettings& settings);
+
   NativeBackendOptions options_;
   mutable std::once_flag probe_once_;
   mutable HostProbe probe_;
   mutable std::once_flag cgroups_once_;
   mutable linux_api::CgroupHost cgroups_;
   std::unique_ptr<seccomp::FilterCache> filters_;
-  // Runs whose result execute() returned, for cleanup() to tear down.
-  std::vector<std::unique_ptr<SandboxRun>> finished_;
   // user namespaces for idmapped workspace mounts, by workspace owner
+  std::mutex mapping_mutex_;
   std::map<std::pair<uid_t, gid_t>, UniqueFd> mapping_namespaces_;
+  mutable std::mutex stats_mutex_;
+  Stats stats_;
+  std::unique_ptr<Prestart> prestart_;
 };
 
 // Every run's lock file sits in runs/ (flock-ed) until it has cleaned up,
 // cgroups included; one nobody holds is a crashed run's (reconcile() has
 // the details). With none, start-up skips scanning each cgroup hierarchy.
-std::vector<std::string> NativeBackend::reconcile_if_needed() {
+std::vector<std::string> NativeHost::reconcile_if_needed() {
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(options_.state_dir / "runs", ec)) {
     const fs::path path = entry.path();
@@ -626,7 +666,7 @@ std::vector<std::string> NativeBackend::reconcile_if_needed() {
   return {};
 }
 
-std::vector<std::string> NativeBackend::reconcile() {
+std::vector<std::string> NativeHost::reconcile() {
   // Mounts and processes cannot outlive a run: the mounts live in the
   // sandbox's mount namespace and init dies with its supervisor
   // (PR_SET_PDEATHSIG), taking the pid namespace with it. What a crash
@@ -643,7 +683,7 @@ std::vector<std::string> NativeBackend::reconcile() {
   return removed;
 }
 
-NativeBackend::IdPlan NativeBackend::plan_ids(runtime::LaunchPlan& plan) {
+NativeHost::IdPlan NativeHost::plan_ids(runtime::LaunchPlan& plan) {
   const uid_t sandbox_uid = options_.sandbox_uid;
   const gid_t sandbox_gid = options_.sandbox_gid;
   plan.command_uid = sandbox_uid;
@@ -703,8 +743,8 @@ NativeBackend::IdPlan NativeBackend::plan_ids(runtime::LaunchPlan& plan) {
   return ids;
 }
 
-void NativeBackend::prepare_staging(const IdPlan& ids, const fs::path& workspace,
-                                    const fs::path& run_dir, UniqueFd& idmapped_tree) {
+void NativeHost::prepare_staging(const IdPlan& ids, const fs::path& workspace,
+                                 const fs::path& run_dir, UniqueFd& idmapped_tree) {
   struct stat ws {};
   if (::stat(workspace.c_str(), &ws) != 0) {
     fail(Error::from_errno("native", "workspace " + workspace.string()));
@@ -717,22 +757,27 @@ void NativeBackend::prepare_staging(const IdPlan& ids, const fs::path& workspace
   if (!ids.idmapped_workspace) return;
   const uid_t host_sandbox_uid = ids.uid_base + options_.sandbox_uid;
   const gid_t host_sandbox_gid = ids.gid_base + options_.sandbox_gid;
-  auto key = std::make_pair(ws.st_uid, ws.st_gid);
-  auto it = mapping_namespaces_.find(key);
-  if (it == mapping_namespaces_.end()) {
-    linux_api::IdMaps maps;
-    maps.uids = {{ws.st_uid, host_sandbox_uid, 1}};
-    maps.gids = {{ws.st_gid, host_sandbox_gid, 1}};
-    maps.deny_setgroups = false;
-    auto ns = linux_api::create_mapping_namespace(maps);
-    if (!ns) fail(std::move(ns).error().with_context("preparing the idmapped workspace"));
-    it = mapping_namespaces_.emplace(key, std::move(ns).value()).first;
+  int mapping_namespace = -1;  // entries stay until this host object goes
+  {
+    const std::lock_guard lock(mapping_mutex_);
+    auto key = std::make_pair(ws.st_uid, ws.st_gid);
+    auto it = mapping_namespaces_.find(key);
+    if (it == mapping_namespaces_.end()) {
+      linux_api::IdMaps maps;
+      maps.uids = {{ws.st_uid, host_sandbox_uid, 1}};
+      maps.gids = {{ws.st_gid, host_sandbox_gid, 1}};
+      maps.deny_setgroups = false;
+      auto ns = linux_api::create_mapping_namespace(maps);
+      if (!ns) fail(std::move(ns).error().with_context("preparing the idmapped workspace"));
+      it = mapping_namespaces_.emplace(key, std::move(ns).value()).first;
+    }
+    mapping_namespace = it->second.get();
   }
   UniqueFd tree(::open_tree(AT_FDCWD, workspace.c_str(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC));
   if (!tree) fail(Error::from_errno("native", "open_tree " + workspace.string()));
   mount_attr attr{};
   attr.attr_set = MOUNT_ATTR_IDMAP;
-  attr.userns_fd = static_cast<std::uint64_t>(it->second.get());
+  attr.userns_fd = static_cast<std::uint64_t>(mapping_namespace);
   if (::mount_setattr(tree.get(), "", AT_EMPTY_PATH, &attr, sizeof attr) != 0) {
     fail(Error::from_errno(
              "native", "idmapping the workspace mount (MOUNT_ATTR_IDMAP) of " + workspace.string())
@@ -751,7 +796,114 @@ void NativeBackend::prepare_staging(const IdPlan& ids, const fs::path& workspace
   }
 }
 
-std::unique_ptr<NativeBackend::SandboxRun> NativeBackend::launch(const LaunchSpec& spec) {
+NativeHost::IdPlan NativeHost::plan_launch(const LaunchSpec& spec, const fs::path& mount_points,
+                                           runtime::LaunchPlan& plan, runtime::MountLayout& layout,
+                                           linux_api::CgroupSettings& settings) {
+  plan.namespaces = kNamespaces;
+  plan.new_cgroup_namespace = true;
+  if (spec.own_network) plan.namespaces |= CLONE_NEWNET;
+  plan.new_root = (mount_points / "root").string();
+  plan.hostname = options_.hostname;
+  plan.bring_up_loopback = spec.own_network;
+  const IdPlan ids = plan_ids(plan);
+
+  layout.mount_points = mount_points;
+  layout.system_paths = options_.system_paths;
+  layout.hidden_paths = options_.hidden_paths;
+  layout.binds = spec.binds;
+  // /tmp and /dev/shm live in RAM: without cgroups, the memory limit caps each.
+  layout.tmpfs_size_bytes = spec.limits.memory_bytes;
+
+  // Every limit the host's cgroups can hold goes to the sandbox's cgroup;
+  // the rlimits (finish()) stand in for the others (capabilities says which).
+  const ResourcePolicy& limits = spec.limits;
+  const linux_api::CgroupHost& host_cgroups = cgroups();
+  if (host_cgroups.memory.usable) {
+    settings.memory_max = limits.memory_bytes;
+    if (host_cgroups.swap_accounting && limits.swap_bytes) settings.swap_max = limits.swap_bytes;
+  }
+  // +1: init is in the cgroup too.
+  if (host_cgroups.pids.usable) settings.pids_max = limits.max_processes + 1;
+  if (host_cgroups.cpu.usable) {
+    settings.cpu_quota_us = static_cast<std::uint64_t>(std::llround(
+        limits.cpu_quota_percent / 100.0 * static_cast<double>(settings.cpu_period_us)));
+  }
+  return ids;
+}
+
+namespace {
+
+// Length-prefixed fields: no value can run into the next.
+void add_field(std::string& text, std::string_view value) {
+  text += std::to_string(value.size());
+  text += ':';
+  text += value;
+  text += ';';
+}
+void add_field(std::string& text, std::uint64_t value) {
+  add_field(text, std::to_string(value));
+}
+void add_field(std::string& text, const std::optional<std::uint64_t>& value) {
+  add_field(text, value ? std::to_string(*value) : "-");
+}
+
+std::string shape_text(const runtime::LaunchPlan& plan, const linux_api::CgroupSettings& settings,
+                       bool idmapped_workspace) {
+  std::string text;
+  add_field(text, plan.namespaces);
+  add_field(text, plan.new_cgroup_namespace ? 1 : 0);
+  add_field(text, plan.new_root);
+  add_field(text, plan.hostname);
+  add_field(text, plan.bring_up_loopback ? 1 : 0);
+  for (const auto* maps : {&plan.id_maps.uids, &plan.id_maps.gids}) {
+    add_field(text, maps->size());
+    for (const auto& map : *maps) {
+      add_field(text, map.inside);
+      add_field(text, map.outside);
+      add_field(text, map.count);
+    }
+  }
+  add_field(text, plan.id_maps.deny_setgroups ? 1 : 0);
+  add_field(text, plan.id_maps.use_helpers ? 1 : 0);
+  for (const std::uint64_t id :
+       {std::uint64_t{plan.init_uid}, std::uint64_t{plan.init_gid}, std::uint64_t{plan.command_uid},
+        std::uint64_t{plan.command_gid}, std::uint64_t{plan.clear_groups},
+        std::uint64_t{idmapped_workspace}}) {
+    add_field(text, id);
+  }
+  add_field(text, settings.memory_max);
+  add_field(text, settings.swap_max);
+  add_field(text, settings.pids_max);
+  add_field(text, settings.cpu_quota_us);
+  add_field(text, settings.cpu_period_us);
+  add_field(text, plan.base_mounts.size());
+  for (const auto& step : plan.base_mounts) {
+    add_field(text, static_cast<std::uint64_t>(step.op));
+    add_field(text, step.source);
+    add_field(text, step.target);
+    add_field(text, step.data);
+    add_field(text, step.flags);
+    add_field(text, step.mode);
+    add_field(text, step.recursive ? 1 : 0);
+    add_field(text, step.optional ? 1 : 0);
+  }
+  return text;
+}
+
+}  // namespace
+
+std::string NativeHost::shape_of(const LaunchSpec& spec) {
+  runtime::LaunchPlan plan;
+  runtime::MountLayout layout;
+  linux_api::CgroupSettings settings;
+  const IdPlan ids = plan_launch(spec, options_.state_dir / "mnt", plan, layout, settings);
+  auto base = runtime::build_base_mount_steps(layout);
+  if (!base) return "";  // never the shape of a started sandbox
+  plan.base_mounts = std::move(base).value();
+  return shape_text(plan, settings, ids.idmapped_workspace);
+}
+
+std::unique_ptr<NativeHost::SandboxRun> NativeHost::launch(const LaunchSpec& spec) {
   auto run = std::make_unique<SandboxRun>();
   run->id = spec.id;
   // Staging, locked for the run's lifetime so reconcile() leaves it alone.
@@ -779,47 +931,19 @@ std::unique_ptr<NativeBackend::SandboxRun> NativeBackend::launch(const LaunchSpe
   auto command_stack = linux_api::ChildStack::allocate(runtime::LaunchPlan::kCommandStackSize);
   if (!command_stack) fail(std::move(command_stack).error());
   plan.command_stack = std::move(command_stack).value();
-  plan.namespaces = kNamespaces;
-  plan.new_cgroup_namespace = true;
-  if (spec.own_network) plan.namespaces |= CLONE_NEWNET;
-  plan.new_root = (mount_points / "root").string();
-  plan.hostname = options_.hostname;
-  plan.bring_up_loopback = spec.own_network;
   plan.capabilities = linux_api::prepare_capability_drop();
-  run->ids = plan_ids(plan);
-
-  runtime::MountLayout& layout = run->layout;
-  layout.run_dir = run->run_dir;
-  layout.mount_points = mount_points;
-  layout.system_paths = options_.system_paths;
-  layout.hidden_paths = options_.hidden_paths;
-  layout.binds = spec.binds;
-  // /tmp and /dev/shm live in RAM: without cgroups, the memory limit caps each.
-  layout.tmpfs_size_bytes = spec.limits.memory_bytes;
+  run->ids = plan_launch(spec, mount_points, plan, run->layout, run->settings);
+  run->layout.run_dir = run->run_dir;
   // A bad bind is the caller's mistake, reported before any process exists;
   // the steps themselves are built while init makes its namespaces.
-  if (auto binds = runtime::check_extra_binds(layout); !binds) fail(std::move(binds).error());
+  if (auto binds = runtime::check_extra_binds(run->layout); !binds) fail(std::move(binds).error());
   core::trace_phase("native: ids planned, binds checked");
 
-  // The sandbox's cgroup, created before the child exists. Every limit the
-  // host's cgroups can hold goes there; the rlimits (finish()) stand in for
-  // the others (capabilities says which).
-  const ResourcePolicy& limits = spec.limits;
-  const linux_api::CgroupHost& host_cgroups = cgroups();
-  linux_api::CgroupSettings& settings = run->settings;
-  if (host_cgroups.memory.usable) {
-    settings.memory_max = limits.memory_bytes;
-    if (host_cgroups.swap_accounting && limits.swap_bytes) settings.swap_max = limits.swap_bytes;
-  }
-  // +1: init is in the cgroup too.
-  if (host_cgroups.pids.usable) settings.pids_max = limits.max_processes + 1;
-  if (host_cgroups.cpu.usable) {
-    settings.cpu_quota_us = static_cast<std::uint64_t>(std::llround(
-        limits.cpu_quota_percent / 100.0 * static_cast<double>(settings.cpu_period_us)));
-  }
-  if (host_cgroups.unified.usable || settings.memory_max || settings.pids_max ||
+  // The sandbox's cgroup, created before the child exists.
+  const linux_api::CgroupSettings& settings = run->settings;
+  if (cgroups().unified.usable || settings.memory_max || settings.pids_max ||
       settings.cpu_quota_us) {
-    auto created = linux_api::SandboxCgroup::create(host_cgroups, spec.id, settings);
+    auto created = linux_api::SandboxCgroup::create(cgroups(), spec.id, settings);
     if (!created) fail(std::move(created).error().with_context("creating the sandbox's cgroup"));
     run->cgroup = std::move(created).value();
     plan.cgroup_fd = run->cgroup->unified_fd();
@@ -866,9 +990,8 @@ std::unique_ptr<NativeBackend::SandboxRun> NativeBackend::launch(const LaunchSpe
   return run;
 }
 
-void NativeBackend::finish(SandboxRun& run, const ExecutionRequest& request,
-                           const fs::path& workspace, runtime::Clock::time_point start,
-                           ExecutionOutcome& outcome) {
+void NativeHost::finish(SandboxRun& run, const ExecutionRequest& request, const fs::path& workspace,
+                        runtime::Clock::time_point start, ExecutionOutcome& outcome) {
   ProcessResult& result = outcome.result;
   const ResourcePolicy& limits = request.limits;
   runtime::LaunchPlan& plan = run.plan;
@@ -940,8 +1063,11 @@ void NativeBackend::finish(SandboxRun& run, const ExecutionRequest& request,
   }
   idmapped_tree.reset();
   core::trace_phase("native: plan sent");
-  // While the sandbox sets up and runs, this process mostly waits.
-  const TrashRemover trash_remover(options_.state_dir / "trash", options_.state_dir / "pool");
+  // While the sandbox sets up and runs, this process mostly waits. (With
+  // prestart the runtime's own thread does it, between runs.)
+  std::optional<TrashRemover> trash_remover;
+  if (!prestarts())
+    trash_remover.emplace(options_.state_dir / "trash", options_.state_dir / "pool");
   result.pid = sandbox.pid;
 
   // The command says Ready just before execve, handing over the seccomp
@@ -1031,6 +1157,7 @@ void NativeBackend::finish(SandboxRun& run, const ExecutionRequest& request,
   // Without a report (init was killed, or failed) its own status is the
   // answer; without a cgroup its rusage is the only measure. Both need init
   // reaped now; otherwise tear_down() reaps it.
+  run.reported = command_status.has_value();
   int init_status = 0;
   if (!command_status || !cgroup) {
     rusage usage{};
@@ -1129,9 +1256,13 @@ void NativeBackend::finish(SandboxRun& run, const ExecutionRequest& request,
   finish_timing();
 }
 
-void NativeBackend::tear_down(SandboxRun& run) {
+void NativeHost::tear_down(SandboxRun& run) {
   // init's exit tears its namespaces down (its mount tree with the overlay,
-  // its network namespace); its pid namespace took every other process.
+  // its network namespace); its pid namespace took every other process. An
+  // init that has not reported (still waiting for its plan, or the run
+  // failed before it could) is ended first.
+  if (run.launched && !run.reported)
+    linux_api::sys_pidfd_send_signal(run.sandbox.pidfd.get(), SIGKILL);
   run.sandbox.wait();
   // No kill first (remove() kills whatever an outsider put there). A cgroup
   // left behind keeps the lock file (unlocked once this process exits): the
@@ -1150,34 +1281,290 @@ void NativeBackend::tear_down(SandboxRun& run) {
   core::trace_phase("native: init reaped, cgroup removed");
 }
 
+// Sandboxes started ahead (a NativeHost with prestart, in a long-lived
+// process such as `pulsebox serve --local`). One thread of its own tears
+// finished runs down, empties trash/, and then starts one sandbox in the
+// shape of the last run, up to init waiting for PlanReady: the next run of
+// that shape begins at its workspace mounts. The sandboxes are this
+// thread's children, and it lives as long as the host: init's
+// PR_SET_PDEATHSIG follows the thread that created it.
+class NativeHost::Prestart {
+ public:
+  explicit Prestart(NativeHost& host) : host_(host), thread_([this] { loop(); }) {}
+  Prestart(const Prestart&) = delete;
+  Prestart& operator=(const Prestart&) = delete;
+  ~Prestart() {
+    {
+      const std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    changed_.notify_all();
+    thread_.join();
+  }
+
+  std::unique_ptr<SandboxRun> take(const std::string& shape) {
+    if (shape.empty()) return nullptr;
+    std::unique_lock lock(mutex_);
+    // One being started in this very shape is further along than a new
+    // launch would be: wait for it.
+    changed_.wait(lock, [&] { return !starting_ || starting_shape_ != shape; });
+    if (!ready_ || ready_->shape != shape) return nullptr;
+    std::unique_ptr<SandboxRun> run = std::move(ready_);
+    if (!still_waiting(*run)) {  // its init ended (killed, or a base mount failed)
+      host_.count(&Stats::discarded);
+      retired_.push_back(std::move(run));
+      changed_.notify_all();
+      return nullptr;
+    }
+    return run;
+  }
+
+  void retire(std::vector<std::unique_ptr<SandboxRun>> runs, const LaunchSpec* next) {
+    {
+      const std::lock_guard lock(mutex_);
+      for (auto& run : runs)
+        retired_.push_back(std::move(run));
+      if (next != nullptr) wanted_ = *next;
+      busy_ = true;
+    }
+    changed_.notify_all();
+  }
+
+  void wait_until_idle() {
+    std::unique_lock lock(mutex_);
+    changed_.wait(lock, [&] { return !busy_ && retired_.empty() && !wanted_; });
+  }
+
+ private:
+  // init still waits for PlanReady: nothing in the channel, no exit.
+  static bool still_waiting(const SandboxRun& run) {
+    pollfd fds[] = {{run.sandbox.channel.get(), POLLIN, 0}, {run.sandbox.pidfd.get(), POLLIN, 0}};
+    return ::poll(fds, 2, 0) == 0;
+  }
+
+  void loop() {
+    std::unique_lock lock(mutex_);
+    for (;;) {
+      changed_.wait(lock, [&] { return stopping_ || !retired_.empty() || wanted_; });
+      if (stopping_) break;
+      busy_ = true;
+      if (!retired_.empty()) {
+        std::vector<std::unique_ptr<SandboxRun>> runs = std::move(retired_);
+        retired_.clear();
+        lock.unlock();
+        for (auto& run : runs)
+          tear_down_quietly(*run);
+        runs.clear();
+        const std::atomic<bool> never{false};
+        empty_trash(host_.options_.state_dir / "trash", host_.options_.state_dir / "pool", never);
+        lock.lock();
+        continue;  // more may have come meanwhile: teardowns first
+      }
+      LaunchSpec spec = std::move(*wanted_);
+      wanted_.reset();
+      spec.id = "run-" + core::random_hex(16);
+      std::unique_ptr<SandboxRun> old = std::move(ready_);
+      lock.unlock();
+      const std::string shape = host_.shape_of(spec);
+      if (old && old->shape == shape && still_waiting(*old)) {
+        lock.lock();
+        ready_ = std::move(old);
+      } else {
+        if (old) {
+          host_.count(&Stats::discarded);
+          tear_down_quietly(*old);
+        }
+        lock.lock();
+        starting_ = true;
+        starting_shape_ = shape;
+        lock.unlock();
+        std::unique_ptr<SandboxRun> run = launch_quietly(spec);
+        lock.lock();
+        starting_ = false;
+        if (run && run->launched) {
+          host_.count(&Stats::started_ahead);
+          ready_ = std::move(run);
+        } else if (run) {
+          retired_.push_back(std::move(run));
+        }
+      }
+      busy_ = false;
+      changed_.notify_all();
+      core::trace_flush();
+    }
+    // Stopping: nothing more is started; the sandbox waiting and whatever
+    // is queued are torn down.
+    std::vector<std::unique_ptr<SandboxRun>> left = std::move(retired_);
+    if (ready_) {
+      host_.count(&Stats::discarded);
+      left.push_back(std::move(ready_));
+    }
+    lock.unlock();
+    for (auto& run : left)
+      tear_down_quietly(*run);
+  }
+
+  std::unique_ptr<SandboxRun> launch_quietly(const LaunchSpec& spec) {
+    try {
+      std::unique_ptr<SandboxRun> run = host_.launch(spec);
+      // The shape of what init was given, not of what the spec would give
+      // now: the two may differ if the host changed meanwhile.
+      if (run->launched)
+        run->shape = shape_text(run->plan, run->settings, run->ids.idmapped_workspace);
+      return run;
+    } catch (const std::exception&) {
+      // Not started ahead: the next run launches itself and reports the error.
+      return nullptr;
+    }
+  }
+
+  void tear_down_quietly(SandboxRun& run) {
+    try {
+      host_.tear_down(run);
+    } catch (const std::exception&) {
+      // What is left (a cgroup, a staging directory) keeps its lock file
+      // unlocked once this process is gone: the next reconcile removes it.
+    }
+  }
+
+  NativeHost& host_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  bool stopping_ = false;
+  bool busy_ = false;
+  std::vector<std::unique_ptr<SandboxRun>> retired_;
+  std::optional<LaunchSpec> wanted_;
+  std::unique_ptr<SandboxRun> ready_;
+  bool starting_ = false;
+  std::string starting_shape_;
+  std::thread thread_;  // last: started once everything above exists
+};
+
+NativeHost::~NativeHost() {
+  prestart_.reset();
+}
+
+std::unique_ptr<NativeHost::SandboxRun> NativeHost::take_started(const std::string& shape) {
+  return prestart_ ? prestart_->take(shape) : nullptr;
+}
+
+void NativeHost::retire(std::vector<std::unique_ptr<SandboxRun>> runs, const LaunchSpec* next) {
+  if (prestart_) {
+    prestart_->retire(std::move(runs), next);
+    return;
+  }
+  for (auto& run : runs)
+    tear_down(*run);
+}
+
+void NativeHost::start_ahead(const NetworkPolicy& network, const ResourcePolicy& limits) {
+  if (!prestart_) return;
+  LaunchSpec spec;
+  spec.own_network = network.mode != NetworkMode::AllowAll;
+  spec.limits = limits;
+  prestart_->retire({}, &spec);
+}
+
+void NativeHost::wait_until_idle() {
+  if (prestart_) prestart_->wait_until_idle();
+}
+
+// A Backend for one run at a time, on a NativeHost that may serve others.
+class NativeBackend final : public Backend {
+ public:
+  explicit NativeBackend(std::shared_ptr<NativeHost> host) : host_(std::move(host)) {}
+  ~NativeBackend() override { cleanup(); }
+  NativeBackend(const NativeBackend&) = delete;
+  NativeBackend& operator=(const NativeBackend&) = delete;
+
+  std::string name() const override { return "native"; }
+  bool is_unsafe() const override { return false; }
+  std::string isolation_level() const override { return "native"; }
+  Availability availability() const override { return host_->availability(); }
+  std::vector<std::string> reconcile() override { return host_->reconcile(); }
+  std::vector<std::string> reconcile_if_needed() override { return host_->reconcile_if_needed(); }
+  ExecutionOutcome execute(const ExecutionRequest& request) override;
+  // The runs execute() left for it: init reaped, cgroup removed, staging
+  // moved to trash/. (execute() returns as soon as init has reported, so
+  // the facade reads the changes while the kernel tears init down.) With
+  // prestart, this happens on the host's thread, which then starts the
+  // next sandbox in this run's shape.
+  void cleanup() override {
+    if (finished_.empty()) return;
+    host_->retire(std::move(finished_), last_spec_ ? &*last_spec_ : nullptr);
+    finished_.clear();
+    last_spec_.reset();
+  }
+
+  Capability network_capability(const NetworkPolicy& policy) const override {
+    return host_->network_capability(policy);
+  }
+  Capability secrets_capability(const SecretPolicy& policy) const override {
+    return host_->secrets_capability(policy);
+  }
+  Capability filesystem_capability() const override { return host_->filesystem_capability(); }
+  Capability limit_capability(LimitKind kind) const override {
+    return host_->limit_capability(kind);
+  }
+  Capability syscall_capability(const std::string& profile) const override {
+    return host_->syscall_capability(profile);
+  }
+  Capability process_containment_capability() const override {
+    return host_->process_containment_capability();
+  }
+
+ private:
+  std::shared_ptr<NativeHost> host_;
+  // Runs whose result execute() returned, for cleanup().
+  std::vector<std::unique_ptr<NativeHost::SandboxRun>> finished_;
+  std::optional<NativeHost::LaunchSpec> last_spec_;
+};
+
+std::shared_ptr<Backend> NativeHost::make_backend() {
+  return std::make_shared<NativeBackend>(shared_from_this());
+}
+
 ExecutionOutcome NativeBackend::execute(const ExecutionRequest& request) {
   core::trace_phase("native: execute");
   const auto start = runtime::Clock::now();
   ExecutionOutcome outcome;
+  const NativeBackendOptions& options = host_->options();
   std::error_code ec;
   const fs::path workspace = fs::canonical(request.workspace, ec);
   if (ec)
     fail(Error(ErrorKind::kInvalidInput, "native",
                "workspace " + request.workspace.string() + ": " + ec.message()));
   // Inside the workspace, the staging would be an overlay layer inside another.
-  const fs::path state = fs::weakly_canonical(options_.state_dir, ec);
+  const fs::path state = fs::weakly_canonical(options.state_dir, ec);
   const auto [ws_end, state_end] =
       std::mismatch(workspace.begin(), workspace.end(), state.begin(), state.end());
   if (ws_end == workspace.end()) {
     fail(Error(ErrorKind::kInvalidInput, "native",
-               "the state directory " + options_.state_dir.string() +
+               "the state directory " + options.state_dir.string() +
                    " is inside the workspace; choose another (PULSEBOX_STATE_DIR)"));
   }
 
-  LaunchSpec spec;
+  NativeHost::LaunchSpec spec;
   spec.id = request.execution_id;
   spec.own_network = request.network.mode != NetworkMode::AllowAll;
   spec.limits = request.limits;
   spec.binds = request.binds;
-  std::unique_ptr<SandboxRun> run = launch(spec);
-  SandboxRun& launched = *run;
+  std::unique_ptr<NativeHost::SandboxRun> run;
+  if (host_->prestarts()) {
+    run = host_->take_started(host_->shape_of(spec));
+    if (run) {
+      core::trace_phase("native: sandbox started ahead taken");
+      host_->count(&backends::NativeRuntime::Stats::used_started_ahead);
+    }
+  }
+  if (!run) {
+    run = host_->launch(spec);
+    host_->count(&backends::NativeRuntime::Stats::launched_for_a_run);
+  }
+  NativeHost::SandboxRun& launched = *run;
   // Whatever happens from here, cleanup() tears the run down.
   finished_.push_back(std::move(run));
+  last_spec_ = spec;
   if (!launched.launched) {
     ProcessResult& result = outcome.result;
     result.termination_reason = TerminationReason::LaunchError;
@@ -1188,14 +1575,27 @@ ExecutionOutcome NativeBackend::execute(const ExecutionRequest& request) {
     result.duration_ms = result.metrics.elapsed_ms;
     return outcome;
   }
-  finish(launched, request, workspace, start, outcome);
+  host_->finish(launched, request, workspace, start, outcome);
   return outcome;
 }
 
 }  // namespace
 
 std::shared_ptr<Backend> make_native_backend(NativeBackendOptions options) {
-  return std::make_shared<NativeBackend>(std::move(options));
+  return std::make_shared<NativeHost>(std::move(options), false)->make_backend();
+}
+
+fs::path backends::default_state_dir() {
+  if (const char* dir = std::getenv("PULSEBOX_STATE_DIR"); dir != nullptr && *dir != '\0') {
+    return dir;
+  }
+  if (::geteuid() == 0) return "/var/lib/pulsebox";
+  return "/var/tmp/pulsebox-" + std::to_string(::geteuid());
+}
+
+std::shared_ptr<backends::NativeRuntime> backends::make_native_runtime(NativeBackendOptions options,
+                                                                       bool prestart) {
+  return std::make_shared<NativeHost>(std::move(options), prestart);
 }
 
 }  // namespace pulsebox

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 namespace pulsebox::core {
 namespace {
@@ -30,27 +31,40 @@ long peak_rss_kib() {
   return kib;
 }
 
-double trace_start_ms() {
-  static const double start = monotonic_ms();
-  return start;
-}
-
-struct Footprint {
-  long peak_rss_kib;
-  long faults;
-};
-
-Footprint footprint_now() {
-  // Page faults are worth watching: on a virtual machine a copy-on-write
-  // fault after fork can cost ~15 us.
+// Page faults are worth watching: on a virtual machine a copy-on-write
+// fault after fork can cost ~15 us.
+long faults_now() {
   rusage usage{};
   ::getrusage(RUSAGE_SELF, &usage);
-  return {peak_rss_kib(), usage.ru_minflt + usage.ru_majflt};
+  return usage.ru_minflt + usage.ru_majflt;
 }
 
-void print_line(double at_ms, const Footprint& footprint, const char* prefix, const char* name) {
-  std::fprintf(stderr, "pulsebox trace: %8.3f ms  peak rss %6ld kB  faults %5ld  %s%s\n",
-               at_ms - trace_start_ms(), footprint.peak_rss_kib, footprint.faults, prefix, name);
+// Lines are kept per thread and printed by trace_flush(): printing each as
+// it came (a write, and /proc/self/status for the peak RSS) cost ~40 us a
+// line, which distorted the very times the trace shows.
+struct Line {
+  double at_ms;
+  long faults;
+  const char* prefix;
+  const char* name;  // a string literal (the callers pass only those)
+};
+constexpr std::size_t kFlushAt = 256;
+
+thread_local double thread_start_ms = 0;  // a server restarts it per request
+// Whatever was not flushed is printed when the thread (or the program) ends.
+struct Lines : std::vector<Line> {
+  ~Lines();
+};
+thread_local Lines lines;
+
+double trace_start_ms() {
+  if (thread_start_ms == 0) thread_start_ms = monotonic_ms();
+  return thread_start_ms;
+}
+
+void add_line(double at_ms, const char* prefix, const char* name) {
+  lines.push_back({at_ms - trace_start_ms(), faults_now(), prefix, name});
+  if (lines.size() >= kFlushAt) trace_flush();
 }
 
 }  // namespace
@@ -66,8 +80,25 @@ bool trace_enabled() {
 void trace_phase(const char* name) {
   if (!trace_enabled()) return;
   trace_start_ms();
-  const double now = monotonic_ms();
-  print_line(now, footprint_now(), "", name);
+  add_line(monotonic_ms(), "", name);
+}
+
+void trace_restart() {
+  thread_start_ms = 0;
+}
+
+void trace_flush() {
+  if (lines.empty()) return;
+  const long peak = peak_rss_kib();
+  for (const Line& line : lines) {
+    std::fprintf(stderr, "pulsebox trace: %8.3f ms  peak rss %6ld kB  faults %5ld  %s%s\n",
+                 line.at_ms, peak, line.faults, line.prefix, line.name);
+  }
+  lines.clear();
+}
+
+Lines::~Lines() {
+  if (!empty()) trace_flush();
 }
 
 void ChildTrace::mark(const char* label) noexcept {
@@ -80,13 +111,8 @@ void ChildTrace::mark(const char* label) noexcept {
 
 void ChildTrace::print() const {
   const int marked = count.load() < kCapacity ? count.load() : kCapacity;
-  // The supervisor's footprint, read once: reading it per line cost the
-  // trace ~50 us a line.
-  const Footprint footprint = footprint_now();
-  for (int i = 0; i < marked; ++i) {
-    print_line(static_cast<double>(marks[i].monotonic_ns) / 1e6, footprint,
-               "child: ", marks[i].label);
-  }
+  for (int i = 0; i < marked; ++i)
+    add_line(static_cast<double>(marks[i].monotonic_ns) / 1e6, "child: ", marks[i].label);
 }
 
 }  // namespace pulsebox::core

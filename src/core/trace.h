@@ -1,8 +1,10 @@
 // Phase timings for profiling a run: with PULSEBOX_TRACE=1 in the
-// environment, each trace_phase() call prints "pulsebox trace: 12.345 ms
-// peak rss 6789 kB faults 321 NAME" (time since the first call, made at the
-// top of main(); this process's own peak RSS and page faults so far) to
-// stderr. Off by default; when off, a call costs one cached flag test.
+// environment, each trace_phase() call records a line that trace_flush()
+// prints to stderr: "pulsebox trace: 12.345 ms peak rss 6789 kB faults 321
+// NAME" (time since the thread's first call, made at the top of main() or
+// for each request a server takes; the page faults so far; the process's
+// peak RSS at the flush). Off by default; when off, a call costs one cached
+// flag test. `name` must be a string literal (it is kept, not copied).
 #pragma once
 
 #include <atomic>
@@ -12,6 +14,11 @@ namespace pulsebox::core {
 
 bool trace_enabled();
 void trace_phase(const char* name);
+// Times from here on count from the next trace_phase() of this thread (a
+// server, for each request).
+void trace_restart();
+// Prints this thread's lines (also done every 256 lines).
+void trace_flush();
 
 // Marks from the sandbox's child processes, which may not print: they
 // record (label, CLOCK_MONOTONIC time) here, in memory they share with the
@@ -27,7 +34,7 @@ struct ChildTrace {
 
   // Async-signal-safe, no errno, no allocation (clock_gettime is the vDSO's).
   void mark(const char* label) noexcept;
-  // Prints the marks, in order, as trace lines ("child: LABEL").
+  // Records the marks, in order, as trace lines ("child: LABEL").
   void print() const;
 };
 
