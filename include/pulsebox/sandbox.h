@@ -67,6 +67,10 @@ struct SandboxOptions {
   SecretPolicy secret_policy;
   // Extra variables for the command (--env); dangerous names are refused.
   std::map<std::string, std::string> environment;
+  // The environment the secret policy takes variables (and their values, to
+  // scrub) from; unset: this process's. A server running commands for a
+  // client passes the client's.
+  std::optional<std::map<std::string, std::string>> host_environment;
   std::shared_ptr<Backend> backend;
   std::string backend_name;  // "", "native", "host", "remote"
   bool unsafe_host_execution = false;

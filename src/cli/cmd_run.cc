@@ -5,9 +5,11 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <sstream>
 
 #include "cli/commands.h"
 #include "cli/output.h"
+#include "cli/run_command.h"
 #include "core/fs.h"
 #include "core/trace.h"
 #include "policy/policy_json.h"
@@ -17,27 +19,6 @@
 
 namespace pulsebox::cli {
 namespace {
-
-struct RunOptions {
-  std::string workspace = ".";
-  std::string cwd;
-  std::string backend;
-  bool unsafe_host = false;
-  std::string net = "none";
-  std::vector<std::string> allow;
-  std::string memory, swap, pids, cpus, timeout, cpu_time, max_output, disk;
-  std::vector<std::string> env;
-  std::vector<std::string> secrets;
-  std::string policy_file;
-  std::string seccomp = "default";
-  std::string changes = "keep";
-  bool json = false;
-  std::vector<std::string> allow_weaker;
-  std::string audit_log;
-  std::vector<std::string> ro_binds, rw_binds;
-  bool subordinate_ids = false;
-  std::vector<std::string> command;
-};
 
 [[noreturn]] void bad_input(const std::string& message) {
   throw SandboxConfigError(message);
@@ -57,7 +38,14 @@ std::uint64_t positive_integer(const std::string& text, const std::string& flag)
   return value;
 }
 
-SandboxOptions build_options(const RunOptions& o) {
+// A variable of the run's environment (RunIo), or null.
+const char* run_getenv(const RunIo& io, const std::string& name) {
+  if (io.environment == nullptr) return std::getenv(name.c_str());
+  const auto it = io.environment->find(name);
+  return it == io.environment->end() ? nullptr : it->second.c_str();
+}
+
+SandboxOptions build_options(const RunOptions& o, const RunIo& io) {
   SandboxOptions options;
   std::error_code ec;
   if (!std::filesystem::exists(o.workspace, ec)) {
@@ -133,7 +121,7 @@ SandboxOptions build_options(const RunOptions& o) {
   if (!o.secrets.empty()) {
     options.secret_policy.mode = SecretMode::AllowExplicit;
     for (const auto& name : o.secrets) {
-      const char* value = std::getenv(name.c_str());
+      const char* value = run_getenv(io, name);
       if (value == nullptr)
         bad_input("--secret " + name + ": the variable is not set in this environment");
       options.secret_policy.explicit_env.push_back(name);
@@ -205,6 +193,10 @@ SandboxOptions build_options(const RunOptions& o) {
     add_bind(spec, true, "--bind");
   options.native.subordinate_ids = o.subordinate_ids;
   options.backend_name = o.backend;
+  if (io.environment != nullptr) options.host_environment = *io.environment;
+  if (io.native_backend && (o.backend.empty() || o.backend == "native")) {
+    options.backend = io.native_backend;
+  }
   options.unsafe_host_execution = o.unsafe_host;
   if (!o.audit_log.empty()) options.audit_log_path = o.audit_log;
   return options;
@@ -233,27 +225,33 @@ int exit_status_for(const ProcessResult& result) {
 }
 
 void print_summary(const ProcessResult& result, const std::vector<EnforcementDecision>& plan,
-                   const std::string& workspace, const std::string& changes_mode) {
-  const bool colour = ::isatty(STDERR_FILENO) == 1 && std::getenv("NO_COLOR") == nullptr;
+                   const std::string& workspace, const std::string& changes_mode, const RunIo& io) {
+  const bool colour = ::isatty(io.err_fd) == 1 && run_getenv(io, "NO_COLOR") == nullptr;
+  std::ostringstream err;
+  // One write at the end, to whichever stderr the run reports to.
+  struct Flush {
+    std::ostringstream& text;
+    int fd;
+    ~Flush() { (void)core::write_all(fd, text.str(), "the run's summary"); }
+  } flush{err, io.err_fd};
   std::string status = "exit " + std::to_string(result.exit_code);
   if (result.termination_reason != TerminationReason::None) {
     status += " (" + std::string(to_string(result.termination_reason)) + ")";
   }
   char timing[64];
   std::snprintf(timing, sizeof timing, " in %.0f ms", result.duration_ms);
-  std::cerr << "pulsebox: " << status << timing << ", isolation " << result.isolation_level << "\n";
-  if (!result.termination_detail.empty())
-    std::cerr << "pulsebox: " << result.termination_detail << "\n";
-  std::cerr << "pulsebox: enforcement:\n";
+  err << "pulsebox: " << status << timing << ", isolation " << result.isolation_level << "\n";
+  if (!result.termination_detail.empty()) err << "pulsebox: " << result.termination_detail << "\n";
+  err << "pulsebox: enforcement:\n";
   for (const auto& d : plan) {
     const bool strong = d.level == EnforcementLevel::StronglyEnforced;
     std::string note;
     if (!strong && d.accepted) note = " (accepted with --allow-weaker)";
     if (!strong && !d.requested) note = " (default limits, applied as far as this host allows)";
-    std::cerr << "  " << std::string(to_string(d.dimension))
-              << std::string(12 - to_string(d.dimension).size(), ' ')
-              << paint(to_string(d.level), strong ? Colour::Green : Colour::Yellow, colour) << note
-              << "\n";
+    err << "  " << std::string(to_string(d.dimension))
+        << std::string(12 - to_string(d.dimension).size(), ' ')
+        << paint(to_string(d.level), strong ? Colour::Green : Colour::Yellow, colour) << note
+        << "\n";
   }
   if (result.transaction_id) {
     std::map<std::string, int> counts;
@@ -265,31 +263,36 @@ void print_summary(const ProcessResult& result, const std::vector<EnforcementDec
     }
     const bool kept = result.termination_detail.find("not committed") != std::string::npos;
     if (changes_mode == "commit" && !kept) {
-      std::cerr << "pulsebox: changes committed: " << *result.transaction_id << " (" << detail
-                << ")\n";
+      err << "pulsebox: changes committed: " << *result.transaction_id << " (" << detail << ")\n";
       return;
     }
     if (changes_mode == "discard") {
-      std::cerr << "pulsebox: changes discarded (" << detail << ")\n";
+      err << "pulsebox: changes discarded (" << detail << ")\n";
       return;
     }
-    std::cerr << "pulsebox: changes: " << paint(*result.transaction_id, Colour::Bold, colour)
-              << " (" << detail << ")\n"
-              << "pulsebox:   review: pulsebox diff -w " << workspace << " "
-              << *result.transaction_id << "\n"
-              << "pulsebox:   apply:  pulsebox commit -w " << workspace << " "
-              << *result.transaction_id << "\n";
+    err << "pulsebox: changes: " << paint(*result.transaction_id, Colour::Bold, colour) << " ("
+        << detail << ")\n"
+        << "pulsebox:   review: pulsebox diff -w " << workspace << " " << *result.transaction_id
+        << "\n"
+        << "pulsebox:   apply:  pulsebox commit -w " << workspace << " " << *result.transaction_id
+        << "\n";
   } else {
-    std::cerr << "pulsebox: no workspace changes\n";
+    err << "pulsebox: no workspace changes\n";
   }
 }
 
-int run(const RunOptions& o) {
+void print_run_error(const RunIo& io, std::string_view message) {
+  (void)core::write_all(io.err_fd, "pulsebox: " + std::string(message) + "\n", "an error");
+}
+
+}  // namespace
+
+int execute_run(const RunOptions& o, const RunIo& io) {
   try {
     if (o.command.empty())
       bad_input("no command given (pulsebox run [OPTIONS] -- COMMAND [ARG...])");
     core::trace_phase("cli: parsed");
-    SandboxOptions options = build_options(o);
+    SandboxOptions options = build_options(o, io);
     core::trace_phase("cli: options built");
     const std::string cwd = relative_cwd(o.cwd);
     Sandbox sandbox(std::move(options));
@@ -298,24 +301,27 @@ int run(const RunOptions& o) {
     const auto plan = sandbox.enforcement_plan();
     ExecuteOptions execute;
     execute.cwd = cwd;
+    execute.cancel_fd = io.cancel_fd;
     if (!o.json) {
-      execute.on_output = [](OutputStream stream, std::string_view text) {
-        (void)core::write_all(stream == OutputStream::Stdout ? STDOUT_FILENO : STDERR_FILENO, text,
+      execute.on_output = [&io](OutputStream stream, std::string_view text) {
+        (void)core::write_all(stream == OutputStream::Stdout ? io.out_fd : io.err_fd, text,
                               "output");
       };
     }
     const ProcessResult result = sandbox.execute(o.command, execute);
     if (o.json) {
-      std::cout << to_json(result) << std::endl;
+      (void)core::write_all(io.out_fd, to_json(result) + "\n", "the result");
     } else {
-      print_summary(result, plan, o.workspace, o.changes);
+      print_summary(result, plan, o.workspace, o.changes, io);
     }
     return exit_status_for(result);
   } catch (const SandboxError& error) {
-    print_error(error.what());
+    print_run_error(io, error.what());
     return kExitUsage;
   }
 }
+
+namespace {
 
 std::vector<std::string>& run_command_tail() {
   static std::vector<std::string> tail;
@@ -328,49 +334,57 @@ void set_run_command(std::vector<std::string> command) {
   run_command_tail() = std::move(command);
 }
 
+void add_run_options(CLI::App& command, RunOptions& options) {
+  RunOptions& o = options;
+  command.add_option("-w,--workspace", o.workspace,
+                     "Host directory presented at /workspace (default: .)");
+  command.add_option("--cwd", o.cwd, "Working directory, relative to /workspace");
+  command.add_option("--backend", o.backend, "native, host or remote (host needs --unsafe-host)");
+  command.add_flag("--unsafe-host", o.unsafe_host, "Allow running unsandboxed on this host");
+  command.add_option("--net", o.net, "none, localhost, allowlist, proxy or all (default: none)");
+  command.add_option("--allow", o.allow, "DEST[:PORT] for --net allowlist (repeatable)");
+  command.add_option("--memory", o.memory, "Memory limit, e.g. 512M (default 1G)");
+  command.add_option("--swap", o.swap, "Swap limit (default 1G)");
+  command.add_option("--pids", o.pids, "Process limit (default 64)");
+  command.add_option("--cpus", o.cpus, "CPUs, may be fractional (default 1)");
+  command.add_option("--timeout", o.timeout, "Wall-clock limit in seconds (default 30)");
+  command.add_option("--cpu-time", o.cpu_time, "CPU-time limit in seconds");
+  command.add_option("--max-output", o.max_output, "stdout+stderr cap (default 5M)");
+  command.add_option("--disk", o.disk, "Bytes the run may write");
+  command.add_option("--env", o.env, "NAME=VALUE set in the sandbox (repeatable)");
+  command.add_option("--secret", o.secrets,
+                     "Pass host variable NAME in and scrub its value (repeatable)");
+  command.add_option("--policy", o.policy_file, "Action policy JSON");
+  command.add_option("--seccomp", o.seccomp,
+                     "default, strict, permissive, a Docker/OCI profile file, or unconfined");
+  command.add_option("--changes", o.changes, "keep, commit or discard (default: keep)");
+  command.add_flag("--json", o.json, "Print one JSON result instead of streaming output");
+  command.add_option("--allow-weaker", o.allow_weaker,
+                     "network, secrets, filesystem, limits, syscalls or all: run even if not "
+                     "strongly enforced here (repeatable)");
+  command.add_option("--audit-log", o.audit_log,
+                     "Audit log (default <workspace>/.agent/logs/audit.jsonl)");
+  command.add_option("--ro-bind", o.ro_binds,
+                     "HOST[:SANDBOX] shown read-only inside (repeatable, audited)");
+  command.add_option("--bind", o.rw_binds,
+                     "HOST[:SANDBOX] shown read-write inside (repeatable, audited)");
+  command.add_flag("--subordinate-ids", o.subordinate_ids,
+                   "Rootless: map 65536 ids from /etc/subuid and /etc/subgid (newuidmap) "
+                   "instead of one");
+  command.footer(
+      "The command and its arguments follow --, e.g. pulsebox run -- make test. When a "
+      "`pulsebox serve --local` of this user runs (same binary, same state directory), the "
+      "run goes through it; PULSEBOX_SERVER=off runs it in this process.");
+}
+
 void register_run_command(CLI::App& app, int& exit_code) {
   auto o = std::make_shared<RunOptions>();
   CLI::App* run_cmd = app.add_subcommand(
       "run", "Run COMMAND in a fresh sandbox: pulsebox run [OPTIONS] -- COMMAND [ARG...]");
-  run_cmd->add_option("-w,--workspace", o->workspace,
-                      "Host directory presented at /workspace (default: .)");
-  run_cmd->add_option("--cwd", o->cwd, "Working directory, relative to /workspace");
-  run_cmd->add_option("--backend", o->backend, "native, host or remote (host needs --unsafe-host)");
-  run_cmd->add_flag("--unsafe-host", o->unsafe_host, "Allow running unsandboxed on this host");
-  run_cmd->add_option("--net", o->net, "none, localhost, allowlist, proxy or all (default: none)");
-  run_cmd->add_option("--allow", o->allow, "DEST[:PORT] for --net allowlist (repeatable)");
-  run_cmd->add_option("--memory", o->memory, "Memory limit, e.g. 512M (default 1G)");
-  run_cmd->add_option("--swap", o->swap, "Swap limit (default 1G)");
-  run_cmd->add_option("--pids", o->pids, "Process limit (default 64)");
-  run_cmd->add_option("--cpus", o->cpus, "CPUs, may be fractional (default 1)");
-  run_cmd->add_option("--timeout", o->timeout, "Wall-clock limit in seconds (default 30)");
-  run_cmd->add_option("--cpu-time", o->cpu_time, "CPU-time limit in seconds");
-  run_cmd->add_option("--max-output", o->max_output, "stdout+stderr cap (default 5M)");
-  run_cmd->add_option("--disk", o->disk, "Bytes the run may write");
-  run_cmd->add_option("--env", o->env, "NAME=VALUE set in the sandbox (repeatable)");
-  run_cmd->add_option("--secret", o->secrets,
-                      "Pass host variable NAME in and scrub its value (repeatable)");
-  run_cmd->add_option("--policy", o->policy_file, "Action policy JSON");
-  run_cmd->add_option("--seccomp", o->seccomp,
-                      "default, strict, permissive, a Docker/OCI profile file, or unconfined");
-  run_cmd->add_option("--changes", o->changes, "keep, commit or discard (default: keep)");
-  run_cmd->add_flag("--json", o->json, "Print one JSON result instead of streaming output");
-  run_cmd->add_option("--allow-weaker", o->allow_weaker,
-                      "network, secrets, filesystem, limits, syscalls or all: run even if not "
-                      "strongly enforced here (repeatable)");
-  run_cmd->add_option("--audit-log", o->audit_log,
-                      "Audit log (default <workspace>/.agent/logs/audit.jsonl)");
-  run_cmd->add_option("--ro-bind", o->ro_binds,
-                      "HOST[:SANDBOX] shown read-only inside (repeatable, audited)");
-  run_cmd->add_option("--bind", o->rw_binds,
-                      "HOST[:SANDBOX] shown read-write inside (repeatable, audited)");
-  run_cmd->add_flag("--subordinate-ids", o->subordinate_ids,
-                    "Rootless: map 65536 ids from /etc/subuid and /etc/subgid (newuidmap) "
-                    "instead of one");
-  run_cmd->footer("The command and its arguments follow --, e.g. pulsebox run -- make test");
+  add_run_options(*run_cmd, *o);
   run_cmd->callback([o, &exit_code] {
     o->command = run_command_tail();
-    exit_code = run(*o);
+    exit_code = execute_run(*o, RunIo{});
   });
 }
 

@@ -22,5 +22,6 @@ void register_run_command(CLI::App& app, int& exit_code);
 void set_run_command(std::vector<std::string> command);
 void register_capabilities_command(CLI::App& app, int& exit_code);
 void register_seccomp_commands(CLI::App& app, int& exit_code);
+void register_serve_command(CLI::App& app, int& exit_code);
 
 }  // namespace pulsebox::cli

@@ -8,6 +8,7 @@
 
 #include "cli/commands.h"
 #include "cli/output.h"
+#include "cli/server_client.h"
 #include "core/trace.h"
 #include "pulsebox/version.h"
 
@@ -23,6 +24,15 @@ std::string first_line(const std::string& text) {
 int main(int argc, char** argv) {
   pulsebox::core::trace_phase("main");
   using namespace pulsebox::cli;
+  // A resident server of this user does the run when there is one
+  // (cli/server_client.h): before anything else is built.
+  if (argc > 1 && std::string_view(argv[1]) == "run") {
+    if (const auto code = run_through_server(argc, argv)) {
+      pulsebox::core::trace_phase("main: returning");
+      pulsebox::core::trace_flush();
+      return *code;
+    }
+  }
   CLI::App app{"pulsebox: run untrusted commands in a sandbox built from Linux primitives"};
   app.name("pulsebox");
   app.require_subcommand(1);
@@ -48,6 +58,7 @@ int main(int argc, char** argv) {
       {{"changes", "diff", "commit", "discard", "reconcile"}, register_changes_commands},
       {{"capabilities"}, register_capabilities_command},
       {{"seccomp"}, register_seccomp_commands},
+      {{"serve"}, register_serve_command},
   };
   const std::string_view first = argc > 1 ? argv[1] : "";
   const Command* named = nullptr;
@@ -89,5 +100,6 @@ int main(int argc, char** argv) {
     return kExitUsage;
   }
   pulsebox::core::trace_phase("main: returning");
+  pulsebox::core::trace_flush();
   return exit_code;
 }

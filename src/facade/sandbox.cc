@@ -424,7 +424,7 @@ ProcessResult Sandbox::execute(const std::vector<std::string>& argv,
   request.argv = argv;
   request.workspace = options_.workspace;
   request.cwd = options.cwd;
-  const auto host_env = host_environment();
+  const auto host_env = options_.host_environment ? *options_.host_environment : host_environment();
   for (const std::string& name : options_.secret_policy.explicit_env) {
     if (auto it = host_env.find(name); it != host_env.end()) scrubber_.add_secret(it->second);
   }

@@ -25,7 +25,7 @@ std::string drain(int fd) {
 
 // Runs build/src/cli/pulsebox with `args`, feeding `input` on stdin.
 CliRun run_cli(const std::vector<std::string>& args, const std::string& input,
-               const std::vector<std::string>& extra_env) {
+               const std::vector<std::string>& extra_env, const std::string& cwd) {
   const char* binary = std::getenv("PULSEBOX_BIN");
   if (binary == nullptr) {
     ADD_FAILURE() << "PULSEBOX_BIN is not set (meson sets it)";
@@ -42,6 +42,7 @@ CliRun run_cli(const std::vector<std::string>& args, const std::string& input,
   posix_spawn_file_actions_adddup2(&actions, in_pipe[0], 0);
   posix_spawn_file_actions_adddup2(&actions, out_pipe[1], 1);
   posix_spawn_file_actions_adddup2(&actions, err_pipe[1], 2);
+  if (!cwd.empty()) posix_spawn_file_actions_addchdir_np(&actions, cwd.c_str());
   std::vector<std::string> argv_storage = {binary};
   argv_storage.insert(argv_storage.end(), args.begin(), args.end());
   std::vector<char*> argv;
@@ -49,8 +50,16 @@ CliRun run_cli(const std::vector<std::string>& args, const std::string& input,
     argv.push_back(arg.data());
   argv.push_back(nullptr);
   std::vector<std::string> env_storage;
-  for (char** e = environ; *e != nullptr; ++e)
-    env_storage.emplace_back(*e);
+  auto overridden = [&](const std::string& entry) {
+    const std::string name = entry.substr(0, entry.find('=') + 1);
+    for (const auto& extra : extra_env) {
+      if (extra.rfind(name, 0) == 0) return true;
+    }
+    return false;
+  };
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (!overridden(*e)) env_storage.emplace_back(*e);
+  }
   env_storage.insert(env_storage.end(), extra_env.begin(), extra_env.end());
   std::vector<char*> envp;
   for (auto& entry : env_storage)

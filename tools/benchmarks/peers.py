@@ -183,9 +183,55 @@ def make_workspace(path, files):
     return path
 
 
-def pulsebox_peer(name, workspace):
-    env = dict(os.environ, PULSEBOX_STATE_DIR=os.path.join(BENCH, "state"), NO_COLOR="1")
-    return Peer(name, [PULSEBOX, "run", "-w", workspace, "--net", "none", "--", "/bin/true"], env=env)
+def pulsebox_env(server=False):
+    """In-process runs never find a server (PULSEBOX_SERVER=off); server runs
+    use the state directory the benchmark's `pulsebox serve --local` serves."""
+    if server:
+        return dict(os.environ, PULSEBOX_STATE_DIR=os.path.join(BENCH, "state-server"),
+                    NO_COLOR="1")
+    return dict(os.environ, PULSEBOX_STATE_DIR=os.path.join(BENCH, "state"), NO_COLOR="1",
+                PULSEBOX_SERVER="off")
+
+
+def pulsebox_peer(name, workspace, server=False):
+    return Peer(name, [PULSEBOX, "run", "-w", workspace, "--net", "none", "--", "/bin/true"],
+                env=pulsebox_env(server))
+
+
+class Server:
+    """`pulsebox serve --local` for the benchmark's runs, on its own state
+    directory. Its runs are measured like every other tool's, from the
+    client's posix_spawn to its exit."""
+
+    def __init__(self, workspace):
+        self.env = pulsebox_env(server=True)
+        self.log = open(os.path.join(BENCH, "server.log"), "w")
+        self.process = subprocess.Popen([PULSEBOX, "serve", "--local"], env=self.env,
+                                        stdout=self.log, stderr=self.log)
+        socket = os.path.join(self.env["PULSEBOX_STATE_DIR"], "server.sock")
+        deadline = time.monotonic() + 10
+        while not os.path.exists(socket):
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("pulsebox serve --local did not start: see " + self.log.name)
+            time.sleep(0.01)
+        # A run that the server did (the client would say so if it fell back).
+        probe = subprocess.run([PULSEBOX, "run", "-w", workspace, "--", "/bin/true"],
+                               env=dict(self.env, PULSEBOX_SERVER=socket),
+                               capture_output=True, text=True)
+        if probe.returncode != 0 or "running in this process" in probe.stderr:
+            raise RuntimeError("pulsebox serve --local does not serve runs: " + probe.stderr)
+
+    def peak_rss_kib(self):
+        with open(f"/proc/{self.process.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+        return None
+
+    def stop(self):
+        self.process.send_signal(signal.SIGTERM)
+        self.process.wait(timeout=30)
+        self.log.close()
 
 
 def measure(peers, rounds):
@@ -227,7 +273,7 @@ def throughput(argv, env, clients, seconds):
 
 
 def supervisor_rss(workspace, runs=10):
-    env = dict(os.environ, PULSEBOX_STATE_DIR=os.path.join(BENCH, "state"), PULSEBOX_TRACE="1")
+    env = dict(pulsebox_env(), PULSEBOX_TRACE="1")
     peaks = []
     for _ in range(runs):
         out = subprocess.run([PULSEBOX, "run", "-w", workspace, "--net", "none", "--", "/bin/true"],
@@ -313,6 +359,12 @@ def main():
     else:
         reasons["podman"] = "podman needs root here (rootless podman needs a login session)"
     peers.append(pulsebox_peer("pulsebox", empty_ws))
+    server = None
+    try:
+        server = Server(empty_ws)
+        peers.append(pulsebox_peer("pulsebox (server)", empty_ws, server=True))
+    except (OSError, RuntimeError) as error:
+        reasons["pulsebox (server)"] = str(error)
 
     log(f"== latency: {rounds} interleaved rounds of {', '.join(p.name for p in peers)}")
     for name, why in reasons.items():
@@ -333,52 +385,71 @@ def main():
 
     log("== throughput: sandboxes per second (pulsebox run -- /bin/true)")
     tput = {}
-    pb = pulsebox_peer("pulsebox", empty_ws)
-    for clients in (1, 2, 4):
-        tput[clients] = throughput(pb.argv, pb.env, clients, 2 if args.quick else 4)
-        log(f"   {clients} client(s): {tput[clients]:.1f}/s")
+    kinds = [("in-process", False)] + ([("server", True)] if server else [])
+    for kind, through_server in kinds:
+        pb = pulsebox_peer("pulsebox", empty_ws, server=through_server)
+        tput[kind] = {}
+        for clients in (1, 2, 4):
+            tput[kind][clients] = throughput(pb.argv, pb.env, clients, 2 if args.quick else 4)
+            log(f"   {kind:<10} {clients} client(s): {tput[kind][clients]:.1f}/s")
 
-    log("== footprint: the supervisor's own peak RSS")
+    log("== footprint: peak RSS")
     rss = supervisor_rss(empty_ws)
-    log(f"   {rss} kB" if rss else "   (no PULSEBOX_TRACE output)")
+    log(f"   in-process supervisor: {rss} kB" if rss else "   (no PULSEBOX_TRACE output)")
+    server_rss = server.peak_rss_kib() if server else None
+    if server_rss:
+        log(f"   pulsebox serve --local, after every run above: {server_rss} kB")
 
     scale = None
     if not args.quick:
         log("== workspace size: empty vs 100,000 files")
         big = make_workspace(os.path.join(BENCH, "ws-100k"), 100_000)
-        small_peer, big_peer = pulsebox_peer("empty", empty_ws), pulsebox_peer("100k", big)
-        measure([small_peer, big_peer], 30)
-        scale = statistics.median(big_peer.samples) / statistics.median(small_peer.samples)
-        log(f"   median {statistics.median(small_peer.samples):.2f} ms vs "
-            f"{statistics.median(big_peer.samples):.2f} ms: ratio {scale:.3f}")
+        scale = {}
+        for kind, through_server in kinds:
+            small_peer = pulsebox_peer("empty", empty_ws, server=through_server)
+            big_peer = pulsebox_peer("100k", big, server=through_server)
+            measure([small_peer, big_peer], 30)
+            scale[kind] = statistics.median(big_peer.samples) / statistics.median(small_peer.samples)
+            log(f"   {kind:<10} median {statistics.median(small_peer.samples):.2f} ms vs "
+                f"{statistics.median(big_peer.samples):.2f} ms: ratio {scale[kind]:.3f}")
 
     log("== targets (docs/benchmarks.md)")
-    pulse = results["pulsebox"]["median_ms"]
     verdicts = []
-    for peer, target, _ in TARGETS:
-        if peer not in results:
-            verdicts.append((f"pulsebox <= {target:g} x {peer}", None, "skipped: " + reasons.get(peer, "")))
+    for name in ("pulsebox", "pulsebox (server)"):
+        if name not in results:
             continue
-        ratio = pulse / results[peer]["median_ms"]
-        verdicts.append((f"pulsebox <= {target:g} x {peer}", ratio, "met" if ratio <= target else "MISSED"))
+        pulse = results[name]["median_ms"]
+        for peer, target, _ in TARGETS:
+            what = f"{name} <= {target:g} x {peer}"
+            if peer not in results:
+                verdicts.append((what, None, "skipped: " + reasons.get(peer, "")))
+                continue
+            ratio = pulse / results[peer]["median_ms"]
+            verdicts.append((what, ratio, "met" if ratio <= target else "MISSED"))
     if rss:
         verdicts.append((f"supervisor RSS <= {RSS_TARGET_KIB} kB", rss,
                          "met" if rss <= RSS_TARGET_KIB else "MISSED"))
-    if scale:
-        verdicts.append((f"100k files / empty <= {WORKSPACE_SCALE_TARGET}", scale,
-                         "met" if scale <= WORKSPACE_SCALE_TARGET else "MISSED"))
+    if server_rss:
+        verdicts.append((f"server RSS <= {RSS_TARGET_KIB} kB", server_rss,
+                         "met" if server_rss <= RSS_TARGET_KIB else "MISSED"))
+    for kind, value in (scale or {}).items():
+        verdicts.append((f"{kind}: 100k files / empty <= {WORKSPACE_SCALE_TARGET}", value,
+                         "met" if value <= WORKSPACE_SCALE_TARGET else "MISSED"))
     for what, value, verdict in verdicts:
         shown = "" if value is None else (f"{value:.3f}" if isinstance(value, float) else str(value))
-        log(f"   {what:<32} {shown:>10}  {verdict}")
+        log(f"   {what:<40} {shown:>10}  {verdict}")
 
     png = os.path.join(BENCH, "latency.png")
     problem = plot(results, png)
     log(f"== plot: {png}" if problem is None else f"== plot skipped: {problem}")
     with open(os.path.join(BENCH, "peers.json"), "w") as f:
         json.dump({"latency": results, "skipped": reasons, "throughput_per_s": tput,
-                   "supervisor_peak_rss_kib": rss, "workspace_100k_ratio": scale,
+                   "supervisor_peak_rss_kib": rss, "server_peak_rss_kib": server_rss,
+                   "workspace_100k_ratio": scale,
                    "targets": [{"target": w, "value": v, "verdict": d} for w, v, d in verdicts]},
                   f, indent=2)
+    if server:
+        server.stop()
     if helper:
         helper.send_signal(signal.SIGKILL)
         helper.wait()

@@ -1,0 +1,60 @@
+// `pulsebox run`, shared by the CLI (running in this process) and the local
+// server (running for a client): the options, their flags, and the run
+// itself, with its output and environment taken from RunIo instead of this
+// process's.
+#pragma once
+
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "pulsebox/backend.h"
+
+namespace pulsebox::cli {
+
+struct RunOptions {
+  std::string workspace = ".";
+  std::string cwd;
+  std::string backend;
+  bool unsafe_host = false;
+  std::string net = "none";
+  std::vector<std::string> allow;
+  std::string memory, swap, pids, cpus, timeout, cpu_time, max_output, disk;
+  std::vector<std::string> env;
+  std::vector<std::string> secrets;
+  std::string policy_file;
+  std::string seccomp = "default";
+  std::string changes = "keep";
+  bool json = false;
+  std::vector<std::string> allow_weaker;
+  std::string audit_log;
+  std::vector<std::string> ro_binds, rw_binds;
+  bool subordinate_ids = false;
+  std::vector<std::string> command;
+};
+
+// The flags of `pulsebox run`, added to `command` (the CLI's subcommand, or
+// the server's own parser).
+void add_run_options(CLI::App& command, RunOptions& options);
+
+struct RunIo {
+  int out_fd = STDOUT_FILENO;
+  int err_fd = STDERR_FILENO;
+  // The environment --secret names are read from, and NO_COLOR; null: this
+  // process's.
+  const std::map<std::string, std::string>* environment = nullptr;
+  // The backend of a native run (a server's, shared with other runs); null:
+  // the facade makes its own.
+  std::shared_ptr<Backend> native_backend;
+  int cancel_fd = -1;  // ExecuteOptions::cancel_fd
+};
+
+// Runs the command; returns the exit status `pulsebox run` exits with.
+// Errors are printed on io.err_fd ("pulsebox: ..."), never thrown.
+int execute_run(const RunOptions& options, const RunIo& io);
+
+}  // namespace pulsebox::cli
