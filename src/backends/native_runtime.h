@@ -38,10 +38,10 @@ class NativeRuntime {
   virtual void wait_until_idle() = 0;
 
   struct Stats {
-    int started_ahead = 0;        // sandboxes started ahead
-    int used_started_ahead = 0;   // runs that began in one
-    int launched_for_a_run = 0;   // runs that launched their own
-    int discarded = 0;            // started ahead, never used (shape changed, ended)
+    int started_ahead = 0;       // sandboxes started ahead
+    int used_started_ahead = 0;  // runs that began in one
+    int launched_for_a_run = 0;  // runs that launched their own
+    int discarded = 0;           // started ahead, never used (shape changed, ended)
   };
   virtual Stats stats() const = 0;
 };

@@ -13,6 +13,7 @@
 #include <string_view>
 
 #include "backends/native_runtime.h"
+#include "cli/fast_client.h"
 #include "core/text.h"
 #include "core/trace.h"
 #include "core/unique_fd.h"
@@ -35,6 +36,9 @@ void warn(const std::string& message) {
 }  // namespace
 
 std::optional<int> run_through_server(int argc, char** argv) {
+  // The pre-libc client (static builds) found no server, or was told to
+  // run in-process: nothing to add.
+  if (pulsebox_fast_client_verdict != kFastNotTried) return std::nullopt;
   const char* chosen = std::getenv("PULSEBOX_SERVER");
   const std::string_view choice = chosen != nullptr ? chosen : "";
   if (choice == "off" || choice == "0" || choice == "no" || choice == "none") return std::nullopt;
@@ -104,7 +108,8 @@ std::optional<int> run_through_server(int argc, char** argv) {
   }
   core::trace_phase("client: reply");
   if (reply.value().kind == server::ReplyKind::Fallback) {
-    if (explicit_socket) warn("the server ran nothing (" + reply.value().reason + "); running in this process");
+    if (explicit_socket)
+      warn("the server ran nothing (" + reply.value().reason + "); running in this process");
     return std::nullopt;
   }
   return reply.value().exit_code;

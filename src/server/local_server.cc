@@ -61,7 +61,8 @@ std::optional<std::uint64_t> effective_capabilities(const std::string& pid) {
 }
 
 bool same_namespace(const std::string& pid, const char* kind) {
-  struct stat theirs {}, ours {};
+  struct stat theirs {
+  }, ours{};
   return ::stat(("/proc/" + pid + "/ns/" + kind).c_str(), &theirs) == 0 &&
          ::stat((std::string("/proc/self/ns/") + kind).c_str(), &ours) == 0 &&
          theirs.st_dev == ours.st_dev && theirs.st_ino == ours.st_ino;
@@ -178,7 +179,8 @@ RunReply Server::serve_request(int connection) {
   if (request.client_binary != binary_ || binary_.empty()) {
     return fallback("the client runs another pulsebox binary than this server");
   }
-  if (message->fds.size() != 3) return fallback("the request carried no working directory and output");
+  if (message->fds.size() != 3)
+    return fallback("the request carried no working directory and output");
   core::trace_phase("server: request read");
   auto options = parse_run_arguments(request.args);
   if (!options) return fallback("the arguments are for the client's own parser");
@@ -196,8 +198,7 @@ RunReply Server::serve_request(int connection) {
   // The client's working directory and umask, for this thread only (it has
   // its own after unshare(CLONE_FS)).
   if (::fchdir(message->fds[0].get()) != 0) {
-    return fallback("cannot enter the client's working directory: " +
-                    core::describe_errno(errno));
+    return fallback("cannot enter the client's working directory: " + core::describe_errno(errno));
   }
   ::umask(static_cast<mode_t>(request.umask & 0777));
 
@@ -250,9 +251,8 @@ void Server::handle(UniqueFd connection) {
 }
 
 int Server::serve() {
-  const fs::path socket_path = options_.socket_path.empty()
-                                   ? default_socket_path(options_.state_dir)
-                                   : options_.socket_path;
+  const fs::path socket_path =
+      options_.socket_path.empty() ? default_socket_path(options_.state_dir) : options_.socket_path;
   sockaddr_un address{};
   address.sun_family = AF_UNIX;
   if (socket_path.string().size() >= sizeof address.sun_path) {
@@ -300,7 +300,7 @@ int Server::serve() {
   UniqueFd signals(::signalfd(-1, &stops, SFD_CLOEXEC));
 
   UniqueFd listener(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
-  ::unlink(socket_path.c_str());  // a crashed server's: the lock above is ours
+  ::unlink(socket_path.c_str());          // a crashed server's: the lock above is ours
   const mode_t previous = ::umask(0177);  // the socket: 0600 from the start
   const int bound =
       listener ? ::bind(listener.get(), reinterpret_cast<sockaddr*>(&address), sizeof address) : -1;

@@ -118,8 +118,8 @@ core::Result<RunReply> decode_reply(std::string_view bytes) {
   Reader in(bytes);
   std::uint32_t version = 0, kind = 0, code = 0;
   RunReply reply;
-  if (!in.magic(kReplyMagic) || !in.u32(version) || version != kProtocolVersion ||
-      !in.u32(kind) || !in.u32(code) || !in.string(reply.reason) || !in.done() ||
+  if (!in.magic(kReplyMagic) || !in.u32(version) || version != kProtocolVersion || !in.u32(kind) ||
+      !in.u32(code) || !in.string(reply.reason) || !in.done() ||
       (kind != static_cast<std::uint32_t>(ReplyKind::Done) &&
        kind != static_cast<std::uint32_t>(ReplyKind::Fallback))) {
     return malformed("reply");
@@ -175,8 +175,7 @@ std::optional<Received> receive_message(int socket, std::size_t limit, std::size
   } while (n < 0 && errno == EINTR);
   if (n < 0) return std::nullopt;
   // Whatever arrived is owned from here, even if the message is refused.
-  for (cmsghdr* item = CMSG_FIRSTHDR(&header); item != nullptr;
-       item = CMSG_NXTHDR(&header, item)) {
+  for (cmsghdr* item = CMSG_FIRSTHDR(&header); item != nullptr; item = CMSG_NXTHDR(&header, item)) {
     if (item->cmsg_level != SOL_SOCKET || item->cmsg_type != SCM_RIGHTS) continue;
     const std::size_t count = (item->cmsg_len - CMSG_LEN(0)) / sizeof(int);
     for (std::size_t i = 0; i < count; ++i) {

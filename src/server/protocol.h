@@ -28,13 +28,9 @@
 
 #include "core/result.h"
 #include "core/unique_fd.h"
+#include "server/protocol_constants.h"
 
 namespace pulsebox::server {
-
-inline constexpr std::uint32_t kProtocolVersion = 1;
-// A request above this is refused by the client itself (it runs the
-// command in-process): SOCK_SEQPACKET messages must fit the socket buffer.
-inline constexpr std::size_t kMaxRequestBytes = 192 * 1024;
 
 struct RunRequest {
   std::vector<std::string> args;         // after "run", "--" and the command included
@@ -43,8 +39,6 @@ struct RunRequest {
   std::uint32_t umask = 022;
   std::string client_binary;  // binary_identity() of the client
 };
-
-enum class ReplyKind : std::uint32_t { Done = 1, Fallback = 2 };
 
 struct RunReply {
   ReplyKind kind = ReplyKind::Done;

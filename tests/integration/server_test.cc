@@ -154,8 +154,8 @@ class ServerTest : public ::testing::Test {
 TEST_F(ServerTest, ARunThroughTheServerShowsWhatTheSameRunShowsInProcess) {
   start_server();
   const std::string w = workspace_.path().string();
-  const std::vector<std::string> command = {"-w", w, "--", "sh", "-c",
-                                            "cat a.txt; echo to-stderr >&2; exit 7"};
+  const std::vector<std::string> command = {"-w", w,    "--",
+                                            "sh", "-c", "cat a.txt; echo to-stderr >&2; exit 7"};
   const auto served = run(command, env());
   const auto alone = run(command, in_process_env());
   EXPECT_EQ(served_runs(), 1) << server_log();
@@ -168,8 +168,8 @@ TEST_F(ServerTest, ARunThroughTheServerShowsWhatTheSameRunShowsInProcess) {
   EXPECT_NE(served.err.find("to-stderr\n"), std::string::npos) << served.err;
 
   // --json: the same object but for times, pids and the cgroup's counters.
-  const std::vector<std::string> json_command = {"--json", "-w", w, "--", "sh", "-c",
-                                                 "echo out; echo err >&2; exit 3"};
+  const std::vector<std::string> json_command = {
+      "--json", "-w", w, "--", "sh", "-c", "echo out; echo err >&2; exit 3"};
   const auto served_json = run(json_command, env());
   const auto alone_json = run(json_command, in_process_env());
   EXPECT_EQ(served_runs(), 2) << server_log();
@@ -196,14 +196,15 @@ TEST_F(ServerTest, PathsTheEnvironmentAndSecretsAreTheClients) {
   const fs::path parent = workspace_.path().parent_path();
   const std::string relative = workspace_.path().filename().string();
   const std::string secret = "s3cr3t-value-" + std::to_string(::getpid());
-  auto served = run({"-w", relative, "--secret", "CLIENT_ONLY_TOKEN", "--", "sh", "-c",
-                     "echo token=$CLIENT_ONLY_TOKEN; echo changed > a.txt"},
-                    [&] {
-                      auto e = env();
-                      e.push_back("CLIENT_ONLY_TOKEN=" + secret);
-                      return e;
-                    }(),
-                    parent.string());
+  auto served = run(
+      {"-w", relative, "--secret", "CLIENT_ONLY_TOKEN", "--", "sh", "-c",
+       "echo token=$CLIENT_ONLY_TOKEN; echo changed > a.txt"},
+      [&] {
+        auto e = env();
+        e.push_back("CLIENT_ONLY_TOKEN=" + secret);
+        return e;
+      }(),
+      parent.string());
   EXPECT_EQ(served_runs(), 1) << server_log();
   ASSERT_EQ(served.exit_code, 0) << served.err;
   // The value came from the client's environment (the server's has none)
@@ -219,14 +220,14 @@ TEST_F(ServerTest, PathsTheEnvironmentAndSecretsAreTheClients) {
   ASSERT_NE(tx_at, std::string::npos) << served.err;
   const std::string tx = served.err.substr(tx_at, served.err.find_first_of(" \n", tx_at) - tx_at);
   EXPECT_EQ(testing::read_file(workspace_ / "a.txt"), "original\n");
-  const auto committed = testing::run_cli({"commit", "-w", workspace_.path().string(), tx}, "",
-                                          env());
+  const auto committed =
+      testing::run_cli({"commit", "-w", workspace_.path().string(), tx}, "", env());
   ASSERT_EQ(committed.exit_code, 0) << committed.err;
   EXPECT_EQ(testing::read_file(workspace_ / "a.txt"), "changed\n");
 
   // A missing secret is the client's error, named like in-process.
-  const auto missing = run({"-w", relative, "--secret", "NOT_SET_ANYWHERE", "--", "true"}, env(),
-                           parent.string());
+  const auto missing =
+      run({"-w", relative, "--secret", "NOT_SET_ANYWHERE", "--", "true"}, env(), parent.string());
   EXPECT_EQ(missing.exit_code, 125);
   EXPECT_NE(missing.err.find("--secret NOT_SET_ANYWHERE: the variable is not set"),
             std::string::npos)
@@ -275,8 +276,9 @@ TEST_F(ServerTest, AClientThatGoesAwayCancelsItsRun) {
   }
   // The run ended as cancelled, in the audit log; the server goes on.
   const auto deadline_log = std::chrono::steady_clock::now() + 10s;
-  while (testing::read_file(workspace_ / ".agent/logs/audit.jsonl").find("termination: cancelled") ==
-         std::string::npos) {
+  while (
+      testing::read_file(workspace_ / ".agent/logs/audit.jsonl").find("termination: cancelled") ==
+      std::string::npos) {
     ASSERT_LT(std::chrono::steady_clock::now(), deadline_log)
         << testing::read_file(workspace_ / ".agent/logs/audit.jsonl");
     std::this_thread::sleep_for(10ms);

@@ -34,9 +34,9 @@ TEST(ProtocolTest, RequestsAndRepliesRoundTrip) {
   EXPECT_EQ(decoded->umask, request.umask);
   EXPECT_EQ(decoded->client_binary, request.client_binary);
 
-  for (const RunReply& reply : {RunReply{ReplyKind::Done, 137, ""},
-                                RunReply{ReplyKind::Done, -1, ""},
-                                RunReply{ReplyKind::Fallback, 0, "another binary"}}) {
+  for (const RunReply& reply :
+       {RunReply{ReplyKind::Done, 137, ""}, RunReply{ReplyKind::Done, -1, ""},
+        RunReply{ReplyKind::Fallback, 0, "another binary"}}) {
     auto back = decode_reply(encode(reply));
     ASSERT_TRUE(back.ok()) << back.error().to_string();
     EXPECT_EQ(back->kind, reply.kind);
