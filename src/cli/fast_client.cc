@@ -214,8 +214,8 @@ void pulsebox_fast_client(long* initial_stack) {
   }
   ucred credentials{};
   socklen_t credentials_size = sizeof credentials;
-  if (raw(SYS_getsockopt, connection, SOL_SOCKET, SO_PEERCRED, &credentials,
-          &credentials_size) != 0 ||
+  if (raw(SYS_getsockopt, connection, SOL_SOCKET, SO_PEERCRED, &credentials, &credentials_size) !=
+          0 ||
       static_cast<long>(credentials.uid) != uid) {
     raw(SYS_close, connection);
     return;  // main() says whose socket it is

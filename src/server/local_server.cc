@@ -1,13 +1,16 @@
 #include "server/local_server.h"
 
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/file.h>
+#include <sys/ioctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -51,34 +54,58 @@ void say(const std::string& line) {
   (void)core::write_all(STDERR_FILENO, text, "a message");
 }
 
-// CapEff of /proc/<pid>/status (or of "self"), nullopt when unreadable.
-std::optional<std::uint64_t> effective_capabilities(const std::string& pid) {
-  std::ifstream status("/proc/" + pid + "/status");
-  for (std::string line; std::getline(status, line);) {
-    if (line.rfind("CapEff:", 0) == 0) return std::strtoull(line.c_str() + 7, nullptr, 16);
-  }
-  return std::nullopt;
+// The effective capabilities of `pid` (0: this process), by capget(2): far
+// cheaper than formatting /proc/<pid>/status.
+std::optional<std::uint64_t> effective_capabilities(pid_t pid) {
+  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, pid};
+  __user_cap_data_struct data[2] = {};
+  if (::syscall(SYS_capget, &header, data) != 0) return std::nullopt;
+  return (static_cast<std::uint64_t>(data[1].effective) << 32) | data[0].effective;
 }
 
-bool same_namespace(const std::string& pid, const char* kind) {
-  struct stat theirs {
-  }, ours{};
-  return ::stat(("/proc/" + pid + "/ns/" + kind).c_str(), &theirs) == 0 &&
-         ::stat((std::string("/proc/self/ns/") + kind).c_str(), &ours) == 0 &&
-         theirs.st_dev == ours.st_dev && theirs.st_ino == ours.st_ino;
+struct NamespaceId {
+  dev_t dev = 0;
+  ino_t ino = 0;
+  bool operator==(const NamespaceId&) const = default;
+};
+
+std::optional<NamespaceId> namespace_of(const std::string& pid, const char* kind) {
+  struct stat st {};
+  if (::stat(("/proc/" + pid + "/ns/" + kind).c_str(), &st) != 0) return std::nullopt;
+  return NamespaceId{st.st_dev, st.st_ino};
 }
+
+// Linux 6.11's pidfd ioctls (<linux/pidfd.h>): a namespace of the process
+// behind a pidfd, without looking it up in /proc (the first lookup of a
+// pid there cost ~80 us here).
+constexpr unsigned long kPidfdGetMountNamespace = _IO(0xFF, 3);
+constexpr unsigned long kPidfdGetUserNamespace = _IO(0xFF, 9);
+
+std::optional<NamespaceId> namespace_of(int pidfd, unsigned long request, const std::string& pid,
+                                        const char* kind) {
+  const UniqueFd ns(pidfd >= 0 ? ::ioctl(pidfd, request, 0) : -1);
+  struct stat st {};
+  if (ns && ::fstat(ns.get(), &st) == 0) return NamespaceId{st.st_dev, st.st_ino};
+  return namespace_of(pid, kind);  // an older kernel
+}
+
+// This process's side of the comparison, read once.
+struct ServerIdentity {
+  std::optional<NamespaceId> user_namespace = namespace_of("self", "user");
+  std::optional<NamespaceId> mount_namespace = namespace_of("self", "mnt");
+  std::optional<std::uint64_t> capabilities = effective_capabilities(0);
+};
 
 // Why this client may not be served here ("" when it may): the server does
 // only what the client could do itself. Same uid; same user and mount
 // namespaces (paths mean the same); every capability the server has.
-std::string refusal_for(int connection) {
-  const auto uid = peer_uid(connection);
-  if (!uid || *uid != ::geteuid()) return "the client is another user";
+std::string refusal_for(int connection, const ServerIdentity& self) {
   ucred credentials{};
   socklen_t size = sizeof credentials;
   if (::getsockopt(connection, SOL_SOCKET, SO_PEERCRED, &credentials, &size) != 0) {
     return "no peer credentials";
   }
+  if (credentials.uid != ::geteuid()) return "the client is another user";
   // The peer as a pidfd taken at connect time (SO_PEERPIDFD): it is still
   // that process after /proc was read only if the pidfd still reaches it.
   int pidfd = -1;
@@ -90,62 +117,122 @@ std::string refusal_for(int connection) {
     peer.reset(linux_api::sys_pidfd_open(credentials.pid));
   }
   const std::string pid = std::to_string(credentials.pid);
-  if (!same_namespace(pid, "user")) return "the client is in another user namespace";
-  if (!same_namespace(pid, "mnt")) return "the client is in another mount namespace";
-  const auto theirs = effective_capabilities(pid);
-  const auto ours = effective_capabilities("self");
-  if (!theirs || !ours || (*ours & ~*theirs) != 0) {
+  const auto user = namespace_of(peer.get(), kPidfdGetUserNamespace, pid, "user");
+  if (!user || user != self.user_namespace) return "the client is in another user namespace";
+  const auto mount = namespace_of(peer.get(), kPidfdGetMountNamespace, pid, "mnt");
+  if (!mount || mount != self.mount_namespace) return "the client is in another mount namespace";
+  const auto theirs = effective_capabilities(credentials.pid);
+  if (!theirs || !self.capabilities || (*self.capabilities & ~*theirs) != 0) {
     return "the client lacks capabilities this server has";
   }
   if (!peer || linux_api::sys_pidfd_send_signal(peer.get(), 0) != 0) return "the client is gone";
   return "";
 }
 
-// The arguments of `run` parsed as the CLI does; nullopt (for a fallback)
-// when they do not parse, or ask for help: the client's own parser then
-// prints exactly what it prints without a server.
-std::optional<cli::RunOptions> parse_run_arguments(const std::vector<std::string>& args) {
-  CLI::App parser{"pulsebox run"};
-  cli::RunOptions options;
-  cli::add_run_options(parser, options);
-  std::vector<std::string> flags;
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == "--") {
-      options.command.assign(args.begin() + static_cast<std::ptrdiff_t>(i) + 1, args.end());
-      break;
+// The parser of `run`'s arguments, built once per worker thread (building
+// CLI11's options cost ~0.1 ms a request) and reset for each.
+class RunParser {
+ public:
+  RunParser() { cli::add_run_options(parser_, options_); }
+
+  // The arguments parsed as the CLI does; nullopt (for a fallback) when
+  // they do not parse or ask for help: the client's own parser then prints
+  // exactly what it prints without a server.
+  std::optional<cli::RunOptions> parse(const std::vector<std::string>& args) {
+    options_ = cli::RunOptions{};
+    parser_.clear();
+    std::vector<std::string> flags;
+    std::vector<std::string> command;
+    for (std::size_t i = 0; i < args.size(); ++i) {
+      if (args[i] == "--") {
+        command.assign(args.begin() + static_cast<std::ptrdiff_t>(i) + 1, args.end());
+        break;
+      }
+      flags.push_back(args[i]);
     }
-    flags.push_back(args[i]);
+    std::reverse(flags.begin(), flags.end());  // CLI11 takes the arguments reversed
+    try {
+      parser_.parse(flags);
+    } catch (const CLI::Error&) {
+      return std::nullopt;
+    }
+    cli::RunOptions parsed = options_;
+    parsed.command = std::move(command);
+    return parsed;
   }
-  std::reverse(flags.begin(), flags.end());  // CLI11 takes the arguments reversed
-  try {
-    parser.parse(flags);
-  } catch (const CLI::Error&) {
-    return std::nullopt;
-  }
-  return options;
-}
+
+ private:
+  CLI::App parser_{"pulsebox run"};
+  cli::RunOptions options_;
+};
 
 class Server {
  public:
   explicit Server(const LocalServerOptions& options)
       : options_(options), binary_(binary_identity()) {}
+  ~Server();
 
   int serve();
 
  private:
-  void handle(UniqueFd connection);
+  // Takes connections from the queue until the server stops. Workers stay:
+  // a run's sandbox launched on one (when none was started ahead) has it as
+  // its parent thread, and each keeps its own working directory and parser.
+  void work();
+  void handle(UniqueFd connection, RunParser& parser);
   // Serves one request; returns the reply.
-  RunReply serve_request(int connection);
+  RunReply serve_request(int connection, RunParser& parser);
   backends::NativeRuntime& runtime_for(bool subordinate_ids);
 
   const LocalServerOptions& options_;
   const std::string binary_;
+  const ServerIdentity identity_;
   std::mutex runtimes_mutex_;
   std::map<bool, std::shared_ptr<backends::NativeRuntime>> runtimes_;
-  std::mutex active_mutex_;
-  std::condition_variable active_changed_;
-  int active_ = 0;
+  // The connections waiting for a worker, and the workers.
+  std::mutex queue_mutex_;
+  std::condition_variable queue_changed_;
+  std::vector<UniqueFd> queue_;
+  std::vector<std::thread> workers_;
+  int idle_workers_ = 0;
+  int active_ = 0;  // connections taken and not yet answered
+  bool stopping_ = false;
 };
+
+Server::~Server() {
+  {
+    const std::lock_guard lock(queue_mutex_);
+    stopping_ = true;
+  }
+  queue_changed_.notify_all();
+  for (auto& worker : workers_)
+    worker.join();
+}
+
+void Server::work() {
+  // The client's working directory and umask belong to this thread alone.
+  const bool own_fs = ::unshare(CLONE_FS) == 0;
+  RunParser parser;
+  std::unique_lock lock(queue_mutex_);
+  for (;;) {
+    ++idle_workers_;
+    queue_changed_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+    --idle_workers_;
+    if (queue_.empty()) return;  // stopping, nothing left
+    UniqueFd connection = std::move(queue_.back());
+    queue_.pop_back();
+    lock.unlock();
+    if (own_fs) {
+      handle(std::move(connection), parser);
+    } else {
+      (void)send_message(connection.get(),
+                         encode(RunReply{ReplyKind::Fallback, 0, "unshare(CLONE_FS) failed"}));
+    }
+    lock.lock();
+    --active_;
+    queue_changed_.notify_all();
+  }
+}
 
 backends::NativeRuntime& Server::runtime_for(bool subordinate_ids) {
   const std::lock_guard lock(runtimes_mutex_);
@@ -159,7 +246,7 @@ backends::NativeRuntime& Server::runtime_for(bool subordinate_ids) {
   return *runtime;
 }
 
-RunReply Server::serve_request(int connection) {
+RunReply Server::serve_request(int connection, RunParser& parser) {
   auto fallback = [](std::string reason) {
     return RunReply{ReplyKind::Fallback, 0, std::move(reason)};
   };
@@ -169,7 +256,8 @@ RunReply Server::serve_request(int connection) {
   // would reset the client's end before it reads the reply.
   auto message = receive_message(connection, kMaxRequestBytes + 4096, 3);
   if (!message) return fallback("the request was not read: " + core::describe_errno(errno));
-  if (const std::string refused = refusal_for(connection); !refused.empty()) {
+  core::trace_phase("server: request received");
+  if (const std::string refused = refusal_for(connection, identity_); !refused.empty()) {
     return fallback(refused);
   }
   core::trace_phase("server: client checked");
@@ -182,7 +270,7 @@ RunReply Server::serve_request(int connection) {
   if (message->fds.size() != 3)
     return fallback("the request carried no working directory and output");
   core::trace_phase("server: request read");
-  auto options = parse_run_arguments(request.args);
+  auto options = parser.parse(request.args);
   if (!options) return fallback("the arguments are for the client's own parser");
   std::map<std::string, std::string> environment;
   for (const auto& entry : request.environment) {
@@ -230,24 +318,12 @@ RunReply Server::serve_request(int connection) {
   return RunReply{ReplyKind::Done, code, ""};
 }
 
-void Server::handle(UniqueFd connection) {
-  // The client's working directory and umask belong to this thread alone.
-  if (::unshare(CLONE_FS) == 0) {
-    const RunReply reply = serve_request(connection.get());
-    if (reply.kind == ReplyKind::Fallback && options_.verbose) say("fallback: " + reply.reason);
-    (void)send_message(connection.get(), encode(reply));
-    core::trace_phase("server: replied");
-    core::trace_flush();
-  } else {
-    (void)send_message(connection.get(),
-                       encode(RunReply{ReplyKind::Fallback, 0, "unshare(CLONE_FS) failed"}));
-  }
-  connection.reset();
-  {
-    const std::lock_guard lock(active_mutex_);
-    --active_;
-  }
-  active_changed_.notify_all();
+void Server::handle(UniqueFd connection, RunParser& parser) {
+  const RunReply reply = serve_request(connection.get(), parser);
+  if (reply.kind == ReplyKind::Fallback && options_.verbose) say("fallback: " + reply.reason);
+  (void)send_message(connection.get(), encode(reply));
+  core::trace_phase("server: replied");
+  core::trace_flush();
 }
 
 int Server::serve() {
@@ -320,7 +396,7 @@ int Server::serve() {
   for (;;) {
     pollfd fds[] = {{draining ? -1 : listener.get(), POLLIN, 0}, {signals.get(), POLLIN, 0}};
     if (draining) {
-      std::unique_lock guard(active_mutex_);
+      std::unique_lock guard(queue_mutex_);
       if (active_ == 0) break;
       guard.unlock();
       if (::poll(fds, 2, 100) < 0 && errno != EINTR) break;
@@ -348,14 +424,19 @@ int Server::serve() {
     UniqueFd connection(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
     if (!connection) continue;
     {
-      const std::lock_guard guard(active_mutex_);
+      const std::lock_guard guard(queue_mutex_);
       ++active_;
+      queue_.push_back(std::move(connection));
+      // A worker for each connection no idle one will take.
+      if (queue_.size() > static_cast<std::size_t>(idle_workers_)) {
+        workers_.emplace_back([this] { work(); });
+      }
     }
-    std::thread([this, c = std::move(connection)]() mutable { handle(std::move(c)); }).detach();
+    queue_changed_.notify_one();
   }
   {
-    std::unique_lock guard(active_mutex_);
-    active_changed_.wait(guard, [&] { return active_ == 0; });
+    std::unique_lock guard(queue_mutex_);
+    queue_changed_.wait(guard, [&] { return active_ == 0; });
   }
   runtimes_.clear();  // the sandboxes started ahead are torn down
   ::unlink(socket_path.c_str());

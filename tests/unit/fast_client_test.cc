@@ -13,9 +13,8 @@ namespace pulsebox {
 namespace {
 
 TEST(FastClientTest, ItsRequestIsTheLibrarysEncodingByteForByte) {
-  std::vector<std::string> args = {"pulsebox", "run",     "-w", "dir with space",
-                                   "--",       "sh",      "-c", "echo 'x'",
-                                   "",         "ünicode"};
+  std::vector<std::string> args = {"pulsebox", "run",      "-w", "dir with space", "--", "sh",
+                                   "-c",       "echo 'x'", "",   "ünicode"};
   std::vector<std::string> env = {"PATH=/usr/bin:/bin", "EMPTY=", "X=a=b"};
   std::vector<char*> argv, envp;
   for (auto& a : args)
@@ -40,14 +39,13 @@ TEST(FastClientTest, ItsRequestIsTheLibrarysEncodingByteForByte) {
   ASSERT_EQ(size, expected.size());
   EXPECT_EQ(out.substr(0, size), expected);
   // Too small a buffer is "does not fit", never a cut request.
-  EXPECT_EQ(pulsebox_fast_encode_request(out.data(), expected.size() - 1, argv.data(), 2,
-                                         static_cast<int>(args.size()), envp.data(),
-                                         request.cwd.c_str(), request.umask,
-                                         request.client_binary.c_str()),
+  EXPECT_EQ(pulsebox_fast_encode_request(
+                out.data(), expected.size() - 1, argv.data(), 2, static_cast<int>(args.size()),
+                envp.data(), request.cwd.c_str(), request.umask, request.client_binary.c_str()),
             0u);
   // Nothing after argc is read.
-  EXPECT_EQ(pulsebox_fast_encode_request(out.data(), out.size(), argv.data(), 2, 2, envp.data(),
-                                         "", 0, ""),
+  EXPECT_EQ(pulsebox_fast_encode_request(out.data(), out.size(), argv.data(), 2, 2, envp.data(), "",
+                                         0, ""),
             server::encode(server::RunRequest{.environment = env, .umask = 0}).size());
 }
 

@@ -234,10 +234,12 @@ class Server:
         self.log.close()
 
 
-def measure(peers, rounds):
+def measure(peers, rounds, gap_s=0.0):
     # Each round in a new order: a run right after podman's pays for the
     # cleanup podman leaves running in the background, and with a fixed
     # order the same peer would pay it every time. Seeded: reruns compare.
+    # `gap_s`: an untimed pause after each sample (what other tools' runs
+    # are in the main table), so no sample starts on the last one's teardown.
     order = random.Random(8)
     for round_index in range(rounds):
         shuffled = list(peers)
@@ -245,6 +247,8 @@ def measure(peers, rounds):
         for peer in shuffled:
             if peer.runs is None or round_index < peer.runs:
                 peer.once()
+                if gap_s:
+                    time.sleep(gap_s)
 
 
 def summary(peer):
@@ -408,7 +412,7 @@ def main():
         for kind, through_server in kinds:
             small_peer = pulsebox_peer("empty", empty_ws, server=through_server)
             big_peer = pulsebox_peer("100k", big, server=through_server)
-            measure([small_peer, big_peer], 30)
+            measure([small_peer, big_peer], 30, gap_s=0.02)
             scale[kind] = statistics.median(big_peer.samples) / statistics.median(small_peer.samples)
             log(f"   {kind:<10} median {statistics.median(small_peer.samples):.2f} ms vs "
                 f"{statistics.median(big_peer.samples):.2f} ms: ratio {scale[kind]:.3f}")
