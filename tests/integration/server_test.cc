@@ -446,11 +446,11 @@ TEST_F(StartedAheadTest, TheNextRunBeginsInASandboxStartedAheadAndNeverInAUsedOn
   ASSERT_EQ(first.exit_code, 0) << first.stderr_data << first.termination_detail;
   EXPECT_EQ(first.stdout_data, "2\n");
   runtime->wait_until_idle();
-  auto second = run(*runtime, {"sh", "-c", "echo $$; cat /tmp/left 2>&1; ls"});
+  // (Shell builtins and ls only: the VM test runs this on busybox.)
+  auto second =
+      run(*runtime, {"sh", "-c", "echo $$; test -e /tmp/left && echo left || echo none; ls"});
   ASSERT_EQ(second.exit_code, 0) << second.stderr_data << second.termination_detail;
-  EXPECT_EQ(second.stdout_data.rfind("2\n", 0), 0u) << second.stdout_data;
-  EXPECT_NE(second.stdout_data.find("/tmp/left: No such file or directory"), std::string::npos)
-      << second.stdout_data;
+  EXPECT_EQ(second.stdout_data.rfind("2\nnone\n", 0), 0u) << second.stdout_data;
   // The first run's change is its transaction, not the second run's view.
   EXPECT_EQ(second.stdout_data.find("seen.txt"), std::string::npos) << second.stdout_data;
   ASSERT_TRUE(first.transaction_id.has_value());
@@ -486,16 +486,17 @@ TEST_F(StartedAheadTest, ASandboxOfAnotherShapeIsNeverUsed) {
   SandboxOptions o = options(runtime->make_backend());
   o.limits = smaller;
   Sandbox sandbox(std::move(o));
-  result = sandbox.execute({"true"});
+  result = sandbox.execute({"sh", "-c", ":"});
   EXPECT_EQ(result.exit_code, 0) << result.termination_detail;
   runtime->wait_until_idle();
-  result = run(*runtime, {"true"});
+  result = run(*runtime, {"sh", "-c", ":"});
   EXPECT_EQ(result.exit_code, 0) << result.termination_detail;
   stats = runtime->stats();
   EXPECT_EQ(stats.used_started_ahead, 0);
   EXPECT_EQ(stats.launched_for_a_run, 3);
   runtime->wait_until_idle();
-  result = run(*runtime, {"true"});
+  result = run(*runtime, {"sh", "-c", ":"});
+  EXPECT_EQ(result.exit_code, 0) << result.termination_detail;
   EXPECT_EQ(runtime->stats().used_started_ahead, 1);
 }
 
