@@ -537,8 +537,8 @@ class NativeHost final : public backends::NativeRuntime,
   }
   Capability process_containment_capability() const {
     return {EnforcementLevel::StronglyEnforced,
-            "a pid namespace: when the command ends or times out, its init exits and the kernel "
-            "kills every process left in the sandbox",
+            "a pid namespace: when the command ends, its init kills every process left in the "
+            "sandbox before it reports; on a timeout, or if init dies, the kernel kills them all",
             ""};
   }
 
@@ -1345,6 +1345,10 @@ class NativeHost::Prestart {
   void loop() {
     std::unique_lock lock(mutex_);
     for (;;) {
+      if (retired_.empty() && !wanted_) {  // nothing left: at rest until more comes
+        busy_ = false;
+        changed_.notify_all();
+      }
       changed_.wait(lock, [&] { return stopping_ || !retired_.empty() || wanted_; });
       if (stopping_) break;
       busy_ = true;
@@ -1388,8 +1392,6 @@ class NativeHost::Prestart {
           retired_.push_back(std::move(run));
         }
       }
-      busy_ = false;
-      changed_.notify_all();
       core::trace_flush();
     }
     // Stopping: nothing more is started; the sandbox waiting and whatever
@@ -1583,6 +1585,10 @@ ExecutionOutcome NativeBackend::execute(const ExecutionRequest& request) {
 
 std::shared_ptr<Backend> make_native_backend(NativeBackendOptions options) {
   return std::make_shared<NativeHost>(std::move(options), false)->make_backend();
+}
+
+void backends::ensure_state_dir(const fs::path& dir) {
+  ensure_private_dir(dir, ::geteuid() == 0 ? 0711 : 0700);
 }
 
 fs::path backends::default_state_dir() {

@@ -52,5 +52,9 @@ std::shared_ptr<NativeRuntime> make_native_runtime(NativeBackendOptions options,
 // $PULSEBOX_STATE_DIR, else /var/lib/pulsebox as root and
 // /var/tmp/pulsebox-UID otherwise.
 std::filesystem::path default_state_dir();
+// Makes the state directory, or checks the one there: a directory of this
+// user's (never a symlink), writable by nobody else; throws
+// SandboxSecurityError naming it otherwise.
+void ensure_state_dir(const std::filesystem::path& dir);
 
 }  // namespace pulsebox::backends

@@ -309,11 +309,8 @@ RunReply Server::serve_request(int connection, RunParser& parser) {
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     char timing[48];
     std::snprintf(timing, sizeof timing, "%.1f ms", ms);
-    std::string command;
-    for (const auto& arg : options->command)
-      command += (command.empty() ? "" : " ") + arg;
-    say("run in " + request.cwd + ": " + command + ": exit " + std::to_string(code) + " in " +
-        timing);
+    // Not the command line: it may hold a secret (the audit log has it, scrubbed).
+    say("run in " + request.cwd + ": exit " + std::to_string(code) + " in " + timing);
   }
   return RunReply{ReplyKind::Done, code, ""};
 }
@@ -339,9 +336,25 @@ int Server::serve() {
     return kExitCannotStart;
   }
   std::memcpy(address.sun_path, socket_path.c_str(), socket_path.string().size());
-  std::error_code ec;
-  fs::create_directories(socket_path.parent_path(), ec);
-  ::chmod(options_.state_dir.c_str(), ::geteuid() == 0 ? 0711 : 0700);
+  // The socket's directory is this user's alone (the state directory's
+  // rules), so nobody else can put a socket of theirs in its place.
+  try {
+    backends::ensure_state_dir(options_.state_dir);
+  } catch (const std::exception& error) {
+    say(error.what());
+    return kExitCannotStart;
+  }
+  // A directory given with --socket is only checked, never changed.
+  if (const fs::path dir = socket_path.parent_path(); dir != options_.state_dir) {
+    struct stat st {};
+    if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::geteuid() ||
+        (st.st_mode & 022) != 0) {
+      say("the socket's directory " + dir.string() +
+          " must be a directory of this user's that nobody else can write to (another user "
+          "could put a socket of theirs in its place); choose another with --socket");
+      return kExitCannotStart;
+    }
+  }
 
   // One server per socket: the lock beside it says who has it.
   const fs::path lock_path = socket_path.string() + ".lock";

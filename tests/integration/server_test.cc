@@ -358,6 +358,18 @@ TEST_F(ServerTest, OneServerPerStateDirectoryAndAStopLeavesNothing) {
                             " (pid " + std::to_string(server_) + ")"),
             std::string::npos)
       << second.err;
+  // A socket in a directory others can write to is refused, and that
+  // directory is left as it is.
+  const fs::path shared = scratch_ / "shared";
+  fs::create_directories(shared);
+  fs::permissions(shared, fs::perms(01777));
+  const auto elsewhere =
+      testing::run_cli({"serve", "--local", "--socket", (shared / "s.sock").string()}, "", env());
+  EXPECT_EQ(elsewhere.exit_code, 125);
+  EXPECT_NE(elsewhere.err.find("nobody else can write to"), std::string::npos) << elsewhere.err;
+  EXPECT_EQ(fs::status(shared).permissions(), fs::perms(01777));
+  EXPECT_FALSE(fs::exists(shared / "s.sock"));
+
   EXPECT_EQ(stop_server(), 0) << server_log();
   EXPECT_FALSE(fs::exists(socket()));
   // The sandbox it had started ahead is gone with its staging and cgroup.
