@@ -9,7 +9,10 @@
 #include <cstdio>
 #include <ctime>
 #include <fstream>
+#include <map>
+#include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "audit/chain.h"
 #include "core/fs.h"
@@ -119,6 +122,43 @@ core::Result<ChainTip> read_chain_tip(int fd, const std::string& name) {
   return tip;
 }
 
+// The tips this process appended last, by file (device, inode): a new
+// AuditLog on a log this process wrote (a server makes one per request)
+// continues from there while the file has the size that append left,
+// instead of reading and parsing the last line again. Another writer's
+// line changes the size, and the tip is read from the file as before.
+struct KnownTip {
+  std::uint64_t size = 0;
+  timespec mtime{};  // and the time it left (an inode reused for another file)
+  std::uint64_t seq = 0;
+  std::string hash;
+};
+std::mutex known_tips_mutex;
+std::map<std::pair<dev_t, ino_t>, KnownTip>& known_tips() {
+  static std::map<std::pair<dev_t, ino_t>, KnownTip> tips;
+  return tips;
+}
+
+std::optional<ChainTip> known_tip(const struct stat& st) {
+  const std::lock_guard lock(known_tips_mutex);
+  const auto it = known_tips().find({st.st_dev, st.st_ino});
+  if (it == known_tips().end() || it->second.size != static_cast<std::uint64_t>(st.st_size) ||
+      it->second.mtime.tv_sec != st.st_mtim.tv_sec ||
+      it->second.mtime.tv_nsec != st.st_mtim.tv_nsec) {
+    return std::nullopt;
+  }
+  return ChainTip{it->second.seq, it->second.hash};
+}
+
+// After an append: the file as it is now (size and time) and its new tip.
+void remember_tip(int fd, std::uint64_t seq, const std::string& hash) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return;
+  const std::lock_guard lock(known_tips_mutex);
+  known_tips()[{st.st_dev, st.st_ino}] = {static_cast<std::uint64_t>(st.st_size), st.st_mtim, seq,
+                                          hash};
+}
+
 nlohmann::ordered_json to_json_value(const AuditValue& value) {
   return std::visit(
       [](const auto& v) -> ordered_json {
@@ -176,9 +216,13 @@ std::uint64_t AuditLog::record(const AuditRecord& record) {
   struct stat st {};
   if (::fstat(fd_, &st) != 0)
     core::throw_error(Error::from_errno("audit", "stat " + path_.string()));
-  const ChainTip tip = tip_known_ && static_cast<std::uint64_t>(st.st_size) == tip_size_
-                           ? ChainTip{tip_seq_, tip_hash_}
-                           : core::value_or_throw(read_chain_tip(fd_, path_.string()));
+  std::optional<ChainTip> cached;
+  if (tip_known_ && static_cast<std::uint64_t>(st.st_size) == tip_size_) {
+    cached = ChainTip{tip_seq_, tip_hash_};
+  } else {
+    cached = known_tip(st);
+  }
+  const ChainTip tip = cached ? *cached : core::value_or_throw(read_chain_tip(fd_, path_.string()));
   tip_known_ = false;  // until this append is known to have gone through whole
 
   ordered_json entry;
@@ -223,6 +267,7 @@ std::uint64_t AuditLog::record(const AuditRecord& record) {
   tip_size_ = static_cast<std::uint64_t>(st.st_size) + line.size();
   tip_seq_ = tip.seq + 1;
   tip_hash_ = hash;
+  remember_tip(fd_, tip_seq_, tip_hash_);
   return tip.seq + 1;
 }
 

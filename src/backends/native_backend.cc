@@ -34,6 +34,7 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "backends/native_runtime.h"
@@ -617,6 +618,11 @@ class NativeHost final : public backends::NativeRuntime,
   // here otherwise) and, with prestart, asks for a sandbox of `next`'s shape.
   void retire(std::vector<std::unique_ptr<SandboxRun>> runs, const LaunchSpec* next);
   bool prestarts() const { return prestart_ != nullptr; }
+  // Runs whose lock this object holds (made by launch(), until tear_down()).
+  bool holds_run(const std::string& id) const {
+    const std::lock_guard lock(runs_mutex_);
+    return own_runs_.count(id) > 0;
+  }
   Stats stats() const override {
     const std::lock_guard lock(stats_mutex_);
     return stats_;
@@ -645,6 +651,8 @@ class NativeHost final : public backends::NativeRuntime,
   std::map<std::pair<uid_t, gid_t>, UniqueFd> mapping_namespaces_;
   mutable std::mutex stats_mutex_;
   Stats stats_;
+  mutable std::mutex runs_mutex_;
+  std::set<std::string> own_runs_;
   std::unique_ptr<Prestart> prestart_;
 };
 
@@ -655,6 +663,9 @@ std::vector<std::string> NativeHost::reconcile_if_needed() {
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(options_.state_dir / "runs", ec)) {
     const fs::path path = entry.path();
+    // This process's own runs (a server's, started ahead or running) hold
+    // their locks: no need to try them.
+    if (holds_run(path.stem().string())) continue;
     const fs::path lock_path = path.extension() == ".lock" ? path : core::run_lock_path(path);
     UniqueFd lock(::open(lock_path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
     // Released first: reconcile() would take our lock for a live run.
@@ -915,6 +926,10 @@ std::unique_ptr<NativeHost::SandboxRun> NativeHost::launch(const LaunchSpec& spe
   // The lock comes first, beside the directory: a concurrent reconcile()
   // never sees the directory of a live run unlocked.
   run->run_lock = core::value_or_throw(core::create_locked_file(core::run_lock_path(run->run_dir)));
+  {
+    const std::lock_guard lock(runs_mutex_);
+    own_runs_.insert(spec.id);
+  }
   const fs::path mount_points = ensure_mount_points(options_.state_dir);
 
   // Launched in parts: init makes its namespaces while this process writes
@@ -1277,6 +1292,10 @@ void NativeHost::tear_down(SandboxRun& run) {
   }
   // While still holding it.
   if (run.run_lock && cgroup_removed) ::unlink(core::run_lock_path(run.run_dir).c_str());
+  if (run.run_lock) {
+    const std::lock_guard lock(runs_mutex_);
+    own_runs_.erase(run.id);
+  }
   run.run_lock.reset();
   core::trace_phase("native: init reaped, cgroup removed");
 }

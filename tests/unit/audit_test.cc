@@ -139,6 +139,37 @@ TEST(AuditLogTest, AnotherWritersAppendIsNoticed) {
   EXPECT_THROW(first.record({.action = "f"}), SandboxRecoveryError);
 }
 
+// A new AuditLog on a log this process appended to (a server makes one per
+// request) continues the chain from what it remembers; a file changed since,
+// even to the same size, is read again.
+TEST(AuditLogTest, ALaterLogOfThisProcessContinuesItsChain) {
+  TempDir dir;
+  const auto path = dir / "a.jsonl";
+  for (int i = 0; i < 3; ++i) {
+    AuditLog log(path);
+    EXPECT_EQ(log.record({.action = "run"}), static_cast<std::uint64_t>(2 * i + 1));
+    EXPECT_EQ(log.record({.action = "run"}), static_cast<std::uint64_t>(2 * i + 2));
+  }
+  EXPECT_TRUE(verify_audit_log(path).ok);
+  // The same size, other bytes: the last line's hash replaced by another
+  // of the same length. A tip read from the file continues from that hash;
+  // a remembered one would continue from the old.
+  auto lines = read_lines(path);
+  const std::string old_hash = nlohmann::json::parse(lines.back())["hash"];
+  std::string other_hash = old_hash;
+  other_hash[0] = other_hash[0] == 'a' ? 'b' : 'a';
+  lines.back().replace(lines.back().find(old_hash), old_hash.size(), other_hash);
+  write_lines(path, lines);
+  AuditLog later(path);
+  later.record({.action = "next"});
+  const auto last = nlohmann::json::parse(read_lines(path).back());
+  EXPECT_EQ(last["seq"], 7);
+  EXPECT_EQ(last["prev"], other_hash);
+  const auto check = verify_audit_log(path);
+  EXPECT_FALSE(check.ok);
+  EXPECT_EQ(check.line, 6u) << check.problem;  // the edited line, not the new one
+}
+
 TEST(AuditLogTest, FsyncOptionWorks) {
   TempDir dir;
   AuditLog log(dir / "a.jsonl", nullptr, {.fsync = true});
