@@ -5,6 +5,9 @@
 //   availability()         may this backend run here at all, and if not why
 //   reconcile_if_needed()  once, before the first run: remove what crashed
 //                          runs left (reconcile() does it unconditionally)
+//   prepare(request)       optional, with the request about to run, before
+//                          the facade's last checks and their audit records:
+//                          the backend may set the sandbox up meanwhile
 //   *_capability(...)      per dimension, before each run (the facade refuses
 //                          a run when a requested policy would be enforced
 //                          less than strongly and the caller did not accept it)
@@ -117,6 +120,12 @@ class PULSEBOX_API Backend {
   // reconcile(), skipped where the backend can tell cheaply that no run
   // crashed since the last reconcile (what Sandbox does before its first run).
   virtual std::vector<std::string> reconcile_if_needed() { return reconcile(); }
+  // May set up the sandbox for `request` ahead of execute() (the native
+  // backend goes as far as the command's start); execute() with the same
+  // request goes on from there, and cleanup() discards a prepared run that
+  // is not executed. Never throws: whatever fails here, execute() does
+  // afresh and reports. The default does nothing.
+  virtual void prepare(const ExecutionRequest& request) { (void)request; }
   // Throws SandboxError only when the run could not be attempted at all; a
   // command that fails to start is a result with termination_reason launch_error.
   virtual ExecutionOutcome execute(const ExecutionRequest& request) = 0;

@@ -592,16 +592,20 @@ class NativeHost final : public backends::NativeRuntime,
     std::string launch_error;  // when not launched: why
     bool reported = false;     // init sent Exited: it is ending by itself
     std::string shape;         // shape_text() of its plan, when started ahead
+    fs::path changes_dir;      // the overlay's upper directory (arm())
   };
   // Up to init waiting for PlanReady: cgroup, clone3, id maps, base
   // mounts (init's), staging directory. A bad extra bind throws; a launch
   // that fails in the kernel is returned with its launch_error.
   std::unique_ptr<SandboxRun> launch(const LaunchSpec& spec);
-  // The workspace, the command and its filter, then PlanReady; supervises
-  // the run and fills outcome.result once init has reported.
-  // `start`: when the run began (its wall-clock limit and duration count from there).
-  void finish(SandboxRun& run, const ExecutionRequest& request, const fs::path& workspace,
-              runtime::Clock::time_point start, ExecutionOutcome& outcome);
+  // The workspace, the command and its filter, then PlanReady: init sets
+  // the sandbox up and waits for Start.
+  void arm(SandboxRun& run, const ExecutionRequest& request, const fs::path& workspace);
+  // Start, then supervises the run and fills outcome.result once init has
+  // reported. `start`: when the run began (its wall-clock limit and
+  // duration count from there).
+  void start_and_supervise(SandboxRun& run, const ExecutionRequest& request,
+                           runtime::Clock::time_point start, ExecutionOutcome& outcome);
   // init reaped, cgroup removed, staging moved to trash/ (idempotent).
   void tear_down(SandboxRun& run);
 
@@ -1005,20 +1009,11 @@ std::unique_ptr<NativeHost::SandboxRun> NativeHost::launch(const LaunchSpec& spe
   return run;
 }
 
-void NativeHost::finish(SandboxRun& run, const ExecutionRequest& request, const fs::path& workspace,
-                        runtime::Clock::time_point start, ExecutionOutcome& outcome) {
-  ProcessResult& result = outcome.result;
+void NativeHost::arm(SandboxRun& run, const ExecutionRequest& request, const fs::path& workspace) {
   const ResourcePolicy& limits = request.limits;
   runtime::LaunchPlan& plan = run.plan;
   runtime::LaunchedSandbox& sandbox = run.sandbox;
-  const std::optional<linux_api::SandboxCgroup>& cgroup = run.cgroup;
   const linux_api::CgroupSettings& settings = run.settings;
-  auto finish_timing = [&] {
-    result.metrics.elapsed_ms =
-        std::chrono::duration<double, std::milli>(runtime::Clock::now() - start).count();
-    result.duration_ms = result.metrics.elapsed_ms;
-  };
-
   UniqueFd idmapped_tree;
   prepare_staging(run.ids, workspace, run.run_dir, idmapped_tree);
   core::trace_phase("native: staging directory ready");
@@ -1031,8 +1026,7 @@ void NativeHost::finish(SandboxRun& run, const ExecutionRequest& request, const 
     layout.idmapped_workspace_fd = plan.passed_tree_fd;
   }
   plan.mounts = runtime::build_workspace_mount_steps(layout);
-  outcome.changes_dir = run.run_dir / "upper";
-  outcome.changes_dir_is_full_copy = false;
+  run.changes_dir = run.run_dir / "upper";
 
   plan.argv_storage = request.argv;
   for (const auto& [key, value] : request.environment)
@@ -1078,6 +1072,27 @@ void NativeHost::finish(SandboxRun& run, const ExecutionRequest& request, const 
   }
   idmapped_tree.reset();
   core::trace_phase("native: plan sent");
+}
+
+void NativeHost::start_and_supervise(SandboxRun& run, const ExecutionRequest& request,
+                                     runtime::Clock::time_point start, ExecutionOutcome& outcome) {
+  ProcessResult& result = outcome.result;
+  const ResourcePolicy& limits = request.limits;
+  runtime::LaunchPlan& plan = run.plan;
+  runtime::LaunchedSandbox& sandbox = run.sandbox;
+  const std::optional<linux_api::SandboxCgroup>& cgroup = run.cgroup;
+  const linux_api::CgroupSettings& settings = run.settings;
+  auto finish_timing = [&] {
+    result.metrics.elapsed_ms =
+        std::chrono::duration<double, std::milli>(runtime::Clock::now() - start).count();
+    result.duration_ms = result.metrics.elapsed_ms;
+  };
+  outcome.changes_dir = run.changes_dir;
+  outcome.changes_dir_is_full_copy = false;
+  // If init cannot take it, it has ended (a workspace mount failed: its
+  // error waits in the channel and is reported below).
+  (void)runtime::send_start(sandbox.channel.get());
+  core::trace_phase("native: start sent");
   // While the sandbox sets up and runs, this process mostly waits. (With
   // prestart the runtime's own thread does it, between runs.)
   std::optional<TrashRemover> trash_remover;
@@ -1504,6 +1519,10 @@ class NativeBackend final : public Backend {
   Availability availability() const override { return host_->availability(); }
   std::vector<std::string> reconcile() override { return host_->reconcile(); }
   std::vector<std::string> reconcile_if_needed() override { return host_->reconcile_if_needed(); }
+  // The run set up to the command's start while the facade makes its last
+  // checks and records (init's workspace mounts and pivot_root overlap
+  // them); execute() with the same request goes on from there.
+  void prepare(const ExecutionRequest& request) override;
   ExecutionOutcome execute(const ExecutionRequest& request) override;
   // The runs execute() left for it: init reaped, cgroup removed, staging
   // moved to trash/. (execute() returns as soon as init has reported, so
@@ -1511,6 +1530,7 @@ class NativeBackend final : public Backend {
   // prestart, this happens on the host's thread, which then starts the
   // next sandbox in this run's shape.
   void cleanup() override {
+    prepared_.reset();  // not executed: it goes with the others
     if (finished_.empty()) return;
     host_->retire(std::move(finished_), last_spec_ ? &*last_spec_ : nullptr);
     finished_.clear();
@@ -1535,31 +1555,51 @@ class NativeBackend final : public Backend {
   }
 
  private:
+  // A run launched (or taken) and armed for `request`.
+  struct Begun {
+    NativeHost::SandboxRun* run = nullptr;  // its entry in finished_
+    bool armed = false;                     // false: the launch failed in the kernel (run says why)
+    fs::path workspace;
+    runtime::Clock::time_point start;
+  };
+  Begun begin(const ExecutionRequest& request);
+  // Tears down the prepared run now (an execute() for another request).
+  void discard_prepared();
+  // What of a request prepare() acted on: execute() goes on from a prepared
+  // run only for a request with the same.
+  static std::string prepared_key(const ExecutionRequest& request);
+
   std::shared_ptr<NativeHost> host_;
-  // Runs whose result execute() returned, for cleanup().
+  // Runs whose result execute() returned (or that prepare() set up), for
+  // cleanup().
   std::vector<std::unique_ptr<NativeHost::SandboxRun>> finished_;
   std::optional<NativeHost::LaunchSpec> last_spec_;
+  struct Prepared {
+    Begun begun;
+    std::string key;
+  };
+  std::optional<Prepared> prepared_;
 };
 
 std::shared_ptr<Backend> NativeHost::make_backend() {
   return std::make_shared<NativeBackend>(shared_from_this());
 }
 
-ExecutionOutcome NativeBackend::execute(const ExecutionRequest& request) {
+NativeBackend::Begun NativeBackend::begin(const ExecutionRequest& request) {
   core::trace_phase("native: execute");
-  const auto start = runtime::Clock::now();
-  ExecutionOutcome outcome;
+  Begun begun;
+  begun.start = runtime::Clock::now();
   const NativeBackendOptions& options = host_->options();
   std::error_code ec;
-  const fs::path workspace = fs::canonical(request.workspace, ec);
+  begun.workspace = fs::canonical(request.workspace, ec);
   if (ec)
     fail(Error(ErrorKind::kInvalidInput, "native",
                "workspace " + request.workspace.string() + ": " + ec.message()));
   // Inside the workspace, the staging would be an overlay layer inside another.
   const fs::path state = fs::weakly_canonical(options.state_dir, ec);
   const auto [ws_end, state_end] =
-      std::mismatch(workspace.begin(), workspace.end(), state.begin(), state.end());
-  if (ws_end == workspace.end()) {
+      std::mismatch(begun.workspace.begin(), begun.workspace.end(), state.begin(), state.end());
+  if (ws_end == begun.workspace.end()) {
     fail(Error(ErrorKind::kInvalidInput, "native",
                "the state directory " + options.state_dir.string() +
                    " is inside the workspace; choose another (PULSEBOX_STATE_DIR)"));
@@ -1586,17 +1626,95 @@ ExecutionOutcome NativeBackend::execute(const ExecutionRequest& request) {
   // Whatever happens from here, cleanup() tears the run down.
   finished_.push_back(std::move(run));
   last_spec_ = spec;
-  if (!launched.launched) {
+  begun.run = &launched;
+  if (!launched.launched) return begun;
+  host_->arm(launched, request, begun.workspace);
+  begun.armed = true;
+  return begun;
+}
+
+std::string NativeBackend::prepared_key(const ExecutionRequest& request) {
+  std::string key;
+  add_field(key, request.execution_id);
+  add_field(key, request.workspace.string());
+  add_field(key, request.cwd);
+  add_field(key, request.seccomp_profile);
+  add_field(key, static_cast<std::uint64_t>(request.network.mode));
+  for (const auto* list : {&request.argv, &request.hidden_workspace_paths}) {
+    add_field(key, list->size());
+    for (const auto& item : *list)
+      add_field(key, item);
+  }
+  add_field(key, request.environment.size());
+  for (const auto& [name, value] : request.environment) {
+    add_field(key, name);
+    add_field(key, value);
+  }
+  add_field(key, request.binds.size());
+  for (const auto& bind : request.binds) {
+    add_field(key, bind.host.string());
+    add_field(key, bind.sandbox_path);
+    add_field(key, bind.writable ? 1 : 0);
+  }
+  const ResourcePolicy& l = request.limits;
+  for (const std::uint64_t value :
+       {l.memory_bytes, l.max_processes, l.max_open_files, l.max_output_bytes}) {
+    add_field(key, value);
+  }
+  add_field(key, l.swap_bytes);
+  char numbers[96];
+  std::snprintf(numbers, sizeof numbers, "%.17g %.17g %.17g", l.cpu_quota_percent,
+                l.wall_time_seconds, l.cpu_time_seconds.value_or(-1));
+  add_field(key, numbers);
+  return key;
+}
+
+void NativeBackend::prepare(const ExecutionRequest& request) {
+  prepared_.reset();  // an earlier one not executed stays in finished_ for cleanup()
+  try {
+    Prepared prepared;
+    prepared.key = prepared_key(request);
+    prepared.begun = begin(request);
+    prepared_ = std::move(prepared);
+  } catch (const std::exception&) {
+    // execute() does it again and reports it.
+  }
+}
+
+void NativeBackend::discard_prepared() {
+  if (!prepared_) return;
+  for (auto it = finished_.begin(); it != finished_.end(); ++it) {
+    if (it->get() != prepared_->begun.run) continue;
+    host_->tear_down(**it);  // here and now: its lock is released when this returns
+    finished_.erase(it);
+    break;
+  }
+  prepared_.reset();
+}
+
+ExecutionOutcome NativeBackend::execute(const ExecutionRequest& request) {
+  ExecutionOutcome outcome;
+  std::optional<Begun> begun;
+  if (prepared_ && prepared_->key == prepared_key(request)) {
+    begun = prepared_->begun;
+    prepared_.reset();
+  } else {
+    // Another request's: torn down first (it holds its run's lock, which a
+    // request with the same id would wait for).
+    discard_prepared();
+  }
+  if (!begun) begun = begin(request);
+  if (!begun->armed) {
     ProcessResult& result = outcome.result;
     result.termination_reason = TerminationReason::LaunchError;
     result.exit_code = 125;
-    result.termination_detail = launched.launch_error;
+    result.termination_detail = begun->run->launch_error;
     result.metrics.elapsed_ms =
-        std::chrono::duration<double, std::milli>(runtime::Clock::now() - start).count();
+        std::chrono::duration<double, std::milli>(runtime::Clock::now() - begun->start).count();
     result.duration_ms = result.metrics.elapsed_ms;
     return outcome;
   }
-  host_->finish(launched, request, workspace, start, outcome);
+  host_->start_and_supervise(*begun->run, request, begun->start, outcome);
   return outcome;
 }
 

@@ -322,6 +322,7 @@ ProcessResult Sandbox::execute(const std::vector<std::string>& argv,
   };
   auto fail_before_run = [&](const auto& exception) {
     execution.transition(LifecycleState::Failed);
+    backend_->cleanup();  // a run prepare() set up, never started
     finish(true);
     throw exception;
   };
@@ -367,6 +368,37 @@ ProcessResult Sandbox::execute(const std::vector<std::string>& argv,
           SandboxConfigError("--cwd " + options.cwd + ": not a directory in the workspace"));
     }
   }
+
+  // The request, which the backend may start setting up while the
+  // enforcement verdicts are made and audited (the native backend goes as
+  // far as the command's start; the command itself waits for execute()).
+  ExecutionRequest request;
+  request.argv = argv;
+  request.workspace = options_.workspace;
+  request.cwd = options.cwd;
+  const auto host_env = options_.host_environment ? *options_.host_environment : host_environment();
+  for (const std::string& name : options_.secret_policy.explicit_env) {
+    if (auto it = host_env.find(name); it != host_env.end()) scrubber_.add_secret(it->second);
+  }
+  request.environment =
+      build_sandbox_environment(options_.secret_policy, host_env, options_.environment);
+  request.limits = options_.limits;
+  request.network = options_.network;
+  request.binds = options_.binds;
+  request.seccomp_profile = options_.seccomp_profile;
+  {
+    // An audit log kept inside the workspace (not in .agent/) is hidden too.
+    std::error_code ec;
+    const auto audit_path = std::filesystem::weakly_canonical(default_audit_path(options_), ec);
+    const auto relative = audit_path.lexically_relative(options_.workspace);
+    if (!ec && !relative.empty() && *relative.begin() != ".." && *relative.begin() != ".agent") {
+      request.hidden_workspace_paths.push_back(relative.string());
+    }
+  }
+  request.secrets = options_.secret_policy;
+  request.execution_id = id;
+  request.cancel_fd = options.cancel_fd;
+  backend_->prepare(request);
 
   // 3. How strongly is each dimension enforced here?
   const std::vector<EnforcementDecision> plan = enforcement_plan();
@@ -420,29 +452,6 @@ ProcessResult Sandbox::execute(const std::vector<std::string>& argv,
   }
 
   // 4. Run, scrubbing output as it streams.
-  ExecutionRequest request;
-  request.argv = argv;
-  request.workspace = options_.workspace;
-  request.cwd = options.cwd;
-  const auto host_env = options_.host_environment ? *options_.host_environment : host_environment();
-  for (const std::string& name : options_.secret_policy.explicit_env) {
-    if (auto it = host_env.find(name); it != host_env.end()) scrubber_.add_secret(it->second);
-  }
-  request.environment =
-      build_sandbox_environment(options_.secret_policy, host_env, options_.environment);
-  request.limits = options_.limits;
-  request.network = options_.network;
-  request.binds = options_.binds;
-  request.seccomp_profile = options_.seccomp_profile;
-  {
-    // An audit log kept inside the workspace (not in .agent/) is hidden too.
-    std::error_code ec;
-    const auto audit_path = std::filesystem::weakly_canonical(default_audit_path(options_), ec);
-    const auto relative = audit_path.lexically_relative(options_.workspace);
-    if (!ec && !relative.empty() && *relative.begin() != ".." && *relative.begin() != ".agent") {
-      request.hidden_workspace_paths.push_back(relative.string());
-    }
-  }
   for (const auto& bind : options_.binds) {
     audit_->record({.action = "bind",
                     .target = bind.host.string() + " -> " + bind.sandbox_path,
@@ -452,9 +461,6 @@ ProcessResult Sandbox::execute(const std::vector<std::string>& argv,
                     .detail = bind.writable ? "read-write bind into the sandbox"
                                             : "read-only bind into the sandbox"});
   }
-  request.secrets = options_.secret_policy;
-  request.execution_id = id;
-  request.cancel_fd = options.cancel_fd;
   std::string stdout_text;
   std::string stderr_text;
   auto out_stream = scrubber_.stream();

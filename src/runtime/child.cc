@@ -259,6 +259,11 @@ void run_sandbox_init(const LaunchPlan& plan) noexcept {
     if (const int e = raw_error(raw(SYS_prlimit64, 0, resource, &limit, nullptr)); e != 0)
       fail("setting a resource limit", e);
   }
+  mark(plan, "init: set up, waiting for start");
+  // The supervisor made its last checks and audit records while this
+  // process set up the workspace; the command starts only after them.
+  if (!wait_for_start(channel)) exit_now(kSetupFailed);  // refused, or the supervisor is gone
+  mark(plan, "init: start");
   // init waits for SIGCHLD and SIGTERM (blocked, taken with sigtimedwait: no
   // handler, which would need a signal trampoline of its own).
   const std::uint64_t waited = signal_bit(SIGCHLD) | signal_bit(SIGTERM);

@@ -8,7 +8,8 @@
 // Process layout:
 //   supervisor (this process)
 //     `- init     pid 1 in the new pid namespace: sets up mounts, hostname,
-//        |        loopback, rlimits and the bounding set, then reaps zombies;
+//        |        loopback, rlimits and the bounding set, waits for Start,
+//        |        starts the command, then reaps zombies;
 //        |        when the command has exited it kills and reaps everything
 //        |        left, reports the command's wait status and exits (if it
 //        |        dies first, the kernel kills everything in the namespace).

@@ -99,13 +99,31 @@ int send_child_ready(int fd, int passed_fd) noexcept {
   return send_with_fd(fd, message, passed_fd);
 }
 
-bool wait_for_go(int fd) noexcept {
+namespace {
+
+bool wait_for(int fd, ChildMessageKind kind) noexcept {
   ChildMessage message;
   for (;;) {
     const long n = linux_api::raw(SYS_recvfrom, fd, &message, sizeof message, 0, nullptr, nullptr);
     if (n == -EINTR) continue;
-    return n == static_cast<long>(sizeof message) && message.kind == ChildMessageKind::Go;
+    return n == static_cast<long>(sizeof message) && message.kind == kind;
   }
+}
+
+bool send_kind(int fd, ChildMessageKind kind) {
+  ChildMessage message;
+  message.kind = kind;
+  return ::send(fd, &message, sizeof message, MSG_NOSIGNAL) == static_cast<ssize_t>(sizeof message);
+}
+
+}  // namespace
+
+bool wait_for_go(int fd) noexcept {
+  return wait_for(fd, ChildMessageKind::Go);
+}
+
+bool wait_for_start(int fd) noexcept {
+  return wait_for(fd, ChildMessageKind::Start);
 }
 
 bool wait_for_plan_ready(int fd, int* passed) noexcept {
@@ -115,9 +133,11 @@ bool wait_for_plan_ready(int fd, int* passed) noexcept {
 }
 
 bool send_go(int fd) {
-  ChildMessage message;
-  message.kind = ChildMessageKind::Go;
-  return ::send(fd, &message, sizeof message, MSG_NOSIGNAL) == static_cast<ssize_t>(sizeof message);
+  return send_kind(fd, ChildMessageKind::Go);
+}
+
+bool send_start(int fd) {
+  return send_kind(fd, ChildMessageKind::Start);
 }
 
 bool send_plan_ready(int fd, int passed_fd) {

@@ -8,6 +8,9 @@
 //                                  the setup and start the command; carries
 //                                  the idmapped workspace tree (SCM_RIGHTS)
 //                                  when there is one
+//   supervisor -> init   Start     the run's last checks are done: start the
+//                                  command (init waits for it with the
+//                                  sandbox set up, after pivot_root)
 //   init/child -> sup.   Error     a setup step failed: {stage, errno, detail}
 //   command -> sup.      Ready     about to execve; carries the seccomp
 //                                  listener (SCM_RIGHTS) when there is one
@@ -35,6 +38,7 @@ enum class ChildMessageKind : std::uint32_t {
   Exited = 3,
   Ready = 4,
   PlanReady = 5,
+  Start = 6,
 };
 
 struct ChildMessage {
@@ -56,11 +60,14 @@ bool wait_for_go(int fd) noexcept;
 // Blocks for PlanReady; a descriptor sent with it lands in *passed (else
 // -1). False on EOF or another message.
 bool wait_for_plan_ready(int fd, int* passed) noexcept;
+// Blocks for Start; false on EOF or another message.
+bool wait_for_start(int fd) noexcept;
 
 // Supervisor side.
 bool send_go(int fd);
 // PlanReady, passing `passed_fd` along when it is >= 0.
 bool send_plan_ready(int fd, int passed_fd);
+bool send_start(int fd);
 // Every message already queued, without blocking.
 std::vector<ChildMessage> drain_messages(int fd);
 // Waits up to `timeout_ms` for one message; a descriptor sent with it lands

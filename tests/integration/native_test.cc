@@ -565,6 +565,66 @@ TEST_F(NativeBackendTest, AStagingAreaInsideTheWorkspaceIsRefused) {
   }
 }
 
+// The facade prepares each run before its last checks (the sandbox is set
+// up meanwhile): a run refused then starts nothing and leaves nothing.
+TEST_F(NativeBackendTest, ARunRefusedAfterItWasPreparedStartsNothingAndLeavesNothing) {
+  auto o = options();
+  o.accept_weaker.clear();           // limits may be weaker here: that alone refuses it
+  o.seccomp_profile = "unconfined";  // not accepted: refused whatever the limits
+  {
+    Sandbox sandbox(std::move(o));
+    EXPECT_THROW(run(sandbox, {"sh", "-c", "echo ran > ran.txt"}), SandboxUnsupportedPolicyError);
+  }
+  EXPECT_FALSE(fs::exists(workspace_ / "ran.txt"));
+  int left = 0;
+  for (const auto& entry : fs::directory_iterator(state_.path() / "runs")) {
+    ++left;
+    ADD_FAILURE() << "left behind: " << entry.path();
+  }
+  EXPECT_EQ(left, 0);
+  // Its cgroup went too.
+  for (const auto& dir : {"/sys/fs/cgroup/unified/pulsebox", "/sys/fs/cgroup/memory/pulsebox"}) {
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(dir, ec)) {
+      EXPECT_EQ(entry.path().filename().string().find("sandbox-" + std::string("run-")),
+                std::string::npos)
+          << entry.path() << " (is another run going on?)";
+    }
+  }
+}
+
+// execute() goes on from a prepared run only for the very request prepared:
+// another one gets a sandbox of its own, and the prepared one goes.
+TEST_F(NativeBackendTest, AnotherRequestThanThePreparedOneRunsInItsOwnSandbox) {
+  auto backend = make_native_backend(native_options());
+  ExecutionRequest prepared;
+  prepared.argv = {"sh", "-c", "echo prepared"};
+  prepared.workspace = workspace_.path();
+  prepared.environment = {{"PATH", "/usr/bin:/bin"}};
+  prepared.execution_id = "run-prepared";
+  backend->prepare(prepared);
+  ExecutionRequest other = prepared;
+  other.argv = {"sh", "-c",
+                "echo other"};  // the same id: it must not wait for the prepared run's lock
+  std::string out;
+  other.on_output = [&](OutputStream, std::string_view text) { out += text; };
+  const auto outcome = backend->execute(other);
+  EXPECT_EQ(outcome.result.exit_code, 0) << outcome.result.termination_detail;
+  EXPECT_EQ(out, "other\n");
+  backend->cleanup();
+  EXPECT_TRUE(fs::is_empty(state_.path() / "runs"));
+  // The same request again is served from what prepare() set up.
+  backend->prepare(prepared);
+  EXPECT_TRUE(fs::exists(state_.path() / "runs" / "run-prepared"));
+  out.clear();
+  prepared.on_output = other.on_output;
+  const auto again = backend->execute(prepared);
+  EXPECT_EQ(again.result.exit_code, 0) << again.result.termination_detail;
+  EXPECT_EQ(out, "prepared\n");
+  backend->cleanup();
+  EXPECT_TRUE(fs::is_empty(state_.path() / "runs"));
+}
+
 // /dev: the usual devices work, /dev/shm is a writable tmpfs, /dev/pts a
 // devpts, the fd links point into /proc, and nothing else can be made there.
 TEST_F(NativeBackendTest, DevHasTheUsualDevicesAndIsReadOnly) {
