@@ -362,7 +362,7 @@ def main():
             peers.append(podman)
     else:
         reasons["podman"] = "podman needs root here (rootless podman needs a login session)"
-    peers.append(pulsebox_peer("pulsebox", empty_ws))
+    peers.append(pulsebox_peer("pulsebox (in-process)", empty_ws))
     server = None
     try:
         server = Server(empty_ws)
@@ -381,10 +381,10 @@ def main():
     results = {p.name: summary(p) for p in peers}
     floor = results["floor (/bin/true)"]["median_ms"]
     bwrap = results.get("bwrap", {}).get("median_ms")
-    log(f"{'tool':<20} {'runs':>5} {'median':>9} {'p95':>9} {'p99':>9} {'/floor':>8} {'/bwrap':>8}")
+    log(f"{'tool':<22} {'runs':>5} {'median':>9} {'p95':>9} {'p99':>9} {'/floor':>8} {'/bwrap':>8}")
     for name, r in results.items():
         vs_bwrap = f"{r['median_ms'] / bwrap:8.2f}" if bwrap else "       -"
-        log(f"{name:<20} {r['runs']:>5} {r['median_ms']:7.2f}ms {r['p95_ms']:7.2f}ms "
+        log(f"{name:<22} {r['runs']:>5} {r['median_ms']:7.2f}ms {r['p95_ms']:7.2f}ms "
             f"{r['p99_ms']:7.2f}ms {r['median_ms'] / floor:8.2f} {vs_bwrap}")
 
     log("== throughput: sandboxes per second (pulsebox run -- /bin/true)")
@@ -423,7 +423,7 @@ def main():
 
     log("== targets (docs/benchmarks.md)")
     verdicts = []
-    for name in ("pulsebox", "pulsebox (server)"):
+    for name in ("pulsebox (in-process)", "pulsebox (server)"):
         if name not in results:
             continue
         pulse = results[name]["median_ms"]
