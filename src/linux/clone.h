@@ -14,6 +14,13 @@
 
 #include "core/result.h"
 
+// Marks the functions such a child runs: AddressSanitizer knows only the
+// stacks of the threads it saw start, and at each call of a noreturn
+// function on another stack it warns on stderr (the child's, the
+// supervisor's until the child closes it). The child code is a flat list of
+// raw system calls on its own stack: nothing there for ASan to check.
+#define PULSEBOX_CHILD_CODE __attribute__((no_sanitize("address")))
+
 namespace pulsebox::linux_api {
 
 using ChildEntry = int (*)(void* argument);

@@ -109,7 +109,7 @@ struct HoldPipe {
   int read_end;
 };
 
-int hold_namespace(void* argument) {
+PULSEBOX_CHILD_CODE int hold_namespace(void* argument) {
   const auto* pipe = static_cast<const HoldPipe*>(argument);
   // Keep only the read end. Its copy of the write end, and of any other
   // thread's hold pipe, would keep EOF from coming: two concurrent holders

@@ -39,17 +39,17 @@ constexpr std::uint64_t signal_bit(int signal) {
   return std::uint64_t{1} << (signal - 1);
 }
 
-void mark(const LaunchPlan& plan, const char* label) noexcept {
+PULSEBOX_CHILD_CODE void mark(const LaunchPlan& plan, const char* label) noexcept {
   if (plan.trace != nullptr) plan.trace->mark(label);
 }
 
-[[noreturn]] void exit_now(int code) noexcept {
+[[noreturn]] PULSEBOX_CHILD_CODE void exit_now(int code) noexcept {
   for (;;)
     raw(SYS_exit_group, code);
 }
 
 // Closes every descriptor from `first` up except those in `keep` (at most 8).
-void close_all_except(unsigned first, const int* keep, int count) noexcept {
+PULSEBOX_CHILD_CODE void close_all_except(unsigned first, const int* keep, int count) noexcept {
   int sorted[8];
   int n = 0;
   for (int i = 0; i < count && n < 8; ++i) {
@@ -78,7 +78,7 @@ struct KernelSigaction {
   std::uint64_t mask;
 };
 
-void reset_signals() noexcept {
+PULSEBOX_CHILD_CODE void reset_signals() noexcept {
   const KernelSigaction default_action{SIG_DFL, 0, nullptr, 0};
   for (int signal = 1; signal <= 64; ++signal) {
     if (signal == SIGKILL || signal == SIGSTOP) continue;
@@ -90,8 +90,8 @@ void reset_signals() noexcept {
 
 struct Failure {
   int channel;
-  [[noreturn]] void operator()(const char* stage, int error_number,
-                               const char* detail = "") const noexcept {
+  [[noreturn]] PULSEBOX_CHILD_CODE void operator()(const char* stage, int error_number,
+                                                   const char* detail = "") const noexcept {
     send_child_error(channel, stage, detail, error_number);
     exit_now(kSetupFailed);
   }
@@ -99,8 +99,9 @@ struct Failure {
 
 // Drops the supplementary groups (where the plan says so), then takes `gid`
 // and `uid`; the stages name each step in an error.
-void switch_ids(const LaunchPlan& plan, uid_t uid, gid_t gid, const char* gid_stage,
-                const char* uid_stage, const Failure& fail) noexcept {
+PULSEBOX_CHILD_CODE void switch_ids(const LaunchPlan& plan, uid_t uid, gid_t gid,
+                                    const char* gid_stage, const char* uid_stage,
+                                    const Failure& fail) noexcept {
   if (plan.clear_groups) {
     if (const int e = linux_api::sys_clear_groups(); e != 0)
       fail("dropping supplementary groups", e);
@@ -109,7 +110,8 @@ void switch_ids(const LaunchPlan& plan, uid_t uid, gid_t gid, const char* gid_st
   if (const int e = linux_api::sys_setresuid(uid); e != 0) fail(uid_stage, e);
 }
 
-[[noreturn]] void run_command(const LaunchPlan& plan, int channel, int out, int err) noexcept {
+[[noreturn]] PULSEBOX_CHILD_CODE void run_command(const LaunchPlan& plan, int channel, int out,
+                                                  int err) noexcept {
   const Failure fail{channel};
   mark(plan, "command: started");
   switch_ids(plan, plan.command_uid, plan.command_gid, "switching to the sandbox gid",
@@ -163,14 +165,14 @@ struct CommandStart {
   int channel;
 };
 
-int start_command(void* argument) {
+PULSEBOX_CHILD_CODE int start_command(void* argument) {
   const auto* start = static_cast<const CommandStart*>(argument);
   run_command(*start->plan, start->channel, start->plan->stdout_fd, start->plan->stderr_fd);
 }
 
 }  // namespace
 
-void run_sandbox_init(const LaunchPlan& plan) noexcept {
+PULSEBOX_CHILD_CODE void run_sandbox_init(const LaunchPlan& plan) noexcept {
   const int channel = plan.channel_fd;
   const Failure fail{channel};
   mark(plan, "init: started");

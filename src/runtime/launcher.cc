@@ -20,7 +20,7 @@ namespace {
 // init's stack: its setup is a flat list of calls, a few kB deep.
 constexpr std::size_t kInitStackSize = 256 * 1024;
 
-int init_entry(void* plan) {
+PULSEBOX_CHILD_CODE int init_entry(void* plan) {
   run_sandbox_init(*static_cast<const LaunchPlan*>(plan));
 }
 
