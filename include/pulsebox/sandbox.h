@@ -20,7 +20,9 @@
 //  2. the effective network and secret policies: a mode other than deny
 //     requested while the action policy denies NETWORK / SECRETS throws
 //     PolicyDenied (the reference silently passed here);
-//  3. every dimension's enforcement level is asked of the backend and
+//  3. the request is handed to the backend's prepare() (the native backend
+//     sets the sandbox up meanwhile; nothing runs in it yet), then every
+//     dimension's enforcement level is asked of the backend and
 //     audited; a requested policy enforced less than strongly throws
 //     SandboxUnsupportedPolicyError naming the dimension, the reason and the
 //     fix, unless `accept_weaker` holds that dimension. Limits not set
