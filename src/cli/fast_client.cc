@@ -284,7 +284,8 @@ void pulsebox_fast_client(long* initial_stack) {
   } while (received == -EINTR);
   if (received <= 0) {
     say("the server at ", address.sun_path,
-        " ended during the run; the command's result is unknown");
+        " ended during the run; the command's result is unknown: see the server's stderr, and "
+        "run it again (PULSEBOX_SERVER=off runs it in this process)");
     exit_now(kExitUsage);
   }
   // "PBRP", version, kind, exit status, reason (server/protocol.cc).
@@ -305,7 +306,9 @@ void pulsebox_fast_client(long* initial_stack) {
     pulsebox_fast_client_verdict = kFastFallback;
     return give_up();
   }
-  say("the server at ", address.sun_path, " gave an answer this client does not know");
+  say("the server at ", address.sun_path,
+      " gave an answer this client does not know (is it another pulsebox version? restart it, "
+      "or set PULSEBOX_SERVER=off)");
   exit_now(kExitUsage);
 }
 

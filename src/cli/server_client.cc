@@ -98,12 +98,14 @@ std::optional<int> run_through_server(int argc, char** argv) {
   auto message = server::receive_message(connection.get(), 64 * 1024, 0);
   if (!message) {
     warn("the server at " + path + " ended during the run (" + core::describe_errno(errno) +
-         "); the command's result is unknown");
+         "); the command's result is unknown: see the server's stderr, and run it again "
+         "(PULSEBOX_SERVER=off runs it in this process)");
     return kExitUsage;
   }
   auto reply = server::decode_reply(message->bytes);
   if (!reply) {
-    warn("the server at " + path + " answered: " + reply.error().to_string());
+    warn("the server at " + path + " answered: " + reply.error().to_string() +
+         " (is it another pulsebox version? restart it, or set PULSEBOX_SERVER=off)");
     return kExitUsage;
   }
   core::trace_phase("client: reply");
