@@ -7,7 +7,6 @@
 // ordinary user (tools/check).
 #include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -19,56 +18,19 @@
 
 #include "backends/native_runtime.h"
 #include "helpers/cli_runner.h"
+#include "helpers/local_server.h"
 #include "helpers/test_support.h"
 #include "pulsebox/sandbox.h"
 
-extern char** environ;
 
 namespace pulsebox {
 namespace {
 
+using testing::spawn;
 using testing::TempDir;
+using testing::wait_for;
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
-
-// Spawns `argv` with `env` added, stdout and stderr into `log` (appended).
-pid_t spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env,
-            const fs::path& log) {
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
-  posix_spawn_file_actions_adddup2(&actions, 1, 2);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  std::vector<std::string> env_storage;
-  for (char** e = environ; *e != nullptr; ++e)
-    env_storage.emplace_back(*e);
-  env_storage.insert(env_storage.end(), env.begin(), env.end());
-  std::vector<char*> envp, args;
-  for (auto& entry : env_storage)
-    envp.push_back(entry.data());
-  envp.push_back(nullptr);
-  std::vector<std::string> argv_storage = argv;
-  for (auto& arg : argv_storage)
-    args.push_back(arg.data());
-  args.push_back(nullptr);
-  pid_t pid = -1;
-  if (::posix_spawn(&pid, args[0], &actions, nullptr, args.data(), envp.data()) != 0) pid = -1;
-  posix_spawn_file_actions_destroy(&actions);
-  return pid;
-}
-
-// Waits for `pid` up to `timeout`; its exit status, or -1 on timeout.
-int wait_for(pid_t pid, std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    int status = 0;
-    if (::waitpid(pid, &status, WNOHANG) == pid) {
-      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    }
-    std::this_thread::sleep_for(10ms);
-  }
-  return -1;
-}
 
 // A run's summary without its duration ("exit 0 in 3 ms, ..."), the one
 // part that differs between two runs of the same command.
