@@ -1265,9 +1265,17 @@ void NativeHost::start_and_supervise(SandboxRun& run, const ExecutionRequest& re
   if (WIFEXITED(status)) {
     result.exit_code = WEXITSTATUS(status);
     if (!command_status && result.termination_reason == TerminationReason::None) {
-      result.termination_reason = TerminationReason::LaunchError;
       result.exit_code = 125;
-      result.termination_detail = "the sandbox's init ended without a report";
+      if (cgroup_usage.memory_limit_hits > 0) {
+        // Its last message could not be sent either: the kernel refused init's
+        // own allocations at the limit.
+        result.termination_reason = TerminationReason::Oom;
+        result.termination_detail = "the sandbox could not be set up within its memory limit of " +
+                                    format_size(limits.memory_bytes) + ": raise --memory";
+      } else {
+        result.termination_reason = TerminationReason::LaunchError;
+        result.termination_detail = "the sandbox's init ended without a report";
+      }
     }
   } else if (WIFSIGNALED(status)) {
     result.signal = WTERMSIG(status);

@@ -506,6 +506,7 @@ void SandboxCgroup::open_counters() {
     counters_.memory_peak =
         open_counter(memory_ + (memory_v1_ ? "/memory.max_usage_in_bytes" : "/memory.peak"));
     counters_.oom = open_counter(memory_ + (memory_v1_ ? "/memory.oom_control" : "/memory.events"));
+    if (memory_v1_) counters_.memory_failcnt = open_counter(memory_ + "/memory.failcnt");
   }
   if (!pids_.empty()) {
     counters_.pids_current = open_counter(pids_ + "/pids.current");
@@ -522,7 +523,11 @@ CgroupUsage SandboxCgroup::usage() const {
     usage.cpu_usec = keyed_value(read_counter(counters_.cpu), "usage_usec");
   }
   usage.memory_peak = number_in(read_counter(counters_.memory_peak));
-  usage.oom_kills = keyed_value(read_counter(counters_.oom), "oom_kill").value_or(0);
+  const std::string oom = read_counter(counters_.oom);
+  usage.oom_kills = keyed_value(oom, "oom_kill").value_or(0);
+  usage.memory_limit_hits = memory_v1_
+                                ? number_in(read_counter(counters_.memory_failcnt)).value_or(0)
+                                : keyed_value(oom, "max").value_or(0);
   // The current count only matters where the kernel keeps no peak.
   if (!counters_.pids_peak) usage.pids_current = number_in(read_counter(counters_.pids_current));
   usage.pids_peak = number_in(read_counter(counters_.pids_peak));

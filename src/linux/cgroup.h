@@ -89,6 +89,9 @@ struct CgroupUsage {
   std::optional<std::uint64_t> pids_current;
   std::optional<std::uint64_t> pids_peak;
   std::uint64_t oom_kills = 0;
+  // Charges refused at the memory limit (reclaimed or not): v1
+  // memory.failcnt, v2 memory.events "max".
+  std::uint64_t memory_limit_hits = 0;
   std::uint64_t pids_limit_hits = 0;  // fork()/clone() refused at pids.max
 };
 
@@ -132,7 +135,7 @@ class SandboxCgroup {
   std::vector<core::UniqueFd> locks_;
   // The files usage() reads, opened by create() (-1 where there is none).
   struct Counters {
-    core::UniqueFd cpu, memory_peak, oom, pids_current, pids_peak, pids_events;
+    core::UniqueFd cpu, memory_peak, oom, memory_failcnt, pids_current, pids_peak, pids_events;
   };
   Counters counters_;
   void open_counters();

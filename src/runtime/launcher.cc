@@ -1,11 +1,18 @@
 #include "runtime/launcher.h"
 
 #include <signal.h>
+#include <sys/eventfd.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <cstdlib>
+#include <memory>
 #include <utility>
 
+#include "core/fs.h"
 #include "linux/syscalls.h"
 #include "runtime/child.h"
 #include "runtime/sync_channel.h"
@@ -20,8 +27,37 @@ namespace {
 // init's stack: its setup is a flat list of calls, a few kB deep.
 constexpr std::size_t kInitStackSize = 256 * 1024;
 
-PULSEBOX_CHILD_CODE int init_entry(void* plan) {
-  run_sandbox_init(*static_cast<const LaunchPlan*>(plan));
+// What init's parent thread hands to clone3 and to init. The kernel writes
+// `pid` and `pidfd` before init runs; init then adds 1 to `started_fd` (an
+// eventfd) as its first step, which is how the launching thread learns that
+// they are there (its parent thread stays in clone3 until init exits).
+struct InitClone {
+  clone_args args{};
+  const LaunchPlan* plan = nullptr;
+  int started_fd = -1;
+  int pid = 0;  // clone3's CLONE_PARENT_SETTID
+  int pidfd = -1;
+  std::atomic<long> error{0};  // the system call's -errno, when it failed
+  // clone3 is missing (before Linux 5.3; or a container's seccomp profile
+  // says ENOSYS): clone() did it, without CLONE_INTO_CGROUP or `pid`.
+  std::atomic<bool> without_clone3{false};
+};
+
+// The pid of a pidfd's process in this pid namespace (/proc fdinfo).
+long pid_of_pidfd(int pidfd) {
+  auto read = core::read_file("/proc/self/fdinfo/" + std::to_string(pidfd), 4096);
+  const std::string text = read ? std::move(read).value() : "";
+  const auto at = text.find("\nPid:");
+  return at == std::string::npos ? -ESRCH : std::strtol(text.c_str() + at + 5, nullptr, 10);
+}
+
+PULSEBOX_CHILD_CODE int init_entry(void* argument) {
+  // Copied first: the launching thread may go on once the eventfd is written.
+  const auto* clone = static_cast<const InitClone*>(argument);
+  const LaunchPlan* plan = clone->plan;
+  const std::uint64_t one = 1;
+  linux_api::raw(SYS_write, clone->started_fd, &one, sizeof one);
+  run_sandbox_init(*plan);
 }
 
 }  // namespace
@@ -31,36 +67,40 @@ LaunchedSandbox::LaunchedSandbox(LaunchedSandbox&& other) noexcept
       pidfd(std::move(other.pidfd)),
       channel(std::move(other.channel)),
       init_stack(std::move(other.init_stack)),
+      init_parent(std::move(other.init_parent)),
       reaped_(std::exchange(other.reaped_, true)) {}
 
 LaunchedSandbox& LaunchedSandbox::operator=(LaunchedSandbox&& other) noexcept {
   if (this == &other) return *this;
-  if (pid > 0 && !reaped_) {
-    ::kill(pid, SIGKILL);
-    wait();
-  }
+  end_init();
   pid = std::exchange(other.pid, -1);
   pidfd = std::move(other.pidfd);
   channel = std::move(other.channel);
   init_stack = std::move(other.init_stack);
+  init_parent = std::move(other.init_parent);
   reaped_ = std::exchange(other.reaped_, true);
   return *this;
 }
 
 LaunchedSandbox::~LaunchedSandbox() {
-  // Never unmap the stack of a running init (nor let the plan go).
-  if (pid > 0 && !reaped_) {
-    ::kill(pid, SIGKILL);
-    wait();
-  }
+  end_init();
+}
+
+// Never unmap the stack of a running init (nor let the plan go).
+void LaunchedSandbox::end_init() {
+  if (pid > 0 && !reaped_) ::kill(pid, SIGKILL);
+  wait();
 }
 
 int LaunchedSandbox::wait(rusage* usage) {
   int status = 0;
-  if (pid <= 0 || reaped_) return status;
-  while (::wait4(pid, &status, __WALL, usage) < 0 && errno == EINTR) {
+  if (pid > 0 && !reaped_) {
+    while (::wait4(pid, &status, __WALL, usage) < 0 && errno == EINTR) {
+    }
+    reaped_ = true;
   }
-  reaped_ = true;
+  // init has exited: its parent thread's clone3 has returned, or does now.
+  if (init_parent.joinable()) init_parent.join();
   return status;
 }
 
@@ -72,15 +112,20 @@ core::Result<LaunchedSandbox> launch_sandbox(LaunchPlan& plan, UniqueFd supervis
   LaunchedSandbox sandbox;
   PB_TRY(stack, linux_api::ChildStack::allocate(kInitStackSize));
   sandbox.init_stack = std::move(stack);
-  int pidfd = -1;
-  clone_args args{};
-  // CLONE_VM: no copy of this process's page tables (see linux/clone.h).
-  // The user and pid namespaces at birth (init is pid 1); init unshares the
-  // others itself after "go", while this process prepares the rest of the
-  // plan (LaunchPlan::kNamespacesAtClone).
+  UniqueFd started(::eventfd(0, EFD_CLOEXEC));
+  if (!started) return Error::from_errno("launch", "eventfd");
+  auto clone = std::make_shared<InitClone>();
+  clone->plan = &plan;
+  clone->started_fd = started.get();
+  clone_args& args = clone->args;
+  // CLONE_VM: no copy of this process's page tables (see linux/clone.h);
+  // CLONE_VFORK: see launcher.h. The user and pid namespaces at birth (init
+  // is pid 1); init unshares the others itself after "go", while this
+  // process prepares the rest of the plan (LaunchPlan::kNamespacesAtClone).
   const std::uint64_t at_clone = plan.namespaces & LaunchPlan::kNamespacesAtClone;
-  args.flags = at_clone | CLONE_PIDFD | CLONE_VM;
-  args.pidfd = reinterpret_cast<std::uint64_t>(&pidfd);
+  args.flags = at_clone | CLONE_PIDFD | CLONE_PARENT_SETTID | CLONE_VM | CLONE_VFORK;
+  args.pidfd = reinterpret_cast<std::uint64_t>(&clone->pidfd);
+  args.parent_tid = reinterpret_cast<std::uint64_t>(&clone->pid);
   args.exit_signal = SIGCHLD;
   args.stack = reinterpret_cast<std::uint64_t>(sandbox.init_stack.base());
   args.stack_size = sandbox.init_stack.size();
@@ -89,21 +134,43 @@ core::Result<LaunchedSandbox> launch_sandbox(LaunchPlan& plan, UniqueFd supervis
     args.flags |= CLONE_INTO_CGROUP;
     args.cgroup = static_cast<std::uint64_t>(plan.cgroup_fd);
   }
-  bool in_cgroup = plan.cgroup_fd >= 0;
-  long pid = linux_api::clone3_on_stack(&args, init_entry, &plan);
-  if (pid == -ENOSYS || pid == -E2BIG) {
-    in_cgroup = false;
-    // Kernels before 5.3: clone() does the same without clone3's extras.
-    pid = linux_api::clone_on_stack(at_clone | CLONE_PIDFD | CLONE_VM | SIGCHLD,
-                                    sandbox.init_stack.top(), &pidfd, init_entry, &plan);
+  // The thread stays in clone3 until init exits; only a failed clone3
+  // returns at once, and says so through the eventfd too.
+  sandbox.init_parent = std::thread([clone, at_clone, top = sandbox.init_stack.top()] {
+    long result = linux_api::clone3_on_stack(&clone->args, init_entry, clone.get());
+    if (result == -ENOSYS || result == -E2BIG) {
+      clone->without_clone3 = true;
+      result = linux_api::clone_on_stack(at_clone | CLONE_PIDFD | CLONE_VM | CLONE_VFORK | SIGCHLD,
+                                         top, &clone->pidfd, init_entry, clone.get());
+    }
+    if (result < 0) {
+      clone->error = result;
+      const std::uint64_t one = 1;
+      (void)!::write(clone->started_fd, &one, sizeof one);
+    }
+  });
+  std::uint64_t count = 0;
+  while (::read(started.get(), &count, sizeof count) < 0 && errno == EINTR) {
   }
-  if (pid < 0) {
+  if (clone->error < 0) {
+    sandbox.init_parent.join();
     return Error(core::ErrorKind::kUnavailable, "launch",
-                 "creating the sandbox's namespaces (clone3)", static_cast<int>(-pid));
+                 "creating the sandbox's namespaces (clone3)", static_cast<int>(-clone->error));
   }
+  const bool in_cgroup = plan.cgroup_fd >= 0 && !clone->without_clone3;
+  const long pid = clone->without_clone3 ? pid_of_pidfd(clone->pidfd) : clone->pid;
 
+  sandbox.pidfd.reset(clone->pidfd);
+  if (pid <= 0) {
+    linux_api::sys_pidfd_send_signal(sandbox.pidfd.get(), SIGKILL);
+    siginfo_t reaped{};
+    ::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(sandbox.pidfd.get()), &reaped,
+             WEXITED);
+    sandbox.init_parent.join();  // init has exited: clone() returned
+    return Error(core::ErrorKind::kUnavailable, "launch", "finding the sandbox's init (pidfd)",
+                 static_cast<int>(-pid));
+  }
   sandbox.pid = static_cast<pid_t>(pid);
-  sandbox.pidfd.reset(pidfd);
   sandbox.channel = std::move(supervisor_end);
   auto abandon = [&](Error error) -> core::Result<LaunchedSandbox> {
     ::kill(sandbox.pid, SIGKILL);

@@ -8,12 +8,21 @@
 // linux/clone.h): the LaunchPlan and the LaunchedSandbox must both outlive
 // it. LaunchedSandbox makes sure of its part: if it is destroyed before
 // wait() reaped init, it kills and reaps init first.
+//
+// init is the vfork child (CLONE_VFORK) of a thread of its own, which waits
+// in clone3 until init has exited. The kernel's OOM killer never chooses a
+// task in the middle of a vfork (oom_badness()), so a sandbox that exhausts
+// its memory cgroup can never make it choose init, and with init every
+// process that shares its memory: this one. Only the sandbox's own
+// processes, each with memory of its own after its execve, can be chosen.
+// (The command is init's vfork child until its execve, for the same reason.)
 #pragma once
 
 #include <sys/resource.h>
 #include <sys/types.h>
 
 #include <functional>
+#include <thread>
 
 #include "core/result.h"
 #include "core/unique_fd.h"
@@ -39,8 +48,11 @@ class LaunchedSandbox {
   core::UniqueFd pidfd;  // init's pidfd
   core::UniqueFd channel;
   linux_api::ChildStack init_stack;  // destroyed last: init runs on it
+  // The thread init is the vfork child of; it ends once init has exited.
+  std::thread init_parent;
 
  private:
+  void end_init();
   bool reaped_ = false;
 };
 
