@@ -18,8 +18,10 @@
 // '/', lower case, a drive letter ("c:") stripped, "//" collapsed, leading and
 // trailing '/' stripped. Patterns are fnmatch-style globs on the normalised
 // text: '*' (and '**') match any run of characters *including* '/', '?' one
-// character, "[abc]" / "[!abc]" a set. A target that is not valid UTF-8 is
-// never matched by a rule and evaluates to DENY.
+// character, "[abc]" / "[!abc]" a set. Targets are bytes (file names need
+// not be UTF-8): each byte of a malformed UTF-8 sequence is matched as one
+// character of its own (a private-use code point, U+10FE80 + byte - 0x80),
+// so "*" and "?" match it and a rule can never mistake it for another name.
 #pragma once
 
 #include <cstddef>
@@ -62,7 +64,7 @@ struct PolicyRule {
 
 // Why evaluate() decided what it did (for `pulsebox policy eval` and audits).
 struct PolicyEvaluation {
-  enum class Source { Rule, Parent, Default, Fallback, InvalidTarget };
+  enum class Source { Rule, Parent, Default, Fallback };
   Decision decision = Decision::Deny;
   Source source = Source::Fallback;
   // For Source::Rule: the index in rules() and the rule itself.
@@ -126,7 +128,7 @@ class PULSEBOX_API ActionPolicy {
   std::shared_ptr<const ActionPolicy> parent_;
 };
 
-// The normalisation described above; nullopt if `target` is not valid UTF-8.
+// The normalisation described above; nullopt only if ICU fails.
 PULSEBOX_API std::optional<std::string> normalize_policy_target(std::string_view target);
 
 // fnmatch-style glob on UTF-8 text (see above); linear in practice, and never

@@ -6,6 +6,7 @@
 
 #include "cli/commands.h"
 #include "cli/output.h"
+#include "core/byte_names.h"
 #include "policy/policy_json.h"
 #include "pulsebox/backend.h"
 #include "pulsebox/error.h"
@@ -38,14 +39,17 @@ std::string summarize(const TransactionInfo& info) {
 nlohmann::json to_json(const TransactionInfo& info) {
   nlohmann::json changes = nlohmann::json::array();
   for (const auto& change : info.changes) {
-    changes.push_back({{"path", change.path}, {"kind", std::string(to_string(change.kind))}});
+    nlohmann::json item = {{"kind", std::string(to_string(change.kind))}};
+    core::put_name(item, "path", change.path);
+    changes.push_back(std::move(item));
   }
-  return {{"id", info.id},
-          {"created", info.created},
-          {"origin", info.origin},
-          {"commit_in_progress", info.commit_in_progress},
-          {"staged_bytes", info.staged_bytes},
-          {"changes", std::move(changes)}};
+  nlohmann::json out = {{"id", info.id},
+                        {"created", info.created},
+                        {"commit_in_progress", info.commit_in_progress},
+                        {"staged_bytes", info.staged_bytes},
+                        {"changes", std::move(changes)}};
+  core::put_name(out, "origin", info.origin);
+  return out;
 }
 
 // Runs `body` and turns library exceptions into one-line errors (exit 125).

@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/byte_names.h"
+
 namespace pulsebox {
 
 std::string_view to_string(EnforcementLevel level) {
@@ -103,7 +105,9 @@ std::string to_json(const ProcessResult& result) {
   out["transaction_id"] = result.transaction_id ? json(*result.transaction_id) : json(nullptr);
   json changes = json::array();
   for (const Change& change : result.changes) {
-    changes.push_back({{"path", change.path}, {"kind", std::string(to_string(change.kind))}});
+    json item = {{"kind", std::string(to_string(change.kind))}};
+    core::put_name(item, "path", change.path);
+    changes.push_back(std::move(item));
   }
   out["changes"] = std::move(changes);
   out["pid"] = result.pid;

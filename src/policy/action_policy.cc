@@ -2,6 +2,7 @@
 #include <unicode/normalizer2.h>
 #include <unicode/unistr.h>
 
+#include "core/byte_names.h"
 #include "core/text.h"
 #include "pulsebox/policy.h"
 
@@ -60,13 +61,18 @@ std::optional<Decision> parse_decision(std::string_view word) {
 }
 
 std::optional<std::string> normalize_policy_target(std::string_view target) {
-  if (!core::is_valid_utf8(target)) return std::nullopt;
+  // Names are bytes: each byte of a malformed sequence becomes one character
+  // of its own, so '*' and '?' treat it as they treat any character and no
+  // two names share a spelling (a replacement character would merge them).
+  const std::string spelled =
+      core::is_valid_utf8(target) ? std::string(target) : core::spell_malformed_utf8(target);
   UErrorCode status = U_ZERO_ERROR;
   const icu::Normalizer2* nfc = icu::Normalizer2::getNFCInstance(status);
   if (U_FAILURE(status)) return std::nullopt;
-  icu::UnicodeString text = nfc->normalize(icu::UnicodeString::fromUTF8(icu::StringPiece(
-                                               target.data(), static_cast<int32_t>(target.size()))),
-                                           status);
+  icu::UnicodeString text =
+      nfc->normalize(icu::UnicodeString::fromUTF8(
+                         icu::StringPiece(spelled.data(), static_cast<int32_t>(spelled.size()))),
+                     status);
   if (U_FAILURE(status)) return std::nullopt;
   text.findAndReplace(icu::UnicodeString(u'\\'), icu::UnicodeString(u'/'));
   text.toLower(icu::Locale::getRoot());
@@ -110,9 +116,6 @@ std::string PolicyEvaluation::describe() const {
     case Source::Fallback:
       out += " (no rule and no default: deny)";
       break;
-    case Source::InvalidTarget:
-      out += " (target is not valid UTF-8)";
-      break;
   }
   return out;
 }
@@ -148,11 +151,7 @@ PolicyEvaluation ActionPolicy::explain_normalized(ActionType action, const std::
                                                   bool target_valid) const {
   PolicyEvaluation result;
   result.normalized_target = normalized;
-  if (!target_valid) {
-    result.decision = Decision::Deny;
-    result.source = PolicyEvaluation::Source::InvalidTarget;
-    return result;
-  }
+  if (!target_valid) return result;  // DENY, as the fallback
   for (std::size_t i = 0; i < rules_.size(); ++i) {
     const PolicyRule& rule = rules_[i];
     if (rule.action && *rule.action != action) continue;

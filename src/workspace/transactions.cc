@@ -9,6 +9,7 @@
 #include <set>
 
 #include "audit/chain.h"
+#include "core/byte_names.h"
 #include "core/fs.h"
 #include "core/sha256.h"
 #include "core/text.h"
@@ -46,6 +47,7 @@ json snapshot_to_json(const Snapshot& s) {
           {"device", s.device},
           {"size", s.size},
           {"mtime_ns", s.mtime_ns},
+          {"newest_ctime_ns", s.newest_ctime_ns},
           {"mode", s.mode},
           {"sha256", s.sha256},
           {"changed_during_run", s.changed_during_run}};
@@ -58,28 +60,32 @@ Snapshot snapshot_from_json(const json& j) {
   s.device = j.at("device").get<std::uint64_t>();
   s.size = j.at("size").get<std::uint64_t>();
   s.mtime_ns = j.at("mtime_ns").get<std::int64_t>();
+  s.newest_ctime_ns = j.value("newest_ctime_ns", std::int64_t{0});
   s.mode = j.at("mode").get<unsigned>();
   s.sha256 = j.at("sha256").get<std::string>();
   s.changed_during_run = j.value("changed_during_run", false);
   return s;
 }
 
+// Paths and link targets are bytes (core/byte_names.h).
 json entry_to_json(const Entry& e) {
-  return {{"path", e.path},
-          {"op", std::string(to_string(e.op))},
-          {"mode", e.mode},
-          {"link_target", e.link_target},
-          {"blob", e.blob},
-          {"size", e.size},
-          {"snapshot", snapshot_to_json(e.snapshot)}};
+  json j = json::object();
+  core::put_name(j, "path", e.path);
+  j["op"] = std::string(to_string(e.op));
+  j["mode"] = e.mode;
+  core::put_name(j, "link_target", e.link_target);
+  j["blob"] = e.blob;
+  j["size"] = e.size;
+  j["snapshot"] = snapshot_to_json(e.snapshot);
+  return j;
 }
 
 Entry entry_from_json(const json& j) {
   Entry e;
-  e.path = j.at("path").get<std::string>();
+  e.path = core::get_name(j, "path");
   e.op = op_from_string(j.at("op").get<std::string>());
   e.mode = j.at("mode").get<unsigned>();
-  e.link_target = j.at("link_target").get<std::string>();
+  e.link_target = core::get_name(j, "link_target");
   e.blob = j.at("blob").get<std::string>();
   e.size = j.at("size").get<std::uint64_t>();
   e.snapshot = snapshot_from_json(j.at("snapshot"));
@@ -256,7 +262,7 @@ core::Result<Draft> TransactionStore::load(const std::string& id) const {
   try {
     draft.id = document.at("id").get<std::string>();
     draft.created = document.at("created").get<std::string>();
-    draft.origin = document.value("origin", "");
+    draft.origin = document.contains("origin") ? core::get_name(document, "origin") : "";
     draft.next_blob = document.at("next_blob").get<std::uint64_t>();
     for (const auto& item : document.at("entries")) {
       Entry entry = entry_from_json(item);
@@ -276,15 +282,15 @@ core::Status TransactionStore::save(const Draft& draft) const {
   json entries = json::array();
   for (const auto& [path, entry] : draft.entries)
     entries.push_back(entry_to_json(entry));
-  const json document = {{"version", 1},
-                         {"id", draft.id},
-                         {"created", draft.created},
-                         {"origin", draft.origin},
-                         {"next_blob", draft.next_blob},
-                         {"entries", std::move(entries)}};
-  return core::write_file_atomic(tx_dir(draft.id) / "manifest.json",
-                                 document.dump(1, ' ', false, json::error_handler_t::replace),
-                                 0600);
+  json document = {{"version", 1},
+                   {"id", draft.id},
+                   {"created", draft.created},
+                   {"next_blob", draft.next_blob},
+                   {"entries", std::move(entries)}};
+  core::put_name(document, "origin", draft.origin);  // a command line: bytes
+  // Every string is valid UTF-8 (names go through core::put_name): a
+  // replacement here would change a name.
+  return core::write_file_atomic(tx_dir(draft.id) / "manifest.json", document.dump(1), 0600);
 }
 
 core::Status TransactionStore::discard(const std::string& id) {

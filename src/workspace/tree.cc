@@ -92,21 +92,28 @@ std::vector<std::string> list_directory(int dirfd) {
 
 namespace {
 
-// Feeds a listing of the tree below dirfd into the hasher.
-void hash_tree(int dirfd, const std::string& prefix, core::Sha256& hasher, int depth) {
+std::int64_t nanoseconds(const timespec& time) {
+  return static_cast<std::int64_t>(time.tv_sec) * 1000000000 + time.tv_nsec;
+}
+
+// Feeds a listing of the tree below dirfd into the hasher, and raises
+// `newest_ctime` to the latest ctime in it.
+void hash_tree(int dirfd, const std::string& prefix, core::Sha256& hasher,
+               std::int64_t& newest_ctime, int depth) {
   if (depth > 256) return;
   for (const std::string& name : list_directory(dirfd)) {
     struct stat st {};
     if (::fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
     const std::string path = prefix + name;
+    newest_ctime = std::max(newest_ctime, nanoseconds(st.st_ctim));
     hasher.update(path);
     hasher.update(std::string(1, '\0') + std::to_string(st.st_mode) + ":" +
-                  std::to_string(st.st_size) + ":" + std::to_string(st.st_mtim.tv_sec) + "." +
-                  std::to_string(st.st_mtim.tv_nsec) + ":" + std::to_string(st.st_ino) + "\n");
+                  std::to_string(st.st_size) + ":" + std::to_string(nanoseconds(st.st_mtim)) + ":" +
+                  std::to_string(nanoseconds(st.st_ctim)) + ":" + std::to_string(st.st_ino) + "\n");
     if (S_ISDIR(st.st_mode)) {
       UniqueFd child(
           ::openat(dirfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-      if (child) hash_tree(child.get(), path + "/", hasher, depth + 1);
+      if (child) hash_tree(child.get(), path + "/", hasher, newest_ctime, depth + 1);
     }
   }
 }
@@ -131,8 +138,8 @@ core::Result<Snapshot> take_snapshot(int root_fd, const std::string& relative) {
   snapshot.inode = st.st_ino;
   snapshot.device = st.st_dev;
   snapshot.size = static_cast<std::uint64_t>(st.st_size);
-  snapshot.mtime_ns =
-      static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  snapshot.mtime_ns = nanoseconds(st.st_mtim);
+  snapshot.newest_ctime_ns = nanoseconds(st.st_ctim);
   snapshot.mode = st.st_mode & 07777;
   switch (snapshot.type) {
     case NodeType::File: {
@@ -156,7 +163,7 @@ core::Result<Snapshot> take_snapshot(int root_fd, const std::string& relative) {
           ::openat(parent->get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
       if (!fd) return Error::from_errno("workspace", "open directory " + relative);
       core::Sha256 hasher;
-      hash_tree(fd.get(), "", hasher, 0);
+      hash_tree(fd.get(), "", hasher, snapshot.newest_ctime_ns, 0);
       snapshot.sha256 = hasher.hex_digest();
       break;
     }
@@ -186,6 +193,11 @@ std::string describe_difference(const Snapshot& before, const Snapshot& now) {
   if (before.type != NodeType::Directory && before.size != now.size) return "size changed";
   if (before.type == NodeType::File && before.mtime_ns != now.mtime_ns) {
     return "modification time changed";
+  }
+  // 0: a manifest from before ctimes were recorded.
+  if (before.newest_ctime_ns != 0 && before.type != NodeType::Directory &&
+      before.newest_ctime_ns != now.newest_ctime_ns) {
+    return "changed (its inode change time moved)";
   }
   return "";
 }

@@ -27,8 +27,14 @@ struct Snapshot {
   std::uint64_t size = 0;
   std::int64_t mtime_ns = 0;
   unsigned mode = 0;
+  // The latest inode change time (ctime) of the path, and for a directory
+  // of everything below it. Unlike mtime, user space cannot set it: a
+  // write that keeps the old mtime (cp -p, rsync -t, a checkout of an older
+  // file) still moves it.
+  std::int64_t newest_ctime_ns = 0;
   // File: SHA-256 of the content; symlink: of the target; directory: of a
-  // listing of the whole tree below (names, types, sizes, mtimes, modes).
+  // listing of the whole tree below (names, types, sizes, mtimes, ctimes,
+  // modes, inodes).
   std::string sha256;
   // The path was changed on the host while the run that staged it was in
   // progress: the run may have worked on an older version, so committing it

@@ -3,8 +3,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 
 #include "core/fs.h"
 #include "core/throw_error.h"
@@ -183,6 +185,32 @@ bool upper_is_unchanged(const std::filesystem::path& upper, const std::filesyste
   return empty;
 }
 
+// The snapshots are taken after the run: a path the host changed while the
+// run went on shows it in its ctime (which a write always moves, and user
+// space cannot set back) or mtime. File systems stamp with the coarse clock,
+// so a change just after the start may carry a time up to one tick before
+// it: the margin counts such a change, and one just before, as concurrent.
+void mark_changed_during_run(Draft& draft, std::chrono::system_clock::time_point run_started) {
+  timespec tick{};
+  ::clock_getres(CLOCK_REALTIME_COARSE, &tick);
+  const std::int64_t since_ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(run_started.time_since_epoch()).count() -
+      (static_cast<std::int64_t>(tick.tv_sec) * 1000000000 + tick.tv_nsec);
+  for (auto& [path, entry] : draft.entries) {
+    workspace::Snapshot& snapshot = entry.snapshot;
+    if (!snapshot.exists()) continue;
+    // A directory counts where the entry removes it with everything below
+    // (a host file added there meanwhile would go with it); a mode change
+    // or a new file inside it loses nothing of the host's.
+    const bool removes_tree = entry.op == StagedOp::Delete || entry.op == StagedOp::Write ||
+                              entry.op == StagedOp::Symlink;
+    if (snapshot.type == workspace::NodeType::Directory && !removes_tree) continue;
+    if (std::max(snapshot.mtime_ns, snapshot.newest_ctime_ns) > since_ns) {
+      snapshot.changed_during_run = true;
+    }
+  }
+}
+
 std::optional<std::string> import_into_new_transaction(
     TransactionStore& store, const std::filesystem::path& upper, const std::filesystem::path& lower,
     std::string origin, std::uint64_t max_file_bytes, bool full_copy,
@@ -191,18 +219,7 @@ std::optional<std::string> import_into_new_transaction(
   Draft draft = core::value_or_throw(store.load(id));
   auto imported =
       workspace::import_upper_directory(store, draft, upper, lower, max_file_bytes, full_copy);
-  if (imported.ok() && run_started) {
-    const std::int64_t since_ns =
-        std::chrono::duration_cast<std::chrono::nanoseconds>(run_started->time_since_epoch())
-            .count();
-    for (auto& [path, entry] : draft.entries) {
-      workspace::Snapshot& snapshot = entry.snapshot;
-      if (snapshot.exists() && snapshot.type != workspace::NodeType::Directory &&
-          snapshot.mtime_ns > since_ns) {
-        snapshot.changed_during_run = true;
-      }
-    }
-  }
+  if (imported.ok() && run_started) mark_changed_during_run(draft, *run_started);
   if (imported.ok() && draft.entries.empty()) imported = store.discard(id);
   if (!imported.ok()) {
     (void)store.discard(id);  // never leave a half-imported transaction behind

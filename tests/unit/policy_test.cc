@@ -83,12 +83,21 @@ TEST(ActionPolicyTest, UnicodeTargetsAreNfcAndLowerCased) {
   EXPECT_EQ(normalize_policy_target("CAFE\u0301"), std::optional<std::string>("caf\u00e9"));
 }
 
-TEST(ActionPolicyTest, InvalidUtf8TargetIsDenied) {
+TEST(ActionPolicyTest, NamesThatAreNotUtf8AreMatchedByteForByte) {
   ActionPolicy policy;
-  policy.add_rule({ActionType::Read, "*", Decision::Allow, ""});
-  const auto evaluation = policy.explain(ActionType::Read, std::string("bad\xff", 4));
-  EXPECT_EQ(evaluation.decision, Decision::Deny);
-  EXPECT_EQ(evaluation.source, PolicyEvaluation::Source::InvalidTarget);
+  // add_rule puts a rule first: the deny rules come before the "*".
+  policy.add_rule({ActionType::Write, "*", Decision::Allow, ""});
+  policy.add_rule({ActionType::Write, "*.pem", Decision::Deny, ""});
+  policy.add_rule({ActionType::Write, "secret?.txt", Decision::Deny, "one character"});
+  // Each malformed byte is one character: '?' matches it, '*' spans it.
+  EXPECT_EQ(policy.evaluate(ActionType::Write, std::string("secret\xff.txt")), Decision::Deny);
+  EXPECT_EQ(policy.evaluate(ActionType::Write, std::string("key\xfe\xff.pem")), Decision::Deny);
+  EXPECT_EQ(policy.evaluate(ActionType::Write, std::string("bad\xff\xfe.txt")), Decision::Allow);
+  // Two names never share a spelling (U+FFFD would merge these).
+  EXPECT_NE(normalize_policy_target(std::string("a\xff")),
+            normalize_policy_target(std::string("a\xfe")));
+  EXPECT_NE(normalize_policy_target(std::string("a\xff")),
+            normalize_policy_target(std::string("a\xef\xbf\xbd")));
 }
 
 TEST(ActionPolicyTest, ParentPolicyBeforeOwnDefaults) {

@@ -1,0 +1,88 @@
+#include "core/byte_names.h"
+
+#include "core/text.h"
+
+namespace pulsebox::core {
+
+namespace {
+
+// The length of the well-formed UTF-8 sequence at `at`, 0 if there is none.
+std::size_t sequence_length(std::string_view bytes, std::size_t at) {
+  const auto lead = static_cast<unsigned char>(bytes[at]);
+  const std::size_t length = lead < 0x80             ? 1
+                             : (lead & 0xE0) == 0xC0 ? 2
+                             : (lead & 0xF0) == 0xE0 ? 3
+                             : (lead & 0xF8) == 0xF0 ? 4
+                                                     : 0;
+  if (length == 0 || at + length > bytes.size()) return 0;
+  return decode_utf8(bytes.substr(at, length)) ? length : 0;
+}
+
+constexpr char kHexDigits[] = "0123456789abcdef";
+
+int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+}  // namespace
+
+std::string escape_malformed_utf8(std::string_view bytes) {
+  std::string out;
+  out.reserve(bytes.size());
+  for (std::size_t at = 0; at < bytes.size();) {
+    if (const std::size_t length = sequence_length(bytes, at); length > 0) {
+      out.append(bytes.substr(at, length));
+      at += length;
+      continue;
+    }
+    const auto byte = static_cast<unsigned char>(bytes[at++]);
+    out += "\\x";
+    out += kHexDigits[byte >> 4];
+    out += kHexDigits[byte & 0xF];
+  }
+  return out;
+}
+
+std::string spell_malformed_utf8(std::string_view bytes) {
+  std::string out;
+  out.reserve(bytes.size());
+  for (std::size_t at = 0; at < bytes.size();) {
+    if (const std::size_t length = sequence_length(bytes, at); length > 0) {
+      out.append(bytes.substr(at, length));
+      at += length;
+      continue;
+    }
+    const char32_t private_use = 0x10FE00 + static_cast<unsigned char>(bytes[at++]);
+    out += encode_utf8(std::u32string_view(&private_use, 1));
+  }
+  return out;
+}
+
+std::string to_hex(std::string_view bytes) {
+  std::string out;
+  out.reserve(bytes.size() * 2);
+  for (const char c : bytes) {
+    const auto byte = static_cast<unsigned char>(c);
+    out += kHexDigits[byte >> 4];
+    out += kHexDigits[byte & 0xF];
+  }
+  return out;
+}
+
+std::optional<std::string> from_hex(std::string_view hex) {
+  if (hex.size() % 2 != 0) return std::nullopt;
+  std::string out;
+  out.reserve(hex.size() / 2);
+  for (std::size_t i = 0; i < hex.size(); i += 2) {
+    const int high = hex_value(hex[i]);
+    const int low = hex_value(hex[i + 1]);
+    if (high < 0 || low < 0) return std::nullopt;
+    out.push_back(static_cast<char>(high << 4 | low));
+  }
+  return out;
+}
+
+}  // namespace pulsebox::core

@@ -1,0 +1,196 @@
+// What a commit applies is exactly what the sandbox wrote, and never undoes
+// what the user did on the host meanwhile:
+//  - a host edit during the run that keeps the old mtime (cp -p, rsync -t,
+//    a checkout of an older file) is noticed by its ctime, which user space
+//    cannot set, and the commit refuses the path;
+//  - file names are bytes: a name that is not UTF-8 is committed under that
+//    exact name, never under a replacement-character spelling of it.
+// Driven through the CLI, as root and as an ordinary user (tools/check).
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "helpers/cli_runner.h"
+#include "helpers/local_server.h"
+#include "helpers/test_support.h"
+#include "pulsebox/sandbox.h"
+
+namespace pulsebox {
+namespace {
+
+using testing::TempDir;
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+class WorkspaceIntegrityTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto backend = make_native_backend(NativeBackendOptions{.state_dir = state_.path()});
+    const Availability availability = backend->availability();
+    PULSEBOX_SKIP_UNLESS(availability.available, availability.reason);
+    binary_ = std::getenv("PULSEBOX_BIN") != nullptr ? std::getenv("PULSEBOX_BIN") : "";
+    ASSERT_FALSE(binary_.empty()) << "PULSEBOX_BIN is set by meson";
+  }
+
+  std::vector<std::string> env() const {
+    return {"PULSEBOX_STATE_DIR=" + state_.path().string(), "NO_COLOR=1", "PULSEBOX_SERVER=off"};
+  }
+
+  std::vector<std::string> run_args(const std::string& command,
+                                    const std::vector<std::string>& flags = {}) const {
+    std::vector<std::string> args = {"run",    "--json", "--allow-weaker",
+                                     "limits", "-w",     workspace_.path().string()};
+    args.insert(args.end(), flags.begin(), flags.end());
+    args.insert(args.end(), {"--", "sh", "-c", command});
+    return args;
+  }
+
+  // Runs `before` in a sandbox, which then prints "ready" and waits for the
+  // file go/go (the test's scratch directory, bound read-only at /go) before
+  // it runs `after`. `host_edit` runs in between. Returns the transaction.
+  std::string run_with_host_edit(const std::string& before, const std::string& after,
+                                 const std::function<void()>& host_edit) {
+    const fs::path log = scratch_ / "run.log";
+    fs::remove(scratch_ / "go");
+    fs::remove(log);
+    // Searchable by the sandbox's user, whichever host id it has.
+    fs::permissions(scratch_.path(), fs::perms(0755));
+    std::vector<std::string> argv = {binary_};
+    for (auto arg : run_args(before +
+                                 "; echo ready; i=0; while [ ! -e /go/go ] && [ $i -lt 1000 ]; "
+                                 "do sleep 0.01; i=$((i+1)); done; [ -e /go/go ] && " +
+                                 after,
+                             {"--ro-bind", scratch_.path().string() + ":/go"})) {
+      if (arg != "--json") argv.push_back(arg);  // the output streams: "ready" comes at once
+    }
+    const pid_t client = testing::spawn(argv, env(), log);
+    EXPECT_GT(client, 0);
+    const auto deadline = std::chrono::steady_clock::now() + 20s;
+    while (testing::read_file(log).find("ready") == std::string::npos) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        ADD_FAILURE() << "the sandbox never got ready: " << testing::read_file(log);
+        break;
+      }
+      std::this_thread::sleep_for(10ms);
+    }
+    host_edit();
+    testing::write_file(scratch_ / "go", "");
+    EXPECT_EQ(testing::wait_for(client, 30s), 0) << testing::read_file(log);
+    const std::string text = testing::read_file(log);
+    const auto at = text.find("tx-");
+    if (at == std::string::npos) {
+      ADD_FAILURE() << "no transaction: " << text;
+      return "";
+    }
+    return text.substr(at, text.find_first_of(" \n", at) - at);
+  }
+
+  testing::CliRun commit(const std::string& tx) const {
+    return testing::run_cli({"commit", "-w", workspace_.path().string(), tx}, "", env());
+  }
+
+  TempDir workspace_;
+  TempDir state_;
+  TempDir scratch_;
+  std::string binary_;
+};
+
+// Writes `content` over `path` and sets its times back as they were: what
+// `cp -p` of an older copy, `rsync -t` and `git checkout` leave behind.
+void write_keeping_times(const fs::path& path, const std::string& content, bool by_rename) {
+  struct stat before {};
+  ASSERT_EQ(::stat(path.c_str(), &before), 0);
+  if (by_rename) {
+    const fs::path temp = path.string() + ".tmp";
+    testing::write_file(temp, content);
+    fs::rename(temp, path);
+  } else {
+    testing::write_file(path, content);
+  }
+  const timespec times[2] = {before.st_atim, before.st_mtim};
+  ASSERT_EQ(::utimensat(AT_FDCWD, path.c_str(), times, 0), 0);
+  struct stat after {};
+  ASSERT_EQ(::stat(path.c_str(), &after), 0);
+  ASSERT_EQ(after.st_size, before.st_size) << "the edit must keep the size too";
+  ASSERT_EQ(after.st_mtim.tv_nsec, before.st_mtim.tv_nsec);
+}
+
+TEST_F(WorkspaceIntegrityTest, AHostEditThatKeepsTheOldMtimeIsNeverOverwrittenByTheCommit) {
+  for (const bool by_rename : {false, true}) {
+    SCOPED_TRACE(by_rename ? "rsync -t (a new file renamed over it)" : "cp -p (written in place)");
+    testing::write_file(workspace_ / "a.txt", "original\n");
+    testing::write_file(workspace_ / "b.txt", "b\n");
+    // The sandbox read a.txt before the host's edit, and writes it after.
+    const std::string tx = run_with_host_edit(
+        "cat a.txt > /dev/null", "echo run >> a.txt; echo run >> b.txt",
+        [&] { write_keeping_times(workspace_ / "a.txt", "ORIGINAL\n", by_rename); });
+    if (HasFailure()) return;
+    const auto refused = commit(tx);
+    EXPECT_EQ(refused.exit_code, 125) << refused.out << refused.err;
+    EXPECT_NE(refused.err.find("a.txt: changed on the host while the run"), std::string::npos)
+        << refused.err;
+    EXPECT_EQ(refused.err.find("b.txt:"), std::string::npos) << refused.err;
+    EXPECT_EQ(testing::read_file(workspace_ / "a.txt"), "ORIGINAL\n");
+    EXPECT_EQ(testing::read_file(workspace_ / "b.txt"), "b\n") << "nothing is applied";
+    testing::run_cli({"discard", "-w", workspace_.path().string(), tx}, "", env());
+  }
+}
+
+TEST_F(WorkspaceIntegrityTest, ATreeTheHostChangedDuringTheRunIsNotDeletedByTheCommit) {
+  testing::write_file(workspace_ / "dir/old.txt", "old\n");
+  const std::string tx = run_with_host_edit("ls dir > /dev/null", "rm -rf dir", [&] {
+    testing::write_file(workspace_ / "dir/users-new-file.txt", "keep me\n");
+  });
+  if (HasFailure()) return;
+  const auto refused = commit(tx);
+  EXPECT_EQ(refused.exit_code, 125) << refused.out << refused.err;
+  EXPECT_NE(refused.err.find("dir: changed on the host while the run"), std::string::npos)
+      << refused.err;
+  EXPECT_EQ(testing::read_file(workspace_ / "dir/users-new-file.txt"), "keep me\n");
+}
+
+TEST_F(WorkspaceIntegrityTest, NamesThatAreNotUtf8AreCommittedExactly) {
+  const std::string bad = "bad\xff\xfe.txt";
+  const std::string dir = "d\xe9j\xe0";  // Latin-1 "déjà"
+  const std::string link = "l\xfe";
+  const auto run =
+      testing::run_cli(run_args("printf 'content' > \"$(printf 'bad\\377\\376.txt')\"; "
+                                "mkdir \"$(printf 'd\\351j\\340')\"; "
+                                "echo in > \"$(printf 'd\\351j\\340/f')\"; "
+                                "ln -s \"$(printf 't\\377')\" \"$(printf 'l\\376')\""),
+                       "", env());
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const auto result = nlohmann::json::parse(run.out);
+  // --json: the escaped name for people, the exact bytes in hex.
+  std::set<std::string> hex_names;
+  for (const auto& change : result["changes"]) {
+    if (change.contains("path_hex")) hex_names.insert(change["path_hex"]);
+  }
+  EXPECT_TRUE(hex_names.count("626164fffe2e747874")) << result.dump();
+  bool escaped = false;
+  for (const auto& change : result["changes"])
+    escaped = escaped || change["path"] == "bad\\xff\\xfe.txt";
+  EXPECT_TRUE(escaped) << result.dump();
+
+  const auto listed =
+      testing::run_cli({"changes", "--json", "-w", workspace_.path().string()}, "", env());
+  EXPECT_NE(listed.out.find("626164fffe2e747874"), std::string::npos) << listed.out;
+
+  const auto committed = commit(result["transaction_id"]);
+  ASSERT_EQ(committed.exit_code, 0) << committed.err;
+  EXPECT_EQ(testing::read_file(workspace_ / bad), "content");
+  EXPECT_EQ(testing::read_file(workspace_ / dir / "f"), "in\n");
+  EXPECT_EQ(fs::read_symlink(workspace_ / link).string(), "t\xff");
+  // Nothing under another spelling.
+  for (const auto& entry : fs::directory_iterator(workspace_.path())) {
+    const std::string name = entry.path().filename().string();
+    EXPECT_EQ(name.find("\xef\xbf\xbd"), std::string::npos) << "a U+FFFD name: " << name;
+  }
+}
+
+}  // namespace
+}  // namespace pulsebox
