@@ -14,8 +14,9 @@
 //   ws.commit(tx);            // or ws.discard(tx)
 //
 // Staging: the first time a path is staged, its current state is recorded
-// (absent, or type, inode, device, size, mtime_ns, mode and SHA-256 of the
-// content; for a directory a digest of the whole tree below it). Staging the
+// (absent, or type, inode, device, size, mtime_ns, the newest ctime, mode
+// and SHA-256 of the content; for a directory a digest of the whole tree
+// below it). Paths are bytes and need not be UTF-8. Staging the
 // same path again replaces the staged change but keeps the first snapshot.
 // Limits: total staged bytes (256 MiB), bytes per file (50 MiB), open
 // transactions (16); exceeding one throws SandboxResourceError.
@@ -23,7 +24,7 @@
 // Commit, all or nothing:
 //  1. under an exclusive lock on <workspace>/.agent/lock, every staged path is
 //     compared with its snapshot; any difference (created, deleted, replaced,
-//     type, mode, size, mtime or content changed) refuses the whole commit with
+//     type, mode, size, mtime, ctime or content changed) refuses the whole commit with
 //     SandboxConcurrentModificationError naming every path and why; nothing is
 //     applied and the transaction is kept for a retry;
 //  2. every path is checked against the action policy (WRITE, DELETE, and
@@ -128,10 +129,10 @@ class PULSEBOX_API Workspace {
   // deletions, opaque directories delete the lower entries they hide. Device
   // nodes, FIFOs, sockets and setuid/setgid files are refused
   // (SandboxSecurityError), never applied.
-  // `run_started`: when the run began. A staged file or symlink whose mtime
-  // is later is marked, and commit refuses it: the run may have worked on the
-  // older version. (A change within one kernel clock tick after the start
-  // may carry a coarse, earlier timestamp and go unmarked.)
+  // `run_started`: when the run began. A staged path the host changed after
+  // it (by ctime or mtime, within one coarse clock tick; for a directory the
+  // entry removes, anything below it) is marked, and commit refuses it: the
+  // run may have worked on the older version.
   using RunClock = std::chrono::system_clock::time_point;
   std::optional<std::string> import_overlay(const std::filesystem::path& upper,
                                             const std::filesystem::path& lower,
