@@ -476,9 +476,8 @@ ProcessResult Sandbox::execute(const std::vector<std::string>& argv,
 
   core::trace_phase("sandbox: request ready");
   execution.transition(LifecycleState::Running);
-  // Files changed after this (by mtime) while the run went on are marked at
-  // import. The precise clock never marks an earlier change; a change within
-  // one clock tick after the start may get a coarse, earlier stamp and pass.
+  // Files the host changed after this (by ctime or mtime) while the run went
+  // on are marked at import (Workspace::import_overlay).
   const auto run_started = std::chrono::system_clock::now();
   ExecutionOutcome outcome;
   try {
