@@ -129,10 +129,13 @@ class PULSEBOX_API Workspace {
   // deletions, opaque directories delete the lower entries they hide. Device
   // nodes, FIFOs, sockets and setuid/setgid files are refused
   // (SandboxSecurityError), never applied.
-  // `run_started`: when the run began. A staged path the host changed after
-  // it (by ctime or mtime, within one coarse clock tick; for a directory the
-  // entry removes, anything below it) is marked, and commit refuses it: the
-  // run may have worked on the older version.
+  // `run_started`: when the run began (the precise clock: a file's time
+  // stamp is never later than the moment it was changed). A staged path the
+  // host changed after it (by ctime or mtime; for a directory the entry
+  // removes, anything below it) is marked, and commit refuses it: the run
+  // may have worked on the older version. File systems may stamp with the
+  // coarse clock, so a change within one tick after the start can carry an
+  // earlier stamp and go unmarked.
   using RunClock = std::chrono::system_clock::time_point;
   std::optional<std::string> import_overlay(const std::filesystem::path& upper,
                                             const std::filesystem::path& lower,

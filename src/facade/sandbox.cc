@@ -320,9 +320,10 @@ ProcessResult Sandbox::execute(const std::vector<std::string>& argv,
       execution.transition(LifecycleState::Cleaning);
     execution.transition(cleanup_ok ? LifecycleState::Finalized : LifecycleState::RecoveryRequired);
   };
+  std::unique_ptr<PreparedRun> prepared;
   auto fail_before_run = [&](const auto& exception) {
     execution.transition(LifecycleState::Failed);
-    backend_->cleanup();  // a run prepare() set up, never started
+    prepared.reset();  // a run prepare() set up, never started
     finish(true);
     throw exception;
   };
@@ -398,7 +399,7 @@ ProcessResult Sandbox::execute(const std::vector<std::string>& argv,
   request.secrets = options_.secret_policy;
   request.execution_id = id;
   request.cancel_fd = options.cancel_fd;
-  backend_->prepare(request);
+  prepared = backend_->prepare(request);
 
   // 3. How strongly is each dimension enforced here?
   const std::vector<EnforcementDecision> plan = enforcement_plan();
@@ -481,7 +482,7 @@ ProcessResult Sandbox::execute(const std::vector<std::string>& argv,
   const auto run_started = std::chrono::system_clock::now();
   ExecutionOutcome outcome;
   try {
-    outcome = backend_->execute(request);
+    outcome = backend_->execute(request, std::move(prepared));
   } catch (...) {
     execution.transition(LifecycleState::Failed);
     backend_->cleanup();

@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
-#include <ctime>
 
 #include "core/fs.h"
 #include "core/throw_error.h"
@@ -187,15 +186,12 @@ bool upper_is_unchanged(const std::filesystem::path& upper, const std::filesyste
 
 // The snapshots are taken after the run: a path the host changed while the
 // run went on shows it in its ctime (which a write always moves, and user
-// space cannot set back) or mtime. File systems stamp with the coarse clock,
-// so a change just after the start may carry a time up to one tick before
-// it: the margin counts such a change, and one just before, as concurrent.
+// space cannot set back) or mtime, later than the run's start. A stamp is
+// never later than the change it records, so nothing written before the
+// start is marked.
 void mark_changed_during_run(Draft& draft, std::chrono::system_clock::time_point run_started) {
-  timespec tick{};
-  ::clock_getres(CLOCK_REALTIME_COARSE, &tick);
   const std::int64_t since_ns =
-      std::chrono::duration_cast<std::chrono::nanoseconds>(run_started.time_since_epoch()).count() -
-      (static_cast<std::int64_t>(tick.tv_sec) * 1000000000 + tick.tv_nsec);
+      std::chrono::duration_cast<std::chrono::nanoseconds>(run_started.time_since_epoch()).count();
   for (auto& [path, entry] : draft.entries) {
     workspace::Snapshot& snapshot = entry.snapshot;
     if (!snapshot.exists()) continue;
