@@ -129,14 +129,20 @@ class PULSEBOX_API Workspace {
   // deletions, opaque directories delete the lower entries they hide. Device
   // nodes, FIFOs, sockets and setuid/setgid files are refused
   // (SandboxSecurityError), never applied.
-  // `run_started`: when the run began (the precise clock: a file's time
-  // stamp is never later than the moment it was changed). A staged path the
-  // host changed after it (by ctime or mtime; for a directory the entry
-  // removes, anything below it) is marked, and commit refuses it: the run
-  // may have worked on the older version. File systems may stamp with the
-  // coarse clock, so a change within one tick after the start can carry an
-  // earlier stamp and go unmarked.
+  // `run_started`: stamp_now() when the run began. A staged path the host
+  // changed since (its ctime or mtime at or after it; for a directory the
+  // entry removes, anything below it) is marked, and commit refuses it: the
+  // run may have worked on the older version.
   using RunClock = std::chrono::system_clock::time_point;
+  // The time stamp the workspace's file system gives a change made now, read
+  // off a file of pulsebox's own (.agent/clock) that this call changes: a
+  // change made before the call has an earlier stamp, one made after it this
+  // stamp or a later one, whatever the clocks do (file systems stamp with a
+  // coarse clock that can lag the precise one by far on a busy machine).
+  // Kernels without multigrain time stamps (before 6.13) may give a change
+  // made within the same tick before the call the same stamp. Falls back to
+  // the system clock when the file cannot be written.
+  RunClock stamp_now() const;
   std::optional<std::string> import_overlay(const std::filesystem::path& upper,
                                             const std::filesystem::path& lower,
                                             std::string origin = {},

@@ -479,7 +479,7 @@ ProcessResult Sandbox::execute(const std::vector<std::string>& argv,
   execution.transition(LifecycleState::Running);
   // Files the host changed after this (by ctime or mtime) while the run went
   // on are marked at import (Workspace::import_overlay).
-  const auto run_started = std::chrono::system_clock::now();
+  const auto run_started = workspace_.stamp_now();
   ExecutionOutcome outcome;
   try {
     outcome = backend_->execute(request, std::move(prepared));

@@ -116,6 +116,22 @@ Workspace::Workspace(std::filesystem::path root, ActionPolicy policy, WorkspaceL
   root_ = std::filesystem::canonical(root_, ec);
 }
 
+Workspace::RunClock Workspace::stamp_now() const {
+  std::error_code ec;
+  std::filesystem::create_directory(agent_dir(), ec);
+  const auto clock = agent_dir() / "clock";
+  core::UniqueFd fd(::open(clock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
+  struct stat st {};
+  // The first fstat asks the kernel for a precise stamp at the next change
+  // (multigrain time stamps); that change moves every later stamp past it.
+  if (!fd || ::fstat(fd.get(), &st) != 0 || ::futimens(fd.get(), nullptr) != 0 ||
+      ::fstat(fd.get(), &st) != 0) {
+    return std::chrono::system_clock::now();
+  }
+  return RunClock(std::chrono::duration_cast<RunClock::duration>(
+      std::chrono::seconds(st.st_ctim.tv_sec) + std::chrono::nanoseconds(st.st_ctim.tv_nsec)));
+}
+
 std::string Workspace::create_transaction(std::string origin) {
   auto store = store_for(*this, policy_, limits_);
   return core::value_or_throw(store.create(std::move(origin)));
@@ -186,9 +202,8 @@ bool upper_is_unchanged(const std::filesystem::path& upper, const std::filesyste
 
 // The snapshots are taken after the run: a path the host changed while the
 // run went on shows it in its ctime (which a write always moves, and user
-// space cannot set back) or mtime, later than the run's start. A stamp is
-// never later than the change it records, so nothing written before the
-// start is marked.
+// space cannot set back) or mtime, at or after the run's start as the file
+// system stamps it (Workspace::stamp_now()).
 void mark_changed_during_run(Draft& draft, std::chrono::system_clock::time_point run_started) {
   const std::int64_t since_ns =
       std::chrono::duration_cast<std::chrono::nanoseconds>(run_started.time_since_epoch()).count();
@@ -201,7 +216,7 @@ void mark_changed_during_run(Draft& draft, std::chrono::system_clock::time_point
     const bool removes_tree = entry.op == StagedOp::Delete || entry.op == StagedOp::Write ||
                               entry.op == StagedOp::Symlink;
     if (snapshot.type == workspace::NodeType::Directory && !removes_tree) continue;
-    if (std::max(snapshot.mtime_ns, snapshot.newest_ctime_ns) > since_ns) {
+    if (std::max(snapshot.mtime_ns, snapshot.newest_ctime_ns) >= since_ns) {
       snapshot.changed_during_run = true;
     }
   }
