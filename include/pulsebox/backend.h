@@ -7,11 +7,14 @@
 //                          runs left (reconcile() does it unconditionally)
 //   prepare(request)       optional, with the request about to run, before
 //                          the facade's last checks and their audit records:
-//                          the backend may set the sandbox up meanwhile
+//                          the backend may set the sandbox up meanwhile and
+//                          returns it as a PreparedRun
 //   *_capability(...)      per dimension, before each run (the facade refuses
 //                          a run when a requested policy would be enforced
 //                          less than strongly and the caller did not accept it)
-//   execute(request)       the run; output is streamed through the callback
+//   execute(request, prepared)
+//                          the run (from the prepared one, if given); output is
+//                          streamed through the callback
 //   cleanup()              after each run
 //
 // Levels: StronglyEnforced (the kernel enforces it for the whole sandbox),
@@ -104,6 +107,14 @@ struct ExecutionOutcome {
   bool changes_dir_is_full_copy = false;  // else an overlayfs upper directory
 };
 
+// A run that prepare() set up ahead of its command's start. Passed to
+// execute() with the very request it was prepared for, it goes on from where
+// it is; destroyed unexecuted, it is torn down.
+class PULSEBOX_API PreparedRun {
+ public:
+  virtual ~PreparedRun();
+};
+
 class PULSEBOX_API Backend {
  public:
   virtual ~Backend();
@@ -121,14 +132,17 @@ class PULSEBOX_API Backend {
   // crashed since the last reconcile (what Sandbox does before its first run).
   virtual std::vector<std::string> reconcile_if_needed() { return reconcile(); }
   // May set up the sandbox for `request` ahead of execute() (the native
-  // backend goes as far as the command's start); execute() with the same
-  // request goes on from there, and cleanup() discards a prepared run that
-  // is not executed. Never throws: whatever fails here, execute() does
-  // afresh and reports. The default does nothing.
-  virtual void prepare(const ExecutionRequest& request) { (void)request; }
-  // Throws SandboxError only when the run could not be attempted at all; a
-  // command that fails to start is a result with termination_reason launch_error.
-  virtual ExecutionOutcome execute(const ExecutionRequest& request) = 0;
+  // backend goes as far as the command's start). Never throws: nullptr when
+  // it prepared nothing (the default) or failed, and then execute() does it
+  // afresh and reports what fails.
+  virtual std::unique_ptr<PreparedRun> prepare(const ExecutionRequest& request);
+  // Runs `request`, going on from `prepared` (prepare()'s, for this very
+  // request) when given. Throws SandboxError only when the run could not be
+  // attempted at all; a command that fails to start is a result with
+  // termination_reason launch_error.
+  virtual ExecutionOutcome execute(const ExecutionRequest& request,
+                                   std::unique_ptr<PreparedRun> prepared) = 0;
+  ExecutionOutcome execute(const ExecutionRequest& request) { return execute(request, nullptr); }
   virtual void cleanup() = 0;
 
   virtual Capability network_capability(const NetworkPolicy& policy) const = 0;

@@ -36,6 +36,12 @@ using core::ErrorKind;
 using core::UniqueFd;
 
 Backend::~Backend() = default;
+PreparedRun::~PreparedRun() = default;
+
+std::unique_ptr<PreparedRun> Backend::prepare(const ExecutionRequest& request) {
+  (void)request;
+  return nullptr;
+}
 
 namespace {
 
@@ -92,7 +98,9 @@ class HostBackend final : public Backend {
     run_locks_.clear();
   }
 
-  ExecutionOutcome execute(const ExecutionRequest& request) override;
+  using Backend::execute;
+  ExecutionOutcome execute(const ExecutionRequest& request,
+                           std::unique_ptr<PreparedRun> prepared) override;
 
   Capability network_capability(const NetworkPolicy& policy) const override {
     if (policy.mode == NetworkMode::AllowAll) {
@@ -199,7 +207,9 @@ struct ChildPlan {
   report_and_exit(report_fd, errno);
 }
 
-ExecutionOutcome HostBackend::execute(const ExecutionRequest& request) {
+ExecutionOutcome HostBackend::execute(const ExecutionRequest& request,
+                                      std::unique_ptr<PreparedRun> prepared) {
+  (void)prepared;  // prepare() makes none
   const auto start = Clock::now();
   ExecutionOutcome outcome;
   ProcessResult& result = outcome.result;

@@ -135,4 +135,9 @@ Status write_file_atomic(const std::filesystem::path& path, std::string_view byt
   return ok_status();
 }
 
+void move_above_stdio(UniqueFd& fd) {
+  if (fd.get() >= 3) return;
+  fd.reset(::fcntl(fd.get(), F_DUPFD_CLOEXEC, 3));
+}
+
 }  // namespace pulsebox::core

@@ -53,4 +53,8 @@ std::vector<std::filesystem::path> remove_crashed_runs(
     const std::function<void(const std::filesystem::path&)>& remove_dir,
     const std::function<bool(const std::filesystem::path&)>& still_live = {});
 
+// Moves `fd` to a number of at least 3 (a CLOEXEC duplicate), so a child
+// can set up its stdio without clobbering it.
+void move_above_stdio(UniqueFd& fd);
+
 }  // namespace pulsebox::core

@@ -593,33 +593,29 @@ TEST_F(NativeBackendTest, ARunRefusedAfterItWasPreparedStartsNothingAndLeavesNot
   }
 }
 
-// execute() goes on from a prepared run only for the very request prepared:
-// another one gets a sandbox of its own, and the prepared one goes.
-TEST_F(NativeBackendTest, AnotherRequestThanThePreparedOneRunsInItsOwnSandbox) {
+// execute() goes on from the run prepare() set up; a prepared run that is
+// never executed is torn down when it is dropped, so that another run with
+// the same id does not wait for its lock.
+TEST_F(NativeBackendTest, APreparedRunGoesOnInExecuteOrIsTornDownWhenDropped) {
   auto backend = make_native_backend(native_options());
-  ExecutionRequest prepared;
-  prepared.argv = {"sh", "-c", "echo prepared"};
-  prepared.workspace = workspace_.path();
-  prepared.environment = {{"PATH", "/usr/bin:/bin"}};
-  prepared.execution_id = "run-prepared";
-  backend->prepare(prepared);
-  ExecutionRequest other = prepared;
-  other.argv = {"sh", "-c",
-                "echo other"};  // the same id: it must not wait for the prepared run's lock
+  ExecutionRequest request;
+  request.argv = {"sh", "-c", "echo prepared"};
+  request.workspace = workspace_.path();
+  request.environment = {{"PATH", "/usr/bin:/bin"}};
+  request.execution_id = "run-prepared";
   std::string out;
-  other.on_output = [&](OutputStream, std::string_view text) { out += text; };
-  const auto outcome = backend->execute(other);
-  EXPECT_EQ(outcome.result.exit_code, 0) << outcome.result.termination_detail;
-  EXPECT_EQ(out, "other\n");
-  backend->cleanup();
-  EXPECT_TRUE(fs::is_empty(state_.path() / "runs"));
-  // The same request again is served from what prepare() set up.
-  backend->prepare(prepared);
+  request.on_output = [&](OutputStream, std::string_view text) { out += text; };
+  auto dropped = backend->prepare(request);
+  ASSERT_NE(dropped, nullptr);
   EXPECT_TRUE(fs::exists(state_.path() / "runs" / "run-prepared"));
-  out.clear();
-  prepared.on_output = other.on_output;
-  const auto again = backend->execute(prepared);
-  EXPECT_EQ(again.result.exit_code, 0) << again.result.termination_detail;
+  dropped.reset();
+  EXPECT_TRUE(fs::is_empty(state_.path() / "runs"));
+  // The same id again, prepared and executed: the command runs once, in
+  // the sandbox prepare() set up.
+  auto prepared = backend->prepare(request);
+  ASSERT_NE(prepared, nullptr);
+  const auto outcome = backend->execute(request, std::move(prepared));
+  EXPECT_EQ(outcome.result.exit_code, 0) << outcome.result.termination_detail;
   EXPECT_EQ(out, "prepared\n");
   backend->cleanup();
   EXPECT_TRUE(fs::is_empty(state_.path() / "runs"));

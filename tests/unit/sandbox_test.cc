@@ -39,7 +39,9 @@ class FakeBackend : public Backend {
   Availability availability() const override { return {true, ""}; }
   std::vector<std::string> reconcile() override { return {}; }
   void cleanup() override { ++cleanups; }
-  ExecutionOutcome execute(const ExecutionRequest& request) override {
+  using Backend::execute;
+  ExecutionOutcome execute(const ExecutionRequest& request,
+                           std::unique_ptr<PreparedRun> /*prepared*/) override {
     ++executions;
     last_environment = request.environment;
     request.on_output(OutputStream::Stdout, "token: sup3r-s3cret-v");

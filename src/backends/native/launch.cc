@@ -1,0 +1,296 @@
+#include "backends/native/launch.h"
+
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+
+#include "backends/native/host.h"
+#include "backends/native/namespaces.h"
+#include "backends/native/staging.h"
+#include "backends/native/state_dir.h"
+#include "core/fs.h"
+#include "core/trace.h"
+#include "linux/syscalls.h"
+#include "runtime/sync_channel.h"
+
+namespace pulsebox::backends::native {
+
+using core::Error;
+using core::UniqueFd;
+namespace fs = std::filesystem;
+
+namespace {
+
+// Length-prefixed fields: no value can run into the next.
+void add_field(std::string& text, std::string_view value) {
+  text += std::to_string(value.size());
+  text += ':';
+  text += value;
+  text += ';';
+}
+void add_field(std::string& text, std::uint64_t value) {
+  add_field(text, std::to_string(value));
+}
+void add_field(std::string& text, const std::optional<std::uint64_t>& value) {
+  add_field(text, value ? std::to_string(*value) : "-");
+}
+
+}  // namespace
+
+std::string shape_text(const runtime::LaunchPlan& plan, const linux_api::CgroupSettings& settings,
+                       bool idmapped_workspace) {
+  std::string text;
+  add_field(text, plan.namespaces);
+  add_field(text, plan.new_cgroup_namespace ? 1 : 0);
+  add_field(text, plan.new_root);
+  add_field(text, plan.hostname);
+  add_field(text, plan.bring_up_loopback ? 1 : 0);
+  for (const auto* maps : {&plan.id_maps.uids, &plan.id_maps.gids}) {
+    add_field(text, maps->size());
+    for (const auto& map : *maps) {
+      add_field(text, map.inside);
+      add_field(text, map.outside);
+      add_field(text, map.count);
+    }
+  }
+  add_field(text, plan.id_maps.deny_setgroups ? 1 : 0);
+  add_field(text, plan.id_maps.use_helpers ? 1 : 0);
+  for (const std::uint64_t id :
+       {std::uint64_t{plan.init_uid}, std::uint64_t{plan.init_gid}, std::uint64_t{plan.command_uid},
+        std::uint64_t{plan.command_gid}, std::uint64_t{plan.clear_groups},
+        std::uint64_t{idmapped_workspace}}) {
+    add_field(text, id);
+  }
+  add_field(text, settings.memory_max);
+  add_field(text, settings.swap_max);
+  add_field(text, settings.pids_max);
+  add_field(text, settings.cpu_quota_us);
+  add_field(text, settings.cpu_period_us);
+  add_field(text, plan.base_mounts.size());
+  for (const auto& step : plan.base_mounts) {
+    add_field(text, static_cast<std::uint64_t>(step.op));
+    add_field(text, step.source);
+    add_field(text, step.target);
+    add_field(text, step.data);
+    add_field(text, step.flags);
+    add_field(text, step.mode);
+    add_field(text, step.recursive ? 1 : 0);
+    add_field(text, step.optional ? 1 : 0);
+  }
+  return text;
+}
+
+core::Result<IdPlan> NativeHost::plan_launch(const LaunchSpec& spec, const fs::path& mount_points,
+                                             runtime::LaunchPlan& plan,
+                                             runtime::MountLayout& layout,
+                                             linux_api::CgroupSettings& settings) {
+  plan.namespaces = kSandboxNamespaces;
+  plan.new_cgroup_namespace = true;
+  if (spec.own_network) plan.namespaces |= CLONE_NEWNET;
+  plan.new_root = (mount_points / "root").string();
+  plan.hostname = options_.hostname;
+  plan.bring_up_loopback = spec.own_network;
+  PB_TRY(ids, plan_ids(options_, plan));
+
+  layout.mount_points = mount_points;
+  layout.system_paths = options_.system_paths;
+  layout.hidden_paths = options_.hidden_paths;
+  layout.binds = spec.binds;
+  // /tmp and /dev/shm live in RAM: without cgroups, the memory limit caps each.
+  layout.tmpfs_size_bytes = spec.limits.memory_bytes;
+
+  // Every limit the host's cgroups can hold goes to the sandbox's cgroup;
+  // the rlimits (arm()) stand in for the others (capabilities says which).
+  const ResourcePolicy& limits = spec.limits;
+  const linux_api::CgroupHost& host_cgroups = cgroups();
+  if (host_cgroups.memory.usable) {
+    settings.memory_max = limits.memory_bytes;
+    if (host_cgroups.swap_accounting && limits.swap_bytes) settings.swap_max = limits.swap_bytes;
+  }
+  // +1: init is in the cgroup too.
+  if (host_cgroups.pids.usable) settings.pids_max = limits.max_processes + 1;
+  if (host_cgroups.cpu.usable) {
+    settings.cpu_quota_us = static_cast<std::uint64_t>(std::llround(
+        limits.cpu_quota_percent / 100.0 * static_cast<double>(settings.cpu_period_us)));
+  }
+  return ids;
+}
+
+std::string NativeHost::shape_of(const LaunchSpec& spec) {
+  runtime::LaunchPlan plan;
+  runtime::MountLayout layout;
+  linux_api::CgroupSettings settings;
+  auto ids = plan_launch(spec, options_.state_dir / "mnt", plan, layout, settings);
+  if (!ids) return "";  // never the shape of a started sandbox
+  auto base = runtime::build_base_mount_steps(layout);
+  if (!base) return "";  // never the shape of a started sandbox
+  plan.base_mounts = std::move(base).value();
+  return shape_text(plan, settings, ids->idmapped_workspace);
+}
+
+core::Result<std::unique_ptr<SandboxRun>> NativeHost::launch(const LaunchSpec& spec) {
+  auto run = std::make_unique<SandboxRun>();
+  run->id = spec.id;
+  PB_CHECK(launch_into(*run, spec));
+  return run;
+}
+
+// Launched in parts: init makes its namespaces while this process writes the
+// id maps and the base mount steps (everything that needs no staging); after
+// "go" init makes the base mounts while this process makes the staging
+// directory (and, in arm(), the idmapped workspace, the workspace's mounts
+// and the seccomp filter); then PlanReady lets init finish
+// (runtime/launch_plan.h).
+core::Status NativeHost::launch_into(SandboxRun& run, const LaunchSpec& spec) {
+  // Staging, locked for the run's lifetime so reconcile() leaves it alone.
+  const fs::path& state = options_.state_dir;
+  PB_CHECK(ensure_private_dir(state, state_dir_mode()));
+  PB_CHECK(ensure_private_dir(state / "runs", state_dir_mode()));
+  PB_CHECK(ensure_private_dir(state / "trash", 0700));
+  PB_CHECK(ensure_private_dir(state / "pool", 0700));
+  run.run_dir = state / "runs" / spec.id;
+  // The lock comes first, beside the directory: a concurrent reconcile()
+  // never sees the directory of a live run unlocked.
+  PB_TRY(lock, core::create_locked_file(core::run_lock_path(run.run_dir)));
+  run.run_lock = std::move(lock);
+  {
+    const std::lock_guard hold(runs_mutex_);
+    own_runs_.insert(spec.id);
+  }
+  PB_TRY(mount_points, ensure_mount_points(state));
+
+  runtime::LaunchPlan& plan = run.plan;
+  if (core::trace_enabled()) {
+    run.trace = std::make_unique<core::ChildTrace>();
+    plan.trace = run.trace.get();
+  }
+  PB_TRY(command_stack, linux_api::ChildStack::allocate(runtime::LaunchPlan::kCommandStackSize));
+  plan.command_stack = std::move(command_stack);
+  plan.capabilities = linux_api::prepare_capability_drop();
+  PB_TRY(ids, plan_launch(spec, mount_points, plan, run.layout, run.settings));
+  run.ids = ids;
+  run.layout.run_dir = run.run_dir;
+  // A bad bind is the caller's mistake, reported before any process exists;
+  // the steps themselves are built while init makes its namespaces.
+  PB_CHECK(runtime::check_extra_binds(run.layout));
+  core::trace_phase("native: ids planned, binds checked");
+
+  // The sandbox's cgroup, created before the child exists.
+  const linux_api::CgroupSettings& settings = run.settings;
+  if (cgroups().unified.usable || settings.memory_max || settings.pids_max ||
+      settings.cpu_quota_us) {
+    auto created = linux_api::SandboxCgroup::create(cgroups(), spec.id, settings);
+    if (!created) return std::move(created).error().with_context("creating the sandbox's cgroup");
+    run.cgroup = std::move(created).value();
+    plan.cgroup_fd = run.cgroup->unified_fd();
+  }
+  core::trace_phase("native: cgroup created");
+
+  int out_pipe[2], err_pipe[2], channel[2];
+  if (::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0 ||
+      ::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, channel) != 0) {
+    return Error::from_errno("native", "creating the sandbox's pipes");
+  }
+  run.out_read.reset(out_pipe[0]);
+  run.err_read.reset(err_pipe[0]);
+  UniqueFd out_write(out_pipe[1]), err_write(err_pipe[1]);
+  UniqueFd supervisor_end(channel[0]), child_end(channel[1]);
+  core::move_above_stdio(out_write);
+  core::move_above_stdio(err_write);
+  core::move_above_stdio(child_end);
+  plan.stdout_fd = out_write.get();
+  plan.stderr_fd = err_write.get();
+  plan.channel_fd = child_end.get();
+
+  auto launched = runtime::launch_sandbox(
+      plan, std::move(supervisor_end), [&run](pid_t pid, bool in_cgroup) -> core::Status {
+        PB_TRY(base, runtime::build_base_mount_steps(run.layout));
+        run.plan.base_mounts = std::move(base);
+        if (!run.cgroup) return core::ok_status();
+        return run.cgroup->attach(pid, in_cgroup);
+      });
+  if (!launched) {
+    run.launch_error = launched.error().to_string();
+    return core::ok_status();
+  }
+  run.sandbox = std::move(launched).value();
+  run.launched = true;
+  core::trace_phase("native: launched (id maps written, go sent)");
+
+  // The staging directory (its lock is held since before the cgroup).
+  PB_CHECK(make_staging(state / "pool", run.run_dir));
+  run.staging_made = true;
+  core::trace_phase("native: staging directory made");
+  return core::ok_status();
+}
+
+core::Status NativeHost::arm(SandboxRun& run, const ExecutionRequest& request,
+                             const fs::path& workspace) {
+  const ResourcePolicy& limits = request.limits;
+  runtime::LaunchPlan& plan = run.plan;
+  const linux_api::CgroupSettings& settings = run.settings;
+  PB_TRY(idmapped_tree, prepare_staging(run.ids, options_, idmapping_, workspace, run.run_dir));
+  core::trace_phase("native: staging directory ready");
+  runtime::MountLayout& layout = run.layout;
+  layout.workspace = workspace;
+  layout.hidden_workspace_paths = request.hidden_workspace_paths;
+  if (idmapped_tree) {
+    // A number init has free: it keeps only these three (and closed 0-2).
+    plan.passed_tree_fd = std::max({plan.channel_fd, plan.stdout_fd, plan.stderr_fd}) + 1;
+    layout.idmapped_workspace_fd = plan.passed_tree_fd;
+  }
+  plan.mounts = runtime::build_workspace_mount_steps(layout);
+  run.changes_dir = run.run_dir / "upper";
+
+  plan.argv_storage = request.argv;
+  for (const auto& [key, value] : request.environment)
+    plan.env_storage.push_back(key + "=" + value);
+  const auto path_it = request.environment.find("PATH");
+  plan.exec_candidates = runtime::exec_candidates(
+      request.argv[0], path_it != request.environment.end() ? path_it->second : "/usr/bin:/bin");
+  plan.cwd = request.cwd.empty() ? "/workspace" : "/workspace/" + request.cwd;
+  plan.seal();
+  core::trace_phase("native: mounts planned");
+  if (request.seccomp_profile != "unconfined") {
+    PB_TRY(filter, filters_->get(request.seccomp_profile));
+    run.filter = std::move(filter);
+    plan.load_seccomp = true;
+    plan.seccomp_listener = run.filter->uses_listener;
+    plan.seccomp_program.len = static_cast<unsigned short>(run.filter->program.size());
+    plan.seccomp_program.filter = const_cast<sock_filter*>(run.filter->program.data());
+  }
+  core::trace_phase("native: seccomp filter ready");
+  auto add_limit = [&](int resource, std::uint64_t value) {
+    plan.rlimits.push_back({resource, rlimit{value, value}});
+  };
+  add_limit(RLIMIT_NOFILE, limits.max_open_files);
+  add_limit(RLIMIT_CORE, 0);
+  // RLIMIT_AS breaks programs that reserve address space (Go, the JVM,
+  // sanitizers): only without a memory cgroup.
+  if (!settings.memory_max) add_limit(RLIMIT_AS, limits.memory_bytes);
+  // +1: in the rootless layout init runs as the sandbox uid too.
+  if (!settings.pids_max) add_limit(RLIMIT_NPROC, limits.max_processes + 1);
+  // CPU time: the supervisor reads the cgroup's total; RLIMIT_CPU (per
+  // process, whole seconds) only without it, so the two never race.
+  if (limits.cpu_time_seconds && !cgroups().cpu_accounting.usable) {
+    add_limit(RLIMIT_CPU, static_cast<std::uint64_t>(std::ceil(*limits.cpu_time_seconds)));
+  }
+  // init has its own copy of the tree once it takes the message. If it
+  // cannot take it, a base mount failed and init has ended (its error waits
+  // in the channel and is reported at the run's end) or it is unreachable:
+  // either way it goes.
+  if (!runtime::send_plan_ready(run.sandbox.channel.get(), idmapped_tree.get())) {
+    linux_api::sys_pidfd_send_signal(run.sandbox.pidfd.get(), SIGKILL);
+  }
+  core::trace_phase("native: plan sent");
+  return core::ok_status();
+}
+
+}  // namespace pulsebox::backends::native

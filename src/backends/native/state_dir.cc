@@ -1,0 +1,77 @@
+#include "backends/native/state_dir.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace pulsebox::backends::native {
+
+using core::Error;
+using core::ErrorKind;
+namespace fs = std::filesystem;
+
+core::Status ensure_private_dir(const fs::path& dir, mode_t mode) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  struct stat st {};
+  if (::lstat(dir.c_str(), &st) != 0) {
+    return Error::from_errno("native", "creating the state directory " + dir.string());
+  }
+  if (!S_ISDIR(st.st_mode) || st.st_uid != ::geteuid()) {
+    return Error(ErrorKind::kSecurity, "native",
+                 "the state directory " + dir.string() +
+                     " is not a directory owned by this user; remove it or set PULSEBOX_STATE_DIR");
+  }
+  if ((st.st_mode & 07777) != mode && ::chmod(dir.c_str(), mode) != 0) {
+    return Error::from_errno("native", "chmod " + dir.string());
+  }
+  return core::ok_status();
+}
+
+mode_t state_dir_mode() {
+  return ::geteuid() == 0 ? 0711 : 0700;
+}
+
+namespace {
+
+// Made first, checked after: concurrent first runs all try, EEXIST is fine
+// (looking first and making after raced: found on a 1-CPU VM).
+core::Status ensure_mount_point(const fs::path& path, bool directory, mode_t mode) {
+  int made = -1;
+  if (directory) {
+    made = ::mkdir(path.c_str(), mode);
+  } else if (const int fd = ::open(path.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0);
+             fd >= 0) {
+    made = ::close(fd);
+  }
+  if (made != 0 && errno != EEXIST) return Error::from_errno("native", "creating " + path.string());
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) return Error::from_errno("native", path.string());
+  const bool right_type = directory ? S_ISDIR(st.st_mode) : S_ISREG(st.st_mode) && st.st_size == 0;
+  if (!right_type || st.st_uid != ::geteuid()) {
+    return Error(ErrorKind::kSecurity, "native",
+                 path.string() + " is not " +
+                     (directory ? "a directory" : "an empty regular file") +
+                     " owned by this user; remove it (pulsebox makes it again)");
+  }
+  // The mode whatever the umask was (the file: unreadable).
+  const mode_t wanted = directory ? mode : 0;
+  if ((st.st_mode & 07777) != wanted && ::chmod(path.c_str(), wanted) != 0)
+    return Error::from_errno("native", "chmod " + path.string());
+  return core::ok_status();
+}
+
+}  // namespace
+
+core::Result<fs::path> ensure_mount_points(const fs::path& state_dir) {
+  const fs::path dir = state_dir / "mnt";
+  PB_CHECK(ensure_private_dir(dir, state_dir_mode()));
+  PB_CHECK(ensure_mount_point(dir / "root", true, 0755));
+  PB_CHECK(ensure_mount_point(dir / "lower", true, 0755));
+  PB_CHECK(ensure_mount_point(dir / "empty", false, 0));
+  // A masked directory reads as empty.
+  PB_CHECK(ensure_mount_point(dir / "empty-dir", true, 0555));
+  return dir;
+}
+
+}  // namespace pulsebox::backends::native

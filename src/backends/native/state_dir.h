@@ -1,0 +1,34 @@
+// The native backend's state directory: where it is, and the checks that
+// keep it this user's alone. Layout:
+//   <state>/runs/<id>/      a run's staging (overlay upper/ and work/);
+//   <state>/runs/<id>.lock  flock-ed while the run lives (reconcile skips it)
+//   <state>/trash/, pool/   finished staging trees (staging.h)
+//   <state>/mnt/            mount points and mask sources every run shares
+//   <state>/seccomp/        compiled filters (seccomp/compiler.h)
+//   <state>/host-probe      the remembered host probe (probe.h)
+#pragma once
+
+#include <sys/types.h>
+
+#include <filesystem>
+
+#include "core/result.h"
+
+namespace pulsebox::backends::native {
+
+// Creates (or checks) a directory only this user controls: not a symlink,
+// owned by the effective uid, with exactly `mode`. A directory planted by
+// someone else in a shared place such as /var/tmp is refused (kSecurity).
+core::Status ensure_private_dir(const std::filesystem::path& dir, mode_t mode);
+
+// The mode of the state directory and of runs/: root's sandboxes (other
+// host ids) must traverse them to reach their staging.
+mode_t state_dir_mode();
+
+// <state>/mnt: root/ and lower/, empty directories every run mounts on in its
+// own mount namespace, and empty and empty-dir, bound over masked files and
+// directories. Made once and checked each run (type and owner: never a
+// symlink). Returns the directory.
+core::Result<std::filesystem::path> ensure_mount_points(const std::filesystem::path& state_dir);
+
+}  // namespace pulsebox::backends::native
