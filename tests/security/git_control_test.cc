@@ -189,7 +189,7 @@ TEST_F(GitControlTest, ACommondirPointingAtPlantedConfigIsRefusedAndGitRunsNothi
   ASSERT_FALSE(tx.empty());
   const auto refused = commit(tx);
   EXPECT_EQ(refused.exit_code, 125) << refused.err;
-  EXPECT_NE(refused.err.find("refusing to write .git/commondir: protected path (.git:"),
+  EXPECT_NE(refused.err.find("refusing to write .git/commondir: protected path (.git/commondir:"),
             std::string::npos)
       << refused.err;
   EXPECT_EQ(testing::listing(workspace_.path()), before);
