@@ -140,6 +140,17 @@ TEST(ProtectedPathsTest, UnderDotGitOnlyGitsDataMayChange) {
   EXPECT_TRUE(is_protected(".git/refs/heads/.git"));
 }
 
+TEST(ProtectedPathsTest, UnderDotHgOnlyMercurialsDataMayChange) {
+  for (const char* path : {".hg/store/data/a.i", ".hg/dirstate", ".hg/branch", ".hg/cache/x",
+                           ".hg/undo.desc", ".hg/last-message.txt"}) {
+    EXPECT_FALSE(is_protected(path)) << path;
+  }
+  for (const char* path : {".hg", ".hg/hgrc", ".hg/hgrc-not-shared", ".hg/sharedpath",
+                           ".hg/requires", "sub/.hg/hgrc"}) {
+    EXPECT_TRUE(is_protected(path)) << path;
+  }
+}
+
 TEST(ProtectedPathsTest, ASymlinkAtAnAncestorOfAPatternRedirectsIt) {
   for (const char* path : {".github", "sub/.github", ".config", "x/.config"}) {
     EXPECT_TRUE(is_protected(path, NodeType::Symlink)) << path;
