@@ -28,8 +28,13 @@
 //     SandboxConcurrentModificationError naming every path and why; nothing is
 //     applied and the transaction is kept for a retry;
 //  2. every path is checked against the action policy (WRITE, DELETE, and
-//     RENAME for a type change); protected paths (see protected_paths()) are
-//     refused unless a policy rule names them (a bare "*" does not count);
+//     RENAME for a type change); a change to a protected path (see
+//     protected_paths()) is refused unless an ALLOW rule names it: one of
+//     the names in the rule's pattern, spelled without wildcards, is the
+//     protected name (".git", ".vscode", a bare repository's "x.git"; for a
+//     deleted directory holding one, or a path reached through a symlink,
+//     the changed path's own last name), so "*", "*/*", "**/config" or
+//     "*.json" never count;
 //  3. a write-ahead log of the ordered steps is written and fsynced, then a
 //     "ready" marker; from then on the commit is decided;
 //  4. each step is applied idempotently with atomic per-file replacement
@@ -85,14 +90,37 @@ struct TransactionInfo {
   std::uint64_t staged_bytes = 0;
 };
 
+// A protected path: changing it could make the host run code later, outside
+// any sandbox, without the user choosing to run the project (a git command,
+// a shell entering the directory, opening the folder in an editor), or
+// touches pulsebox's own state. docs/workspace.md lists them with reasons.
+//
+// Pattern syntax: names separated by '/', matched against the last names of
+// a path at ANY depth (".git" protects "sub/.git" too), ASCII
+// case-insensitively (a case-insensitive file system makes ".GIT" the same
+// directory); '*' and '?' match within one name. The pattern's path and
+// everything beneath it are protected: created, written, deleted, replaced,
+// chmod-ed, or made a symlink. A symlink staged at one of its ancestors
+// (".github" -> elsewhere) is refused too, since it redirects the pattern;
+// so is deleting or replacing a directory that holds a protected path.
 struct ProtectedPath {
-  std::string pattern;  // glob, same syntax as policy rules
+  std::string pattern;
   std::string reason;
+  // Paths beneath `pattern` (same syntax, relative to it) that may change:
+  // the data of a version-control directory (.git/objects, .git/refs, ...),
+  // everything else in it being protected. A symlink there is never data.
+  std::vector<std::string> except = {};
 };
 
-// Paths whose change would run code on the host outside the sandbox later
-// (git hooks and config, direnv, editor tasks, CI definitions, .agent/).
+// The protected paths, in the order they are checked.
 PULSEBOX_API const std::vector<ProtectedPath>& protected_paths();
+
+// Names protected inside any directory that holds a file named HEAD, in the
+// workspace or in the same transaction: a git directory under another name
+// (a bare "x.git", the directory a ".git" file points to). Patterns are
+// relative to that directory. Creating HEAD in a directory that holds one of
+// them is protected as well, since it makes the directory a git directory.
+PULSEBOX_API const std::vector<ProtectedPath>& protected_in_git_directories();
 
 // The reference defaults plus: WRITE, DELETE and RENAME allowed in the
 // workspace (the user commits by choice). Protected paths stay refused.
@@ -114,8 +142,9 @@ class PULSEBOX_API Workspace {
 
   // Returns the new transaction's id.
   std::string create_transaction(std::string origin = {});
-  // Staging throws SandboxSecurityError for a bad path, PolicyDenied when the
-  // policy denies the action, SandboxResourceError past a limit.
+  // Staging throws SandboxSecurityError for a bad path (or one beneath a path
+  // this transaction makes a symlink), PolicyDenied when the policy denies
+  // the action or the path is protected, SandboxResourceError past a limit.
   void stage_write(const std::string& tx, std::string_view path, std::string_view bytes,
                    unsigned mode = 0644);
   void stage_delete(const std::string& tx, std::string_view path);

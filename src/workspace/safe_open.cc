@@ -68,7 +68,8 @@ bool openat2_supported() {
 
 core::Result<UniqueFd> open_beneath(int root_fd, const std::string& relative, int flags,
                                     ResolveMode mode) {
-  flags |= O_CLOEXEC | O_NOCTTY;
+  // openat2 refuses O_PATH with any flag but O_DIRECTORY, O_NOFOLLOW, O_CLOEXEC.
+  flags |= (flags & O_PATH) != 0 ? O_CLOEXEC : O_CLOEXEC | O_NOCTTY;
   if (mode == ResolveMode::kAuto && openat2_supported()) {
     open_how how{};
     how.flags = static_cast<std::uint64_t>(flags);

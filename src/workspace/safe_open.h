@@ -21,7 +21,8 @@ enum class ResolveMode {
 };
 
 // Opens `relative` (already checked) beneath `root_fd` with `flags`
-// (O_CLOEXEC is added). The result never refers to anything outside root_fd.
+// (O_CLOEXEC is added; O_PATH works). The result never refers to anything
+// outside root_fd.
 core::Result<core::UniqueFd> open_beneath(int root_fd, const std::string& relative, int flags,
                                           ResolveMode mode = ResolveMode::kAuto);
 

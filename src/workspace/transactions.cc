@@ -13,6 +13,7 @@
 #include "core/fs.h"
 #include "core/sha256.h"
 #include "core/text.h"
+#include "workspace/protected_changes.h"
 #include "workspace/safe_open.h"
 
 namespace pulsebox::workspace {
@@ -126,12 +127,6 @@ void adopt_owner(int dir, const std::string& name, const struct stat* replaced) 
     return;
   }
   (void)::fchownat(dir, name.c_str(), owner.st_uid, owner.st_gid, AT_SYMLINK_NOFOLLOW);
-}
-
-bool is_bare_wildcard(std::string_view pattern) {
-  const auto normalized = normalize_policy_target(pattern);
-  if (!normalized) return false;
-  return normalized->find_first_not_of('*') == std::string::npos;
 }
 
 }  // namespace
@@ -308,7 +303,7 @@ core::Status TransactionStore::discard(const std::string& id) {
   return core::ok_status();
 }
 
-core::Status TransactionStore::check_entry_policy(const Entry& entry) const {
+core::Status TransactionStore::check_entry_policy(const Draft& draft, const Entry& entry) const {
   std::vector<ActionType> actions;
   switch (entry.op) {
     case StagedOp::Delete:
@@ -329,21 +324,18 @@ core::Status TransactionStore::check_entry_policy(const Entry& entry) const {
       entry.snapshot.type != new_type) {
     actions.push_back(ActionType::Delete);
   }
+  PB_TRY(root_fd, open_root());
+  PB_TRY(protected_change, find_protected_change(root_fd.get(), draft, entry));
   for (ActionType action : actions) {
     const PolicyEvaluation evaluation = policy_.explain(action, entry.path);
-    for (const ProtectedPath& guarded : protected_paths()) {
-      const auto normalized = normalize_policy_target(guarded.pattern);
-      if (!normalized || !glob_match(*normalized, evaluation.normalized_target)) continue;
-      const bool named_by_rule = evaluation.source == PolicyEvaluation::Source::Rule &&
-                                 evaluation.decision == Decision::Allow &&
-                                 !is_bare_wildcard(evaluation.rule->target_pattern);
+    if (protected_change) {
+      const bool named_by_rule =
+          evaluation.source == PolicyEvaluation::Source::Rule &&
+          evaluation.decision == Decision::Allow &&
+          rule_names_change(evaluation.rule->target_pattern, entry, *protected_change);
       if (!named_by_rule) {
         return Error(ErrorKind::kPolicyDenied, "policy",
-                     "refusing to " + std::string(to_string(action)) + " " + entry.path +
-                         ": protected path (" + guarded.reason +
-                         "); to allow it, add a policy rule naming it, e.g. {\"action\": \"" +
-                         std::string(to_string(action)) + "\", \"target\": \"" + entry.path +
-                         "\", \"decision\": \"allow\"}");
+                     describe_protected_refusal(to_string(action), entry, *protected_change));
       }
     }
     if (evaluation.decision == Decision::Deny) {
@@ -390,7 +382,7 @@ core::Status TransactionStore::stage(Draft& draft, Entry entry, std::string_view
     PB_TRY(snapshot, take_snapshot(root_fd.get(), entry.path));
     entry.snapshot = std::move(snapshot);
   }
-  if (check_policy) PB_CHECK(check_entry_policy(entry));
+  if (check_policy) PB_CHECK(check_entry_policy(draft, entry));
   if (entry.op == StagedOp::Write) {
     entry.blob = std::to_string(draft.next_blob++);
     const auto blob_path = tx_dir(draft.id) / "blobs" / entry.blob;
@@ -554,7 +546,7 @@ core::Result<std::vector<std::string>> TransactionStore::commit(const std::strin
 
   // 2. The policy allows every change.
   for (const auto& [path, entry] : draft.entries)
-    PB_CHECK(check_entry_policy(entry));
+    PB_CHECK(check_entry_policy(draft, entry));
 
   // 3. Write-ahead log, durable, then the commit point.
   if (::syncfs(root_fd.get()) != 0) return Error::from_errno("workspace", "syncfs (blobs)");

@@ -63,8 +63,9 @@ class TransactionStore {
   core::Result<std::vector<std::string>> commit(const std::string& id);
   core::Result<Workspace::ReconcileReport> reconcile();
 
-  // The decision for one entry at commit time (also used by stage()).
-  core::Status check_entry_policy(const Entry& entry) const;
+  // The decision for one entry of `draft` at commit time (also used by
+  // stage(), before the entry joins the draft).
+  core::Status check_entry_policy(const Draft& draft, const Entry& entry) const;
 
   std::filesystem::path tx_dir(const std::string& id) const;
   const std::filesystem::path& root() const { return root_; }

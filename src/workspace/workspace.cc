@@ -23,28 +23,6 @@ using workspace::Draft;
 using workspace::Entry;
 using workspace::TransactionStore;
 
-const std::vector<ProtectedPath>& protected_paths() {
-  static const std::vector<ProtectedPath> kPaths = {
-      {".git/hooks/**", "git hooks run on the host at the next git command"},
-      {".git/hooks", "git hooks run on the host at the next git command"},
-      {".git/config",
-       "git config can name programs git runs (core.fsmonitor, "
-       "core.hooksPath, aliases, credential helpers)"},
-      {".git/modules/*/hooks/**", "submodule hooks run on the host"},
-      {".git/modules/*/config", "submodule git config can name programs git runs"},
-      {".agent/**", "pulsebox's own audit log and transactions"},
-      {".agent", "pulsebox's own audit log and transactions"},
-      {".envrc", "direnv runs it when a shell enters the directory"},
-      {".vscode/tasks.json", "VS Code can run tasks when the folder opens"},
-      {".vscode/settings.json", "VS Code settings can name programs the editor runs"},
-      {".husky/**", "husky installs these as git hooks"},
-      {".pre-commit-config.yaml", "pre-commit runs the hooks it names at each commit"},
-      {".github/workflows/**", "CI runs workflows with the repository's secrets"},
-      {".gitlab-ci.yml", "CI runs it with the repository's secrets"},
-  };
-  return kPaths;
-}
-
 ActionPolicy default_workspace_policy() {
   ActionPolicy policy;
   for (ActionType action : {ActionType::Write, ActionType::Delete, ActionType::Rename}) {

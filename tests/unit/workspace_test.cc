@@ -205,7 +205,7 @@ TEST_F(WorkspaceTest, ProtectedPathsAreRefusedAtCommitUnlessARuleNamesThem) {
     ws.stage_write(tx, ".git/hooks/pre-commit", "#!/bin/sh\ncurl evil\n", 0755);
     FAIL() << "protected path staged";
   } catch (const PolicyDenied& error) {
-    EXPECT_NE(std::string(error.what()).find("protected path (git hooks run on the host"),
+    EXPECT_NE(std::string(error.what()).find("protected path (.git/hooks: git runs the hooks"),
               std::string::npos)
         << error.what();
   }
@@ -225,6 +225,45 @@ TEST_F(WorkspaceTest, ProtectedPathsAreRefusedAtCommitUnlessARuleNamesThem) {
   named_ws.stage_write(tx, ".git/hooks/pre-commit", "#!/bin/sh\n", 0755);
   named_ws.commit(tx);
   EXPECT_TRUE(std::filesystem::exists(dir_ / ".git/hooks/pre-commit"));
+}
+
+TEST_F(WorkspaceTest, AProtectedPathIsRefusedThroughASymlinkedDirectory) {
+  // A symlink the user made: staging through it lands in .git/hooks.
+  std::filesystem::create_directories(dir_ / ".git/hooks");
+  std::filesystem::create_directory_symlink(".git/hooks", dir_ / "hooks");
+  auto ws = workspace();
+  const auto tx = ws.create_transaction();
+  try {
+    ws.stage_write(tx, "hooks/post-checkout", "#!/bin/sh\n", 0755);
+    FAIL() << "a write through hooks -> .git/hooks was staged";
+  } catch (const PolicyDenied& error) {
+    EXPECT_NE(std::string(error.what()).find("it resolves to .git/hooks/post-checkout"),
+              std::string::npos)
+        << error.what();
+  }
+  // A symlink staged in the same transaction would be written through at
+  // commit, wherever it points.
+  ws.stage_symlink(tx, "link", "src");
+  EXPECT_THROW(ws.stage_write(tx, "link/main.cc", "x"), SandboxSecurityError);
+  EXPECT_FALSE(std::filesystem::exists(dir_ / ".git/hooks/post-checkout"));
+}
+
+TEST_F(WorkspaceTest, OnlyARuleThatSpellsOutAProtectedNameUnprotectsIt) {
+  std::filesystem::create_directories(dir_ / "sub/.git");
+  auto ws = workspace();
+  const auto tx = ws.create_transaction();
+  for (const char* broad : {"*/*", "sub/*", "sub/**", "*.git/*", "*/config", "**/config"}) {
+    ActionPolicy policy = default_workspace_policy();
+    policy.add_rule({ActionType::Write, broad, Decision::Allow, "broad"});
+    Workspace broad_ws(dir_.path(), policy);
+    EXPECT_THROW(broad_ws.stage_write(tx, "sub/.git/config", "x"), PolicyDenied) << broad;
+  }
+  for (const char* named : {"sub/.git/config", "sub/.git/*", "**/.git/**"}) {
+    ActionPolicy policy = default_workspace_policy();
+    policy.add_rule({ActionType::Write, named, Decision::Allow, "named"});
+    Workspace named_ws(dir_.path(), policy);
+    EXPECT_NO_THROW(named_ws.stage_write(tx, "sub/.git/config", "x")) << named;
+  }
 }
 
 TEST_F(WorkspaceTest, PolicyDenyRefusesStaging) {
