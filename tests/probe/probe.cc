@@ -497,6 +497,6 @@ int main(int argc, char** argv) {
     }
     return 0;
   }
-  std::fprintf(stderr, "usage: probe report|daemon|sleep|forks|loopback|write ...\n");
+  std::fprintf(stderr, "usage: probe report|daemon|sleep|forks|loopback|write|socket-family ...\n");
   return 2;
 }
