@@ -109,8 +109,14 @@ std::string run_on_terminal(const std::vector<std::string>& args,
     out.append(buffer, static_cast<std::size_t>(n));
   }
   ::close(master);
+  // The terminal closes as the CLI exits; its exit may follow a moment later.
   int status = 0;
-  if (::waitpid(child, &status, WNOHANG) == 0) {
+  pid_t done = 0;
+  while ((done = ::waitpid(child, &status, WNOHANG)) == 0 &&
+         std::chrono::steady_clock::now() < deadline) {
+    ::usleep(10000);
+  }
+  if (done == 0) {
     ::kill(child, SIGKILL);  // our own child, past the deadline
     ::waitpid(child, &status, 0);
     ADD_FAILURE() << "the CLI did not finish on the terminal";
