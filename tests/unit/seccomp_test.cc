@@ -454,5 +454,19 @@ TEST(SeccompProfile, EveryAddressFamilyHasADecisionAndThePermissiveOneAgrees) {
   }
 }
 
+// ioctl's request is an unsigned int: TIOCSTI with a bit set above it is
+// TIOCSTI to the kernel. The permissive profile refuses it on the low 32
+// bits. (default cannot: libseccomp refuses a masked refusal next to its
+// "every request but TIOCSTI" allow; its sandboxes hold no terminal.)
+TEST(SeccompProfile, ThePermissiveProfileRefusesTiocstiWithHighBitsSet) {
+  constexpr std::uint64_t kTiocsti = 0x5412;
+  for (std::uint64_t request : {kTiocsti, kTiocsti | (std::uint64_t{1} << 32),
+                                kTiocsti | std::uint64_t{0xffffffff00000000}}) {
+    EXPECT_EQ(decision("permissive", "ioctl", {0, request, 0}), SECCOMP_RET_ERRNO | EPERM)
+        << std::hex << request;
+  }
+  EXPECT_EQ(decision("permissive", "ioctl", {0, 0x5401 /*TCGETS*/, 0}), SECCOMP_RET_ALLOW);
+}
+
 }  // namespace
 }  // namespace pulsebox::seccomp
