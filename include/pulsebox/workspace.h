@@ -186,7 +186,11 @@ class PULSEBOX_API Workspace {
 
   std::vector<TransactionInfo> list_transactions() const;
   TransactionInfo describe(const std::string& tx) const;
-  // Unified diff (a/ b/ prefixes); ANSI colour when `colour`.
+  // Unified diff (a/ b/ prefixes); ANSI colour when `colour`. Names that
+  // hold control characters, bytes that are not UTF-8 or invisible format
+  // characters are quoted as git quotes them ("b/new\nline"); the content is
+  // as staged, escape sequences included: escape it before showing it on a
+  // terminal (the CLI does).
   std::string diff(const std::string& tx, bool colour = false) const;
   // Returns the paths changed. See the header comment for the guarantees.
   std::vector<std::string> commit(const std::string& tx);

@@ -1,4 +1,6 @@
 // pulsebox changes | diff TX | commit TX | discard TX | reconcile  [-w DIR]
+#include <unistd.h>
+
 #include <iostream>
 #include <map>
 #include <memory>
@@ -7,10 +9,12 @@
 #include "cli/commands.h"
 #include "cli/output.h"
 #include "core/byte_names.h"
+#include "core/text.h"
 #include "policy/policy_json.h"
 #include "pulsebox/backend.h"
 #include "pulsebox/error.h"
 #include "pulsebox/workspace.h"
+#include "workspace/diff.h"
 
 namespace pulsebox::cli {
 namespace {
@@ -52,17 +56,36 @@ nlohmann::json to_json(const TransactionInfo& info) {
   return out;
 }
 
-// Runs `body` and turns library exceptions into one-line errors (exit 125).
-template <class Body>
-int guarded(Body&& body) {
+// Runs `body` and turns library exceptions into errors (exit 125). The
+// messages name paths of the sandbox's choosing, raw: `names()` lists those
+// a message may hold (the transaction's), to be shown quoted.
+template <class Body, class Names>
+int guarded(Body&& body, Names&& names) {
   try {
     return body();
   } catch (const SandboxConcurrentModificationError& error) {
-    print_error(error.what());
+    print_error(quote_names_in(error.what(), error.paths()));
     return kExitUsage;
   } catch (const SandboxError& error) {
-    print_error(error.what());
+    print_error(quote_names_in(error.what(), names()));
     return kExitUsage;
+  }
+}
+
+template <class Body>
+int guarded(Body&& body) {
+  return guarded(std::forward<Body>(body), [] { return std::vector<std::string>(); });
+}
+
+// The paths a transaction changes, for error messages; none if unreadable.
+std::vector<std::string> changed_paths(const ChangesOptions& options) {
+  try {
+    std::vector<std::string> paths;
+    for (const auto& change : Workspace(options.workspace).describe(options.transaction).changes)
+      paths.push_back(change.path);
+    return paths;
+  } catch (const SandboxError&) {
+    return {};
   }
 }
 
@@ -102,7 +125,8 @@ int run_changes(const ChangesOptions& options) {
                 << summarize(info);
       if (info.commit_in_progress)
         std::cout << "  " << paint("[interrupted commit]", Colour::Red, colour);
-      if (!info.origin.empty()) std::cout << "  " << info.origin;
+      // The origin holds the command, whose arguments may be anything.
+      if (!info.origin.empty()) std::cout << "  " << core::escape_for_terminal(info.origin);
       std::cout << "\n";
     }
     return kExitOk;
@@ -110,23 +134,34 @@ int run_changes(const ChangesOptions& options) {
 }
 
 int run_diff(const ChangesOptions& options) {
-  return guarded([&] {
-    Workspace ws = open_workspace(options);
-    std::cout << ws.diff(options.transaction, stdout_is_colour_terminal());
-    return kExitOk;
-  });
+  return guarded(
+      [&] {
+        Workspace ws = open_workspace(options);
+        const std::string diff = ws.diff(options.transaction, stdout_is_colour_terminal());
+        // Piped, the diff stays byte for byte (`pulsebox diff TX | git apply`);
+        // on a terminal, a file's own escape sequences must not act.
+        if (::isatty(STDOUT_FILENO) == 1) {
+          std::cout << workspace::escape_diff_for_terminal(diff);
+        } else {
+          std::cout << diff;
+        }
+        return kExitOk;
+      },
+      [&] { return changed_paths(options); });
 }
 
 int run_commit(const ChangesOptions& options) {
-  return guarded([&] {
-    Workspace ws = open_workspace(options);
-    const auto changed = ws.commit(options.transaction);
-    std::cout << "committed " << options.transaction << ": " << changed.size()
-              << (changed.size() == 1 ? " path" : " paths") << "\n";
-    for (const auto& path : changed)
-      std::cout << "  " << path << "\n";
-    return kExitOk;
-  });
+  return guarded(
+      [&] {
+        Workspace ws = open_workspace(options);
+        const auto changed = ws.commit(options.transaction);
+        std::cout << "committed " << options.transaction << ": " << changed.size()
+                  << (changed.size() == 1 ? " path" : " paths") << "\n";
+        for (const auto& path : changed)
+          std::cout << "  " << core::quote_name(path) << "\n";
+        return kExitOk;
+      },
+      [&] { return changed_paths(options); });
 }
 
 int run_discard(const ChangesOptions& options) {

@@ -11,6 +11,7 @@
 #include "cli/output.h"
 #include "cli/run_command.h"
 #include "core/fs.h"
+#include "core/text.h"
 #include "core/trace.h"
 #include "policy/policy_json.h"
 #include "pulsebox/error.h"
@@ -241,7 +242,9 @@ void print_summary(const ProcessResult& result, const std::vector<EnforcementDec
   char timing[64];
   std::snprintf(timing, sizeof timing, " in %.0f ms", result.duration_ms);
   err << "pulsebox: " << status << timing << ", isolation " << result.isolation_level << "\n";
-  if (!result.termination_detail.empty()) err << "pulsebox: " << result.termination_detail << "\n";
+  if (!result.termination_detail.empty()) {
+    err << "pulsebox: " << core::escape_for_terminal(result.termination_detail, true) << "\n";
+  }
   err << "pulsebox: enforcement:\n";
   for (const auto& d : plan) {
     const bool strong = d.level == EnforcementLevel::StronglyEnforced;
@@ -282,7 +285,9 @@ void print_summary(const ProcessResult& result, const std::vector<EnforcementDec
 }
 
 void print_run_error(const RunIo& io, std::string_view message) {
-  (void)core::write_all(io.err_fd, "pulsebox: " + std::string(message) + "\n", "an error");
+  // The message may quote the command, whose arguments may be anything.
+  (void)core::write_all(io.err_fd, "pulsebox: " + core::escape_for_terminal(message, true) + "\n",
+                        "an error");
 }
 
 }  // namespace

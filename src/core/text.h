@@ -17,6 +17,22 @@ std::string encode_utf8(std::u32string_view code_points);
 // Removes C0 control characters except tab, and DEL (log-injection guard).
 std::string strip_control_characters(std::string_view text);
 
+// A name (a path: bytes, not always UTF-8) as a person should see it, in a
+// terminal or a pipe: unchanged when nothing in it can act on a terminal or
+// hide what it is, else in double quotes with git's C escapes (core.quotePath):
+// \a \b \t \n \v \f \r \" \\, and three-digit octal for the other control
+// characters (ESC is \033), for each byte that is not UTF-8, and for the
+// bytes of C1 controls, bidirectional controls and invisible format
+// characters (U+202E is \342\200\256). `git apply` reads such names back.
+//   quote_name("src/a.c")          -> src/a.c
+//   quote_name("a\x1b[2Kb")        -> "a\033[2Kb"  (with the quotes)
+std::string quote_name(std::string_view name);
+
+// Free text (a message, a line of a file) for a terminal: the same escapes
+// without quotes; tabs, backslashes and quotes stay as they are, newlines
+// too when `keep_newlines`.
+std::string escape_for_terminal(std::string_view text, bool keep_newlines = false);
+
 // ASCII-only lower case, for keywords such as "allow" or "Write".
 std::string ascii_lower(std::string_view text);
 

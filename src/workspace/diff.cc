@@ -4,8 +4,18 @@
 #include <cstdio>
 #include <vector>
 
+#include "core/text.h"
+
 namespace pulsebox::workspace {
 namespace {
+
+// The only escape sequences a diff of ours holds: each painted line starts
+// with one of these and ends with kReset.
+constexpr std::string_view kBold = "\033[1m";
+constexpr std::string_view kCyan = "\033[36m";
+constexpr std::string_view kRed = "\033[31m";
+constexpr std::string_view kGreen = "\033[32m";
+constexpr std::string_view kReset = "\033[0m";
 
 // Past this many differing lines the O(N*D) search is cut short and the
 // middle section is shown as one replacement; the diff stays correct, just
@@ -116,9 +126,9 @@ std::string range(std::size_t start, std::size_t count) {
 
 struct Painter {
   bool colour;
-  std::string line(std::string_view text, const char* code) const {
+  std::string line(std::string_view text, std::string_view code) const {
     if (!colour) return std::string(text) + "\n";
-    return std::string(code) + std::string(text) + "\033[0m\n";
+    return std::string(code) + std::string(text) + std::string(kReset) + "\n";
   }
 };
 
@@ -135,17 +145,42 @@ bool looks_binary(std::string_view bytes) {
   return bytes.substr(0, 8000).find('\0') != std::string_view::npos;
 }
 
+std::string diff_header(const std::string& path) {
+  return "diff --git " + core::quote_name("a/" + path) + " " + core::quote_name("b/" + path);
+}
+
+std::string escape_diff_for_terminal(std::string_view diff) {
+  std::string out;
+  out.reserve(diff.size());
+  std::size_t start = 0;
+  while (start < diff.size()) {
+    std::size_t end = diff.find('\n', start);
+    if (end == std::string_view::npos) end = diff.size();
+    std::string_view line = diff.substr(start, end - start);
+    std::string_view code;
+    for (std::string_view ours : {kBold, kCyan, kRed, kGreen}) {
+      if (line.substr(0, ours.size()) == ours && line.size() >= ours.size() + kReset.size() &&
+          line.substr(line.size() - kReset.size()) == kReset) {
+        code = ours;
+      }
+    }
+    if (!code.empty()) line = line.substr(code.size(), line.size() - code.size() - kReset.size());
+    out += code;
+    out += core::escape_for_terminal(line);
+    if (!code.empty()) out += kReset;
+    if (end < diff.size()) out += '\n';
+    start = end + 1;
+  }
+  return out;
+}
+
 std::string unified_file_diff(const std::string& path, const DiffSide& before,
                               const DiffSide& after, bool colour) {
   const Painter paint{colour};
-  const char* kBold = "\033[1m";
-  const char* kCyan = "\033[36m";
-  const char* kRed = "\033[31m";
-  const char* kGreen = "\033[32m";
   const unsigned before_mode = before.mode | (before.is_symlink ? 0120000u : 0100000u);
   const unsigned after_mode = after.mode | (after.is_symlink ? 0120000u : 0100000u);
 
-  std::string out = paint.line("diff --git a/" + path + " b/" + path, kBold);
+  std::string out = paint.line(diff_header(path), kBold);
   if (!before.exists) {
     out += paint.line("new file mode " + octal_mode(after_mode), kBold);
   } else if (!after.exists) {
@@ -158,8 +193,8 @@ std::string unified_file_diff(const std::string& path, const DiffSide& before,
       before.is_symlink == after.is_symlink) {
     return out;  // a mode change only
   }
-  const std::string from = before.exists ? "a/" + path : "/dev/null";
-  const std::string to = after.exists ? "b/" + path : "/dev/null";
+  const std::string from = before.exists ? core::quote_name("a/" + path) : "/dev/null";
+  const std::string to = after.exists ? core::quote_name("b/" + path) : "/dev/null";
   if (looks_binary(before.content) || looks_binary(after.content)) {
     out += "Binary files " + from + " and " + to + " differ\n";
     return out;
@@ -170,11 +205,11 @@ std::string unified_file_diff(const std::string& path, const DiffSide& before,
   const std::vector<std::string_view> a = split_lines(before.content);
   const std::vector<std::string_view> b = split_lines(after.content);
   const std::vector<Op> script = edit_script(a, b);
-  auto emit = [&](char sign, std::string_view item, const char* code) {
+  auto emit = [&](char sign, std::string_view item, std::string_view code) {
     const bool has_newline = !item.empty() && item.back() == '\n';
     const std::string text =
         sign + std::string(has_newline ? item.substr(0, item.size() - 1) : item);
-    out += code != nullptr ? paint.line(text, code) : text + "\n";
+    out += !code.empty() ? paint.line(text, code) : text + "\n";
     if (!has_newline) out += "\\ No newline at end of file\n";
   };
 
@@ -215,7 +250,7 @@ std::string unified_file_diff(const std::string& path, const DiffSide& before,
     for (std::size_t i = hunk_begin; i < hunk_end; ++i) {
       switch (script[i]) {
         case Op::Keep:
-          emit(' ', a[a_line++], nullptr);
+          emit(' ', a[a_line++], {});
           ++b_line;
           break;
         case Op::Delete:

@@ -14,10 +14,24 @@ struct DiffSide {
 };
 
 // A git-style file diff ("diff --git a/p b/p", mode lines, "--- a/p",
-// "+++ b/p", hunks with 3 lines of context, "Binary files ... differ").
+// "+++ b/p", hunks with 3 lines of context, "Binary files ... differ"); the
+// names quoted like git's when they need it ("b/new\nline"), the content
+// as it is.
 std::string unified_file_diff(const std::string& path, const DiffSide& before,
                               const DiffSide& after, bool colour);
 
 bool looks_binary(std::string_view bytes);
+
+// "diff --git a/PATH b/PATH", each side quoted as git quotes a name that
+// holds control characters, bytes that are not UTF-8 or invisible format
+// characters (core::quote_name): the names come from the sandbox.
+std::string diff_header(const std::string& path);
+
+// A diff from unified_file_diff (or Workspace::diff) made safe for a
+// terminal: the content of every line escaped (core::escape_for_terminal:
+// control characters other than tab, bytes that are not UTF-8, invisible
+// format characters), the colour codes of our own painted lines kept.
+// Only for a terminal: piped, a diff stays byte for byte (git apply).
+std::string escape_diff_for_terminal(std::string_view diff);
 
 }  // namespace pulsebox::workspace

@@ -290,7 +290,7 @@ std::string directory_diff(const std::string& path, const Entry& entry, bool col
     return colour ? "\033[1m" + text + "\033[0m\n" : text + "\n";
   };
   char modes[64];
-  std::string out = bold("diff --git a/" + path + " b/" + path);
+  std::string out = bold(workspace::diff_header(path));
   if (entry.op == StagedOp::Delete) {
     out += bold("deleted directory (with everything in it)");
   } else if (entry.op == StagedOp::Mkdir && !entry.snapshot.exists()) {

@@ -16,10 +16,18 @@
 //                               cpu_ms and wall_ms
 //   probe forkbomb              every process forks (at most 64 times each)
 //                               until fork fails; the first reports the errno
+//   probe socket-family FAMILY [VSOCK_PORT]
+//                               socket() and socketpair() of address family
+//                               FAMILY (a number), also with bits above the
+//                               int set (the kernel drops them, a filter must
+//                               not); with VSOCK_PORT, bind the AF_VSOCK
+//                               socket to VMADDR_CID_ANY:VSOCK_PORT and close
+//                               it at once (never connects, never sends)
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/vm_sockets.h>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -409,6 +417,56 @@ int forkbomb() {
   ::_exit(0);
 }
 
+// "ok" or the errno name; a created socket is closed at once.
+std::string try_socket(unsigned long family, int* kept = nullptr) {
+  const long fd = ::syscall(SYS_socket, family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return errno_name(errno);
+  if (kept != nullptr) {
+    *kept = static_cast<int>(fd);
+  } else {
+    ::close(static_cast<int>(fd));
+  }
+  return "ok";
+}
+
+int socket_family(unsigned long family, long vsock_port) {
+  // socket()'s family is an int: the kernel ignores the upper half of the
+  // register, so a filter that compares all 64 bits can be walked around.
+  const unsigned long high_bits = family | (1UL << 32);
+  int fd = -1;
+  put("socket", try_socket(family, &fd));
+  int high_fd = -1;
+  put("socket_high_bits", try_socket(high_bits, &high_fd));
+  int pair[2] = {-1, -1};
+  put("socketpair", ::syscall(SYS_socketpair, family, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) == 0
+                        ? "ok"
+                        : errno_name(errno));
+  for (int end : pair) {
+    if (end >= 0) ::close(end);
+  }
+  if (vsock_port > 0 && family == AF_VSOCK) {
+    for (auto [key, socket_fd] : {std::pair<const char*, int*>{"bind", &fd},
+                                  std::pair<const char*, int*>{"bind_high_bits", &high_fd}}) {
+      if (*socket_fd < 0) {
+        put(key, "no socket");
+        continue;
+      }
+      sockaddr_vm address{};
+      address.svm_family = AF_VSOCK;
+      address.svm_cid = VMADDR_CID_ANY;
+      address.svm_port = static_cast<unsigned>(vsock_port);
+      put(key, ::bind(*socket_fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0
+                   ? "ok"
+                   : errno_name(errno));
+      ::close(*socket_fd);
+      *socket_fd = -1;
+    }
+  }
+  if (fd >= 0) ::close(fd);
+  if (high_fd >= 0) ::close(high_fd);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -426,6 +484,10 @@ int main(int argc, char** argv) {
   if (command == "hog" && argc == 3) return hog(std::atol(argv[2]));
   if (command == "spin" && argc == 3) return spin(std::atof(argv[2]));
   if (command == "forkbomb") return forkbomb();
+  if (command == "socket-family" && (argc == 3 || argc == 4)) {
+    return socket_family(std::strtoul(argv[2], nullptr, 10),
+                         argc == 4 ? std::strtol(argv[3], nullptr, 10) : 0);
+  }
   if (command == "write" && argc == 4) {
     const int fd = ::open(argv[2], O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     put("write", fd < 0 ? errno_name(errno) : "ok");
@@ -435,6 +497,6 @@ int main(int argc, char** argv) {
     }
     return 0;
   }
-  std::fprintf(stderr, "usage: probe report|daemon|sleep|forks|loopback|write ...\n");
+  std::fprintf(stderr, "usage: probe report|daemon|sleep|forks|loopback|write|socket-family ...\n");
   return 2;
 }

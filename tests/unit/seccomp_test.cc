@@ -5,6 +5,7 @@
 #include <linux/audit.h>
 #include <linux/seccomp.h>
 #include <seccomp.h>
+#include <sys/socket.h>
 
 #include <cstring>
 #include <fstream>
@@ -389,6 +390,82 @@ TEST(SeccompCompiler, TheBinaryTreeDecidesEveryCallAsTheLinearLayout) {
     }
     EXPECT_GT(compared, 2400) << name;
   }
+}
+
+// What a built-in profile decides for one call with these arguments.
+std::uint32_t decision(const std::string& profile_name, const char* syscall,
+                       std::initializer_list<std::uint64_t> args) {
+  auto profile = load_profile(profile_name);
+  auto filter = compile(profile.value());
+  seccomp_data data{};
+  data.arch = AUDIT_ARCH_X86_64;
+  data.nr = ::seccomp_syscall_resolve_name(syscall);
+  std::size_t index = 0;
+  for (std::uint64_t arg : args)
+    data.args[index++] = arg;
+  return run_program(filter.value()->program, data);
+}
+
+constexpr std::uint32_t kEafnosupport = SECCOMP_RET_ERRNO | EAFNOSUPPORT;
+
+// AF_VSOCK has one port space for the host and its hypervisor: a sandbox
+// with --net none could bind the host's ports. socket()'s family is an int,
+// so a family with bits set above it must be refused too (the kernel drops
+// them, a 64-bit comparison would not).
+TEST(SeccompProfile, AddressFamiliesNoNetworkNamespaceConfinesAreRefused) {
+  const std::uint64_t vsock = AF_VSOCK;
+  for (const std::string name : {"default", "permissive"}) {
+    SCOPED_TRACE(name);
+    for (const char* call : {"socket", "socketpair"}) {
+      for (std::uint64_t family :
+           {vsock, vsock | (std::uint64_t{1} << 32), vsock | std::uint64_t{0xffffffff00000000},
+            std::uint64_t{AF_ALG}, std::uint64_t{AF_QIPCRTR}, std::uint64_t{AF_RDS},
+            std::uint64_t{AF_BLUETOOTH}}) {
+        EXPECT_EQ(decision(name, call, {family, SOCK_STREAM, 0}), kEafnosupport)
+            << call << " family 0x" << std::hex << family;
+      }
+      for (std::uint64_t family : {AF_UNIX, AF_INET, AF_INET6, AF_NETLINK, AF_PACKET}) {
+        EXPECT_EQ(decision(name, call, {family, SOCK_STREAM, 0}), SECCOMP_RET_ALLOW)
+            << call << " family " << family;
+      }
+    }
+    // An io_uring could open the socket without the socket() call.
+    EXPECT_NE(decision(name, "io_uring_setup", {1, 0}), SECCOMP_RET_ALLOW);
+  }
+  // strict: Unix sockets and pairs only.
+  for (const char* call : {"socket", "socketpair"}) {
+    EXPECT_EQ(decision("strict", call, {AF_UNIX, SOCK_STREAM, 0}), SECCOMP_RET_ALLOW) << call;
+    EXPECT_NE(decision("strict", call, {vsock, SOCK_STREAM, 0}), SECCOMP_RET_ALLOW) << call;
+    EXPECT_NE(decision("strict", call, {vsock | (std::uint64_t{1} << 32), SOCK_STREAM, 0}),
+              SECCOMP_RET_ALLOW)
+        << call;
+  }
+}
+
+// The table in seccomp-profiles/README.md: every family the kernel numbers
+// has a decision in `default`, and `permissive` refuses the same ones.
+TEST(SeccompProfile, EveryAddressFamilyHasADecisionAndThePermissiveOneAgrees) {
+  for (std::uint64_t family = 0; family < AF_MAX; ++family) {
+    const std::uint32_t in_default = decision("default", "socket", {family, SOCK_DGRAM, 0});
+    EXPECT_TRUE(in_default == SECCOMP_RET_ALLOW || in_default == kEafnosupport)
+        << "family " << family << ": 0x" << std::hex << in_default;
+    const std::uint32_t in_permissive = decision("permissive", "socket", {family, SOCK_DGRAM, 0});
+    EXPECT_EQ(in_permissive, in_default) << "family " << family;
+  }
+}
+
+// ioctl's request is an unsigned int: TIOCSTI with a bit set above it is
+// TIOCSTI to the kernel. The permissive profile refuses it on the low 32
+// bits. (default cannot: libseccomp refuses a masked refusal next to its
+// "every request but TIOCSTI" allow; its sandboxes hold no terminal.)
+TEST(SeccompProfile, ThePermissiveProfileRefusesTiocstiWithHighBitsSet) {
+  constexpr std::uint64_t kTiocsti = 0x5412;
+  for (std::uint64_t request : {kTiocsti, kTiocsti | (std::uint64_t{1} << 32),
+                                kTiocsti | std::uint64_t{0xffffffff00000000}}) {
+    EXPECT_EQ(decision("permissive", "ioctl", {0, request, 0}), SECCOMP_RET_ERRNO | EPERM)
+        << std::hex << request;
+  }
+  EXPECT_EQ(decision("permissive", "ioctl", {0, 0x5401 /*TCGETS*/, 0}), SECCOMP_RET_ALLOW);
 }
 
 }  // namespace

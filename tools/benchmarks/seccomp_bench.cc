@@ -1,8 +1,20 @@
 // What a run pays for its seccomp filter: compiling the profile with
 // libseccomp, versus reading the compiled program from the on-disk cache (a
-// new pulsebox process), versus the in-memory cache (a long-lived host).
+// new pulsebox process), versus the in-memory cache (a long-lived host);
+// and what a filtered command pays for a call the filter must inspect
+// (socket(), whose address family it checks), against no filter. That
+// socket() has a type the kernel refuses at once, so that what remains is
+// the cost of entering the kernel and of the filter.
 #include <benchmark/benchmark.h>
+#include <errno.h>
+#include <linux/seccomp.h>
 #include <stdlib.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <map>
@@ -61,6 +73,68 @@ void BM_ParseProfile(benchmark::State& state) {
   state.SetLabel(kNames[state.range(0)]);
 }
 BENCHMARK(BM_ParseProfile)->DenseRange(0, 2)->Unit(benchmark::kMicrosecond);
+
+constexpr int kNoSuchSocketType = 99;
+
+// Seconds for `calls` socket() calls of `family` in a child process
+// under `program` (none when empty): a filter cannot be unloaded, so each
+// measurement has a process of its own.
+double time_socket_calls(const std::vector<sock_filter>& program, int family, int calls) {
+  int out[2];
+  if (::pipe(out) != 0) return -1;
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::close(out[0]);
+    if (!program.empty()) {
+      sock_fprog fprog{static_cast<unsigned short>(program.size()),
+                       const_cast<sock_filter*>(program.data())};
+      if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+          ::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &fprog) != 0) {
+        ::_exit(1);
+      }
+    }
+    timespec start{}, end{};
+    ::clock_gettime(CLOCK_MONOTONIC, &start);
+    for (int i = 0; i < calls; ++i) {
+      if (::socket(family, kNoSuchSocketType, 0) >= 0 || errno != EINVAL) ::_exit(2);
+    }
+    ::clock_gettime(CLOCK_MONOTONIC, &end);
+    const double seconds = static_cast<double>(end.tv_sec - start.tv_sec) +
+                           static_cast<double>(end.tv_nsec - start.tv_nsec) / 1e9;
+    ::_exit(::write(out[1], &seconds, sizeof seconds) == sizeof seconds ? 0 : 3);
+  }
+  ::close(out[1]);
+  double seconds = -1;
+  if (::read(out[0], &seconds, sizeof seconds) != sizeof seconds) seconds = -1;
+  ::close(out[0]);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? seconds : -1;
+}
+
+// range(0): a profile, or 3 for no filter; range(1): the address family.
+void BM_SocketCall(benchmark::State& state) {
+  constexpr int kCalls = 200000;
+  const bool filtered = state.range(0) < 3;
+  std::vector<sock_filter> program;
+  if (filtered) program = compile(profile_named(kNames[state.range(0)])).value()->program;
+  for (auto _ : state) {
+    const double seconds = time_socket_calls(program, static_cast<int>(state.range(1)), kCalls);
+    if (seconds < 0) {
+      state.SkipWithError("socket() did not fail with EINVAL: the filter refused it");
+      break;
+    }
+    state.SetIterationTime(seconds / kCalls);  // the time of one call
+  }
+  state.counters["instructions"] = static_cast<double>(program.size());
+  state.SetLabel(std::string(filtered ? kNames[state.range(0)] : "no filter") +
+                 (state.range(1) == AF_UNIX ? " AF_UNIX" : " AF_INET6"));
+}
+BENCHMARK(BM_SocketCall)
+    ->ArgsProduct({{0, 2, 3}, {AF_UNIX, AF_INET6}})
+    ->UseManualTime()
+    ->Iterations(5)
+    ->Unit(benchmark::kNanosecond);
 
 }  // namespace
 
