@@ -148,7 +148,7 @@ SandboxOptions build_options(const RunOptions& o, const RunIo& io) {
   // (The built-in ones are known to parse: their tests do.)
   if (o.seccomp != "unconfined" && !seccomp::is_builtin_profile(o.seccomp)) {
     auto profile = seccomp::load_profile(o.seccomp);
-    if (!profile) bad_input("--seccomp: " + profile.error().message());
+    if (!profile) bad_input("--seccomp: " + profile.error().to_string());
   }
   options.seccomp_profile = o.seccomp;
 

@@ -80,21 +80,6 @@ Result<std::string> read_regular_file(const std::filesystem::path& path, std::ui
   return read_all(fd.get(), max_bytes, name);
 }
 
-Result<std::string> read_file(const std::filesystem::path& path, std::uint64_t limit) {
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY));
-  if (!fd) {
-    Error error = Error::from_errno("io", "cannot open " + path.string());
-    if (errno == ENOENT) std::move(error).with_kind(ErrorKind::kInvalidInput);
-    return error;
-  }
-  struct stat st {};
-  if (::fstat(fd.get(), &st) != 0) return Error::from_errno("io", "cannot stat " + path.string());
-  if (!S_ISREG(st.st_mode)) {
-    return Error(ErrorKind::kInvalidInput, "io", path.string() + " is not a regular file");
-  }
-  return read_all(fd.get(), limit, path.string());
-}
-
 Status write_all(int fd, std::string_view bytes, std::string_view what) {
   while (!bytes.empty()) {
     const ssize_t n = ::write(fd, bytes.data(), bytes.size());

@@ -29,9 +29,6 @@ Result<std::string> read_all(int fd, std::uint64_t limit, std::string_view what)
 // kInvalidInput for a missing or non-regular file, kResource past the
 // limit, kIo for other failures; their stage is "io", which tells an input
 // that could not be read from one that was read and found invalid.
-Result<std::string> read_file(const std::filesystem::path& path,
-                              std::uint64_t limit = kDefaultReadLimit);
-
 Result<std::string> read_regular_file(const std::filesystem::path& path, std::uint64_t max_bytes,
                                       std::string_view what);
 

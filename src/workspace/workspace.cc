@@ -324,8 +324,8 @@ std::string Workspace::diff(const std::string& tx, bool colour) const {
       case StagedOp::Write: {
         after.exists = true;
         after.mode = entry.mode;
-        auto bytes =
-            core::read_file(store.tx_dir(tx) / "blobs" / entry.blob, limits_.max_file_bytes);
+        auto bytes = core::read_regular_file(store.tx_dir(tx) / "blobs" / entry.blob,
+                                             limits_.max_file_bytes, "staged file");
         if (bytes) after.content = std::move(bytes).value();
         break;
       }
