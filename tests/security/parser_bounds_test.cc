@@ -4,107 +4,34 @@
 // `seccomp check /dev/zero` and a FIFO hung; a seccomp profile with a long
 // key over a long array asked for hundreds of gigabytes (its error-line
 // table); a FIFO in place of a transaction manifest hung `pulsebox changes`.
-// Each CLI run here has a deadline and a memory cap, so a regression fails
-// instead of hanging the suite or exhausting the machine. Nothing here needs
-// root or a sandbox: it runs the same as root and as an ordinary user.
-#include <fcntl.h>
-#include <signal.h>
-#include <sys/resource.h>
+// Each CLI run here has a deadline and a memory cap (run_cli_bounded), so a
+// regression fails instead of hanging the suite or exhausting the machine.
+// Nothing here needs root or a sandbox: it runs the same as root and as an
+// ordinary user.
 #include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <chrono>
-#include <thread>
-
+#include "helpers/bounded_cli.h"
 #include "helpers/test_support.h"
-
-extern char** environ;
 
 namespace pulsebox {
 namespace {
 
+using testing::BoundedRun;
 using testing::TempDir;
 namespace fs = std::filesystem;
 
-struct BoundedRun {
-  int exit_code = -1;
-  bool timed_out = false;
-  std::string out;
-  std::string err;
-};
-
-constexpr auto kDeadline = std::chrono::seconds(10);
-constexpr rlim_t kMemoryCap = 1ull << 30;
-
 class ParserBoundsTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    const char* binary = std::getenv("PULSEBOX_BIN");
-    ASSERT_NE(binary, nullptr) << "PULSEBOX_BIN is set by meson";
-    binary_ = binary;
-    fs::create_directories(workspace_.path());
-  }
-
-  // The CLI with `args`, its output in files (no pipe to fill), killed after
-  // kDeadline, its address space capped at kMemoryCap.
   BoundedRun run(const std::vector<std::string>& args) {
-    const fs::path out = scratch_ / "out", err = scratch_ / "err";
-    std::vector<std::string> env_storage;
-    for (char** e = environ; *e != nullptr; ++e)
-      env_storage.emplace_back(*e);
-    env_storage.push_back("PULSEBOX_STATE_DIR=" + state_.path().string());
-    env_storage.push_back("PULSEBOX_SERVER=off");
-    std::vector<std::string> argv_storage = {binary_};
-    argv_storage.insert(argv_storage.end(), args.begin(), args.end());
-    std::vector<char*> argv, envp;
-    for (auto& arg : argv_storage)
-      argv.push_back(arg.data());
-    argv.push_back(nullptr);
-    for (auto& entry : env_storage)
-      envp.push_back(entry.data());
-    envp.push_back(nullptr);
-
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-      const rlimit cap{kMemoryCap, kMemoryCap};
-      const int in = ::open("/dev/null", O_RDONLY);
-      const int o = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-      const int e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-      if (::setrlimit(RLIMIT_AS, &cap) != 0 || in < 0 || o < 0 || e < 0 || ::dup2(in, 0) < 0 ||
-          ::dup2(o, 1) < 0 || ::dup2(e, 2) < 0) {
-        ::_exit(127);
-      }
-      ::execve(argv[0], argv.data(), envp.data());
-      ::_exit(127);
-    }
-    BoundedRun result;
-    if (pid < 0) {
-      ADD_FAILURE() << "fork failed";
-      return result;
-    }
-    int status = 0;
-    const auto deadline = std::chrono::steady_clock::now() + kDeadline;
-    while (::waitpid(pid, &status, WNOHANG) == 0) {
-      if (std::chrono::steady_clock::now() > deadline) {
-        ::kill(pid, SIGKILL);
-        ::waitpid(pid, &status, 0);
-        result.timed_out = true;
-        break;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    result.out = testing::read_file(out);
-    result.err = testing::read_file(err);
-    return result;
+    return testing::run_cli_bounded(
+        args, {"PULSEBOX_STATE_DIR=" + state_.path().string(), "PULSEBOX_SERVER=off"});
   }
 
   // Expects `run` to have ended by itself with `exit_code` and a message
   // containing each of `parts`.
   static void expect_refused(const BoundedRun& run, int exit_code,
                              const std::vector<std::string>& parts) {
-    EXPECT_FALSE(run.timed_out) << "still running after " << kDeadline.count() << " s";
+    EXPECT_FALSE(run.timed_out) << "still running at the deadline";
     EXPECT_EQ(run.exit_code, exit_code) << run.err.substr(0, 2000);
     for (const auto& part : parts)
       EXPECT_NE(run.err.find(part), std::string::npos)
@@ -121,7 +48,6 @@ class ParserBoundsTest : public ::testing::Test {
     return path.string();
   }
 
-  std::string binary_;
   TempDir workspace_;
   TempDir state_;
   TempDir scratch_;
