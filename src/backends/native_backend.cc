@@ -378,6 +378,7 @@ class NativeHost final : public backends::NativeRuntime,
  public:
   NativeHost(NativeBackendOptions options, bool prestart) : options_(std::move(options)) {
     if (options_.state_dir.empty()) options_.state_dir = backends::default_state_dir();
+    backends::check_state_dir(options_.state_dir, options_.allow_system_state_dir);
     // Threads other than the caller's use it (prestart): never relative to
     // a working directory that may change.
     if (prestart) options_.state_dir = fs::absolute(options_.state_dir);
@@ -1725,6 +1726,7 @@ std::shared_ptr<Backend> make_native_backend(NativeBackendOptions options) {
 }
 
 void backends::ensure_state_dir(const fs::path& dir) {
+  check_state_dir(dir, false);
   ensure_private_dir(dir, ::geteuid() == 0 ? 0711 : 0700);
 }
 

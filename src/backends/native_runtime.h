@@ -53,8 +53,15 @@ std::shared_ptr<NativeRuntime> make_native_runtime(NativeBackendOptions options,
 // /var/tmp/pulsebox-UID otherwise.
 std::filesystem::path default_state_dir();
 // Makes the state directory, or checks the one there: a directory of this
-// user's (never a symlink), writable by nobody else; throws
-// SandboxSecurityError naming it otherwise.
+// user's (never a symlink), writable by nobody else, not a system directory
+// (check_state_dir); throws SandboxSecurityError naming it otherwise.
 void ensure_state_dir(const std::filesystem::path& dir);
+
+// Refuses a system directory (core::system_directory_reason) as the state
+// directory, which pulsebox makes private (chmod) and fills with staging,
+// unless `allowed` (NativeBackendOptions::allow_system_state_dir) or
+// PULSEBOX_ALLOW_SYSTEM_STATE_DIR=1. Throws SandboxSecurityError naming the
+// directory, the reason and both ways to force it.
+void check_state_dir(const std::filesystem::path& dir, bool allowed);
 
 }  // namespace pulsebox::backends
