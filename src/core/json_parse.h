@@ -26,8 +26,9 @@ struct JsonNesting {
 };
 
 // Measures nesting the way a JSON parser meets it: brackets inside strings
-// do not count. Meant for text about to be parsed; past a syntax error the
-// count may differ, but the parser stops at that error anyway.
+// do not count. Meant for text about to be parsed; past a syntax error or a
+// NUL byte (where nlohmann ends the document) the count may be higher,
+// never lower, than what the parser meets.
 JsonNesting json_nesting(std::string_view text, std::size_t limit = kMaxJsonDepth);
 
 // Parses one JSON document. Errors are kInvalidInput with stage "json":

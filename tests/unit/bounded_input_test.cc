@@ -112,6 +112,14 @@ TEST(ParseJson, RefusesDeepNestingBeforeParsing) {
   EXPECT_FALSE(parse_json(nested(11), "p.json", 10).ok());
 }
 
+// nlohmann ends the document at a NUL byte (found by json_depth_fuzz); the
+// scan does not, so what follows one can only make it count more.
+TEST(ParseJson, NestingAfterANulByteCountsToo) {
+  const std::string text = std::string("{}\0", 3) + nested(100);
+  EXPECT_EQ(json_nesting(text).depth, 100u);
+  EXPECT_FALSE(parse_json(text, "p.json").ok());
+}
+
 TEST(ParseJson, SyntaxErrorsNameTheLineAndColumn) {
   auto bad = parse_json("{\n  \"a\": tru}", "p.json");
   ASSERT_FALSE(bad.ok());
