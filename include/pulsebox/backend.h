@@ -201,6 +201,11 @@ struct NativeBackendOptions {
   // $PULSEBOX_STATE_DIR, else /var/lib/pulsebox as root and
   // /var/tmp/pulsebox-UID otherwise.
   std::filesystem::path state_dir;
+  // A system directory as state_dir (/etc/..., /tmp itself, a home
+  // directory itself, ...: see SystemDirectoryUse in workspace.h) makes
+  // make_native_backend throw SandboxSecurityError unless this is set or
+  // PULSEBOX_ALLOW_SYSTEM_STATE_DIR=1.
+  bool allow_system_state_dir = false;
 };
 PULSEBOX_API std::shared_ptr<Backend> make_native_backend(NativeBackendOptions options = {});
 

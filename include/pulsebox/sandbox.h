@@ -57,6 +57,10 @@ enum class ChangesMode { Keep, Commit, Discard };
 
 struct SandboxOptions {
   std::filesystem::path workspace;
+  // A system directory as the workspace ("/", /etc, a home directory
+  // itself, ...: see SystemDirectoryUse) is refused with
+  // SandboxSecurityError unless this is set (the CLI's --allow-system-dir).
+  bool allow_system_directory = false;
   // Defaults to the reference defaults (SHELL denied!): the CLI allows SHELL.
   ActionPolicy policy;
   std::vector<std::filesystem::path> allowed_external_reads;

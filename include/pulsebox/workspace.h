@@ -132,10 +132,21 @@ PULSEBOX_API ActionPolicy default_workspace_policy();
 // yet committing is the user's own choice.
 PULSEBOX_API ActionPolicy workspace_policy_for(const ActionPolicy& user_policy);
 
+// Whether the workspace may be a system directory: "/", /etc, /usr and the
+// rest of the system's own directories, shared ones such as /tmp or /home,
+// a home directory itself (the rule: docs/cli.md, "System directories").
+// Refused by default: a workspace gets .agent/ and the run's committed
+// changes, and the sandbox sees all of it.
+enum class SystemDirectoryUse { Refuse, Allow };
+
 class PULSEBOX_API Workspace {
  public:
+  // Throws SandboxConfigError when `root` is not a directory, and
+  // SandboxSecurityError naming the reason when it is a system directory
+  // (unless SystemDirectoryUse::Allow).
   explicit Workspace(std::filesystem::path root);
-  Workspace(std::filesystem::path root, ActionPolicy policy, WorkspaceLimits limits = {});
+  Workspace(std::filesystem::path root, ActionPolicy policy, WorkspaceLimits limits = {},
+            SystemDirectoryUse system_directory = SystemDirectoryUse::Refuse);
 
   const std::filesystem::path& root() const { return root_; }
   std::filesystem::path agent_dir() const { return root_ / ".agent"; }

@@ -53,8 +53,10 @@ std::shared_ptr<NativeRuntime> make_native_runtime(NativeBackendOptions options,
 // /var/tmp/pulsebox-UID otherwise.
 std::filesystem::path default_state_dir();
 // Makes the state directory, or checks the one there: a directory of this
-// user's (never a symlink), writable by nobody else; throws
-// SandboxSecurityError naming it otherwise.
+// user's (never a symlink), writable by nobody else, not a system directory
+// unless PULSEBOX_ALLOW_SYSTEM_STATE_DIR=1; throws SandboxSecurityError
+// naming it otherwise.
 void ensure_state_dir(const std::filesystem::path& dir);
+
 
 }  // namespace pulsebox::backends

@@ -24,6 +24,7 @@ struct ChangesOptions {
   std::string transaction;
   std::string policy_file;
   bool json = false;
+  bool allow_system_dir = false;
 };
 
 std::string summarize(const TransactionInfo& info) {
@@ -90,7 +91,12 @@ std::vector<std::string> changed_paths(const ChangesOptions& options) {
 }
 
 Workspace open_workspace(const ChangesOptions& options) {
-  if (options.policy_file.empty()) return Workspace(options.workspace);
+  const SystemDirectoryUse system_directory =
+      options.allow_system_dir ? SystemDirectoryUse::Allow : SystemDirectoryUse::Refuse;
+  if (options.policy_file.empty()) {
+    return Workspace(options.workspace, default_workspace_policy(), WorkspaceLimits{},
+                     system_directory);
+  }
   auto loaded = policy::load_policy_file(options.policy_file);
   if (!loaded) throw SandboxConfigError(loaded.error().to_string());
   // A user policy starts from the workspace defaults: its rules come first.
@@ -101,7 +107,7 @@ Workspace open_workspace(const ChangesOptions& options) {
   for (ActionType action : kAllActionTypes) {
     if (auto decision = loaded->default_for(action)) policy.set_default(action, *decision);
   }
-  return Workspace(options.workspace, std::move(policy));
+  return Workspace(options.workspace, std::move(policy), WorkspaceLimits{}, system_directory);
 }
 
 int run_changes(const ChangesOptions& options) {
@@ -210,6 +216,9 @@ int run_reconcile(const ChangesOptions& options) {
 
 void add_workspace_option(CLI::App* command, ChangesOptions& options) {
   command->add_option("-w,--workspace", options.workspace, "Workspace directory (default: .)");
+  command->add_flag("--allow-system-dir", options.allow_system_dir,
+                    "Accept a system directory (/, /etc, /usr, a home directory itself, ...) as "
+                    "the workspace");
 }
 
 }  // namespace

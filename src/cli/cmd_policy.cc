@@ -40,7 +40,7 @@ int run_check(const PolicyOptions& options) {
     } else {
       print_error(loaded.error().to_string());
     }
-    return kExitCheckFailed;
+    return check_failure_status(loaded.error());
   }
   const ActionPolicy& policy = *loaded;
   std::string defaults;

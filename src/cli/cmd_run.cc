@@ -56,6 +56,7 @@ SandboxOptions build_options(const RunOptions& o, const RunIo& io) {
     bad_input("--workspace " + o.workspace + ": not a directory");
   }
   options.workspace = o.workspace;
+  options.allow_system_directory = o.allow_system_dir;
 
   // Network.
   const auto mode = parse_network_mode_cli(o.net);
@@ -149,7 +150,7 @@ SandboxOptions build_options(const RunOptions& o, const RunIo& io) {
   // (The built-in ones are known to parse: their tests do.)
   if (o.seccomp != "unconfined" && !seccomp::is_builtin_profile(o.seccomp)) {
     auto profile = seccomp::load_profile(o.seccomp);
-    if (!profile) bad_input("--seccomp: " + profile.error().message());
+    if (!profile) bad_input("--seccomp: " + profile.error().to_string());
   }
   options.seccomp_profile = o.seccomp;
 
@@ -343,6 +344,9 @@ void add_run_options(CLI::App& command, RunOptions& options) {
   RunOptions& o = options;
   command.add_option("-w,--workspace", o.workspace,
                      "Host directory presented at /workspace (default: .)");
+  command.add_flag("--allow-system-dir", o.allow_system_dir,
+                   "Accept a system directory (/, /etc, /usr, a home directory itself, ...) as "
+                   "the workspace");
   command.add_option("--cwd", o.cwd, "Working directory, relative to /workspace");
   command.add_option("--backend", o.backend, "native, host or remote (host needs --unsafe-host)");
   command.add_flag("--unsafe-host", o.unsafe_host, "Allow running unsandboxed on this host");

@@ -48,13 +48,13 @@ int run_check(const SeccompOptions& options) {
     if (options.json) {
       std::cout << nlohmann::json{{"profile", options.profile},
                                   {"valid", false},
-                                  {"error", loaded.error().message()}}
+                                  {"error", loaded.error().to_string()}}
                        .dump()
                 << "\n";
     } else {
-      print_error(loaded.error().message());
+      print_error(loaded.error().to_string());
     }
-    return kExitCheckFailed;
+    return check_failure_status(loaded.error());
   }
   const auto& [profile, instructions] = loaded.value();
   if (options.json) {
@@ -75,7 +75,7 @@ int run_check(const SeccompOptions& options) {
 int run_show(const SeccompOptions& options) {
   auto loaded = seccomp::load_profile(options.profile);
   if (!loaded) {
-    print_error(loaded.error().message());
+    print_error(loaded.error().to_string());
     return kExitUsage;
   }
   const seccomp::Profile& profile = loaded.value();

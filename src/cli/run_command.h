@@ -18,6 +18,7 @@ namespace pulsebox::cli {
 
 struct RunOptions {
   std::string workspace = ".";
+  bool allow_system_dir = false;
   std::string cwd;
   std::string backend;
   bool unsafe_host = false;

@@ -29,19 +29,55 @@ Result<std::string> read_all(int fd, std::uint64_t limit, std::string_view what)
   return out;
 }
 
-Result<std::string> read_file(const std::filesystem::path& path, std::uint64_t limit) {
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY));
-  if (!fd) {
-    Error error = Error::from_errno("io", "cannot open " + path.string());
-    if (errno == ENOENT) std::move(error).with_kind(ErrorKind::kInvalidInput);
+namespace {
+
+std::string_view file_type_name(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+}  // namespace
+
+Result<std::string> read_regular_file(const std::filesystem::path& path, std::uint64_t max_bytes,
+                                      std::string_view what) {
+  const std::string name = std::string(what) + " " + path.string();
+  // O_PATH opens nothing (no driver's open, no FIFO rendezvous): the type
+  // is checked before the file is opened for reading.
+  UniqueFd located(::open(path.c_str(), O_PATH | O_CLOEXEC));
+  if (!located) {
+    Error error = Error::from_errno("io", "cannot open " + name);
+    if (errno == ENOENT || errno == ENOTDIR) std::move(error).with_kind(ErrorKind::kInvalidInput);
     return error;
   }
   struct stat st {};
-  if (::fstat(fd.get(), &st) != 0) return Error::from_errno("io", "cannot stat " + path.string());
+  if (::fstat(located.get(), &st) != 0) return Error::from_errno("io", "cannot stat " + name);
   if (!S_ISREG(st.st_mode)) {
-    return Error(ErrorKind::kInvalidInput, "io", path.string() + " is not a regular file");
+    return Error(ErrorKind::kInvalidInput, "io",
+                 name + " is " + std::string(file_type_name(st.st_mode)) + ", not a regular file");
   }
-  return read_all(fd.get(), limit, path.string());
+  if (static_cast<std::uint64_t>(st.st_size) > max_bytes) {
+    return Error(ErrorKind::kResource, "io",
+                 name + " is " + std::to_string(st.st_size) + " bytes, over the limit of " +
+                     std::to_string(max_bytes) + " bytes");
+  }
+  // Reopened through /proc so that it is the very file checked above;
+  // without /proc, by its path again, and then it must be the same inode.
+  const std::string by_fd = "/proc/self/fd/" + std::to_string(located.get());
+  constexpr int kReadFlags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK;
+  UniqueFd fd(::open(by_fd.c_str(), kReadFlags));
+  if (!fd && errno == ENOENT) fd = UniqueFd(::open(path.c_str(), kReadFlags));
+  if (!fd) return Error::from_errno("io", "cannot open " + name);
+  struct stat opened {};
+  if (::fstat(fd.get(), &opened) != 0) return Error::from_errno("io", "cannot stat " + name);
+  if (opened.st_dev != st.st_dev || opened.st_ino != st.st_ino) {
+    return Error(ErrorKind::kIo, "io", name + " was replaced while it was opened; try again");
+  }
+  // read_all enforces the limit again: the file may grow after fstat.
+  return read_all(fd.get(), max_bytes, name);
 }
 
 Status write_all(int fd, std::string_view bytes, std::string_view what) {

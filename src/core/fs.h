@@ -21,8 +21,16 @@ inline constexpr std::uint64_t kDefaultReadLimit = 64ull << 20;
 // silently.
 Result<std::string> read_all(int fd, std::uint64_t limit, std::string_view what);
 
-Result<std::string> read_file(const std::filesystem::path& path,
-                              std::uint64_t limit = kDefaultReadLimit);
+// Reads the regular file at `path` (symlinks followed), of at most
+// `max_bytes`. A FIFO, device, socket or directory is refused before it is
+// opened for reading, so it can neither block the caller nor feed it
+// endlessly (/dev/zero) nor see an open with side effects (a watchdog).
+// Errors name `what` ("policy file") and the path, and say what was found:
+// kInvalidInput for a missing or non-regular file, kResource past the
+// limit, kIo for other failures; their stage is "io", which tells an input
+// that could not be read from one that was read and found invalid.
+Result<std::string> read_regular_file(const std::filesystem::path& path, std::uint64_t max_bytes,
+                                      std::string_view what);
 
 // Writes `bytes` to a temporary file next to `path`, fsyncs it, renames it
 // over `path` and fsyncs the directory: readers see the old or the new file.

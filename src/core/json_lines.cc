@@ -1,30 +1,38 @@
 #include "core/json_lines.h"
 
 #include <cstring>
+#include <string>
 
 namespace pulsebox::core {
 namespace {
 
-class Scanner {
+class LineFinder {
  public:
-  Scanner(std::string_view text, std::map<std::string, int>& out) : text_(text), out_(out) {}
+  explicit LineFinder(std::string_view text) : text_(text) {}
 
-  void value(const std::string& path, int depth) {
+  // Scans the value at the current position. `rest` is what remains of
+  // the wanted path below this value, or nullopt when the wanted value is
+  // not inside it.
+  void value(std::optional<std::string_view> rest, bool root, int depth) {
     skip_space();
-    if (at_end() || depth > 256) return;
-    out_[path] = line_;
+    if (at_end() || depth > 256 || found_) return;
+    if (rest && rest->empty()) {
+      found_ = line_;
+      return;
+    }
     const char c = text_[pos_];
     if (c == '{') {
       ++pos_;
       skip_space();
       if (peek('}')) return void(++pos_);
-      while (!at_end()) {
+      std::string key;
+      while (!at_end() && !found_) {
         skip_space();
-        std::string key;
-        string(&key);
+        key.clear();
+        string(rest ? &key : nullptr);
         skip_space();
         ++pos_;  // ':'
-        value(path.empty() ? key : path + "." + key, depth + 1);
+        value(rest ? member(*rest, key, root) : std::nullopt, false, depth + 1);
         skip_space();
         if (peek(',')) {
           ++pos_;
@@ -37,8 +45,8 @@ class Scanner {
       ++pos_;
       skip_space();
       if (peek(']')) return void(++pos_);
-      for (int index = 0; !at_end(); ++index) {
-        value(path + "[" + std::to_string(index) + "]", depth + 1);
+      for (std::size_t index = 0; !at_end() && !found_; ++index) {
+        value(rest ? element(*rest, index) : std::nullopt, false, depth + 1);
         skip_space();
         if (peek(',')) {
           ++pos_;
@@ -55,7 +63,27 @@ class Scanner {
     }
   }
 
+  std::optional<int> found() const { return found_; }
+
  private:
+  // What remains of `rest` below member `key`, if the path goes through it.
+  static std::optional<std::string_view> member(std::string_view rest, std::string_view key,
+                                                bool root) {
+    if (!root) {
+      if (rest.empty() || rest.front() != '.') return std::nullopt;
+      rest.remove_prefix(1);
+    }
+    if (rest.substr(0, key.size()) != key) return std::nullopt;
+    rest.remove_prefix(key.size());
+    if (!rest.empty() && rest.front() != '.' && rest.front() != '[') return std::nullopt;
+    return rest;
+  }
+  static std::optional<std::string_view> element(std::string_view rest, std::size_t index) {
+    const std::string step = "[" + std::to_string(index) + "]";
+    if (rest.substr(0, step.size()) != step) return std::nullopt;
+    return rest.substr(step.size());
+  }
+
   bool at_end() const { return pos_ >= text_.size(); }
   bool peek(char c) const { return !at_end() && text_[pos_] == c; }
   void skip_space() {
@@ -76,17 +104,17 @@ class Scanner {
   }
 
   std::string_view text_;
-  std::map<std::string, int>& out_;
   std::size_t pos_ = 0;
   int line_ = 1;
+  std::optional<int> found_;
 };
 
 }  // namespace
 
-std::map<std::string, int> json_value_lines(std::string_view text) {
-  std::map<std::string, int> lines;
-  Scanner(text, lines).value("", 0);
-  return lines;
+std::optional<int> json_value_line(std::string_view text, std::string_view path) {
+  LineFinder finder(text);
+  finder.value(path, true, 0);
+  return finder.found();
 }
 
 }  // namespace pulsebox::core

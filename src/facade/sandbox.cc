@@ -52,7 +52,9 @@ std::filesystem::path default_audit_path(const SandboxOptions& options) {
 Sandbox::Sandbox(SandboxOptions options)
     : options_(std::move(options)),
       scrubber_(options_.secrets),
-      workspace_(options_.workspace, workspace_policy_for(options_.policy)) {
+      workspace_(options_.workspace, workspace_policy_for(options_.policy), WorkspaceLimits{},
+                 options_.allow_system_directory ? SystemDirectoryUse::Allow
+                                                 : SystemDirectoryUse::Refuse) {
   options_.limits.validate();
   if (options_.seccomp_profile != "unconfined" &&
       !seccomp::is_builtin_profile(options_.seccomp_profile)) {

@@ -10,9 +10,10 @@
 
 #include <cerrno>
 #include <cstdint>
-#include <fstream>
 #include <optional>
+#include <string_view>
 
+#include "core/fs.h"
 #include "linux/clone.h"
 #include "linux/syscalls.h"
 
@@ -149,18 +150,38 @@ core::Result<UniqueFd> create_mapping_namespace(const IdMaps& maps) {
   return result;
 }
 
+namespace {
+
+// The lines of a system id file. A missing, unreadable, oversized or
+// non-regular one (a FIFO would block, /dev/zero never end) lists nobody.
+std::vector<std::string_view> id_file_lines(const std::string& file, std::string& storage) {
+  auto text = core::read_regular_file(file, core::kDefaultReadLimit, "id file");
+  if (!text) return {};
+  storage = std::move(text).value();
+  std::vector<std::string_view> lines;
+  std::string_view rest = storage;
+  while (!rest.empty()) {
+    const auto end = rest.find('\n');
+    lines.push_back(rest.substr(0, end));
+    rest.remove_prefix(end == std::string_view::npos ? rest.size() : end + 1);
+  }
+  return lines;
+}
+
+}  // namespace
+
 std::optional<std::uint32_t> subordinate_id_base(const std::string& file, const std::string& user,
                                                  std::uint32_t count) {
-  std::ifstream in(file);
-  std::string line;
-  while (std::getline(in, line)) {
+  std::string storage;
+  for (const std::string_view line : id_file_lines(file, storage)) {
     const auto first = line.find(':');
     const auto second = line.find(':', first == std::string::npos ? first : first + 1);
     if (first == std::string::npos || second == std::string::npos) continue;
     if (line.substr(0, first) != user) continue;
     try {
-      const unsigned long base = std::stoul(line.substr(first + 1, second - first - 1));
-      const unsigned long size = std::stoul(line.substr(second + 1));
+      const unsigned long base =
+          std::stoul(std::string(line.substr(first + 1, second - first - 1)));
+      const unsigned long size = std::stoul(std::string(line.substr(second + 1)));
       if (size >= count && base + count <= 0xFFFFFFFFul) return static_cast<std::uint32_t>(base);
     } catch (const std::exception&) {
     }
@@ -169,10 +190,9 @@ std::optional<std::uint32_t> subordinate_id_base(const std::string& file, const 
 }
 
 std::optional<std::string> user_name_in_passwd(const std::string& file, std::uint32_t uid) {
-  std::ifstream in(file);
-  std::string line;
+  std::string storage;
   const std::string wanted = std::to_string(uid);
-  while (std::getline(in, line)) {
+  for (const std::string_view line : id_file_lines(file, storage)) {
     // name:password:uid:...
     const auto name_end = line.find(':');
     if (name_end == std::string::npos) continue;
@@ -181,7 +201,7 @@ std::optional<std::string> user_name_in_passwd(const std::string& file, std::uin
     const auto uid_end = line.find(':', uid_start + 1);
     if (uid_end == std::string::npos) continue;
     if (line.compare(uid_start + 1, uid_end - uid_start - 1, wanted) == 0) {
-      return line.substr(0, name_end);
+      return std::string(line.substr(0, name_end));
     }
   }
   return std::nullopt;

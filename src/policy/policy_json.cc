@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/fs.h"
+#include "core/json_parse.h"
 #include "core/text.h"
 #include "core/throw_error.h"
 
@@ -102,24 +103,7 @@ core::Result<PolicyRule> parse_rule(std::string_view source, const std::string& 
 }  // namespace
 
 core::Result<ActionPolicy> parse_policy_json(std::string_view text, std::string_view source) {
-  json document;
-  try {
-    document = json::parse(text.begin(), text.end());
-  } catch (const json::parse_error& error) {
-    const auto pos = core::position_of_offset(text, error.byte > 0 ? error.byte - 1 : 0);
-    std::string what = error.what();
-    // nlohmann prefixes "[json.exception.parse_error.101] parse error at line 1, column 2: ".
-    if (auto at = what.find("syntax error"); at != std::string::npos) what = what.substr(at);
-    return Error(ErrorKind::kInvalidInput, "policy",
-                 std::string(source) + ":" + std::to_string(pos.line) + ":" +
-                     std::to_string(pos.column) + ": invalid JSON: " + what);
-  } catch (const json::exception& error) {
-    // e.g. out_of_range for a number too large for any numeric type.
-    std::string what = error.what();
-    if (auto at = what.find("] "); at != std::string::npos) what = what.substr(at + 2);
-    return Error(ErrorKind::kInvalidInput, "policy",
-                 std::string(source) + ": invalid JSON: " + what);
-  }
+  PB_TRY(document, core::parse_json(text, source));
   if (!document.is_object()) {
     return field_error(
         source, "(top level)",
@@ -164,7 +148,8 @@ core::Result<ActionPolicy> parse_policy_json(std::string_view text, std::string_
 }
 
 core::Result<ActionPolicy> load_policy_file(const std::string& path) {
-  auto text = core::read_file(path, kMaxPolicyFileBytes);
+  auto text = core::read_regular_file(path, kMaxPolicyFileBytes, "policy file");
+  // Any unusable policy file is a configuration error (SandboxConfigError).
   if (!text) return std::move(text).error().with_kind(ErrorKind::kInvalidInput);
   return parse_policy_json(*text, path);
 }

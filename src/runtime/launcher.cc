@@ -45,7 +45,8 @@ struct InitClone {
 
 // The pid of a pidfd's process in this pid namespace (/proc fdinfo).
 long pid_of_pidfd(int pidfd) {
-  auto read = core::read_file("/proc/self/fdinfo/" + std::to_string(pidfd), 4096);
+  auto read = core::read_regular_file("/proc/self/fdinfo/" + std::to_string(pidfd), 4096,
+                                      "the pidfd's fdinfo");
   const std::string text = read ? std::move(read).value() : "";
   const auto at = text.find("\nPid:");
   return at == std::string::npos ? -ESRCH : std::strtol(text.c_str() + at + 5, nullptr, 10);

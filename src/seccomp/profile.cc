@@ -4,13 +4,14 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
+#include <filesystem>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
+#include "core/fs.h"
 #include "core/json_lines.h"
+#include "core/json_parse.h"
 #include "core/text.h"
 
 namespace pulsebox::seccomp {
@@ -23,6 +24,9 @@ using core::ErrorKind;
 using json = nlohmann::json;
 
 namespace {
+
+// Docker's default profile is about 20 KB.
+constexpr std::uint64_t kMaxProfileBytes = 4ull << 20;
 
 constexpr std::pair<std::string_view, Action> kActions[] = {
     {"SCMP_ACT_ALLOW", Action::Allow},
@@ -68,12 +72,12 @@ bool kernel_at_least(const std::string& version) {
 
 class Parser {
  public:
-  Parser(std::string_view text, std::string source)
-      : source_(std::move(source)), lines_(core::json_value_lines(text)) {}
+  // `text` must outlive the parser.
+  Parser(std::string_view text, std::string source) : text_(text), source_(std::move(source)) {}
 
   Error error(const std::string& path, const std::string& message) const {
     std::string where = source_;
-    if (auto it = lines_.find(path); it != lines_.end()) where += ":" + std::to_string(it->second);
+    if (auto line = core::json_value_line(text_, path)) where += ":" + std::to_string(*line);
     return Error(
         ErrorKind::kInvalidInput, "seccomp",
         where + ": " + (path.empty() ? std::string("the profile") : path) + ": " + message);
@@ -276,8 +280,8 @@ class Parser {
   }
 
  private:
+  std::string_view text_;
   std::string source_;
-  std::map<std::string, int> lines_;
 };
 
 }  // namespace
@@ -297,23 +301,7 @@ std::string_view to_string(ArgOp op) {
 }
 
 core::Result<Profile> parse_profile(std::string_view text, const std::string& source) {
-  json root;
-  try {
-    root = json::parse(text);
-  } catch (const json::out_of_range&) {
-    // A number too large for any C++ type (found by the fuzzer).
-    return Error(ErrorKind::kInvalidInput, "seccomp",
-                 source + ": invalid JSON: a number is out of range");
-  } catch (const json::parse_error& e) {
-    const auto pos = core::position_of_offset(text, e.byte > 0 ? e.byte - 1 : 0);
-    std::string what = e.what();
-    if (auto cut = what.find("syntax error"); cut != std::string::npos) what = what.substr(cut);
-    return Error(ErrorKind::kInvalidInput, "seccomp",
-                 source + ":" + std::to_string(pos.line) + ":" + std::to_string(pos.column) +
-                     ": invalid JSON: " + what);
-  } catch (const json::exception& e) {
-    return Error(ErrorKind::kInvalidInput, "seccomp", source + ": invalid JSON: " + e.what());
-  }
+  PB_TRY(root, core::parse_json(text, source));
   try {
     Parser parser(text, source);
     PB_TRY(profile, parser.parse(root));
@@ -346,18 +334,16 @@ core::Result<std::string> read_profile_text(const std::string& name_or_path) {
   for (const auto& [name, text] : builtin_profiles()) {
     if (name == name_or_path) return std::string(text);
   }
-  std::ifstream in(name_or_path, std::ios::binary);
-  if (!in) {
+  std::error_code ec;
+  if (!std::filesystem::exists(name_or_path, ec)) {
     std::string names;
     for (const auto& name : builtin_profile_names())
       names += (names.empty() ? "" : ", ") + name;
-    return Error(ErrorKind::kInvalidInput, "seccomp",
+    return Error(ErrorKind::kInvalidInput, "io",
                  "seccomp profile \"" + name_or_path + "\": not a built-in profile (" + names +
-                     ") and no readable file");
+                     ") and no such file");
   }
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
+  return core::read_regular_file(name_or_path, kMaxProfileBytes, "seccomp profile");
 }
 
 core::Result<Profile> load_profile(const std::string& name_or_path) {

@@ -11,6 +11,7 @@
 #include "audit/chain.h"
 #include "core/byte_names.h"
 #include "core/fs.h"
+#include "core/json_parse.h"
 #include "core/sha256.h"
 #include "core/text.h"
 #include "workspace/protected_changes.h"
@@ -29,6 +30,8 @@ std::function<void(std::string_view)> commit_failpoint;
 namespace {
 
 constexpr const char* kTempPrefix = ".pulsebox-tmp-";
+// A manifest takes a few hundred bytes per staged path.
+constexpr std::uint64_t kMaxTransactionFileBytes = core::kDefaultReadLimit;
 
 void failpoint(std::string_view step) {
   if (commit_failpoint) commit_failpoint(step);
@@ -99,13 +102,14 @@ Error corrupt(const std::filesystem::path& file, const std::string& why) {
                    "); discard the transaction or run `pulsebox reconcile`");
 }
 
+// Manifests and write-ahead logs are pulsebox's own, but a damaged or
+// planted one must be refused, never crash or block the reader.
 core::Result<json> read_json(const std::filesystem::path& file) {
-  PB_TRY(text, core::read_file(file));
-  try {
-    return json::parse(text);
-  } catch (const json::exception& error) {
-    return corrupt(file, error.what());
-  }
+  auto text = core::read_regular_file(file, kMaxTransactionFileBytes, "transaction file");
+  if (!text) return corrupt(file, text.error().to_string());
+  auto document = core::parse_json(*text, file.string());
+  if (!document) return corrupt(file, document.error().to_string());
+  return std::move(document).value();
 }
 
 core::Status fsync_path(const std::filesystem::path& path) {

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "core/fs.h"
+#include "core/system_dirs.h"
 #include "core/throw_error.h"
 #include "pulsebox/workspace.h"
 #include "workspace/diff.h"
@@ -84,14 +85,25 @@ void stage_one(TransactionStore& store, const std::string& tx, Entry entry,
 Workspace::Workspace(std::filesystem::path root)
     : Workspace(std::move(root), default_workspace_policy()) {}
 
-Workspace::Workspace(std::filesystem::path root, ActionPolicy policy, WorkspaceLimits limits)
+Workspace::Workspace(std::filesystem::path root, ActionPolicy policy, WorkspaceLimits limits,
+                     SystemDirectoryUse system_directory)
     : root_(std::move(root)), policy_(std::move(policy)), limits_(limits) {
   std::error_code ec;
   if (!std::filesystem::is_directory(root_, ec)) {
     core::throw_error(
         Error(ErrorKind::kInvalidInput, "workspace", root_.string() + " is not a directory"));
   }
+  const std::filesystem::path given = root_;
   root_ = std::filesystem::canonical(root_, ec);
+  if (system_directory == SystemDirectoryUse::Allow) return;
+  if (const auto reason = core::system_directory_reason(root_)) {
+    const std::string resolved = root_ == given ? "" : " (resolved: " + root_.string() + ")";
+    core::throw_error(Error(ErrorKind::kSecurity, "workspace",
+                            "the workspace " + given.string() + resolved +
+                                " is a system directory (" + *reason +
+                                "); choose a project directory, or pass --allow-system-dir "
+                                "(C++: SystemDirectoryUse::Allow) to use it anyway"));
+  }
 }
 
 Workspace::RunClock Workspace::stamp_now() const {
@@ -330,8 +342,8 @@ std::string Workspace::diff(const std::string& tx, bool colour) const {
       case StagedOp::Write: {
         after.exists = true;
         after.mode = entry.mode;
-        auto bytes =
-            core::read_file(store.tx_dir(tx) / "blobs" / entry.blob, limits_.max_file_bytes);
+        auto bytes = core::read_regular_file(store.tx_dir(tx) / "blobs" / entry.blob,
+                                             limits_.max_file_bytes, "staged file");
         if (bytes) after.content = std::move(bytes).value();
         break;
       }

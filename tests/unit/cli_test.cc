@@ -54,8 +54,9 @@ TEST(CliTest, PolicyCheckValidAndInvalid) {
                          "\"ask\", got \"sure\""),
             std::string::npos)
       << bad.err;
+  // Unreadable input is 125 (docs/cli.md); 1 is for input read and found invalid.
   const auto missing = run_cli({"policy", "check", (dir / "none.json").string()});
-  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_EQ(missing.exit_code, 125);
   EXPECT_NE(missing.err.find("none.json"), std::string::npos);
   const auto as_json = run_cli({"policy", "check", "--json", (dir / "bad.json").string()});
   EXPECT_EQ(nlohmann::json::parse(as_json.out)["valid"], false);

@@ -1,6 +1,8 @@
 // The launch plan as data: mount steps, exec candidates, bind checks, id
 // ranges. No privileges needed; the real thing runs in tests/integration.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 
@@ -234,6 +236,19 @@ TEST(SubordinateIds, TheFirstLargeEnoughRangeOfTheUser) {
   EXPECT_EQ(linux_api::subordinate_id_base((dir / "subuid").string(), "root", 65536),
             std::optional<std::uint32_t>(300000));
   EXPECT_EQ(linux_api::subordinate_id_base((dir / "subuid").string(), "bob", 1), std::nullopt);
+}
+
+// A FIFO or device in place of /etc/subuid or /etc/passwd lists nobody: it
+// must neither block the launch nor be read forever (/dev/zero).
+TEST(SubordinateIds, ANonRegularFileListsNobody) {
+  TempDir dir;
+  ASSERT_EQ(::mkfifo((dir / "fifo").c_str(), 0600), 0);
+  ::alarm(20);  // a regression that blocks ends the test binary
+  EXPECT_EQ(linux_api::subordinate_id_base((dir / "fifo").string(), "root", 1), std::nullopt);
+  EXPECT_EQ(linux_api::user_name_in_passwd((dir / "fifo").string(), 0), std::nullopt);
+  EXPECT_EQ(linux_api::subordinate_id_base("/dev/zero", "root", 1), std::nullopt);
+  EXPECT_EQ(linux_api::user_name_in_passwd("/dev/zero", 0), std::nullopt);
+  ::alarm(0);
 }
 
 TEST(SubordinateIds, UserNamesComeFromThePasswdFile) {

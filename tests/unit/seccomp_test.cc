@@ -28,12 +28,27 @@ std::string error_of(std::string_view text) {
 }
 
 TEST(JsonLines, EachValueMapsToTheLineItStartsOn) {
-  const auto lines = core::json_value_lines("{\n \"a\": [1,\n  {\"b\": \"x\\\"y\"}],\n \"c\": 2}");
-  EXPECT_EQ(lines.at(""), 1);
-  EXPECT_EQ(lines.at("a"), 2);
-  EXPECT_EQ(lines.at("a[0]"), 2);
-  EXPECT_EQ(lines.at("a[1].b"), 3);
-  EXPECT_EQ(lines.at("c"), 4);
+  const std::string_view text = "{\n \"a\": [1,\n  {\"b\": \"x\\\"y\"}],\n \"c\": 2}";
+  EXPECT_EQ(core::json_value_line(text, ""), 1);
+  EXPECT_EQ(core::json_value_line(text, "a"), 2);
+  EXPECT_EQ(core::json_value_line(text, "a[0]"), 2);
+  EXPECT_EQ(core::json_value_line(text, "a[1].b"), 3);
+  EXPECT_EQ(core::json_value_line(text, "c"), 4);
+  EXPECT_EQ(core::json_value_line(text, "a[2]"), std::nullopt);
+  EXPECT_EQ(core::json_value_line(text, "b"), std::nullopt);
+  EXPECT_EQ(core::json_value_line(text, "a.b"), std::nullopt);
+}
+
+// The line table this replaced kept every value's full path: a long key
+// over a long array (600 KB here) asked for tens of gigabytes.
+TEST(JsonLines, ALongKeyOverALongArrayCostsOnePass) {
+  std::string text = "{\"" + std::string(200000, 'k') + "\": [";
+  for (int i = 0; i < 200000; ++i)
+    text += i == 0 ? "0" : ",0";
+  text += "],\n\"x\": 1}";
+  EXPECT_EQ(core::json_value_line(text, std::string(200000, 'k') + "[199999]"), 1);
+  EXPECT_EQ(core::json_value_line(text, "x"), 2);
+  EXPECT_EQ(error_of(text).substr(0, 9), "p.json:1:");
 }
 
 TEST(SeccompProfile, ErrorsNameTheFileTheLineAndTheField) {

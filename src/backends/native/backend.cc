@@ -203,11 +203,25 @@ std::shared_ptr<Backend> NativeHost::make_backend() {
 
 }  // namespace backends::native
 
+namespace {
+
+// The options with their state directory resolved and checked.
+NativeBackendOptions checked(NativeBackendOptions options) {
+  if (options.state_dir.empty()) options.state_dir = backends::default_state_dir();
+  core::check_or_throw(backends::native::check_not_system_directory(
+      options.state_dir, options.allow_system_state_dir));
+  return options;
+}
+
+}  // namespace
+
 std::shared_ptr<Backend> make_native_backend(NativeBackendOptions options) {
-  return std::make_shared<backends::native::NativeHost>(std::move(options), false)->make_backend();
+  return std::make_shared<backends::native::NativeHost>(checked(std::move(options)), false)
+      ->make_backend();
 }
 
 void backends::ensure_state_dir(const std::filesystem::path& dir) {
+  core::check_or_throw(native::check_not_system_directory(dir, false));
   core::check_or_throw(native::ensure_private_dir(dir, native::state_dir_mode()));
 }
 
@@ -221,7 +235,7 @@ std::filesystem::path backends::default_state_dir() {
 
 std::shared_ptr<backends::NativeRuntime> backends::make_native_runtime(NativeBackendOptions options,
                                                                        bool prestart) {
-  return std::make_shared<native::NativeHost>(std::move(options), prestart);
+  return std::make_shared<native::NativeHost>(checked(std::move(options)), prestart);
 }
 
 }  // namespace pulsebox

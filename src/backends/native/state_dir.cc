@@ -4,6 +4,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdlib>
+#include <string>
+
+#include "core/system_dirs.h"
+
 namespace pulsebox::backends::native {
 
 using core::Error;
@@ -26,6 +31,19 @@ core::Status ensure_private_dir(const fs::path& dir, mode_t mode) {
     return Error::from_errno("native", "chmod " + dir.string());
   }
   return core::ok_status();
+}
+
+core::Status check_not_system_directory(const fs::path& dir, bool allowed) {
+  if (allowed) return core::ok_status();
+  const char* forced = std::getenv("PULSEBOX_ALLOW_SYSTEM_STATE_DIR");
+  if (forced != nullptr && std::string(forced) == "1") return core::ok_status();
+  const auto reason = core::system_directory_reason(dir);
+  if (!reason) return core::ok_status();
+  return Error(ErrorKind::kSecurity, "native",
+               "the state directory " + dir.string() + " is a system directory (" + *reason +
+                   "); set PULSEBOX_STATE_DIR to a directory of pulsebox's own, or set "
+                   "PULSEBOX_ALLOW_SYSTEM_STATE_DIR=1 (C++: "
+                   "NativeBackendOptions::allow_system_state_dir) to use it anyway");
 }
 
 mode_t state_dir_mode() {

@@ -21,6 +21,13 @@ namespace pulsebox::backends::native {
 // someone else in a shared place such as /var/tmp is refused (kSecurity).
 core::Status ensure_private_dir(const std::filesystem::path& dir, mode_t mode);
 
+// Refuses a system directory (core::system_directory_reason) as the state
+// directory, which pulsebox makes private (chmod) and fills with staging,
+// unless `allowed` (NativeBackendOptions::allow_system_state_dir) or
+// PULSEBOX_ALLOW_SYSTEM_STATE_DIR=1: kSecurity, naming the directory, the
+// reason and both ways to force it.
+core::Status check_not_system_directory(const std::filesystem::path& dir, bool allowed);
+
 // The mode of the state directory and of runs/: root's sandboxes (other
 // host ids) must traverse them to reach their staging.
 mode_t state_dir_mode();

@@ -1,0 +1,41 @@
+// Parsing untrusted JSON text with bounded nesting. nlohmann::json builds
+// its values iteratively, but much of what then walks them recurses (dump,
+// copies, comparisons, our own readers): a document nested 100,000 levels
+// deep overflows the stack there. So the depth is measured first, by a scan
+// that needs no stack, and a document past the limit never reaches the
+// JSON library. Every parse of input pulsebox did not just write itself goes
+// through parse_json.
+#pragma once
+
+#include <cstddef>
+#include <nlohmann/json_fwd.hpp>
+#include <string_view>
+
+#include "core/result.h"
+
+namespace pulsebox::core {
+
+// Policies, seccomp profiles and transaction manifests need fewer than ten
+// levels; this leaves room for any legitimate document.
+inline constexpr std::size_t kMaxJsonDepth = 64;
+
+struct JsonNesting {
+  std::size_t depth = 0;  // the deepest nesting of arrays and objects
+  // Where an array or object first opened past `limit` (when depth > limit).
+  std::size_t offset_past_limit = 0;
+};
+
+// Measures nesting the way a JSON parser meets it: brackets inside strings
+// do not count. Meant for text about to be parsed; past a syntax error or a
+// NUL byte (where nlohmann ends the document) the count may be higher,
+// never lower, than what the parser meets.
+JsonNesting json_nesting(std::string_view text, std::size_t limit = kMaxJsonDepth);
+
+// Parses one JSON document. Errors are kInvalidInput with stage "json":
+//   "<source>:<line>:<column>: invalid JSON: syntax error ..."
+//   "<source>:<line>:<column>: JSON nested 100000 levels deep, over the limit of 64 ..."
+//   "<source>: invalid JSON: a number is out of range"
+Result<nlohmann::json> parse_json(std::string_view text, std::string_view source,
+                                  std::size_t max_depth = kMaxJsonDepth);
+
+}  // namespace pulsebox::core
