@@ -96,6 +96,22 @@ Entry entry_from_json(const json& j) {
   return e;
 }
 
+// What is wrong with an entry read back from a manifest or a write-ahead
+// log, "" when nothing: its path must be in normal form, and its blob a name
+// this store made (digits), never a path that could reach outside blobs/
+// (a manifest in a planted .agent/ would otherwise copy any file the user
+// can read into the workspace).
+std::string entry_problem(const Entry& entry) {
+  auto checked = check_relative_path(entry.path);
+  if (!checked || *checked != entry.path) return "bad path " + entry.path;
+  const bool digits =
+      !entry.blob.empty() && entry.blob.find_first_not_of("0123456789") == std::string::npos;
+  if (entry.op == StagedOp::Write ? !digits : !entry.blob.empty()) {
+    return "bad blob name for " + entry.path;
+  }
+  return "";
+}
+
 Error corrupt(const std::filesystem::path& file, const std::string& why) {
   return Error(ErrorKind::kRecovery, "workspace",
                file.string() + " is damaged (" + why +
@@ -265,8 +281,8 @@ core::Result<Draft> TransactionStore::load(const std::string& id) const {
     draft.next_blob = document.at("next_blob").get<std::uint64_t>();
     for (const auto& item : document.at("entries")) {
       Entry entry = entry_from_json(item);
-      auto checked = check_relative_path(entry.path);
-      if (!checked || *checked != entry.path) return corrupt(manifest, "bad path " + entry.path);
+      if (const std::string problem = entry_problem(entry); !problem.empty())
+        return corrupt(manifest, problem);
       draft.total_bytes += entry.size;
       draft.entries[entry.path] = std::move(entry);
     }
@@ -529,7 +545,18 @@ core::Result<std::vector<std::string>> TransactionStore::commit(const std::strin
         "transaction " + id + " was interrupted while committing; run `pulsebox reconcile`");
   }
 
-  // 1. Nothing changed underneath since staging.
+  // 1. Nothing changed underneath since staging, and every blob is a file
+  // this store wrote (a symlink planted in blobs/ would be renamed into the
+  // workspace as if it were the file).
+  PB_TRY(blob_dir, core::open_directory(dir / "blobs"));
+  for (const auto& [path, entry] : draft.entries) {
+    struct stat blob {};
+    if (entry.op == StagedOp::Write &&
+        (::fstatat(blob_dir.get(), entry.blob.c_str(), &blob, AT_SYMLINK_NOFOLLOW) != 0 ||
+         !S_ISREG(blob.st_mode))) {
+      return corrupt(dir / "blobs" / entry.blob, "not a regular file");
+    }
+  }
   std::vector<std::string> conflicts;
   for (const auto& [path, entry] : draft.entries) {
     PB_TRY(now, take_snapshot(root_fd.get(), path));
@@ -599,8 +626,8 @@ core::Result<Workspace::ReconcileReport> TransactionStore::reconcile() {
       try {
         for (const auto& step : wal.at("steps")) {
           Entry entry = entry_from_json(step);
-          auto checked = check_relative_path(entry.path);
-          if (!checked || *checked != entry.path) return corrupt(dir / "wal.json", "bad path");
+          if (const std::string problem = entry_problem(entry); !problem.empty())
+            return corrupt(dir / "wal.json", problem);
           draft.entries[entry.path] = std::move(entry);
         }
       } catch (const json::exception& error) {

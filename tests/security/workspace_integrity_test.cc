@@ -192,5 +192,52 @@ TEST_F(WorkspaceIntegrityTest, NamesThatAreNotUtf8AreCommittedExactly) {
   }
 }
 
+// A transaction is files under .agent/: a workspace can arrive with one
+// planted (a cloned repository, an archive). Its blob names must stay inside
+// its blobs/ directory and be files: a commit of "../../etc/hostname" or of
+// a symlink blob would move a file of the user's (or a link to it) into the
+// workspace.
+TEST_F(WorkspaceIntegrityTest, APlantedTransactionCannotReachOutsideItsBlobs) {
+  testing::write_file(workspace_ / "a.txt", "a\n");
+  const std::string tx = "tx-20260101000000-abcdef";
+  const fs::path dir = workspace_ / ".agent/transactions" / tx;
+  fs::create_directories(dir / "blobs");
+  auto manifest = [&](const std::string& blob) {
+    nlohmann::json absent = {
+        {"type", "absent"}, {"inode", 0}, {"device", 0},  {"size", 0},
+        {"mtime_ns", 0},    {"mode", 0},  {"sha256", ""}, {"changed_during_run", false}};
+    nlohmann::json entry = {{"path", "stolen.txt"}, {"op", "write"}, {"mode", 0644},
+                            {"link_target", ""},    {"blob", blob},  {"size", 5},
+                            {"snapshot", absent}};
+    nlohmann::json doc = {{"version", 1},
+                          {"id", tx},
+                          {"created", "2026-01-01T00:00:00Z"},
+                          {"next_blob", 1},
+                          {"origin", "planted"},
+                          {"entries", {entry}}};
+    testing::write_file(dir / "manifest.json", doc.dump());
+  };
+  // A file of the test's own outside the workspace (never a system file: a
+  // regression would move it).
+  const fs::path secret = scratch_ / "secret.txt";
+  testing::write_file(secret, "secret");
+  manifest(secret.lexically_relative(dir / "blobs").string());
+  for (const char* command : {"diff", "commit"}) {
+    const auto refused =
+        testing::run_cli({command, "-w", workspace_.path().string(), tx}, "", env());
+    EXPECT_EQ(refused.exit_code, 125) << command << ": " << refused.out << refused.err;
+    EXPECT_NE(refused.err.find("bad blob name"), std::string::npos) << refused.err;
+  }
+  EXPECT_FALSE(fs::exists(workspace_ / "stolen.txt"));
+
+  manifest("0");
+  fs::create_symlink(secret, dir / "blobs/0");
+  const auto refused = commit(tx);
+  EXPECT_EQ(refused.exit_code, 125) << refused.out << refused.err;
+  EXPECT_NE(refused.err.find("not a regular file"), std::string::npos) << refused.err;
+  EXPECT_FALSE(fs::exists(fs::symlink_status(workspace_ / "stolen.txt")));
+  EXPECT_EQ(testing::read_file(secret), "secret");
+}
+
 }  // namespace
 }  // namespace pulsebox
