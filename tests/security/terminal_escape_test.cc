@@ -244,10 +244,13 @@ TEST_F(TerminalEscapeTest, CommitListsAndConflictErrorsQuoteNames) {
 
 // A refused run names the command it refused; its arguments are the
 // caller's, but they may come from anywhere (a file list, a previous run).
+// A policy file with no rule for SHELL refuses every command.
 TEST_F(TerminalEscapeTest, ARefusedRunsErrorShowsItsArgumentsEscaped) {
+  const std::filesystem::path policy = workspace_ / "policy.json";
+  testing::write_file(policy, R"({"rules": []})");
   const auto run =
-      testing::run_cli({"run", "--allow-weaker", "limits", "-w", workspace_.path().string(), "--",
-                        "echo", "bad\xff\xfe", kErase},
+      testing::run_cli({"run", "--allow-weaker", "limits", "--policy", policy.string(), "-w",
+                        workspace_.path().string(), "--", "echo", "bad\xff\xfe", kErase},
                        "", env());
   EXPECT_NE(run.exit_code, 0);
   EXPECT_EQ(raw_hazard(run.out + run.err), "") << run.err;
@@ -255,9 +258,8 @@ TEST_F(TerminalEscapeTest, ARefusedRunsErrorShowsItsArgumentsEscaped) {
 }
 
 // Names are bytes: one that is not UTF-8 is shown with octal escapes, like
-// git. Disabled until transactions store names as bytes (today the manifest
-// turns the bytes into U+FFFD): the lead enables it with that change.
-TEST_F(TerminalEscapeTest, DISABLED_NamesThatAreNotUtf8AreShownAsOctalEscapes) {
+// git.
+TEST_F(TerminalEscapeTest, NamesThatAreNotUtf8AreShownAsOctalEscapes) {
   const std::string tx = run_sandbox({}, "printf 'y\\n' > \"$(printf 'bad\\377\\376.txt')\"");
   ASSERT_FALSE(tx.empty());
   const auto piped = testing::run_cli({"diff", "-w", workspace_.path().string(), tx}, "", env());
