@@ -29,13 +29,17 @@ using testing::write_lines;
 namespace fs = std::filesystem;
 
 // An attacker's rewrite of one line: a new prev, the body's hash recomputed
-// with SHA-256 (no key needed); the MAC, if any, kept or dropped.
+// with SHA-256 (no key needed); the MAC, if any, kept, or dropped with the
+// key id (the line then looks unkeyed).
 std::string rechain(const std::string& line, const std::string& prev, bool keep_mac,
                     std::string* hash_out) {
   const auto at = line.rfind(",\"hash\":\"");
   std::string body = line.substr(0, at);
   const auto prev_at = body.rfind(",\"prev\":\"");
-  body = body.substr(0, prev_at) + ",\"prev\":\"" + prev + "\"";
+  body = body.substr(0, prev_at);
+  const auto key_id_at = body.rfind(",\"key_id\":\"");
+  if (!keep_mac && key_id_at != std::string::npos) body = body.substr(0, key_id_at);
+  body += ",\"prev\":\"" + prev + "\"";
   const std::string hash = core::sha256_hex(prev + body);
   *hash_out = hash;
   std::string suffix = ",\"hash\":\"" + hash + "\"";
