@@ -48,8 +48,8 @@ struct CheckedLine {
   bool keyed = false;
 };
 
-// The line ending at byte `end`, checked: a whole entry whose hash holds
-// and, if keyed, whose MAC is `key`'s. Without a key, a keyed line is
+// The line ending at byte `end`, checked: a whole entry, and if keyed, one
+// whose hash holds and whose MAC is `key`'s. Without a key, a keyed line is
 // refused (`why_no_key` says why there is none): appending unkeyed lines
 // would break its chain of MACs.
 core::Result<CheckedLine> read_checked_line(int fd, std::uint64_t end, const audit::Key* key,
@@ -76,10 +76,12 @@ core::Result<CheckedLine> read_checked_line(int fd, std::uint64_t end, const aud
                    name + " is keyed with another key (key id " + entry->key_id + "; " +
                        key->file().string() + " is key id " + key->id() + ")" + use_key);
     }
-    if (key->mac(entry->prev, split.body) != split.mac) {
+    if (audit::chain_hash(entry->prev, split.body) != split.hash ||
+        key->mac(entry->prev, split.body) != split.mac) {
       return Error(ErrorKind::kSecurity, "audit",
-                   name + ": the MAC of the record ending at byte " + std::to_string(end) +
-                       " does not match: it was edited; run `pulsebox audit verify " + name + "`");
+                   name + ": the record ending at byte " + std::to_string(end) +
+                       " does not match its hash or its MAC: it was edited; run `pulsebox " +
+                       "audit verify " + name + "`");
     }
   }
   return CheckedLine{entry->seq, std::string(split.hash), entry->keyed()};

@@ -570,6 +570,20 @@ TEST_F(KeyedAuditTest, AnEditOfTheSameSizeIsNotHiddenByTheTipCache) {
   EXPECT_EQ(read_lines(path_), lines);
 }
 
+TEST_F(KeyedAuditTest, ATipWhoseHashWasChangedIsNotExtended) {
+  // The MAC covers prev and the body, not the hash field: a writer that
+  // chained from a changed hash would extend a broken chain.
+  write(2);
+  auto lines = read_lines(path_);
+  const std::string hash = nlohmann::json::parse(lines[1])["hash"];
+  lines[1].replace(lines[1].find(hash), 64, std::string(64, 'e'));
+  write_lines(path_, lines);
+  std::filesystem::remove(anchor());  // so the tip is read from the log
+  AuditLog log(path_, nullptr, keyed());
+  EXPECT_THROW(log.record({.action = "x"}), SandboxSecurityError);
+  EXPECT_EQ(read_lines(path_), lines);
+}
+
 TEST_F(KeyedAuditTest, AStrippedMacIsNamed) {
   write(2);
   auto lines = read_lines(path_);
