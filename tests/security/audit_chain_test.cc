@@ -17,6 +17,7 @@
 
 #include "core/sha256.h"
 #include "helpers/cli_runner.h"
+#include "helpers/local_server.h"
 #include "helpers/test_support.h"
 #include "pulsebox/sandbox.h"
 
@@ -268,6 +269,26 @@ TEST_F(AuditChainTest, WithoutAPlaceForTheKeyTheLogIsUnkeyedAndSaysSo) {
   EXPECT_NE(keyed.out.find("lines 1-" + std::to_string(unkeyed) + " are unkeyed"),
             std::string::npos)
       << keyed.out;
+}
+
+TEST_F(AuditChainTest, ARunThroughTheServerIsKeyedWithTheClientsKey) {
+  PULSEBOX_SKIP_UNLESS(native_, "the local server runs native sandboxes only");
+  // The server has no key and no home; its client names one.
+  testing::LocalServer server;
+  ASSERT_EQ(server.start(binary_,
+                         {"PULSEBOX_STATE_DIR=" + state_.path().string(), "NO_COLOR=1",
+                          "PULSEBOX_AUDIT_KEY=", "XDG_STATE_HOME=", "HOME=/nonexistent"},
+                         state_ / "server.sock", scratch_ / "server.log"),
+            "");
+  const auto run =
+      run_sandbox(workspace_.path(), {"PULSEBOX_STATE_DIR=" + state_.path().string(), "NO_COLOR=1",
+                                      "PULSEBOX_AUDIT_KEY=" + key().string()});
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.err.find("not keyed"), std::string::npos) << run.err;
+  EXPECT_EQ(server.served_runs(), 1) << server.log();
+  const auto result = verify(log());
+  EXPECT_EQ(result.exit_code, 0) << result.out << result.err;
+  EXPECT_EQ(server.stop(), 0) << server.log();
 }
 
 TEST_F(AuditChainTest, AnUnsafeKeyFileIsRefused) {
