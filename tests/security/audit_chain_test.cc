@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "core/sha256.h"
 #include "helpers/cli_runner.h"
@@ -271,15 +272,47 @@ TEST_F(AuditChainTest, WithoutAPlaceForTheKeyTheLogIsUnkeyedAndSaysSo) {
       << keyed.out;
 }
 
+// Sets or unsets variables of this process for its lifetime: the server
+// helper adds to this process's environment, and must not inherit a key or
+// a home from it.
+class ScopedEnvironment {
+ public:
+  explicit ScopedEnvironment(const std::vector<std::pair<std::string, const char*>>& values) {
+    for (const auto& [name, value] : values) {
+      const char* old = std::getenv(name.c_str());
+      saved_.emplace_back(name, old == nullptr ? std::nullopt : std::optional<std::string>(old));
+      if (value == nullptr) {
+        ::unsetenv(name.c_str());
+      } else {
+        ::setenv(name.c_str(), value, 1);
+      }
+    }
+  }
+  ~ScopedEnvironment() {
+    for (const auto& [name, value] : saved_) {
+      if (value) {
+        ::setenv(name.c_str(), value->c_str(), 1);
+      } else {
+        ::unsetenv(name.c_str());
+      }
+    }
+  }
+
+ private:
+  std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
+};
+
 TEST_F(AuditChainTest, ARunThroughTheServerIsKeyedWithTheClientsKey) {
   PULSEBOX_SKIP_UNLESS(native_, "the local server runs native sandboxes only");
   // The server has no key and no home; its client names one.
   testing::LocalServer server;
-  ASSERT_EQ(server.start(binary_,
-                         {"PULSEBOX_STATE_DIR=" + state_.path().string(), "NO_COLOR=1",
-                          "PULSEBOX_AUDIT_KEY=", "XDG_STATE_HOME=", "HOME=/nonexistent"},
-                         state_ / "server.sock", scratch_ / "server.log"),
-            "");
+  {
+    const ScopedEnvironment homeless(
+        {{"PULSEBOX_AUDIT_KEY", nullptr}, {"XDG_STATE_HOME", nullptr}, {"HOME", "/nonexistent"}});
+    ASSERT_EQ(server.start(binary_, {"PULSEBOX_STATE_DIR=" + state_.path().string(), "NO_COLOR=1"},
+                           state_ / "server.sock", scratch_ / "server.log"),
+              "");
+  }
   const auto run =
       run_sandbox(workspace_.path(), {"PULSEBOX_STATE_DIR=" + state_.path().string(), "NO_COLOR=1",
                                       "PULSEBOX_AUDIT_KEY=" + key().string()});
