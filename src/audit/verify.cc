@@ -1,6 +1,7 @@
 // The audit log's verifier: one pass over the file with bounded memory,
 // the first problem found, and what the result proves.
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -19,6 +20,20 @@ using core::ErrorKind;
 namespace fs = std::filesystem;
 
 namespace {
+
+// A shared lock, so that no append is read half written. A writer holds
+// its lock for one append; one that holds it for seconds is reported.
+core::Status lock_shared(int fd, const fs::path& path) {
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    if (::flock(fd, LOCK_SH | LOCK_NB) == 0) return core::ok_status();
+    if (errno != EWOULDBLOCK && errno != EINTR) {
+      return Error::from_errno("audit", "locking " + path.string());
+    }
+    ::usleep(50 * 1000);
+  }
+  return Error(ErrorKind::kConcurrentModification, "audit",
+               path.string() + " stayed locked by a writer for 5 s; try again");
+}
 
 std::string records(std::uint64_t count) {
   return std::to_string(count) + (count == 1 ? " record" : " records");
@@ -69,6 +84,22 @@ AuditVerification verify_audit_log(const fs::path& path, const AuditVerifyOption
     core::throw_error(Error(ErrorKind::kInvalidInput, "audit",
                             "an anchor is checked with its key: give the key too (--key FILE)"));
   }
+  // The log first: the anchor is read under its lock, so that both show
+  // the same append (a writer updates the anchor before it unlocks).
+  core::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
+  const int open_errno = errno;
+  if (fd) {
+    struct stat st {};
+    if (::fstat(fd.get(), &st) != 0) {
+      core::throw_error(Error::from_errno("audit", "stat " + path.string()));
+    }
+    if (!S_ISREG(st.st_mode)) {
+      core::throw_error(Error(ErrorKind::kInvalidInput, "audit",
+                              path.string() + " is not a regular file (an audit log is one)"));
+    }
+    core::check_or_throw(lock_shared(fd.get(), path));
+  }
+
   std::optional<audit::Anchor> anchor;
   fs::path anchor_path;
   if (key) {
@@ -89,20 +120,12 @@ AuditVerification verify_audit_log(const fs::path& path, const AuditVerifyOption
     }
   }
 
-  core::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
-  if (!fd && errno == ENOENT && anchor && anchor->records > 0) {
+  if (!fd && open_errno == ENOENT && anchor && anchor->records > 0) {
     return tampered(
         0, "deleted: the file is missing, but its anchor says it had " + records(anchor->records));
   }
-  if (!fd) core::throw_error(Error::from_errno("audit", "cannot open " + path.string()));
-  struct stat st {};
-  if (::fstat(fd.get(), &st) != 0) {
-    core::throw_error(Error::from_errno("audit", "stat " + path.string()));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    core::throw_error(Error(ErrorKind::kInvalidInput, "audit",
-                            path.string() + " is not a regular file (an audit log is one)"));
-  }
+  if (!fd)
+    core::throw_error(Error::from_errno("audit", "cannot open " + path.string(), open_errno));
 
   std::uint64_t expected_seq = 1;
   std::string expected_prev = audit::kGenesisHash;

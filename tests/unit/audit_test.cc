@@ -584,6 +584,34 @@ TEST_F(KeyedAuditTest, ATipWhoseHashWasChangedIsNotExtended) {
   EXPECT_EQ(read_lines(path_), lines);
 }
 
+TEST_F(KeyedAuditTest, VerifyingWhileAnotherProcessAppendsFindsNothingWrong) {
+  write(1);
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    try {
+      AuditLog log(path_, nullptr, keyed());
+      for (int i = 0; i < 400; ++i)
+        log.record({.action = "shell", .target = std::string(3000 + i, 'x')});
+    } catch (...) {
+      ::_exit(1);
+    }
+    ::_exit(0);
+  }
+  int status = 0;
+  int checks = 0;
+  for (; checks < 2000 && ::waitpid(pid, &status, WNOHANG) == 0; ++checks) {
+    const auto check = verify();
+    ASSERT_NE(check.verdict, AuditVerdict::Tampered)
+        << "check " << checks << ": line " << check.line << ": " << check.problem;
+  }
+  if (checks == 2000) {
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  }
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  EXPECT_EQ(verify().verdict, AuditVerdict::Verified);
+}
+
 TEST_F(KeyedAuditTest, AStrippedMacIsNamed) {
   write(2);
   auto lines = read_lines(path_);
