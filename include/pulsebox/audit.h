@@ -196,7 +196,8 @@ struct AuditVerifyOptions {
   std::filesystem::path anchor_file;
 };
 
-// Reads at most 1 MiB per line, and nothing but a regular file. Throws
+// Reads at most 1 MiB per line, and nothing but a regular file, under a
+// shared flock of the log (writers hold theirs for one append). Throws
 // SandboxError if the file cannot be read (a missing log whose anchor
 // claims records is Tampered, not an error), SandboxSecurityError for a key
 // or an anchor that cannot be used.
