@@ -101,7 +101,7 @@ core::Result<std::optional<Anchor>> AnchorFile::read(const Key& key,
         continue;
       }
       if ((!log_id.empty() && value.at("log").get<std::string>() != log_id) ||
-          value.at("mac").get<std::string>() != key.mac(kDomain, slot.substr(0, mac_at))) {
+          !key.matches(kDomain, slot.substr(0, mac_at), value.at("mac").get<std::string>())) {
         continue;
       }
       if (!newest || anchor.generation > newest->generation) newest = std::move(anchor);

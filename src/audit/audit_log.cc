@@ -77,7 +77,7 @@ core::Result<CheckedLine> read_checked_line(int fd, std::uint64_t end, const aud
                        key->file().string() + " is key id " + key->id() + ")" + use_key);
     }
     if (audit::chain_hash(entry->prev, split.body) != split.hash ||
-        key->mac(entry->prev, split.body) != split.mac) {
+        !key->matches(entry->prev, split.body, split.mac)) {
       return Error(ErrorKind::kSecurity, "audit",
                    name + ": the record ending at byte " + std::to_string(end) +
                        " does not match its hash or its MAC: it was edited; run `pulsebox " +
@@ -148,7 +148,7 @@ core::Result<ChainTip> keyed_tip(int fd, std::uint64_t size, const audit::Key& k
     if (!line.terminated || !entry.ok() || !entry->keyed() || entry->key_id != key.id() ||
         entry->seq != tip.seq + 1 || entry->prev != tip.hash ||
         audit::chain_hash(entry->prev, entry->split.body) != entry->split.hash ||
-        key.mac(entry->prev, entry->split.body) != entry->split.mac) {
+        !key.matches(entry->prev, entry->split.body, entry->split.mac)) {
       return anchor_mismatch(name, anchor_file.path(),
                              "the record after seq " + std::to_string(tip.seq) +
                                  " is not a keyed continuation of its chain");

@@ -243,4 +243,10 @@ std::string Key::mac(std::string_view a, std::string_view b) const {
   return hex;
 }
 
+bool Key::matches(std::string_view a, std::string_view b, std::string_view mac) const {
+  const std::string expected = this->mac(a, b);
+  return !expected.empty() && expected.size() == mac.size() &&
+         CRYPTO_memcmp(expected.data(), mac.data(), mac.size()) == 0;
+}
+
 }  // namespace pulsebox::audit

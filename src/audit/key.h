@@ -37,6 +37,8 @@ class Key {
 
   // HMAC-SHA256 of `a` followed by `b`, lower-case hex.
   std::string mac(std::string_view a, std::string_view b) const;
+  // Whether `mac` is that HMAC, compared in constant time.
+  bool matches(std::string_view a, std::string_view b, std::string_view mac) const;
   // 16 hex digits that name the key in records without revealing it.
   const std::string& id() const { return id_; }
   const std::filesystem::path& file() const { return file_; }

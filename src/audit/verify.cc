@@ -172,7 +172,7 @@ AuditVerification verify_audit_log(const fs::path& path, const AuditVerifyOption
         return tampered(index, "made with another key (key id " + entry->key_id + "; " +
                                    key->file().string() + " is key id " + key->id() + ")");
       }
-      if (key && key->mac(entry->prev, split.body) != split.mac) {
+      if (key && !key->matches(entry->prev, split.body, split.mac)) {
         return tampered(index,
                         "edited: its MAC does not match (changed or written by someone "
                         "without the key)");
