@@ -91,6 +91,8 @@ struct SandboxOptions {
   std::set<Dimension> accept_weaker;
   std::filesystem::path audit_log_path;  // default <workspace>/.agent/logs/audit.jsonl
   bool audit_fsync = false;
+  // The audit log's key (audit.h); unset: default_audit_key_location().
+  std::optional<AuditKeyLocation> audit_key;
   ChangesMode changes = ChangesMode::Keep;
 };
 

@@ -1,3 +1,6 @@
+// The audit log's writer: continues the chain from its tip, under flock, and
+// in keyed mode checks that tip against the anchor before every append that
+// does not follow one of its own.
 #include "pulsebox/audit.h"
 
 #include <fcntl.h>
@@ -5,18 +8,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <chrono>
-#include <cstdio>
-#include <ctime>
-#include <fstream>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "audit/anchor.h"
 #include "audit/chain.h"
-#include "core/fs.h"
-#include "core/sha256.h"
+#include "audit/key.h"
+#include "audit/line_reader.h"
 #include "core/text.h"
 #include "core/throw_error.h"
 #include "pulsebox/secrets.h"
@@ -27,111 +28,149 @@ using core::Error;
 using core::ErrorKind;
 using ordered_json = nlohmann::ordered_json;
 
-namespace audit {
-
-const std::string kGenesisHash(64, '0');
-
-std::string chain_hash(std::string_view prev, std::string_view body) {
-  core::Sha256 hasher;
-  hasher.update(prev);
-  hasher.update(body);
-  return hasher.hex_digest();
-}
-
-std::optional<SplitLine> split_hashed_line(std::string_view line) {
-  // The line ends with `,"hash":"<64 hex>"}`.
-  static constexpr std::string_view kKey = ",\"hash\":\"";
-  constexpr std::size_t kSuffix = kKey.size() + 64 + 2;
-  if (line.size() < kSuffix + 2 || line.back() != '}') return std::nullopt;
-  const std::size_t at = line.size() - kSuffix;
-  if (line.substr(at, kKey.size()) != kKey || line[line.size() - 2] != '"') return std::nullopt;
-  SplitLine split;
-  split.body = line.substr(0, at);
-  split.hash = line.substr(at + kKey.size(), 64);
-  return split;
-}
-
-std::string utc_timestamp() {
-  const auto now = std::chrono::system_clock::now();
-  const auto micros =
-      std::chrono::duration_cast<std::chrono::microseconds>(now.time_since_epoch()).count();
-  const std::time_t seconds = static_cast<std::time_t>(micros / 1000000);
-  std::tm tm{};
-  gmtime_r(&seconds, &tm);
-  char buffer[64];
-  std::snprintf(buffer, sizeof buffer, "%04d-%02d-%02dT%02d:%02d:%02d.%06lldZ", tm.tm_year + 1900,
-                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-                static_cast<long long>(micros % 1000000));
-  return buffer;
-}
-
-}  // namespace audit
-
 namespace {
 
 struct ChainTip {
   std::uint64_t seq = 0;
   std::string hash = audit::kGenesisHash;
+  std::uint64_t keyed_from = 0;
+  std::uint64_t generation = 0;
 };
 
-// Reads the last complete line of the (locked) log to continue its chain.
-core::Result<ChainTip> read_chain_tip(int fd, const std::string& name) {
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) return Error::from_errno("audit", "stat " + name);
-  if (st.st_size == 0) return ChainTip{};
-  std::string tail;
-  off_t end = st.st_size;
-  off_t start = end;
-  // Grow the window backwards until it holds a whole last line.
-  for (;;) {
-    const off_t step = std::min<off_t>(start, 8192);
-    start -= step;
-    std::string chunk(static_cast<std::size_t>(step), '\0');
-    if (::pread(fd, chunk.data(), chunk.size(), start) != step) {
-      return Error::from_errno("audit", "reading the end of " + name);
+Error recovery(const std::string& name, const std::string& what) {
+  return Error(ErrorKind::kRecovery, "audit",
+               name + ": " + what + "; run `pulsebox audit verify " + name + "`");
+}
+
+struct CheckedLine {
+  std::uint64_t seq = 0;
+  std::string hash;
+  bool keyed = false;
+};
+
+// The line ending at byte `end`, checked: a whole entry, and if keyed, one
+// whose hash holds and whose MAC is `key`'s. Without a key, a keyed line is
+// refused (`why_no_key` says why there is none): appending unkeyed lines
+// would break its chain of MACs.
+core::Result<CheckedLine> read_checked_line(int fd, std::uint64_t end, const audit::Key* key,
+                                            const std::string& name,
+                                            const std::string& why_no_key) {
+  std::string storage;
+  auto line = audit::read_line_ending_at(fd, end, storage);
+  if (!line.ok()) return recovery(name, "the last line is incomplete");
+  auto entry = audit::parse_entry(line->text);
+  if (!entry.ok()) {
+    return recovery(name, "the last line is not an audit entry (" + entry.error().message() + ")");
+  }
+  const audit::SplitLine& split = entry->split;
+  if (entry->keyed()) {
+    const std::string use_key = ": set PULSEBOX_AUDIT_KEY (or --audit-key) to the key that made it";
+    if (key == nullptr) {
+      return Error(ErrorKind::kSecurity, "audit",
+                   name + " is keyed (key id " + entry->key_id +
+                       "), but no audit key is available here" +
+                       (why_no_key.empty() ? "" : " (" + why_no_key + ")") + use_key);
     }
-    tail.insert(0, chunk);
-    std::string_view view = tail;
-    if (!view.empty() && view.back() == '\n') view.remove_suffix(1);
-    if (view.find('\n') != std::string_view::npos || start == 0) break;
-    if (tail.size() > (16u << 20)) break;
+    if (entry->key_id != key->id()) {
+      return Error(ErrorKind::kSecurity, "audit",
+                   name + " is keyed with another key (key id " + entry->key_id + "; " +
+                       key->file().string() + " is key id " + key->id() + ")" + use_key);
+    }
+    if (audit::chain_hash(entry->prev, split.body) != split.hash ||
+        !key->matches(entry->prev, split.body, split.mac)) {
+      return Error(ErrorKind::kSecurity, "audit",
+                   name + ": the record ending at byte " + std::to_string(end) +
+                       " does not match its hash or its MAC: it was edited; run `pulsebox " +
+                       "audit verify " + name + "`");
+    }
   }
-  std::string_view view = tail;
-  if (view.empty() || view.back() != '\n') {
-    return Error(ErrorKind::kRecovery, "audit",
-                 name + ": the last line is incomplete; run `pulsebox audit verify " + name + "`");
+  return CheckedLine{entry->seq, std::string(split.hash), entry->keyed()};
+}
+
+Error anchor_mismatch(const std::string& name, const std::filesystem::path& anchor,
+                      const std::string& what) {
+  return Error(ErrorKind::kSecurity, "audit",
+               name + " does not match its anchor " + anchor.string() + ": " + what +
+                   ". Nothing was appended. Check it with `pulsebox audit verify " + name +
+                   "`; to keep it as evidence and start a new log, move it away (the new log "
+                   "records that this one was removed)");
+}
+
+// The tip of a keyed log, held against its anchor. `note` gets what the
+// next record must say first, if anything.
+core::Result<ChainTip> keyed_tip(int fd, std::uint64_t size, const audit::Key& key,
+                                 const audit::AnchorFile& anchor_file, const std::string& log_id,
+                                 const std::string& name, std::string* note) {
+  PB_TRY(anchor, anchor_file.read(key, log_id));
+  if (!anchor) {
+    if (size == 0) return ChainTip{0, audit::kGenesisHash, 1, 0};
+    PB_TRY(last, read_checked_line(fd, size, &key, name, ""));
+    // An unkeyed log turns keyed here; a keyed one lost its anchor.
+    if (last.keyed) {
+      *note = "no anchor was found for this keyed log at " + anchor_file.path().string() +
+              " (the log was moved or copied, or its anchor removed): it is anchored anew here; "
+              "records removed from its end before this line would not show";
+    }
+    return ChainTip{last.seq, last.hash, last.seq + 1, 0};
   }
-  view.remove_suffix(1);
-  const std::size_t newline = view.rfind('\n');
-  const std::string_view last = newline == std::string_view::npos ? view : view.substr(newline + 1);
-  const auto split = audit::split_hashed_line(last);
-  ChainTip tip;
-  try {
-    const auto parsed = nlohmann::json::parse(last);
-    tip.seq = parsed.at("seq").get<std::uint64_t>();
-  } catch (const nlohmann::json::exception&) {
-    return Error(
-        ErrorKind::kRecovery, "audit",
-        name + ": the last line is not an audit entry; run `pulsebox audit verify " + name + "`");
+  if (size == 0) {
+    *note = "the log at this path ended at record " + std::to_string(anchor->records) + " (hash " +
+            anchor->tip +
+            ") by its anchor; it was removed, rotated or emptied, and a new chain starts here";
+    return ChainTip{0, audit::kGenesisHash, 1, anchor->generation};
   }
-  if (!split) {
-    return Error(ErrorKind::kRecovery, "audit",
-                 name + ": the last line has no hash; run `pulsebox audit verify " + name + "`");
+  if (size < anchor->bytes) {
+    return anchor_mismatch(name, anchor_file.path(),
+                           "it is " + std::to_string(size) + " bytes, its anchor says " +
+                               std::to_string(anchor->bytes) + " (" +
+                               std::to_string(anchor->records) + " records): records were removed");
   }
-  tip.hash = std::string(split->hash);
+  auto at_anchor = read_checked_line(fd, anchor->bytes, &key, name, "");
+  if (!at_anchor.ok() || at_anchor->seq != anchor->records || at_anchor->hash != anchor->tip) {
+    return anchor_mismatch(name, anchor_file.path(),
+                           "its record " + std::to_string(anchor->records) + " is not the one " +
+                               "the anchor names (the log was replaced or rewritten)");
+  }
+  // Records after the anchor's (a writer stopped before updating it) must
+  // continue the chain, each with this key's MAC.
+  ChainTip tip{anchor->records, anchor->tip, anchor->keyed_from, anchor->generation};
+  audit::LineReader reader(fd, anchor->bytes);
+  for (;;) {
+    auto next = reader.next();
+    if (!next.ok() || !*next) {
+      if (!next.ok()) {
+        return anchor_mismatch(name, anchor_file.path(), "a line after its anchor's is too long");
+      }
+      break;
+    }
+    const audit::Line& line = **next;
+    auto entry = audit::parse_entry(line.text);
+    if (!line.terminated || !entry.ok() || !entry->keyed() || entry->key_id != key.id() ||
+        entry->seq != tip.seq + 1 || entry->prev != tip.hash ||
+        audit::chain_hash(entry->prev, entry->split.body) != entry->split.hash ||
+        !key.matches(entry->prev, entry->split.body, entry->split.mac)) {
+      return anchor_mismatch(name, anchor_file.path(),
+                             "the record after seq " + std::to_string(tip.seq) +
+                                 " is not a keyed continuation of its chain");
+    }
+    tip.seq = entry->seq;
+    tip.hash = std::string(entry->split.hash);
+  }
   return tip;
 }
 
 // The tips this process appended last, by file (device, inode): a new
 // AuditLog on a log this process wrote (a server makes one per request)
-// continues from there while the file has the size that append left,
-// instead of reading and parsing the last line again. Another writer's
-// line changes the size, and the tip is read from the file as before.
+// continues from there while the file has the size and ctime that append
+// left (and the same key and anchor), instead of reading the log and the
+// anchor again. Another writer's line changes both, and the tip is read
+// from the file as before.
 struct KnownTip {
   std::uint64_t size = 0;
-  timespec mtime{};  // and the time it left (an inode reused for another file)
-  std::uint64_t seq = 0;
-  std::string hash;
+  timespec ctime{};
+  std::string key_id;
+  std::string anchor;
+  ChainTip tip;
 };
 std::mutex known_tips_mutex;
 std::map<std::pair<dev_t, ino_t>, KnownTip>& known_tips() {
@@ -139,27 +178,27 @@ std::map<std::pair<dev_t, ino_t>, KnownTip>& known_tips() {
   return tips;
 }
 
-std::optional<ChainTip> known_tip(const struct stat& st) {
+std::optional<ChainTip> known_tip(const struct stat& st, const std::string& key_id,
+                                  const std::string& anchor) {
   const std::lock_guard lock(known_tips_mutex);
   const auto it = known_tips().find({st.st_dev, st.st_ino});
   if (it == known_tips().end() || it->second.size != static_cast<std::uint64_t>(st.st_size) ||
-      it->second.mtime.tv_sec != st.st_mtim.tv_sec ||
-      it->second.mtime.tv_nsec != st.st_mtim.tv_nsec) {
+      it->second.ctime.tv_sec != st.st_ctim.tv_sec ||
+      it->second.ctime.tv_nsec != st.st_ctim.tv_nsec || it->second.key_id != key_id ||
+      it->second.anchor != anchor) {
     return std::nullopt;
   }
-  return ChainTip{it->second.seq, it->second.hash};
+  return it->second.tip;
 }
 
-// After an append: the file as it is now (size and time) and its new tip.
-void remember_tip(int fd, std::uint64_t seq, const std::string& hash) {
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) return;
+void remember_tip(const struct stat& st, const std::string& key_id, const std::string& anchor,
+                  const ChainTip& tip) {
   const std::lock_guard lock(known_tips_mutex);
-  known_tips()[{st.st_dev, st.st_ino}] = {static_cast<std::uint64_t>(st.st_size), st.st_mtim, seq,
-                                          hash};
+  known_tips()[{st.st_dev, st.st_ino}] = {static_cast<std::uint64_t>(st.st_size), st.st_ctim,
+                                          key_id, anchor, tip};
 }
 
-nlohmann::ordered_json to_json_value(const AuditValue& value) {
+ordered_json to_json_value(const AuditValue& value) {
   return std::visit(
       [](const auto& v) -> ordered_json {
         using V = std::decay_t<decltype(v)>;
@@ -172,38 +211,149 @@ nlohmann::ordered_json to_json_value(const AuditValue& value) {
       value);
 }
 
+// `text` cut to `cap` bytes (at a character boundary), saying how much was cut.
+std::string cut(std::string text, std::size_t cap) {
+  if (text.size() <= cap) return text;
+  std::size_t at = cap;
+  while (at > 0 && (static_cast<unsigned char>(text[at]) & 0xc0) == 0x80)
+    --at;
+  const std::size_t removed = text.size() - at;
+  text.resize(at);
+  return text + " [audit: " + std::to_string(removed) + " bytes cut]";
+}
+
+// One line (with its newline) for `record` at `seq` after `prev`; `hash`
+// gets its hash. String fields are cut to `cap` bytes each.
+std::string make_line(const AuditRecord& record, std::uint64_t seq, const std::string& prev,
+                      const audit::Key* key, const SecretScrubber* scrubber, std::size_t cap,
+                      std::string* hash) {
+  bool redacted = false;
+  auto clean = [&](const std::string& text) {
+    std::string out = text;
+    if (scrubber != nullptr) {
+      auto scrubbed = scrubber->scrub(text);
+      redacted = redacted || scrubbed.changed;
+      out = std::move(scrubbed.text);
+    }
+    return cut(core::strip_control_characters(out), cap);
+  };
+  ordered_json entry;
+  entry["seq"] = seq;
+  entry["timestamp"] = audit::utc_timestamp();
+  entry["pid"] = static_cast<std::int64_t>(::getpid());
+  entry["action"] = clean(record.action);
+  entry["target"] = clean(record.target);
+  entry["decision"] = clean(record.decision);
+  entry["exit_code"] = record.exit_code ? ordered_json(*record.exit_code) : ordered_json(nullptr);
+  entry["duration_ms"] =
+      record.duration_ms ? ordered_json(*record.duration_ms) : ordered_json(nullptr);
+  entry["container_id"] = clean(record.container_id);
+  entry["isolation_level"] = clean(record.isolation_level);
+  entry["detail"] = clean(record.detail);
+  for (const auto& [name_raw, value] : record.extra) {
+    const std::string name = cut(core::strip_control_characters(name_raw), cap);
+    if (entry.contains(name) || name == "hash" || name == "prev" || name == "redacted" ||
+        name == "key_id" || name == "mac") {
+      continue;
+    }
+    if (const auto* text = std::get_if<std::string>(&value)) {
+      entry[name] = clean(*text);
+    } else {
+      entry[name] = to_json_value(value);
+    }
+  }
+  entry["redacted"] = redacted;
+  if (key != nullptr) entry["key_id"] = key->id();
+  entry["prev"] = prev;
+
+  std::string body = entry.dump(-1, ' ', false, ordered_json::error_handler_t::replace);
+  body.pop_back();  // the closing brace; the hash goes in front of it
+  *hash = audit::chain_hash(prev, body);
+  std::string line = body + ",\"hash\":\"" + *hash + "\"";
+  if (key != nullptr) {
+    const std::string mac = key->mac(prev, body);
+    if (mac.empty()) core::throw_error(Error(ErrorKind::kInternal, "audit", "HMAC failed"));
+    line += ",\"mac\":\"" + mac + "\"";
+  }
+  return line + "}\n";
+}
+
+// As make_line, with fields cut until the line fits the limit.
+std::string make_bounded_line(const AuditRecord& record, std::uint64_t seq, const std::string& prev,
+                              const audit::Key* key, const SecretScrubber* scrubber,
+                              std::string* hash) {
+  for (const std::size_t cap : {std::size_t(-1), std::size_t(64) << 10, std::size_t(16) << 10,
+                                std::size_t(4) << 10, std::size_t(1) << 10}) {
+    std::string line = make_line(record, seq, prev, key, scrubber, cap, hash);
+    if (line.size() <= audit::kMaxLineBytes) return line;
+  }
+  core::throw_error(Error(ErrorKind::kInvalidInput, "audit",
+                          "a record with " + std::to_string(record.extra.size()) +
+                              " extra fields does not fit in an audit line of 1 MiB"));
+}
+
 }  // namespace
+
+AuditKeyLocation default_audit_key_location() {
+  return audit::key_location([](const char* name) { return std::getenv(name); });
+}
 
 AuditLog::AuditLog(std::filesystem::path path, const SecretScrubber* scrubber)
     : AuditLog(std::move(path), scrubber, Options{}) {}
 
 AuditLog::AuditLog(std::filesystem::path path, const SecretScrubber* scrubber, Options options)
-    : path_(std::move(path)), scrubber_(scrubber), options_(options) {
+    : path_(std::move(path)), scrubber_(scrubber), options_(std::move(options)) {
   std::error_code ec;
   if (path_.has_parent_path()) std::filesystem::create_directories(path_.parent_path(), ec);
   // Read-write: each record reads the chain's tip back (pread) under the
-  // same lock it appends with.
-  fd_ = ::open(path_.c_str(), O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  // same lock it appends with. Non-blocking: a FIFO put in its place must
+  // not hang the open.
+  fd_ = ::open(path_.c_str(), O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK,
+               0600);
   if (fd_ < 0)
     core::throw_error(Error::from_errno("audit", "cannot open audit log " + path_.string()));
+  struct stat st {};
+  if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd_);
+    fd_ = -1;
+    core::throw_error(Error(ErrorKind::kInvalidInput, "audit",
+                            "audit log " + path_.string() + " is not a regular file"));
+  }
+  const AuditKeyLocation& location = options_.key;
+  if (location.file.empty()) {
+    key_warning_ = location.unavailable;
+    return;
+  }
+  auto key = audit::Key::load(location.file, /*create=*/true);
+  if (!key.ok()) {
+    if (location.chosen) {
+      ::close(fd_);
+      fd_ = -1;
+      core::throw_error(key.error());
+    }
+    key_warning_ = key.error().to_string();
+    return;
+  }
+  log_id_ = audit::log_identity(path_);
+  auto anchor = audit::AnchorFile::open(audit::anchor_path(**key, log_id_), /*create=*/true);
+  if (!anchor.ok()) {
+    ::close(fd_);
+    fd_ = -1;
+    core::throw_error(anchor.error());
+  }
+  key_ = std::move(key).value();
+  anchor_ = std::make_unique<audit::AnchorFile>(std::move(anchor).value());
 }
 
 AuditLog::~AuditLog() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-std::uint64_t AuditLog::record(const AuditRecord& record) {
-  bool redacted = false;
-  auto clean = [&](const std::string& text) {
-    std::string out = text;
-    if (scrubber_ != nullptr) {
-      auto scrubbed = scrubber_->scrub(text);
-      redacted = redacted || scrubbed.changed;
-      out = std::move(scrubbed.text);
-    }
-    return core::strip_control_characters(out);
-  };
+std::filesystem::path AuditLog::key_file() const {
+  return key_ ? key_->file() : std::filesystem::path();
+}
 
+std::uint64_t AuditLog::record(const AuditRecord& record) {
   std::lock_guard<std::mutex> guard(mutex_);
   if (::flock(fd_, LOCK_EX) != 0) {
     core::throw_error(Error::from_errno("audit", "locking " + path_.string()));
@@ -216,59 +366,70 @@ std::uint64_t AuditLog::record(const AuditRecord& record) {
   struct stat st {};
   if (::fstat(fd_, &st) != 0)
     core::throw_error(Error::from_errno("audit", "stat " + path_.string()));
+  const std::uint64_t size = static_cast<std::uint64_t>(st.st_size);
+  const std::string key_id = key_ ? key_->id() : "";
+  const std::string anchor = anchor_ ? anchor_->path().string() : "";
   std::optional<ChainTip> cached;
-  if (tip_known_ && static_cast<std::uint64_t>(st.st_size) == tip_size_) {
-    cached = ChainTip{tip_seq_, tip_hash_};
+  if (tip_ && tip_->size == size && tip_->ctime_sec == st.st_ctim.tv_sec &&
+      tip_->ctime_nsec == st.st_ctim.tv_nsec) {
+    cached = ChainTip{tip_->seq, tip_->hash, tip_->keyed_from, tip_->generation};
   } else {
-    cached = known_tip(st);
+    cached = known_tip(st, key_id, anchor);
   }
-  const ChainTip tip = cached ? *cached : core::value_or_throw(read_chain_tip(fd_, path_.string()));
-  tip_known_ = false;  // until this append is known to have gone through whole
-
-  ordered_json entry;
-  entry["seq"] = tip.seq + 1;
-  entry["timestamp"] = audit::utc_timestamp();
-  entry["pid"] = static_cast<std::int64_t>(::getpid());
-  entry["action"] = clean(record.action);
-  entry["target"] = clean(record.target);
-  entry["decision"] = clean(record.decision);
-  entry["exit_code"] = record.exit_code ? ordered_json(*record.exit_code) : ordered_json(nullptr);
-  entry["duration_ms"] =
-      record.duration_ms ? ordered_json(*record.duration_ms) : ordered_json(nullptr);
-  entry["container_id"] = clean(record.container_id);
-  entry["isolation_level"] = clean(record.isolation_level);
-  entry["detail"] = clean(record.detail);
-  for (const auto& [key, value] : record.extra) {
-    const std::string name = core::strip_control_characters(key);
-    if (entry.contains(name) || name == "hash" || name == "prev" || name == "redacted") continue;
-    if (const auto* text = std::get_if<std::string>(&value)) {
-      entry[name] = clean(*text);
-    } else {
-      entry[name] = to_json_value(value);
-    }
+  std::string note;
+  ChainTip tip;
+  if (cached) {
+    tip = *cached;
+  } else if (key_) {
+    tip =
+        core::value_or_throw(keyed_tip(fd_, size, *key_, *anchor_, log_id_, path_.string(), &note));
+  } else if (size > 0) {
+    const auto last =
+        core::value_or_throw(read_checked_line(fd_, size, nullptr, path_.string(), key_warning_));
+    tip = ChainTip{last.seq, last.hash, 0, 0};
   }
-  entry["redacted"] = redacted;
-  entry["prev"] = tip.hash;
+  tip_.reset();  // until this append is known to have gone through whole
 
-  std::string body = entry.dump(-1, ' ', false, ordered_json::error_handler_t::replace);
-  body.pop_back();  // the closing brace; the hash goes in front of it
-  const std::string hash = audit::chain_hash(tip.hash, body);
-  const std::string line = body + ",\"hash\":\"" + hash + "\"}\n";
+  std::string lines;
+  std::string hash;
+  if (!note.empty()) {
+    lines += make_bounded_line(
+        {.action = "audit-anchor", .target = path_.string(), .decision = "allow", .detail = note},
+        tip.seq + 1, tip.hash, key_.get(), nullptr, &hash);
+    ++tip.seq;
+    tip.hash = hash;
+  }
+  lines += make_bounded_line(record, tip.seq + 1, tip.hash, key_.get(), scrubber_, &hash);
+  ++tip.seq;
+  tip.hash = hash;
 
-  const ssize_t written = ::write(fd_, line.data(), line.size());
-  if (written != static_cast<ssize_t>(line.size())) {
+  const ssize_t written = ::write(fd_, lines.data(), lines.size());
+  if (written != static_cast<ssize_t>(lines.size())) {
     core::throw_error(
         Error::from_errno("audit", "appending to " + path_.string(), written < 0 ? errno : EIO));
   }
   if (options_.fsync && ::fsync(fd_) != 0) {
     core::throw_error(Error::from_errno("audit", "fsync " + path_.string()));
   }
-  tip_known_ = true;
-  tip_size_ = static_cast<std::uint64_t>(st.st_size) + line.size();
-  tip_seq_ = tip.seq + 1;
-  tip_hash_ = hash;
-  remember_tip(fd_, tip_seq_, tip_hash_);
-  return tip.seq + 1;
+  // The anchor follows the log: a crash in between leaves it one append
+  // behind, and those records still carry valid MACs.
+  if (key_) {
+    ++tip.generation;
+    core::check_or_throw(anchor_->write(
+        *key_, log_id_, {tip.generation, tip.seq, size + lines.size(), tip.hash, tip.keyed_from},
+        options_.fsync));
+  }
+  if (::fstat(fd_, &st) == 0) {
+    tip_ = Tip{static_cast<std::uint64_t>(st.st_size),
+               st.st_ctim.tv_sec,
+               st.st_ctim.tv_nsec,
+               tip.seq,
+               tip.hash,
+               tip.keyed_from,
+               tip.generation};
+    remember_tip(st, key_id, anchor, tip);
+  }
+  return tip.seq;
 }
 
 std::uint64_t AuditLog::log_network(const std::string& destination, std::optional<int> port,
@@ -290,88 +451,6 @@ std::uint64_t AuditLog::log_network(const std::string& destination, std::optiona
       {"enforcement_level", enforcement_level},
   };
   return record(entry);
-}
-
-namespace {
-
-struct ParsedLine {
-  bool parsed = false;
-  bool hash_valid = false;
-  std::uint64_t seq = 0;
-  std::string prev;
-  std::string hash;
-};
-
-ParsedLine parse_line(std::string_view line) {
-  ParsedLine out;
-  const auto split = audit::split_hashed_line(line);
-  try {
-    const auto value = nlohmann::json::parse(line);
-    out.seq = value.at("seq").get<std::uint64_t>();
-    out.prev = value.at("prev").get<std::string>();
-    out.hash = value.at("hash").get<std::string>();
-    out.parsed = split.has_value();
-  } catch (const nlohmann::json::exception&) {
-    return out;
-  }
-  out.hash_valid = out.parsed && audit::chain_hash(out.prev, split->body) == split->hash &&
-                   split->hash == out.hash;
-  return out;
-}
-
-}  // namespace
-
-AuditVerification verify_audit_log(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) core::throw_error(Error::from_errno("audit", "cannot open " + path.string()));
-  std::vector<ParsedLine> lines;
-  std::string line;
-  while (std::getline(in, line))
-    lines.push_back(parse_line(line));
-  if (in.bad()) core::throw_error(Error::from_errno("audit", "reading " + path.string()));
-
-  AuditVerification result;
-  std::uint64_t expected_seq = 1;
-  std::string expected_prev = audit::kGenesisHash;
-  auto fail = [&](std::size_t index, std::string problem) {
-    result.ok = false;
-    result.line = index + 1;
-    result.problem = std::move(problem);
-    return result;
-  };
-  for (std::size_t i = 0; i < lines.size(); ++i) {
-    const ParsedLine& entry = lines[i];
-    if (!entry.parsed) return fail(i, "edited: not a valid audit entry");
-    if (!entry.hash_valid) return fail(i, "edited: the content does not match its hash");
-    const std::string seq_text = std::to_string(entry.seq);
-    const std::string expected_text = std::to_string(expected_seq);
-    if (entry.seq == expected_seq) {
-      if (entry.prev != expected_prev) {
-        return fail(i, "edited or inserted: \"prev\" is not the hash of the line before");
-      }
-      expected_prev = entry.hash;
-      ++expected_seq;
-      continue;
-    }
-    if (entry.seq > expected_seq) {
-      for (std::size_t j = i + 1; j < lines.size(); ++j) {
-        if (lines[j].parsed && lines[j].seq < entry.seq) {
-          return fail(i, "reordered: seq " + seq_text + " comes before seq " +
-                             std::to_string(lines[j].seq) + " (line " + std::to_string(j + 1) +
-                             ")");
-        }
-      }
-      const std::uint64_t missing = entry.seq - expected_seq;
-      return fail(i, std::to_string(missing) + (missing == 1 ? " line" : " lines") +
-                         " removed before this line (expected seq " + expected_text + ", found " +
-                         seq_text + ")");
-    }
-    return fail(i, "inserted or reordered: seq " + seq_text + " repeats or goes back (expected " +
-                       expected_text + ")");
-  }
-  result.ok = true;
-  result.entries = lines.size();
-  return result;
 }
 
 }  // namespace pulsebox

@@ -7,6 +7,7 @@
 #include <memory>
 #include <sstream>
 
+#include "audit/key.h"
 #include "cli/commands.h"
 #include "cli/output.h"
 #include "cli/run_command.h"
@@ -201,6 +202,13 @@ SandboxOptions build_options(const RunOptions& o, const RunIo& io) {
   }
   options.unsafe_host_execution = o.unsafe_host;
   if (!o.audit_log.empty()) options.audit_log_path = o.audit_log;
+  // The run's own environment (a server's client's), not this process's.
+  if (!o.audit_key.empty()) {
+    options.audit_key = AuditKeyLocation{std::filesystem::absolute(o.audit_key), true, ""};
+  } else {
+    options.audit_key =
+        audit::key_location([&io](const char* name) { return run_getenv(io, name); });
+  }
   return options;
 }
 
@@ -303,6 +311,11 @@ int execute_run(const RunOptions& o, const RunIo& io) {
     const std::string cwd = relative_cwd(o.cwd);
     Sandbox sandbox(std::move(options));
     core::trace_phase("cli: sandbox constructed");
+    if (const std::string& why = sandbox.audit().key_warning(); !why.empty()) {
+      print_run_error(io, "warning: the audit log is not keyed: " + why +
+                              "; name a private file outside the workspace with "
+                              "PULSEBOX_AUDIT_KEY or --audit-key to key it");
+    }
     sandbox.initialize();
     const auto plan = sandbox.enforcement_plan();
     ExecuteOptions execute;
@@ -373,6 +386,9 @@ void add_run_options(CLI::App& command, RunOptions& options) {
                      "strongly enforced here (repeatable)");
   command.add_option("--audit-log", o.audit_log,
                      "Audit log (default <workspace>/.agent/logs/audit.jsonl)");
+  command.add_option("--audit-key", o.audit_key,
+                     "The audit log's HMAC key, made if missing (default $PULSEBOX_AUDIT_KEY, "
+                     "else ~/.local/state/pulsebox/audit.key)");
   command.add_option("--ro-bind", o.ro_binds,
                      "HOST[:SANDBOX] shown read-only inside (repeatable, audited)");
   command.add_option("--bind", o.rw_binds,

@@ -33,6 +33,7 @@ struct RunOptions {
   bool json = false;
   std::vector<std::string> allow_weaker;
   std::string audit_log;
+  std::string audit_key;
   std::vector<std::string> ro_binds, rw_binds;
   bool subordinate_ids = false;
   std::vector<std::string> command;

@@ -61,8 +61,11 @@ Sandbox::Sandbox(SandboxOptions options)
     core::value_or_throw(seccomp::load_profile(options_.seccomp_profile));
   }
   options_.workspace = workspace_.root();
-  audit_ = std::make_unique<AuditLog>(default_audit_path(options_), &scrubber_,
-                                      AuditLog::Options{.fsync = options_.audit_fsync});
+  audit_ = std::make_unique<AuditLog>(
+      default_audit_path(options_), &scrubber_,
+      AuditLog::Options{
+          .fsync = options_.audit_fsync,
+          .key = options_.audit_key ? *options_.audit_key : default_audit_key_location()});
 }
 
 Sandbox::~Sandbox() = default;

@@ -45,6 +45,13 @@ int main() {
   } catch (const pulsebox::SandboxConfigError&) {
   }
   if (!pulsebox::verify_audit_log(ws / ".agent/logs/audit.jsonl").ok) return 5;
+  // Keyed with the default key (tools/check names it): verified with it.
+  if (!sandbox.audit().keyed() ||
+      pulsebox::verify_audit_log(ws / ".agent/logs/audit.jsonl",
+                                 {.key_file = sandbox.audit().key_file()})
+              .verdict != pulsebox::AuditVerdict::Verified) {
+    return 6;
+  }
   std::printf("consumer: libpulsebox %s works from its installed headers\n",
               std::string(pulsebox::version()).c_str());
   fs::remove_all(ws);

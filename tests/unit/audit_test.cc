@@ -1,4 +1,6 @@
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -6,6 +8,10 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "audit/anchor.h"
+#include "audit/chain.h"
+#include "audit/key.h"
+#include "core/sha256.h"
 #include "helpers/test_support.h"
 #include "pulsebox/audit.h"
 #include "pulsebox/error.h"
@@ -259,6 +265,400 @@ TEST_F(AuditTamperTest, ForgedLineWithRecomputedOwnHashBreaksTheChain) {
   const auto check = verify_with(lines);
   EXPECT_FALSE(check.ok);
   EXPECT_EQ(check.line, 2u);
+}
+
+// HMAC-SHA256 from its definition (RFC 2104) over the plain SHA-256, to
+// check libcrypto's EVP_MAC is used the right way.
+std::string hmac_by_definition(const std::string& key, const std::string& message) {
+  auto raw = [](const std::string& hex) {
+    std::string out;
+    for (std::size_t i = 0; i < hex.size(); i += 2)
+      out.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
+    return out;
+  };
+  std::string inner(64, '\x36'), outer(64, '\x5c');
+  for (std::size_t i = 0; i < key.size(); ++i) {
+    inner[i] = static_cast<char>(inner[i] ^ key[i]);
+    outer[i] = static_cast<char>(outer[i] ^ key[i]);
+  }
+  return core::sha256_hex(outer + raw(core::sha256_hex(inner + message)));
+}
+
+TEST(AuditKeyTest, MacIsHmacSha256) {
+  const std::string bytes = "0123456789abcdef0123456789abcdef";
+  auto key = audit::Key::from_bytes(bytes, "test.key");
+  ASSERT_TRUE(key.ok()) << key.error().to_string();
+  EXPECT_EQ((*key)->mac("prev-", "body"), hmac_by_definition(bytes, "prev-body"));
+  EXPECT_EQ((*key)->mac("", ""), hmac_by_definition(bytes, ""));
+  EXPECT_EQ((*key)->id().size(), 16u);
+  EXPECT_EQ((*key)->id().find(core::sha256_hex(bytes).substr(0, 16)), std::string::npos);
+}
+
+TEST(AuditKeyTest, IsMadeOncePrivateAndReused) {
+  TempDir dir;
+  const auto file = dir / "state/pulsebox/audit.key";
+  auto first = audit::Key::load(file, /*create=*/true);
+  ASSERT_TRUE(first.ok()) << first.error().to_string();
+  struct stat st {};
+  ASSERT_EQ(::lstat(file.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  EXPECT_EQ(st.st_size, 32);
+  ASSERT_EQ(::stat((dir / "state/pulsebox").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  auto second = audit::Key::load(file, /*create=*/false);
+  ASSERT_TRUE(second.ok()) << second.error().to_string();
+  EXPECT_EQ((*first)->id(), (*second)->id());
+  EXPECT_FALSE(audit::Key::load(dir / "absent.key", /*create=*/false).ok());
+}
+
+TEST(AuditKeyTest, LocationFollowsTheEnvironment) {
+  TempDir dir;
+  auto from = [](std::map<std::string, std::string> env) {
+    return audit::key_location([env](const char* name) -> const char* {
+      const auto it = env.find(name);
+      return it == env.end() ? nullptr : it->second.c_str();
+    });
+  };
+  const auto chosen = from({{"PULSEBOX_AUDIT_KEY", "/k/a.key"}, {"HOME", dir.path()}});
+  EXPECT_EQ(chosen.file, "/k/a.key");
+  EXPECT_TRUE(chosen.chosen);
+  const auto state = from({{"XDG_STATE_HOME", dir.path()}, {"HOME", "/nonexistent"}});
+  EXPECT_EQ(state.file, dir / "pulsebox/audit.key");
+  EXPECT_FALSE(state.chosen);
+  const auto home = from({{"HOME", dir.path()}, {"XDG_STATE_HOME", "relative"}});
+  EXPECT_EQ(home.file, dir / ".local/state/pulsebox/audit.key");
+  const auto homeless = from({{"HOME", "/nonexistent"}});
+  EXPECT_TRUE(homeless.file.empty());
+  EXPECT_NE(homeless.unavailable.find("HOME /nonexistent is not a directory"), std::string::npos)
+      << homeless.unavailable;
+  EXPECT_TRUE(from({}).file.empty());
+}
+
+class KeyedAuditTest : public ::testing::Test {
+ protected:
+  AuditLog::Options keyed() const { return {.key = {.file = key_, .chosen = true}}; }
+  void write(int count, const std::string& prefix = "cmd ") {
+    AuditLog log(path_, nullptr, keyed());
+    ASSERT_TRUE(log.keyed());
+    for (int i = 0; i < count; ++i)
+      log.record({.action = "shell", .target = prefix + std::to_string(i), .decision = "allow"});
+  }
+  AuditVerification verify() const { return verify_audit_log(path_, {.key_file = key_}); }
+  std::filesystem::path anchor() const {
+    auto key = audit::Key::load(key_, false);
+    return audit::anchor_path(**key, audit::log_identity(path_));
+  }
+
+  TempDir dir_;
+  std::filesystem::path path_ = dir_ / "ws/.agent/logs/audit.jsonl";
+  std::filesystem::path key_ = dir_ / "keys/audit.key";
+};
+
+TEST_F(KeyedAuditTest, AKeyedLogVerifiesWithItsKeyAndAnchorOnly) {
+  write(3);
+  write(2);
+  auto check = verify();
+  EXPECT_EQ(check.verdict, AuditVerdict::Verified) << check.summary;
+  EXPECT_EQ(check.entries, 5u);
+  EXPECT_EQ(check.keyed_from, 1u);
+  EXPECT_EQ(check.anchor, AuditAnchorState::Matched);
+  EXPECT_TRUE(check.notes.empty());
+  const auto line = nlohmann::json::parse(read_lines(path_).at(0));
+  EXPECT_EQ(line["key_id"].get<std::string>().size(), 16u);
+  EXPECT_EQ(line["mac"].get<std::string>().size(), 64u);
+  // Without the key: consistent, nothing more.
+  check = verify_audit_log(path_);
+  EXPECT_EQ(check.verdict, AuditVerdict::Unproven);
+  EXPECT_TRUE(check.ok);
+  EXPECT_FALSE(check.macs_checked);
+  // Without the anchor: no record edited, but truncation would not show.
+  std::filesystem::remove(anchor());
+  check = verify();
+  EXPECT_EQ(check.verdict, AuditVerdict::Unproven);
+  EXPECT_EQ(check.anchor, AuditAnchorState::Missing);
+  EXPECT_NE(check.summary.find("no anchor"), std::string::npos) << check.summary;
+}
+
+TEST_F(KeyedAuditTest, SeveralProcessesShareOneKeyedLogAndMakeOneKey) {
+  constexpr int kProcesses = 4;
+  constexpr int kEntriesEach = 50;
+  std::vector<pid_t> children;
+  for (int p = 0; p < kProcesses; ++p) {
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      try {
+        AuditLog log(path_, nullptr, keyed());
+        for (int i = 0; i < kEntriesEach; ++i)
+          log.record({.action = "shell", .target = std::to_string(i)});
+      } catch (...) {
+        ::_exit(1);
+      }
+      ::_exit(0);
+    }
+    children.push_back(pid);
+  }
+  for (pid_t pid : children) {
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
+  const auto check = verify();
+  EXPECT_EQ(check.verdict, AuditVerdict::Verified)
+      << "line " << check.line << ": " << check.problem;
+  EXPECT_EQ(check.entries, static_cast<std::uint64_t>(kProcesses * kEntriesEach));
+  std::set<std::string> key_ids;
+  for (const auto& line : read_lines(path_))
+    key_ids.insert(nlohmann::json::parse(line)["key_id"].get<std::string>());
+  EXPECT_EQ(key_ids.size(), 1u);
+}
+
+TEST_F(KeyedAuditTest, AnUnkeyedLogTurnsKeyedAndSaysSo) {
+  {
+    AuditLog log(path_);
+    for (int i = 0; i < 3; ++i)
+      log.record({.action = "shell"});
+  }
+  write(2);
+  const auto check = verify();
+  EXPECT_EQ(check.verdict, AuditVerdict::Verified) << check.problem;
+  EXPECT_EQ(check.keyed_from, 4u);
+  ASSERT_EQ(check.notes.size(), 1u);
+  EXPECT_NE(check.notes[0].find("lines 1-3 are unkeyed"), std::string::npos) << check.notes[0];
+  // Editing an unkeyed line now breaks the first keyed line's chain.
+  auto lines = read_lines(path_);
+  std::string hash;
+  auto edited = nlohmann::ordered_json::parse(lines[2]);
+  edited["action"] = "forged";
+  edited.erase("hash");
+  std::string body = edited.dump();
+  body.pop_back();
+  lines[2] =
+      body + ",\"hash\":\"" + audit::chain_hash(edited["prev"].get<std::string>(), body) + "\"}";
+  write_lines(path_, lines);
+  const auto broken = verify();
+  EXPECT_EQ(broken.verdict, AuditVerdict::Tampered);
+  EXPECT_EQ(broken.line, 4u) << broken.problem;
+}
+
+TEST_F(KeyedAuditTest, AKeyedLogIsNotExtendedWithoutItsKeyOrWithAnother) {
+  write(2);
+  const auto before = testing::read_file(path_);
+  {
+    AuditLog unkeyed(path_, nullptr, {.key = {.unavailable = "no HOME"}});
+    EXPECT_FALSE(unkeyed.keyed());
+    EXPECT_EQ(unkeyed.key_warning(), "no HOME");
+    EXPECT_THROW(unkeyed.record({.action = "x"}), SandboxSecurityError);
+  }
+  {
+    AuditLog other(path_, nullptr, {.key = {.file = dir_ / "other/audit.key", .chosen = true}});
+    try {
+      other.record({.action = "x"});
+      ADD_FAILURE() << "appended with another key";
+    } catch (const SandboxSecurityError& error) {
+      EXPECT_NE(std::string(error.what()).find("another key"), std::string::npos) << error.what();
+    }
+  }
+  EXPECT_EQ(testing::read_file(path_), before);
+}
+
+TEST_F(KeyedAuditTest, AChosenKeyThatCannotBeUsedIsAnErrorADefaultOneAWarning) {
+  testing::write_file(key_, "too short");
+  ::chmod(key_.c_str(), 0600);
+  EXPECT_THROW(AuditLog(path_, nullptr, keyed()), SandboxSecurityError);
+  AuditLog fallback(path_, nullptr, {.key = {.file = key_, .chosen = false}});
+  EXPECT_FALSE(fallback.keyed());
+  EXPECT_NE(fallback.key_warning().find("not 32"), std::string::npos) << fallback.key_warning();
+}
+
+TEST_F(KeyedAuditTest, ATruncatedOrRewrittenLogIsNotExtended) {
+  write(4);
+  auto lines = read_lines(path_);
+  lines.pop_back();
+  write_lines(path_, lines);
+  AuditLog log(path_, nullptr, keyed());
+  try {
+    log.record({.action = "x"});
+    ADD_FAILURE() << "appended to a truncated log";
+  } catch (const SandboxSecurityError& error) {
+    EXPECT_NE(std::string(error.what()).find("does not match its anchor"), std::string::npos)
+        << error.what();
+  }
+  EXPECT_EQ(read_lines(path_), lines);
+  const auto check = verify();
+  EXPECT_EQ(check.verdict, AuditVerdict::Tampered);
+  EXPECT_EQ(check.line, 3u);
+  EXPECT_NE(check.problem.find("1 record removed from the end"), std::string::npos)
+      << check.problem;
+}
+
+TEST_F(KeyedAuditTest, AMissingAnchorOrARemovedLogIsRecordedInTheLog) {
+  write(3);
+  std::filesystem::remove(anchor());
+  // The log's ctime moves on, as after another process's append: this
+  // process's remembered tip no longer counts (with it, the writer would
+  // write the same anchor again, losing nothing).
+  ::chmod(path_.c_str(), 0600);
+  write(1);
+  auto lines = read_lines(path_);
+  ASSERT_EQ(lines.size(), 5u);
+  EXPECT_EQ(nlohmann::json::parse(lines[3])["action"], "audit-anchor");
+  auto check = verify();
+  EXPECT_EQ(check.verdict, AuditVerdict::Verified) << check.problem;
+  ASSERT_EQ(check.notes.size(), 1u);
+  EXPECT_NE(check.notes[0].find("line 4: no anchor was found"), std::string::npos)
+      << check.notes[0];
+
+  std::filesystem::rename(path_, path_.string() + ".1");
+  write(1);
+  lines = read_lines(path_);
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(nlohmann::json::parse(lines[0])["seq"], 1);
+  check = verify();
+  EXPECT_EQ(check.verdict, AuditVerdict::Verified) << check.problem;
+  ASSERT_EQ(check.notes.size(), 1u);
+  EXPECT_NE(check.notes[0].find("line 1: the log at this path ended at record 5"),
+            std::string::npos)
+      << check.notes[0];
+}
+
+TEST_F(KeyedAuditTest, AnAnchorOneAppendBehindStillVerifies) {
+  // A writer that stopped between appending and updating the anchor.
+  write(2);
+  const auto saved = testing::read_file(anchor());
+  write(1);
+  testing::write_file(anchor(), saved);
+  auto check = verify();
+  EXPECT_EQ(check.verdict, AuditVerdict::Verified) << check.problem;
+  ASSERT_EQ(check.notes.size(), 1u);
+  EXPECT_NE(check.notes[0].find("lines 3-3 come after the anchor's tip"), std::string::npos)
+      << check.notes[0];
+  write(1);  // and the next writer goes on from there
+  check = verify();
+  EXPECT_EQ(check.verdict, AuditVerdict::Verified) << check.problem;
+  EXPECT_TRUE(check.notes.empty());
+}
+
+TEST_F(KeyedAuditTest, ATornAnchorCopyFallsBackAndAForgedOneIsTampering) {
+  write(3);
+  auto bytes = testing::read_file(anchor());
+  ASSERT_EQ(bytes.size(), 1024u);
+  // Generation 3 is in the second copy: tear it.
+  bytes.replace(600, 20, std::string(20, 'x'));
+  testing::write_file(anchor(), bytes);
+  auto check = verify();
+  EXPECT_EQ(check.verdict, AuditVerdict::Verified) << check.problem;
+  bytes.replace(100, 20, std::string(20, 'x'));
+  testing::write_file(anchor(), bytes);
+  check = verify();
+  EXPECT_EQ(check.verdict, AuditVerdict::Tampered);
+  EXPECT_NE(check.problem.find("damaged or forged"), std::string::npos) << check.problem;
+}
+
+TEST_F(KeyedAuditTest, AnEditOfTheSameSizeIsNotHiddenByTheTipCache) {
+  AuditLog log(path_, nullptr, keyed());
+  log.record({.action = "shell", .target = "cmd 1"});
+  log.record({.action = "shell", .target = "cmd 2"});
+  struct stat before {};
+  ASSERT_EQ(::stat(path_.c_str(), &before), 0);
+  auto lines = read_lines(path_);
+  lines[1].replace(lines[1].find("cmd 2"), 5, "cmd 9");
+  write_lines(path_, lines);
+  const timespec times[2] = {before.st_atim, before.st_mtim};  // mtime set back
+  ASSERT_EQ(::utimensat(AT_FDCWD, path_.c_str(), times, 0), 0);
+  EXPECT_THROW(log.record({.action = "next"}), SandboxSecurityError);
+  EXPECT_EQ(read_lines(path_), lines);
+}
+
+TEST_F(KeyedAuditTest, ATipWhoseHashWasChangedIsNotExtended) {
+  // The MAC covers prev and the body, not the hash field: a writer that
+  // chained from a changed hash would extend a broken chain.
+  write(2);
+  auto lines = read_lines(path_);
+  const std::string hash = nlohmann::json::parse(lines[1])["hash"];
+  lines[1].replace(lines[1].find(hash), 64, std::string(64, 'e'));
+  write_lines(path_, lines);
+  std::filesystem::remove(anchor());  // so the tip is read from the log
+  AuditLog log(path_, nullptr, keyed());
+  EXPECT_THROW(log.record({.action = "x"}), SandboxSecurityError);
+  EXPECT_EQ(read_lines(path_), lines);
+}
+
+TEST_F(KeyedAuditTest, VerifyingWhileAnotherProcessAppendsFindsNothingWrong) {
+  write(1);
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    try {
+      AuditLog log(path_, nullptr, keyed());
+      for (int i = 0; i < 400; ++i)
+        log.record({.action = "shell", .target = std::string(3000 + i, 'x')});
+    } catch (...) {
+      ::_exit(1);
+    }
+    ::_exit(0);
+  }
+  int status = 0;
+  int checks = 0;
+  for (; checks < 2000 && ::waitpid(pid, &status, WNOHANG) == 0; ++checks) {
+    const auto check = verify();
+    ASSERT_NE(check.verdict, AuditVerdict::Tampered)
+        << "check " << checks << ": line " << check.line << ": " << check.problem;
+  }
+  if (checks == 2000) {
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  }
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  EXPECT_EQ(verify().verdict, AuditVerdict::Verified);
+}
+
+TEST_F(KeyedAuditTest, AStrippedMacIsNamed) {
+  write(2);
+  auto lines = read_lines(path_);
+  lines[1] = lines[1].substr(0, lines[1].rfind(",\"mac\":\"")) + "}";
+  write_lines(path_, lines);
+  const auto check = verify_audit_log(path_);
+  EXPECT_EQ(check.verdict, AuditVerdict::Tampered);
+  EXPECT_EQ(check.line, 2u);
+  EXPECT_NE(check.problem.find("names a key but has no MAC"), std::string::npos) << check.problem;
+}
+
+TEST(AuditLogTest, AFieldTooLongForALineIsCutAndSaysSo) {
+  TempDir dir;
+  AuditLog log(dir / "a.jsonl");
+  log.record({.action = "shell", .target = std::string(3u << 20, 'a'), .detail = "d"});
+  const auto lines = read_lines(dir / "a.jsonl");
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_LE(lines[0].size(), audit::kMaxLineBytes);
+  const auto target = nlohmann::json::parse(lines[0])["target"].get<std::string>();
+  EXPECT_NE(target.find(" bytes cut]"), std::string::npos) << target.substr(target.size() - 40);
+  EXPECT_EQ(verify_audit_log(dir / "a.jsonl").verdict, AuditVerdict::Unproven);
+}
+
+TEST(AuditLogTest, RefusesALogThatIsNotARegularFile) {
+  TempDir dir;
+  ASSERT_EQ(::mkfifo((dir / "fifo").c_str(), 0600), 0);
+  EXPECT_THROW(AuditLog(dir / "fifo"), SandboxConfigError);
+}
+
+TEST(AuditParseTest, BoundedAndStrict) {
+  auto problem = [](const std::string& line) {
+    auto entry = audit::parse_entry(line);
+    return entry.ok() ? std::string() : entry.error().message();
+  };
+  const std::string tail = ",\"hash\":\"" + std::string(64, 'a') + "\"}";
+  const std::string prev = "\"prev\":\"" + std::string(64, '0') + "\"";
+  EXPECT_EQ(problem("{\"seq\":1," + prev + tail), "");
+  EXPECT_NE(problem("{\"seq\":1,\"x\":" + std::string(100000, '[') + std::string(100000, ']') +
+                    "," + prev + tail)
+                .find("nested deeper than"),
+            std::string::npos);
+  EXPECT_NE(problem("{\"seq\":1,\"seq\":2," + prev + tail).find("appears twice"),
+            std::string::npos);
+  EXPECT_NE(problem("{\"seq\":-1," + prev + tail).find("seq"), std::string::npos);
+  EXPECT_NE(problem("{\"seq\":1," + prev + "}").find("hash"), std::string::npos);
+  EXPECT_NE(problem(std::string(audit::kMaxLineBytes + 1, ' ')).find("1 MiB"), std::string::npos);
+  EXPECT_NE(problem("[1," + prev + tail).find("not"), std::string::npos);
 }
 
 TEST(LifecycleTest, ExactlyTheReferenceTransitions) {

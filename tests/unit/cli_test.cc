@@ -99,9 +99,12 @@ TEST(CliTest, AuditVerify) {
     for (int i = 0; i < 5; ++i)
       log.record({.action = "shell", .target = std::to_string(i)});
   }
-  const auto ok = run_cli({"audit", "verify", path.string()});
-  EXPECT_EQ(ok.exit_code, 0) << ok.err;
-  EXPECT_NE(ok.out.find("OK, 5 entries"), std::string::npos) << ok.out;
+  // An unkeyed chain that holds proves nothing: exit 2, and the text says so.
+  const auto unkeyed = run_cli({"audit", "verify", path.string()});
+  EXPECT_EQ(unkeyed.exit_code, 2) << unkeyed.err;
+  EXPECT_NE(unkeyed.out.find("NOT PROVEN: hash chain of 5 records is consistent, but unkeyed"),
+            std::string::npos)
+      << unkeyed.out;
 
   auto lines = read_lines(path);
   lines.erase(lines.begin() + 1);
@@ -116,6 +119,37 @@ TEST(CliTest, AuditVerify) {
   EXPECT_EQ(json["line"], 2);
   const auto missing = run_cli({"audit", "verify", (dir / "none").string()});
   EXPECT_EQ(missing.exit_code, 125);
+}
+
+TEST(CliTest, AuditVerifyKeyed) {
+  TempDir dir;
+  const auto path = dir / "audit.jsonl";
+  const auto key = dir / "keys/audit.key";
+  {
+    AuditLog log(path, nullptr, {.key = {.file = key, .chosen = true}});
+    for (int i = 0; i < 3; ++i)
+      log.record({.action = "shell", .target = std::to_string(i)});
+  }
+  for (const auto& [args, env] :
+       std::vector<std::pair<std::vector<std::string>, std::vector<std::string>>>{
+           {{"--key", key.string()}, {}}, {{}, {"PULSEBOX_AUDIT_KEY=" + key.string()}}}) {
+    std::vector<std::string> command = {"audit", "verify", path.string()};
+    command.insert(command.end(), args.begin(), args.end());
+    const auto verified = run_cli(command, "", env);
+    EXPECT_EQ(verified.exit_code, 0) << verified.out << verified.err;
+    EXPECT_NE(verified.out.find("VERIFIED: keyed chain of 3 records, matches its anchor"),
+              std::string::npos)
+        << verified.out;
+  }
+  // Without the key, the MACs are not checked, and it says so.
+  const auto keyless = run_cli({"audit", "verify", path.string()}, "",
+                               {"PULSEBOX_AUDIT_KEY=" + (dir / "absent.key").string()});
+  EXPECT_EQ(keyless.exit_code, 2) << keyless.out << keyless.err;
+  EXPECT_NE(keyless.out.find("its MACs were not checked"), std::string::npos) << keyless.out;
+  // A --key that is not there is an error, not a weaker check.
+  const auto wrong = run_cli({"audit", "verify", path.string(), "--key", (dir / "x").string()});
+  EXPECT_EQ(wrong.exit_code, 125) << wrong.out;
+  EXPECT_NE(wrong.err.find("cannot open the audit key"), std::string::npos) << wrong.err;
 }
 
 TEST(CliTest, ScrubFilter) {
