@@ -1,10 +1,7 @@
 #include "audit/key.h"
 
 #include <fcntl.h>
-#include <openssl/core_names.h>
 #include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/params.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -32,17 +29,6 @@ std::string octal_mode(mode_t mode) {
 
 Error key_error(const fs::path& file, const std::string& why) {
   return Error(ErrorKind::kSecurity, "audit", "audit key " + file.string() + ": " + why);
-}
-
-// HMAC through libcrypto's EVP_MAC, fetched once per process. Without
-// openssl.cnf: this libcrypto is pulsebox's own copy (linked in), and a
-// system configuration has nothing to change about one HMAC.
-EVP_MAC* hmac_algorithm() {
-  static EVP_MAC* const algorithm = [] {
-    OPENSSL_init_crypto(OPENSSL_INIT_NO_LOAD_CONFIG, nullptr);
-    return EVP_MAC_fetch(nullptr, "HMAC", nullptr);
-  }();
-  return algorithm;
 }
 
 core::Status fill_random(unsigned char* data, std::size_t size) {
@@ -90,8 +76,8 @@ core::Status create_key(const fs::path& file) {
 }  // namespace
 
 struct Key::Context {
-  EVP_MAC_CTX* ctx = nullptr;
-  ~Context() { EVP_MAC_CTX_free(ctx); }
+  explicit Context(std::string_view key) : hmac(key) {}
+  core::HmacSha256 hmac;
 };
 
 AuditKeyLocation key_location(const std::function<const char*(const char*)>& getenv) {
@@ -201,17 +187,7 @@ core::Result<std::unique_ptr<Key>> Key::from_bytes(std::string_view bytes, fs::p
   if (bytes.size() != kKeyBytes) return key_error(file, "not 32 bytes");
   auto key = std::unique_ptr<Key>(new Key());
   key->file_ = std::move(file);
-  key->context_ = std::make_unique<Context>();
-  EVP_MAC* algorithm = hmac_algorithm();
-  if (algorithm != nullptr) key->context_->ctx = EVP_MAC_CTX_new(algorithm);
-  char digest[] = "SHA256";
-  const OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest, 0),
-                               OSSL_PARAM_construct_end()};
-  if (key->context_->ctx == nullptr ||
-      EVP_MAC_init(key->context_->ctx, reinterpret_cast<const unsigned char*>(bytes.data()),
-                   bytes.size(), params) != 1) {
-    return Error(ErrorKind::kInternal, "audit", "libcrypto has no HMAC-SHA256");
-  }
+  key->context_ = std::make_unique<Context>(bytes);
   core::Sha256 id;
   id.update("pulsebox audit key id\n");
   id.update(bytes);
@@ -222,25 +198,7 @@ core::Result<std::unique_ptr<Key>> Key::from_bytes(std::string_view bytes, fs::p
 Key::~Key() = default;
 
 std::string Key::mac(std::string_view a, std::string_view b) const {
-  // A copy of the keyed context per message: the key schedule is done once.
-  EVP_MAC_CTX* ctx = EVP_MAC_CTX_dup(context_->ctx);
-  unsigned char out[EVP_MAX_MD_SIZE];
-  std::size_t length = 0;
-  const bool ok = ctx != nullptr &&
-                  EVP_MAC_update(ctx, reinterpret_cast<const unsigned char*>(a.data()), a.size()) &&
-                  EVP_MAC_update(ctx, reinterpret_cast<const unsigned char*>(b.data()), b.size()) &&
-                  EVP_MAC_final(ctx, out, &length, sizeof out);
-  EVP_MAC_CTX_free(ctx);
-  // Only allocation can fail here; an empty MAC never matches one.
-  if (!ok) return {};
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string hex;
-  hex.reserve(length * 2);
-  for (std::size_t i = 0; i < length; ++i) {
-    hex.push_back(kHex[out[i] >> 4]);
-    hex.push_back(kHex[out[i] & 0xf]);
-  }
-  return hex;
+  return context_->hmac.hex_mac(a, b);
 }
 
 bool Key::matches(std::string_view a, std::string_view b, std::string_view mac) const {

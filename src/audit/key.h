@@ -1,6 +1,6 @@
 // The audit log's key: a file of 32 random bytes outside the workspace,
 // readable only by its owner, made on first use; records and anchors carry
-// HMAC-SHA256 under it (libcrypto's EVP_MAC "HMAC").
+// HMAC-SHA256 under it (core::HmacSha256).
 #pragma once
 
 #include <filesystem>

@@ -268,7 +268,7 @@ TEST_F(AuditTamperTest, ForgedLineWithRecomputedOwnHashBreaksTheChain) {
 }
 
 // HMAC-SHA256 from its definition (RFC 2104) over the plain SHA-256, to
-// check libcrypto's EVP_MAC is used the right way.
+// check the keyed MAC is that.
 std::string hmac_by_definition(const std::string& key, const std::string& message) {
   auto raw = [](const std::string& hex) {
     std::string out;
@@ -292,6 +292,18 @@ TEST(AuditKeyTest, MacIsHmacSha256) {
   EXPECT_EQ((*key)->mac("", ""), hmac_by_definition(bytes, ""));
   EXPECT_EQ((*key)->id().size(), 16u);
   EXPECT_EQ((*key)->id().find(core::sha256_hex(bytes).substr(0, 16)), std::string::npos);
+}
+
+// RFC 4231's test cases 1, 2 and 6 (a key longer than the block is hashed
+// first).
+TEST(AuditKeyTest, HmacSha256MatchesRfc4231) {
+  EXPECT_EQ(core::HmacSha256(std::string(20, '\x0b')).hex_mac("Hi There"),
+            "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7");
+  EXPECT_EQ(core::HmacSha256("Jefe").hex_mac("what do ya want ", "for nothing?"),
+            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+  EXPECT_EQ(core::HmacSha256(std::string(131, '\xaa'))
+                .hex_mac("Test Using Larger Than Block-Size Key - Hash Key First"),
+            "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54");
 }
 
 TEST(AuditKeyTest, IsMadeOncePrivateAndReused) {
