@@ -58,5 +58,4 @@ std::filesystem::path default_state_dir();
 // naming it otherwise.
 void ensure_state_dir(const std::filesystem::path& dir);
 
-
 }  // namespace pulsebox::backends

@@ -22,7 +22,6 @@
 #include "helpers/test_support.h"
 #include "pulsebox/sandbox.h"
 
-
 namespace pulsebox {
 namespace {
 
