@@ -39,15 +39,6 @@
 
 namespace pulsebox {
 
-// The enforcement dimensions of the CLI's --allow-weaker and of
-// ProcessResult::enforcement.
-enum class Dimension { Network, Secrets, Filesystem, Limits, Syscalls };
-PULSEBOX_API std::string_view to_string(Dimension dimension);
-PULSEBOX_API std::optional<Dimension> parse_dimension(std::string_view word);
-inline constexpr Dimension kAllDimensions[] = {Dimension::Network, Dimension::Secrets,
-                                               Dimension::Filesystem, Dimension::Limits,
-                                               Dimension::Syscalls};
-
 enum class LimitKind { Memory, Swap, Processes, Cpu, CpuTime, WallTime, Output, Disk, OpenFiles };
 PULSEBOX_API std::string_view to_string(LimitKind kind);
 inline constexpr LimitKind kAllLimitKinds[] = {

@@ -65,6 +65,26 @@ struct Change {
   ChangeKind kind = ChangeKind::Modified;
 };
 
+// The enforcement dimensions of the CLI's --allow-weaker and of
+// ProcessResult::enforcement.
+enum class Dimension { Network, Secrets, Filesystem, Limits, Syscalls };
+PULSEBOX_API std::string_view to_string(Dimension dimension);
+PULSEBOX_API std::optional<Dimension> parse_dimension(std::string_view word);
+inline constexpr Dimension kAllDimensions[] = {Dimension::Network, Dimension::Secrets,
+                                               Dimension::Filesystem, Dimension::Limits,
+                                               Dimension::Syscalls};
+
+// One dimension's verdict for a run: decided once, before it starts
+// (Sandbox::enforcement_plan()), and carried in its result.
+struct EnforcementDecision {
+  Dimension dimension = Dimension::Network;
+  EnforcementLevel level = EnforcementLevel::Unsupported;
+  bool requested = true;  // false: only reported (defaults the host cannot enforce)
+  bool accepted = false;  // weaker than strong, and the caller accepted it
+  std::string reason;
+  std::string fix;
+};
+
 struct ProcessResult {
   std::string command;
   int exit_code = 0;
@@ -80,6 +100,8 @@ struct ProcessResult {
   ExecutionMetrics metrics;
   std::string isolation_level;  // "native", "host_unsafe", "remote_container", ...
   Enforcement enforcement;
+  // The verdicts behind `enforcement`, with their reasons (Sandbox sets them).
+  std::vector<EnforcementDecision> enforcement_decisions;
   std::optional<std::string> transaction_id;
   std::vector<Change> changes;
   std::int64_t pid = 0;

@@ -108,16 +108,6 @@ struct ExecuteOptions {
   int cancel_fd = -1;
 };
 
-// One dimension's verdict for the coming run.
-struct EnforcementDecision {
-  Dimension dimension = Dimension::Network;
-  EnforcementLevel level = EnforcementLevel::Unsupported;
-  bool requested = true;  // false: only reported (defaults the host cannot enforce)
-  bool accepted = false;  // weaker than strong, and the caller accepted it
-  std::string reason;
-  std::string fix;
-};
-
 class PULSEBOX_API Sandbox {
  public:
   explicit Sandbox(SandboxOptions options);
@@ -151,6 +141,16 @@ class PULSEBOX_API Sandbox {
   const SecretScrubber& scrubber() const { return scrubber_; }
 
  private:
+  // One execute() and its stages (facade/execute.cc), in order.
+  struct Run;
+  void check_policy(Run& run);
+  ExecutionRequest build_request(Run& run, const std::vector<std::string>& argv,
+                                 const ExecuteOptions& options);
+  void decide_enforcement(Run& run);
+  ProcessResult run_and_scrub(Run& run, ExecutionRequest& request, const ExecuteOptions& options);
+  void import_changes(Run& run, ProcessResult& result);
+  void clean_up(Run& run);
+
   std::string command_text(const std::vector<std::string>& argv) const;
   // Audits and throws PolicyDenied on DENY; ASK and ALLOW pass (as in the reference).
   PolicyEvaluation require_not_denied(ActionType action, const std::string& target);
@@ -160,6 +160,9 @@ class PULSEBOX_API Sandbox {
   std::unique_ptr<AuditLog> audit_;
   Workspace workspace_;
   std::shared_ptr<Backend> backend_;
+  // Workspace paths the command must not see besides .agent/ (the audit log,
+  // when it is kept inside the workspace).
+  std::vector<std::string> hidden_workspace_paths_;
 };
 
 }  // namespace pulsebox

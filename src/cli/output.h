@@ -1,17 +1,18 @@
-// Terminal output helpers for the CLI: colour only on a terminal (and never
-// with NO_COLOR set), one-line errors on stderr.
+// Terminal output helpers for the CLI: one-line errors on stderr (colour is
+// core/terminal.h).
 #pragma once
 
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "core/terminal.h"
+
 namespace pulsebox::cli {
 
-enum class Colour { Red, Green, Yellow, Bold, Dim };
-
-bool stdout_is_colour_terminal();
-std::string paint(std::string_view text, Colour colour, bool enabled);
+using core::Colour;
+using core::paint;
+using core::stdout_is_colour_terminal;
 
 // "pulsebox: <message>" on stderr, escaped for a terminal (messages quote
 // names and commands that may come from a sandbox; core::escape_for_terminal).

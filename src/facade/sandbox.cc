@@ -15,28 +15,12 @@
 #include "seccomp/profile.h"
 #include "workspace/safe_open.h"
 
-extern char** environ;
-
 namespace pulsebox {
 
 using core::Error;
 using core::ErrorKind;
 
 namespace {
-
-std::string new_execution_id() {
-  return "run-" + core::random_hex(16);
-}
-
-std::map<std::string, std::string> host_environment() {
-  std::map<std::string, std::string> env;
-  for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry) {
-    const std::string_view text = *entry;
-    const auto eq = text.find('=');
-    if (eq != std::string_view::npos) env.emplace(text.substr(0, eq), text.substr(eq + 1));
-  }
-  return env;
-}
 
 EnforcementLevel weakest(EnforcementLevel a, EnforcementLevel b) {
   return static_cast<int>(a) >= static_cast<int>(b) ? a : b;
@@ -55,12 +39,35 @@ Sandbox::Sandbox(SandboxOptions options)
       workspace_(options_.workspace, workspace_policy_for(options_.policy), WorkspaceLimits{},
                  options_.allow_system_directory ? SystemDirectoryUse::Allow
                                                  : SystemDirectoryUse::Refuse) {
+  // Every option is checked here, once; execute() checks only its own.
   options_.limits.validate();
   if (options_.seccomp_profile != "unconfined" &&
       !seccomp::is_builtin_profile(options_.seccomp_profile)) {
-    core::value_or_throw(seccomp::load_profile(options_.seccomp_profile));
+    if (auto profile = seccomp::load_profile(options_.seccomp_profile); !profile) {
+      core::throw_error(
+          core::Error(ErrorKind::kInvalidInput, "seccomp", std::move(profile).error().to_string()));
+    }
+  }
+  for (const auto& [name, value] : options_.environment) {
+    if (is_dangerous_environment_variable(name) || name.empty() ||
+        name.find('=') != std::string::npos) {
+      throw SandboxConfigError("environment variable " + name +
+                                   ": refusing a variable that changes how programs "
+                                   "load code",
+                               0, "env");
+    }
   }
   options_.workspace = workspace_.root();
+  {
+    // An audit log kept inside the workspace (not in .agent/) is hidden from
+    // the command too.
+    std::error_code ec;
+    const auto audit_path = std::filesystem::weakly_canonical(default_audit_path(options_), ec);
+    const auto relative = audit_path.lexically_relative(options_.workspace);
+    if (!ec && !relative.empty() && *relative.begin() != ".." && *relative.begin() != ".agent") {
+      hidden_workspace_paths_.push_back(relative.string());
+    }
+  }
   audit_ = std::make_unique<AuditLog>(
       default_audit_path(options_), &scrubber_,
       AuditLog::Options{
@@ -299,287 +306,6 @@ void Sandbox::discard_transaction(const std::string& tx) {
                   .target = tx,
                   .decision = "allow",
                   .detail = "discarded the transaction"});
-}
-
-ProcessResult Sandbox::execute(const std::vector<std::string>& argv,
-                               const ExecuteOptions& options) {
-  if (argv.empty() || argv[0].empty()) throw SandboxConfigError("no command to run", 0, "sandbox");
-  initialize();
-  core::trace_phase("sandbox: initialized");
-  const std::string id = options.execution_id.empty() ? new_execution_id() : options.execution_id;
-  const std::string command = command_text(argv);
-  const std::string level = backend_->isolation_level();
-  SandboxExecution execution(id, audit_.get());
-  execution.transition(LifecycleState::Starting);
-
-  auto deny = [&](const std::string& action, const std::string& detail) {
-    audit_->record({.action = action,
-                    .target = command,
-                    .decision = "deny",
-                    .container_id = backend_->name(),
-                    .isolation_level = level,
-                    .detail = detail});
-  };
-  auto finish = [&](bool cleanup_ok) {
-    if (execution.state() != LifecycleState::Cleaning)
-      execution.transition(LifecycleState::Cleaning);
-    execution.transition(cleanup_ok ? LifecycleState::Finalized : LifecycleState::RecoveryRequired);
-  };
-  std::unique_ptr<PreparedRun> prepared;
-  auto fail_before_run = [&](const auto& exception) {
-    execution.transition(LifecycleState::Failed);
-    prepared.reset();  // a run prepare() set up, never started
-    finish(true);
-    throw exception;
-  };
-
-  // 1. May this command run at all?
-  const PolicyEvaluation shell = options_.policy.explain(ActionType::Shell, command);
-  if (shell.decision == Decision::Deny) {
-    deny("shell", "policy: " + shell.describe());
-    fail_before_run(PolicyDenied("policy denies running \"" + command + "\": " + shell.describe(),
-                                 0, "policy"));
-  }
-  // 2. Network and secrets need the policy's ALLOW when asked for.
-  auto require_allow = [&](ActionType action, bool requested, std::string_view mode_text) {
-    if (!requested || options_.policy.is_allowed(action)) return;
-    const std::string word(to_string(action));
-    const std::string why = word + " mode " + std::string(mode_text) +
-                            " was requested, but the action policy does not allow " + word + " (" +
-                            options_.policy.explain(action, "*").describe() +
-                            "); add a rule {\"action\": \"" + word +
-                            "\", \"target\": \"*\", \"decision\": \"allow\"}";
-    deny(word, why);
-    fail_before_run(PolicyDenied(why, 0, "policy"));
-  };
-  require_allow(ActionType::Network, options_.network.mode != NetworkMode::DenyAll,
-                to_string(options_.network.mode));
-  require_allow(ActionType::Secrets, options_.secret_policy.mode != SecretMode::DenyAll,
-                to_string(options_.secret_policy.mode));
-  for (const auto& [name, value] : options_.environment) {
-    if (is_dangerous_environment_variable(name) || name.empty() ||
-        name.find('=') != std::string::npos) {
-      fail_before_run(SandboxConfigError(
-          "--env " + name + ": refusing a variable that changes how programs load code", 0, "env"));
-    }
-  }
-  if (!options.cwd.empty()) {
-    auto checked = workspace::check_relative_path(options.cwd);
-    if (!checked)
-      fail_before_run(
-          SandboxConfigError("--cwd " + options.cwd + ": " + checked.error().to_string()));
-    std::error_code ec;
-    if (!std::filesystem::is_directory(options_.workspace / *checked, ec)) {
-      fail_before_run(
-          SandboxConfigError("--cwd " + options.cwd + ": not a directory in the workspace"));
-    }
-  }
-
-  // The request, which the backend may start setting up while the
-  // enforcement verdicts are made and audited (the native backend goes as
-  // far as the command's start; the command itself waits for execute()).
-  ExecutionRequest request;
-  request.argv = argv;
-  request.workspace = options_.workspace;
-  request.cwd = options.cwd;
-  const auto host_env = options_.host_environment ? *options_.host_environment : host_environment();
-  for (const std::string& name : options_.secret_policy.explicit_env) {
-    if (auto it = host_env.find(name); it != host_env.end()) scrubber_.add_secret(it->second);
-  }
-  request.environment =
-      build_sandbox_environment(options_.secret_policy, host_env, options_.environment);
-  request.limits = options_.limits;
-  request.network = options_.network;
-  request.binds = options_.binds;
-  request.seccomp_profile = options_.seccomp_profile;
-  {
-    // An audit log kept inside the workspace (not in .agent/) is hidden too.
-    std::error_code ec;
-    const auto audit_path = std::filesystem::weakly_canonical(default_audit_path(options_), ec);
-    const auto relative = audit_path.lexically_relative(options_.workspace);
-    if (!ec && !relative.empty() && *relative.begin() != ".." && *relative.begin() != ".agent") {
-      request.hidden_workspace_paths.push_back(relative.string());
-    }
-  }
-  request.secrets = options_.secret_policy;
-  request.execution_id = id;
-  request.cancel_fd = options.cancel_fd;
-  prepared = backend_->prepare(request);
-
-  // 3. How strongly is each dimension enforced here?
-  const std::vector<EnforcementDecision> plan = enforcement_plan();
-  audit_->log_network("*", std::nullopt, "any",
-                      options_.network.mode == NetworkMode::DenyAll ? "deny" : "allow",
-                      backend_->name(), std::string(to_string(plan[0].level)),
-                      "network mode " + std::string(to_string(options_.network.mode)));
-  Enforcement enforcement;
-  const EnforcementDecision* refused = nullptr;
-  for (const EnforcementDecision& decision : plan) {
-    const bool weak = decision.level != EnforcementLevel::StronglyEnforced;
-    const bool blocks = weak && decision.requested && !decision.accepted;
-    std::string detail = std::string(to_string(decision.level)) + ": " + decision.reason;
-    if (weak && decision.accepted) detail += " (weaker level accepted with --allow-weaker)";
-    if (weak && !decision.requested) detail += " (default limits: reported, not refused)";
-    audit_->record({.action = "enforcement",
-                    .target = std::string(to_string(decision.dimension)),
-                    .decision = blocks ? "deny" : "allow",
-                    .container_id = backend_->name(),
-                    .isolation_level = level,
-                    .detail = detail,
-                    .extra = {{"enforcement_level", std::string(to_string(decision.level))}}});
-    if (blocks && refused == nullptr) refused = &decision;
-    switch (decision.dimension) {
-      case Dimension::Network:
-        enforcement.network = decision.level;
-        break;
-      case Dimension::Secrets:
-        enforcement.secrets = decision.level;
-        break;
-      case Dimension::Filesystem:
-        enforcement.filesystem = decision.level;
-        break;
-      case Dimension::Limits:
-        enforcement.limits = decision.level;
-        break;
-      case Dimension::Syscalls:
-        enforcement.syscalls = decision.level;
-        break;
-    }
-  }
-  if (refused != nullptr) {
-    const std::string dimension(to_string(refused->dimension));
-    std::string message = dimension + ": the " + backend_->name() +
-                          " backend cannot enforce this " + "strongly here (" +
-                          std::string(to_string(refused->level)) + ": " + refused->reason + ")";
-    if (!refused->fix.empty()) message += "; fix: " + refused->fix;
-    message += "; or accept the weaker level with --allow-weaker " + dimension;
-    deny("shell", "refused: " + message);
-    fail_before_run(SandboxUnsupportedPolicyError(message, 0, "enforcement"));
-  }
-
-  // 4. Run, scrubbing output as it streams.
-  for (const auto& bind : options_.binds) {
-    audit_->record({.action = "bind",
-                    .target = bind.host.string() + " -> " + bind.sandbox_path,
-                    .decision = "allow",
-                    .container_id = backend_->name(),
-                    .isolation_level = level,
-                    .detail = bind.writable ? "read-write bind into the sandbox"
-                                            : "read-only bind into the sandbox"});
-  }
-  std::string stdout_text;
-  std::string stderr_text;
-  auto out_stream = scrubber_.stream();
-  auto err_stream = scrubber_.stream();
-  auto deliver = [&](OutputStream which, const std::string& text) {
-    if (text.empty()) return;
-    (which == OutputStream::Stdout ? stdout_text : stderr_text) += text;
-    if (options.on_output) options.on_output(which, text);
-  };
-  request.on_output = [&](OutputStream which, std::string_view chunk) {
-    deliver(which, (which == OutputStream::Stdout ? out_stream : err_stream).feed(chunk));
-  };
-
-  core::trace_phase("sandbox: request ready");
-  execution.transition(LifecycleState::Running);
-  // Files the host changed after this (by ctime or mtime) while the run went
-  // on are marked at import (Workspace::import_overlay).
-  const auto run_started = workspace_.stamp_now();
-  ExecutionOutcome outcome;
-  try {
-    outcome = backend_->execute(request, std::move(prepared));
-  } catch (...) {
-    execution.transition(LifecycleState::Failed);
-    backend_->cleanup();
-    finish(true);
-    throw;
-  }
-  deliver(OutputStream::Stdout, out_stream.finish());
-  deliver(OutputStream::Stderr, err_stream.finish());
-  const bool redacted = out_stream.redacted() || err_stream.redacted();
-  ProcessResult result = std::move(outcome.result);
-  result.stdout_data = std::move(stdout_text);
-  result.stderr_data = std::move(stderr_text);
-  result.command = command;
-  result.isolation_level = level;
-  result.enforcement = enforcement;
-  const bool succeeded =
-      result.exit_code == 0 && result.termination_reason == TerminationReason::None;
-  execution.transition(succeeded ? LifecycleState::Completing : LifecycleState::Failed);
-  std::string detail = "ran via the " + backend_->name() + " backend";
-  if (result.termination_reason != TerminationReason::None) {
-    detail += "; termination: " + std::string(to_string(result.termination_reason));
-  }
-  if (!result.termination_detail.empty()) detail += " (" + result.termination_detail + ")";
-  if (redacted) detail += "; secrets were redacted from the output";
-  audit_->record({.action = "shell",
-                  .target = command,
-                  .decision = std::string(to_string(shell.decision)),
-                  .exit_code = result.exit_code,
-                  .duration_ms = result.duration_ms,
-                  .container_id = backend_->name() + ":" + id,
-                  .isolation_level = level,
-                  .detail = detail});
-
-  core::trace_phase("sandbox: result audited");
-  // 5. The run's workspace changes become a transaction.
-  if (outcome.changes_dir) {
-    try {
-      const std::string origin = id + ": " + command;
-      const auto tx = outcome.changes_dir_is_full_copy
-                          ? workspace_.import_copy(*outcome.changes_dir, origin, run_started)
-                          : workspace_.import_overlay(*outcome.changes_dir, options_.workspace,
-                                                      origin, run_started);
-      if (tx) {
-        result.transaction_id = *tx;
-        for (const auto& change : workspace_.describe(*tx).changes) {
-          result.changes.push_back({change.path, change.kind});
-        }
-        audit_->record({.action = "changes-staged",
-                        .target = *tx,
-                        .decision = "allow",
-                        .isolation_level = level,
-                        .detail = std::to_string(result.changes.size()) + " changes from " + id});
-        if (options_.changes == ChangesMode::Commit) {
-          try {
-            commit_transaction(*tx);
-          } catch (const SandboxError& error) {
-            result.termination_detail +=
-                std::string(result.termination_detail.empty() ? "" : "; ") + "changes kept as " +
-                *tx + ", not committed: " + error.what();
-          }
-        } else if (options_.changes == ChangesMode::Discard) {
-          discard_transaction(*tx);
-        }
-      }
-    } catch (const SandboxError& error) {
-      audit_->record({.action = "changes-staged",
-                      .target = id,
-                      .decision = "deny",
-                      .isolation_level = level,
-                      .detail = error.what()});
-      result.termination_detail += std::string(result.termination_detail.empty() ? "" : "; ") +
-                                   "changes refused: " + error.what();
-    }
-  }
-
-  // 6. Clean up.
-  core::trace_phase("sandbox: changes imported");
-  execution.transition(LifecycleState::Cleaning);
-  bool cleanup_ok = true;
-  try {
-    backend_->cleanup();
-  } catch (const std::exception& error) {
-    cleanup_ok = false;
-    audit_->record(
-        {.action = "sandbox-cleanup",
-         .target = id,
-         .decision = "deny",
-         .detail = std::string("cleanup failed, leftovers may remain: ") + error.what()});
-  }
-  finish(cleanup_ok);
-  core::trace_phase("sandbox: cleaned up");
-  return result;
 }
 
 }  // namespace pulsebox

@@ -26,13 +26,12 @@
 #include <thread>
 
 #include "backends/native_runtime.h"
-#include "cli/commands.h"
-#include "cli/run_command.h"
 #include "core/fs.h"
 #include "core/text.h"
 #include "core/trace.h"
 #include "core/unique_fd.h"
 #include "linux/syscalls.h"
+#include "run/run_command.h"
 #include "server/protocol.h"
 
 #ifndef SO_PEERPIDFD
@@ -132,13 +131,13 @@ std::string refusal_for(int connection, const ServerIdentity& self) {
 // CLI11's options cost ~0.1 ms a request) and reset for each.
 class RunParser {
  public:
-  RunParser() { cli::add_run_options(parser_, options_); }
+  RunParser() { run::add_run_options(parser_, options_); }
 
   // The arguments parsed as the CLI does; nullopt (for a fallback) when
   // they do not parse or ask for help: the client's own parser then prints
   // exactly what it prints without a server.
-  std::optional<cli::RunOptions> parse(const std::vector<std::string>& args) {
-    options_ = cli::RunOptions{};
+  std::optional<run::RunOptions> parse(const std::vector<std::string>& args) {
+    options_ = run::RunOptions{};
     parser_.clear();
     std::vector<std::string> flags;
     std::vector<std::string> command;
@@ -155,14 +154,14 @@ class RunParser {
     } catch (const CLI::Error&) {
       return std::nullopt;
     }
-    cli::RunOptions parsed = options_;
+    run::RunOptions parsed = options_;
     parsed.command = std::move(command);
     return parsed;
   }
 
  private:
   CLI::App parser_{"pulsebox run"};
-  cli::RunOptions options_;
+  run::RunOptions options_;
 };
 
 class Server {
@@ -289,16 +288,16 @@ RunReply Server::serve_request(int connection, RunParser& parser) {
   }
   ::umask(static_cast<mode_t>(request.umask & 0777));
 
-  cli::RunIo io;
+  run::RunIo io;
   io.out_fd = message->fds[1].get();
   io.err_fd = message->fds[2].get();
   io.environment = &environment;
   io.native_backend = runtime_for(options->subordinate_ids).make_backend();
   io.cancel_fd = connection;
   const auto start = std::chrono::steady_clock::now();
-  int code = cli::kExitUsage;
+  int code = run::kExitRefused;
   try {
-    code = cli::execute_run(*options, io);
+    code = run::execute_run(*options, io);
   } catch (const std::exception& error) {
     (void)core::write_all(io.err_fd, "pulsebox: " + std::string(error.what()) + "\n", "an error");
   }

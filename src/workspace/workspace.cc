@@ -90,8 +90,10 @@ Workspace::Workspace(std::filesystem::path root, ActionPolicy policy, WorkspaceL
     : root_(std::move(root)), policy_(std::move(policy)), limits_(limits) {
   std::error_code ec;
   if (!std::filesystem::is_directory(root_, ec)) {
+    const bool missing = !std::filesystem::exists(std::filesystem::symlink_status(root_, ec));
     core::throw_error(
-        Error(ErrorKind::kInvalidInput, "workspace", root_.string() + " is not a directory"));
+        Error(ErrorKind::kInvalidInput, "workspace",
+              root_.string() + (missing ? ": no such directory" : ": not a directory")));
   }
   const std::filesystem::path given = root_;
   root_ = std::filesystem::canonical(root_, ec);

@@ -207,7 +207,7 @@ TEST(CliTest, ChangesDiffCommitDiscard) {
   EXPECT_NE(missing.err.find("no transaction \"tx-nope\""), std::string::npos);
   const auto not_a_dir = run_cli({"changes", "-w", (dir / "a.txt").string()});
   EXPECT_EQ(not_a_dir.exit_code, 125);
-  EXPECT_NE(not_a_dir.err.find("is not a directory"), std::string::npos);
+  EXPECT_NE(not_a_dir.err.find("a.txt: not a directory"), std::string::npos);
 }
 
 TEST(CliTest, CommitRefusesProtectedPathsUnlessThePolicyNamesThem) {

@@ -1,7 +1,14 @@
-// `pulsebox run`, shared by the CLI (running in this process) and the local
-// server (running for a client): the options, their flags, and the run
-// itself, with its output and environment taken from RunIo instead of this
-// process's.
+// `pulsebox run` as a library: its options and their flags, the
+// SandboxOptions they make, and the run itself with its output and summary.
+// The CLI (a run in this process) and the local server (a run for a client)
+// both call it; output and environment come from RunIo, not this process.
+//
+// Usage:
+//   run::RunOptions options;
+//   CLI::App parser;
+//   run::add_run_options(parser, options);   // then parse the arguments
+//   options.command = {...};                  // what followed "--"
+//   const int status = run::execute_run(options, run::RunIo{});
 #pragma once
 
 #include <unistd.h>
@@ -13,8 +20,9 @@
 #include <vector>
 
 #include "pulsebox/backend.h"
+#include "pulsebox/sandbox.h"
 
-namespace pulsebox::cli {
+namespace pulsebox::run {
 
 struct RunOptions {
   std::string workspace = ".";
@@ -55,8 +63,20 @@ struct RunIo {
   int cancel_fd = -1;  // ExecuteOptions::cancel_fd
 };
 
+// The exit status when pulsebox itself refused or failed (docs/cli.md).
+inline constexpr int kExitRefused = 125;
+
+// A variable of the run's environment (RunIo::environment, else this
+// process's), or null.
+const char* run_getenv(const RunIo& io, const std::string& name);
+
+// The flags' values as SandboxOptions: their syntax checked here, each error
+// naming its flag (SandboxConfigError). What they mean (the workspace, the
+// seccomp profile, the environment) is checked once, by Sandbox.
+SandboxOptions build_sandbox_options(const RunOptions& options, const RunIo& io);
+
 // Runs the command; returns the exit status `pulsebox run` exits with.
 // Errors are printed on io.err_fd ("pulsebox: ..."), never thrown.
 int execute_run(const RunOptions& options, const RunIo& io);
 
-}  // namespace pulsebox::cli
+}  // namespace pulsebox::run

@@ -1,0 +1,357 @@
+// Sandbox::execute: one run, as a short list of named stages. Each stage
+// audits what it decides; a refusal before the run ends the lifecycle as
+// Failed and tears down what prepare() set up (its PreparedRun goes).
+#include <filesystem>
+
+#include "core/text.h"
+#include "core/trace.h"
+#include "pulsebox/error.h"
+#include "pulsebox/lifecycle.h"
+#include "pulsebox/sandbox.h"
+#include "workspace/safe_open.h"
+
+extern char** environ;
+
+namespace pulsebox {
+
+namespace {
+
+std::string new_execution_id() {
+  return "run-" + core::random_hex(16);
+}
+
+std::map<std::string, std::string> host_environment() {
+  std::map<std::string, std::string> env;
+  for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry) {
+    const std::string_view text = *entry;
+    const auto eq = text.find('=');
+    if (eq != std::string_view::npos) env.emplace(text.substr(0, eq), text.substr(eq + 1));
+  }
+  return env;
+}
+
+Enforcement levels_of(const std::vector<EnforcementDecision>& verdicts) {
+  Enforcement enforcement;
+  for (const EnforcementDecision& decision : verdicts) {
+    switch (decision.dimension) {
+      case Dimension::Network:
+        enforcement.network = decision.level;
+        break;
+      case Dimension::Secrets:
+        enforcement.secrets = decision.level;
+        break;
+      case Dimension::Filesystem:
+        enforcement.filesystem = decision.level;
+        break;
+      case Dimension::Limits:
+        enforcement.limits = decision.level;
+        break;
+      case Dimension::Syscalls:
+        enforcement.syscalls = decision.level;
+        break;
+    }
+  }
+  return enforcement;
+}
+
+void append_detail(ProcessResult& result, const std::string& text) {
+  result.termination_detail += (result.termination_detail.empty() ? "" : "; ") + text;
+}
+
+}  // namespace
+
+// One execute(): what its stages share.
+struct Sandbox::Run {
+  Run(std::string run_id, std::string command_text, AuditLog* audit_log, const Backend& backend)
+      : id(std::move(run_id)),
+        command(std::move(command_text)),
+        level(backend.isolation_level()),
+        backend_name(backend.name()),
+        audit(audit_log),
+        lifecycle(id, audit_log) {}
+
+  // A record of a refusal of this run's command.
+  void deny(const std::string& action, const std::string& detail) {
+    audit->record({.action = action,
+                   .target = command,
+                   .decision = "deny",
+                   .container_id = backend_name,
+                   .isolation_level = level,
+                   .detail = detail});
+  }
+  // Ends the lifecycle (Failed, then Cleaning and Finalized) and throws.
+  template <class Exception>
+  [[noreturn]] void refuse(const Exception& exception) {
+    lifecycle.transition(LifecycleState::Failed);
+    prepared.reset();  // a run prepare() set up, never started
+    finish(true);
+    throw exception;
+  }
+  void finish(bool cleanup_ok) {
+    if (lifecycle.state() != LifecycleState::Cleaning) lifecycle.transition(LifecycleState::Cleaning);
+    lifecycle.transition(cleanup_ok ? LifecycleState::Finalized : LifecycleState::RecoveryRequired);
+  }
+
+  std::string id;
+  std::string command;
+  std::string level;
+  std::string backend_name;
+  AuditLog* audit;
+  SandboxExecution lifecycle;
+  PolicyEvaluation shell;  // the policy's verdict on the command
+  std::unique_ptr<PreparedRun> prepared;
+  std::vector<EnforcementDecision> verdicts;
+  ExecutionOutcome outcome;
+  Workspace::RunClock started;  // the workspace's stamp at the start
+};
+
+ProcessResult Sandbox::execute(const std::vector<std::string>& argv,
+                               const ExecuteOptions& options) {
+  if (argv.empty() || argv[0].empty()) throw SandboxConfigError("no command to run", 0, "sandbox");
+  initialize();
+  core::trace_phase("sandbox: initialized");
+  Run run(options.execution_id.empty() ? new_execution_id() : options.execution_id,
+          command_text(argv), audit_.get(), *backend_);
+  run.lifecycle.transition(LifecycleState::Starting);
+  check_policy(run);
+  ExecutionRequest request = build_request(run, argv, options);
+  // The backend may set the run up (as far as the command's start) while
+  // the verdicts are made and audited.
+  run.prepared = backend_->prepare(request);
+  decide_enforcement(run);
+  ProcessResult result = run_and_scrub(run, request, options);
+  import_changes(run, result);
+  clean_up(run);
+  return result;
+}
+
+// 1. May this command run at all, and with network and secrets?
+void Sandbox::check_policy(Run& run) {
+  run.shell = options_.policy.explain(ActionType::Shell, run.command);
+  if (run.shell.decision == Decision::Deny) {
+    run.deny("shell", "policy: " + run.shell.describe());
+    run.refuse(PolicyDenied(
+        "policy denies running \"" + run.command + "\": " + run.shell.describe(), 0, "policy"));
+  }
+  auto require_allow = [&](ActionType action, bool requested, std::string_view mode_text) {
+    if (!requested || options_.policy.is_allowed(action)) return;
+    const std::string word(to_string(action));
+    const std::string why = word + " mode " + std::string(mode_text) +
+                            " was requested, but the action policy does not allow " + word + " (" +
+                            options_.policy.explain(action, "*").describe() +
+                            "); add a rule {\"action\": \"" + word +
+                            "\", \"target\": \"*\", \"decision\": \"allow\"}";
+    run.deny(word, why);
+    run.refuse(PolicyDenied(why, 0, "policy"));
+  };
+  require_allow(ActionType::Network, options_.network.mode != NetworkMode::DenyAll,
+                to_string(options_.network.mode));
+  require_allow(ActionType::Secrets, options_.secret_policy.mode != SecretMode::DenyAll,
+                to_string(options_.secret_policy.mode));
+}
+
+// 2. The request: everything the backend needs, the working directory
+// checked (the rest of the options were checked by the constructor).
+ExecutionRequest Sandbox::build_request(Run& run, const std::vector<std::string>& argv,
+                                        const ExecuteOptions& options) {
+  if (!options.cwd.empty()) {
+    auto checked = workspace::check_relative_path(options.cwd);
+    if (!checked) {
+      run.refuse(SandboxConfigError(
+          "working directory " + options.cwd + ": " + checked.error().to_string(), 0, "cwd"));
+    }
+    std::error_code ec;
+    if (!std::filesystem::is_directory(options_.workspace / *checked, ec)) {
+      run.refuse(SandboxConfigError(
+          "working directory " + options.cwd + ": not a directory in the workspace", 0, "cwd"));
+    }
+  }
+  ExecutionRequest request;
+  request.argv = argv;
+  request.workspace = options_.workspace;
+  request.cwd = options.cwd;
+  const auto host_env = options_.host_environment ? *options_.host_environment : host_environment();
+  for (const std::string& name : options_.secret_policy.explicit_env) {
+    if (auto it = host_env.find(name); it != host_env.end()) scrubber_.add_secret(it->second);
+  }
+  request.environment =
+      build_sandbox_environment(options_.secret_policy, host_env, options_.environment);
+  request.limits = options_.limits;
+  request.network = options_.network;
+  request.binds = options_.binds;
+  request.seccomp_profile = options_.seccomp_profile;
+  request.hidden_workspace_paths = hidden_workspace_paths_;
+  request.secrets = options_.secret_policy;
+  request.execution_id = run.id;
+  request.cancel_fd = options.cancel_fd;
+  return request;
+}
+
+// 3. How strongly is each dimension enforced here? Decided once, audited,
+// carried in the result; a requested dimension enforced less than strongly,
+// and not accepted, refuses the run.
+void Sandbox::decide_enforcement(Run& run) {
+  run.verdicts = enforcement_plan();
+  audit_->log_network("*", std::nullopt, "any",
+                      options_.network.mode == NetworkMode::DenyAll ? "deny" : "allow",
+                      run.backend_name, std::string(to_string(run.verdicts[0].level)),
+                      "network mode " + std::string(to_string(options_.network.mode)));
+  const EnforcementDecision* refused = nullptr;
+  for (const EnforcementDecision& decision : run.verdicts) {
+    const bool weak = decision.level != EnforcementLevel::StronglyEnforced;
+    const bool blocks = weak && decision.requested && !decision.accepted;
+    std::string detail = std::string(to_string(decision.level)) + ": " + decision.reason;
+    if (weak && decision.accepted) detail += " (weaker level accepted with --allow-weaker)";
+    if (weak && !decision.requested) detail += " (default limits: reported, not refused)";
+    audit_->record({.action = "enforcement",
+                    .target = std::string(to_string(decision.dimension)),
+                    .decision = blocks ? "deny" : "allow",
+                    .container_id = run.backend_name,
+                    .isolation_level = run.level,
+                    .detail = detail,
+                    .extra = {{"enforcement_level", std::string(to_string(decision.level))}}});
+    if (blocks && refused == nullptr) refused = &decision;
+  }
+  if (refused != nullptr) {
+    const std::string dimension(to_string(refused->dimension));
+    std::string message = dimension + ": the " + run.backend_name +
+                          " backend cannot enforce this strongly here (" +
+                          std::string(to_string(refused->level)) + ": " + refused->reason + ")";
+    if (!refused->fix.empty()) message += "; fix: " + refused->fix;
+    message += "; or accept the weaker level with --allow-weaker " + dimension;
+    run.deny("shell", "refused: " + message);
+    run.refuse(SandboxUnsupportedPolicyError(message, 0, "enforcement"));
+  }
+}
+
+// 4. The run, its output scrubbed as it streams, its result audited.
+ProcessResult Sandbox::run_and_scrub(Run& run, ExecutionRequest& request,
+                                     const ExecuteOptions& options) {
+  for (const auto& bind : options_.binds) {
+    audit_->record({.action = "bind",
+                    .target = bind.host.string() + " -> " + bind.sandbox_path,
+                    .decision = "allow",
+                    .container_id = run.backend_name,
+                    .isolation_level = run.level,
+                    .detail = bind.writable ? "read-write bind into the sandbox"
+                                            : "read-only bind into the sandbox"});
+  }
+  std::string stdout_text;
+  std::string stderr_text;
+  auto out_stream = scrubber_.stream();
+  auto err_stream = scrubber_.stream();
+  auto deliver = [&](OutputStream which, const std::string& text) {
+    if (text.empty()) return;
+    (which == OutputStream::Stdout ? stdout_text : stderr_text) += text;
+    if (options.on_output) options.on_output(which, text);
+  };
+  request.on_output = [&](OutputStream which, std::string_view chunk) {
+    deliver(which, (which == OutputStream::Stdout ? out_stream : err_stream).feed(chunk));
+  };
+
+  core::trace_phase("sandbox: request ready");
+  run.lifecycle.transition(LifecycleState::Running);
+  // Files the host changes from now on while the run goes on are marked at
+  // import (Workspace::import_overlay).
+  run.started = workspace_.stamp_now();
+  try {
+    run.outcome = backend_->execute(request, std::move(run.prepared));
+  } catch (...) {
+    run.lifecycle.transition(LifecycleState::Failed);
+    backend_->cleanup();
+    run.finish(true);
+    throw;
+  }
+  deliver(OutputStream::Stdout, out_stream.finish());
+  deliver(OutputStream::Stderr, err_stream.finish());
+  ProcessResult result = std::move(run.outcome.result);
+  result.stdout_data = std::move(stdout_text);
+  result.stderr_data = std::move(stderr_text);
+  result.command = run.command;
+  result.isolation_level = run.level;
+  result.enforcement = levels_of(run.verdicts);
+  result.enforcement_decisions = run.verdicts;
+  const bool succeeded =
+      result.exit_code == 0 && result.termination_reason == TerminationReason::None;
+  run.lifecycle.transition(succeeded ? LifecycleState::Completing : LifecycleState::Failed);
+  std::string detail = "ran via the " + run.backend_name + " backend";
+  if (result.termination_reason != TerminationReason::None) {
+    detail += "; termination: " + std::string(to_string(result.termination_reason));
+  }
+  if (!result.termination_detail.empty()) detail += " (" + result.termination_detail + ")";
+  if (out_stream.redacted() || err_stream.redacted()) {
+    detail += "; secrets were redacted from the output";
+  }
+  audit_->record({.action = "shell",
+                  .target = run.command,
+                  .decision = std::string(to_string(run.shell.decision)),
+                  .exit_code = result.exit_code,
+                  .duration_ms = result.duration_ms,
+                  .container_id = run.backend_name + ":" + run.id,
+                  .isolation_level = run.level,
+                  .detail = detail});
+  core::trace_phase("sandbox: result audited");
+  return result;
+}
+
+// 5. The run's workspace changes become a transaction (then committed or
+// discarded as ChangesMode says). What cannot be imported is said in the
+// result and the audit log.
+void Sandbox::import_changes(Run& run, ProcessResult& result) {
+  const ExecutionOutcome& outcome = run.outcome;
+  if (!outcome.changes_dir) return;
+  try {
+    const std::string origin = run.id + ": " + run.command;
+    const auto tx = outcome.changes_dir_is_full_copy
+                        ? workspace_.import_copy(*outcome.changes_dir, origin, run.started)
+                        : workspace_.import_overlay(*outcome.changes_dir, options_.workspace, origin,
+                                                    run.started);
+    if (!tx) return;
+    result.transaction_id = *tx;
+    for (const auto& change : workspace_.describe(*tx).changes)
+      result.changes.push_back({change.path, change.kind});
+    audit_->record({.action = "changes-staged",
+                    .target = *tx,
+                    .decision = "allow",
+                    .isolation_level = run.level,
+                    .detail = std::to_string(result.changes.size()) + " changes from " + run.id});
+    if (options_.changes == ChangesMode::Commit) {
+      try {
+        commit_transaction(*tx);
+      } catch (const SandboxError& error) {
+        append_detail(result, "changes kept as " + *tx + ", not committed: " + error.what());
+      }
+    } else if (options_.changes == ChangesMode::Discard) {
+      discard_transaction(*tx);
+    }
+  } catch (const SandboxError& error) {
+    audit_->record({.action = "changes-staged",
+                    .target = run.id,
+                    .decision = "deny",
+                    .isolation_level = run.level,
+                    .detail = error.what()});
+    append_detail(result, std::string("changes refused: ") + error.what());
+  }
+  core::trace_phase("sandbox: changes imported");
+}
+
+// 6. The backend's cleanup; a failure is audited and leaves the lifecycle
+// in RecoveryRequired.
+void Sandbox::clean_up(Run& run) {
+  run.lifecycle.transition(LifecycleState::Cleaning);
+  bool cleanup_ok = true;
+  try {
+    backend_->cleanup();
+  } catch (const std::exception& error) {
+    cleanup_ok = false;
+    audit_->record(
+        {.action = "sandbox-cleanup",
+         .target = run.id,
+         .decision = "deny",
+         .detail = std::string("cleanup failed, leftovers may remain: ") + error.what()});
+  }
+  run.finish(cleanup_ok);
+  core::trace_phase("sandbox: cleaned up");
+}
+
+}  // namespace pulsebox

@@ -1,0 +1,166 @@
+// The run itself: the sandbox, its output, and the summary or JSON result
+// (run_command.h).
+#include <unistd.h>
+
+#include <map>
+#include <sstream>
+
+#include "core/fs.h"
+#include "core/terminal.h"
+#include "core/text.h"
+#include "core/trace.h"
+#include "pulsebox/error.h"
+#include "pulsebox/sandbox.h"
+#include "run/run_command.h"
+
+namespace pulsebox::run {
+namespace {
+
+using core::Colour;
+using core::paint;
+
+[[noreturn]] void bad_input(const std::string& message) {
+  throw SandboxConfigError(message);
+}
+
+std::string relative_cwd(const std::string& cwd) {
+  std::string out = cwd;
+  if (out == "/workspace") return "";
+  if (out.rfind("/workspace/", 0) == 0) out = out.substr(11);
+  if (!out.empty() && out.front() == '/') {
+    bad_input("--cwd " + cwd + ": expected a path inside /workspace");
+  }
+  return out;
+}
+
+int exit_status_for(const ProcessResult& result) {
+  switch (result.termination_reason) {
+    case TerminationReason::Timeout:
+      return 124;
+    case TerminationReason::LaunchError:
+      return result.exit_code == 126 || result.exit_code == 127 ? result.exit_code : kExitRefused;
+    default:
+      break;
+  }
+  return result.exit_code;
+}
+
+void print_summary(const ProcessResult& result, const std::string& workspace,
+                   const std::string& changes_mode, const RunIo& io) {
+  const bool colour = ::isatty(io.err_fd) == 1 && run_getenv(io, "NO_COLOR") == nullptr;
+  std::ostringstream err;
+  // One write at the end, to whichever stderr the run reports to.
+  struct Flush {
+    std::ostringstream& text;
+    int fd;
+    ~Flush() { (void)core::write_all(fd, text.str(), "the run's summary"); }
+  } flush{err, io.err_fd};
+  std::string status = "exit " + std::to_string(result.exit_code);
+  if (result.termination_reason != TerminationReason::None) {
+    status += " (" + std::string(to_string(result.termination_reason)) + ")";
+  }
+  char timing[64];
+  std::snprintf(timing, sizeof timing, " in %.0f ms", result.duration_ms);
+  err << "pulsebox: " << status << timing << ", isolation " << result.isolation_level << "\n";
+  if (!result.termination_detail.empty()) {
+    err << "pulsebox: " << core::escape_for_terminal(result.termination_detail, true) << "\n";
+  }
+  err << "pulsebox: enforcement:\n";
+  for (const auto& d : result.enforcement_decisions) {
+    const bool strong = d.level == EnforcementLevel::StronglyEnforced;
+    std::string note;
+    if (!strong && d.accepted) note = " (accepted with --allow-weaker)";
+    if (!strong && !d.requested) note = " (default limits, applied as far as this host allows)";
+    err << "  " << std::string(to_string(d.dimension))
+        << std::string(12 - to_string(d.dimension).size(), ' ')
+        << paint(to_string(d.level), strong ? Colour::Green : Colour::Yellow, colour) << note
+        << "\n";
+  }
+  if (result.transaction_id) {
+    std::map<std::string, int> counts;
+    for (const auto& change : result.changes)
+      ++counts[std::string(to_string(change.kind))];
+    std::string detail;
+    for (const auto& [kind, count] : counts) {
+      detail += (detail.empty() ? "" : ", ") + std::to_string(count) + " " + kind;
+    }
+    const bool kept = result.termination_detail.find("not committed") != std::string::npos;
+    if (changes_mode == "commit" && !kept) {
+      err << "pulsebox: changes committed: " << *result.transaction_id << " (" << detail << ")\n";
+      return;
+    }
+    if (changes_mode == "discard") {
+      err << "pulsebox: changes discarded (" << detail << ")\n";
+      return;
+    }
+    err << "pulsebox: changes: " << paint(*result.transaction_id, Colour::Bold, colour) << " ("
+        << detail << ")\n"
+        << "pulsebox:   review: pulsebox diff -w " << workspace << " " << *result.transaction_id
+        << "\n"
+        << "pulsebox:   apply:  pulsebox commit -w " << workspace << " " << *result.transaction_id
+        << "\n";
+  } else {
+    err << "pulsebox: no workspace changes\n";
+  }
+}
+
+// Sandbox checks the options once and names what it refused by its stage;
+// here it is named by the flag that set it.
+std::string with_flag(const SandboxConfigError& error) {
+  static const std::map<std::string, std::string> kFlags = {
+      {"workspace", "--workspace"}, {"seccomp", "--seccomp"}, {"env", "--env"}, {"cwd", "--cwd"}};
+  const auto it = kFlags.find(error.stage());
+  const std::string message = error.what();
+  if (it == kFlags.end() || message.rfind(it->second, 0) == 0) return message;
+  return it->second + ": " + message;
+}
+
+void print_run_error(const RunIo& io, std::string_view message) {
+  // The message may quote the command, whose arguments may be anything.
+  (void)core::write_all(io.err_fd, "pulsebox: " + core::escape_for_terminal(message, true) + "\n",
+                        "an error");
+}
+
+}  // namespace
+
+int execute_run(const RunOptions& o, const RunIo& io) {
+  try {
+    if (o.command.empty())
+      bad_input("no command given (pulsebox run [OPTIONS] -- COMMAND [ARG...])");
+    core::trace_phase("cli: parsed");
+    SandboxOptions options = build_sandbox_options(o, io);
+    core::trace_phase("cli: options built");
+    const std::string cwd = relative_cwd(o.cwd);
+    Sandbox sandbox(std::move(options));
+    core::trace_phase("cli: sandbox constructed");
+    if (const std::string& why = sandbox.audit().key_warning(); !why.empty()) {
+      print_run_error(io, "warning: the audit log is not keyed: " + why +
+                              "; name a private file outside the workspace with "
+                              "PULSEBOX_AUDIT_KEY or --audit-key to key it");
+    }
+    ExecuteOptions execute;
+    execute.cwd = cwd;
+    execute.cancel_fd = io.cancel_fd;
+    if (!o.json) {
+      execute.on_output = [&io](OutputStream stream, std::string_view text) {
+        (void)core::write_all(stream == OutputStream::Stdout ? io.out_fd : io.err_fd, text,
+                              "output");
+      };
+    }
+    const ProcessResult result = sandbox.execute(o.command, execute);
+    if (o.json) {
+      (void)core::write_all(io.out_fd, to_json(result) + "\n", "the result");
+    } else {
+      print_summary(result, o.workspace, o.changes, io);
+    }
+    return exit_status_for(result);
+  } catch (const SandboxConfigError& error) {
+    print_run_error(io, with_flag(error));
+    return kExitRefused;
+  } catch (const SandboxError& error) {
+    print_run_error(io, error.what());
+    return kExitRefused;
+  }
+}
+
+}  // namespace pulsebox::run

@@ -1,0 +1,243 @@
+// pulsebox run's flags, and the SandboxOptions they make (run_command.h).
+#include <cstdlib>
+#include <filesystem>
+
+#include "audit/key.h"
+#include "policy/policy_json.h"
+#include "pulsebox/error.h"
+#include "pulsebox/sandbox.h"
+#include "run/run_command.h"
+
+namespace pulsebox::run {
+namespace {
+
+[[noreturn]] void bad_input(const std::string& message) {
+  throw SandboxConfigError(message);
+}
+
+std::uint64_t positive_integer(const std::string& text, const std::string& flag) {
+  std::size_t used = 0;
+  unsigned long long value = 0;
+  try {
+    value = std::stoull(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != text.size() || value == 0 || text.front() == '-') {
+    bad_input(flag + ": \"" + text + "\" is not valid (expected a whole number greater than zero)");
+  }
+  return value;
+}
+
+}  // namespace
+
+// A variable of the run's environment (RunIo), or null.
+const char* run_getenv(const RunIo& io, const std::string& name) {
+  if (io.environment == nullptr) return std::getenv(name.c_str());
+  const auto it = io.environment->find(name);
+  return it == io.environment->end() ? nullptr : it->second.c_str();
+}
+
+SandboxOptions build_sandbox_options(const RunOptions& o, const RunIo& io) {
+  SandboxOptions options;
+  std::error_code ec;
+  options.workspace = o.workspace;  // Sandbox checks it
+  options.allow_system_directory = o.allow_system_dir;
+
+  // Network.
+  const auto mode = parse_network_mode_cli(o.net);
+  if (!mode)
+    bad_input("--net \"" + o.net + "\": expected none, localhost, allowlist, proxy or all");
+  options.network.mode = *mode;
+  for (const auto& rule : o.allow)
+    options.network.rules.push_back(parse_network_rule(rule));
+  if (!o.allow.empty() && *mode != NetworkMode::Allowlist) {
+    bad_input("--allow needs --net allowlist");
+  }
+  if (*mode == NetworkMode::Allowlist && o.allow.empty()) {
+    bad_input("--net allowlist needs at least one --allow DEST[:PORT]");
+  }
+
+  // Limits: explicit ones must be enforced strongly.
+  ResourcePolicy& limits = options.limits;
+  auto set_size = [&](const std::string& text, const char* flag, LimitKind kind, auto&& assign) {
+    if (text.empty()) return;
+    assign(parse_size(text, flag));
+    options.explicit_limits.insert(kind);
+  };
+  set_size(o.memory, "--memory", LimitKind::Memory,
+           [&](std::uint64_t v) { limits.memory_bytes = v; });
+  set_size(o.swap, "--swap", LimitKind::Swap, [&](std::uint64_t v) { limits.swap_bytes = v; });
+  set_size(o.max_output, "--max-output", LimitKind::Output,
+           [&](std::uint64_t v) { limits.max_output_bytes = v; });
+  set_size(o.disk, "--disk", LimitKind::Disk, [&](std::uint64_t v) { limits.disk_bytes = v; });
+  if (!o.pids.empty()) {
+    limits.max_processes = positive_integer(o.pids, "--pids");
+    options.explicit_limits.insert(LimitKind::Processes);
+  }
+  if (!o.cpus.empty()) {
+    std::size_t used = 0;
+    double cpus = 0;
+    try {
+      cpus = std::stod(o.cpus, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != o.cpus.size() || !(cpus > 0) || cpus > 4096) {
+      bad_input("--cpus: \"" + o.cpus +
+                "\" is not valid (expected a number of CPUs such as 1 or 0.5)");
+    }
+    limits.cpu_quota_percent = cpus * 100;
+    options.explicit_limits.insert(LimitKind::Cpu);
+  }
+  if (!o.timeout.empty()) {
+    limits.wall_time_seconds = parse_duration_seconds(o.timeout, "--timeout");
+    options.explicit_limits.insert(LimitKind::WallTime);
+  }
+  if (!o.cpu_time.empty()) {
+    limits.cpu_time_seconds = parse_duration_seconds(o.cpu_time, "--cpu-time");
+    options.explicit_limits.insert(LimitKind::CpuTime);
+  }
+
+  // Environment and secrets.
+  for (const auto& item : o.env) {
+    const auto eq = item.find('=');
+    if (eq == std::string::npos || eq == 0)
+      bad_input("--env \"" + item + "\": expected NAME=VALUE");
+    options.environment[item.substr(0, eq)] = item.substr(eq + 1);
+  }
+  if (!o.secrets.empty()) {
+    options.secret_policy.mode = SecretMode::AllowExplicit;
+    for (const auto& name : o.secrets) {
+      const char* value = run_getenv(io, name);
+      if (value == nullptr)
+        bad_input("--secret " + name + ": the variable is not set in this environment");
+      options.secret_policy.explicit_env.push_back(name);
+    }
+  }
+
+  // The action policy: a file, or the defaults with SHELL allowed; explicit
+  // --net and --secret flags are the user's own decision.
+  if (!o.policy_file.empty()) {
+    auto loaded = policy::load_policy_file(o.policy_file);
+    if (!loaded) bad_input(loaded.error().to_string());
+    options.policy = std::move(loaded).value();
+  } else {
+    options.policy.add_rule({ActionType::Shell, "*", Decision::Allow, "pulsebox run"});
+    if (*mode != NetworkMode::DenyAll) {
+      options.policy.add_rule({ActionType::Network, "*", Decision::Allow, "--net " + o.net});
+    }
+    if (!o.secrets.empty()) {
+      options.policy.add_rule({ActionType::Secrets, "*", Decision::Allow, "--secret"});
+    }
+  }
+
+  options.seccomp_profile = o.seccomp;  // Sandbox checks it
+
+  if (o.changes == "keep") {
+    options.changes = ChangesMode::Keep;
+  } else if (o.changes == "commit") {
+    options.changes = ChangesMode::Commit;
+  } else if (o.changes == "discard") {
+    options.changes = ChangesMode::Discard;
+  } else {
+    bad_input("--changes \"" + o.changes + "\": expected keep, commit or discard");
+  }
+  for (const auto& word : o.allow_weaker) {
+    if (word == "all") {
+      for (Dimension d : kAllDimensions)
+        options.accept_weaker.insert(d);
+      continue;
+    }
+    const auto dimension = parse_dimension(word);
+    if (!dimension) {
+      bad_input("--allow-weaker \"" + word +
+                "\": expected network, secrets, filesystem, limits, syscalls or all");
+    }
+    options.accept_weaker.insert(*dimension);
+  }
+  // Extra binds: HOST[:SANDBOX], the sandbox path defaulting to the host path.
+  auto add_bind = [&](const std::string& spec, bool writable, const char* flag) {
+    const auto colon = spec.find(':');
+    BindMount bind;
+    bind.host = spec.substr(0, colon);
+    bind.sandbox_path = colon == std::string::npos ? spec : spec.substr(colon + 1);
+    bind.writable = writable;
+    if (bind.host.empty() || !std::filesystem::exists(bind.host, ec)) {
+      bad_input(std::string(flag) + " " + spec + ": no such host path \"" + bind.host.string() +
+                "\"");
+    }
+    options.binds.push_back(std::move(bind));
+  };
+  for (const auto& spec : o.ro_binds)
+    add_bind(spec, false, "--ro-bind");
+  for (const auto& spec : o.rw_binds)
+    add_bind(spec, true, "--bind");
+  options.native.subordinate_ids = o.subordinate_ids;
+  options.backend_name = o.backend;
+  if (io.environment != nullptr) options.host_environment = *io.environment;
+  if (io.native_backend && (o.backend.empty() || o.backend == "native")) {
+    options.backend = io.native_backend;
+  }
+  options.unsafe_host_execution = o.unsafe_host;
+  if (!o.audit_log.empty()) options.audit_log_path = o.audit_log;
+  // The run's own environment (a server's client's), not this process's.
+  if (!o.audit_key.empty()) {
+    options.audit_key = AuditKeyLocation{std::filesystem::absolute(o.audit_key), true, ""};
+  } else {
+    options.audit_key =
+        audit::key_location([&io](const char* name) { return run_getenv(io, name); });
+  }
+  return options;
+}
+
+void add_run_options(CLI::App& command, RunOptions& options) {
+  RunOptions& o = options;
+  command.add_option("-w,--workspace", o.workspace,
+                     "Host directory presented at /workspace (default: .)");
+  command.add_flag("--allow-system-dir", o.allow_system_dir,
+                   "Accept a system directory (/, /etc, /usr, a home directory itself, ...) as "
+                   "the workspace");
+  command.add_option("--cwd", o.cwd, "Working directory, relative to /workspace");
+  command.add_option("--backend", o.backend, "native, host or remote (host needs --unsafe-host)");
+  command.add_flag("--unsafe-host", o.unsafe_host, "Allow running unsandboxed on this host");
+  command.add_option("--net", o.net, "none, localhost, allowlist, proxy or all (default: none)");
+  command.add_option("--allow", o.allow, "DEST[:PORT] for --net allowlist (repeatable)");
+  command.add_option("--memory", o.memory, "Memory limit, e.g. 512M (default 1G)");
+  command.add_option("--swap", o.swap, "Swap limit (default 1G)");
+  command.add_option("--pids", o.pids, "Process limit (default 64)");
+  command.add_option("--cpus", o.cpus, "CPUs, may be fractional (default 1)");
+  command.add_option("--timeout", o.timeout, "Wall-clock limit in seconds (default 30)");
+  command.add_option("--cpu-time", o.cpu_time, "CPU-time limit in seconds");
+  command.add_option("--max-output", o.max_output, "stdout+stderr cap (default 5M)");
+  command.add_option("--disk", o.disk, "Bytes the run may write");
+  command.add_option("--env", o.env, "NAME=VALUE set in the sandbox (repeatable)");
+  command.add_option("--secret", o.secrets,
+                     "Pass host variable NAME in and scrub its value (repeatable)");
+  command.add_option("--policy", o.policy_file, "Action policy JSON");
+  command.add_option("--seccomp", o.seccomp,
+                     "default, strict, permissive, a Docker/OCI profile file, or unconfined");
+  command.add_option("--changes", o.changes, "keep, commit or discard (default: keep)");
+  command.add_flag("--json", o.json, "Print one JSON result instead of streaming output");
+  command.add_option("--allow-weaker", o.allow_weaker,
+                     "network, secrets, filesystem, limits, syscalls or all: run even if not "
+                     "strongly enforced here (repeatable)");
+  command.add_option("--audit-log", o.audit_log,
+                     "Audit log (default <workspace>/.agent/logs/audit.jsonl)");
+  command.add_option("--audit-key", o.audit_key,
+                     "The audit log's HMAC key, made if missing (default $PULSEBOX_AUDIT_KEY, "
+                     "else ~/.local/state/pulsebox/audit.key)");
+  command.add_option("--ro-bind", o.ro_binds,
+                     "HOST[:SANDBOX] shown read-only inside (repeatable, audited)");
+  command.add_option("--bind", o.rw_binds,
+                     "HOST[:SANDBOX] shown read-write inside (repeatable, audited)");
+  command.add_flag("--subordinate-ids", o.subordinate_ids,
+                   "Rootless: map 65536 ids from /etc/subuid and /etc/subgid (newuidmap) "
+                   "instead of one");
+  command.footer(
+      "The command and its arguments follow --, e.g. pulsebox run -- make test. When a "
+      "`pulsebox serve --local` of this user runs (same binary, same state directory), the "
+      "run goes through it; PULSEBOX_SERVER=off runs it in this process.");
+}
+
+}  // namespace pulsebox::run
