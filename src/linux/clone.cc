@@ -65,8 +65,13 @@ static_assert(SYS_exit == 60, "the trampoline above exits with syscall 60");
 core::Result<ChildStack> ChildStack::allocate(std::size_t size) {
   const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
   size = (size + page - 1) / page * page;
+  // Populated here, by this process: a child's own page fault on it would
+  // allocate kernel objects (the anon_vma, page tables) charged to the
+  // child's memory cgroup, the sandbox's, and at its limit the fault is
+  // retried forever (the OOM killer never chooses a vfork child: its
+  // memory is this process's).
   void* mapping = ::mmap(nullptr, size + page, PROT_READ | PROT_WRITE,
-                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK | MAP_NORESERVE, -1, 0);
+                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK | MAP_POPULATE, -1, 0);
   if (mapping == MAP_FAILED) return core::Error::from_errno("clone", "mmap for a child's stack");
   // The lowest page faults instead of letting an overflow run into other memory.
   if (::mprotect(mapping, page, PROT_NONE) != 0) {

@@ -25,8 +25,9 @@ namespace pulsebox::linux_api {
 
 using ChildEntry = int (*)(void* argument);
 
-// An mmap-ed stack with a guard page below it. Move-only; unmapped on
-// destruction, so it must outlive the child that runs on it.
+// An mmap-ed stack with a guard page below it, populated (its pages and
+// page tables made by the caller, not by the child's faults). Move-only;
+// unmapped on destruction, so it must outlive the child that runs on it.
 class ChildStack {
  public:
   static core::Result<ChildStack> allocate(std::size_t size);

@@ -24,8 +24,9 @@ using core::UniqueFd;
 
 namespace {
 
-// init's stack: its setup is a flat list of calls, a few kB deep.
-constexpr std::size_t kInitStackSize = 256 * 1024;
+// init's stack: its setup is a flat list of calls, a few kB deep (the stack
+// is populated up front: linux/clone.h).
+constexpr std::size_t kInitStackSize = 64 * 1024;
 
 // What init's parent thread hands to clone3 and to init. The kernel writes
 // `pid` and `pidfd` before init runs; init then adds 1 to `started_fd` (an
