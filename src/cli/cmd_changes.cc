@@ -57,36 +57,15 @@ nlohmann::json to_json(const TransactionInfo& info) {
   return out;
 }
 
-// Runs `body` and turns library exceptions into errors (exit 125). The
-// messages name paths of the sandbox's choosing, raw: `names()` lists those
-// a message may hold (the transaction's), to be shown quoted.
-template <class Body, class Names>
-int guarded(Body&& body, Names&& names) {
-  try {
-    return body();
-  } catch (const SandboxConcurrentModificationError& error) {
-    print_error(quote_names_in(error.what(), error.paths()));
-    return kExitUsage;
-  } catch (const SandboxError& error) {
-    print_error(quote_names_in(error.what(), names()));
-    return kExitUsage;
-  }
-}
-
+// Runs `body` and turns library exceptions into one-line errors (exit 125).
+// (The library quotes the names of the sandbox's choosing in its messages.)
 template <class Body>
 int guarded(Body&& body) {
-  return guarded(std::forward<Body>(body), [] { return std::vector<std::string>(); });
-}
-
-// The paths a transaction changes, for error messages; none if unreadable.
-std::vector<std::string> changed_paths(const ChangesOptions& options) {
   try {
-    std::vector<std::string> paths;
-    for (const auto& change : Workspace(options.workspace).describe(options.transaction).changes)
-      paths.push_back(change.path);
-    return paths;
-  } catch (const SandboxError&) {
-    return {};
+    return body();
+  } catch (const SandboxError& error) {
+    print_error(error.what());
+    return kExitUsage;
   }
 }
 
@@ -140,34 +119,30 @@ int run_changes(const ChangesOptions& options) {
 }
 
 int run_diff(const ChangesOptions& options) {
-  return guarded(
-      [&] {
-        Workspace ws = open_workspace(options);
-        const std::string diff = ws.diff(options.transaction, stdout_is_colour_terminal());
-        // Piped, the diff stays byte for byte (`pulsebox diff TX | git apply`);
-        // on a terminal, a file's own escape sequences must not act.
-        if (::isatty(STDOUT_FILENO) == 1) {
-          std::cout << workspace::escape_diff_for_terminal(diff);
-        } else {
-          std::cout << diff;
-        }
-        return kExitOk;
-      },
-      [&] { return changed_paths(options); });
+  return guarded([&] {
+    Workspace ws = open_workspace(options);
+    const std::string diff = ws.diff(options.transaction, stdout_is_colour_terminal());
+    // Piped, the diff stays byte for byte (`pulsebox diff TX | git apply`);
+    // on a terminal, a file's own escape sequences must not act.
+    if (::isatty(STDOUT_FILENO) == 1) {
+      std::cout << workspace::escape_diff_for_terminal(diff);
+    } else {
+      std::cout << diff;
+    }
+    return kExitOk;
+  });
 }
 
 int run_commit(const ChangesOptions& options) {
-  return guarded(
-      [&] {
-        Workspace ws = open_workspace(options);
-        const auto changed = ws.commit(options.transaction);
-        std::cout << "committed " << options.transaction << ": " << changed.size()
-                  << (changed.size() == 1 ? " path" : " paths") << "\n";
-        for (const auto& path : changed)
-          std::cout << "  " << core::quote_name(path) << "\n";
-        return kExitOk;
-      },
-      [&] { return changed_paths(options); });
+  return guarded([&] {
+    Workspace ws = open_workspace(options);
+    const auto changed = ws.commit(options.transaction);
+    std::cout << "committed " << options.transaction << ": " << changed.size()
+              << (changed.size() == 1 ? " path" : " paths") << "\n";
+    for (const auto& path : changed)
+      std::cout << "  " << core::quote_name(path) << "\n";
+    return kExitOk;
+  });
 }
 
 int run_discard(const ChangesOptions& options) {

@@ -88,7 +88,8 @@ struct Sandbox::Run {
     throw exception;
   }
   void finish(bool cleanup_ok) {
-    if (lifecycle.state() != LifecycleState::Cleaning) lifecycle.transition(LifecycleState::Cleaning);
+    if (lifecycle.state() != LifecycleState::Cleaning)
+      lifecycle.transition(LifecycleState::Cleaning);
     lifecycle.transition(cleanup_ok ? LifecycleState::Finalized : LifecycleState::RecoveryRequired);
   }
 
@@ -304,8 +305,8 @@ void Sandbox::import_changes(Run& run, ProcessResult& result) {
     const std::string origin = run.id + ": " + run.command;
     const auto tx = outcome.changes_dir_is_full_copy
                         ? workspace_.import_copy(*outcome.changes_dir, origin, run.started)
-                        : workspace_.import_overlay(*outcome.changes_dir, options_.workspace, origin,
-                                                    run.started);
+                        : workspace_.import_overlay(*outcome.changes_dir, options_.workspace,
+                                                    origin, run.started);
     if (!tx) return;
     result.transaction_id = *tx;
     for (const auto& change : workspace_.describe(*tx).changes)

@@ -258,13 +258,15 @@ std::string describe_protected_refusal(std::string_view action, const Entry& ent
     case ProtectedChange::Via::kItself:
       break;
     case ProtectedChange::Via::kResolves:
-      how = "it resolves to " + change.path + ", ";
+      how = "it resolves to " + core::quote_name(change.path) + ", ";
       break;
     case ProtectedChange::Via::kRemoves:
-      how = "it would remove " + change.path + ", ";
+      how = "it would remove " + core::quote_name(change.path) + ", ";
       break;
   }
-  return "refusing to " + std::string(action) + " " + entry.path + ": " + how + change.match.why +
+  // Names are the sandbox's: quoted for a terminal (core::quote_name).
+  const std::string name = core::quote_name(entry.path);
+  return "refusing to " + std::string(action) + " " + name + ": " + how + change.match.why +
          "; to allow it, add a policy rule naming it, e.g. {\"action\": \"" + std::string(action) +
          "\", \"target\": \"" + entry.path + "\", \"decision\": \"allow\"}";
 }

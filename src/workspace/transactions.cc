@@ -103,11 +103,11 @@ Entry entry_from_json(const json& j) {
 // can read into the workspace).
 std::string entry_problem(const Entry& entry) {
   auto checked = check_relative_path(entry.path);
-  if (!checked || *checked != entry.path) return "bad path " + entry.path;
+  if (!checked || *checked != entry.path) return "bad path " + core::quote_name(entry.path);
   const bool digits =
       !entry.blob.empty() && entry.blob.find_first_not_of("0123456789") == std::string::npos;
   if (entry.op == StagedOp::Write ? !digits : !entry.blob.empty()) {
-    return "bad blob name for " + entry.path;
+    return "bad blob name for " + core::quote_name(entry.path);
   }
   return "";
 }
@@ -360,8 +360,8 @@ core::Status TransactionStore::check_entry_policy(const Draft& draft, const Entr
     }
     if (evaluation.decision == Decision::Deny) {
       return Error(ErrorKind::kPolicyDenied, "policy",
-                   "refusing to " + std::string(to_string(action)) + " " + entry.path +
-                       ": policy says " + evaluation.describe());
+                   "refusing to " + std::string(to_string(action)) + " " +
+                       core::quote_name(entry.path) + ": policy says " + evaluation.describe());
     }
   }
   return core::ok_status();
@@ -374,7 +374,7 @@ core::Status TransactionStore::stage(Draft& draft, Entry entry, std::string_view
   if (entry.op == StagedOp::Write) {
     if (bytes.size() > limits_.max_file_bytes) {
       return Error(ErrorKind::kResource, "workspace",
-                   entry.path + ": " + std::to_string(bytes.size()) +
+                   core::quote_name(entry.path) + ": " + std::to_string(bytes.size()) +
                        " bytes is over the per-file limit of " +
                        std::to_string(limits_.max_file_bytes));
     }
@@ -383,7 +383,7 @@ core::Status TransactionStore::stage(Draft& draft, Entry entry, std::string_view
       total -= it->second.size;
     if (total > limits_.max_total_bytes) {
       return Error(ErrorKind::kResource, "workspace",
-                   "staging " + entry.path + " would bring the transaction to " +
+                   "staging " + core::quote_name(entry.path) + " would bring the transaction to " +
                        std::to_string(total) + " bytes, over the limit of " +
                        std::to_string(limits_.max_total_bytes));
     }
@@ -391,7 +391,7 @@ core::Status TransactionStore::stage(Draft& draft, Entry entry, std::string_view
   if (entry.op == StagedOp::Write || entry.op == StagedOp::Mkdir || entry.op == StagedOp::Chmod) {
     if ((entry.mode & (S_ISUID | S_ISGID)) != 0) {
       return Error(ErrorKind::kSecurity, "workspace",
-                   entry.path + ": refusing a setuid or setgid mode");
+                   core::quote_name(entry.path) + ": refusing a setuid or setgid mode");
     }
     entry.mode &= 0777;
   }
@@ -557,20 +557,20 @@ core::Result<std::vector<std::string>> TransactionStore::commit(const std::strin
       return corrupt(dir / "blobs" / entry.blob, "not a regular file");
     }
   }
-  std::vector<std::string> conflicts;
+  std::vector<std::pair<std::string, std::string>> conflicts;  // path, why
   for (const auto& [path, entry] : draft.entries) {
     PB_TRY(now, take_snapshot(root_fd.get(), path));
-    const std::string why = describe_difference(entry.snapshot, now);
-    if (!why.empty()) conflicts.push_back(path + ": " + why);
+    std::string why = describe_difference(entry.snapshot, now);
+    if (!why.empty()) conflicts.emplace_back(path, std::move(why));
   }
   if (!conflicts.empty()) {
     std::string message = "the workspace changed since transaction " + id +
                           " was staged; nothing was applied and the transaction is kept:";
-    for (const auto& conflict : conflicts)
-      message += "\n  " + conflict;
+    for (const auto& [path, why] : conflicts)
+      message += "\n  " + core::quote_name(path) + ": " + why;
     Error error(ErrorKind::kConcurrentModification, "commit", message);
-    for (const auto& conflict : conflicts)
-      error.paths().push_back(conflict.substr(0, conflict.find(": ")));
+    for (const auto& [path, why] : conflicts)
+      error.paths().push_back(path);
     return error;
   }
   failpoint("snapshots checked");
