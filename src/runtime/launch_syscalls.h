@@ -15,8 +15,8 @@
 // eventfd init signals on, the thread init is the vfork child of). They need
 // no privileges, and a test's fake runs on that very thread as init's parent.
 //
-// The kernel's implementation is the launcher's code as it was: one virtual
-// call per step, no allocation.
+// The kernel's implementation is the launcher's code as it was; the seam
+// adds one virtual call per step and no allocation.
 #pragma once
 
 #include <linux/sched.h>
