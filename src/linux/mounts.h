@@ -3,7 +3,8 @@
 //
 // Every step holds complete absolute paths (already joined with the new
 // root's path), so applying one is a syscall or two with no allocation.
-// `describe()` renders a step for `--dry-run` style output and error stages.
+// A step's `stage` names it in error reports; the lists are checked as data,
+// without privileges, in tests/unit/plan_test.cc.
 #pragma once
 
 #include <string>

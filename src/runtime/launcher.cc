@@ -2,20 +2,12 @@
 
 #include <signal.h>
 #include <sys/eventfd.h>
-#include <sys/syscall.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cerrno>
-#include <cstdlib>
+#include <cstdint>
 #include <memory>
 #include <utility>
-
-#include "core/fs.h"
-#include "linux/syscalls.h"
-#include "runtime/child.h"
-#include "runtime/sync_channel.h"
 
 namespace pulsebox::runtime {
 
@@ -28,40 +20,6 @@ namespace {
 // is populated up front: linux/clone.h).
 constexpr std::size_t kInitStackSize = 64 * 1024;
 
-// What init's parent thread hands to clone3 and to init. The kernel writes
-// `pid` and `pidfd` before init runs; init then adds 1 to `started_fd` (an
-// eventfd) as its first step, which is how the launching thread learns that
-// they are there (its parent thread stays in clone3 until init exits).
-struct InitClone {
-  clone_args args{};
-  const LaunchPlan* plan = nullptr;
-  int started_fd = -1;
-  int pid = 0;  // clone3's CLONE_PARENT_SETTID
-  int pidfd = -1;
-  std::atomic<long> error{0};  // the system call's -errno, when it failed
-  // clone3 is missing (before Linux 5.3; or a container's seccomp profile
-  // says ENOSYS): clone() did it, without CLONE_INTO_CGROUP or `pid`.
-  std::atomic<bool> without_clone3{false};
-};
-
-// The pid of a pidfd's process in this pid namespace (/proc fdinfo).
-long pid_of_pidfd(int pidfd) {
-  auto read = core::read_regular_file("/proc/self/fdinfo/" + std::to_string(pidfd), 4096,
-                                      "the pidfd's fdinfo");
-  const std::string text = read ? std::move(read).value() : "";
-  const auto at = text.find("\nPid:");
-  return at == std::string::npos ? -ESRCH : std::strtol(text.c_str() + at + 5, nullptr, 10);
-}
-
-PULSEBOX_CHILD_CODE int init_entry(void* argument) {
-  // Copied first: the launching thread may go on once the eventfd is written.
-  const auto* clone = static_cast<const InitClone*>(argument);
-  const LaunchPlan* plan = clone->plan;
-  const std::uint64_t one = 1;
-  linux_api::raw(SYS_write, clone->started_fd, &one, sizeof one);
-  run_sandbox_init(*plan);
-}
-
 }  // namespace
 
 LaunchedSandbox::LaunchedSandbox(LaunchedSandbox&& other) noexcept
@@ -70,7 +28,8 @@ LaunchedSandbox::LaunchedSandbox(LaunchedSandbox&& other) noexcept
       channel(std::move(other.channel)),
       init_stack(std::move(other.init_stack)),
       init_parent(std::move(other.init_parent)),
-      reaped_(std::exchange(other.reaped_, true)) {}
+      reaped_(std::exchange(other.reaped_, true)),
+      syscalls_(other.syscalls_) {}
 
 LaunchedSandbox& LaunchedSandbox::operator=(LaunchedSandbox&& other) noexcept {
   if (this == &other) return *this;
@@ -81,6 +40,7 @@ LaunchedSandbox& LaunchedSandbox::operator=(LaunchedSandbox&& other) noexcept {
   init_stack = std::move(other.init_stack);
   init_parent = std::move(other.init_parent);
   reaped_ = std::exchange(other.reaped_, true);
+  syscalls_ = other.syscalls_;
   return *this;
 }
 
@@ -90,15 +50,14 @@ LaunchedSandbox::~LaunchedSandbox() {
 
 // Never unmap the stack of a running init (nor let the plan go).
 void LaunchedSandbox::end_init() {
-  if (pid > 0 && !reaped_) ::kill(pid, SIGKILL);
+  if (pid > 0 && !reaped_) syscalls_->kill_init(pid);
   wait();
 }
 
 int LaunchedSandbox::wait(rusage* usage) {
   int status = 0;
   if (pid > 0 && !reaped_) {
-    while (::wait4(pid, &status, __WALL, usage) < 0 && errno == EINTR) {
-    }
+    status = syscalls_->reap_init(pid, usage);
     reaped_ = true;
   }
   // init has exited: its parent thread's clone3 has returned, or does now.
@@ -107,11 +66,11 @@ int LaunchedSandbox::wait(rusage* usage) {
 }
 
 core::Result<LaunchedSandbox> launch_sandbox(LaunchPlan& plan, UniqueFd supervisor_end,
-                                             const BeforeGo& before_go) {
+                                             const BeforeGo& before_go, LaunchSyscalls& syscalls) {
   if (plan.command_stack.base() == nullptr) {
     return Error(core::ErrorKind::kInternal, "launch", "the plan has no stack for the command");
   }
-  LaunchedSandbox sandbox;
+  LaunchedSandbox sandbox(syscalls);
   PB_TRY(stack, linux_api::ChildStack::allocate(kInitStackSize));
   sandbox.init_stack = std::move(stack);
   UniqueFd started(::eventfd(0, EFD_CLOEXEC));
@@ -136,14 +95,15 @@ core::Result<LaunchedSandbox> launch_sandbox(LaunchPlan& plan, UniqueFd supervis
     args.flags |= CLONE_INTO_CGROUP;
     args.cgroup = static_cast<std::uint64_t>(plan.cgroup_fd);
   }
+  clone->clone_flags = at_clone | CLONE_PIDFD | CLONE_VM | CLONE_VFORK | SIGCHLD;
+  clone->stack_top = sandbox.init_stack.top();
   // The thread stays in clone3 until init exits; only a failed clone3
   // returns at once, and says so through the eventfd too.
-  sandbox.init_parent = std::thread([clone, at_clone, top = sandbox.init_stack.top()] {
-    long result = linux_api::clone3_on_stack(&clone->args, init_entry, clone.get());
+  sandbox.init_parent = std::thread([clone, &syscalls] {
+    long result = syscalls.clone3_init(*clone);
     if (result == -ENOSYS || result == -E2BIG) {
       clone->without_clone3 = true;
-      result = linux_api::clone_on_stack(at_clone | CLONE_PIDFD | CLONE_VM | CLONE_VFORK | SIGCHLD,
-                                         top, &clone->pidfd, init_entry, clone.get());
+      result = syscalls.clone_init(*clone);
     }
     if (result < 0) {
       clone->error = result;
@@ -160,14 +120,11 @@ core::Result<LaunchedSandbox> launch_sandbox(LaunchPlan& plan, UniqueFd supervis
                  "creating the sandbox's namespaces (clone3)", static_cast<int>(-clone->error));
   }
   const bool in_cgroup = plan.cgroup_fd >= 0 && !clone->without_clone3;
-  const long pid = clone->without_clone3 ? pid_of_pidfd(clone->pidfd) : clone->pid;
+  const long pid = clone->without_clone3 ? syscalls.pid_of_pidfd(clone->pidfd) : clone->pid;
 
   sandbox.pidfd.reset(clone->pidfd);
   if (pid <= 0) {
-    linux_api::sys_pidfd_send_signal(sandbox.pidfd.get(), SIGKILL);
-    siginfo_t reaped{};
-    ::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(sandbox.pidfd.get()), &reaped,
-             WEXITED);
+    syscalls.kill_and_reap_pidfd(sandbox.pidfd.get());
     sandbox.init_parent.join();  // init has exited: clone() returned
     return Error(core::ErrorKind::kUnavailable, "launch", "finding the sandbox's init (pidfd)",
                  static_cast<int>(-pid));
@@ -175,11 +132,11 @@ core::Result<LaunchedSandbox> launch_sandbox(LaunchPlan& plan, UniqueFd supervis
   sandbox.pid = static_cast<pid_t>(pid);
   sandbox.channel = std::move(supervisor_end);
   auto abandon = [&](Error error) -> core::Result<LaunchedSandbox> {
-    ::kill(sandbox.pid, SIGKILL);
+    syscalls.kill_init(sandbox.pid);
     sandbox.wait();
     return error;
   };
-  if (auto written = linux_api::write_id_maps(sandbox.pid, plan.id_maps); !written) {
+  if (auto written = syscalls.write_id_maps(sandbox.pid, plan.id_maps); !written) {
     return abandon(std::move(written).error().with_context("writing the sandbox's id maps"));
   }
   if (before_go) {
@@ -187,8 +144,8 @@ core::Result<LaunchedSandbox> launch_sandbox(LaunchPlan& plan, UniqueFd supervis
       return abandon(std::move(placed).error().with_context("placing the sandbox in its cgroups"));
     }
   }
-  if (!send_go(sandbox.channel.get())) {
-    return abandon(Error::from_errno("launch", "starting the sandbox's setup"));
+  if (auto sent = syscalls.send_go(sandbox.channel.get()); !sent) {
+    return abandon(std::move(sent).error());
   }
   return sandbox;
 }

@@ -16,6 +16,10 @@
 // process that shares its memory: this one. Only the sandbox's own
 // processes, each with memory of its own after its execve, can be chosen.
 // (The command is init's vfork child until its execve, for the same reason.)
+//
+// Every step that asks the kernel goes through a LaunchSyscalls
+// (runtime/launch_syscalls.h): the kernel's by default, a recording fake in
+// the unit tests (tests/unit/launcher_test.cc).
 #pragma once
 
 #include <sys/resource.h>
@@ -28,12 +32,15 @@
 #include "core/unique_fd.h"
 #include "linux/clone.h"
 #include "runtime/launch_plan.h"
+#include "runtime/launch_syscalls.h"
 
 namespace pulsebox::runtime {
 
 class LaunchedSandbox {
  public:
   LaunchedSandbox() = default;
+  // Kills and reaps its init through `syscalls`, which must outlive it.
+  explicit LaunchedSandbox(LaunchSyscalls& syscalls) : syscalls_(&syscalls) {}
   LaunchedSandbox(LaunchedSandbox&& other) noexcept;
   // Ends (kills and reaps) the init this one holds first, if any.
   LaunchedSandbox& operator=(LaunchedSandbox&& other) noexcept;
@@ -54,6 +61,8 @@ class LaunchedSandbox {
  private:
   void end_init();
   bool reaped_ = false;
+  // What launched init, and kills and reaps it.
+  LaunchSyscalls* syscalls_ = &kernel_launch_syscalls();
 };
 
 // plan.channel_fd, stdout_fd, stderr_fd are the child's ends; the caller
@@ -63,8 +72,13 @@ class LaunchedSandbox {
 // namespaces and then waits for "go": the place to move it into cgroups and
 // to write what it reads after "go" (the plan's base mounts).
 // `in_cgroup` says clone3 already created it in plan.cgroup_fd.
+// The steps, in order, each through `syscalls` (which must outlive the
+// result): clone3 (clone when clone3 is missing: ENOSYS, E2BIG), the pid
+// from the pidfd (after clone), the id maps, `before_go`, Go. A failure
+// after init exists kills and reaps it and sends nothing more.
 using BeforeGo = std::function<core::Status(pid_t pid, bool in_cgroup)>;
 core::Result<LaunchedSandbox> launch_sandbox(LaunchPlan& plan, core::UniqueFd supervisor_end,
-                                             const BeforeGo& before_go = {});
+                                             const BeforeGo& before_go = {},
+                                             LaunchSyscalls& syscalls = kernel_launch_syscalls());
 
 }  // namespace pulsebox::runtime

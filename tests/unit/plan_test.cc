@@ -1,6 +1,7 @@
 // The launch plan as data: mount steps, exec candidates, bind checks, id
 // ranges. No privileges needed; the real thing runs in tests/integration.
 #include <gtest/gtest.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -220,6 +221,180 @@ TEST_F(PlanTest, ExtraBindsAreCheckedAndMadeReadOnlyUnlessWritable) {
   auto missing = build_mount_steps(l);
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.error().kind(), core::ErrorKind::kInvalidInput);
+}
+
+// A file is bound on a file the plan creates, after its parents; the host
+// side is resolved when the plan is made, so the step binds what was checked.
+TEST_F(PlanTest, ABoundFileGetsAFileMadeForItAndItsResolvedSource) {
+  auto l = layout();
+  TempDir data;
+  testing::write_file(data / "real.txt", "x");
+  std::filesystem::create_symlink(data / "real.txt", data / "link.txt");
+  l.binds = {{data / "link.txt", "/data/sub/in.txt", false}};
+  const auto steps = steps_for(l);
+  const auto data_dir = index_of(steps, "creating /data");
+  const auto sub_dir = index_of(steps, "creating /data/sub");
+  const auto file = index_of(steps, "creating /data/sub/in.txt");
+  const std::string real = std::filesystem::canonical(data / "real.txt").string();
+  const auto bind = index_of(steps, "bind-mounting " + real + " on /data/sub/in.txt");
+  ASSERT_GE(data_dir, 0);
+  ASSERT_GT(sub_dir, data_dir);
+  ASSERT_GT(file, sub_dir);
+  ASSERT_EQ(bind, file + 1) << "bound on the file just made";
+  const auto& made = steps[static_cast<std::size_t>(file)];
+  EXPECT_EQ(made.op, MountOp::MakeFile);
+  EXPECT_EQ(made.mode, 0644u);
+  EXPECT_EQ(made.target, (mount_points_.path() / "root").string() + "/data/sub/in.txt");
+  const auto& bound = steps[static_cast<std::size_t>(bind)];
+  EXPECT_EQ(bound.source, real) << "the symlink resolved";
+  EXPECT_FALSE(bound.optional) << "a bind that cannot be made fails the run";
+  const auto& read_only = steps[static_cast<std::size_t>(bind + 1)];
+  EXPECT_EQ(read_only.op, MountOp::ReadOnly);
+  EXPECT_EQ(read_only.target, bound.target);
+}
+
+// A bind under /tmp goes over the private /tmp, not under it (where the
+// tmpfs would hide it).
+TEST_F(PlanTest, ExtraBindsComeAfterTheDirectoriesTheSandboxBuilds) {
+  auto l = layout();
+  l.binds = {{run_.path(), "/tmp/out", true}};
+  const auto steps = steps_for(l);
+  const auto out = index_of(
+      steps, "bind-mounting " + std::filesystem::canonical(run_.path()).string() + " on /tmp/out");
+  ASSERT_GE(out, 0);
+  for (const char* stage : {"mounting tmpfs on /tmp", "mounting proc on /proc",
+                            "mounting devpts on /dev/pts", "mounting tmpfs on /dev/shm"}) {
+    EXPECT_LT(index_of(steps, stage), out) << stage;
+  }
+}
+
+// Masks bind the empty directory over directories, the empty file over
+// files; a symlink is not followed (the bind would land on its target) and a
+// path outside the system directories is not visible to mask.
+TEST_F(PlanTest, HiddenPathsAreMaskedByTheirTypeAndNeverThroughASymlink) {
+  TempDir host;
+  std::filesystem::create_directories(host / "sys/secret-dir");
+  testing::write_file(host / "sys/secret-file", "x");
+  std::filesystem::create_symlink("/etc/hostname", host / "sys/link");
+  testing::write_file(host / "outside/secret", "x");
+  auto l = layout();
+  const std::string sys = std::filesystem::canonical(host / "sys").string();
+  const std::string outside = std::filesystem::canonical(host / "outside").string();
+  l.system_paths.push_back(sys);
+  l.hidden_paths = {sys + "/secret-dir", sys + "/secret-file", sys + "/link", outside + "/secret"};
+  const auto steps = steps_for(l);
+  const std::string empty = (mount_points_.path() / "empty").string();
+  const std::string empty_dir = (mount_points_.path() / "empty-dir").string();
+  const auto read_only = index_of(steps, "making " + sys + " read-only");
+  ASSERT_GE(read_only, 0);
+  const auto dir = index_of(steps, "bind-mounting " + empty_dir + " on " + sys + "/secret-dir");
+  const auto file = index_of(steps, "bind-mounting " + empty + " on " + sys + "/secret-file");
+  EXPECT_GT(dir, read_only);
+  EXPECT_GT(file, read_only);
+  for (const auto& step : steps) {
+    EXPECT_EQ(step.target.find(sys + "/link"), std::string::npos) << step.stage;
+    EXPECT_EQ(step.target.find(outside), std::string::npos) << step.stage;
+  }
+}
+
+// /proc's host-changing files stay, read-only: each bound on itself inside
+// the new /proc, then made read-only; a kernel without one skips it.
+TEST_F(PlanTest, ProcsHostFilesAreReadOnlyBindsOnThemselves) {
+  const auto steps = steps_for(layout());
+  const std::string root = (mount_points_.path() / "root").string();
+  const auto proc = index_of(steps, "mounting proc on /proc");
+  ASSERT_GE(proc, 0);
+  for (const std::string path : {"/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus"}) {
+    const auto bind = index_of(steps, "bind-mounting " + path + " on itself");
+    ASSERT_GT(bind, proc) << path;
+    const auto& bound = steps[static_cast<std::size_t>(bind)];
+    EXPECT_EQ(bound.source, root + path) << "the sandbox's proc, not the host's";
+    EXPECT_EQ(bound.target, root + path);
+    EXPECT_TRUE(bound.optional);
+    const auto& read_only = steps[static_cast<std::size_t>(bind + 1)];
+    EXPECT_EQ(read_only.op, MountOp::ReadOnly) << path;
+    EXPECT_EQ(read_only.target, root + path);
+    EXPECT_TRUE(read_only.optional);
+  }
+  const std::string empty = (mount_points_.path() / "empty").string();
+  const std::string empty_dir = (mount_points_.path() / "empty-dir").string();
+  for (const std::string& mask :
+       {"bind-mounting " + empty + " on /proc/kcore", "bind-mounting " + empty + " on /proc/keys",
+        "bind-mounting " + empty_dir + " on /proc/acpi"}) {
+    EXPECT_GT(index_of(steps, mask), proc) << mask << ": over the new /proc";
+  }
+}
+
+// Without an idmapped tree the overlay's lower layer is the workspace
+// itself; its upper and work directories are the run's, never the
+// workspace's; nothing setuid or device-like comes through.
+TEST_F(PlanTest, TheWorkspaceStepsWithoutAnIdmappedTree) {
+  auto l = layout();
+  const auto steps = build_workspace_mount_steps(l);
+  ASSERT_EQ(steps.size(), 2u) << "no .agent, no hidden paths";
+  EXPECT_EQ(steps[0].op, MountOp::MakeDir);
+  EXPECT_EQ(steps[0].target, (mount_points_.path() / "root").string() + "/workspace");
+  const auto& overlay = steps[1];
+  EXPECT_EQ(overlay.op, MountOp::Overlay);
+  EXPECT_EQ(overlay.target, (mount_points_.path() / "root").string() + "/workspace");
+  EXPECT_EQ(overlay.flags, static_cast<unsigned long>(MS_NOSUID | MS_NODEV));
+  EXPECT_EQ(overlay.data, "lowerdir=" + workspace_.path().string() + ",upperdir=" +
+                              run_.path().string() + "/upper,workdir=" + run_.path().string() +
+                              "/work,userxattr,index=off,xino=off,volatile");
+  for (const auto& step : steps)
+    EXPECT_NE(step.op, MountOp::AttachFd);
+}
+
+// With one the tree is attached first at the shared lower mount point (a
+// host path: the old root is still there), and the overlay reads it there;
+// the .agent check still looks at the workspace itself.
+TEST_F(PlanTest, TheWorkspaceStepsWithAnIdmappedTree) {
+  std::filesystem::create_directories(workspace_ / ".agent");
+  auto l = layout();
+  l.idmapped_workspace_fd = 9;
+  const auto steps = build_workspace_mount_steps(l);
+  ASSERT_EQ(steps.size(), 4u);
+  const std::string lower = (mount_points_.path() / "lower").string();
+  EXPECT_EQ(steps[0].op, MountOp::AttachFd);
+  EXPECT_EQ(steps[0].fd, 9);
+  EXPECT_EQ(steps[0].target, lower);
+  EXPECT_FALSE(steps[0].optional);
+  EXPECT_EQ(steps[2].op, MountOp::Overlay);
+  EXPECT_EQ(steps[2].data, "lowerdir=" + lower + ",upperdir=" + run_.path().string() +
+                               "/upper,workdir=" + run_.path().string() +
+                               "/work,userxattr,index=off,xino=off,volatile");
+  EXPECT_EQ(steps[3].stage, "bind-mounting " + (mount_points_.path() / "empty-dir").string() +
+                                " on /workspace/.agent");
+  EXPECT_EQ(steps[3].op, MountOp::Bind);
+}
+
+// Hidden workspace paths (an audit log kept in the workspace) are masked
+// over the overlay, by their type; a symlink (which the sandbox could point
+// anywhere), a missing path and an empty one are skipped.
+TEST_F(PlanTest, HiddenWorkspacePathsAreMaskedOverTheOverlay) {
+  std::filesystem::create_directories(workspace_ / "logs/dir");
+  testing::write_file(workspace_ / "logs/audit.jsonl", "x");
+  std::filesystem::create_symlink("/etc/hostname", workspace_ / "link");
+  auto l = layout();
+  l.hide_agent_dir = false;
+  l.hidden_workspace_paths = {"logs/audit.jsonl", "logs/dir", "link", "missing", ""};
+  const auto steps = build_workspace_mount_steps(l);
+  const std::string empty = (mount_points_.path() / "empty").string();
+  const std::string empty_dir = (mount_points_.path() / "empty-dir").string();
+  const auto overlay = index_of(steps, "mounting overlay on /workspace");
+  const auto file = index_of(steps, "bind-mounting " + empty + " on /workspace/logs/audit.jsonl");
+  const auto dir = index_of(steps, "bind-mounting " + empty_dir + " on /workspace/logs/dir");
+  ASSERT_GE(overlay, 0);
+  EXPECT_GT(file, overlay);
+  EXPECT_GT(dir, overlay);
+  EXPECT_EQ(steps.size(), 4u) << "the link, the missing path and \"\" are skipped";
+  for (const auto index : {file, dir}) {
+    ASSERT_GE(index, 0);
+    const auto& mask = steps[static_cast<std::size_t>(index)];
+    EXPECT_EQ(mask.op, MountOp::Bind);
+    EXPECT_FALSE(mask.recursive);
+    EXPECT_EQ(mask.target.rfind((mount_points_.path() / "root").string() + "/workspace/", 0), 0u);
+  }
 }
 
 TEST(ExecCandidates, SearchPathInOrderUnlessTheProgramHasASlash) {

@@ -1,0 +1,256 @@
+// The launcher's order of steps and its failure paths, as data: a recording
+// LaunchSyscalls (tests/helpers/recording_launch_syscalls.h) stands in for
+// the kernel, so nothing is cloned, signalled or reaped and no privilege is
+// needed. The real launch runs in tests/integration.
+#include <gtest/gtest.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/eventfd.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "helpers/recording_launch_syscalls.h"
+#include "runtime/launcher.h"
+
+namespace pulsebox::runtime {
+namespace {
+
+using Steps = std::vector<std::string>;
+using testing::RecordingLaunchSyscalls;
+
+constexpr std::uint64_t kAllNamespaces =
+    CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS;
+
+class LauncherTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto stack = linux_api::ChildStack::allocate(LaunchPlan::kCommandStackSize);
+    ASSERT_TRUE(stack.ok()) << stack.error().to_string();
+    plan_.command_stack = std::move(stack).value();
+    plan_.namespaces = kAllNamespaces;
+    plan_.id_maps.uids = {{0, 100000, 65536}};
+    plan_.id_maps.gids = {{0, 200000, 65536}};
+    plan_.id_maps.deny_setgroups = false;
+  }
+
+  // The supervisor's end of the channel: a descriptor of the test's own.
+  core::UniqueFd supervisor_end() {
+    core::UniqueFd fd(::eventfd(0, EFD_CLOEXEC));
+    channel_ = fd.get();
+    return fd;
+  }
+
+  core::Result<LaunchedSandbox> launch() {
+    return launch_sandbox(plan_, supervisor_end(), fake_.before_go(), fake_);
+  }
+
+  // The fake comes first: it outlives every sandbox a test launches.
+  RecordingLaunchSyscalls fake_;
+  LaunchPlan plan_;
+  int channel_ = -1;
+};
+
+TEST_F(LauncherTest, InitIsBornInItsCgroupThenMapsThenBeforeGoThenGo) {
+  plan_.cgroup_fd = 7;
+  auto launched = launch();
+  ASSERT_TRUE(launched.ok()) << launched.error().to_string();
+  EXPECT_EQ(fake_.steps(), (Steps{"clone3", "write_id_maps", "before_go", "send_go"}));
+
+  const auto clone3 = fake_.first("clone3");
+  EXPECT_TRUE(clone3.flags & CLONE_INTO_CGROUP);
+  EXPECT_EQ(clone3.cgroup, 7u);
+  // Only the user and pid namespaces at birth: init makes the others itself.
+  EXPECT_EQ(clone3.flags & kAllNamespaces, std::uint64_t{CLONE_NEWUSER | CLONE_NEWPID});
+  for (const std::uint64_t flag : {CLONE_PIDFD, CLONE_PARENT_SETTID, CLONE_VM, CLONE_VFORK}) {
+    EXPECT_TRUE(clone3.flags & flag) << std::hex << flag;
+  }
+  EXPECT_EQ(clone3.exit_signal, std::uint64_t{SIGCHLD});
+  EXPECT_TRUE(clone3.has_stack);
+
+  const auto maps = fake_.first("write_id_maps");
+  EXPECT_EQ(maps.pid, fake_.init_pid);
+  ASSERT_EQ(maps.id_maps.uids.size(), 1u);
+  EXPECT_EQ(maps.id_maps.uids[0].outside, 100000u);
+  ASSERT_EQ(maps.id_maps.gids.size(), 1u);
+  EXPECT_EQ(maps.id_maps.gids[0].outside, 200000u);
+  EXPECT_FALSE(maps.id_maps.deny_setgroups);
+
+  const auto before_go = fake_.first("before_go");
+  EXPECT_EQ(before_go.pid, fake_.init_pid);
+  EXPECT_TRUE(before_go.in_cgroup) << "clone3 placed it: before_go must not attach it again";
+  EXPECT_EQ(fake_.first("send_go").fd, channel_);
+
+  const LaunchedSandbox& sandbox = launched.value();
+  EXPECT_EQ(sandbox.pid, fake_.init_pid);
+  EXPECT_TRUE(sandbox.pidfd.valid());
+  EXPECT_EQ(sandbox.channel.get(), channel_);
+}
+
+TEST_F(LauncherTest, WithoutACgroupInitIsNotClonedIntoOne) {
+  auto launched = launch();
+  ASSERT_TRUE(launched.ok()) << launched.error().to_string();
+  EXPECT_EQ(fake_.steps(), (Steps{"clone3", "write_id_maps", "before_go", "send_go"}));
+  EXPECT_FALSE(fake_.first("clone3").flags & CLONE_INTO_CGROUP);
+  EXPECT_FALSE(fake_.first("before_go").in_cgroup);
+}
+
+// clone3 missing (an old kernel, or a container's seccomp profile): clone()
+// starts init outside its cgroup, and before_go is told so.
+class LauncherFallbackTest : public LauncherTest, public ::testing::WithParamInterface<int> {};
+
+TEST_P(LauncherFallbackTest, WithoutClone3InitIsClonedAndFoundByItsPidfd) {
+  plan_.cgroup_fd = 7;
+  fake_.fail("clone3", GetParam());
+  auto launched = launch();
+  ASSERT_TRUE(launched.ok()) << launched.error().to_string();
+  EXPECT_EQ(fake_.steps(),
+            (Steps{"clone3", "clone", "pid_of_pidfd", "write_id_maps", "before_go", "send_go"}));
+  const auto clone = fake_.first("clone");
+  EXPECT_EQ(clone.flags & kAllNamespaces, std::uint64_t{CLONE_NEWUSER | CLONE_NEWPID});
+  for (const std::uint64_t flag : {CLONE_PIDFD, CLONE_VM, CLONE_VFORK}) {
+    EXPECT_TRUE(clone.flags & flag) << std::hex << flag;
+  }
+  EXPECT_FALSE(clone.flags & CLONE_INTO_CGROUP);
+  EXPECT_EQ(clone.flags & 0xff, std::uint64_t{SIGCHLD});
+  EXPECT_TRUE(clone.has_stack);
+  EXPECT_EQ(fake_.first("pid_of_pidfd").fd, launched->pidfd.get());
+  EXPECT_FALSE(fake_.first("before_go").in_cgroup) << "before_go must attach it itself";
+  EXPECT_EQ(launched->pid, fake_.init_pid);
+}
+
+INSTANTIATE_TEST_SUITE_P(Clone3Missing, LauncherFallbackTest, ::testing::Values(ENOSYS, E2BIG),
+                         [](const ::testing::TestParamInfo<int>& param_info) {
+                           return param_info.param == ENOSYS ? "ENOSYS" : "E2BIG";
+                         });
+
+TEST_F(LauncherTest, Clone3RefusedForAnotherReasonIsNotRetried) {
+  fake_.fail("clone3", EPERM);
+  auto launched = launch();
+  ASSERT_FALSE(launched.ok());
+  EXPECT_EQ(fake_.steps(), (Steps{"clone3"})) << "nothing started: nothing to kill";
+  EXPECT_EQ(launched.error().kind(), core::ErrorKind::kUnavailable);
+  EXPECT_EQ(launched.error().error_number(), EPERM);
+  EXPECT_EQ(launched.error().message(), "creating the sandbox's namespaces (clone3)");
+}
+
+TEST_F(LauncherTest, CloneRefusedToo) {
+  fake_.fail("clone3", ENOSYS);
+  fake_.fail("clone", EINVAL);
+  auto launched = launch();
+  ASSERT_FALSE(launched.ok());
+  EXPECT_EQ(fake_.steps(), (Steps{"clone3", "clone"}));
+  EXPECT_EQ(launched.error().error_number(), EINVAL);
+  EXPECT_EQ(launched.error().message(), "creating the sandbox's namespaces (clone3)");
+}
+
+// Known only by its pidfd: killed and reaped through it, nothing sent.
+TEST_F(LauncherTest, AnInitWhosePidIsNotFoundIsKilledThroughItsPidfd) {
+  fake_.fail("clone3", ENOSYS);
+  fake_.fail("pid_of_pidfd", ESRCH);
+  auto launched = launch();
+  ASSERT_FALSE(launched.ok());
+  EXPECT_EQ(fake_.steps(), (Steps{"clone3", "clone", "pid_of_pidfd", "kill_and_reap_pidfd"}));
+  EXPECT_EQ(fake_.first("kill_and_reap_pidfd").fd, fake_.first("pid_of_pidfd").fd);
+  EXPECT_EQ(launched.error().kind(), core::ErrorKind::kUnavailable);
+  EXPECT_EQ(launched.error().error_number(), ESRCH);
+  EXPECT_EQ(launched.error().message(), "finding the sandbox's init (pidfd)");
+}
+
+// A step that fails once init exists: init is killed and reaped, the
+// step's error comes back with its context, and nothing follows.
+struct FailedStep {
+  std::string step;
+  Steps expected;
+  std::string context;  // the launcher's, outermost ("" for none)
+};
+
+class LauncherFailureTest : public LauncherTest,
+                            public ::testing::WithParamInterface<FailedStep> {};
+
+TEST_P(LauncherFailureTest, InitIsKilledAndReapedAndNothingFollows) {
+  const FailedStep& failed = GetParam();
+  plan_.cgroup_fd = 7;
+  fake_.fail(failed.step, EACCES);
+  auto launched = launch();
+  ASSERT_FALSE(launched.ok()) << failed.step;
+  EXPECT_EQ(fake_.steps(), failed.expected);
+  EXPECT_EQ(fake_.first("kill_init").pid, fake_.init_pid);
+  EXPECT_EQ(fake_.first("reap_init").pid, fake_.init_pid);
+
+  const core::Error& error = launched.error();
+  EXPECT_EQ(error.error_number(), EACCES);
+  EXPECT_EQ(error.message(), failed.step) << "the step's own error";
+  if (failed.context.empty()) {
+    EXPECT_TRUE(error.context().empty()) << error.to_string();
+  } else {
+    ASSERT_FALSE(error.context().empty()) << error.to_string();
+    EXPECT_EQ(error.context().back(), failed.context);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    EachStep, LauncherFailureTest,
+    ::testing::Values(FailedStep{"write_id_maps",
+                                 {"clone3", "write_id_maps", "kill_init", "reap_init"},
+                                 "writing the sandbox's id maps"},
+                      FailedStep{"before_go",
+                                 {"clone3", "write_id_maps", "before_go", "kill_init", "reap_init"},
+                                 "placing the sandbox in its cgroups"},
+                      FailedStep{"send_go",
+                                 {"clone3", "write_id_maps", "before_go", "send_go", "kill_init",
+                                  "reap_init"},
+                                 ""}),
+    [](const ::testing::TestParamInfo<FailedStep>& param_info) { return param_info.param.step; });
+
+TEST_F(LauncherTest, AFailureAfterTheFallbackKillsAndReapsToo) {
+  fake_.fail("clone3", ENOSYS);
+  fake_.fail("write_id_maps", EPERM);
+  auto launched = launch();
+  ASSERT_FALSE(launched.ok());
+  EXPECT_EQ(fake_.steps(),
+            (Steps{"clone3", "clone", "pid_of_pidfd", "write_id_maps", "kill_init", "reap_init"}));
+}
+
+TEST_F(LauncherTest, APlanWithoutACommandStackStartsNothing) {
+  plan_.command_stack = linux_api::ChildStack();
+  auto launched = launch();
+  ASSERT_FALSE(launched.ok());
+  EXPECT_EQ(launched.error().kind(), core::ErrorKind::kInternal);
+  EXPECT_TRUE(fake_.steps().empty());
+}
+
+// The supervisor's wait() reaps without killing; init's parent thread,
+// which stays in clone3 until init is reaped, is joined after the reap.
+TEST_F(LauncherTest, WaitReapsWithoutKillingAndOnlyOnce) {
+  fake_.wait_status = 0x0100;  // exit(1)
+  {
+    auto launched = launch();
+    ASSERT_TRUE(launched.ok()) << launched.error().to_string();
+    LaunchedSandbox sandbox = std::move(launched).value();
+    const auto start = std::chrono::steady_clock::now();
+    EXPECT_EQ(sandbox.wait(), 0x0100);
+    EXPECT_LT(std::chrono::steady_clock::now() - start, fake_.reap_patience)
+        << "init's parent thread was joined before init was reaped";
+    EXPECT_EQ(sandbox.wait(), 0) << "reaped once";
+  }
+  EXPECT_EQ(fake_.steps(), (Steps{"clone3", "write_id_maps", "before_go", "send_go", "reap_init"}));
+}
+
+// A LaunchedSandbox dropped before wait() (an error on the way to Start)
+// kills and reaps its init: the stack init runs on is unmapped after it.
+TEST_F(LauncherTest, DroppingALaunchedSandboxKillsAndReapsInit) {
+  {
+    auto launched = launch();
+    ASSERT_TRUE(launched.ok()) << launched.error().to_string();
+    LaunchedSandbox moved = std::move(launched).value();
+    LaunchedSandbox holder;
+    holder = std::move(moved);
+  }
+  EXPECT_EQ(fake_.steps(),
+            (Steps{"clone3", "write_id_maps", "before_go", "send_go", "kill_init", "reap_init"}));
+}
+
+}  // namespace
+}  // namespace pulsebox::runtime
