@@ -1,0 +1,175 @@
+// The supervisor's decisions as data (runtime::Watchdog): times go in,
+// actions come out; no process and no clock. Monitor's loop, which acts on
+// them, runs in the backends' tests (unit sandbox, integration native).
+#include <gtest/gtest.h>
+
+#include "runtime/supervisor.h"
+
+namespace pulsebox::runtime {
+namespace {
+
+using std::chrono::milliseconds;
+using Action = Watchdog::Action;
+
+// Any fixed point: the watchdog only compares and adds.
+const Clock::time_point t0 = Clock::time_point{} + std::chrono::hours(1);
+
+ResourcePolicy limits(double wall_seconds = 10, double grace_seconds = 1.5,
+                      std::uint64_t max_output = 1000) {
+  ResourcePolicy policy;
+  policy.wall_time_seconds = wall_seconds;
+  policy.termination_grace_seconds = grace_seconds;
+  policy.max_output_bytes = max_output;
+  return policy;
+}
+
+TEST(Watchdog, NothingBeforeTheDeadline) {
+  Watchdog watchdog(limits(), t0);
+  EXPECT_EQ(watchdog.on_time(t0), Action::None);
+  EXPECT_EQ(watchdog.on_time(t0 + milliseconds(9999)), Action::None);
+  EXPECT_FALSE(watchdog.outcome().timed_out);
+  EXPECT_EQ(watchdog.outcome().reason, TerminationReason::None);
+}
+
+TEST(Watchdog, DeadlineTerminatesThenTheGraceKills) {
+  Watchdog watchdog(limits(10, 1.5), t0);
+  EXPECT_EQ(watchdog.on_time(t0 + milliseconds(10000)), Action::Terminate);
+  EXPECT_TRUE(watchdog.outcome().timed_out);
+  EXPECT_EQ(watchdog.outcome().reason, TerminationReason::Timeout);
+  // Once only.
+  EXPECT_EQ(watchdog.on_time(t0 + milliseconds(10001)), Action::None);
+  EXPECT_EQ(watchdog.on_time(t0 + milliseconds(11499)), Action::None);
+  EXPECT_EQ(watchdog.on_time(t0 + milliseconds(11500)), Action::Kill);
+  EXPECT_EQ(watchdog.on_time(t0 + milliseconds(11501)), Action::None);
+  EXPECT_EQ(watchdog.on_time(t0 + milliseconds(20000)), Action::None);
+}
+
+TEST(Watchdog, TheGraceCountsFromWhenTheDeadlineWasSeen) {
+  Watchdog watchdog(limits(10, 1.5), t0);
+  // A late wake-up: the sandbox still gets its whole grace.
+  EXPECT_EQ(watchdog.on_time(t0 + milliseconds(10300)), Action::Terminate);
+  EXPECT_EQ(watchdog.on_time(t0 + milliseconds(11700)), Action::None);
+  EXPECT_EQ(watchdog.on_time(t0 + milliseconds(11800)), Action::Kill);
+}
+
+TEST(Watchdog, OutputCapKeepsExactlyTheCapAndAsksToStop) {
+  Watchdog watchdog(limits(10, 1.5, 1000), t0);
+  auto kept = watchdog.take_output(600);
+  EXPECT_EQ(kept.bytes, 600u);
+  EXPECT_FALSE(kept.stop);
+  EXPECT_FALSE(watchdog.outcome().truncated);
+  kept = watchdog.take_output(400);  // exactly the cap is not past it
+  EXPECT_EQ(kept.bytes, 400u);
+  EXPECT_FALSE(kept.stop);
+  EXPECT_FALSE(watchdog.outcome().truncated);
+  kept = watchdog.take_output(1);
+  EXPECT_EQ(kept.bytes, 0u);
+  EXPECT_TRUE(kept.stop);
+  EXPECT_TRUE(watchdog.outcome().truncated);
+  EXPECT_EQ(watchdog.outcome().output_bytes, 1000u);
+  // The stop it asks for.
+  EXPECT_EQ(watchdog.stop(TerminationReason::OutputLimit, t0 + milliseconds(5)), Action::Terminate);
+  EXPECT_EQ(watchdog.outcome().reason, TerminationReason::OutputLimit);
+  EXPECT_EQ(watchdog.on_time(t0 + milliseconds(1505)), Action::Kill);
+}
+
+TEST(Watchdog, OneReadPastTheCapKeepsTheRestOfTheCap) {
+  Watchdog watchdog(limits(10, 1.5, 1000), t0);
+  EXPECT_EQ(watchdog.take_output(999).bytes, 999u);
+  const auto kept = watchdog.take_output(65536);
+  EXPECT_EQ(kept.bytes, 1u);
+  EXPECT_TRUE(kept.stop);
+  EXPECT_EQ(watchdog.outcome().output_bytes, 1000u);
+}
+
+TEST(Watchdog, ACancelTerminatesAndKillsAfterTheGrace) {
+  Watchdog watchdog(limits(10, 1.5), t0);
+  EXPECT_EQ(watchdog.stop(TerminationReason::Cancelled, t0 + milliseconds(2000)),
+            Action::Terminate);
+  EXPECT_EQ(watchdog.outcome().reason, TerminationReason::Cancelled);
+  EXPECT_FALSE(watchdog.outcome().timed_out);
+  EXPECT_EQ(watchdog.on_time(t0 + milliseconds(3499)), Action::None);
+  EXPECT_EQ(watchdog.on_time(t0 + milliseconds(3500)), Action::Kill);
+}
+
+TEST(Watchdog, TheFirstReasonWins) {
+  Watchdog watchdog(limits(10, 1.5), t0);
+  EXPECT_EQ(watchdog.stop(TerminationReason::CpuTime, t0 + milliseconds(9000)), Action::Terminate);
+  EXPECT_EQ(watchdog.stop(TerminationReason::Cancelled, t0 + milliseconds(9100)), Action::None);
+  EXPECT_EQ(watchdog.stop(TerminationReason::OutputLimit, t0 + milliseconds(9200)), Action::None);
+  // The deadline still says it was reached, but sends no second SIGTERM and
+  // does not move the kill.
+  EXPECT_EQ(watchdog.on_time(t0 + milliseconds(10000)), Action::None);
+  EXPECT_TRUE(watchdog.outcome().timed_out);
+  EXPECT_EQ(watchdog.outcome().reason, TerminationReason::CpuTime);
+  EXPECT_EQ(watchdog.on_time(t0 + milliseconds(10500)), Action::Kill);
+}
+
+TEST(Watchdog, NothingIsStoppedOnceTheProcessHasEnded) {
+  Watchdog watchdog(limits(10, 1.5, 1000), t0);
+  watchdog.exited(t0 + milliseconds(100));
+  EXPECT_TRUE(watchdog.has_exited());
+  EXPECT_EQ(watchdog.stop(TerminationReason::Cancelled, t0 + milliseconds(150)), Action::None);
+  EXPECT_EQ(watchdog.on_time(t0 + milliseconds(10000)), Action::None);
+  EXPECT_FALSE(watchdog.outcome().timed_out);
+  EXPECT_EQ(watchdog.outcome().reason, TerminationReason::None);
+  // Output drained after the end still counts against the cap.
+  EXPECT_EQ(watchdog.take_output(1200).bytes, 1000u);
+  EXPECT_TRUE(watchdog.outcome().truncated);
+  EXPECT_EQ(watchdog.outcome().reason, TerminationReason::None);
+}
+
+TEST(Watchdog, TheDrainEndsAfterItsTime) {
+  Watchdog watchdog(limits(), t0);
+  EXPECT_FALSE(watchdog.drain_over(t0 + milliseconds(20000)));  // still running
+  watchdog.exited(t0 + milliseconds(100));
+  EXPECT_FALSE(
+      watchdog.drain_over(t0 + milliseconds(100) + Watchdog::kDrainTime - milliseconds(1)));
+  EXPECT_TRUE(watchdog.drain_over(t0 + milliseconds(100) + Watchdog::kDrainTime));
+}
+
+TEST(Watchdog, LimitsAreCheckedEveryIntervalWhileTheProcessRuns) {
+  Watchdog watchdog(limits(), t0, milliseconds(100));
+  EXPECT_TRUE(watchdog.check_due(t0));
+  EXPECT_FALSE(watchdog.check_due(t0 + milliseconds(50)));
+  EXPECT_TRUE(watchdog.check_due(t0 + milliseconds(130)));
+  // The next one is an interval after the last check, not on a fixed grid.
+  EXPECT_FALSE(watchdog.check_due(t0 + milliseconds(229)));
+  EXPECT_TRUE(watchdog.check_due(t0 + milliseconds(230)));
+  watchdog.exited(t0 + milliseconds(300));
+  EXPECT_FALSE(watchdog.check_due(t0 + milliseconds(400)));
+}
+
+TEST(Watchdog, WithoutAnIntervalLimitsAreNeverChecked) {
+  Watchdog watchdog(limits(), t0);
+  EXPECT_FALSE(watchdog.check_due(t0));
+  EXPECT_FALSE(watchdog.check_due(t0 + milliseconds(5000)));
+}
+
+TEST(Watchdog, TheNextWakeUpIsTheNextThingDue) {
+  Watchdog watchdog(limits(10, 1.5), t0, milliseconds(100));
+  ASSERT_TRUE(watchdog.check_due(t0));
+  EXPECT_EQ(watchdog.next_wake(), t0 + milliseconds(100));  // the next check
+  Watchdog unchecked(limits(10, 1.5), t0);
+  EXPECT_EQ(unchecked.next_wake(), t0 + milliseconds(10000));  // the deadline
+  ASSERT_EQ(unchecked.stop(TerminationReason::Cancelled, t0 + milliseconds(1000)),
+            Action::Terminate);
+  EXPECT_EQ(unchecked.next_wake(), t0 + milliseconds(2500));  // the kill
+  unchecked.exited(t0 + milliseconds(1200));
+  EXPECT_EQ(unchecked.next_wake(), t0 + milliseconds(1200) + Watchdog::kDrainTime);
+}
+
+TEST(Watchdog, PollWaitsAreRoundedUpAndBounded) {
+  Watchdog watchdog(limits(10, 1.5), t0);
+  const auto deadline = t0 + milliseconds(10000);
+  // Rounded up: poll() never returns just before the deadline.
+  EXPECT_EQ(watchdog.poll_timeout_ms(deadline - std::chrono::microseconds(10300)), 11);
+  EXPECT_EQ(watchdog.poll_timeout_ms(deadline - milliseconds(10)), 11);
+  EXPECT_EQ(watchdog.poll_timeout_ms(deadline), 1);
+  EXPECT_EQ(watchdog.poll_timeout_ms(deadline + milliseconds(5)), 1);
+  // Never longer than a second, so that waitid() is asked again.
+  EXPECT_EQ(watchdog.poll_timeout_ms(t0), Watchdog::kLongestWait.count());
+}
+
+}  // namespace
+}  // namespace pulsebox::runtime
