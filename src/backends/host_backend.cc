@@ -207,6 +207,20 @@ struct ChildPlan {
   report_and_exit(report_fd, errno);
 }
 
+// The host variant: the sandbox is the command's process group.
+class HostMonitor final : public runtime::Monitor {
+ public:
+  HostMonitor(pid_t pid, const runtime::MonitoredFds& fds) : Monitor(pid, fds), pid_(pid) {}
+
+ private:
+  void signal_sandbox(int signal) override { ::kill(-pid_, signal); }
+  // The sandbox ends with its command: background processes left in its
+  // group go too.
+  void on_exit() override { ::kill(-pid_, SIGKILL); }
+
+  pid_t pid_;
+};
+
 ExecutionOutcome HostBackend::execute(const ExecutionRequest& request,
                                       std::unique_ptr<PreparedRun> prepared) {
   (void)prepared;  // prepare() makes none
@@ -301,18 +315,13 @@ ExecutionOutcome HostBackend::execute(const ExecutionRequest& request,
     return outcome;
   }
 
-  runtime::SupervisedProcess process;
-  process.pid = pid;
-  process.exit_fd = pidfd.get();
-  process.stdout_fd = out_read.get();
-  process.stderr_fd = err_read.get();
-  process.cancel_fd = request.cancel_fd;
-  process.signal_sandbox = [pid](int signal) { ::kill(-pid, signal); };
-  // The sandbox ends with its command: background processes left in its
-  // group go too.
-  process.on_exit = [pid] { ::kill(-pid, SIGKILL); };
-  const runtime::SupervisionOutcome supervision =
-      runtime::supervise(process, limits, start, request.on_output);
+  runtime::MonitoredFds fds;
+  fds.exit_fd = pidfd.get();
+  fds.stdout_fd = out_read.get();
+  fds.stderr_fd = err_read.get();
+  fds.cancel_fd = request.cancel_fd;
+  HostMonitor monitor(pid, fds);
+  const runtime::SupervisionOutcome supervision = monitor.run(limits, start, request.on_output);
   result.timed_out = supervision.timed_out;
   result.truncated = supervision.truncated;
   result.termination_reason = supervision.reason;

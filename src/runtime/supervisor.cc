@@ -6,8 +6,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <optional>
-#include <vector>
+#include <array>
+#include <cerrno>
 
 namespace pulsebox::runtime {
 
@@ -82,25 +82,27 @@ int Watchdog::poll_timeout_ms(Clock::time_point now) const {
   return static_cast<int>(std::clamp<long>(wait_ms + 1, 1, kLongestWait.count()));
 }
 
-SupervisionOutcome supervise(const SupervisedProcess& process, const ResourcePolicy& limits,
-                             Clock::time_point start,
-                             const std::function<void(OutputStream, std::string_view)>& on_output) {
-  Watchdog watchdog(limits, start,
-                    process.check_limits ? process.poll_interval : Clock::duration::zero());
-  auto act = [&](Watchdog::Action action) {
-    if (action == Watchdog::Action::Terminate) process.signal_sandbox(SIGTERM);
-    if (action == Watchdog::Action::Kill) process.signal_sandbox(SIGKILL);
-  };
-  std::vector<pollfd> fds = {{process.stdout_fd, POLLIN, 0},
-                             {process.stderr_fd, POLLIN, 0},
-                             {process.exit_fd, POLLIN, 0},
-                             {process.watch_fd, POLLIN, 0},
-                             {process.cancel_fd, POLLIN | POLLRDHUP, 0}};
+void Monitor::act(Watchdog::Action action) {
+  if (action == Watchdog::Action::Terminate) signal_sandbox(SIGTERM);
+  if (action == Watchdog::Action::Kill) signal_sandbox(SIGKILL);
+}
+
+SupervisionOutcome Monitor::run(const ResourcePolicy& limits, Clock::time_point start,
+                                const OutputSink& on_output) {
+  Watchdog watchdog(limits, start, check_interval_);
+  std::array<pollfd, 5> fds = {{{fds_.stdout_fd, POLLIN, 0},
+                                {fds_.stderr_fd, POLLIN, 0},
+                                {fds_.exit_fd, POLLIN, 0},
+                                {fds_.watch_fd, POLLIN, 0},
+                                {fds_.cancel_fd, POLLIN | POLLRDHUP, 0}}};
+  pollfd& exit = fds[2];
+  pollfd& watch = fds[3];
+  pollfd& cancel = fds[4];
   while (fds[0].fd >= 0 || fds[1].fd >= 0 || !watchdog.has_exited()) {
     const auto now = Clock::now();
     act(watchdog.on_time(now));
     if (watchdog.check_due(now)) {
-      if (const auto reason = process.check_limits()) act(watchdog.stop(*reason, Clock::now()));
+      if (const auto reason = check_limits()) act(watchdog.stop(*reason, Clock::now()));
     }
     if (watchdog.drain_over(now)) break;
     if (::poll(fds.data(), fds.size(), watchdog.poll_timeout_ms(now)) < 0 && errno != EINTR) break;
@@ -118,25 +120,23 @@ SupervisionOutcome supervise(const SupervisedProcess& process, const ResourcePol
         on_output(i == 0 ? OutputStream::Stdout : OutputStream::Stderr, {buffer, kept.bytes});
       }
     }
-    if (fds[3].fd >= 0 && fds[3].revents != 0) {
-      if ((fds[3].revents & POLLIN) != 0 && process.on_watch) process.on_watch();
-      if ((fds[3].revents & (POLLHUP | POLLERR | POLLNVAL)) != 0) fds[3].fd = -1;
+    if (watch.fd >= 0 && watch.revents != 0) {
+      if ((watch.revents & POLLIN) != 0) on_watch();
+      if ((watch.revents & (POLLHUP | POLLERR | POLLNVAL)) != 0) watch.fd = -1;
     }
-    if (fds[4].fd >= 0 && fds[4].revents != 0) {
-      fds[4].fd = -1;
+    if (cancel.fd >= 0 && cancel.revents != 0) {
+      cancel.fd = -1;
       act(watchdog.stop(TerminationReason::Cancelled, Clock::now()));
     }
-    bool child_done =
-        fds[2].fd >= 0 && fds[2].revents != 0 && (!process.has_exited || process.has_exited());
-    if (process.exit_fd < 0 && !watchdog.has_exited()) {
+    bool ended = exit.fd >= 0 && exit.revents != 0 && has_exited();
+    if (fds_.exit_fd < 0 && !watchdog.has_exited()) {
       siginfo_t info{};
-      child_done = ::waitid(P_PID, static_cast<id_t>(process.pid), &info,
-                            WEXITED | WNOHANG | WNOWAIT) == 0 &&
-                   info.si_pid == process.pid;
+      ended = ::waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+              info.si_pid == pid_;
     }
-    if (!watchdog.has_exited() && child_done) {
-      fds[2].fd = -1;
-      if (process.on_exit) process.on_exit();
+    if (!watchdog.has_exited() && ended) {
+      exit.fd = -1;
+      on_exit();
       watchdog.exited(Clock::now());
     }
   }

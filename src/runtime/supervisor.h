@@ -109,35 +109,63 @@ class Watchdog {
   SupervisionOutcome outcome_;
 };
 
-struct SupervisedProcess {
-  pid_t pid = -1;
+// The descriptors a monitor watches, owned by the caller; -1 where there is
+// none.
+struct MonitoredFds {
   // Readable once the process may have ended: its pidfd, or a channel it
-  // reports its end on. -1: poll `pid` with waitid(WNOWAIT) instead.
+  // reports its end on (has_exited() then says). -1: the monitor asks
+  // waitid(WNOWAIT) about the pid instead.
   int exit_fd = -1;
-  // Called when exit_fd is readable: has the process ended? (None: readable
-  // means it has, as for a pidfd.)
-  std::function<bool()> has_exited;
-  int stdout_fd = -1;  // read ends, owned by the caller
+  int stdout_fd = -1;  // read ends of the output pipes
   int stderr_fd = -1;
-  // Delivers a signal to the whole sandbox (SIGTERM, then SIGKILL).
-  std::function<void(int)> signal_sandbox;
-  // Called once when the process has exited, before the output is drained.
-  std::function<void()> on_exit;
-  // An extra descriptor to watch (the seccomp listener): `on_watch` runs
-  // when it is readable; it is dropped on hang-up.
+  // An extra descriptor (the seccomp listener): on_watch() runs when it is
+  // readable; it is dropped on hang-up.
   int watch_fd = -1;
-  std::function<void()> on_watch;
-  // Cancels the run (reason "cancelled") once readable or hung up: e.g. the
-  // connection of a client that went away. -1: none.
+  // Cancels the run (reason Cancelled) once readable or hung up: e.g. the
+  // connection of a client that went away.
   int cancel_fd = -1;
-  // Called every `poll_interval` while the process runs (cgroup counters):
-  // a reason ends the sandbox like the deadline does (SIGTERM, grace, SIGKILL).
-  std::function<std::optional<TerminationReason>()> check_limits;
-  std::chrono::milliseconds poll_interval{0};
 };
 
-SupervisionOutcome supervise(const SupervisedProcess& process, const ResourcePolicy& limits,
-                             Clock::time_point start,
-                             const std::function<void(OutputStream, std::string_view)>& on_output);
+using OutputSink = std::function<void(OutputStream, std::string_view)>;
+
+// The poll loop. A variant overrides the hooks; run() calls them on this
+// thread only.
+class Monitor {
+ public:
+  virtual ~Monitor() = default;
+  Monitor(const Monitor&) = delete;
+  Monitor& operator=(const Monitor&) = delete;
+
+  // Supervises the process from `start` (the wall-clock limit counts from
+  // there) until it has exited and its output is drained.
+  SupervisionOutcome run(const ResourcePolicy& limits, Clock::time_point start,
+                         const OutputSink& on_output);
+
+ protected:
+  // `check_interval`: how often check_limits() runs while the process runs;
+  // zero: never.
+  Monitor(pid_t pid, MonitoredFds fds, Clock::duration check_interval = Clock::duration::zero())
+      : pid_(pid), fds_(fds), check_interval_(check_interval) {}
+
+  // exit_fd is readable: has the process ended? (By default readable means
+  // it has, as for a pidfd.)
+  virtual bool has_exited() { return true; }
+  // Delivers a signal to the whole sandbox (SIGTERM, then SIGKILL).
+  virtual void signal_sandbox(int signal) = 0;
+  // Once, when the process has ended, before the output is drained.
+  virtual void on_exit() {}
+  // watch_fd is readable.
+  virtual void on_watch() {}
+  // Every check interval while the process runs: a reason ends the sandbox
+  // as the deadline does (SIGTERM, grace, SIGKILL).
+  virtual std::optional<TerminationReason> check_limits() { return std::nullopt; }
+
+ private:
+  void act(Watchdog::Action action);
+
+  pid_t pid_;
+  MonitoredFds fds_;
+  Clock::duration check_interval_;
+};
 
 }  // namespace pulsebox::runtime

@@ -25,6 +25,127 @@ namespace {
 // How often the supervisor reads the sandbox's CPU time for --cpu-time.
 constexpr auto kCgroupPollInterval = std::chrono::milliseconds(100);
 
+// What the command said up to its execve: Ready hands over the seccomp
+// listener; anything else (a setup error, init's report) is kept for later.
+struct CommandStart {
+  UniqueFd listener;
+  std::vector<runtime::ChildMessage> messages;
+};
+
+CommandStart wait_for_exec(int channel, const ResourcePolicy& limits) {
+  CommandStart started;
+  const auto wall = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::duration<double>(limits.wall_time_seconds));
+  int passed = -1;
+  auto first =
+      runtime::receive_message(channel, static_cast<int>(std::max<long>(wall.count(), 1)), &passed);
+  started.listener.reset(passed);
+  if (first && first->kind != runtime::ChildMessageKind::Ready) started.messages.push_back(*first);
+  return started;
+}
+
+// The native variant: the sandbox is init's pid namespace and cgroup. The
+// run ends with init's report (the command's status, every other process
+// already reaped) or, if init dies first, the channel's end; init's own exit,
+// the namespaces' teardown, is not waited for here.
+class NativeMonitor final : public runtime::Monitor {
+ public:
+  NativeMonitor(SandboxRun& run, const ExecutionRequest& request, CommandStart started)
+      : Monitor(run.sandbox.pid, descriptors(run, request, started.listener.get()),
+                check_interval(run, request.limits)),
+        run_(run),
+        limits_(request.limits),
+        listener_(std::move(started.listener)),
+        messages_(std::move(started.messages)) {
+    for (const auto& message : messages_) {
+      if (message.kind == runtime::ChildMessageKind::Exited) command_status_ = message.wait_status;
+    }
+  }
+
+  // After run(): init's report of the command's wait status, if it sent one.
+  std::optional<int> command_status() const { return command_status_; }
+  // After run(): the syscall a kill action of the profile stopped.
+  const std::optional<std::string>& forbidden_syscall() const { return forbidden_syscall_; }
+  // After run(): the most processes seen at once, where the kernel keeps no
+  // peak.
+  std::uint64_t sampled_processes() const { return sampled_processes_; }
+  // After run(): every message of the channel, in order.
+  std::vector<runtime::ChildMessage>& messages() { return messages_; }
+
+ private:
+  static runtime::MonitoredFds descriptors(const SandboxRun& run, const ExecutionRequest& request,
+                                           int listener) {
+    runtime::MonitoredFds fds;
+    fds.exit_fd = run.sandbox.channel.get();
+    fds.stdout_fd = run.out_read.get();
+    fds.stderr_fd = run.err_read.get();
+    fds.watch_fd = listener;
+    fds.cancel_fd = request.cancel_fd;
+    return fds;
+  }
+
+  // The cgroup is read while the sandbox runs only when something needs it:
+  // CPU time against --cpu-time, the process count where the kernel keeps no
+  // peak (before Linux 6.1).
+  static runtime::Clock::duration check_interval(const SandboxRun& run,
+                                                 const ResourcePolicy& limits) {
+    const bool needed = run.cgroup && (limits.cpu_time_seconds ||
+                                       (run.settings.pids_max && !run.cgroup->keeps_pids_peak()));
+    return needed ? kCgroupPollInterval : runtime::Clock::duration::zero();
+  }
+
+  bool has_exited() override {
+    if (command_status_ || init_gone_) return true;
+    int passed = -1;
+    auto message = runtime::receive_message(run_.sandbox.channel.get(), 0, &passed);
+    if (passed >= 0) ::close(passed);
+    if (!message) {
+      init_gone_ = true;  // EOF (a message is never partial)
+      return true;
+    }
+    messages_.push_back(*message);
+    if (message->kind == runtime::ChildMessageKind::Exited) command_status_ = message->wait_status;
+    return command_status_.has_value();
+  }
+
+  // SIGTERM reaches init, which forwards it to everything inside; SIGKILL
+  // of init kills the whole pid namespace.
+  void signal_sandbox(int signal) override {
+    linux_api::sys_pidfd_send_signal(run_.sandbox.pidfd.get(), signal);
+    if (signal == SIGKILL && run_.cgroup) run_.cgroup->kill();
+  }
+
+  // A kill action of the profile: learn the syscall, end the sandbox before
+  // the call runs (the caller stays blocked in the kernel until then).
+  void on_watch() override {
+    seccomp_notif notification{};
+    if (::ioctl(listener_.get(), SECCOMP_IOCTL_NOTIF_RECV, &notification) != 0) return;
+    if (!forbidden_syscall_) {
+      forbidden_syscall_ = seccomp::syscall_name(notification.data.arch, notification.data.nr);
+    }
+    linux_api::sys_pidfd_send_signal(run_.sandbox.pidfd.get(), SIGKILL);
+  }
+
+  std::optional<TerminationReason> check_limits() override {
+    const linux_api::CgroupUsage usage = run_.cgroup->usage();
+    sampled_processes_ = std::max(sampled_processes_, usage.pids_current.value_or(0));
+    if (limits_.cpu_time_seconds && usage.cpu_usec &&
+        static_cast<double>(*usage.cpu_usec) > *limits_.cpu_time_seconds * 1e6) {
+      return TerminationReason::CpuTime;
+    }
+    return std::nullopt;
+  }
+
+  SandboxRun& run_;
+  const ResourcePolicy& limits_;
+  UniqueFd listener_;
+  std::vector<runtime::ChildMessage> messages_;
+  std::optional<int> command_status_;
+  bool init_gone_ = false;  // the channel's end: init exited without reporting
+  std::optional<std::string> forbidden_syscall_;
+  std::uint64_t sampled_processes_ = 0;
+};
+
 }  // namespace
 
 void NativeHost::start_and_supervise(SandboxRun& run, const ExecutionRequest& request,
@@ -34,7 +155,6 @@ void NativeHost::start_and_supervise(SandboxRun& run, const ExecutionRequest& re
   runtime::LaunchPlan& plan = run.plan;
   runtime::LaunchedSandbox& sandbox = run.sandbox;
   const std::optional<linux_api::SandboxCgroup>& cgroup = run.cgroup;
-  const linux_api::CgroupSettings& settings = run.settings;
   auto finish_timing = [&] {
     result.metrics.elapsed_ms =
         std::chrono::duration<double, std::milli>(runtime::Clock::now() - start).count();
@@ -53,84 +173,9 @@ void NativeHost::start_and_supervise(SandboxRun& run, const ExecutionRequest& re
     trash_remover.emplace(options_.state_dir / "trash", options_.state_dir / "pool");
   result.pid = sandbox.pid;
 
-  // The command says Ready just before execve, handing over the seccomp
-  // listener; anything else (a setup error, init's report) is kept for later.
-  std::vector<runtime::ChildMessage> messages;
-  UniqueFd listener;
-  {
-    const auto wall = std::chrono::duration_cast<std::chrono::milliseconds>(
-        std::chrono::duration<double>(limits.wall_time_seconds));
-    int passed = -1;
-    auto first = runtime::receive_message(
-        sandbox.channel.get(), static_cast<int>(std::max<long>(wall.count(), 1)), &passed);
-    listener.reset(passed);
-    if (first && first->kind != runtime::ChildMessageKind::Ready) messages.push_back(*first);
-  }
+  NativeMonitor monitor(run, request, wait_for_exec(sandbox.channel.get(), limits));
   core::trace_phase("native: command ready to execve");
-  std::optional<std::string> forbidden_syscall;
-  std::optional<int> command_status;
-  bool init_gone = false;  // the channel's end: init exited without reporting
-
-  runtime::SupervisedProcess process;
-  process.pid = sandbox.pid;
-  process.stdout_fd = run.out_read.get();
-  process.stderr_fd = run.err_read.get();
-  process.cancel_fd = request.cancel_fd;
-  // The run ends with init's report (the command's status, every other
-  // process already reaped) or, if init dies first, the channel's end; init's
-  // own exit, the namespaces' teardown, is not waited for here.
-  for (const auto& message : messages) {
-    if (message.kind == runtime::ChildMessageKind::Exited) command_status = message.wait_status;
-  }
-  process.exit_fd = sandbox.channel.get();
-  process.has_exited = [&] {
-    if (command_status || init_gone) return true;
-    int passed = -1;
-    auto message = runtime::receive_message(sandbox.channel.get(), 0, &passed);
-    if (passed >= 0) ::close(passed);
-    if (!message) {
-      init_gone = true;  // EOF (a message is never partial)
-      return true;
-    }
-    messages.push_back(*message);
-    if (message->kind == runtime::ChildMessageKind::Exited) command_status = message->wait_status;
-    return command_status.has_value();
-  };
-  // SIGTERM reaches init, which forwards it to everything inside; SIGKILL
-  // of init kills the whole pid namespace.
-  process.signal_sandbox = [&](int signal) {
-    linux_api::sys_pidfd_send_signal(sandbox.pidfd.get(), signal);
-    if (signal == SIGKILL && cgroup) cgroup->kill();
-  };
-  // The cgroup is read while the sandbox runs only when something needs it:
-  // CPU time against --cpu-time, the process count where the kernel keeps no
-  // peak (before Linux 6.1).
-  std::uint64_t sampled_processes = 0;
-  if (cgroup && (limits.cpu_time_seconds || (settings.pids_max && !cgroup->keeps_pids_peak()))) {
-    process.poll_interval = kCgroupPollInterval;
-    process.check_limits = [&]() -> std::optional<TerminationReason> {
-      const linux_api::CgroupUsage usage = cgroup->usage();
-      sampled_processes = std::max(sampled_processes, usage.pids_current.value_or(0));
-      if (limits.cpu_time_seconds && usage.cpu_usec &&
-          static_cast<double>(*usage.cpu_usec) > *limits.cpu_time_seconds * 1e6) {
-        return TerminationReason::CpuTime;
-      }
-      return std::nullopt;
-    };
-  }
-  // A kill action of the profile: learn the syscall, end the sandbox before
-  // the call runs (the caller stays blocked in the kernel until then).
-  process.watch_fd = listener.get();
-  process.on_watch = [&] {
-    seccomp_notif notification{};
-    if (::ioctl(listener.get(), SECCOMP_IOCTL_NOTIF_RECV, &notification) != 0) return;
-    if (!forbidden_syscall) {
-      forbidden_syscall = seccomp::syscall_name(notification.data.arch, notification.data.nr);
-    }
-    linux_api::sys_pidfd_send_signal(sandbox.pidfd.get(), SIGKILL);
-  };
-  const runtime::SupervisionOutcome supervision =
-      runtime::supervise(process, limits, start, request.on_output);
+  const runtime::SupervisionOutcome supervision = monitor.run(limits, start, request.on_output);
   result.timed_out = supervision.timed_out;
   result.truncated = supervision.truncated;
   result.termination_reason = supervision.reason;
@@ -140,6 +185,7 @@ void NativeHost::start_and_supervise(SandboxRun& run, const ExecutionRequest& re
   // Without a report (init was killed, or failed) its own status is the
   // answer; without a cgroup its rusage is the only measure. Both need init
   // reaped now; otherwise tear_down() reaps it.
+  const std::optional<int> command_status = monitor.command_status();
   run.reported = command_status.has_value();
   int init_status = 0;
   if (!command_status || !cgroup) {
@@ -159,13 +205,14 @@ void NativeHost::start_and_supervise(SandboxRun& run, const ExecutionRequest& re
     }
     if (cgroup_usage.memory_peak) result.metrics.peak_memory_bytes = *cgroup_usage.memory_peak;
     // Less init.
-    const std::uint64_t peak = cgroup_usage.pids_peak.value_or(sampled_processes);
+    const std::uint64_t peak = cgroup_usage.pids_peak.value_or(monitor.sampled_processes());
     result.metrics.process_count = peak > 0 ? peak - 1 : 0;
   }
 
   if (run.trace) run.trace->print();
   core::trace_phase("native: result read");
   std::optional<runtime::ChildMessage> error;
+  std::vector<runtime::ChildMessage>& messages = monitor.messages();
   for (const auto& message : runtime::drain_messages(sandbox.channel.get()))
     messages.push_back(message);
   for (const auto& message : messages) {
@@ -182,7 +229,7 @@ void NativeHost::start_and_supervise(SandboxRun& run, const ExecutionRequest& re
     finish_timing();
     return;
   }
-  if (forbidden_syscall) {
+  if (const auto& forbidden_syscall = monitor.forbidden_syscall()) {
     result.termination_reason = TerminationReason::Seccomp;
     result.signal = SIGSYS;
     result.exit_code = 128 + SIGSYS;
