@@ -18,13 +18,13 @@
 
 #include <chrono>
 #include <cmath>
-#include <cstring>
 
 #include "core/fs.h"
 #include "core/throw_error.h"
 #include "linux/syscalls.h"
 #include "pulsebox/backend.h"
 #include "pulsebox/error.h"
+#include "runtime/result_mapping.h"
 #include "runtime/supervisor.h"
 
 extern char** environ;
@@ -298,20 +298,12 @@ ExecutionOutcome HostBackend::execute(const ExecutionRequest& request,
   report_write.reset();
   UniqueFd pidfd(linux_api::sys_pidfd_open(pid));
 
-  auto finish_timing = [&] {
-    result.metrics.elapsed_ms =
-        std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-    result.duration_ms = result.metrics.elapsed_ms;
-  };
   int exec_errno = 0;
   if (::read(report_read.get(), &exec_errno, sizeof exec_errno) == sizeof exec_errno) {
     int status = 0;
     ::waitpid(pid, &status, 0);
-    result.termination_reason = TerminationReason::LaunchError;
-    result.exit_code = exec_errno == ENOENT ? 127 : 126;
-    result.termination_detail =
-        "cannot execute " + request.argv[0] + ": " + std::strerror(exec_errno);
-    finish_timing();
+    runtime::record_exec_failure(result, request.argv[0], exec_errno);
+    runtime::record_elapsed(result, start);
     return outcome;
   }
 
@@ -321,11 +313,7 @@ ExecutionOutcome HostBackend::execute(const ExecutionRequest& request,
   fds.stderr_fd = err_read.get();
   fds.cancel_fd = request.cancel_fd;
   HostMonitor monitor(pid, fds);
-  const runtime::SupervisionOutcome supervision = monitor.run(limits, start, request.on_output);
-  result.timed_out = supervision.timed_out;
-  result.truncated = supervision.truncated;
-  result.termination_reason = supervision.reason;
-  const std::uint64_t output_bytes = supervision.output_bytes;
+  runtime::record_supervision(result, monitor.run(limits, start, request.on_output));
 
   // Kill what is left of the group before reaping: until the leader is reaped
   // its zombie holds the process-group id, so the id cannot name anyone else.
@@ -333,22 +321,9 @@ ExecutionOutcome HostBackend::execute(const ExecutionRequest& request,
   int status = 0;
   rusage usage{};
   ::wait4(pid, &status, 0, &usage);
-  result.metrics.cpu_time_ms =
-      static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) * 1000.0 +
-      static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1000.0;
-  result.metrics.peak_memory_bytes = static_cast<std::uint64_t>(usage.ru_maxrss) * 1024;
-  result.metrics.output_bytes = output_bytes;
-  if (WIFEXITED(status)) {
-    result.exit_code = WEXITSTATUS(status);
-  } else if (WIFSIGNALED(status)) {
-    result.signal = WTERMSIG(status);
-    result.exit_code = 128 + WTERMSIG(status);
-    if (result.termination_reason == TerminationReason::None) {
-      result.termination_reason =
-          WTERMSIG(status) == SIGXCPU ? TerminationReason::CpuTime : TerminationReason::Signal;
-    }
-  }
-  finish_timing();
+  runtime::record_rusage(result.metrics, usage);
+  runtime::record_wait_status(result, status);
+  runtime::record_elapsed(result, start);
   return outcome;
 }
 

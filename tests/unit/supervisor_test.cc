@@ -1,8 +1,13 @@
 // The supervisor's decisions as data (runtime::Watchdog): times go in,
-// actions come out; no process and no clock. Monitor's loop, which acts on
-// them, runs in the backends' tests (unit sandbox, integration native).
+// actions come out; no process and no clock. Then what a finished process
+// becomes in its result (runtime/result_mapping.h), from wait statuses and
+// usage made up here. Monitor's loop, which acts on the decisions, runs in
+// the backends' tests (unit sandbox, integration native).
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
 
+#include "runtime/result_mapping.h"
 #include "runtime/supervisor.h"
 
 namespace pulsebox::runtime {
@@ -169,6 +174,92 @@ TEST(Watchdog, PollWaitsAreRoundedUpAndBounded) {
   EXPECT_EQ(watchdog.poll_timeout_ms(deadline + milliseconds(5)), 1);
   // Never longer than a second, so that waitid() is asked again.
   EXPECT_EQ(watchdog.poll_timeout_ms(t0), Watchdog::kLongestWait.count());
+}
+
+// --- what a finished process becomes in its result --------------------------
+
+TEST(ResultMapping, AnExitGivesItsCode) {
+  ProcessResult result;
+  record_wait_status(result, W_EXITCODE(3, 0));
+  EXPECT_EQ(result.exit_code, 3);
+  EXPECT_EQ(result.signal, std::nullopt);
+  EXPECT_EQ(result.termination_reason, TerminationReason::None);
+}
+
+TEST(ResultMapping, ASignalGivesItsNumberAndTheReason) {
+  ProcessResult result;
+  record_wait_status(result, W_EXITCODE(0, SIGKILL));
+  EXPECT_EQ(result.exit_code, 128 + SIGKILL);
+  EXPECT_EQ(result.signal, std::optional<int>(SIGKILL));
+  EXPECT_EQ(result.termination_reason, TerminationReason::Signal);
+}
+
+TEST(ResultMapping, SigxcpuIsTheCpuTimeLimit) {
+  ProcessResult result;
+  record_wait_status(result, W_EXITCODE(0, SIGXCPU));
+  EXPECT_EQ(result.exit_code, 128 + SIGXCPU);
+  EXPECT_EQ(result.signal, std::optional<int>(SIGXCPU));
+  EXPECT_EQ(result.termination_reason, TerminationReason::CpuTime);
+}
+
+TEST(ResultMapping, TheSupervisorsReasonStaysBeforeTheSignals) {
+  ProcessResult result;
+  SupervisionOutcome supervision;
+  supervision.timed_out = true;
+  supervision.reason = TerminationReason::Timeout;
+  supervision.output_bytes = 42;
+  record_supervision(result, supervision);
+  record_wait_status(result, W_EXITCODE(0, SIGTERM));
+  EXPECT_TRUE(result.timed_out);
+  EXPECT_FALSE(result.truncated);
+  EXPECT_EQ(result.termination_reason, TerminationReason::Timeout);
+  EXPECT_EQ(result.signal, std::optional<int>(SIGTERM));
+  EXPECT_EQ(result.exit_code, 128 + SIGTERM);
+  EXPECT_EQ(result.metrics.output_bytes, 42u);
+}
+
+TEST(ResultMapping, TruncationIsRecorded) {
+  ProcessResult result;
+  SupervisionOutcome supervision;
+  supervision.truncated = true;
+  supervision.reason = TerminationReason::OutputLimit;
+  supervision.output_bytes = 1000;
+  record_supervision(result, supervision);
+  EXPECT_TRUE(result.truncated);
+  EXPECT_FALSE(result.timed_out);
+  EXPECT_EQ(result.termination_reason, TerminationReason::OutputLimit);
+  EXPECT_EQ(result.metrics.output_bytes, 1000u);
+}
+
+TEST(ResultMapping, RusageGivesCpuTimeAndPeakMemory) {
+  rusage usage{};
+  usage.ru_utime = {1, 600000};  // 1.6 s
+  usage.ru_stime = {0, 700000};  // 0.7 s: the microseconds carry over
+  usage.ru_maxrss = 2048;        // KiB
+  ExecutionMetrics metrics;
+  record_rusage(metrics, usage);
+  EXPECT_DOUBLE_EQ(metrics.cpu_time_ms, 2300.0);
+  EXPECT_EQ(metrics.peak_memory_bytes, 2u << 20);
+}
+
+TEST(ResultMapping, AMissingProgramIs127AndAnUnrunnableOne126) {
+  ProcessResult missing;
+  record_exec_failure(missing, "/no/such/program", ENOENT);
+  EXPECT_EQ(missing.termination_reason, TerminationReason::LaunchError);
+  EXPECT_EQ(missing.exit_code, 127);
+  EXPECT_EQ(missing.termination_detail,
+            "cannot execute /no/such/program: ENOENT (No such file or directory)");
+  ProcessResult denied;
+  record_exec_failure(denied, "./script", EACCES);
+  EXPECT_EQ(denied.exit_code, 126);
+  EXPECT_EQ(denied.termination_detail, "cannot execute ./script: EACCES (Permission denied)");
+}
+
+TEST(ResultMapping, ElapsedTimeIsTheDuration) {
+  ProcessResult result;
+  record_elapsed(result, t0, t0 + std::chrono::microseconds(1500250));
+  EXPECT_DOUBLE_EQ(result.metrics.elapsed_ms, 1500.25);
+  EXPECT_DOUBLE_EQ(result.duration_ms, 1500.25);
 }
 
 }  // namespace

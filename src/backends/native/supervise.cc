@@ -12,6 +12,7 @@
 #include "core/text.h"
 #include "core/trace.h"
 #include "linux/syscalls.h"
+#include "runtime/result_mapping.h"
 #include "runtime/supervisor.h"
 #include "runtime/sync_channel.h"
 #include "seccomp/profile.h"
@@ -155,11 +156,6 @@ void NativeHost::start_and_supervise(SandboxRun& run, const ExecutionRequest& re
   runtime::LaunchPlan& plan = run.plan;
   runtime::LaunchedSandbox& sandbox = run.sandbox;
   const std::optional<linux_api::SandboxCgroup>& cgroup = run.cgroup;
-  auto finish_timing = [&] {
-    result.metrics.elapsed_ms =
-        std::chrono::duration<double, std::milli>(runtime::Clock::now() - start).count();
-    result.duration_ms = result.metrics.elapsed_ms;
-  };
   outcome.changes_dir = run.changes_dir;
   outcome.changes_dir_is_full_copy = false;
   // If init cannot take it, it has ended (a workspace mount failed: its
@@ -175,11 +171,7 @@ void NativeHost::start_and_supervise(SandboxRun& run, const ExecutionRequest& re
 
   NativeMonitor monitor(run, request, wait_for_exec(sandbox.channel.get(), limits));
   core::trace_phase("native: command ready to execve");
-  const runtime::SupervisionOutcome supervision = monitor.run(limits, start, request.on_output);
-  result.timed_out = supervision.timed_out;
-  result.truncated = supervision.truncated;
-  result.termination_reason = supervision.reason;
-  result.metrics.output_bytes = supervision.output_bytes;
+  runtime::record_supervision(result, monitor.run(limits, start, request.on_output));
   core::trace_phase("native: supervision done");
 
   // Without a report (init was killed, or failed) its own status is the
@@ -191,10 +183,7 @@ void NativeHost::start_and_supervise(SandboxRun& run, const ExecutionRequest& re
   if (!command_status || !cgroup) {
     rusage usage{};
     init_status = sandbox.wait(&usage);
-    result.metrics.cpu_time_ms =
-        static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) * 1000.0 +
-        static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1000.0;
-    result.metrics.peak_memory_bytes = static_cast<std::uint64_t>(usage.ru_maxrss) * 1024;
+    runtime::record_rusage(result.metrics, usage);
   }
   linux_api::CgroupUsage cgroup_usage;
   if (cgroup) {
@@ -219,14 +208,14 @@ void NativeHost::start_and_supervise(SandboxRun& run, const ExecutionRequest& re
     if (message.kind == runtime::ChildMessageKind::Error && !error) error = message;
   }
   if (error) {
-    result.termination_reason = TerminationReason::LaunchError;
-    const bool exec_failed = std::string_view(error->stage) == "executing";
-    result.exit_code = !exec_failed ? 125 : error->error_number == ENOENT ? 127 : 126;
-    result.termination_detail =
-        exec_failed ? "cannot execute " + std::string(error->detail) + ": " +
-                          core::describe_errno(error->error_number)
-                    : "sandbox setup failed: " + runtime::describe_child_error(*error);
-    finish_timing();
+    if (std::string_view(error->stage) == "executing") {
+      runtime::record_exec_failure(result, error->detail, error->error_number);
+    } else {
+      result.termination_reason = TerminationReason::LaunchError;
+      result.exit_code = 125;
+      result.termination_detail = "sandbox setup failed: " + runtime::describe_child_error(*error);
+    }
+    runtime::record_elapsed(result, start);
     return;
   }
   if (const auto& forbidden_syscall = monitor.forbidden_syscall()) {
@@ -236,7 +225,7 @@ void NativeHost::start_and_supervise(SandboxRun& run, const ExecutionRequest& re
     result.termination_detail = "the seccomp profile " + request.seccomp_profile +
                                 " does not allow " + *forbidden_syscall +
                                 ": the sandbox was killed";
-    finish_timing();
+    runtime::record_elapsed(result, start);
     return;
   }
   const int status = command_status.value_or(init_status);
@@ -262,36 +251,28 @@ void NativeHost::start_and_supervise(SandboxRun& run, const ExecutionRequest& re
     result.termination_detail =
         "the sandbox used up its CPU time limit of " + std::string(seconds) + " s";
   }
-  if (WIFEXITED(status)) {
-    result.exit_code = WEXITSTATUS(status);
-    if (!command_status && result.termination_reason == TerminationReason::None) {
-      result.exit_code = 125;
-      if (cgroup_usage.memory_limit_hits > 0) {
-        // Its last message could not be sent either: the kernel refused init's
-        // own allocations at the limit.
-        result.termination_reason = TerminationReason::Oom;
-        result.termination_detail = "the sandbox could not be set up within its memory limit of " +
-                                    format_size(limits.memory_bytes) + ": raise --memory";
-      } else {
-        result.termination_reason = TerminationReason::LaunchError;
-        result.termination_detail = "the sandbox's init ended without a report";
-      }
+  const bool unexplained = result.termination_reason == TerminationReason::None;
+  runtime::record_wait_status(result, status);
+  if (unexplained && WIFEXITED(status) && !command_status) {
+    result.exit_code = 125;
+    if (cgroup_usage.memory_limit_hits > 0) {
+      // Its last message could not be sent either: the kernel refused init's
+      // own allocations at the limit.
+      result.termination_reason = TerminationReason::Oom;
+      result.termination_detail = "the sandbox could not be set up within its memory limit of " +
+                                  format_size(limits.memory_bytes) + ": raise --memory";
+    } else {
+      result.termination_reason = TerminationReason::LaunchError;
+      result.termination_detail = "the sandbox's init ended without a report";
     }
-  } else if (WIFSIGNALED(status)) {
-    result.signal = WTERMSIG(status);
-    result.exit_code = 128 + WTERMSIG(status);
-    if (result.termination_reason == TerminationReason::None) {
-      result.termination_reason =
-          WTERMSIG(status) == SIGXCPU ? TerminationReason::CpuTime : TerminationReason::Signal;
-      if (WTERMSIG(status) == SIGSYS && plan.load_seccomp) {
-        // SCMP_ACT_TRAP, or a syscall of an architecture the profile omits.
-        result.termination_reason = TerminationReason::Seccomp;
-        result.termination_detail = "killed by SIGSYS: a system call the seccomp profile " +
-                                    request.seccomp_profile + " forbids";
-      }
-    }
+  } else if (unexplained && WIFSIGNALED(status) && WTERMSIG(status) == SIGSYS &&
+             plan.load_seccomp) {
+    // SCMP_ACT_TRAP, or a syscall of an architecture the profile omits.
+    result.termination_reason = TerminationReason::Seccomp;
+    result.termination_detail = "killed by SIGSYS: a system call the seccomp profile " +
+                                request.seccomp_profile + " forbids";
   }
-  finish_timing();
+  runtime::record_elapsed(result, start);
 }
 
 }  // namespace pulsebox::backends::native
