@@ -1,3 +1,6 @@
+// A native run from Start to init's report (NativeHost::start_and_supervise):
+// the command's Ready, supervision by NativeMonitor, the final measures, and
+// why the run ended.
 #include <linux/seccomp.h>
 #include <signal.h>
 #include <sys/ioctl.h>
@@ -9,7 +12,6 @@
 
 #include "backends/native/host.h"
 #include "backends/native/staging.h"
-#include "core/text.h"
 #include "core/trace.h"
 #include "linux/syscalls.h"
 #include "runtime/result_mapping.h"
@@ -70,8 +72,16 @@ class NativeMonitor final : public runtime::Monitor {
   // After run(): the most processes seen at once, where the kernel keeps no
   // peak.
   std::uint64_t sampled_processes() const { return sampled_processes_; }
-  // After run(): every message of the channel, in order.
-  std::vector<runtime::ChildMessage>& messages() { return messages_; }
+  // After run(): the first error the sandbox reported (a setup step, or the
+  // execve), reading what is left in the channel.
+  std::optional<runtime::ChildMessage> first_error() {
+    for (const auto& message : runtime::drain_messages(run_.sandbox.channel.get()))
+      messages_.push_back(message);
+    for (const auto& message : messages_) {
+      if (message.kind == runtime::ChildMessageKind::Error) return message;
+    }
+    return std::nullopt;
+  }
 
  private:
   static runtime::MonitoredFds descriptors(const SandboxRun& run, const ExecutionRequest& request,
@@ -147,102 +157,68 @@ class NativeMonitor final : public runtime::Monitor {
   std::uint64_t sampled_processes_ = 0;
 };
 
-}  // namespace
+// What is left to measure once the run has ended.
+struct Measures {
+  int init_status = 0;  // when init had to be reaped
+  linux_api::CgroupUsage cgroup;
+};
 
-void NativeHost::start_and_supervise(SandboxRun& run, const ExecutionRequest& request,
-                                     runtime::Clock::time_point start, ExecutionOutcome& outcome) {
-  ProcessResult& result = outcome.result;
-  const ResourcePolicy& limits = request.limits;
-  runtime::LaunchPlan& plan = run.plan;
-  runtime::LaunchedSandbox& sandbox = run.sandbox;
-  const std::optional<linux_api::SandboxCgroup>& cgroup = run.cgroup;
-  outcome.changes_dir = run.changes_dir;
-  outcome.changes_dir_is_full_copy = false;
-  // If init cannot take it, it has ended (a workspace mount failed: its
-  // error waits in the channel and is reported below).
-  (void)runtime::send_start(sandbox.channel.get());
-  core::trace_phase("native: start sent");
-  // While the sandbox sets up and runs, this process mostly waits. (With
-  // prestart the runtime's own thread does it, between runs.)
-  std::optional<TrashRemover> trash_remover;
-  if (!prestarts())
-    trash_remover.emplace(options_.state_dir / "trash", options_.state_dir / "pool");
-  result.pid = sandbox.pid;
-
-  NativeMonitor monitor(run, request, wait_for_exec(sandbox.channel.get(), limits));
-  core::trace_phase("native: command ready to execve");
-  runtime::record_supervision(result, monitor.run(limits, start, request.on_output));
-  core::trace_phase("native: supervision done");
-
-  // Without a report (init was killed, or failed) its own status is the
-  // answer; without a cgroup its rusage is the only measure. Both need init
-  // reaped now; otherwise tear_down() reaps it.
-  const std::optional<int> command_status = monitor.command_status();
-  run.reported = command_status.has_value();
-  int init_status = 0;
-  if (!command_status || !cgroup) {
+// Without a report (init was killed, or failed) init's own status is the
+// answer; without a cgroup its rusage is the only measure. Both need init
+// reaped now; otherwise tear_down() reaps it. The cgroup's counters are final:
+// only init is left in it, or nothing.
+Measures measure(SandboxRun& run, const NativeMonitor& monitor, ExecutionMetrics& metrics) {
+  Measures measures;
+  if (!monitor.command_status() || !run.cgroup) {
     rusage usage{};
-    init_status = sandbox.wait(&usage);
-    runtime::record_rusage(result.metrics, usage);
+    measures.init_status = run.sandbox.wait(&usage);
+    runtime::record_rusage(metrics, usage);
   }
-  linux_api::CgroupUsage cgroup_usage;
-  if (cgroup) {
-    // Only init is left (or nothing): the counters are final.
-    cgroup_usage = cgroup->usage();
-    if (cgroup_usage.cpu_usec) {
-      result.metrics.cpu_time_ms = static_cast<double>(*cgroup_usage.cpu_usec) / 1000.0;
-    }
-    if (cgroup_usage.memory_peak) result.metrics.peak_memory_bytes = *cgroup_usage.memory_peak;
+  if (run.cgroup) {
+    const linux_api::CgroupUsage& usage = measures.cgroup = run.cgroup->usage();
+    if (usage.cpu_usec) metrics.cpu_time_ms = static_cast<double>(*usage.cpu_usec) / 1000.0;
+    if (usage.memory_peak) metrics.peak_memory_bytes = *usage.memory_peak;
     // Less init.
-    const std::uint64_t peak = cgroup_usage.pids_peak.value_or(monitor.sampled_processes());
-    result.metrics.process_count = peak > 0 ? peak - 1 : 0;
+    const std::uint64_t peak = usage.pids_peak.value_or(monitor.sampled_processes());
+    metrics.process_count = peak > 0 ? peak - 1 : 0;
   }
+  return measures;
+}
 
-  if (run.trace) run.trace->print();
-  core::trace_phase("native: result read");
-  std::optional<runtime::ChildMessage> error;
-  std::vector<runtime::ChildMessage>& messages = monitor.messages();
-  for (const auto& message : runtime::drain_messages(sandbox.channel.get()))
-    messages.push_back(message);
-  for (const auto& message : messages) {
-    if (message.kind == runtime::ChildMessageKind::Error && !error) error = message;
-  }
-  if (error) {
-    if (std::string_view(error->stage) == "executing") {
-      runtime::record_exec_failure(result, error->detail, error->error_number);
-    } else {
-      result.termination_reason = TerminationReason::LaunchError;
-      result.exit_code = 125;
-      result.termination_detail = "sandbox setup failed: " + runtime::describe_child_error(*error);
-    }
-    runtime::record_elapsed(result, start);
+void record_setup_error(ProcessResult& result, const runtime::ChildMessage& error) {
+  if (std::string_view(error.stage) == "executing") {
+    runtime::record_exec_failure(result, error.detail, error.error_number);
     return;
   }
-  if (const auto& forbidden_syscall = monitor.forbidden_syscall()) {
-    result.termination_reason = TerminationReason::Seccomp;
-    result.signal = SIGSYS;
-    result.exit_code = 128 + SIGSYS;
-    result.termination_detail = "the seccomp profile " + request.seccomp_profile +
-                                " does not allow " + *forbidden_syscall +
-                                ": the sandbox was killed";
-    runtime::record_elapsed(result, start);
-    return;
-  }
-  const int status = command_status.value_or(init_status);
-  // The cgroup's counters say why a failing command failed.
+  result.termination_reason = TerminationReason::LaunchError;
+  result.exit_code = 125;
+  result.termination_detail = "sandbox setup failed: " + runtime::describe_child_error(error);
+}
+
+void record_forbidden_syscall(ProcessResult& result, const std::string& profile,
+                              const std::string& syscall) {
+  result.termination_reason = TerminationReason::Seccomp;
+  result.signal = SIGSYS;
+  result.exit_code = 128 + SIGSYS;
+  result.termination_detail =
+      "the seccomp profile " + profile + " does not allow " + syscall + ": the sandbox was killed";
+}
+
+// The cgroup's counters say why a failing command failed.
+void explain_failure(ProcessResult& result, int status, const linux_api::CgroupUsage& usage,
+                     const ResourcePolicy& limits) {
   const bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   const bool reason_open = result.termination_reason == TerminationReason::None;
-  if (failed && reason_open && cgroup_usage.oom_kills > 0) {
+  if (failed && reason_open && usage.oom_kills > 0) {
     result.termination_reason = TerminationReason::Oom;
-    result.termination_detail = "the sandbox reached its memory limit of " +
-                                format_size(limits.memory_bytes) +
-                                ": the kernel's OOM killer ended " +
-                                std::to_string(cgroup_usage.oom_kills) + " process(es)";
-  } else if (failed && reason_open && cgroup_usage.pids_limit_hits > 0) {
+    result.termination_detail =
+        "the sandbox reached its memory limit of " + format_size(limits.memory_bytes) +
+        ": the kernel's OOM killer ended " + std::to_string(usage.oom_kills) + " process(es)";
+  } else if (failed && reason_open && usage.pids_limit_hits > 0) {
     result.termination_reason = TerminationReason::Pids;
     result.termination_detail = "the sandbox reached its limit of " +
                                 std::to_string(limits.max_processes) +
-                                " processes: " + std::to_string(cgroup_usage.pids_limit_hits) +
+                                " processes: " + std::to_string(usage.pids_limit_hits) +
                                 " fork()/clone() call(s) failed with EAGAIN";
   } else if (result.termination_reason == TerminationReason::CpuTime &&
              result.termination_detail.empty()) {
@@ -251,27 +227,79 @@ void NativeHost::start_and_supervise(SandboxRun& run, const ExecutionRequest& re
     result.termination_detail =
         "the sandbox used up its CPU time limit of " + std::string(seconds) + " s";
   }
+}
+
+// The wait status of the command (init's report) or, without a report, of
+// init itself.
+void record_status(ProcessResult& result, int status, bool reported,
+                   const linux_api::CgroupUsage& usage, const ExecutionRequest& request,
+                   bool seccomp_loaded) {
   const bool unexplained = result.termination_reason == TerminationReason::None;
   runtime::record_wait_status(result, status);
-  if (unexplained && WIFEXITED(status) && !command_status) {
+  if (unexplained && WIFEXITED(status) && !reported) {
     result.exit_code = 125;
-    if (cgroup_usage.memory_limit_hits > 0) {
+    if (usage.memory_limit_hits > 0) {
       // Its last message could not be sent either: the kernel refused init's
       // own allocations at the limit.
       result.termination_reason = TerminationReason::Oom;
       result.termination_detail = "the sandbox could not be set up within its memory limit of " +
-                                  format_size(limits.memory_bytes) + ": raise --memory";
+                                  format_size(request.limits.memory_bytes) + ": raise --memory";
     } else {
       result.termination_reason = TerminationReason::LaunchError;
       result.termination_detail = "the sandbox's init ended without a report";
     }
-  } else if (unexplained && WIFSIGNALED(status) && WTERMSIG(status) == SIGSYS &&
-             plan.load_seccomp) {
+  } else if (unexplained && WIFSIGNALED(status) && WTERMSIG(status) == SIGSYS && seccomp_loaded) {
     // SCMP_ACT_TRAP, or a syscall of an architecture the profile omits.
     result.termination_reason = TerminationReason::Seccomp;
     result.termination_detail = "killed by SIGSYS: a system call the seccomp profile " +
                                 request.seccomp_profile + " forbids";
   }
+}
+
+// Why the run ended, the first that applies: a setup step or the execve
+// failed, a kill action of the profile stopped a syscall, or the command's
+// status with what the cgroup says about it.
+void record_ending(ProcessResult& result, const SandboxRun& run, const ExecutionRequest& request,
+                   NativeMonitor& monitor, const Measures& measures) {
+  if (const auto error = monitor.first_error()) {
+    record_setup_error(result, *error);
+  } else if (const auto& syscall = monitor.forbidden_syscall()) {
+    record_forbidden_syscall(result, request.seccomp_profile, *syscall);
+  } else {
+    const bool reported = monitor.command_status().has_value();
+    const int status = monitor.command_status().value_or(measures.init_status);
+    explain_failure(result, status, measures.cgroup, request.limits);
+    record_status(result, status, reported, measures.cgroup, request, run.plan.load_seccomp);
+  }
+}
+
+}  // namespace
+
+void NativeHost::start_and_supervise(SandboxRun& run, const ExecutionRequest& request,
+                                     runtime::Clock::time_point start, ExecutionOutcome& outcome) {
+  outcome.changes_dir = run.changes_dir;
+  outcome.changes_dir_is_full_copy = false;
+  ProcessResult& result = outcome.result;
+  result.pid = run.sandbox.pid;
+  // If init cannot take it, it has ended (a workspace mount failed: its
+  // error waits in the channel and is reported below).
+  (void)runtime::send_start(run.sandbox.channel.get());
+  core::trace_phase("native: start sent");
+  // While the sandbox sets up and runs, this process mostly waits. (With
+  // prestart the runtime's own thread does it, between runs.)
+  std::optional<TrashRemover> trash_remover;
+  if (!prestarts())
+    trash_remover.emplace(options_.state_dir / "trash", options_.state_dir / "pool");
+
+  NativeMonitor monitor(run, request, wait_for_exec(run.sandbox.channel.get(), request.limits));
+  core::trace_phase("native: command ready to execve");
+  runtime::record_supervision(result, monitor.run(request.limits, start, request.on_output));
+  core::trace_phase("native: supervision done");
+  run.reported = monitor.command_status().has_value();
+  const Measures measures = measure(run, monitor, result.metrics);
+  if (run.trace) run.trace->print();
+  core::trace_phase("native: result read");
+  record_ending(result, run, request, monitor, measures);
   runtime::record_elapsed(result, start);
 }
 
