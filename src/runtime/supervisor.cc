@@ -68,7 +68,11 @@ void Watchdog::exited(Clock::time_point now) {
 }
 
 Clock::time_point Watchdog::next_wake() const {
-  Clock::time_point wake = exited_ ? drain_until_ : deadline_;
+  // A deadline already seen is not due again: waking for it would poll
+  // without waiting until the kill.
+  Clock::time_point wake = exited_              ? drain_until_
+                           : outcome_.timed_out ? Clock::time_point::max()
+                                                : deadline_;
   if (kill_at_ && !killed_ && *kill_at_ < wake) wake = *kill_at_;
   if (!exited_ && check_interval_ != Clock::duration::zero() && next_check_ < wake) {
     wake = next_check_;

@@ -87,8 +87,8 @@ class Watchdog {
   bool has_exited() const { return exited_; }
   // Whether the drain after the exit is over at `now`.
   bool drain_over(Clock::time_point now) const { return exited_ && now >= drain_until_; }
-  // When something is due next: the deadline, the kill, the next check, or
-  // the end of the drain.
+  // When something is due next: the deadline (until it has passed), the
+  // kill, the next check, or the end of the drain.
   Clock::time_point next_wake() const;
   // How long poll() may wait at `now` for next_wake(): rounded up to whole
   // milliseconds, 1 ms to kLongestWait.

@@ -164,6 +164,19 @@ TEST(Watchdog, TheNextWakeUpIsTheNextThingDue) {
   EXPECT_EQ(unchecked.next_wake(), t0 + milliseconds(1200) + Watchdog::kDrainTime);
 }
 
+TEST(Watchdog, DuringTheGraceAfterATimeoutPollWaitsForTheKill) {
+  Watchdog watchdog(limits(10, 0.5), t0);
+  ASSERT_EQ(watchdog.on_time(t0 + milliseconds(10000)), Action::Terminate);
+  // The deadline has passed: the next thing due is the kill, not a poll
+  // every millisecond until then.
+  EXPECT_EQ(watchdog.next_wake(), t0 + milliseconds(10500));
+  EXPECT_EQ(watchdog.poll_timeout_ms(t0 + milliseconds(10000)), 501);
+  EXPECT_EQ(watchdog.poll_timeout_ms(t0 + milliseconds(10200)), 301);
+  ASSERT_EQ(watchdog.on_time(t0 + milliseconds(10500)), Action::Kill);
+  // Nothing timed is left until the exit: the longest wait.
+  EXPECT_EQ(watchdog.poll_timeout_ms(t0 + milliseconds(10500)), Watchdog::kLongestWait.count());
+}
+
 TEST(Watchdog, PollWaitsAreRoundedUpAndBounded) {
   Watchdog watchdog(limits(10, 1.5), t0);
   const auto deadline = t0 + milliseconds(10000);
