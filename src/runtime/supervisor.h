@@ -90,8 +90,9 @@ class Watchdog {
   // When something is due next: the deadline (until it has passed), the
   // kill, the next check, or the end of the drain.
   Clock::time_point next_wake() const;
-  // How long poll() may wait at `now` for next_wake(): rounded up to whole
-  // milliseconds, 1 ms to kLongestWait.
+  // How long poll() may wait at `now` for next_wake(), in milliseconds: the
+  // whole milliseconds left plus one, so that it never wakes just before;
+  // at least one, at most kLongestWait.
   int poll_timeout_ms(Clock::time_point now) const;
 
   const SupervisionOutcome& outcome() const { return outcome_; }
