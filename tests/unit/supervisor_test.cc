@@ -1,12 +1,19 @@
 // The supervisor's decisions as data (runtime::Watchdog): times go in,
-// actions come out; no process and no clock. Then what a finished process
-// becomes in its result (runtime/result_mapping.h), from wait statuses and
-// usage made up here. Monitor's loop, which acts on the decisions, runs in
-// the backends' tests (unit sandbox, integration native).
+// actions come out; no process and no clock. Then Monitor's loop with a
+// variant of its own over an ordinary child (no privileges): which hooks it
+// calls, and when. Last, what a finished process becomes in its result
+// (runtime/result_mapping.h), from wait statuses and usage made up here.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
+#include <string>
+#include <vector>
+
+#include "core/unique_fd.h"
+#include "linux/syscalls.h"
 #include "runtime/result_mapping.h"
 #include "runtime/supervisor.h"
 
@@ -187,6 +194,132 @@ TEST(Watchdog, PollWaitsAreRoundedUpAndBounded) {
   EXPECT_EQ(watchdog.poll_timeout_ms(deadline + milliseconds(5)), 1);
   // Never longer than a second, so that waitid() is asked again.
   EXPECT_EQ(watchdog.poll_timeout_ms(t0), Watchdog::kLongestWait.count());
+}
+
+// --- Monitor's loop, with a variant of the test's own ------------------------
+
+// A child running `script` under sh, its output on pipes; reaped by the
+// destructor.
+class Child {
+ public:
+  explicit Child(const std::string& script) {
+    int out[2];
+    if (::pipe2(out, O_CLOEXEC) != 0) std::abort();
+    pid_ = ::fork();
+    if (pid_ < 0) std::abort();
+    if (pid_ == 0) {
+      ::dup2(out[1], 1);
+      ::execl("/bin/sh", "sh", "-c", script.c_str(), static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    ::close(out[1]);
+    out_.reset(out[0]);
+    pidfd_.reset(linux_api::sys_pidfd_open(pid_));
+  }
+  ~Child() {
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+  }
+  Child(const Child&) = delete;
+  Child& operator=(const Child&) = delete;
+
+  pid_t pid() const { return pid_; }
+  MonitoredFds fds() const {
+    MonitoredFds fds;
+    fds.exit_fd = pidfd_.get();
+    fds.stdout_fd = out_.get();
+    return fds;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  core::UniqueFd out_, pidfd_;
+};
+
+class RecordingMonitor final : public Monitor {
+ public:
+  RecordingMonitor(pid_t pid, MonitoredFds fds, Clock::duration check_interval,
+                   std::optional<TerminationReason> limit_reason = std::nullopt)
+      : Monitor(pid, fds, check_interval), pid_(pid), limit_reason_(limit_reason) {}
+
+  std::vector<int> signals;
+  int exits = 0;
+  int checks = 0;
+  bool limit_reached = true;  // check_limits() gives its reason from now on
+
+ private:
+  void signal_sandbox(int signal) override {
+    signals.push_back(signal);
+    ::kill(pid_, signal);
+  }
+  void on_exit() override { ++exits; }
+  std::optional<TerminationReason> check_limits() override {
+    ++checks;
+    return limit_reached ? limit_reason_ : std::nullopt;
+  }
+
+  pid_t pid_;
+  std::optional<TerminationReason> limit_reason_;
+};
+
+TEST(Monitor, AProcessThatEndsByItselfIsNotSignalled) {
+  Child child("echo hello");
+  RecordingMonitor monitor(child.pid(), child.fds(), Clock::duration::zero());
+  std::string output;
+  const auto outcome = monitor.run(limits(10, 1.5, 1000), Clock::now(),
+                                   [&](OutputStream, std::string_view bytes) { output += bytes; });
+  EXPECT_EQ(output, "hello\n");
+  EXPECT_EQ(outcome.reason, TerminationReason::None);
+  EXPECT_EQ(outcome.output_bytes, 6u);
+  EXPECT_TRUE(monitor.signals.empty());
+  EXPECT_EQ(monitor.exits, 1);
+  EXPECT_EQ(monitor.checks, 0);  // no interval: never
+}
+
+TEST(Monitor, AReasonFromCheckLimitsEndsItWithSigtermThenSigkill) {
+  // It says when it ignores SIGTERM: the limit is reached only then.
+  Child child("trap '' TERM; echo ready; exec sleep 10");
+  RecordingMonitor monitor(child.pid(), child.fds(), milliseconds(10), TerminationReason::CpuTime);
+  monitor.limit_reached = false;
+  const auto start = Clock::now();
+  const auto outcome =
+      monitor.run(limits(10, 0.2, 1000), start,
+                  [&](OutputStream, std::string_view) { monitor.limit_reached = true; });
+  EXPECT_EQ(outcome.reason, TerminationReason::CpuTime);
+  EXPECT_FALSE(outcome.timed_out);
+  EXPECT_EQ(monitor.signals, (std::vector<int>{SIGTERM, SIGKILL}));
+  EXPECT_EQ(monitor.exits, 1);
+  EXPECT_GE(monitor.checks, 1);
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(5));
+}
+
+TEST(Monitor, TheOutputCapStopsItAndPassesOnExactlyTheCap) {
+  Child child("head -c 200000 /dev/zero; exec sleep 10");
+  RecordingMonitor monitor(child.pid(), child.fds(), Clock::duration::zero());
+  std::size_t passed = 0;
+  const auto outcome =
+      monitor.run(limits(10, 0.2, 1000), Clock::now(),
+                  [&](OutputStream, std::string_view bytes) { passed += bytes.size(); });
+  EXPECT_EQ(passed, 1000u);
+  EXPECT_TRUE(outcome.truncated);
+  EXPECT_EQ(outcome.reason, TerminationReason::OutputLimit);
+  ASSERT_FALSE(monitor.signals.empty());
+  EXPECT_EQ(monitor.signals.front(), SIGTERM);
+}
+
+TEST(Monitor, ACancelDescriptorThatHangsUpCancels) {
+  Child child("exec sleep 10");
+  int cancel[2];
+  ASSERT_EQ(::pipe2(cancel, O_CLOEXEC), 0);
+  core::UniqueFd cancel_read(cancel[0]);
+  ::close(cancel[1]);  // the client went away
+  MonitoredFds fds = child.fds();
+  fds.cancel_fd = cancel_read.get();
+  RecordingMonitor monitor(child.pid(), fds, Clock::duration::zero());
+  const auto outcome = monitor.run(limits(10, 0.2, 1000), Clock::now(), nullptr);
+  EXPECT_EQ(outcome.reason, TerminationReason::Cancelled);
+  ASSERT_FALSE(monitor.signals.empty());
+  EXPECT_EQ(monitor.signals.front(), SIGTERM);
 }
 
 // --- what a finished process becomes in its result --------------------------
