@@ -6,6 +6,9 @@
 // runs in a private copy of the workspace, so its workspace changes still
 // become a transaction instead of landing on the user's files; but it can
 // read and write everything else the invoking user can. Capabilities say so.
+//
+// Internal functions return core::Result; execute() is the one place where
+// an error becomes an exception (as in the native backend's backend.cc).
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
