@@ -6,6 +6,9 @@
 // runs in a private copy of the workspace, so its workspace changes still
 // become a transaction instead of landing on the user's files; but it can
 // read and write everything else the invoking user can. Capabilities say so.
+//
+// Internal functions return core::Result; execute() is the one place where
+// an error becomes an exception (as in the native backend's backend.cc).
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -18,13 +21,13 @@
 
 #include <chrono>
 #include <cmath>
-#include <cstring>
 
 #include "core/fs.h"
 #include "core/throw_error.h"
 #include "linux/syscalls.h"
 #include "pulsebox/backend.h"
 #include "pulsebox/error.h"
+#include "runtime/result_mapping.h"
 #include "runtime/supervisor.h"
 
 extern char** environ;
@@ -46,6 +49,7 @@ std::unique_ptr<PreparedRun> Backend::prepare(const ExecutionRequest& request) {
 namespace {
 
 using Clock = runtime::Clock;
+namespace fs = std::filesystem;
 
 std::string host_reason() {
   return "the host backend runs the command directly on this host as the invoking user";
@@ -53,29 +57,33 @@ std::string host_reason() {
 
 // Copies the workspace (except .agent/) into `target`, keeping modes and
 // symlinks. FIFOs are recreated; sockets and device nodes are not copied.
-void copy_workspace(const std::filesystem::path& from, const std::filesystem::path& target) {
-  namespace fs = std::filesystem;
-  fs::create_directories(target);
-  for (auto it = fs::recursive_directory_iterator(from); it != fs::recursive_directory_iterator();
-       ++it) {
-    const fs::path relative = it->path().lexically_relative(from);
-    if (it.depth() == 0 && relative == ".agent") {
-      it.disable_recursion_pending();
-      continue;
+core::Status copy_workspace(const fs::path& from, const fs::path& target) {
+  try {
+    fs::create_directories(target);
+    for (auto it = fs::recursive_directory_iterator(from); it != fs::recursive_directory_iterator();
+         ++it) {
+      const fs::path relative = it->path().lexically_relative(from);
+      if (it.depth() == 0 && relative == ".agent") {
+        it.disable_recursion_pending();
+        continue;
+      }
+      const fs::path destination = target / relative;
+      const auto status = it->symlink_status();
+      if (fs::is_symlink(status)) {
+        fs::copy_symlink(it->path(), destination);
+      } else if (fs::is_directory(status)) {
+        fs::create_directory(destination);
+        fs::permissions(destination, status.permissions());
+      } else if (fs::is_regular_file(status)) {
+        fs::copy_file(it->path(), destination);
+      } else if (fs::is_fifo(status)) {
+        ::mkfifo(destination.c_str(), static_cast<mode_t>(status.permissions()));
+      }
     }
-    const fs::path destination = target / relative;
-    const auto status = it->symlink_status();
-    if (fs::is_symlink(status)) {
-      fs::copy_symlink(it->path(), destination);
-    } else if (fs::is_directory(status)) {
-      fs::create_directory(destination);
-      fs::permissions(destination, status.permissions());
-    } else if (fs::is_regular_file(status)) {
-      fs::copy_file(it->path(), destination);
-    } else if (fs::is_fifo(status)) {
-      ::mkfifo(destination.c_str(), static_cast<mode_t>(status.permissions()));
-    }
+  } catch (const fs::filesystem_error& error) {
+    return Error(ErrorKind::kIo, "host", std::string("copying the workspace: ") + error.what());
   }
+  return core::ok_status();
 }
 
 class HostBackend final : public Backend {
@@ -98,9 +106,13 @@ class HostBackend final : public Backend {
     run_locks_.clear();
   }
 
+  // The one place where the host backend's errors become exceptions.
   using Backend::execute;
   ExecutionOutcome execute(const ExecutionRequest& request,
-                           std::unique_ptr<PreparedRun> prepared) override;
+                           std::unique_ptr<PreparedRun> prepared) override {
+    (void)prepared;  // prepare() makes none
+    return core::value_or_throw(run(request));
+  }
 
   Capability network_capability(const NetworkPolicy& policy) const override {
     if (policy.mode == NetworkMode::AllowAll) {
@@ -168,6 +180,9 @@ class HostBackend final : public Backend {
   }
 
  private:
+  core::Result<ExecutionOutcome> run(const ExecutionRequest& request);
+  core::Result<fs::path> make_run_copy(const ExecutionRequest& request);
+
   std::vector<std::filesystem::path> run_dirs_;
   std::vector<UniqueFd> run_locks_;
 };
@@ -207,40 +222,44 @@ struct ChildPlan {
   report_and_exit(report_fd, errno);
 }
 
-ExecutionOutcome HostBackend::execute(const ExecutionRequest& request,
-                                      std::unique_ptr<PreparedRun> prepared) {
-  (void)prepared;  // prepare() makes none
-  const auto start = Clock::now();
-  ExecutionOutcome outcome;
-  ProcessResult& result = outcome.result;
-  const ResourcePolicy& limits = request.limits;
+// The host variant: the sandbox is the command's process group.
+class HostMonitor final : public runtime::Monitor {
+ public:
+  HostMonitor(pid_t pid, const runtime::MonitoredFds& fds) : Monitor(pid, fds), pid_(pid) {}
 
-  // The run's private copy of the workspace. Its lock, <id>.lock beside it,
-  // is taken before the directory exists, so a concurrent reconcile never
-  // removes a live run's copy (workspace/transactions.cc).
+ private:
+  void signal_sandbox(int signal) override { ::kill(-pid_, signal); }
+  // The sandbox ends with its command: background processes left in its
+  // group go too.
+  void on_exit() override { ::kill(-pid_, SIGKILL); }
+
+  pid_t pid_;
+};
+
+// The run's private copy of the workspace, <workspace>/.agent/runs/<id>/root.
+// Its lock, <id>.lock beside the run's directory, is taken before the
+// directory exists, so a concurrent reconcile never removes a live run's copy
+// (workspace/transactions.cc). cleanup() removes both.
+core::Result<fs::path> HostBackend::make_run_copy(const ExecutionRequest& request) {
   const auto runs = request.workspace / ".agent" / "runs";
   const auto run_dir = runs / request.execution_id;
   std::error_code ec;
-  std::filesystem::create_directories(runs, ec);
-  if (ec) {
-    core::throw_error(Error(ErrorKind::kIo, "host", "cannot create " + runs.string(), ec.value()));
-  }
-  run_locks_.push_back(
-      core::value_or_throw(core::create_locked_file(core::run_lock_path(run_dir))));
+  fs::create_directories(runs, ec);
+  if (ec) return Error(ErrorKind::kIo, "host", "cannot create " + runs.string(), ec.value());
+  PB_TRY(lock, core::create_locked_file(core::run_lock_path(run_dir)));
+  run_locks_.push_back(std::move(lock));
   run_dirs_.push_back(run_dir);
   if (::mkdir(run_dir.c_str(), 0700) != 0) {
-    core::throw_error(Error::from_errno("host", "cannot create " + run_dir.string()));
+    return Error::from_errno("host", "cannot create " + run_dir.string());
   }
   const auto root = run_dir / "root";
-  try {
-    copy_workspace(request.workspace, root);
-  } catch (const std::filesystem::filesystem_error& error) {
-    core::throw_error(
-        Error(ErrorKind::kIo, "host", std::string("copying the workspace: ") + error.what()));
-  }
-  outcome.changes_dir = root;
-  outcome.changes_dir_is_full_copy = true;
+  PB_CHECK(copy_workspace(request.workspace, root));
+  return root;
+}
 
+// The command's argv, environment, working directory and rlimits, in the
+// copy at `root`.
+ChildPlan plan_child(const ExecutionRequest& request, const fs::path& root) {
   ChildPlan plan;
   plan.argv_storage = request.argv;
   for (auto& arg : plan.argv_storage)
@@ -256,6 +275,7 @@ ExecutionOutcome HostBackend::execute(const ExecutionRequest& request,
     plan.envp.push_back(entry.data());
   plan.envp.push_back(nullptr);
   plan.cwd = (root / request.cwd).string();
+  const ResourcePolicy& limits = request.limits;
   auto add_limit = [&](int resource, std::uint64_t value) {
     plan.rlimits.push_back({resource, rlimit{value, value}});
   };
@@ -265,58 +285,58 @@ ExecutionOutcome HostBackend::execute(const ExecutionRequest& request,
   if (limits.cpu_time_seconds) {
     add_limit(RLIMIT_CPU, static_cast<std::uint64_t>(std::ceil(*limits.cpu_time_seconds)));
   }
+  return plan;
+}
 
-  int out_pipe[2], err_pipe[2], report_pipe[2];
-  if (::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0 ||
-      ::pipe2(report_pipe, O_CLOEXEC) != 0) {
-    core::throw_error(Error::from_errno("host", "pipe"));
+struct Pipe {
+  UniqueFd read, write;
+};
+
+core::Result<Pipe> make_pipe(const char* what) {
+  int ends[2];
+  if (::pipe2(ends, O_CLOEXEC) != 0) {
+    return Error::from_errno("host", std::string("creating the command's ") + what + " pipe");
   }
-  UniqueFd out_read(out_pipe[0]), out_write(out_pipe[1]);
-  UniqueFd err_read(err_pipe[0]), err_write(err_pipe[1]);
-  UniqueFd report_read(report_pipe[0]), report_write(report_pipe[1]);
+  return Pipe{UniqueFd(ends[0]), UniqueFd(ends[1])};
+}
 
+core::Result<ExecutionOutcome> HostBackend::run(const ExecutionRequest& request) {
+  const auto start = Clock::now();
+  ExecutionOutcome outcome;
+  ProcessResult& result = outcome.result;
+  PB_TRY(root, make_run_copy(request));
+  outcome.changes_dir = root;
+  outcome.changes_dir_is_full_copy = true;
+  const ChildPlan plan = plan_child(request, root);
+
+  PB_TRY(out, make_pipe("output"));
+  PB_TRY(err, make_pipe("error output"));
+  PB_TRY(report, make_pipe("report"));
   const pid_t pid = ::fork();
-  if (pid < 0) core::throw_error(Error::from_errno("host", "fork"));
-  if (pid == 0) run_child(plan, out_write.get(), err_write.get(), report_write.get());
+  if (pid < 0) return Error::from_errno("host", "fork");
+  if (pid == 0) run_child(plan, out.write.get(), err.write.get(), report.write.get());
   result.pid = pid;
-  out_write.reset();
-  err_write.reset();
-  report_write.reset();
+  out.write.reset();
+  err.write.reset();
+  report.write.reset();
   UniqueFd pidfd(linux_api::sys_pidfd_open(pid));
 
-  auto finish_timing = [&] {
-    result.metrics.elapsed_ms =
-        std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-    result.duration_ms = result.metrics.elapsed_ms;
-  };
   int exec_errno = 0;
-  if (::read(report_read.get(), &exec_errno, sizeof exec_errno) == sizeof exec_errno) {
+  if (::read(report.read.get(), &exec_errno, sizeof exec_errno) == sizeof exec_errno) {
     int status = 0;
     ::waitpid(pid, &status, 0);
-    result.termination_reason = TerminationReason::LaunchError;
-    result.exit_code = exec_errno == ENOENT ? 127 : 126;
-    result.termination_detail =
-        "cannot execute " + request.argv[0] + ": " + std::strerror(exec_errno);
-    finish_timing();
+    runtime::record_exec_failure(result, request.argv[0], exec_errno);
+    runtime::record_elapsed(result, start);
     return outcome;
   }
 
-  runtime::SupervisedProcess process;
-  process.pid = pid;
-  process.exit_fd = pidfd.get();
-  process.stdout_fd = out_read.get();
-  process.stderr_fd = err_read.get();
-  process.cancel_fd = request.cancel_fd;
-  process.signal_sandbox = [pid](int signal) { ::kill(-pid, signal); };
-  // The sandbox ends with its command: background processes left in its
-  // group go too.
-  process.on_exit = [pid] { ::kill(-pid, SIGKILL); };
-  const runtime::SupervisionOutcome supervision =
-      runtime::supervise(process, limits, start, request.on_output);
-  result.timed_out = supervision.timed_out;
-  result.truncated = supervision.truncated;
-  result.termination_reason = supervision.reason;
-  const std::uint64_t output_bytes = supervision.output_bytes;
+  runtime::MonitoredFds fds;
+  fds.exit_fd = pidfd.get();
+  fds.stdout_fd = out.read.get();
+  fds.stderr_fd = err.read.get();
+  fds.cancel_fd = request.cancel_fd;
+  HostMonitor monitor(pid, fds);
+  runtime::record_supervision(result, monitor.run(request.limits, start, request.on_output));
 
   // Kill what is left of the group before reaping: until the leader is reaped
   // its zombie holds the process-group id, so the id cannot name anyone else.
@@ -324,22 +344,9 @@ ExecutionOutcome HostBackend::execute(const ExecutionRequest& request,
   int status = 0;
   rusage usage{};
   ::wait4(pid, &status, 0, &usage);
-  result.metrics.cpu_time_ms =
-      static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) * 1000.0 +
-      static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1000.0;
-  result.metrics.peak_memory_bytes = static_cast<std::uint64_t>(usage.ru_maxrss) * 1024;
-  result.metrics.output_bytes = output_bytes;
-  if (WIFEXITED(status)) {
-    result.exit_code = WEXITSTATUS(status);
-  } else if (WIFSIGNALED(status)) {
-    result.signal = WTERMSIG(status);
-    result.exit_code = 128 + WTERMSIG(status);
-    if (result.termination_reason == TerminationReason::None) {
-      result.termination_reason =
-          WTERMSIG(status) == SIGXCPU ? TerminationReason::CpuTime : TerminationReason::Signal;
-    }
-  }
-  finish_timing();
+  runtime::record_rusage(result.metrics, usage);
+  runtime::record_wait_status(result, status);
+  runtime::record_elapsed(result, start);
   return outcome;
 }
 

@@ -6,60 +6,110 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <optional>
-#include <vector>
+#include <array>
+#include <cerrno>
 
 namespace pulsebox::runtime {
 
-SupervisionOutcome supervise(const SupervisedProcess& process, const ResourcePolicy& limits,
-                             Clock::time_point start,
-                             const std::function<void(OutputStream, std::string_view)>& on_output) {
-  SupervisionOutcome outcome;
-  const auto deadline = start + std::chrono::duration_cast<Clock::duration>(
-                                    std::chrono::duration<double>(limits.wall_time_seconds));
-  const auto grace = std::chrono::duration_cast<Clock::duration>(
-      std::chrono::duration<double>(limits.termination_grace_seconds));
-  std::optional<Clock::time_point> kill_at;
-  bool killed = false;
-  bool exited = false;
-  auto terminate = [&](TerminationReason reason) {
-    if (kill_at || exited) return;
-    outcome.reason = reason;
-    process.signal_sandbox(SIGTERM);
-    kill_at = Clock::now() + grace;
-  };
+namespace {
 
-  std::vector<pollfd> fds = {{process.stdout_fd, POLLIN, 0},
-                             {process.stderr_fd, POLLIN, 0},
-                             {process.exit_fd, POLLIN, 0},
-                             {process.watch_fd, POLLIN, 0},
-                             {process.cancel_fd, POLLIN | POLLRDHUP, 0}};
-  // A straggler that escaped the sandbox's kill could hold a pipe open: after
-  // the exit, output is drained for a moment only.
-  Clock::time_point drain_until = Clock::time_point::max();
-  Clock::time_point next_check = start;
-  while (fds[0].fd >= 0 || fds[1].fd >= 0 || !exited) {
+Clock::duration seconds(double value) {
+  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(value));
+}
+
+}  // namespace
+
+Watchdog::Watchdog(const ResourcePolicy& limits, Clock::time_point start,
+                   Clock::duration check_interval)
+    : deadline_(start + seconds(limits.wall_time_seconds)),
+      grace_(seconds(limits.termination_grace_seconds)),
+      max_output_bytes_(limits.max_output_bytes),
+      check_interval_(check_interval),
+      next_check_(start) {}
+
+Watchdog::Action Watchdog::on_time(Clock::time_point now) {
+  if (!exited_ && now >= deadline_ && !outcome_.timed_out) {
+    outcome_.timed_out = true;
+    if (stop(TerminationReason::Timeout, now) == Action::Terminate) return Action::Terminate;
+  }
+  if (kill_at_ && !killed_ && now >= *kill_at_) {
+    killed_ = true;
+    return Action::Kill;
+  }
+  return Action::None;
+}
+
+bool Watchdog::check_due(Clock::time_point now) {
+  if (exited_ || check_interval_ == Clock::duration::zero() || now < next_check_) return false;
+  next_check_ = now + check_interval_;
+  return true;
+}
+
+Watchdog::Action Watchdog::stop(TerminationReason reason, Clock::time_point now) {
+  if (kill_at_ || exited_) return Action::None;
+  outcome_.reason = reason;
+  kill_at_ = now + grace_;
+  return Action::Terminate;
+}
+
+Watchdog::KeptOutput Watchdog::take_output(std::size_t n) {
+  KeptOutput kept{n, false};
+  if (outcome_.output_bytes + n > max_output_bytes_) {
+    kept = {static_cast<std::size_t>(max_output_bytes_ - outcome_.output_bytes), true};
+    outcome_.truncated = true;
+  }
+  outcome_.output_bytes += kept.bytes;
+  return kept;
+}
+
+void Watchdog::exited(Clock::time_point now) {
+  exited_ = true;
+  drain_until_ = now + kDrainTime;
+}
+
+Clock::time_point Watchdog::next_wake() const {
+  // A deadline already seen is not due again: waking for it would poll
+  // without waiting until the kill.
+  Clock::time_point wake = exited_              ? drain_until_
+                           : outcome_.timed_out ? Clock::time_point::max()
+                                                : deadline_;
+  if (kill_at_ && !killed_ && *kill_at_ < wake) wake = *kill_at_;
+  if (!exited_ && check_interval_ != Clock::duration::zero() && next_check_ < wake) {
+    wake = next_check_;
+  }
+  return wake;
+}
+
+int Watchdog::poll_timeout_ms(Clock::time_point now) const {
+  const long wait_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(next_wake() - now).count();
+  return static_cast<int>(std::clamp<long>(wait_ms + 1, 1, kLongestWait.count()));
+}
+
+void Monitor::act(Watchdog::Action action) {
+  if (action == Watchdog::Action::Terminate) signal_sandbox(SIGTERM);
+  if (action == Watchdog::Action::Kill) signal_sandbox(SIGKILL);
+}
+
+SupervisionOutcome Monitor::run(const ResourcePolicy& limits, Clock::time_point start,
+                                const OutputSink& on_output) {
+  Watchdog watchdog(limits, start, check_interval_);
+  std::array<pollfd, 5> fds = {{{fds_.stdout_fd, POLLIN, 0},
+                                {fds_.stderr_fd, POLLIN, 0},
+                                {fds_.exit_fd, POLLIN, 0},
+                                {fds_.watch_fd, POLLIN, 0},
+                                {fds_.cancel_fd, POLLIN | POLLRDHUP, 0}}};
+  pollfd& exit = fds[2];
+  pollfd& watch = fds[3];
+  pollfd& cancel = fds[4];
+  while (fds[0].fd >= 0 || fds[1].fd >= 0 || !watchdog.has_exited()) {
     const auto now = Clock::now();
-    if (!exited && now >= deadline && !outcome.timed_out) {
-      outcome.timed_out = true;
-      terminate(TerminationReason::Timeout);
+    act(watchdog.on_time(now));
+    if (watchdog.check_due(now)) {
+      if (const auto reason = check_limits()) act(watchdog.stop(*reason, Clock::now()));
     }
-    if (!exited && process.check_limits && now >= next_check) {
-      next_check = now + process.poll_interval;
-      if (const auto reason = process.check_limits()) terminate(*reason);
-    }
-    if (kill_at && !killed && now >= *kill_at) {
-      process.signal_sandbox(SIGKILL);
-      killed = true;
-    }
-    if (now >= drain_until) break;
-    Clock::time_point wake = exited ? drain_until : deadline;
-    if (kill_at && !killed && *kill_at < wake) wake = *kill_at;
-    if (outcome.timed_out && !kill_at) wake = now + std::chrono::milliseconds(50);
-    if (!exited && process.check_limits && next_check < wake) wake = next_check;
-    const long wait_ms = std::chrono::duration_cast<std::chrono::milliseconds>(wake - now).count();
-    const int timeout_ms = static_cast<int>(std::clamp<long>(wait_ms + 1, 1, 1000));
-    if (::poll(fds.data(), fds.size(), timeout_ms) < 0 && errno != EINTR) break;
+    if (watchdog.drain_over(now)) break;
+    if (::poll(fds.data(), fds.size(), watchdog.poll_timeout_ms(now)) < 0 && errno != EINTR) break;
     for (int i = 0; i < 2; ++i) {
       if (fds[i].fd < 0 || fds[i].revents == 0) continue;
       char buffer[65536];
@@ -68,41 +118,33 @@ SupervisionOutcome supervise(const SupervisedProcess& process, const ResourcePol
         fds[i].fd = -1;
         continue;
       }
-      std::size_t keep = static_cast<std::size_t>(n);
-      if (outcome.output_bytes + keep > limits.max_output_bytes) {
-        keep = static_cast<std::size_t>(limits.max_output_bytes - outcome.output_bytes);
-        outcome.truncated = true;
-        terminate(TerminationReason::OutputLimit);
-      }
-      outcome.output_bytes += keep;
-      if (keep > 0 && on_output) {
-        on_output(i == 0 ? OutputStream::Stdout : OutputStream::Stderr, {buffer, keep});
+      const Watchdog::KeptOutput kept = watchdog.take_output(static_cast<std::size_t>(n));
+      if (kept.stop) act(watchdog.stop(TerminationReason::OutputLimit, Clock::now()));
+      if (kept.bytes > 0 && on_output) {
+        on_output(i == 0 ? OutputStream::Stdout : OutputStream::Stderr, {buffer, kept.bytes});
       }
     }
-    if (fds[3].fd >= 0 && fds[3].revents != 0) {
-      if ((fds[3].revents & POLLIN) != 0 && process.on_watch) process.on_watch();
-      if ((fds[3].revents & (POLLHUP | POLLERR | POLLNVAL)) != 0) fds[3].fd = -1;
+    if (watch.fd >= 0 && watch.revents != 0) {
+      if ((watch.revents & POLLIN) != 0) on_watch();
+      if ((watch.revents & (POLLHUP | POLLERR | POLLNVAL)) != 0) watch.fd = -1;
     }
-    if (fds[4].fd >= 0 && fds[4].revents != 0) {
-      fds[4].fd = -1;
-      terminate(TerminationReason::Cancelled);
+    if (cancel.fd >= 0 && cancel.revents != 0) {
+      cancel.fd = -1;
+      act(watchdog.stop(TerminationReason::Cancelled, Clock::now()));
     }
-    bool child_done =
-        fds[2].fd >= 0 && fds[2].revents != 0 && (!process.has_exited || process.has_exited());
-    if (process.exit_fd < 0 && !exited) {
+    bool ended = exit.fd >= 0 && exit.revents != 0 && has_exited();
+    if (fds_.exit_fd < 0 && !watchdog.has_exited()) {
       siginfo_t info{};
-      child_done = ::waitid(P_PID, static_cast<id_t>(process.pid), &info,
-                            WEXITED | WNOHANG | WNOWAIT) == 0 &&
-                   info.si_pid == process.pid;
+      ended = ::waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+              info.si_pid == pid_;
     }
-    if (!exited && child_done) {
-      exited = true;
-      fds[2].fd = -1;
-      if (process.on_exit) process.on_exit();
-      drain_until = Clock::now() + std::chrono::milliseconds(200);
+    if (!watchdog.has_exited() && ended) {
+      exit.fd = -1;
+      on_exit();
+      watchdog.exited(Clock::now());
     }
   }
-  return outcome;
+  return watchdog.outcome();
 }
 
 }  // namespace pulsebox::runtime

@@ -1,3 +1,6 @@
+// A native run from Start to init's report (NativeHost::start_and_supervise):
+// the command's Ready, supervision by NativeMonitor, the final measures, and
+// why the run ended.
 #include <linux/seccomp.h>
 #include <signal.h>
 #include <sys/ioctl.h>
@@ -9,9 +12,9 @@
 
 #include "backends/native/host.h"
 #include "backends/native/staging.h"
-#include "core/text.h"
 #include "core/trace.h"
 #include "linux/syscalls.h"
+#include "runtime/result_mapping.h"
 #include "runtime/supervisor.h"
 #include "runtime/sync_channel.h"
 #include "seccomp/profile.h"
@@ -25,188 +28,197 @@ namespace {
 // How often the supervisor reads the sandbox's CPU time for --cpu-time.
 constexpr auto kCgroupPollInterval = std::chrono::milliseconds(100);
 
-}  // namespace
-
-void NativeHost::start_and_supervise(SandboxRun& run, const ExecutionRequest& request,
-                                     runtime::Clock::time_point start, ExecutionOutcome& outcome) {
-  ProcessResult& result = outcome.result;
-  const ResourcePolicy& limits = request.limits;
-  runtime::LaunchPlan& plan = run.plan;
-  runtime::LaunchedSandbox& sandbox = run.sandbox;
-  const std::optional<linux_api::SandboxCgroup>& cgroup = run.cgroup;
-  const linux_api::CgroupSettings& settings = run.settings;
-  auto finish_timing = [&] {
-    result.metrics.elapsed_ms =
-        std::chrono::duration<double, std::milli>(runtime::Clock::now() - start).count();
-    result.duration_ms = result.metrics.elapsed_ms;
-  };
-  outcome.changes_dir = run.changes_dir;
-  outcome.changes_dir_is_full_copy = false;
-  // If init cannot take it, it has ended (a workspace mount failed: its
-  // error waits in the channel and is reported below).
-  (void)runtime::send_start(sandbox.channel.get());
-  core::trace_phase("native: start sent");
-  // While the sandbox sets up and runs, this process mostly waits. (With
-  // prestart the runtime's own thread does it, between runs.)
-  std::optional<TrashRemover> trash_remover;
-  if (!prestarts())
-    trash_remover.emplace(options_.state_dir / "trash", options_.state_dir / "pool");
-  result.pid = sandbox.pid;
-
-  // The command says Ready just before execve, handing over the seccomp
-  // listener; anything else (a setup error, init's report) is kept for later.
-  std::vector<runtime::ChildMessage> messages;
+// What the command said up to its execve: Ready hands over the seccomp
+// listener; anything else (a setup error, init's report) is kept for later.
+struct CommandStart {
   UniqueFd listener;
-  {
-    const auto wall = std::chrono::duration_cast<std::chrono::milliseconds>(
-        std::chrono::duration<double>(limits.wall_time_seconds));
-    int passed = -1;
-    auto first = runtime::receive_message(
-        sandbox.channel.get(), static_cast<int>(std::max<long>(wall.count(), 1)), &passed);
-    listener.reset(passed);
-    if (first && first->kind != runtime::ChildMessageKind::Ready) messages.push_back(*first);
-  }
-  core::trace_phase("native: command ready to execve");
-  std::optional<std::string> forbidden_syscall;
-  std::optional<int> command_status;
-  bool init_gone = false;  // the channel's end: init exited without reporting
+  std::vector<runtime::ChildMessage> messages;
+};
 
-  runtime::SupervisedProcess process;
-  process.pid = sandbox.pid;
-  process.stdout_fd = run.out_read.get();
-  process.stderr_fd = run.err_read.get();
-  process.cancel_fd = request.cancel_fd;
-  // The run ends with init's report (the command's status, every other
-  // process already reaped) or, if init dies first, the channel's end; init's
-  // own exit, the namespaces' teardown, is not waited for here.
-  for (const auto& message : messages) {
-    if (message.kind == runtime::ChildMessageKind::Exited) command_status = message.wait_status;
-  }
-  process.exit_fd = sandbox.channel.get();
-  process.has_exited = [&] {
-    if (command_status || init_gone) return true;
-    int passed = -1;
-    auto message = runtime::receive_message(sandbox.channel.get(), 0, &passed);
-    if (passed >= 0) ::close(passed);
-    if (!message) {
-      init_gone = true;  // EOF (a message is never partial)
-      return true;
+CommandStart wait_for_exec(int channel, const ResourcePolicy& limits) {
+  CommandStart started;
+  const auto wall = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::duration<double>(limits.wall_time_seconds));
+  int passed = -1;
+  auto first =
+      runtime::receive_message(channel, static_cast<int>(std::max<long>(wall.count(), 1)), &passed);
+  started.listener.reset(passed);
+  if (first && first->kind != runtime::ChildMessageKind::Ready) started.messages.push_back(*first);
+  return started;
+}
+
+// The native variant: the sandbox is init's pid namespace and cgroup. The
+// run ends with init's report (the command's status, every other process
+// already reaped) or, if init dies first, the channel's end; init's own exit,
+// the namespaces' teardown, is not waited for here.
+class NativeMonitor final : public runtime::Monitor {
+ public:
+  NativeMonitor(SandboxRun& run, const ExecutionRequest& request, CommandStart started)
+      : Monitor(run.sandbox.pid, descriptors(run, request, started.listener.get()),
+                check_interval(run, request.limits)),
+        run_(run),
+        limits_(request.limits),
+        listener_(std::move(started.listener)),
+        messages_(std::move(started.messages)) {
+    for (const auto& message : messages_) {
+      if (message.kind == runtime::ChildMessageKind::Exited) command_status_ = message.wait_status;
     }
-    messages.push_back(*message);
-    if (message->kind == runtime::ChildMessageKind::Exited) command_status = message->wait_status;
-    return command_status.has_value();
-  };
-  // SIGTERM reaches init, which forwards it to everything inside; SIGKILL
-  // of init kills the whole pid namespace.
-  process.signal_sandbox = [&](int signal) {
-    linux_api::sys_pidfd_send_signal(sandbox.pidfd.get(), signal);
-    if (signal == SIGKILL && cgroup) cgroup->kill();
-  };
+  }
+
+  // After run(): init's report of the command's wait status, if it sent one.
+  std::optional<int> command_status() const { return command_status_; }
+  // After run(): the syscall a kill action of the profile stopped.
+  const std::optional<std::string>& forbidden_syscall() const { return forbidden_syscall_; }
+  // After run(): the most processes seen at once, where the kernel keeps no
+  // peak.
+  std::uint64_t sampled_processes() const { return sampled_processes_; }
+  // After run(): the first error the sandbox reported (a setup step, or the
+  // execve), reading what is left in the channel.
+  std::optional<runtime::ChildMessage> first_error() {
+    for (const auto& message : runtime::drain_messages(run_.sandbox.channel.get()))
+      messages_.push_back(message);
+    for (const auto& message : messages_) {
+      if (message.kind == runtime::ChildMessageKind::Error) return message;
+    }
+    return std::nullopt;
+  }
+
+ private:
+  static runtime::MonitoredFds descriptors(const SandboxRun& run, const ExecutionRequest& request,
+                                           int listener) {
+    runtime::MonitoredFds fds;
+    fds.exit_fd = run.sandbox.channel.get();
+    fds.stdout_fd = run.out_read.get();
+    fds.stderr_fd = run.err_read.get();
+    fds.watch_fd = listener;
+    fds.cancel_fd = request.cancel_fd;
+    return fds;
+  }
+
   // The cgroup is read while the sandbox runs only when something needs it:
   // CPU time against --cpu-time, the process count where the kernel keeps no
   // peak (before Linux 6.1).
-  std::uint64_t sampled_processes = 0;
-  if (cgroup && (limits.cpu_time_seconds || (settings.pids_max && !cgroup->keeps_pids_peak()))) {
-    process.poll_interval = kCgroupPollInterval;
-    process.check_limits = [&]() -> std::optional<TerminationReason> {
-      const linux_api::CgroupUsage usage = cgroup->usage();
-      sampled_processes = std::max(sampled_processes, usage.pids_current.value_or(0));
-      if (limits.cpu_time_seconds && usage.cpu_usec &&
-          static_cast<double>(*usage.cpu_usec) > *limits.cpu_time_seconds * 1e6) {
-        return TerminationReason::CpuTime;
-      }
-      return std::nullopt;
-    };
+  static runtime::Clock::duration check_interval(const SandboxRun& run,
+                                                 const ResourcePolicy& limits) {
+    const bool needed = run.cgroup && (limits.cpu_time_seconds ||
+                                       (run.settings.pids_max && !run.cgroup->keeps_pids_peak()));
+    return needed ? kCgroupPollInterval : runtime::Clock::duration::zero();
   }
+
+  bool has_exited() override {
+    if (command_status_ || init_gone_) return true;
+    int passed = -1;
+    auto message = runtime::receive_message(run_.sandbox.channel.get(), 0, &passed);
+    if (passed >= 0) ::close(passed);
+    if (!message) {
+      init_gone_ = true;  // EOF (a message is never partial)
+      return true;
+    }
+    messages_.push_back(*message);
+    if (message->kind == runtime::ChildMessageKind::Exited) command_status_ = message->wait_status;
+    return command_status_.has_value();
+  }
+
+  // SIGTERM reaches init, which forwards it to everything inside; SIGKILL
+  // of init kills the whole pid namespace.
+  void signal_sandbox(int signal) override {
+    linux_api::sys_pidfd_send_signal(run_.sandbox.pidfd.get(), signal);
+    if (signal == SIGKILL && run_.cgroup) run_.cgroup->kill();
+  }
+
   // A kill action of the profile: learn the syscall, end the sandbox before
   // the call runs (the caller stays blocked in the kernel until then).
-  process.watch_fd = listener.get();
-  process.on_watch = [&] {
+  void on_watch() override {
     seccomp_notif notification{};
-    if (::ioctl(listener.get(), SECCOMP_IOCTL_NOTIF_RECV, &notification) != 0) return;
-    if (!forbidden_syscall) {
-      forbidden_syscall = seccomp::syscall_name(notification.data.arch, notification.data.nr);
+    if (::ioctl(listener_.get(), SECCOMP_IOCTL_NOTIF_RECV, &notification) != 0) return;
+    if (!forbidden_syscall_) {
+      forbidden_syscall_ = seccomp::syscall_name(notification.data.arch, notification.data.nr);
     }
-    linux_api::sys_pidfd_send_signal(sandbox.pidfd.get(), SIGKILL);
-  };
-  const runtime::SupervisionOutcome supervision =
-      runtime::supervise(process, limits, start, request.on_output);
-  result.timed_out = supervision.timed_out;
-  result.truncated = supervision.truncated;
-  result.termination_reason = supervision.reason;
-  result.metrics.output_bytes = supervision.output_bytes;
-  core::trace_phase("native: supervision done");
+    linux_api::sys_pidfd_send_signal(run_.sandbox.pidfd.get(), SIGKILL);
+  }
 
-  // Without a report (init was killed, or failed) its own status is the
-  // answer; without a cgroup its rusage is the only measure. Both need init
-  // reaped now; otherwise tear_down() reaps it.
-  run.reported = command_status.has_value();
-  int init_status = 0;
-  if (!command_status || !cgroup) {
+  std::optional<TerminationReason> check_limits() override {
+    const linux_api::CgroupUsage usage = run_.cgroup->usage();
+    sampled_processes_ = std::max(sampled_processes_, usage.pids_current.value_or(0));
+    if (limits_.cpu_time_seconds && usage.cpu_usec &&
+        static_cast<double>(*usage.cpu_usec) > *limits_.cpu_time_seconds * 1e6) {
+      return TerminationReason::CpuTime;
+    }
+    return std::nullopt;
+  }
+
+  SandboxRun& run_;
+  const ResourcePolicy& limits_;
+  UniqueFd listener_;
+  std::vector<runtime::ChildMessage> messages_;
+  std::optional<int> command_status_;
+  bool init_gone_ = false;  // the channel's end: init exited without reporting
+  std::optional<std::string> forbidden_syscall_;
+  std::uint64_t sampled_processes_ = 0;
+};
+
+// What is left to measure once the run has ended.
+struct Measures {
+  int init_status = 0;  // when init had to be reaped
+  linux_api::CgroupUsage cgroup;
+};
+
+// Without a report (init was killed, or failed) init's own status is the
+// answer; without a cgroup its rusage is the only measure. Both need init
+// reaped now; otherwise tear_down() reaps it. The cgroup's counters are final:
+// only init is left in it, or nothing.
+Measures measure(SandboxRun& run, const NativeMonitor& monitor, ExecutionMetrics& metrics) {
+  Measures measures;
+  if (!monitor.command_status() || !run.cgroup) {
     rusage usage{};
-    init_status = sandbox.wait(&usage);
-    result.metrics.cpu_time_ms =
-        static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) * 1000.0 +
-        static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1000.0;
-    result.metrics.peak_memory_bytes = static_cast<std::uint64_t>(usage.ru_maxrss) * 1024;
+    measures.init_status = run.sandbox.wait(&usage);
+    runtime::record_rusage(metrics, usage);
   }
-  linux_api::CgroupUsage cgroup_usage;
-  if (cgroup) {
-    // Only init is left (or nothing): the counters are final.
-    cgroup_usage = cgroup->usage();
-    if (cgroup_usage.cpu_usec) {
-      result.metrics.cpu_time_ms = static_cast<double>(*cgroup_usage.cpu_usec) / 1000.0;
-    }
-    if (cgroup_usage.memory_peak) result.metrics.peak_memory_bytes = *cgroup_usage.memory_peak;
+  if (run.cgroup) {
+    const linux_api::CgroupUsage& usage = measures.cgroup = run.cgroup->usage();
+    if (usage.cpu_usec) metrics.cpu_time_ms = static_cast<double>(*usage.cpu_usec) / 1000.0;
+    if (usage.memory_peak) metrics.peak_memory_bytes = *usage.memory_peak;
     // Less init.
-    const std::uint64_t peak = cgroup_usage.pids_peak.value_or(sampled_processes);
-    result.metrics.process_count = peak > 0 ? peak - 1 : 0;
+    const std::uint64_t peak = usage.pids_peak.value_or(monitor.sampled_processes());
+    metrics.process_count = peak > 0 ? peak - 1 : 0;
   }
+  return measures;
+}
 
-  if (run.trace) run.trace->print();
-  core::trace_phase("native: result read");
-  std::optional<runtime::ChildMessage> error;
-  for (const auto& message : runtime::drain_messages(sandbox.channel.get()))
-    messages.push_back(message);
-  for (const auto& message : messages) {
-    if (message.kind == runtime::ChildMessageKind::Error && !error) error = message;
-  }
-  if (error) {
-    result.termination_reason = TerminationReason::LaunchError;
-    const bool exec_failed = std::string_view(error->stage) == "executing";
-    result.exit_code = !exec_failed ? 125 : error->error_number == ENOENT ? 127 : 126;
-    result.termination_detail =
-        exec_failed ? "cannot execute " + std::string(error->detail) + ": " +
-                          core::describe_errno(error->error_number)
-                    : "sandbox setup failed: " + runtime::describe_child_error(*error);
-    finish_timing();
+void record_setup_error(ProcessResult& result, const runtime::ChildMessage& error) {
+  if (std::string_view(error.stage) == "executing") {
+    runtime::record_exec_failure(result, error.detail, error.error_number);
     return;
   }
-  if (forbidden_syscall) {
-    result.termination_reason = TerminationReason::Seccomp;
-    result.signal = SIGSYS;
-    result.exit_code = 128 + SIGSYS;
-    result.termination_detail = "the seccomp profile " + request.seccomp_profile +
-                                " does not allow " + *forbidden_syscall +
-                                ": the sandbox was killed";
-    finish_timing();
-    return;
-  }
-  const int status = command_status.value_or(init_status);
-  // The cgroup's counters say why a failing command failed.
+  result.termination_reason = TerminationReason::LaunchError;
+  result.exit_code = 125;
+  result.termination_detail = "sandbox setup failed: " + runtime::describe_child_error(error);
+}
+
+void record_forbidden_syscall(ProcessResult& result, const std::string& profile,
+                              const std::string& syscall) {
+  result.termination_reason = TerminationReason::Seccomp;
+  result.signal = SIGSYS;
+  result.exit_code = 128 + SIGSYS;
+  result.termination_detail =
+      "the seccomp profile " + profile + " does not allow " + syscall + ": the sandbox was killed";
+}
+
+// The cgroup's counters say why a failing command failed.
+void explain_failure(ProcessResult& result, int status, const linux_api::CgroupUsage& usage,
+                     const ResourcePolicy& limits) {
   const bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   const bool reason_open = result.termination_reason == TerminationReason::None;
-  if (failed && reason_open && cgroup_usage.oom_kills > 0) {
+  if (failed && reason_open && usage.oom_kills > 0) {
     result.termination_reason = TerminationReason::Oom;
-    result.termination_detail = "the sandbox reached its memory limit of " +
-                                format_size(limits.memory_bytes) +
-                                ": the kernel's OOM killer ended " +
-                                std::to_string(cgroup_usage.oom_kills) + " process(es)";
-  } else if (failed && reason_open && cgroup_usage.pids_limit_hits > 0) {
+    result.termination_detail =
+        "the sandbox reached its memory limit of " + format_size(limits.memory_bytes) +
+        ": the kernel's OOM killer ended " + std::to_string(usage.oom_kills) + " process(es)";
+  } else if (failed && reason_open && usage.pids_limit_hits > 0) {
     result.termination_reason = TerminationReason::Pids;
     result.termination_detail = "the sandbox reached its limit of " +
                                 std::to_string(limits.max_processes) +
-                                " processes: " + std::to_string(cgroup_usage.pids_limit_hits) +
+                                " processes: " + std::to_string(usage.pids_limit_hits) +
                                 " fork()/clone() call(s) failed with EAGAIN";
   } else if (result.termination_reason == TerminationReason::CpuTime &&
              result.termination_detail.empty()) {
@@ -215,36 +227,80 @@ void NativeHost::start_and_supervise(SandboxRun& run, const ExecutionRequest& re
     result.termination_detail =
         "the sandbox used up its CPU time limit of " + std::string(seconds) + " s";
   }
-  if (WIFEXITED(status)) {
-    result.exit_code = WEXITSTATUS(status);
-    if (!command_status && result.termination_reason == TerminationReason::None) {
-      result.exit_code = 125;
-      if (cgroup_usage.memory_limit_hits > 0) {
-        // Its last message could not be sent either: the kernel refused init's
-        // own allocations at the limit.
-        result.termination_reason = TerminationReason::Oom;
-        result.termination_detail = "the sandbox could not be set up within its memory limit of " +
-                                    format_size(limits.memory_bytes) + ": raise --memory";
-      } else {
-        result.termination_reason = TerminationReason::LaunchError;
-        result.termination_detail = "the sandbox's init ended without a report";
-      }
+}
+
+// The wait status of the command (init's report) or, without a report, of
+// init itself.
+void record_status(ProcessResult& result, int status, bool reported,
+                   const linux_api::CgroupUsage& usage, const ExecutionRequest& request,
+                   bool seccomp_loaded) {
+  const bool unexplained = result.termination_reason == TerminationReason::None;
+  runtime::record_wait_status(result, status);
+  if (unexplained && WIFEXITED(status) && !reported) {
+    result.exit_code = 125;
+    if (usage.memory_limit_hits > 0) {
+      // Its last message could not be sent either: the kernel refused init's
+      // own allocations at the limit.
+      result.termination_reason = TerminationReason::Oom;
+      result.termination_detail = "the sandbox could not be set up within its memory limit of " +
+                                  format_size(request.limits.memory_bytes) + ": raise --memory";
+    } else {
+      result.termination_reason = TerminationReason::LaunchError;
+      result.termination_detail = "the sandbox's init ended without a report";
     }
-  } else if (WIFSIGNALED(status)) {
-    result.signal = WTERMSIG(status);
-    result.exit_code = 128 + WTERMSIG(status);
-    if (result.termination_reason == TerminationReason::None) {
-      result.termination_reason =
-          WTERMSIG(status) == SIGXCPU ? TerminationReason::CpuTime : TerminationReason::Signal;
-      if (WTERMSIG(status) == SIGSYS && plan.load_seccomp) {
-        // SCMP_ACT_TRAP, or a syscall of an architecture the profile omits.
-        result.termination_reason = TerminationReason::Seccomp;
-        result.termination_detail = "killed by SIGSYS: a system call the seccomp profile " +
-                                    request.seccomp_profile + " forbids";
-      }
-    }
+  } else if (unexplained && WIFSIGNALED(status) && WTERMSIG(status) == SIGSYS && seccomp_loaded) {
+    // SCMP_ACT_TRAP, or a syscall of an architecture the profile omits.
+    result.termination_reason = TerminationReason::Seccomp;
+    result.termination_detail = "killed by SIGSYS: a system call the seccomp profile " +
+                                request.seccomp_profile + " forbids";
   }
-  finish_timing();
+}
+
+// Why the run ended, the first that applies: a setup step or the execve
+// failed, a kill action of the profile stopped a syscall, or the command's
+// status with what the cgroup says about it.
+void record_ending(ProcessResult& result, const SandboxRun& run, const ExecutionRequest& request,
+                   NativeMonitor& monitor, const Measures& measures) {
+  if (const auto error = monitor.first_error()) {
+    record_setup_error(result, *error);
+  } else if (const auto& syscall = monitor.forbidden_syscall()) {
+    record_forbidden_syscall(result, request.seccomp_profile, *syscall);
+  } else {
+    const bool reported = monitor.command_status().has_value();
+    const int status = monitor.command_status().value_or(measures.init_status);
+    explain_failure(result, status, measures.cgroup, request.limits);
+    record_status(result, status, reported, measures.cgroup, request, run.plan.load_seccomp);
+  }
+}
+
+}  // namespace
+
+void NativeHost::start_and_supervise(SandboxRun& run, const ExecutionRequest& request,
+                                     runtime::Clock::time_point start, ExecutionOutcome& outcome) {
+  outcome.changes_dir = run.changes_dir;
+  outcome.changes_dir_is_full_copy = false;
+  ProcessResult& result = outcome.result;
+  result.pid = run.sandbox.pid;
+  // If init cannot take it, it has ended (a workspace mount failed: its
+  // error waits in the channel and is reported below).
+  (void)runtime::send_start(run.sandbox.channel.get());
+  core::trace_phase("native: start sent");
+  // While the sandbox sets up and runs, this process mostly waits. (With
+  // prestart the runtime's own thread does it, between runs.)
+  std::optional<TrashRemover> trash_remover;
+  if (!prestarts())
+    trash_remover.emplace(options_.state_dir / "trash", options_.state_dir / "pool");
+
+  NativeMonitor monitor(run, request, wait_for_exec(run.sandbox.channel.get(), request.limits));
+  core::trace_phase("native: command ready to execve");
+  runtime::record_supervision(result, monitor.run(request.limits, start, request.on_output));
+  core::trace_phase("native: supervision done");
+  run.reported = monitor.command_status().has_value();
+  const Measures measures = measure(run, monitor, result.metrics);
+  if (run.trace) run.trace->print();
+  core::trace_phase("native: result read");
+  record_ending(result, run, request, monitor, measures);
+  runtime::record_elapsed(result, start);
 }
 
 }  // namespace pulsebox::backends::native
