@@ -22,6 +22,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "backends/capability_texts.h"
 #include "core/fs.h"
 #include "core/throw_error.h"
 #include "linux/syscalls.h"
@@ -124,10 +125,7 @@ class HostBackend final : public Backend {
             "use the native backend (--backend native)"};
   }
   Capability secrets_capability(const SecretPolicy& policy) const override {
-    if (policy.mode == SecretMode::AllowAll) {
-      return {EnforcementLevel::StronglyEnforced, "every host variable is passed, as requested",
-              ""};
-    }
+    if (policy.mode == SecretMode::AllowAll) return backends::all_secrets_passed_capability();
     return {EnforcementLevel::PartiallyEnforced,
             "the environment is built from the secret policy, but the command can read the "
             "invoking user's credential files (~/.ssh, ~/.aws, ~/.config, ...)",
@@ -144,21 +142,18 @@ class HostBackend final : public Backend {
     const std::string fix = "use the native backend, which limits the whole sandbox with cgroups";
     switch (kind) {
       case LimitKind::Memory:
-        return {EnforcementLevel::PartiallyEnforced,
-                "RLIMIT_AS caps each process's address space, not the sandbox's memory", fix};
+        return backends::per_process_memory_capability("", fix);
       case LimitKind::CpuTime:
-        return {EnforcementLevel::PartiallyEnforced,
-                "RLIMIT_CPU caps each process, not the sandbox", fix};
+        return backends::per_process_cpu_time_capability("", fix);
       case LimitKind::WallTime:
         return {EnforcementLevel::PartiallyEnforced,
                 "the process group is killed at the deadline, but a process that starts its own "
                 "session (a daemon) escapes it",
                 fix};
       case LimitKind::Output:
-        return {EnforcementLevel::StronglyEnforced,
-                "pulsebox reads all output and stops the command at the cap", ""};
+        return backends::output_capability("the command");
       case LimitKind::OpenFiles:
-        return {EnforcementLevel::StronglyEnforced, "RLIMIT_NOFILE is set for every process", ""};
+        return backends::open_files_capability();
       case LimitKind::Swap:
       case LimitKind::Processes:
       case LimitKind::Cpu:

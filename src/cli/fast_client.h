@@ -5,8 +5,8 @@
 // glibc's _start with everything as the kernel left it.
 //
 // glibc's start-up, the static PIE's relocations and the constructors of
-// everything linked in cost a `pulsebox` process ~0.6 ms before main() on
-// the benchmark machine, more than the rest of a client's work; a client
+// everything linked in cost a `pulsebox` process more before main() than
+// the rest of a client's work (docs/benchmarks.md); a client
 // whose server does the run needs none of it. So this code runs before any
 // of it: raw system calls only, no C library call (none is set up: no TLS,
 // no stack protector, no relocated pointer), nothing but its own stack and

@@ -2,7 +2,7 @@
 
 // The low-level SHA256_* functions run libcrypto's (assembly) block function
 // directly. The EVP interface would first initialise OpenSSL's providers and
-// read openssl.cnf: about 2 ms per process, a tenth of a sandbox launch.
+// read openssl.cnf, a cost every process would pay (docs/benchmarks.md).
 #define OPENSSL_SUPPRESS_DEPRECATED
 #include <openssl/crypto.h>
 #include <openssl/sha.h>

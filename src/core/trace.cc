@@ -32,7 +32,7 @@ long peak_rss_kib() {
 }
 
 // Page faults are worth watching: on a virtual machine a copy-on-write
-// fault after fork can cost ~15 us.
+// fault after fork is expensive.
 long faults_now() {
   rusage usage{};
   ::getrusage(RUSAGE_SELF, &usage);
@@ -40,8 +40,8 @@ long faults_now() {
 }
 
 // Lines are kept per thread and printed by trace_flush(): printing each as
-// it came (a write, and /proc/self/status for the peak RSS) cost ~40 us a
-// line, which distorted the very times the trace shows.
+// it came (a write, and /proc/self/status for the peak RSS) distorted the
+// very times the trace shows.
 struct Line {
   double at_ms;
   long faults;

@@ -333,12 +333,12 @@ void Sandbox::import_changes(Run& run, ProcessResult& result) {
                     .detail = error.what()});
     append_detail(result, std::string("changes refused: ") + error.what());
   }
-  core::trace_phase("sandbox: changes imported");
 }
 
 // 6. The backend's cleanup; a failure is audited and leaves the lifecycle
 // in RecoveryRequired.
 void Sandbox::clean_up(Run& run) {
+  core::trace_phase("sandbox: changes imported");
   run.lifecycle.transition(LifecycleState::Cleaning);
   bool cleanup_ok = true;
   try {

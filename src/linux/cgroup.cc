@@ -76,8 +76,8 @@ std::optional<std::uint64_t> number_in(const std::string& text) {
 }
 
 // A counter file kept open, read again from its start ("" when it is not
-// there). Opening a cgroup file costs ~50-80 us here; the counters are opened
-// when the cgroup is made, and read when the run ends.
+// there). Opening a cgroup file is slow (docs/benchmarks.md): the counters
+// are opened when the cgroup is made, and read when the run ends.
 std::string read_counter(const UniqueFd& fd) {
   if (!fd) return "";
   char buffer[4096];
@@ -129,7 +129,7 @@ void kill_cgroup(const std::string& dir) {
   }
 }
 
-// rmdir, retried while the last processes finish exiting (bounded: ~2 s);
+// rmdir, retried while the last processes finish exiting (bounded);
 // whatever is still inside is killed first.
 core::Status remove_cgroup_dir(const std::string& dir) {
   for (int attempt = 0; attempt < 400; ++attempt) {

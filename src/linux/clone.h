@@ -1,7 +1,6 @@
 // Child processes that share the caller's memory (CLONE_VM), each on a stack
 // of its own: no page tables are copied and no copy-on-write fault follows on
-// either side (a fork of the supervisor cost ~1 ms here, and each page either
-// side touched afterwards ~15 us more).
+// either side (what a fork of the supervisor cost: docs/benchmarks.md).
 //
 // The child runs entry(argument) and exits with its result. It shares the
 // caller's memory, errno included: it may write only its own stack and make

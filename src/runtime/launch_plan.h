@@ -39,9 +39,9 @@ namespace pulsebox::runtime {
 struct LaunchPlan {
   std::uint64_t namespaces = 0;  // CLONE_NEW* flags
   // Made by clone3. init unshares the others itself (mount, network, ipc,
-  // uts: a network namespace alone costs ~0.3 ms) as it starts, while the
-  // supervisor writes its id maps and the base mount steps; the cgroup
-  // namespace follows "go".
+  // uts: a network namespace is not cheap, docs/benchmarks.md) as it
+  // starts, while the supervisor writes its id maps and the base mount
+  // steps; the cgroup namespace follows "go".
   static constexpr std::uint64_t kNamespacesAtClone = CLONE_NEWUSER | CLONE_NEWPID;
   // init unshares its cgroup namespace once it is in the sandbox's cgroups
   // (after "go"), so the namespace's root is the sandbox's own cgroup.

@@ -276,8 +276,8 @@ std::vector<MountStep> build_workspace_mount_steps(const MountLayout& layout) {
   steps.make_dir("/workspace");
   // volatile: no sync of the upper file system at unmount. The upper
   // directory is a scratch area that pulsebox copies into a transaction
-  // (synced before a commit applies it) or throws away; syncing it cost every run a disk
-  // cache flush (~1.3 ms here, far more on a busy disk).
+  // (synced before a commit applies it) or throws away; syncing it cost
+  // every run a disk cache flush.
   const std::string overlay_options =
       "lowerdir=" + linux_api::escape_overlay_path(lower) +
       ",upperdir=" + linux_api::escape_overlay_path((layout.run_dir / "upper").string()) +

@@ -51,8 +51,8 @@ class FilterCache {
   explicit FilterCache(std::filesystem::path directory) : directory_(std::move(directory)) {}
   core::Result<std::shared_ptr<const CompiledFilter>> get(const Profile& profile);
   // The filter for a built-in profile's name or a file's path. A hit in
-  // memory or on disk neither parses nor compiles: the JSON parse alone is
-  // ~1 ms of every `pulsebox run`.
+  // memory or on disk neither parses nor compiles: the JSON parse alone
+  // showed in every `pulsebox run` (docs/benchmarks.md).
   core::Result<std::shared_ptr<const CompiledFilter>> get(const std::string& name_or_path);
 
   struct Stats {

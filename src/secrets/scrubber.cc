@@ -183,7 +183,7 @@ struct SecretScrubber::Engine {
   }
   // The built-in patterns if `text` could match one of them: most text
   // cannot, and needs neither their matching nor, in a fresh process, their
-  // compilation (~1 ms).
+  // compilation.
   const BuiltinPatterns* builtins_for(std::string_view text) const {
     return use_builtin_patterns && may_match_builtin_pattern(text) ? &builtin_patterns() : nullptr;
   }

@@ -75,7 +75,7 @@ std::optional<NamespaceId> namespace_of(const std::string& pid, const char* kind
 
 // Linux 6.11's pidfd ioctls (<linux/pidfd.h>): a namespace of the process
 // behind a pidfd, without looking it up in /proc (the first lookup of a
-// pid there cost ~80 us here).
+// pid there is slow).
 constexpr unsigned long kPidfdGetMountNamespace = _IO(0xFF, 3);
 constexpr unsigned long kPidfdGetUserNamespace = _IO(0xFF, 9);
 
@@ -128,7 +128,8 @@ std::string refusal_for(int connection, const ServerIdentity& self) {
 }
 
 // The parser of `run`'s arguments, built once per worker thread (building
-// CLI11's options cost ~0.1 ms a request) and reset for each.
+// CLI11's options for each request showed in the served run's time) and
+// reset for each.
 class RunParser {
  public:
   RunParser() { run::add_run_options(parser_, options_); }
@@ -462,8 +463,8 @@ fs::path default_socket_path(const fs::path& state_dir) {
 }
 
 int serve_locally(const LocalServerOptions& options) {
-  // One malloc arena for every thread: each worker's own arena cost the
-  // server's RSS ~100 KB and a run allocates little.
+  // One malloc arena for every thread: each worker's own arena grew the
+  // server's RSS, and a run allocates little.
   ::mallopt(M_ARENA_MAX, 1);
   Server server(options);
   return server.serve();

@@ -161,7 +161,7 @@ int send_message(int socket, std::string_view bytes, const std::vector<int>& fds
 
 std::optional<Received> receive_message(int socket, std::size_t limit, std::size_t max_fds) {
   Received received;
-  // One buffer per thread, made once: zeroing ~200 KB for each request
+  // One buffer per thread, made once: zeroing a fresh one for each request
   // cost more than the rest of reading it.
   thread_local std::vector<char> buffer;
   if (buffer.size() < limit) buffer.resize(limit);
