@@ -61,26 +61,35 @@ core::Result<std::optional<Line>> LineReader::next() {
 
 core::Result<Line> read_line_ending_at(int fd, std::uint64_t end, std::string& storage) {
   if (end == 0) return Error(ErrorKind::kInvalidInput, "audit", "no line ends at byte 0");
-  // The line, its newline, and the newline before it.
-  const std::uint64_t start = end - std::min<std::uint64_t>(end, kMaxLineBytes + 2);
-  storage.assign(static_cast<std::size_t>(end - start), '\0');
-  std::size_t filled = 0;
-  while (filled < storage.size()) {
-    auto got = pread_some(fd, storage.data() + filled, storage.size() - filled, start + filled);
-    if (!got.ok()) return std::move(got).error();
-    if (*got == 0) break;
-    filled += *got;
+  // Read back in growing windows: a record is usually a few hundred bytes,
+  // and every writer reads the tip (reading a whole megabyte each time
+  // showed in every run). At most the line, its newline and the one before.
+  const std::uint64_t largest = std::min<std::uint64_t>(end, kMaxLineBytes + 2);
+  std::uint64_t window = std::min<std::uint64_t>(largest, 4096);
+  for (;;) {
+    const std::uint64_t start = end - window;
+    storage.assign(static_cast<std::size_t>(window), '\0');
+    std::size_t filled = 0;
+    while (filled < storage.size()) {
+      auto got = pread_some(fd, storage.data() + filled, storage.size() - filled, start + filled);
+      if (!got.ok()) return std::move(got).error();
+      if (*got == 0) break;
+      filled += *got;
+    }
+    if (filled != storage.size() || storage.back() != '\n') {
+      return Error(ErrorKind::kInvalidInput, "audit",
+                   "no complete line ends at byte " + std::to_string(end));
+    }
+    std::string_view view(storage);
+    view.remove_suffix(1);
+    const std::size_t newline = view.rfind('\n');
+    if (newline != std::string_view::npos || start == 0) {
+      const std::size_t first = newline == std::string_view::npos ? 0 : newline + 1;
+      return Line{view.substr(first), start + first, end, true};
+    }
+    if (window == largest) return too_long();
+    window = std::min(window * 16, largest);
   }
-  if (filled != storage.size() || storage.back() != '\n') {
-    return Error(ErrorKind::kInvalidInput, "audit",
-                 "no complete line ends at byte " + std::to_string(end));
-  }
-  std::string_view view(storage);
-  view.remove_suffix(1);
-  const std::size_t newline = view.rfind('\n');
-  if (newline == std::string_view::npos && start > 0) return too_long();
-  const std::size_t first = newline == std::string_view::npos ? 0 : newline + 1;
-  return Line{view.substr(first), start + first, end, true};
 }
 
 }  // namespace pulsebox::audit

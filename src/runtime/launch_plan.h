@@ -72,7 +72,7 @@ struct LaunchPlan {
   // CLONE_VM | CLONE_VFORK from init): mmap-ed, so untouched pages cost
   // nothing, with a guard page, so an overflow faults instead of writing
   // into the supervisor's memory. Allocated before clone().
-  static constexpr std::size_t kCommandStackSize = 64 * 1024;
+  static constexpr std::size_t kCommandStackSize = 16 * 1024;
   linux_api::ChildStack command_stack;
   // With PULSEBOX_TRACE=1: where init and the command mark their progress.
   core::ChildTrace* trace = nullptr;

@@ -21,12 +21,7 @@ namespace pulsebox::runtime {
 namespace {
 
 PULSEBOX_CHILD_CODE int init_entry(void* argument) {
-  // Copied first: the launching thread may go on once the eventfd is written.
-  const auto* clone = static_cast<const InitClone*>(argument);
-  const LaunchPlan* plan = clone->plan;
-  const std::uint64_t one = 1;
-  linux_api::raw(SYS_write, clone->started_fd, &one, sizeof one);
-  run_sandbox_init(*plan);
+  run_sandbox_init(*static_cast<const InitClone*>(argument)->plan);
 }
 
 class KernelLaunchSyscalls final : public LaunchSyscalls {

@@ -11,9 +11,9 @@
 // must outlive the LaunchedSandbox it launched: that object kills and reaps
 // init through it.
 //
-// What stays outside: the launcher's own memory (init's stack, the
-// eventfd init signals on, the thread init is the vfork child of). They need
-// no privileges, and a test's fake runs on that very thread as init's parent.
+// What stays outside: the launcher's own memory (init's stack, the thread
+// init is the vfork child of). They need no privileges, and a test's fake
+// runs on that very thread as init's parent.
 //
 // The kernel's implementation is the launcher's code as it was; the seam
 // adds one virtual call per step and no allocation.
@@ -34,8 +34,8 @@ namespace pulsebox::runtime {
 // How init is started, filled by the launcher: clone3's arguments (the
 // namespaces at birth, the stack, CLONE_INTO_CGROUP), clone()'s for when
 // clone3 is missing, and where the kernel stores init's pid and pidfd. The
-// kernel stores them before init runs; init then adds 1 to `started_fd` (an
-// eventfd) as its first step, which is how the launching thread learns that
+// kernel stores them before init runs, while the parent thread is still in
+// the call: the launching thread reads them with std::atomic_ref as soon as
 // they are there. Lives as long as the thread init is the child of.
 struct InitClone {
   clone_args args{};
@@ -45,7 +45,6 @@ struct InitClone {
   unsigned long clone_flags = 0;
   char* stack_top = nullptr;
   const LaunchPlan* plan = nullptr;
-  int started_fd = -1;
   int pid = 0;  // clone3's CLONE_PARENT_SETTID
   int pidfd = -1;
   std::atomic<long> error{0};  // the system call's -errno, when it failed

@@ -1,13 +1,16 @@
 #include "runtime/launcher.h"
 
+#include <sched.h>
 #include <signal.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdint>
 #include <memory>
 #include <utility>
+
+#include "core/trace.h"
 
 namespace pulsebox::runtime {
 
@@ -18,7 +21,7 @@ namespace {
 
 // init's stack: its setup is a flat list of calls, a few kB deep (the stack
 // is populated up front: linux/clone.h).
-constexpr std::size_t kInitStackSize = 64 * 1024;
+constexpr std::size_t kInitStackSize = 32 * 1024;
 
 }  // namespace
 
@@ -73,11 +76,9 @@ core::Result<LaunchedSandbox> launch_sandbox(LaunchPlan& plan, UniqueFd supervis
   LaunchedSandbox sandbox(syscalls);
   PB_TRY(stack, linux_api::ChildStack::allocate(kInitStackSize));
   sandbox.init_stack = std::move(stack);
-  UniqueFd started(::eventfd(0, EFD_CLOEXEC));
-  if (!started) return Error::from_errno("launch", "eventfd");
+  core::trace_phase("launch: init's stack made");
   auto clone = std::make_shared<InitClone>();
   clone->plan = &plan;
-  clone->started_fd = started.get();
   clone_args& args = clone->args;
   // CLONE_VM: no copy of this process's page tables (see linux/clone.h);
   // CLONE_VFORK: see launcher.h. The user and pid namespaces at birth (init
@@ -98,22 +99,28 @@ core::Result<LaunchedSandbox> launch_sandbox(LaunchPlan& plan, UniqueFd supervis
   clone->clone_flags = at_clone | CLONE_PIDFD | CLONE_VM | CLONE_VFORK | SIGCHLD;
   clone->stack_top = sandbox.init_stack.top();
   // The thread stays in clone3 until init exits; only a failed clone3
-  // returns at once, and says so through the eventfd too.
+  // returns at once.
   sandbox.init_parent = std::thread([clone, &syscalls] {
     long result = syscalls.clone3_init(*clone);
     if (result == -ENOSYS || result == -E2BIG) {
       clone->without_clone3 = true;
       result = syscalls.clone_init(*clone);
     }
-    if (result < 0) {
-      clone->error = result;
-      const std::uint64_t one = 1;
-      (void)!::write(clone->started_fd, &one, sizeof one);
-    }
+    if (result < 0) clone->error = result;
   });
-  std::uint64_t count = 0;
-  while (::read(started.get(), &count, sizeof count) < 0 && errno == EINTR) {
-  }
+  // The kernel stores init's pid and pidfd before init runs, while its
+  // parent thread is still in the call: this thread waits for them on its
+  // CPU, as if it had made the call itself. (Waiting in a read until init
+  // signalled left it queued behind init's first time slice: the scheduler
+  // often runs a woken thread on its waker's CPU.)
+  auto stored = [&clone] {
+    if (std::atomic_ref<int>(clone->pidfd).load(std::memory_order_acquire) < 0) return false;
+    return clone->without_clone3 ||
+           std::atomic_ref<int>(clone->pid).load(std::memory_order_acquire) != 0;
+  };
+  while (clone->error == 0 && !stored())
+    ::sched_yield();
+  core::trace_phase("launch: init started");
   if (clone->error < 0) {
     sandbox.init_parent.join();
     return Error(core::ErrorKind::kUnavailable, "launch",
@@ -138,6 +145,9 @@ core::Result<LaunchedSandbox> launch_sandbox(LaunchPlan& plan, UniqueFd supervis
   };
   if (auto written = syscalls.write_id_maps(sandbox.pid, plan.id_maps); !written) {
     return abandon(std::move(written).error().with_context("writing the sandbox's id maps"));
+  }
+  core::trace_phase("launch: id maps written");
+  if (false) {
   }
   if (before_go) {
     if (auto placed = before_go(sandbox.pid, in_cgroup); !placed) {

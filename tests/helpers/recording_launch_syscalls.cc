@@ -1,7 +1,9 @@
 #include "helpers/recording_launch_syscalls.h"
 
 #include <sys/eventfd.h>
+
 #include <unistd.h>
+#include <atomic>
 
 #include <cerrno>
 #include <utility>
@@ -60,13 +62,12 @@ runtime::BeforeGo RecordingLaunchSyscalls::before_go() {
 }
 
 long RecordingLaunchSyscalls::start_init(runtime::InitClone& init, bool store_pid) {
-  // What the kernel stores before init runs.
-  init.pidfd = ::eventfd(0, EFD_CLOEXEC);
-  if (init.pidfd < 0) return -errno;
-  if (store_pid) init.pid = init_pid;
-  // init's first step.
-  const std::uint64_t one = 1;
-  (void)!::write(init.started_fd, &one, sizeof one);
+  // What the kernel stores before init runs (the pid last, as kernel_clone
+  // does after copy_process).
+  const int pidfd = ::eventfd(0, EFD_CLOEXEC);
+  if (pidfd < 0) return -errno;
+  std::atomic_ref<int>(init.pidfd).store(pidfd, std::memory_order_release);
+  if (store_pid) std::atomic_ref<int>(init.pid).store(init_pid, std::memory_order_release);
   // The parent's clone returns when init has exited.
   std::unique_lock hold(mutex_);
   if (!reaped_changed_.wait_for(hold, reap_patience, [this] { return reaped_; })) {
