@@ -27,9 +27,10 @@ int hex_value(char c) {
   return -1;
 }
 
-}  // namespace
-
-std::string escape_malformed_utf8(std::string_view bytes) {
+// `bytes` with its well-formed sequences kept and each byte of a malformed
+// one replaced by what `replace(byte)` appends.
+template <class Replace>
+std::string replace_malformed_utf8(std::string_view bytes, Replace&& replace) {
   std::string out;
   out.reserve(bytes.size());
   for (std::size_t at = 0; at < bytes.size();) {
@@ -38,27 +39,26 @@ std::string escape_malformed_utf8(std::string_view bytes) {
       at += length;
       continue;
     }
-    const auto byte = static_cast<unsigned char>(bytes[at++]);
-    out += "\\x";
-    out += kHexDigits[byte >> 4];
-    out += kHexDigits[byte & 0xF];
+    replace(out, static_cast<unsigned char>(bytes[at++]));
   }
   return out;
 }
 
+}  // namespace
+
+std::string escape_malformed_utf8(std::string_view bytes) {
+  return replace_malformed_utf8(bytes, [](std::string& out, unsigned char byte) {
+    out += "\\x";
+    out += kHexDigits[byte >> 4];
+    out += kHexDigits[byte & 0xF];
+  });
+}
+
 std::string spell_malformed_utf8(std::string_view bytes) {
-  std::string out;
-  out.reserve(bytes.size());
-  for (std::size_t at = 0; at < bytes.size();) {
-    if (const std::size_t length = sequence_length(bytes, at); length > 0) {
-      out.append(bytes.substr(at, length));
-      at += length;
-      continue;
-    }
-    const char32_t private_use = 0x10FE00 + static_cast<unsigned char>(bytes[at++]);
+  return replace_malformed_utf8(bytes, [](std::string& out, unsigned char byte) {
+    const char32_t private_use = 0x10FE00 + byte;
     out += encode_utf8(std::u32string_view(&private_use, 1));
-  }
-  return out;
+  });
 }
 
 std::string to_hex(std::string_view bytes) {

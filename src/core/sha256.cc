@@ -62,7 +62,11 @@ struct HmacSha256::Impl {
 HmacSha256::HmacSha256(std::string_view key) : impl_(std::make_unique<Impl>()) {
   std::array<unsigned char, SHA256_CBLOCK> block{};
   if (key.size() > block.size()) {
-    SHA256(reinterpret_cast<const unsigned char*>(key.data()), key.size(), block.data());
+    // Not SHA256(): in OpenSSL 3 the one-shot goes through EVP.
+    SHA256_CTX hashed;
+    SHA256_Init(&hashed);
+    SHA256_Update(&hashed, key.data(), key.size());
+    SHA256_Final(block.data(), &hashed);
   } else {
     std::copy(key.begin(), key.end(), block.begin());
   }
