@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <optional>
 
@@ -185,14 +186,24 @@ Measures measure(SandboxRun& run, const NativeMonitor& monitor, ExecutionMetrics
   return measures;
 }
 
-void record_setup_error(ProcessResult& result, const runtime::ChildMessage& error) {
+void record_setup_error(ProcessResult& result, const runtime::ChildMessage& error,
+                        const linux_api::CgroupUsage& usage, const ResourcePolicy& limits) {
   if (std::string_view(error.stage) == "executing") {
     runtime::record_exec_failure(result, error.detail, error.error_number);
     return;
   }
-  result.termination_reason = TerminationReason::LaunchError;
   result.exit_code = 125;
   result.termination_detail = "sandbox setup failed: " + runtime::describe_child_error(error);
+  // The kernel refused the setup's own allocations at the memory limit.
+  const bool out_of_memory = error.error_number == ENOMEM || error.error_number == ENOBUFS;
+  if (out_of_memory && usage.memory_limit_hits > 0) {
+    result.termination_reason = TerminationReason::Oom;
+    result.termination_detail += " (the sandbox's memory limit of " +
+                                 format_size(limits.memory_bytes) +
+                                 " is too small to set it up: raise --memory)";
+    return;
+  }
+  result.termination_reason = TerminationReason::LaunchError;
 }
 
 void record_forbidden_syscall(ProcessResult& result, const std::string& profile,
@@ -262,7 +273,7 @@ void record_status(ProcessResult& result, int status, bool reported,
 void record_ending(ProcessResult& result, const SandboxRun& run, const ExecutionRequest& request,
                    NativeMonitor& monitor, const Measures& measures) {
   if (const auto error = monitor.first_error()) {
-    record_setup_error(result, *error);
+    record_setup_error(result, *error, measures.cgroup, request.limits);
   } else if (const auto& syscall = monitor.forbidden_syscall()) {
     record_forbidden_syscall(result, request.seccomp_profile, *syscall);
   } else {
