@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "backends/native_runtime.h"
+#include "helpers/cli_fixture.h"
 #include "helpers/cli_runner.h"
 #include "helpers/local_server.h"
 #include "helpers/test_support.h"
@@ -40,14 +41,11 @@ std::string without_timing(std::string text) {
   return text;
 }
 
-class ServerTest : public ::testing::Test {
+class ServerTest : public testing::CliFixture {
  protected:
   void SetUp() override {
-    auto backend = make_native_backend(NativeBackendOptions{.state_dir = state_.path()});
-    const Availability availability = backend->availability();
-    PULSEBOX_SKIP_UNLESS(availability.available, availability.reason);
-    binary_ = std::getenv("PULSEBOX_BIN") != nullptr ? std::getenv("PULSEBOX_BIN") : "";
-    ASSERT_FALSE(binary_.empty()) << "PULSEBOX_BIN is set by meson";
+    CliFixture::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
     testing::write_file(workspace_ / "a.txt", "original\n");
   }
 
@@ -58,7 +56,7 @@ class ServerTest : public ::testing::Test {
   std::vector<std::string> env() const {
     // Limits are strong only with cgroups (root, or a delegated cgroup):
     // the runs here accept weaker ones, in-process and served alike.
-    return {"PULSEBOX_STATE_DIR=" + state_.path().string(), "NO_COLOR=1"};
+    return cli_env(/*served=*/true);
   }
   std::vector<std::string> in_process_env() const {
     auto e = env();
@@ -104,11 +102,7 @@ class ServerTest : public ::testing::Test {
     return testing::run_cli(args, "", environment, cwd);
   }
 
-  TempDir workspace_;
-  TempDir state_;
-  TempDir scratch_;
   fs::path log_ = scratch_ / "server.log";
-  std::string binary_;
   pid_t server_ = -1;
 };
 

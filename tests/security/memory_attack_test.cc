@@ -9,33 +9,25 @@
 
 #include <nlohmann/json.hpp>
 
+#include "helpers/cli_fixture.h"
 #include "helpers/cli_runner.h"
 #include "helpers/local_server.h"
 #include "helpers/test_support.h"
-#include "pulsebox/sandbox.h"
 
 namespace pulsebox {
 namespace {
 
-using testing::TempDir;
 namespace fs = std::filesystem;
 
-class MemoryAttackTest : public ::testing::Test {
+class MemoryAttackTest : public testing::CliFixture {
  protected:
   void SetUp() override {
-    auto backend = make_native_backend(NativeBackendOptions{.state_dir = state_.path()});
-    const Availability availability = backend->availability();
-    PULSEBOX_SKIP_UNLESS(availability.available, availability.reason);
-    binary_ = std::getenv("PULSEBOX_BIN") != nullptr ? std::getenv("PULSEBOX_BIN") : "";
-    ASSERT_FALSE(binary_.empty()) << "PULSEBOX_BIN is set by meson";
+    CliFixture::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
     testing::write_file(workspace_ / "a.txt", "original\n");
   }
 
-  std::vector<std::string> env(bool served) const {
-    std::vector<std::string> e = {"PULSEBOX_STATE_DIR=" + state_.path().string(), "NO_COLOR=1"};
-    if (!served) e.push_back("PULSEBOX_SERVER=off");
-    return e;
-  }
+  std::vector<std::string> env(bool served) const { return cli_env(served); }
 
   // `pulsebox run --json` of `command` with `limits`; the parsed result, or
   // a failure naming what the CLI printed instead (its supervisor died).
@@ -75,10 +67,6 @@ class MemoryAttackTest : public ::testing::Test {
     return testing::read_file(workspace_ / ".agent/logs/audit.jsonl");
   }
 
-  TempDir workspace_;
-  TempDir state_;
-  TempDir scratch_;
-  std::string binary_;
   int last_exit_ = -1;
 };
 

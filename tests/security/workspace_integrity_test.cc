@@ -14,31 +14,20 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "helpers/cli_fixture.h"
 #include "helpers/cli_runner.h"
 #include "helpers/local_server.h"
 #include "helpers/test_support.h"
-#include "pulsebox/sandbox.h"
 
 namespace pulsebox {
 namespace {
 
-using testing::TempDir;
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
-class WorkspaceIntegrityTest : public ::testing::Test {
+class WorkspaceIntegrityTest : public testing::CliFixture {
  protected:
-  void SetUp() override {
-    auto backend = make_native_backend(NativeBackendOptions{.state_dir = state_.path()});
-    const Availability availability = backend->availability();
-    PULSEBOX_SKIP_UNLESS(availability.available, availability.reason);
-    binary_ = std::getenv("PULSEBOX_BIN") != nullptr ? std::getenv("PULSEBOX_BIN") : "";
-    ASSERT_FALSE(binary_.empty()) << "PULSEBOX_BIN is set by meson";
-  }
-
-  std::vector<std::string> env() const {
-    return {"PULSEBOX_STATE_DIR=" + state_.path().string(), "NO_COLOR=1", "PULSEBOX_SERVER=off"};
-  }
+  std::vector<std::string> env() const { return cli_env(); }
 
   std::vector<std::string> run_args(const std::string& command,
                                     const std::vector<std::string>& flags = {}) const {
@@ -92,11 +81,6 @@ class WorkspaceIntegrityTest : public ::testing::Test {
   testing::CliRun commit(const std::string& tx) const {
     return testing::run_cli({"commit", "-w", workspace_.path().string(), tx}, "", env());
   }
-
-  TempDir workspace_;
-  TempDir state_;
-  TempDir scratch_;
-  std::string binary_;
 };
 
 // Writes `content` over `path` and sets its times back as they were: what
