@@ -10,6 +10,7 @@
 
 #include "core/fs.h"
 #include "core/json_parse.h"
+#include "helpers/json_depth_reference.h"
 #include "helpers/test_support.h"
 
 namespace pulsebox::core {
@@ -130,39 +131,6 @@ TEST(ParseJson, SyntaxErrorsNameTheLineAndColumn) {
   EXPECT_EQ(huge.error().message(), "p.json: invalid JSON: a number is out of range");
 }
 
-// The JSON library's own depth count, through its SAX interface (which
-// keeps its state on the heap, so any depth is safe to measure).
-class SaxDepth : public nlohmann::json_sax<nlohmann::json> {
- public:
-  std::size_t deepest = 0;
-  bool null() override { return true; }
-  bool boolean(bool) override { return true; }
-  bool number_integer(number_integer_t) override { return true; }
-  bool number_unsigned(number_unsigned_t) override { return true; }
-  bool number_float(number_float_t, const string_t&) override { return true; }
-  bool string(string_t&) override { return true; }
-  bool binary(binary_t&) override { return true; }
-  bool start_object(std::size_t) override { return open(); }
-  bool key(string_t&) override { return true; }
-  bool end_object() override { return close(); }
-  bool start_array(std::size_t) override { return open(); }
-  bool end_array() override { return close(); }
-  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
-    return false;
-  }
-
- private:
-  bool open() {
-    deepest = std::max(deepest, ++depth_);
-    return true;
-  }
-  bool close() {
-    --depth_;
-    return true;
-  }
-  std::size_t depth_ = 0;
-};
-
 nlohmann::json random_value(std::mt19937& random, int depth) {
   static const std::string kPieces[] = {"[", "]", "{", "}", "\"", "\\", "a", ":", ","};
   switch (depth > 6 ? 0 : random() % 4) {
@@ -200,7 +168,7 @@ TEST(JsonNesting, AgreesWithTheParserOnRandomDocuments) {
   for (int round = 0; round < 20000; ++round) {
     std::string text = random_value(random, 0).dump();
     if (round % 2 == 1) text[random() % text.size()] = bytes[random() % bytes.size()];
-    SaxDepth sax;
+    testing::SaxDepth sax;
     if (!nlohmann::json::sax_parse(text, &sax)) continue;
     if (round % 2 == 1) ++mutated_and_accepted;
     ASSERT_EQ(json_nesting(text).depth, sax.deepest) << text;
