@@ -21,22 +21,6 @@ namespace {
 
 constexpr int kMaxDepth = 512;
 
-NodeType becomes(const Entry& entry) {
-  switch (entry.op) {
-    case StagedOp::Write:
-      return NodeType::File;
-    case StagedOp::Mkdir:
-      return NodeType::Directory;
-    case StagedOp::Symlink:
-      return NodeType::Symlink;
-    case StagedOp::Delete:
-      return NodeType::Absent;
-    case StagedOp::Chmod:
-      break;
-  }
-  return entry.snapshot.exists() ? entry.snapshot.type : NodeType::File;
-}
-
 bool equal_ignoring_ascii_case(std::string_view a, std::string_view b) {
   return a.size() == b.size() && core::ascii_lower(a) == core::ascii_lower(b);
 }
@@ -213,7 +197,7 @@ core::Result<std::optional<ProtectedChange>> find_protected_change(int root_fd, 
   const HoldsEntry holds = [&tree](std::string_view dir, std::string_view name) {
     return tree.holds(dir, name);
   };
-  const NodeType type = becomes(entry);
+  const NodeType type = type_after(entry);
   using Found = std::optional<ProtectedChange>;
   if (auto match = match_protected_path(entry.path, type, holds))
     return Found(ProtectedChange{ProtectedChange::Via::kItself, entry.path, std::move(*match)});

@@ -167,6 +167,22 @@ std::string_view to_string(StagedOp op) {
   return "write";
 }
 
+NodeType type_after(const Entry& entry) {
+  switch (entry.op) {
+    case StagedOp::Write:
+      return NodeType::File;
+    case StagedOp::Mkdir:
+      return NodeType::Directory;
+    case StagedOp::Symlink:
+      return NodeType::Symlink;
+    case StagedOp::Delete:
+      return NodeType::Absent;
+    case StagedOp::Chmod:
+      break;
+  }
+  return entry.snapshot.exists() ? entry.snapshot.type : NodeType::File;
+}
+
 ChangeKind change_kind(const Entry& entry) {
   switch (entry.op) {
     case StagedOp::Delete:
@@ -337,11 +353,8 @@ core::Status TransactionStore::check_entry_policy(const Draft& draft, const Entr
       break;
   }
   // Replacing a path of another type removes what was there.
-  const NodeType new_type = entry.op == StagedOp::Mkdir     ? NodeType::Directory
-                            : entry.op == StagedOp::Symlink ? NodeType::Symlink
-                                                            : NodeType::File;
-  if (entry.op != StagedOp::Delete && entry.op != StagedOp::Chmod && entry.snapshot.exists() &&
-      entry.snapshot.type != new_type) {
+  const NodeType after = type_after(entry);
+  if (after != NodeType::Absent && entry.snapshot.exists() && entry.snapshot.type != after) {
     actions.push_back(ActionType::Delete);
   }
   PB_TRY(root_fd, open_root());

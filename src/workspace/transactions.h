@@ -45,6 +45,9 @@ struct Draft {
 
 std::string_view to_string(StagedOp op);
 ChangeKind change_kind(const Entry& entry);
+// What the path is once the entry is applied: a chmod keeps the type it had
+// (a file if it had none), a delete leaves it absent.
+NodeType type_after(const Entry& entry);
 
 class TransactionStore {
  public:

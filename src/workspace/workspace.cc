@@ -205,8 +205,7 @@ void mark_changed_during_run(Draft& draft, std::chrono::system_clock::time_point
     // A directory counts where the entry removes it with everything below
     // (a host file added there meanwhile would go with it); a mode change
     // or a new file inside it loses nothing of the host's.
-    const bool removes_tree = entry.op == StagedOp::Delete || entry.op == StagedOp::Write ||
-                              entry.op == StagedOp::Symlink;
+    const bool removes_tree = workspace::type_after(entry) != workspace::NodeType::Directory;
     if (snapshot.type == workspace::NodeType::Directory && !removes_tree) continue;
     if (std::max(snapshot.mtime_ns, snapshot.newest_ctime_ns) >= since_ns) {
       snapshot.changed_during_run = true;

@@ -38,13 +38,8 @@ BoundedRun run_cli_bounded(const std::vector<std::string>& args,
     set(entry);
   std::vector<std::string> argv_storage = {binary};
   argv_storage.insert(argv_storage.end(), args.begin(), args.end());
-  std::vector<char*> argv, envp;
-  for (auto& arg : argv_storage)
-    argv.push_back(arg.data());
-  argv.push_back(nullptr);
-  for (auto& entry : env_storage)
-    envp.push_back(entry.data());
-  envp.push_back(nullptr);
+  const std::vector<char*> argv = c_strings(argv_storage);
+  const std::vector<char*> envp = c_strings(env_storage);
   const rlimit cap{bounds.max_address_space, bounds.max_address_space};
 
   const pid_t pid = ::fork();

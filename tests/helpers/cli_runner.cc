@@ -6,6 +6,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "helpers/test_support.h"
+
 extern char** environ;
 
 namespace pulsebox::testing {
@@ -45,10 +47,7 @@ CliRun run_cli(const std::vector<std::string>& args, const std::string& input,
   if (!cwd.empty()) posix_spawn_file_actions_addchdir_np(&actions, cwd.c_str());
   std::vector<std::string> argv_storage = {binary};
   argv_storage.insert(argv_storage.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& arg : argv_storage)
-    argv.push_back(arg.data());
-  argv.push_back(nullptr);
+  const std::vector<char*> argv = c_strings(argv_storage);
   std::vector<std::string> env_storage;
   auto overridden = [&](const std::string& entry) {
     const std::string name = entry.substr(0, entry.find('=') + 1);
@@ -61,10 +60,7 @@ CliRun run_cli(const std::vector<std::string>& args, const std::string& input,
     if (!overridden(*e)) env_storage.emplace_back(*e);
   }
   env_storage.insert(env_storage.end(), extra_env.begin(), extra_env.end());
-  std::vector<char*> envp;
-  for (auto& entry : env_storage)
-    envp.push_back(entry.data());
-  envp.push_back(nullptr);
+  const std::vector<char*> envp = c_strings(env_storage);
   pid_t pid = 0;
   const int rc = ::posix_spawn(&pid, binary, &actions, nullptr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);

@@ -27,14 +27,9 @@ pid_t spawn(const std::vector<std::string>& argv, const std::vector<std::string>
   for (char** e = environ; *e != nullptr; ++e)
     env_storage.emplace_back(*e);
   env_storage.insert(env_storage.end(), env.begin(), env.end());
-  std::vector<char*> envp, args;
-  for (auto& entry : env_storage)
-    envp.push_back(entry.data());
-  envp.push_back(nullptr);
   std::vector<std::string> argv_storage = argv;
-  for (auto& arg : argv_storage)
-    args.push_back(arg.data());
-  args.push_back(nullptr);
+  const std::vector<char*> envp = c_strings(env_storage);
+  const std::vector<char*> args = c_strings(argv_storage);
   pid_t pid = -1;
   if (::posix_spawn(&pid, args[0], &actions, nullptr, args.data(), envp.data()) != 0) pid = -1;
   posix_spawn_file_actions_destroy(&actions);

@@ -44,6 +44,15 @@ std::map<std::string, std::string> parse_report(const std::string& text) {
   return values;
 }
 
+std::vector<char*> c_strings(std::vector<std::string>& strings) {
+  std::vector<char*> pointers;
+  pointers.reserve(strings.size() + 1);
+  for (auto& text : strings)
+    pointers.push_back(text.data());
+  pointers.push_back(nullptr);
+  return pointers;
+}
+
 int processes_with_marker(const std::string& marker) {
   int found = 0;
   DIR* proc = ::opendir("/proc");

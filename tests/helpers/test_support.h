@@ -76,6 +76,10 @@ std::map<std::string, std::string> listing(const std::filesystem::path& root);
 // The probe's "key=value" report lines (tests/probe/probe.cc).
 std::map<std::string, std::string> parse_report(const std::string& text);
 
+// The null-terminated char* array execve() and posix_spawn() take, pointing
+// into `strings` (which must outlive it).
+std::vector<char*> c_strings(std::vector<std::string>& strings);
+
 // Host processes whose command line contains `marker` (read-only scan of /proc).
 int processes_with_marker(const std::string& marker);
 

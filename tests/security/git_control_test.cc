@@ -110,13 +110,8 @@ class GitControlTest : public ::testing::Test {
                                             "GIT_COMMITTER_NAME=user",
                                             "GIT_COMMITTER_EMAIL=user@example.invalid",
                                             "LC_ALL=C"};
-    std::vector<char*> argv, envp;
-    for (auto& arg : argv_storage)
-      argv.push_back(arg.data());
-    argv.push_back(nullptr);
-    for (auto& entry : env_storage)
-      envp.push_back(entry.data());
-    envp.push_back(nullptr);
+    const std::vector<char*> argv = testing::c_strings(argv_storage);
+    const std::vector<char*> envp = testing::c_strings(env_storage);
     const fs::path output = scratch_ / "git.out";
     posix_spawn_file_actions_t actions;
     posix_spawn_file_actions_init(&actions);

@@ -79,14 +79,10 @@ std::string run_on_terminal(const std::vector<std::string>& args,
   if (!colour) env.push_back("NO_COLOR=1");
   env.insert(env.end(), extra_env.begin(), extra_env.end());
   const std::string binary = std::getenv("PULSEBOX_BIN");
-  std::vector<char*> argv = {const_cast<char*>(binary.c_str())};
-  for (const auto& arg : args)
-    argv.push_back(const_cast<char*>(arg.c_str()));
-  argv.push_back(nullptr);
-  std::vector<char*> envp;
-  for (auto& entry : env)
-    envp.push_back(entry.data());
-  envp.push_back(nullptr);
+  std::vector<std::string> argv_storage = {binary};
+  argv_storage.insert(argv_storage.end(), args.begin(), args.end());
+  const std::vector<char*> argv = testing::c_strings(argv_storage);
+  const std::vector<char*> envp = testing::c_strings(env);
   const pid_t child = ::fork();
   if (child == 0) {
     ::setsid();
