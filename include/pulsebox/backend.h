@@ -84,6 +84,10 @@ struct ExecutionRequest {
   // Paths inside the workspace (relative) the command must not see, besides
   // .agent/: e.g. an audit log kept there.
   std::vector<std::string> hidden_workspace_paths;
+  // Directories layered over the workspace, top first, in overlayfs's layer
+  // format: a session's earlier changes (see session.h). Only backends with
+  // a kept_changes_dir() take them.
+  std::vector<std::filesystem::path> lower_layers;
   // Raw output chunks as they arrive (the facade scrubs them).
   std::function<void(OutputStream, std::string_view)> on_output;
   // Cancels the run once readable or hung up (-1: none); see ExecuteOptions.
@@ -135,6 +139,13 @@ class PULSEBOX_API Backend {
                                    std::unique_ptr<PreparedRun> prepared) = 0;
   ExecutionOutcome execute(const ExecutionRequest& request) { return execute(request, nullptr); }
   virtual void cleanup() = 0;
+
+  // A directory on the file system of the runs' changes_dir, where the
+  // caller may keep a run's changes by renaming changes_dir into it (a
+  // session's layers, held changes): cleanup() and reconcile() leave it
+  // alone. nullopt when the backend has none (then sessions are refused and
+  // changes that cannot be staged cannot be kept).
+  virtual std::optional<std::filesystem::path> kept_changes_dir() { return std::nullopt; }
 
   virtual Capability network_capability(const NetworkPolicy& policy) const = 0;
   virtual Capability secrets_capability(const SecretPolicy& policy) const = 0;

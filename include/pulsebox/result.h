@@ -5,7 +5,9 @@
 //  "timed_out", "truncated", "termination_reason", "metrics": {"elapsed_ms",
 //  "cpu_time_ms", "peak_memory_bytes", "process_count", "output_bytes"},
 //  "isolation_level", "enforcement": {"network", "secrets", "filesystem",
-//  "limits", "syscalls"}, "transaction_id", "changes": [{"path", "kind"}]}
+//  "limits", "syscalls"}, "transaction_id", "changes": [{"path", "kind"}],
+//  "changes_status": {"status", "refused": [{"path", "reason"}], "notes",
+//  "held_id", "session", "contains_secrets", "detail"}}
 //
 // stdout and stderr are bytes; in JSON, invalid UTF-8 is replaced by U+FFFD.
 #pragma once
@@ -85,6 +87,39 @@ struct EnforcementDecision {
   std::string fix;
 };
 
+// A path and what was said of it: a change left out of the transaction.
+struct PathReason {
+  std::string path;
+  std::string reason;
+};
+
+// What became of a run's workspace changes (JSON "changes_status").
+enum class ChangesOutcome {
+  Unchanged,  // the run changed nothing
+  Staged,     // a pending transaction holds them (transaction_id)
+  Committed,  // committed (--changes commit)
+  Discarded,  // thrown away (--changes discard)
+  Conflict,   // --changes commit was refused; the transaction is kept
+  Held,       // some or all could not be staged: kept (held_id), see refused
+  Session,    // added to the session (session)
+};
+PULSEBOX_API std::string_view to_string(ChangesOutcome outcome);
+
+struct ChangesStatus {
+  ChangesOutcome outcome = ChangesOutcome::Unchanged;
+  std::vector<PathReason> refused;  // per path, with Held
+  std::vector<PathReason> notes;    // staged with a caveat (setuid bits dropped, ...)
+  std::optional<std::string> held_id;
+  std::optional<std::string> session;
+  bool contains_secrets = false;  // a staged change holds a registered secret value
+  std::string detail;             // why (Conflict, Held)
+  // The run's changes are not where the caller asked them to be: the
+  // CLI's exit status says so (kExitChangesNotKept) when the command succeeded.
+  bool lost() const {
+    return outcome == ChangesOutcome::Conflict || outcome == ChangesOutcome::Held;
+  }
+};
+
 struct ProcessResult {
   std::string command;
   int exit_code = 0;
@@ -104,6 +139,7 @@ struct ProcessResult {
   std::vector<EnforcementDecision> enforcement_decisions;
   std::optional<std::string> transaction_id;
   std::vector<Change> changes;
+  ChangesStatus changes_status;
   std::int64_t pid = 0;
 };
 

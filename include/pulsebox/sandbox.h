@@ -31,6 +31,9 @@
 //  4. RUNNING; the backend runs the command; output is scrubbed as it streams;
 //  5. the run's workspace changes become a transaction, then kept, committed
 //     or discarded per `changes`; a commit conflict keeps the transaction;
+//     with a session they are added to the session instead. What cannot be
+//     staged (a FIFO, a file over the size limit, ...) is kept as "held"
+//     changes, never dropped; ProcessResult::changes_status says which;
 //  6. CLEANING, backend cleanup, FINALIZED (or RECOVERY_REQUIRED).
 // Every decision is written to the audit log.
 #pragma once
@@ -94,6 +97,11 @@ struct SandboxOptions {
   // The audit log's key (audit.h); unset: default_audit_key_location().
   std::optional<AuditKeyLocation> audit_key;
   ChangesMode changes = ChangesMode::Keep;
+  // A session name (session.h): each run sees the session's earlier
+  // changes, and its own are added to the session instead of becoming a
+  // transaction. Needs a backend with kept_changes_dir() and
+  // ChangesMode::Keep. "": no session.
+  std::string session;
 };
 
 struct ExecuteOptions {
@@ -149,6 +157,10 @@ class PULSEBOX_API Sandbox {
   void decide_enforcement(Run& run);
   ProcessResult run_and_scrub(Run& run, ExecutionRequest& request, const ExecuteOptions& options);
   void import_changes(Run& run, ProcessResult& result);
+  void open_session(Run& run, ExecutionRequest& request);
+  void add_to_session(Run& run, ProcessResult& result);
+  void hold_changes(Run& run, ProcessResult& result, const std::string& reason,
+                    std::vector<PathReason> refused, std::optional<std::string> transaction);
   void clean_up(Run& run);
 
   std::string command_text(const std::vector<std::string>& argv) const;

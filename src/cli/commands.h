@@ -26,6 +26,7 @@ void register_policy_commands(CLI::App& app, int& exit_code);
 void register_audit_commands(CLI::App& app, int& exit_code);
 void register_scrub_command(CLI::App& app, int& exit_code);
 void register_changes_commands(CLI::App& app, int& exit_code);
+void register_session_commands(CLI::App& app, int& exit_code);
 void register_run_command(CLI::App& app, int& exit_code);
 // The arguments after "--" on the command line.
 void set_run_command(std::vector<std::string> command);

@@ -59,6 +59,7 @@ int main(int argc, char** argv) {
       {{"capabilities"}, register_capabilities_command},
       {{"seccomp"}, register_seccomp_commands},
       {{"serve"}, register_serve_command},
+      {{"session"}, register_session_commands},
   };
   const std::string_view first = argc > 1 ? argv[1] : "";
   const Command* named = nullptr;

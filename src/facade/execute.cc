@@ -1,6 +1,8 @@
 // Sandbox::execute: one run, as a short list of named stages. Each stage
 // audits what it decides; a refusal before the run ends the lifecycle as
 // Failed and tears down what prepare() set up (its PreparedRun goes).
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 
 #include "core/text.h"
@@ -8,7 +10,10 @@
 #include "pulsebox/error.h"
 #include "pulsebox/lifecycle.h"
 #include "pulsebox/sandbox.h"
+#include "audit/chain.h"
+#include "pulsebox/session.h"
 #include "workspace/safe_open.h"
+#include "workspace/session_store.h"
 
 extern char** environ;
 
@@ -104,6 +109,8 @@ struct Sandbox::Run {
   std::vector<EnforcementDecision> verdicts;
   ExecutionOutcome outcome;
   Workspace::RunClock started;  // the workspace's stamp at the start
+  // The run's session, locked for the run (SandboxOptions::session).
+  std::optional<workspace::OpenSession> session;
 };
 
 ProcessResult Sandbox::execute(const std::vector<std::string>& argv,
@@ -116,6 +123,7 @@ ProcessResult Sandbox::execute(const std::vector<std::string>& argv,
   run.lifecycle.transition(LifecycleState::Starting);
   check_policy(run);
   ExecutionRequest request = build_request(run, argv, options);
+  if (!options_.session.empty()) open_session(run, request);
   // The backend may set the run up (as far as the command's start) while
   // the verdicts are made and audited.
   run.prepared = backend_->prepare(request);
@@ -301,38 +309,170 @@ ProcessResult Sandbox::run_and_scrub(Run& run, ExecutionRequest& request,
 void Sandbox::import_changes(Run& run, ProcessResult& result) {
   const ExecutionOutcome& outcome = run.outcome;
   if (!outcome.changes_dir) return;
+  if (run.session) {
+    add_to_session(run, result);
+    return;
+  }
+  ChangesStatus& status = result.changes_status;
+  ImportOptions import;
+  import.origin = run.id + ": " + run.command;
+  import.run_started = run.started;
+  import.secrets = &scrubber_;
+  ImportResult imported;
   try {
-    const std::string origin = run.id + ": " + run.command;
-    const auto tx = outcome.changes_dir_is_full_copy
-                        ? workspace_.import_copy(*outcome.changes_dir, origin, run.started)
-                        : workspace_.import_overlay(*outcome.changes_dir, options_.workspace,
-                                                    origin, run.started);
-    if (!tx) return;
-    result.transaction_id = *tx;
-    for (const auto& change : workspace_.describe(*tx).changes)
+    imported = outcome.changes_dir_is_full_copy
+                   ? workspace_.import_copy(*outcome.changes_dir, import)
+                   : workspace_.import_overlay(*outcome.changes_dir, options_.workspace, import);
+  } catch (const SandboxError& error) {
+    if (options_.changes == ChangesMode::Discard) {
+      status.outcome = ChangesOutcome::Discarded;
+      status.detail = error.what();
+      return;
+    }
+    hold_changes(run, result, std::string("the changes could not be staged: ") + error.what(), {},
+                 std::nullopt);
+    return;
+  }
+  for (const auto& note : imported.notes)
+    status.notes.push_back({note.path, note.note});
+  if (imported.transaction) {
+    const std::string& tx = *imported.transaction;
+    result.transaction_id = tx;
+    status.outcome = ChangesOutcome::Staged;
+    const TransactionInfo info = workspace_.describe(tx);
+    for (const auto& change : info.changes)
       result.changes.push_back({change.path, change.kind});
+    status.contains_secrets = info.contains_secrets;
     audit_->record({.action = "changes-staged",
-                    .target = *tx,
+                    .target = tx,
                     .decision = "allow",
                     .isolation_level = run.level,
                     .detail = std::to_string(result.changes.size()) + " changes from " + run.id});
-    if (options_.changes == ChangesMode::Commit) {
-      try {
-        commit_transaction(*tx);
-      } catch (const SandboxError& error) {
-        append_detail(result, "changes kept as " + *tx + ", not committed: " + error.what());
-      }
-    } else if (options_.changes == ChangesMode::Discard) {
-      discard_transaction(*tx);
+    if (info.contains_secrets) {
+      audit_->record({.action = "changes-secret",
+                      .target = tx,
+                      .decision = "deny",
+                      .isolation_level = run.level,
+                      .detail = "a staged change holds a registered secret value; commit "
+                                "refuses it unless allowed explicitly"});
     }
-  } catch (const SandboxError& error) {
-    audit_->record({.action = "changes-staged",
-                    .target = run.id,
-                    .decision = "deny",
-                    .isolation_level = run.level,
-                    .detail = error.what()});
-    append_detail(result, std::string("changes refused: ") + error.what());
   }
+  if (!imported.refused.empty() && options_.changes != ChangesMode::Discard) {
+    std::vector<PathReason> refused;
+    for (const auto& item : imported.refused)
+      refused.push_back({item.path, item.reason});
+    hold_changes(run, result,
+                 std::to_string(refused.size()) +
+                     (refused.size() == 1 ? " path" : " paths") + " could not be staged",
+                 std::move(refused), imported.transaction);
+  }
+  if (!imported.transaction) return;
+  const std::string tx = *imported.transaction;
+  if (options_.changes == ChangesMode::Commit) {
+    try {
+      commit_transaction(tx);
+      if (status.outcome == ChangesOutcome::Staged) status.outcome = ChangesOutcome::Committed;
+    } catch (const SandboxError& error) {
+      status.outcome = ChangesOutcome::Conflict;
+      status.detail = "changes kept as " + tx + ", not committed: " + error.what();
+      append_detail(result, status.detail);
+    }
+  } else if (options_.changes == ChangesMode::Discard) {
+    discard_transaction(tx);
+    result.transaction_id.reset();
+    status.outcome = ChangesOutcome::Discarded;
+  }
+}
+
+// A session run: the run's upper directory becomes the session's top layer.
+void Sandbox::open_session(Run& run, ExecutionRequest& request) {
+  const auto kept = backend_->kept_changes_dir();
+  if (!kept) {
+    run.deny("session", "the " + run.backend_name + " backend cannot keep a session");
+    run.refuse(SandboxConfigError("session " + options_.session + ": the " + run.backend_name +
+                                      " backend cannot keep a session's layers; use the "
+                                      "native backend",
+                                  0, "session"));
+  }
+  auto opened = workspace::OpenSession::open(workspace_, options_.session, *kept);
+  if (!opened) {
+    run.deny("session", opened.error().to_string());
+    run.refuse(SandboxConfigError("session " + options_.session + ": " + opened.error().to_string(),
+                                  0, "session"));
+  }
+  run.session.emplace(std::move(opened).value());
+  request.lower_layers = run.session->info().layers;
+}
+
+void Sandbox::add_to_session(Run& run, ProcessResult& result) {
+  ChangesStatus& status = result.changes_status;
+  auto added = run.session->add_run(*run.outcome.changes_dir);
+  if (!added) {
+    hold_changes(run, result,
+                 "adding the run to session " + options_.session +
+                     " failed: " + added.error().to_string(),
+                 {}, std::nullopt);
+    return;
+  }
+  result.changes = std::move(added).value();
+  status.outcome = ChangesOutcome::Session;
+  status.session = options_.session;
+  audit_->record({.action = "session-run",
+                  .target = options_.session,
+                  .decision = "allow",
+                  .isolation_level = run.level,
+                  .detail = std::to_string(result.changes.size()) + " changes from " + run.id +
+                            " added to the session (" +
+                            std::to_string(run.session->info().layers.size()) + " layer(s))"});
+}
+
+// Changes that cannot (all) be staged stay on disk, recorded as held, until
+// the user discards them: never dropped.
+void Sandbox::hold_changes(Run& run, ProcessResult& result, const std::string& reason,
+                           std::vector<PathReason> refused,
+                           std::optional<std::string> transaction) {
+  ChangesStatus& status = result.changes_status;
+  status.outcome = ChangesOutcome::Held;
+  status.refused = std::move(refused);
+  status.detail = reason;
+  const auto kept = backend_->kept_changes_dir();
+  std::string id = "held-" + run.id;
+  if (id.size() > 100 ||
+      id.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-") != std::string::npos) {
+    id = "held-" + core::random_hex(16);
+  }
+  std::string kept_detail;
+  if (!kept) {
+    kept_detail = "the " + run.backend_name + " backend cannot keep them: they are lost";
+  } else if (::rename(run.outcome.changes_dir->c_str(), (*kept / id).c_str()) != 0) {
+    kept_detail = "keeping them in " + (*kept / id).string() + " failed: " + std::strerror(errno);
+  } else {
+    HeldChanges held{.id = id,
+                     .created = audit::utc_timestamp(),
+                     .origin = run.id + ": " + run.command,
+                     .reason = reason,
+                     .location = *kept / id,
+                     .transaction = transaction};
+    for (const auto& item : status.refused)
+      held.refused.push_back({item.path, item.reason});
+    try {
+      record_held(workspace_, held);
+      status.held_id = id;
+      kept_detail = "kept as " + id + " in " + held.location.string();
+    } catch (const SandboxError& error) {
+      kept_detail = "kept in " + held.location.string() + ", but recording it failed: " + error.what();
+    }
+  }
+  status.detail += "; " + kept_detail;
+  append_detail(result, "changes held: " + status.detail);
+  std::string paths;
+  for (const auto& item : status.refused)
+    paths += (paths.empty() ? "" : ", ") + core::quote_name(item.path) + " (" + item.reason + ")";
+  audit_->record({.action = "changes-held",
+                  .target = status.held_id.value_or(run.id),
+                  .decision = "deny",
+                  .isolation_level = run.level,
+                  .detail = status.detail + (paths.empty() ? "" : ": " + paths)});
 }
 
 // 6. The backend's cleanup; a failure is audited and leaves the lifecycle

@@ -12,6 +12,7 @@
 #include "pulsebox/error.h"
 #include "pulsebox/lifecycle.h"
 #include "pulsebox/path_validator.h"
+#include "pulsebox/session.h"
 #include "seccomp/profile.h"
 #include "workspace/safe_open.h"
 
@@ -55,6 +56,18 @@ Sandbox::Sandbox(SandboxOptions options)
                                    ": refusing a variable that changes how programs "
                                    "load code",
                                0, "env");
+    }
+  }
+  if (!options_.session.empty()) {
+    if (const std::string problem = check_session_name(options_.session); !problem.empty()) {
+      throw SandboxConfigError("session: " + problem, 0, "session");
+    }
+    if (options_.changes != ChangesMode::Keep) {
+      throw SandboxConfigError(
+          "a session keeps each run's changes in the session: commit or discard them with "
+          "`pulsebox session commit|discard " +
+              options_.session + "`, not per run",
+          0, "session");
     }
   }
   options_.workspace = workspace_.root();

@@ -72,6 +72,41 @@ std::string_view to_string(ChangeKind kind) {
   return "modified";
 }
 
+std::string_view to_string(ChangesOutcome outcome) {
+  switch (outcome) {
+    case ChangesOutcome::Unchanged:
+      return "unchanged";
+    case ChangesOutcome::Staged:
+      return "staged";
+    case ChangesOutcome::Committed:
+      return "committed";
+    case ChangesOutcome::Discarded:
+      return "discarded";
+    case ChangesOutcome::Conflict:
+      return "conflict";
+    case ChangesOutcome::Held:
+      return "held";
+    case ChangesOutcome::Session:
+      return "session";
+  }
+  return "unchanged";
+}
+
+namespace {
+
+nlohmann::ordered_json path_reasons(const std::vector<PathReason>& items, const char* what) {
+  auto out = nlohmann::ordered_json::array();
+  for (const PathReason& item : items) {
+    nlohmann::ordered_json entry;
+    core::put_name(entry, "path", item.path);
+    entry[what] = item.reason;
+    out.push_back(std::move(entry));
+  }
+  return out;
+}
+
+}  // namespace
+
 std::string to_json(const ProcessResult& result) {
   using json = nlohmann::ordered_json;
   json out;
@@ -110,6 +145,16 @@ std::string to_json(const ProcessResult& result) {
     changes.push_back(std::move(item));
   }
   out["changes"] = std::move(changes);
+  const ChangesStatus& status = result.changes_status;
+  json changes_status;
+  changes_status["status"] = std::string(to_string(status.outcome));
+  changes_status["refused"] = path_reasons(status.refused, "reason");
+  changes_status["notes"] = path_reasons(status.notes, "note");
+  changes_status["held_id"] = status.held_id ? json(*status.held_id) : json(nullptr);
+  changes_status["session"] = status.session ? json(*status.session) : json(nullptr);
+  changes_status["contains_secrets"] = status.contains_secrets;
+  changes_status["detail"] = status.detail;
+  out["changes_status"] = std::move(changes_status);
   out["pid"] = result.pid;
   return out.dump(-1, ' ', false, json::error_handler_t::replace);
 }

@@ -42,11 +42,25 @@ int exit_status_for(const ProcessResult& result) {
     default:
       break;
   }
+  if (result.exit_code == 0 && result.termination_reason == TerminationReason::None &&
+      result.changes_status.lost()) {
+    return kExitChangesNotKept;
+  }
   return result.exit_code;
 }
 
+std::string count_by_kind(const std::vector<Change>& changes) {
+  std::map<std::string, int> counts;
+  for (const auto& change : changes)
+    ++counts[std::string(to_string(change.kind))];
+  std::string detail;
+  for (const auto& [kind, count] : counts)
+    detail += (detail.empty() ? "" : ", ") + std::to_string(count) + " " + kind;
+  return detail.empty() ? "nothing changed" : detail;
+}
+
 void print_summary(const ProcessResult& result, const std::string& workspace,
-                   const std::string& changes_mode, const RunIo& io) {
+                   const RunIo& io) {
   const bool colour = ::isatty(io.err_fd) == 1 && run_getenv(io, "NO_COLOR") == nullptr;
   std::ostringstream err;
   // One write at the end, to whichever stderr the run reports to.
@@ -76,32 +90,55 @@ void print_summary(const ProcessResult& result, const std::string& workspace,
         << paint(to_string(d.level), strong ? Colour::Green : Colour::Yellow, colour) << note
         << "\n";
   }
-  if (result.transaction_id) {
-    std::map<std::string, int> counts;
-    for (const auto& change : result.changes)
-      ++counts[std::string(to_string(change.kind))];
-    std::string detail;
-    for (const auto& [kind, count] : counts) {
-      detail += (detail.empty() ? "" : ", ") + std::to_string(count) + " " + kind;
-    }
-    const bool kept = result.termination_detail.find("not committed") != std::string::npos;
-    if (changes_mode == "commit" && !kept) {
-      err << "pulsebox: changes committed: " << *result.transaction_id << " (" << detail << ")\n";
-      return;
-    }
-    if (changes_mode == "discard") {
-      err << "pulsebox: changes discarded (" << detail << ")\n";
-      return;
-    }
-    err << "pulsebox: changes: " << paint(*result.transaction_id, Colour::Bold, colour) << " ("
-        << detail << ")\n"
-        << "pulsebox:   review: pulsebox diff -w " << workspace << " " << *result.transaction_id
-        << "\n"
-        << "pulsebox:   apply:  pulsebox commit -w " << workspace << " " << *result.transaction_id
-        << "\n";
-  } else {
-    err << "pulsebox: no workspace changes\n";
+  const ChangesStatus& status = result.changes_status;
+  const std::string detail = count_by_kind(result.changes);
+  for (const auto& note : status.notes) {
+    err << "pulsebox: note: " << core::quote_name(note.path) << ": " << note.reason << "\n";
   }
+  if (status.contains_secrets) {
+    err << "pulsebox: " << paint("warning", Colour::Yellow, colour)
+        << ": a changed file holds a registered secret value; commit refuses it unless "
+           "--allow-secrets\n";
+  }
+  if (status.outcome == ChangesOutcome::Held) {
+    err << "pulsebox: " << paint("changes held", Colour::Red, colour) << ": "
+        << core::escape_for_terminal(status.detail, true) << "\n";
+    for (const auto& item : status.refused) {
+      err << "pulsebox:   " << core::quote_name(item.path) << ": " << item.reason << "\n";
+    }
+    if (status.held_id) {
+      err << "pulsebox:   drop them: pulsebox discard -w " << workspace << " " << *status.held_id
+          << "\n";
+    }
+  }
+  if (status.outcome == ChangesOutcome::Session && status.session) {
+    err << "pulsebox: session " << paint(*status.session, Colour::Bold, colour) << ": " << detail
+        << "\n"
+        << "pulsebox:   review: pulsebox session diff -w " << workspace << " " << *status.session
+        << "\n"
+        << "pulsebox:   apply:  pulsebox session commit -w " << workspace << " "
+        << *status.session << "\n";
+    return;
+  }
+  if (!result.transaction_id) {
+    if (status.outcome == ChangesOutcome::Unchanged) err << "pulsebox: no workspace changes\n";
+    if (status.outcome == ChangesOutcome::Discarded) err << "pulsebox: changes discarded\n";
+    return;
+  }
+  if (status.outcome == ChangesOutcome::Committed) {
+    err << "pulsebox: changes committed: " << *result.transaction_id << " (" << detail << ")\n";
+    return;
+  }
+  if (status.outcome == ChangesOutcome::Conflict) {
+    err << "pulsebox: " << paint("changes not committed", Colour::Red, colour) << ", kept as "
+        << *result.transaction_id << "\n";
+  }
+  err << "pulsebox: changes: " << paint(*result.transaction_id, Colour::Bold, colour) << " ("
+      << detail << ")\n"
+      << "pulsebox:   review: pulsebox diff -w " << workspace << " " << *result.transaction_id
+      << "\n"
+      << "pulsebox:   apply:  pulsebox commit -w " << workspace << " " << *result.transaction_id
+      << "\n";
 }
 
 // Sandbox checks the options once and names what it refused by its stage;
@@ -151,7 +188,7 @@ int execute_run(const RunOptions& o, const RunIo& io) {
     if (o.json) {
       (void)core::write_all(io.out_fd, to_json(result) + "\n", "the result");
     } else {
-      print_summary(result, o.workspace, o.changes, io);
+      print_summary(result, o.workspace, io);
     }
     return exit_status_for(result);
   } catch (const SandboxConfigError& error) {

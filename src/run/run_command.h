@@ -38,6 +38,7 @@ struct RunOptions {
   std::string policy_file;
   std::string seccomp = "default";
   std::string changes = "keep";
+  std::string session;
   bool json = false;
   std::vector<std::string> allow_weaker;
   std::string audit_log;
@@ -65,6 +66,10 @@ struct RunIo {
 
 // The exit status when pulsebox itself refused or failed (docs/cli.md).
 inline constexpr int kExitRefused = 125;
+// The command succeeded, but its workspace changes are not all where they
+// were asked to be: held (some could not be staged) or, with --changes
+// commit, a commit that was refused. `changes_status` in --json says which.
+inline constexpr int kExitChangesNotKept = 123;
 
 // A variable of the run's environment (RunIo::environment, else this
 // process's), or null.

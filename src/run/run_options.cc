@@ -6,6 +6,7 @@
 #include "policy/policy_json.h"
 #include "pulsebox/error.h"
 #include "pulsebox/sandbox.h"
+#include "pulsebox/session.h"
 #include "run/run_command.h"
 
 namespace pulsebox::run {
@@ -143,6 +144,17 @@ SandboxOptions build_sandbox_options(const RunOptions& o, const RunIo& io) {
   } else {
     bad_input("--changes \"" + o.changes + "\": expected keep, commit or discard");
   }
+  if (!o.session.empty()) {
+    if (const std::string problem = check_session_name(o.session); !problem.empty()) {
+      bad_input("--session: " + problem);
+    }
+    if (o.changes != "keep") {
+      bad_input("--session keeps each run's changes in the session; --changes " + o.changes +
+                " does not apply (commit them with `pulsebox session commit " + o.session + "`)");
+    }
+    options.session = o.session;
+  }
+
   for (const auto& word : o.allow_weaker) {
     if (word == "all") {
       for (Dimension d : kAllDimensions)
@@ -218,6 +230,8 @@ void add_run_options(CLI::App& command, RunOptions& options) {
   command.add_option("--seccomp", o.seccomp,
                      "default, strict, permissive, a Docker/OCI profile file, or unconfined");
   command.add_option("--changes", o.changes, "keep, commit or discard (default: keep)");
+  command.add_option("--session", o.session,
+                     "Run in session NAME: see its earlier runs' changes, add this one's");
   command.add_flag("--json", o.json, "Print one JSON result instead of streaming output");
   command.add_option("--allow-weaker", o.allow_weaker,
                      "network, secrets, filesystem, limits, syscalls or all: run even if not "

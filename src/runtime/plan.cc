@@ -278,8 +278,12 @@ std::vector<MountStep> build_workspace_mount_steps(const MountLayout& layout) {
   // directory is a scratch area that pulsebox copies into a transaction
   // (synced before a commit applies it) or throws away; syncing it cost
   // every run a disk cache flush.
+  std::string lowerdir;
+  for (const auto& layer : layout.lower_layers)
+    lowerdir += linux_api::escape_overlay_path(layer.string()) + ":";
+  lowerdir += linux_api::escape_overlay_path(lower);
   const std::string overlay_options =
-      "lowerdir=" + linux_api::escape_overlay_path(lower) +
+      "lowerdir=" + lowerdir +
       ",upperdir=" + linux_api::escape_overlay_path((layout.run_dir / "upper").string()) +
       ",workdir=" + linux_api::escape_overlay_path((layout.run_dir / "work").string()) +
       ",userxattr,index=off,xino=off,volatile";

@@ -29,6 +29,9 @@ struct MountLayout {
   // Size cap of /tmp and /dev/shm (RAM-backed); 0 leaves the kernel default.
   std::uint64_t tmpfs_size_bytes = 0;
   std::vector<std::string> hidden_workspace_paths;  // relative to the workspace
+  // Layers between the upper directory and the workspace, top first (a
+  // session's earlier changes).
+  std::vector<std::filesystem::path> lower_layers;
 };
 
 // The mount steps in two parts, each in order. The base (the root, system

@@ -87,6 +87,10 @@ class NativeBackend final : public Backend {
     last_spec_.reset();
   }
 
+  std::optional<std::filesystem::path> kept_changes_dir() override {
+    return core::value_or_throw(host_->kept_changes_dir());
+  }
+
   Capability network_capability(const NetworkPolicy& policy) const override {
     return native::network_capability(policy);
   }

@@ -153,4 +153,10 @@ void NativeHost::wait_until_idle() {
   if (prestart_) prestart_->wait_until_idle();
 }
 
+core::Result<fs::path> NativeHost::kept_changes_dir() const {
+  const fs::path dir = options_.state_dir / "kept";
+  PB_CHECK(ensure_private_dir(dir, state_dir_mode()));
+  return dir;
+}
+
 }  // namespace pulsebox::backends::native

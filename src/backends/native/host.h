@@ -55,6 +55,8 @@ class NativeHost final : public NativeRuntime, public std::enable_shared_from_th
   const HostProbe& probe() const;
   const linux_api::CgroupHost& cgroups() const;
   std::vector<std::string> reconcile();
+  // <state>/kept: sessions' layers and held changes (never reconciled away).
+  core::Result<std::filesystem::path> kept_changes_dir() const;
   // reconcile(), only when a run's lock file is left unlocked (a crashed
   // run's: a live run and one that cleaned up leave none).
   std::vector<std::string> reconcile_if_needed();

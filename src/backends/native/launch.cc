@@ -241,6 +241,7 @@ core::Status NativeHost::arm(SandboxRun& run, const ExecutionRequest& request,
   runtime::MountLayout& layout = run.layout;
   layout.workspace = workspace;
   layout.hidden_workspace_paths = request.hidden_workspace_paths;
+  layout.lower_layers = request.lower_layers;
   if (idmapped_tree) {
     // A number init has free: it keeps only these three (and closed 0-2).
     plan.passed_tree_fd = std::max({plan.channel_fd, plan.stdout_fd, plan.stderr_fd}) + 1;

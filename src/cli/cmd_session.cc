@@ -1,0 +1,322 @@
+// pulsebox session list | show NAME | diff NAME | commit NAME | discard NAME  [-w DIR]
+#include <unistd.h>
+
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "audit/key.h"
+#include "cli/commands.h"
+#include "cli/output.h"
+#include "core/byte_names.h"
+#include "core/text.h"
+#include "pulsebox/audit.h"
+#include "pulsebox/error.h"
+#include "pulsebox/session.h"
+#include "pulsebox/workspace.h"
+#include "workspace/diff.h"
+
+namespace pulsebox::cli {
+namespace {
+
+struct SessionOptions {
+  std::string workspace = ".";
+  std::string name;
+  std::vector<std::string> paths;
+  bool json = false;
+  bool stat = false;
+  bool name_only = false;
+  bool allow_secrets = false;
+  bool allow_system_dir = false;
+};
+
+using json = nlohmann::ordered_json;
+
+void print_json(const json& value) {
+  std::cout << value.dump(-1, ' ', false, json::error_handler_t::replace) << "\n";
+}
+
+json to_json(const SessionInfo& info) {
+  json out = {{"name", info.name},
+              {"created", info.created},
+              {"last_run", info.last_run},
+              {"runs", info.runs},
+              {"layers", info.layers.size()},
+              {"committing", info.committing ? json(*info.committing) : json(nullptr)}};
+  if (!info.damaged.empty()) out["damaged"] = info.damaged;
+  return out;
+}
+
+json refused_json(const std::vector<RefusedChange>& refused) {
+  json out = json::array();
+  for (const auto& item : refused) {
+    json entry = {{"reason", item.reason}};
+    core::put_name(entry, "path", item.path);
+    out.push_back(std::move(entry));
+  }
+  return out;
+}
+
+Workspace open_workspace(const SessionOptions& options) {
+  return Workspace(options.workspace, default_workspace_policy(), WorkspaceLimits{},
+                   options.allow_system_dir ? SystemDirectoryUse::Allow
+                                            : SystemDirectoryUse::Refuse);
+}
+
+// The CLI's session decisions go to the workspace's audit log, as a run's do.
+void audit(const Workspace& ws, const std::string& action, const std::string& name,
+           const std::string& decision, const std::string& detail) {
+  AuditLog log(ws.agent_dir() / "logs" / "audit.jsonl", nullptr,
+               AuditLog::Options{.key = default_audit_key_location()});
+  log.record({.action = action,
+              .target = name,
+              .decision = decision,
+              .detail = detail + " (by uid " + std::to_string(::getuid()) + ")"});
+}
+
+template <class Body>
+int guarded(Body&& body) {
+  try {
+    return body();
+  } catch (const SandboxError& error) {
+    print_error(error.what());
+    return kExitUsage;
+  }
+}
+
+int run_list(const SessionOptions& options) {
+  return guarded([&] {
+    const Workspace ws = open_workspace(options);
+    const auto sessions = list_sessions(ws);
+    if (options.json) {
+      json out = json::array();
+      for (const auto& info : sessions)
+        out.push_back(to_json(info));
+      print_json(out);
+      return kExitOk;
+    }
+    if (sessions.empty()) {
+      std::cout << "no sessions in " << ws.root().string() << "\n";
+      return kExitOk;
+    }
+    const bool colour = stdout_is_colour_terminal();
+    for (const auto& info : sessions) {
+      std::cout << paint(info.name, Colour::Bold, colour) << "  ";
+      if (!info.damaged.empty()) {
+        std::cout << paint("[damaged]", Colour::Red, colour) << " "
+                  << core::escape_for_terminal(info.damaged) << "\n";
+        continue;
+      }
+      std::cout << info.runs << (info.runs == 1 ? " run" : " runs") << ", since " << info.created;
+      if (!info.last_run.empty()) std::cout << ", last " << info.last_run;
+      if (info.committing) std::cout << "  " << paint("[interrupted commit]", Colour::Red, colour);
+      std::cout << "\n";
+    }
+    return kExitOk;
+  });
+}
+
+int run_show(const SessionOptions& options) {
+  return guarded([&] {
+    Workspace ws = open_workspace(options);
+    const SessionInfo info = describe_session(ws, options.name);
+    ImportResult imported = session_transaction(ws, options.name);
+    TransactionInfo changes;
+    if (imported.transaction) {
+      changes = ws.describe(*imported.transaction);
+      ws.discard(*imported.transaction);
+    }
+    if (options.json) {
+      json out = to_json(info);
+      json items = json::array();
+      for (const auto& change : changes.changes) {
+        json item = {{"kind", std::string(to_string(change.kind))}};
+        core::put_name(item, "path", change.path);
+        items.push_back(std::move(item));
+      }
+      out["changes"] = std::move(items);
+      out["refused"] = refused_json(imported.refused);
+      print_json(out);
+      return kExitOk;
+    }
+    std::cout << "session " << info.name << ": " << info.runs << " runs since " << info.created
+              << ", " << changes.changes.size() << " changed paths\n";
+    for (const auto& change : changes.changes) {
+      std::cout << "  " << to_string(change.kind) << "  " << core::quote_name(change.path) << "\n";
+    }
+    for (const auto& item : imported.refused) {
+      std::cout << "  refused  " << core::quote_name(item.path) << ": " << item.reason << "\n";
+    }
+    return kExitOk;
+  });
+}
+
+int run_diff(const SessionOptions& options) {
+  return guarded([&] {
+    Workspace ws = open_workspace(options);
+    ImportResult imported = session_transaction(ws, options.name);
+    if (!imported.transaction) {
+      if (options.json) {
+        print_json({{"session", options.name},
+                    {"changes", json::array()},
+                    {"refused", refused_json(imported.refused)}});
+      } else {
+        std::cout << "session " << options.name << " changed nothing\n";
+      }
+      return kExitOk;
+    }
+    const std::string tx = *imported.transaction;
+    // The review transaction is temporary: it goes whatever happens here.
+    struct Discard {
+      Workspace& ws;
+      std::string tx;
+      ~Discard() {
+        try {
+          ws.discard(tx);
+        } catch (const SandboxError&) {
+        }
+      }
+    } discard{ws, tx};
+    if (options.json || options.stat || options.name_only) {
+      const auto stats = ws.diff_stat(tx, options.paths);
+      if (options.json) {
+        json items = json::array();
+        for (const auto& stat : stats) {
+          json item = {{"kind", std::string(to_string(stat.kind))},
+                       {"added_lines", stat.added_lines},
+                       {"removed_lines", stat.removed_lines},
+                       {"binary", stat.binary}};
+          core::put_name(item, "path", stat.path);
+          items.push_back(std::move(item));
+        }
+        print_json({{"session", options.name},
+                    {"changes", std::move(items)},
+                    {"refused", refused_json(imported.refused)}});
+        return kExitOk;
+      }
+      for (const auto& stat : stats) {
+        std::cout << core::quote_name(stat.path);
+        if (options.stat) {
+          if (stat.binary) {
+            std::cout << " | binary";
+          } else {
+            std::cout << " | +" << stat.added_lines << " -" << stat.removed_lines;
+          }
+        }
+        std::cout << "\n";
+      }
+      return kExitOk;
+    }
+    DiffOptions diff_options;
+    diff_options.colour = stdout_is_colour_terminal();
+    diff_options.paths = options.paths;
+    const std::string diff = ws.diff(tx, diff_options);
+    std::cout << (::isatty(STDOUT_FILENO) == 1 ? workspace::escape_diff_for_terminal(diff) : diff);
+    for (const auto& item : imported.refused) {
+      std::cerr << "pulsebox: not committable: " << core::quote_name(item.path) << ": "
+                << item.reason << "\n";
+    }
+    return kExitOk;
+  });
+}
+
+int run_commit(const SessionOptions& options) {
+  return guarded([&] {
+    Workspace ws = open_workspace(options);
+    CommitOptions commit;
+    commit.allow_secrets = options.allow_secrets;
+    SessionCommitResult result;
+    try {
+      result = commit_session(ws, options.name, commit);
+    } catch (const SandboxError& error) {
+      audit(ws, "session-commit", options.name, "deny", error.what());
+      throw;
+    }
+    audit(ws, "session-commit", options.name, result.refused.empty() ? "allow" : "partial",
+          std::to_string(result.committed.size()) + " paths committed" +
+              (result.transaction ? " as " + *result.transaction : "") +
+              (result.refused.empty()
+                   ? ""
+                   : "; " + std::to_string(result.refused.size()) + " refused, kept in the session"));
+    if (options.json) {
+      json committed = json::array();
+      for (const auto& path : result.committed) {
+        json item;
+        core::put_name(item, "path", path);
+        committed.push_back(std::move(item));
+      }
+      print_json({{"session", options.name},
+                  {"transaction", result.transaction ? json(*result.transaction) : json(nullptr)},
+                  {"committed", std::move(committed)},
+                  {"refused", refused_json(result.refused)},
+                  {"session_ended", result.refused.empty()}});
+    } else {
+      std::cout << "session " << options.name << ": committed " << result.committed.size()
+                << (result.committed.size() == 1 ? " path" : " paths") << "\n";
+      for (const auto& item : result.refused) {
+        std::cout << "  not committed: " << core::quote_name(item.path) << ": " << item.reason
+                  << "\n";
+      }
+      if (!result.refused.empty()) {
+        std::cout << "the session stays, holding what was not committed\n";
+      }
+    }
+    return result.refused.empty() ? kExitOk : kExitUsage;
+  });
+}
+
+int run_discard(const SessionOptions& options) {
+  return guarded([&] {
+    Workspace ws = open_workspace(options);
+    discard_session(ws, options.name);
+    audit(ws, "session-discard", options.name, "allow", "discarded the session");
+    if (options.json) {
+      print_json({{"session", options.name}, {"discarded", true}});
+    } else {
+      std::cout << "discarded session " << options.name << "\n";
+    }
+    return kExitOk;
+  });
+}
+
+}  // namespace
+
+void register_session_commands(CLI::App& app, int& exit_code) {
+  auto options = std::make_shared<SessionOptions>();
+  CLI::App* session =
+      app.add_subcommand("session", "Sessions: runs that build on each other (run --session)");
+  session->require_subcommand(1);
+  auto common = [&](CLI::App* command, bool named) {
+    command->add_option("-w,--workspace", options->workspace, "Workspace directory (default .)");
+    command->add_flag("--allow-system-dir", options->allow_system_dir,
+                      "Allow a system directory as the workspace");
+    command->add_flag("--json", options->json, "Print JSON");
+    if (named) command->add_option("name", options->name, "Session name")->required();
+  };
+  CLI::App* list = session->add_subcommand("list", "The workspace's sessions");
+  common(list, false);
+  list->callback([options, &exit_code] { exit_code = run_list(*options); });
+
+  CLI::App* show = session->add_subcommand("show", "A session and its net changes");
+  common(show, true);
+  show->callback([options, &exit_code] { exit_code = run_show(*options); });
+
+  CLI::App* diff = session->add_subcommand("diff", "The session's net changes as a diff");
+  common(diff, true);
+  diff->add_flag("--stat", options->stat, "Lines added and removed per path");
+  diff->add_flag("--name-only", options->name_only, "Only the changed paths");
+  diff->add_option("paths", options->paths, "Only these paths (and beneath)");
+  diff->callback([options, &exit_code] { exit_code = run_diff(*options); });
+
+  CLI::App* commit =
+      session->add_subcommand("commit", "Commit the session's net changes atomically");
+  common(commit, true);
+  commit->add_flag("--allow-secrets", options->allow_secrets,
+                   "Commit even changes that hold a registered secret value");
+  commit->callback([options, &exit_code] { exit_code = run_commit(*options); });
+
+  CLI::App* discard = session->add_subcommand("discard", "Throw the session away");
+  common(discard, true);
+  discard->callback([options, &exit_code] { exit_code = run_discard(*options); });
+}
+
+}  // namespace pulsebox::cli

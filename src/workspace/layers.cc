@@ -1,0 +1,263 @@
+#include "workspace/layers.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "core/fs.h"
+#include "core/unique_fd.h"
+#include "workspace/tree.h"
+
+namespace pulsebox::workspace {
+
+using core::Error;
+using core::ErrorKind;
+using core::UniqueFd;
+
+namespace {
+
+constexpr int kMaxDepth = 512;
+constexpr char kOpaque[] = "user.overlay.opaque";
+
+bool is_whiteout(const struct stat& st) {
+  return S_ISCHR(st.st_mode) && major(st.st_rdev) == 0 && minor(st.st_rdev) == 0;
+}
+
+bool is_opaque_fd(int dirfd) {
+  for (const char* attribute : {kOpaque, "trusted.overlay.opaque"}) {
+    char value[8] = {};
+    if (::fgetxattr(dirfd, attribute, value, sizeof value) == 1 && value[0] == 'y') return true;
+  }
+  return false;
+}
+
+UniqueFd open_dir_at(int dirfd, const std::string& name) {
+  return UniqueFd(::openat(dirfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+}
+
+// An ordinary user cannot rename into or out of a directory without write
+// permission on it, even its own (a command may make one read-only). Adds
+// the owner's permissions for the merge and puts the mode back afterwards.
+class WritableWhileMerging {
+ public:
+  explicit WritableWhileMerging(int dirfd) : fd_(dirfd) {
+    struct stat st {};
+    if (::geteuid() == 0 || ::fstat(fd_, &st) != 0 || st.st_uid != ::geteuid()) return;
+    if ((st.st_mode & S_IRWXU) == S_IRWXU) return;
+    mode_ = st.st_mode & 07777;
+    if (::fchmod(fd_, mode_ | S_IRWXU) != 0) mode_ = 0;
+  }
+  ~WritableWhileMerging() {
+    if (mode_ != 0) ::fchmod(fd_, mode_);
+  }
+  WritableWhileMerging(const WritableWhileMerging&) = delete;
+  WritableWhileMerging& operator=(const WritableWhileMerging&) = delete;
+
+ private:
+  int fd_;
+  mode_t mode_ = 0;
+};
+
+// The merged directory takes the upper one's mode, owner and times: the
+// upper copy is what the sandbox last saw.
+void copy_directory_metadata(int from, int to) {
+  struct stat st {};
+  if (::fstat(from, &st) != 0) return;
+  if (::geteuid() == 0) ::fchown(to, st.st_uid, st.st_gid);
+  ::fchmod(to, st.st_mode & 07777);
+  const struct timespec times[2] = {st.st_atim, st.st_mtim};
+  ::futimens(to, times);
+}
+
+core::Status remove_tree_fd(int dirfd, const std::string& name, int depth) {
+  if (depth > kMaxDepth) return Error(ErrorKind::kResource, "session", "nested too deeply");
+  struct stat st {};
+  if (::fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+    return errno == ENOENT ? core::ok_status() : Error::from_errno("session", "stat " + name);
+  }
+  if (S_ISDIR(st.st_mode)) {
+    UniqueFd child = open_dir_at(dirfd, name);
+    if (!child && errno == EACCES && st.st_uid == ::geteuid()) {
+      ::fchmodat(dirfd, name.c_str(), 0700, 0);
+      child = open_dir_at(dirfd, name);
+    }
+    if (!child) return Error::from_errno("session", "open " + name);
+    {
+      WritableWhileMerging writable(child.get());
+      for (const std::string& entry : list_directory(child.get()))
+        PB_CHECK(remove_tree_fd(child.get(), entry, depth + 1));
+    }
+    if (::unlinkat(dirfd, name.c_str(), AT_REMOVEDIR) != 0 && errno != ENOENT) {
+      return Error::from_errno("session", "remove " + name);
+    }
+    return core::ok_status();
+  }
+  if (::unlinkat(dirfd, name.c_str(), 0) != 0 && errno != ENOENT) {
+    return Error::from_errno("session", "remove " + name);
+  }
+  return core::ok_status();
+}
+
+core::Status merge_directory(int upper, int lower, const std::string& prefix, int depth) {
+  if (depth > kMaxDepth) {
+    return Error(ErrorKind::kResource, "session", prefix + ": directories nested too deeply");
+  }
+  WritableWhileMerging upper_writable(upper);
+  WritableWhileMerging lower_writable(lower);
+  for (const std::string& name : list_directory(upper)) {
+    const std::string path = prefix + name;
+    struct stat up {};
+    if (::fstatat(upper, name.c_str(), &up, AT_SYMLINK_NOFOLLOW) != 0) {
+      return Error::from_errno("session", "stat " + path);
+    }
+    struct stat below {};
+    const bool lower_exists = ::fstatat(lower, name.c_str(), &below, AT_SYMLINK_NOFOLLOW) == 0;
+    if (S_ISDIR(up.st_mode)) {
+      UniqueFd up_dir = open_dir_at(upper, name);
+      if (!up_dir) return Error::from_errno("session", "open " + path);
+      const bool opaque = is_opaque_fd(up_dir.get());
+      if (!opaque && lower_exists && S_ISDIR(below.st_mode)) {
+        // Both layers have the directory and neither hides the other: merge
+        // what they hold.
+        UniqueFd low_dir = open_dir_at(lower, name);
+        if (!low_dir) return Error::from_errno("session", "open " + path);
+        PB_CHECK(merge_directory(up_dir.get(), low_dir.get(), path + "/", depth + 1));
+        copy_directory_metadata(up_dir.get(), low_dir.get());
+        if (::unlinkat(upper, name.c_str(), AT_REMOVEDIR) != 0) {
+          return Error::from_errno("session", "remove the merged directory " + path);
+        }
+        continue;
+      }
+      if (!opaque && lower_exists) {
+        // The lower layer hid the path beneath (a whiteout or a file): the
+        // directory replacing it must keep hiding it once it is the lower.
+        if (::fsetxattr(up_dir.get(), kOpaque, "y", 1, 0) != 0) {
+          return Error::from_errno("session", "marking " + path + " opaque");
+        }
+      }
+    }
+    if (lower_exists) PB_CHECK(remove_tree_fd(lower, name, depth + 1));
+    if (::renameat(upper, name.c_str(), lower, name.c_str()) != 0) {
+      return Error::from_errno("session", "moving " + path + " into the layer below");
+    }
+  }
+  return core::ok_status();
+}
+
+struct LayerDescriber {
+  const std::function<bool(const std::string&)>& exists_below;
+  std::size_t max_entries;
+  std::vector<Change> changes;
+
+  void add(std::string path, ChangeKind kind) {
+    if (changes.size() < max_entries) changes.push_back({std::move(path), kind});
+  }
+
+  void walk(int dirfd, const std::string& prefix, int depth) {
+    if (depth > kMaxDepth || changes.size() >= max_entries) return;
+    for (const std::string& name : list_directory(dirfd)) {
+      if (prefix.empty() && name == ".agent") continue;  // never imported
+      const std::string path = prefix + name;
+      struct stat st {};
+      if (::fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+      if (is_whiteout(st)) {
+        add(path, ChangeKind::Deleted);
+      } else if (S_ISLNK(st.st_mode)) {
+        add(path, ChangeKind::Symlink);
+      } else if (S_ISDIR(st.st_mode)) {
+        if (!exists_below(path)) add(path, ChangeKind::Added);
+        UniqueFd child = open_dir_at(dirfd, name);
+        if (child) walk(child.get(), path + "/", depth + 1);
+      } else {
+        add(path, exists_below(path) ? ChangeKind::Modified : ChangeKind::Added);
+      }
+    }
+  }
+};
+
+// What one layer says of `path`: present, hidden (a whiteout, or an ancestor
+// that is opaque, a whiteout or not a directory), or nothing (look below).
+enum class LayerAnswer { Present, Hidden, Nothing };
+
+LayerAnswer ask_layer(const std::filesystem::path& layer, const std::string& path) {
+  UniqueFd dir(::open(layer.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!dir) return LayerAnswer::Nothing;
+  std::size_t start = 0;
+  for (;;) {
+    const std::size_t slash = path.find('/', start);
+    const std::string name = path.substr(start, slash == std::string::npos ? slash : slash - start);
+    struct stat st {};
+    if (::fstatat(dir.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+      return LayerAnswer::Nothing;
+    }
+    if (is_whiteout(st)) return LayerAnswer::Hidden;
+    if (slash == std::string::npos) return LayerAnswer::Present;
+    if (!S_ISDIR(st.st_mode)) return LayerAnswer::Hidden;  // a file where a directory was
+    UniqueFd child = open_dir_at(dir.get(), name);
+    if (!child) return LayerAnswer::Nothing;
+    if (is_opaque_fd(child.get())) {
+      // Nothing beneath shows through: the rest is answered here.
+      const std::string rest = path.substr(slash + 1);
+      struct stat inner {};
+      return ::fstatat(child.get(), rest.c_str(), &inner, AT_SYMLINK_NOFOLLOW) == 0 &&
+                     !is_whiteout(inner)
+                 ? LayerAnswer::Present
+                 : LayerAnswer::Hidden;
+    }
+    dir = std::move(child);
+    start = slash + 1;
+  }
+}
+
+}  // namespace
+
+core::Status merge_layer(const std::filesystem::path& upper, const std::filesystem::path& lower) {
+  PB_TRY(upper_fd, core::open_directory(upper));
+  PB_TRY(lower_fd, core::open_directory(lower));
+  if (is_opaque_fd(upper_fd.get())) {
+    // The whole lower layer is hidden: what it holds goes.
+    for (const std::string& name : list_directory(lower_fd.get()))
+      PB_CHECK(remove_tree_fd(lower_fd.get(), name, 0));
+    if (::fsetxattr(lower_fd.get(), kOpaque, "y", 1, 0) != 0) {
+      return Error::from_errno("session", "marking " + lower.string() + " opaque");
+    }
+  }
+  PB_CHECK(merge_directory(upper_fd.get(), lower_fd.get(), "", 0));
+  copy_directory_metadata(upper_fd.get(), lower_fd.get());
+  return core::ok_status();
+}
+
+std::vector<Change> describe_layer(const std::filesystem::path& layer,
+                                   const std::function<bool(const std::string&)>& exists_below,
+                                   std::size_t max_entries) {
+  LayerDescriber describer{exists_below, max_entries, {}};
+  UniqueFd dir(::open(layer.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (dir) describer.walk(dir.get(), "", 0);
+  return std::move(describer.changes);
+}
+
+bool exists_in_view(const std::vector<std::filesystem::path>& layers,
+                    const std::filesystem::path& base, const std::string& path) {
+  for (const auto& layer : layers) {
+    switch (ask_layer(layer, path)) {
+      case LayerAnswer::Present:
+        return true;
+      case LayerAnswer::Hidden:
+        return false;
+      case LayerAnswer::Nothing:
+        break;
+    }
+  }
+  return ask_layer(base, path) == LayerAnswer::Present;
+}
+
+core::Status remove_layer_tree(const std::filesystem::path& path) {
+  PB_TRY(parent, core::open_directory(path.parent_path()));
+  return remove_tree_fd(parent.get(), path.filename().string(), 0);
+}
+
+}  // namespace pulsebox::workspace

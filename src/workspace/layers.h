@@ -1,0 +1,48 @@
+// Overlay layers of a session: merging a run's upper directory into the
+// session's layer below it, and describing what a run's layer changed.
+//
+// A layer is a directory in overlayfs's format: a whiteout (character device
+// 0/0) hides the path below it, a directory with the xattr
+// user.overlay.opaque = "y" hides everything below it. Merging the upper
+// layer U into the lower layer L gives one layer with the same view over
+// whatever lies beneath L (the workspace), and works by renames within one
+// file system, so it costs what U holds, not what L holds. Each step keeps
+// the view of U over L unchanged, so a merge stopped half way (a crash, an
+// error) leaves two layers that still show the right files; merging again
+// finishes it.
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/result.h"
+#include "pulsebox/result.h"
+
+namespace pulsebox::workspace {
+
+// Moves everything of `upper` into `lower` (both layer directories of one
+// file system); `upper` is left empty. Never follows a symlink.
+core::Status merge_layer(const std::filesystem::path& upper, const std::filesystem::path& lower);
+
+// What a run's layer changed, path by path: a whiteout is a deletion, a file
+// is added or modified as `exists_below(path)` says, a symlink is a symlink,
+// a new directory is added (and what it holds). Copied-up files whose
+// content did not change show as modified: a session's net changes are
+// found at review, against the workspace.
+std::vector<Change> describe_layer(
+    const std::filesystem::path& layer,
+    const std::function<bool(const std::string& path)>& exists_below, std::size_t max_entries);
+
+// Whether `path` (relative) exists in the view of `layers` (top first)
+// over `base`, honouring whiteouts and opaque directories.
+bool exists_in_view(const std::vector<std::filesystem::path>& layers,
+                    const std::filesystem::path& base, const std::string& path);
+
+// Removes a directory tree written by a sandbox: never follows a symlink,
+// and makes directories the caller owns accessible before entering them
+// (an overlay work directory is mode 000, a command may chmod its own).
+core::Status remove_layer_tree(const std::filesystem::path& path);
+
+}  // namespace pulsebox::workspace

@@ -1,0 +1,65 @@
+// The session records under <workspace>/.agent/sessions/ and the layers
+// they point to (see include/pulsebox/session.h). The facade opens a
+// session around each run; the CLI's `session` commands go through the
+// public functions in sessions.cc.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/result.h"
+#include "core/unique_fd.h"
+#include "pulsebox/session.h"
+
+namespace pulsebox::workspace {
+
+// A session held under its lock (.agent/sessions/<name>.lock) for the
+// lifetime of this object: runs of one session and its commit are serialized.
+class OpenSession {
+ public:
+  // Opens (waiting for the lock) the session `name`, finishing or undoing a
+  // commit a crash interrupted. With `create_in` set (the directory where
+  // layers are kept, on the staging file system) a missing session is
+  // created there; else a missing session is an error.
+  static core::Result<OpenSession> open(Workspace& workspace, const std::string& name,
+                                        const std::optional<std::filesystem::path>& create_in);
+
+  const SessionInfo& info() const { return info_; }
+  bool exists() const { return exists_; }
+
+  // After a run: its upper directory (renamed, so on the same file system
+  // as the layers) becomes the top layer, which is then merged into the
+  // layer below. A merge that fails leaves both layers (the view is the same)
+  // and is tried again after the next run. Returns the changes of the run.
+  core::Result<std::vector<Change>> add_run(const std::filesystem::path& upper);
+
+  // Merges all layers into one; an error when one cannot be merged.
+  core::Status collapse();
+  core::Status save();
+  core::Status remove();
+  void set_committing(std::optional<std::string> tx) { info_.committing = std::move(tx); }
+
+ private:
+  OpenSession(Workspace& workspace, std::string name, core::UniqueFd lock)
+      : workspace_(&workspace), name_(std::move(name)), lock_(std::move(lock)) {}
+  core::Status recover();
+
+  Workspace* workspace_;
+  std::string name_;
+  core::UniqueFd lock_;
+  SessionInfo info_;
+  std::filesystem::path storage_;  // the directory holding this session's layers
+  std::uint64_t next_layer_ = 0;
+  bool exists_ = false;
+};
+
+// Checks that a directory named in a record under .agent/ is one pulsebox
+// keeps (<...>/kept/<prefix>...: absolute, no symlink on the way, a
+// directory of the current user's, not writable by others): a record
+// planted in a cloned repository must not make pulsebox read, layer or
+// delete anything else.
+core::Status check_kept_location(const std::filesystem::path& location, std::string_view prefix);
+
+}  // namespace pulsebox::workspace

@@ -1,0 +1,477 @@
+// Sessions and held changes (include/pulsebox/session.h): their records
+// under .agent/, the layers they point to, and the commit of a session.
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "audit/chain.h"
+#include "core/byte_names.h"
+#include "core/fs.h"
+#include "core/json_parse.h"
+#include "core/text.h"
+#include "core/throw_error.h"
+#include "pulsebox/error.h"
+#include "workspace/layers.h"
+#include "workspace/session_store.h"
+
+namespace pulsebox {
+namespace workspace {
+
+using core::Error;
+using core::ErrorKind;
+using core::UniqueFd;
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr std::uint64_t kMaxRecordBytes = 1 << 20;
+// Changes listed in a session run's result; the session's review lists all.
+constexpr std::size_t kMaxRunChanges = 10000;
+
+core::Status ensure_agent_subdir(const Workspace& ws, const char* name) {
+  const fs::path agent = ws.agent_dir();
+  struct stat st {};
+  if (::lstat(agent.c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) {
+    return Error(ErrorKind::kSecurity, "session",
+                 agent.string() + " is not a directory (a symlink?); refusing to use it");
+  }
+  ::mkdir(agent.c_str(), 0700);
+  const fs::path dir = agent / name;
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    return Error::from_errno("session", "creating " + dir.string());
+  }
+  if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    return Error(ErrorKind::kSecurity, "session",
+                 dir.string() + " is not a directory (a symlink?); refusing to use it");
+  }
+  return core::ok_status();
+}
+
+core::Result<json> read_record(const fs::path& file) {
+  PB_TRY(text, core::read_regular_file(file, kMaxRecordBytes, "session record"));
+  return core::parse_json(text, file.string());
+}
+
+std::int64_t to_ns(Workspace::RunClock time) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(time.time_since_epoch()).count();
+}
+
+Workspace::RunClock from_ns(std::int64_t ns) {
+  return Workspace::RunClock(
+      std::chrono::duration_cast<Workspace::RunClock::duration>(std::chrono::nanoseconds(ns)));
+}
+
+fs::path record_path(const Workspace& ws, const std::string& name) {
+  return ws.agent_dir() / "sessions" / (name + ".json");
+}
+
+// Reads a session record; `storage` and `next_layer` are only for OpenSession.
+core::Status parse_session(const json& document, SessionInfo& info, fs::path& storage,
+                           std::uint64_t& next_layer) {
+  try {
+    info.name = document.at("name").get<std::string>();
+    info.created = document.at("created").get<std::string>();
+    info.last_run = document.value("last_run", "");
+    info.runs = document.at("runs").get<std::uint64_t>();
+    info.base_stamp_ns = document.at("base_stamp_ns").get<std::int64_t>();
+    storage = document.at("storage").get<std::string>();
+    next_layer = document.at("next_layer").get<std::uint64_t>();
+    info.layers.clear();
+    for (const auto& layer : document.at("layers")) {
+      const std::string leaf = layer.get<std::string>();
+      if (leaf.empty() || leaf.find_first_not_of("0123456789") != std::string::npos) {
+        return Error(ErrorKind::kInvalidInput, "session", "a layer name is not a number");
+      }
+      info.layers.push_back(storage / leaf);
+    }
+    if (document.contains("committing") && document["committing"].is_string()) {
+      info.committing = document["committing"].get<std::string>();
+    }
+  } catch (const json::exception& error) {
+    return Error(ErrorKind::kInvalidInput, "session", error.what());
+  }
+  return check_kept_location(storage, "session-");
+}
+
+HeldChanges parse_held(const json& document) {
+  HeldChanges held;
+  held.id = document.at("id").get<std::string>();
+  held.created = document.at("created").get<std::string>();
+  held.origin = core::get_name(document, "origin");
+  held.reason = document.at("reason").get<std::string>();
+  held.location = document.at("location").get<std::string>();
+  for (const auto& item : document.at("refused")) {
+    held.refused.push_back({core::get_name(item, "path"), item.at("reason").get<std::string>()});
+  }
+  if (document.contains("transaction") && document["transaction"].is_string()) {
+    held.transaction = document["transaction"].get<std::string>();
+  }
+  return held;
+}
+
+bool valid_held_id(const std::string& id) {
+  return id.starts_with("held-") && id.size() <= 100 &&
+         id.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-") == std::string::npos;
+}
+
+// The JSON files of an .agent/ subdirectory. A directory that exists but
+// cannot be read is an error, never an empty list.
+std::vector<fs::path> record_files(const fs::path& dir) {
+  std::vector<fs::path> files;
+  struct stat st {};
+  if (::lstat(dir.c_str(), &st) != 0) {
+    if (errno == ENOENT) {
+      // .agent itself may be unreadable: say so rather than "none".
+      if (::access(dir.parent_path().c_str(), R_OK | X_OK) != 0 && errno == EACCES) {
+        core::throw_error(Error::from_errno("session", "reading " + dir.parent_path().string())
+                              .with_kind(ErrorKind::kInvalidInput));
+      }
+      return files;
+    }
+    core::throw_error(
+        Error::from_errno("session", "reading " + dir.string()).with_kind(ErrorKind::kInvalidInput));
+  }
+  std::error_code ec;
+  for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator();
+       it.increment(ec)) {
+    if (it->path().extension() == ".json") files.push_back(it->path());
+  }
+  if (ec) {
+    core::throw_error(Error(ErrorKind::kInvalidInput, "session",
+                            "reading " + dir.string() + ": " + ec.message(), ec.value()));
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+}  // namespace
+
+core::Status check_kept_location(const fs::path& location, std::string_view prefix) {
+  auto refuse = [&](const std::string& why) {
+    return Error(ErrorKind::kSecurity, "session",
+                 "refusing the kept directory " + core::quote_name(location.string()) + ": " + why);
+  };
+  if (!location.is_absolute() || location.lexically_normal() != location) {
+    return refuse("not an absolute, normal path");
+  }
+  if (!location.filename().string().starts_with(prefix) ||
+      location.parent_path().filename() != "kept") {
+    return refuse("not a directory pulsebox keeps");
+  }
+  std::error_code ec;
+  const fs::path parent = location.parent_path();
+  if (fs::canonical(parent, ec) != parent || ec) return refuse("a symlink on the way");
+  struct stat st {};
+  if (::lstat(parent.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::geteuid() ||
+      (st.st_mode & 022) != 0) {
+    return refuse("its parent is not a private directory of the current user");
+  }
+  if (::lstat(location.c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) return refuse("not a directory");
+  return core::ok_status();
+}
+
+core::Result<OpenSession> OpenSession::open(Workspace& ws, const std::string& name,
+                                            const std::optional<fs::path>& create_in) {
+  if (const std::string problem = check_session_name(name); !problem.empty()) {
+    return Error(ErrorKind::kInvalidInput, "session", problem);
+  }
+  PB_CHECK(ensure_agent_subdir(ws, "sessions"));
+  const fs::path lock_path = ws.agent_dir() / "sessions" / (name + ".lock");
+  UniqueFd lock(::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (!lock) return Error::from_errno("session", "open " + lock_path.string());
+  while (::flock(lock.get(), LOCK_EX) != 0) {
+    if (errno != EINTR) return Error::from_errno("session", "lock " + lock_path.string());
+  }
+  OpenSession session(ws, name, std::move(lock));
+  const fs::path record = record_path(ws, name);
+  struct stat st {};
+  if (::lstat(record.c_str(), &st) == 0) {
+    PB_TRY(document, read_record(record));
+    auto parsed = parse_session(document, session.info_, session.storage_, session.next_layer_);
+    if (!parsed) {
+      return std::move(parsed).error().with_context("session " + name + " (" + record.string() +
+                                                    ")");
+    }
+    session.exists_ = true;
+    PB_CHECK(session.recover());
+    return session;
+  }
+  if (!create_in) {
+    return Error(ErrorKind::kInvalidInput, "session",
+                 "no session \"" + name + "\" in " + ws.root().string() +
+                     " (see `pulsebox session list`)");
+  }
+  session.storage_ = *create_in / ("session-" + core::random_hex(12));
+  if (::mkdir(session.storage_.c_str(), 0711) != 0) {
+    return Error::from_errno("session", "creating " + session.storage_.string());
+  }
+  session.info_.name = name;
+  session.info_.created = audit::utc_timestamp();
+  // The conflict check of the session's commit is against the workspace
+  // as it is now.
+  session.info_.base_stamp_ns = to_ns(ws.stamp_now());
+  PB_CHECK(session.save());
+  session.exists_ = true;
+  return session;
+}
+
+core::Status OpenSession::save() {
+  json layers = json::array();
+  for (const auto& layer : info_.layers)
+    layers.push_back(layer.filename().string());
+  const json document = {
+      {"version", 1},
+      {"name", info_.name},
+      {"created", info_.created},
+      {"last_run", info_.last_run},
+      {"runs", info_.runs},
+      {"base_stamp_ns", info_.base_stamp_ns},
+      {"storage", storage_.string()},
+      {"next_layer", next_layer_},
+      {"layers", std::move(layers)},
+      {"committing", info_.committing ? json(*info_.committing) : json(nullptr)}};
+  return core::write_file_atomic(record_path(*workspace_, name_), document.dump(2) + "\n", 0600);
+}
+
+core::Status OpenSession::remove() {
+  std::error_code ec;
+  if (fs::exists(storage_, ec)) PB_CHECK(remove_layer_tree(storage_));
+  if (::unlink(record_path(*workspace_, name_).c_str()) != 0 && errno != ENOENT) {
+    return Error::from_errno("session", "removing the record of session " + name_);
+  }
+  exists_ = false;
+  info_.layers.clear();
+  return core::ok_status();
+}
+
+// A commit interrupted by a crash: once its transaction was decided (READY),
+// finish it and end the session; before that, undo it (the session stays).
+core::Status OpenSession::recover() {
+  if (!info_.committing) return core::ok_status();
+  const std::string tx = *info_.committing;
+  const fs::path tx_dir = workspace_->agent_dir() / "transactions" / tx;
+  std::error_code ec;
+  if (!fs::exists(tx_dir, ec)) return remove();  // committed, only the clean-up was left
+  try {
+    if (workspace_->describe(tx).commit_in_progress) {
+      workspace_->reconcile();
+      return remove();
+    }
+    info_.committing.reset();
+    PB_CHECK(save());
+    workspace_->discard(tx);
+  } catch (const SandboxError& error) {
+    return Error(ErrorKind::kIo, "session",
+                 "finishing the interrupted commit of session " + name_ + ": " + error.what());
+  }
+  return core::ok_status();
+}
+
+core::Result<std::vector<Change>> OpenSession::add_run(const fs::path& upper) {
+  const fs::path layer = storage_ / std::to_string(next_layer_++);
+  if (::rename(upper.c_str(), layer.c_str()) != 0) {
+    return Error::from_errno("session", "keeping the run's changes in " + layer.string());
+  }
+  const std::vector<fs::path> below = info_.layers;
+  const fs::path base = workspace_->root();
+  auto changes = describe_layer(
+      layer, [&](const std::string& path) { return exists_in_view(below, base, path); },
+      kMaxRunChanges);
+  info_.layers.insert(info_.layers.begin(), layer);
+  ++info_.runs;
+  info_.last_run = audit::utc_timestamp();
+  PB_CHECK(save());
+  // A merge that fails now leaves the layers as they are; the next run tries
+  // again, and the session's review needs them merged.
+  (void)collapse();
+  return changes;
+}
+
+core::Status OpenSession::collapse() {
+  while (info_.layers.size() > 1) {
+    auto merged = merge_layer(info_.layers[0], info_.layers[1]);
+    if (!merged) {
+      return std::move(merged).error().with_context("merging the layers of session " + name_);
+    }
+    PB_CHECK(remove_layer_tree(info_.layers[0]));
+    info_.layers.erase(info_.layers.begin());
+    PB_CHECK(save());
+  }
+  return core::ok_status();
+}
+
+}  // namespace workspace
+
+using workspace::OpenSession;
+
+std::string check_session_name(const std::string& name) {
+  if (name.empty() || name.size() > 64) return "a session name has 1 to 64 characters";
+  if (name.front() == '.' || name.front() == '-') {
+    return "a session name may not start with '.' or '-': \"" + name + "\"";
+  }
+  for (char c : name) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-') {
+      return "a session name holds only letters, digits, '.', '_' and '-': " +
+             core::quote_name(name);
+    }
+  }
+  return "";
+}
+
+std::vector<SessionInfo> list_sessions(const Workspace& ws) {
+  std::vector<SessionInfo> sessions;
+  for (const auto& file : workspace::record_files(ws.agent_dir() / "sessions")) {
+    SessionInfo info;
+    info.name = file.stem().string();
+    std::filesystem::path storage;
+    std::uint64_t next = 0;
+    auto document = workspace::read_record(file);
+    core::Status parsed = document ? workspace::parse_session(*document, info, storage, next)
+                                   : core::Status(std::move(document).error());
+    if (!parsed) info.damaged = parsed.error().to_string();
+    sessions.push_back(std::move(info));
+  }
+  return sessions;
+}
+
+SessionInfo describe_session(const Workspace& ws, const std::string& name) {
+  auto session = core::value_or_throw(
+      OpenSession::open(const_cast<Workspace&>(ws), name, std::nullopt));
+  return session.info();
+}
+
+ImportResult session_transaction(Workspace& ws, const std::string& name,
+                                 const ImportOptions& options) {
+  auto session = core::value_or_throw(OpenSession::open(ws, name, std::nullopt));
+  core::check_or_throw(session.collapse());
+  if (session.info().layers.empty()) return {};
+  ImportOptions import = options;
+  import.origin = "session " + name;
+  import.run_started = workspace::from_ns(session.info().base_stamp_ns);
+  return ws.import_overlay(session.info().layers.front(), ws.root(), import);
+}
+
+SessionCommitResult commit_session(Workspace& ws, const std::string& name,
+                                   const CommitOptions& options, const ImportOptions& import) {
+  auto session = core::value_or_throw(OpenSession::open(ws, name, std::nullopt));
+  core::check_or_throw(session.collapse());
+  SessionCommitResult result;
+  if (session.info().layers.empty()) {
+    core::check_or_throw(session.remove());
+    return result;
+  }
+  ImportOptions from_session = import;
+  from_session.origin = "session " + name;
+  from_session.run_started = workspace::from_ns(session.info().base_stamp_ns);
+  ImportResult imported =
+      ws.import_overlay(session.info().layers.front(), ws.root(), from_session);
+  result.refused = imported.refused;
+  result.transaction = imported.transaction;
+  if (!imported.transaction) {
+    if (imported.refused.empty()) core::check_or_throw(session.remove());
+    return result;
+  }
+  const std::string tx = *imported.transaction;
+  session.set_committing(tx);
+  core::check_or_throw(session.save());
+  try {
+    result.committed = ws.commit(tx, options);
+  } catch (...) {
+    session.set_committing(std::nullopt);
+    (void)session.save();
+    try {
+      ws.discard(tx);
+    } catch (const SandboxError&) {
+      // the transaction stays pending, listed by `pulsebox changes`
+    }
+    throw;
+  }
+  if (imported.refused.empty()) {
+    core::check_or_throw(session.remove());
+  } else {
+    session.set_committing(std::nullopt);
+    core::check_or_throw(session.save());
+  }
+  return result;
+}
+
+void discard_session(Workspace& ws, const std::string& name) {
+  auto session = core::value_or_throw(OpenSession::open(ws, name, std::nullopt));
+  core::check_or_throw(session.remove());
+}
+
+std::vector<HeldChanges> list_held(const Workspace& ws) {
+  std::vector<HeldChanges> held;
+  for (const auto& file : workspace::record_files(ws.agent_dir() / "held")) {
+    auto document = workspace::read_record(file);
+    HeldChanges entry;
+    entry.id = file.stem().string();
+    try {
+      if (!document) {
+        entry.reason = "damaged record: " + document.error().to_string();
+      } else {
+        entry = workspace::parse_held(*document);
+      }
+    } catch (const nlohmann::json::exception& error) {
+      entry.reason = std::string("damaged record: ") + error.what();
+    }
+    held.push_back(std::move(entry));
+  }
+  return held;
+}
+
+void discard_held(const Workspace& ws, const std::string& id) {
+  if (!workspace::valid_held_id(id)) {
+    throw SandboxConfigError("not a held id: " + core::quote_name(id), 0, "held");
+  }
+  const auto file = ws.agent_dir() / "held" / (id + ".json");
+  auto read = workspace::read_record(file);
+  if (!read) {
+    throw SandboxConfigError("no held changes \"" + id + "\" (see `pulsebox changes`): " +
+                                 read.error().to_string(),
+                             0, "held");
+  }
+  const nlohmann::json document = std::move(read).value();
+  HeldChanges held;
+  try {
+    held = workspace::parse_held(document);
+  } catch (const nlohmann::json::exception& error) {
+    throw SandboxConfigError(file.string() + ": " + error.what(), 0, "held");
+  }
+  if (held.location.filename() != id) {
+    throw SandboxSecurityError(file.string() + ": its location is not its own", 0, "held");
+  }
+  core::check_or_throw(workspace::check_kept_location(held.location, "held-"));
+  core::check_or_throw(workspace::remove_layer_tree(held.location));
+  if (::unlink(file.c_str()) != 0 && errno != ENOENT) {
+    core::throw_error(Error::from_errno("held", "removing " + file.string()));
+  }
+}
+
+void record_held(const Workspace& ws, const HeldChanges& held) {
+  core::check_or_throw(workspace::ensure_agent_subdir(ws, "held"));
+  nlohmann::json refused = nlohmann::json::array();
+  for (const auto& item : held.refused) {
+    nlohmann::json entry = {{"reason", item.reason}};
+    core::put_name(entry, "path", item.path);
+    refused.push_back(std::move(entry));
+  }
+  nlohmann::json document = {
+      {"version", 1},
+      {"id", held.id},
+      {"created", held.created},
+      {"reason", held.reason},
+      {"location", held.location.string()},
+      {"refused", std::move(refused)},
+      {"transaction", held.transaction ? nlohmann::json(*held.transaction) : nlohmann::json()}};
+  core::put_name(document, "origin", held.origin);
+  core::check_or_throw(core::write_file_atomic(ws.agent_dir() / "held" / (held.id + ".json"),
+                                               document.dump(2) + "\n", 0600));
+}
+
+}  // namespace pulsebox
