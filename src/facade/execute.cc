@@ -464,7 +464,6 @@ void Sandbox::hold_changes(Run& run, ProcessResult& result, const std::string& r
     }
   }
   status.detail += "; " + kept_detail;
-  append_detail(result, "changes held: " + status.detail);
   std::string paths;
   for (const auto& item : status.refused)
     paths += (paths.empty() ? "" : ", ") + core::quote_name(item.path) + " (" + item.reason + ")";

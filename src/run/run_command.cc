@@ -69,13 +69,13 @@ void print_summary(const ProcessResult& result, const std::string& workspace,
     int fd;
     ~Flush() { (void)core::write_all(fd, text.str(), "the run's summary"); }
   } flush{err, io.err_fd};
-  std::string status = "exit " + std::to_string(result.exit_code);
+  std::string ending = "exit " + std::to_string(result.exit_code);
   if (result.termination_reason != TerminationReason::None) {
-    status += " (" + std::string(to_string(result.termination_reason)) + ")";
+    ending += " (" + std::string(to_string(result.termination_reason)) + ")";
   }
   char timing[64];
   std::snprintf(timing, sizeof timing, " in %.0f ms", result.duration_ms);
-  err << "pulsebox: " << status << timing << ", isolation " << result.isolation_level << "\n";
+  err << "pulsebox: " << ending << timing << ", isolation " << result.isolation_level << "\n";
   if (!result.termination_detail.empty()) {
     err << "pulsebox: " << core::escape_for_terminal(result.termination_detail, true) << "\n";
   }

@@ -449,7 +449,7 @@ void discard_held(const Workspace& ws, const std::string& id) {
   core::check_or_throw(workspace::check_kept_location(held.location, "held-"));
   core::check_or_throw(workspace::remove_layer_tree(held.location));
   if (::unlink(file.c_str()) != 0 && errno != ENOENT) {
-    core::throw_error(Error::from_errno("held", "removing " + file.string()));
+    core::throw_error(core::Error::from_errno("held", "removing " + file.string()));
   }
 }
 

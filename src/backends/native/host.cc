@@ -8,6 +8,7 @@
 #include "backends/native/capabilities.h"
 #include "backends/native/prestart.h"
 #include "backends/native/staging.h"
+#include "backends/native/state_dir.h"
 #include "core/fs.h"
 #include "core/trace.h"
 #include "linux/syscalls.h"

@@ -1,0 +1,237 @@
+// Sessions without a sandbox: hand-made upper directories (what overlayfs
+// leaves: files, whiteouts, opaque directories) added run after run, merged
+// into one layer, reviewed and committed; and a commit killed at every step,
+// then finished or undone by the next operation that opens the session.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include <map>
+
+#include "helpers/test_support.h"
+#include "pulsebox/error.h"
+#include "pulsebox/session.h"
+#include "workspace/layers.h"
+#include "workspace/session_store.h"
+#include "workspace/transactions.h"
+
+namespace pulsebox {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::read_file;
+using testing::TempDir;
+using testing::write_file;
+
+void whiteout(const fs::path& path) {
+  fs::create_directories(path.parent_path());
+  ASSERT_EQ(::mknod(path.c_str(), S_IFCHR | 0000, makedev(0, 0)), 0)
+      << path << ": " << std::strerror(errno);
+}
+
+void opaque_dir(const fs::path& path) {
+  fs::create_directories(path);
+  ASSERT_EQ(::setxattr(path.c_str(), "user.overlay.opaque", "y", 1, 0), 0) << std::strerror(errno);
+}
+
+// Every path of a directory tree with what it is: "f:content", "d", "l:target".
+std::map<std::string, std::string> listing(const fs::path& root) {
+  std::map<std::string, std::string> out;
+  for (auto it = fs::recursive_directory_iterator(root); it != fs::recursive_directory_iterator();
+       ++it) {
+    const std::string rel = fs::relative(it->path(), root).string();
+    if (rel == ".agent" || rel.starts_with(".agent/")) {
+      it.disable_recursion_pending();
+      continue;
+    }
+    if (it->is_symlink()) {
+      out[rel] = "l:" + fs::read_symlink(it->path()).string();
+    } else if (it->is_directory()) {
+      out[rel] = "d";
+    } else {
+      out[rel] = "f:" + read_file(it->path());
+    }
+  }
+  return out;
+}
+
+class SessionStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    write_file(ws_ / "keep.txt", "keep\n");
+    write_file(ws_ / "gone.txt", "gone\n");
+    write_file(ws_ / "dir/old.txt", "old\n");
+    write_file(ws_ / "dir/sub/deep.txt", "deep\n");
+    fs::create_directories(state_ / "kept");
+    fs::permissions(state_ / "kept", fs::perms(0700));
+    fs::create_directories(state_ / "runs");
+  }
+
+  fs::path new_upper() {
+    const fs::path upper = state_ / "runs" / std::to_string(uppers_++);
+    fs::create_directories(upper);
+    return upper;
+  }
+
+  void add_run(Workspace& ws, const fs::path& upper) {
+    auto session = workspace::OpenSession::open(ws, "s", state_ / "kept");
+    ASSERT_TRUE(session) << session.error().to_string();
+    auto added = session->add_run(upper);
+    ASSERT_TRUE(added) << added.error().to_string();
+  }
+
+  TempDir ws_;
+  TempDir state_;
+  int uppers_ = 0;
+};
+
+TEST_F(SessionStoreTest, LaterRunsBuildOnEarlierOnesAndTheSessionCommitsItsNetChanges) {
+  Workspace ws(ws_.path());
+  // Run 1: a new file, a deletion, a modification, a new tree.
+  fs::path upper = new_upper();
+  write_file(upper / "new.txt", "new\n");
+  whiteout(upper / "gone.txt");
+  write_file(upper / "keep.txt", "changed\n");
+  write_file(upper / "tree/a/b.txt", "b\n");
+  add_run(ws, upper);
+  // Run 2: the directory replaced (rm -r dir; mkdir dir), a file of run 1
+  // deleted, run 1's file changed again.
+  upper = new_upper();
+  opaque_dir(upper / "dir");
+  write_file(upper / "dir/fresh.txt", "fresh\n");
+  whiteout(upper / "tree/a/b.txt");
+  write_file(upper / "new.txt", "newer\n");
+  add_run(ws, upper);
+  // Run 3: a rename of run 2's file (a whiteout and a new name), a symlink.
+  upper = new_upper();
+  whiteout(upper / "dir/fresh.txt");
+  write_file(upper / "dir/renamed.txt", "fresh\n");
+  fs::create_directories(upper);
+  fs::create_symlink("../keep.txt", upper / "link");
+  add_run(ws, upper);
+
+  const SessionInfo info = describe_session(ws, "s");
+  EXPECT_EQ(info.runs, 3u);
+  ASSERT_EQ(info.layers.size(), 1u) << "the layers were not merged";
+  EXPECT_TRUE(workspace::exists_in_view(info.layers, ws_.path(), "dir/renamed.txt"));
+  EXPECT_FALSE(workspace::exists_in_view(info.layers, ws_.path(), "dir/old.txt"));
+  EXPECT_FALSE(workspace::exists_in_view(info.layers, ws_.path(), "dir/sub/deep.txt"));
+  EXPECT_FALSE(workspace::exists_in_view(info.layers, ws_.path(), "gone.txt"));
+  EXPECT_TRUE(workspace::exists_in_view(info.layers, ws_.path(), "keep.txt"));
+  // The workspace is untouched until the commit.
+  EXPECT_EQ(read_file(ws_ / "keep.txt"), "keep\n");
+
+  const SessionCommitResult committed = commit_session(ws, "s");
+  EXPECT_TRUE(committed.refused.empty());
+  const std::map<std::string, std::string> expected = {
+      {"keep.txt", "f:changed\n"},  {"new.txt", "f:newer\n"}, {"dir", "d"},
+      {"dir/renamed.txt", "f:fresh\n"}, {"tree", "d"},        {"tree/a", "d"},
+      {"link", "l:../keep.txt"}};
+  EXPECT_EQ(listing(ws_.path()), expected);
+  EXPECT_TRUE(list_sessions(ws).empty());
+  EXPECT_TRUE(ws.list_transactions().empty());
+  EXPECT_TRUE(fs::is_empty(state_ / "kept")) << "the session's layers were left behind";
+}
+
+TEST_F(SessionStoreTest, ACommitConflictingWithAHostChangeSinceTheSessionBeganKeepsTheSession) {
+  Workspace ws(ws_.path());
+  fs::path upper = new_upper();
+  write_file(upper / "keep.txt", "session\n");
+  add_run(ws, upper);
+  write_file(ws_ / "keep.txt", "host edit\n");  // after the session began
+  EXPECT_THROW(commit_session(ws, "s"), SandboxError);
+  EXPECT_EQ(read_file(ws_ / "keep.txt"), "host edit\n");
+  ASSERT_EQ(list_sessions(ws).size(), 1u);
+  EXPECT_FALSE(describe_session(ws, "s").committing);
+  EXPECT_TRUE(ws.list_transactions().empty()) << "the refused transaction was left pending";
+}
+
+TEST_F(SessionStoreTest, AKilledCommitIsFinishedOrUndoneByTheNextOperation) {
+  int saw_old = 0;
+  int saw_new = 0;
+  for (int crash_after = 1; crash_after < 40; ++crash_after) {
+    TempDir ws_dir;
+    write_file(ws_dir / "a.txt", "a\n");
+    write_file(ws_dir / "b.txt", "b\n");
+    Workspace ws(ws_dir.path());
+    fs::path upper = new_upper();
+    write_file(upper / "a.txt", "A\n");
+    whiteout(upper / "b.txt");
+    write_file(upper / "c/d.txt", "d\n");
+    {
+      auto session = workspace::OpenSession::open(ws, "s", state_ / "kept");
+      ASSERT_TRUE(session);
+      ASSERT_TRUE(session->add_run(upper));
+    }
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      int step = 0;
+      workspace::commit_failpoint = [&](std::string_view) {
+        if (++step == crash_after) ::raise(SIGKILL);
+      };
+      Workspace again(ws_dir.path());
+      commit_session(again, "s");
+      ::_exit(0);
+    }
+    int status = 0;
+    ::waitpid(child, &status, 0);
+    if (WIFEXITED(status)) {
+      EXPECT_EQ(WEXITSTATUS(status), 0);
+      break;  // past the last step
+    }
+    // Any operation that opens the session finishes or undoes the commit.
+    Workspace later(ws_dir.path());
+    const auto sessions = list_sessions(later);
+    if (!sessions.empty()) (void)describe_session(later, "s");
+    const auto state = listing(ws_dir.path());
+    if (state.at("a.txt") == "f:a\n") {
+      ++saw_old;
+      ASSERT_EQ(list_sessions(later).size(), 1u) << "crash at " << crash_after;
+      EXPECT_FALSE(describe_session(later, "s").committing);
+      EXPECT_TRUE(later.list_transactions().empty()) << "crash at " << crash_after;
+      commit_session(later, "s");  // and it commits cleanly afterwards
+    } else {
+      ++saw_new;
+      EXPECT_TRUE(list_sessions(later).empty()) << "crash at " << crash_after;
+    }
+    const std::map<std::string, std::string> expected = {
+        {"a.txt", "f:A\n"}, {"c", "d"}, {"c/d.txt", "f:d\n"}};
+    EXPECT_EQ(listing(ws_dir.path()), expected) << "crash at " << crash_after;
+    EXPECT_TRUE(later.list_transactions().empty());
+  }
+  EXPECT_GE(saw_old, 1);
+  EXPECT_GE(saw_new, 1);
+}
+
+TEST_F(SessionStoreTest, ARecordPlantedInTheWorkspaceCannotNameAnotherDirectory) {
+  Workspace ws(ws_.path());
+  TempDir victim;
+  write_file(victim / "precious", "x");
+  fs::create_directories(ws_ / ".agent/sessions");
+  write_file(ws_ / ".agent/sessions/evil.json",
+             R"({"name":"evil","created":"c","runs":1,"base_stamp_ns":0,"next_layer":1,)"
+             R"("storage":")" + victim.path().string() + R"(","layers":["0"]})");
+  EXPECT_THROW(discard_session(ws, "evil"), SandboxError);
+  EXPECT_TRUE(fs::exists(victim / "precious"));
+  fs::create_directories(ws_ / ".agent/held");
+  write_file(ws_ / ".agent/held/held-x.json",
+             R"({"id":"held-x","created":"c","origin":"o","reason":"r","refused":[],)"
+             R"("location":")" + victim.path().string() + R"("})");
+  EXPECT_THROW(discard_held(ws, "held-x"), SandboxError);
+  EXPECT_TRUE(fs::exists(victim / "precious"));
+}
+
+TEST(SessionNameTest, RefusesNamesThatAreNotPlainWords) {
+  EXPECT_EQ(check_session_name("fix-tests_2.1"), "");
+  for (const char* bad : {"", ".hidden", "-flag", "a/b", "../x", "a b", "é"})
+    EXPECT_NE(check_session_name(bad), "") << bad;
+  EXPECT_NE(check_session_name(std::string(65, 'a')), "");
+}
+
+}  // namespace
+}  // namespace pulsebox
