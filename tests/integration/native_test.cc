@@ -118,8 +118,8 @@ TEST_F(NativeBackendTest, TheProbeSeesAnIsolatedUnprivilegedSandbox) {
   EXPECT_EQ(seen["shadow"], "EACCES");
   EXPECT_EQ(seen["etc_passwd_readable"], "ok");
   // /home holds only the sandbox's own HOME (a tmpfs, checked above).
-  for (const std::string& hidden : {home, home + "/.ssh", workspace_.path().string(),
-                                    state_.path().string()}) {
+  for (const std::string& hidden :
+       {home, home + "/.ssh", workspace_.path().string(), state_.path().string()}) {
     EXPECT_EQ(seen["host_path " + hidden], "ENOENT") << hidden;
   }
   EXPECT_EQ(seen["write_usr"], "EROFS");
