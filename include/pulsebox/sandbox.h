@@ -91,6 +91,10 @@ struct SandboxOptions {
   std::string seccomp_profile = "default";
   // Extra host paths shown inside the sandbox (native backend), each audited.
   std::vector<BindMount> binds;
+  // A host directory kept as the command's HOME (/home/sandbox) between runs,
+  // made 0700 when missing; refused inside the workspace or a system
+  // directory. Empty: a fresh private HOME each run.
+  std::filesystem::path home;
   std::set<Dimension> accept_weaker;
   std::filesystem::path audit_log_path;  // default <workspace>/.agent/logs/audit.jsonl
   bool audit_fsync = false;

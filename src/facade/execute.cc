@@ -5,6 +5,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "core/sandbox_home.h"
 #include "core/text.h"
 #include "core/trace.h"
 #include "pulsebox/error.h"
@@ -188,6 +189,8 @@ ExecutionRequest Sandbox::build_request(Run& run, const std::vector<std::string>
   request.limits = options_.limits;
   request.network = options_.network;
   request.binds = options_.binds;
+  if (!options_.home.empty())
+    request.binds.push_back({options_.home, std::string(core::kSandboxHome), true});
   request.seccomp_profile = options_.seccomp_profile;
   request.hidden_workspace_paths = hidden_workspace_paths_;
   request.secrets = options_.secret_policy;

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "core/agent_dir.h"
+#include "core/sandbox_home.h"
 #include "core/text.h"
 #include "core/throw_error.h"
 #include "core/trace.h"
@@ -71,6 +73,11 @@ Sandbox::Sandbox(SandboxOptions options)
     }
   }
   options_.workspace = workspace_.root();
+  core::check_or_throw(core::ensure_agent_dir(options_.workspace));
+  if (!options_.home.empty()) {
+    options_.home =
+        core::value_or_throw(core::prepare_home_dir(options_.home, options_.workspace, "--home"));
+  }
   {
     // An audit log kept inside the workspace (not in .agent/) is hidden from
     // the command too.
@@ -200,7 +207,8 @@ std::vector<EnforcementDecision> Sandbox::enforcement_plan() {
                                     LimitKind::Output, LimitKind::OpenFiles};
   if (options_.limits.swap_bytes) applied.push_back(LimitKind::Swap);
   if (options_.limits.cpu_time_seconds) applied.push_back(LimitKind::CpuTime);
-  if (options_.limits.disk_bytes) applied.push_back(LimitKind::Disk);
+  if (options_.limits.disk_bytes || options_.limits.working_directory_bytes)
+    applied.push_back(LimitKind::Disk);
   Capability limits{EnforcementLevel::StronglyEnforced, "", ""};
   Capability explicit_limits{EnforcementLevel::StronglyEnforced, "", ""};
   for (LimitKind kind : applied) {

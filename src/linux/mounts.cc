@@ -31,7 +31,14 @@ int apply(const MountStep& step) noexcept {
   switch (step.op) {
     case MountOp::MakeDir: {
       const int error = raw_error(raw(SYS_mkdirat, AT_FDCWD, target, step.mode));
-      return error == EEXIST ? 0 : error;
+      if (error != 0 || step.uid < 0) return error == EEXIST ? 0 : error;
+      // The umask left out bits of `mode`; the owner is set before them.
+      if (const int e = raw_error(
+              raw(SYS_fchownat, AT_FDCWD, target, step.uid, step.gid, AT_SYMLINK_NOFOLLOW));
+          e != 0) {
+        return e;
+      }
+      return raw_error(raw(SYS_fchmodat, AT_FDCWD, target, step.mode));
     }
     case MountOp::MakeFile: {
       const long fd =

@@ -13,7 +13,8 @@
 namespace pulsebox::linux_api {
 
 enum class MountOp {
-  MakeDir,   // mkdir target (mode in `mode`), EEXIST is fine
+  MakeDir,   // mkdir target (mode in `mode`), EEXIST is fine; with uid/gid >= 0 the
+             // new directory gets that owner and exactly `mode`
   MakeFile,  // create an empty file as a bind-mount point
   Symlink,   // symlink source -> target
   Bind,      // bind-mount source on target (recursive)
@@ -33,6 +34,8 @@ struct MountStep {
   unsigned long flags = 0;
   unsigned mode = 0755;
   int fd = -1;
+  int uid = -1;  // MakeDir: the new directory's owner (-1: the caller's)
+  int gid = -1;
   bool recursive = true;
   bool optional = false;  // a missing target/source (ENOENT) is not an error
   std::string stage;      // "mounting overlay on /workspace", for error reports

@@ -23,16 +23,6 @@ using core::paint;
   throw SandboxConfigError(message);
 }
 
-std::string relative_cwd(const std::string& cwd) {
-  std::string out = cwd;
-  if (out == "/workspace") return "";
-  if (out.rfind("/workspace/", 0) == 0) out = out.substr(11);
-  if (!out.empty() && out.front() == '/') {
-    bad_input("--cwd " + cwd + ": expected a path inside /workspace");
-  }
-  return out;
-}
-
 int exit_status_for(const ProcessResult& result) {
   switch (result.termination_reason) {
     case TerminationReason::Timeout:
@@ -167,7 +157,7 @@ int execute_run(const RunOptions& o, const RunIo& io) {
     core::trace_phase("cli: parsed");
     SandboxOptions options = build_sandbox_options(o, io);
     core::trace_phase("cli: options built");
-    const std::string cwd = relative_cwd(o.cwd);
+    const RunPlace place = run_place(o);
     Sandbox sandbox(std::move(options));
     core::trace_phase("cli: sandbox constructed");
     if (const std::string& why = sandbox.audit().key_warning(); !why.empty()) {
@@ -176,7 +166,7 @@ int execute_run(const RunOptions& o, const RunIo& io) {
                               "PULSEBOX_AUDIT_KEY or --audit-key to key it");
     }
     ExecuteOptions execute;
-    execute.cwd = cwd;
+    execute.cwd = place.cwd;
     execute.cancel_fd = io.cancel_fd;
     if (!o.json) {
       execute.on_output = [&io](OutputStream stream, std::string_view text) {
@@ -188,7 +178,7 @@ int execute_run(const RunOptions& o, const RunIo& io) {
     if (o.json) {
       (void)core::write_all(io.out_fd, to_json(result) + "\n", "the result");
     } else {
-      print_summary(result, o.workspace, io);
+      print_summary(result, place.workspace.string(), io);
     }
     return exit_status_for(result);
   } catch (const SandboxConfigError& error) {

@@ -25,7 +25,7 @@
 namespace pulsebox::run {
 
 struct RunOptions {
-  std::string workspace = ".";
+  std::string workspace;  // "": the workspace the current directory lies in, else "."
   bool allow_system_dir = false;
   std::string cwd;
   std::string backend;
@@ -45,6 +45,7 @@ struct RunOptions {
   std::string audit_key;
   std::vector<std::string> ro_binds, rw_binds;
   bool subordinate_ids = false;
+  std::string home;  // --home: a host directory kept as the sandbox's HOME
   std::vector<std::string> command;
 };
 
@@ -79,6 +80,16 @@ const char* run_getenv(const RunIo& io, const std::string& name);
 // naming its flag (SandboxConfigError). What they mean (the workspace, the
 // seccomp profile, the environment) is checked once, by Sandbox.
 SandboxOptions build_sandbox_options(const RunOptions& options, const RunIo& io);
+
+// Where the run happens: the workspace (-w, else the nearest directory
+// from the current one upwards that holds .agent/, else the current
+// directory) and the working directory in it, relative (--cwd, else the
+// current directory's place in the workspace found).
+struct RunPlace {
+  std::filesystem::path workspace;
+  std::string cwd;
+};
+RunPlace run_place(const RunOptions& options);
 
 // Runs the command; returns the exit status `pulsebox run` exits with.
 // Errors are printed on io.err_fd ("pulsebox: ..."), never thrown.

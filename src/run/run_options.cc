@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "audit/key.h"
+#include "core/agent_dir.h"
 #include "policy/policy_json.h"
 #include "pulsebox/error.h"
 #include "pulsebox/sandbox.h"
@@ -39,10 +40,36 @@ const char* run_getenv(const RunIo& io, const std::string& name) {
   return it == io.environment->end() ? nullptr : it->second.c_str();
 }
 
+RunPlace run_place(const RunOptions& o) {
+  RunPlace place;
+  std::string cwd = o.cwd;
+  if (cwd == "/workspace") cwd.clear();
+  if (cwd.rfind("/workspace/", 0) == 0) cwd = cwd.substr(11);
+  if (!cwd.empty() && cwd.front() == '/') {
+    bad_input("--cwd " + o.cwd + ": expected a path inside /workspace");
+  }
+  place.cwd = cwd;
+  if (!o.workspace.empty()) {
+    place.workspace = o.workspace;
+    return place;
+  }
+  // No -w: the workspace the current directory lies in, so that a run from
+  // a subdirectory never makes a second .agent/ there.
+  place.workspace = ".";
+  std::error_code ec;
+  const auto here = std::filesystem::current_path(ec);
+  if (ec) return place;
+  if (auto found = core::find_workspace_root(here)) {
+    place.workspace = found->root;
+    if (o.cwd.empty()) place.cwd = found->relative.string();
+  }
+  return place;
+}
+
 SandboxOptions build_sandbox_options(const RunOptions& o, const RunIo& io) {
   SandboxOptions options;
   std::error_code ec;
-  options.workspace = o.workspace;  // Sandbox checks it
+  options.workspace = run_place(o).workspace;  // Sandbox checks it
   options.allow_system_directory = o.allow_system_dir;
 
   // Network.
@@ -185,6 +212,7 @@ SandboxOptions build_sandbox_options(const RunOptions& o, const RunIo& io) {
     add_bind(spec, false, "--ro-bind");
   for (const auto& spec : o.rw_binds)
     add_bind(spec, true, "--bind");
+  if (!o.home.empty()) options.home = std::filesystem::absolute(o.home, ec);  // Sandbox checks it
   options.native.subordinate_ids = o.subordinate_ids;
   options.backend_name = o.backend;
   if (io.environment != nullptr) options.host_environment = *io.environment;
@@ -206,11 +234,16 @@ SandboxOptions build_sandbox_options(const RunOptions& o, const RunIo& io) {
 void add_run_options(CLI::App& command, RunOptions& options) {
   RunOptions& o = options;
   command.add_option("-w,--workspace", o.workspace,
-                     "Host directory presented at /workspace (default: .)");
+                     "Host directory presented at /workspace (default: the nearest directory "
+                     "from . upwards holding .agent/, else .)");
   command.add_flag("--allow-system-dir", o.allow_system_dir,
                    "Accept a system directory (/, /etc, /usr, a home directory itself, ...) as "
                    "the workspace");
-  command.add_option("--cwd", o.cwd, "Working directory, relative to /workspace");
+  command.add_option("--cwd", o.cwd,
+                     "Working directory, relative to /workspace (default: where . is in it)");
+  command.add_option("--home", o.home,
+                     "Host directory kept as the sandbox's HOME (/home/sandbox) between runs, "
+                     "made 0700 if missing (default: a fresh private directory each run)");
   command.add_option("--backend", o.backend, "native, host or remote (host needs --unsafe-host)");
   command.add_flag("--unsafe-host", o.unsafe_host, "Allow running unsandboxed on this host");
   command.add_option("--net", o.net, "none, localhost, allowlist, proxy or all (default: none)");
@@ -222,7 +255,9 @@ void add_run_options(CLI::App& command, RunOptions& options) {
   command.add_option("--timeout", o.timeout, "Wall-clock limit in seconds (default 30)");
   command.add_option("--cpu-time", o.cpu_time, "CPU-time limit in seconds");
   command.add_option("--max-output", o.max_output, "stdout+stderr cap (default 5M)");
-  command.add_option("--disk", o.disk, "Bytes the run may write");
+  command.add_option("--disk", o.disk,
+                     "Bytes the run's workspace changes may take (a tmpfs of their own, "
+                     "counted as the sandbox's memory); past it writes fail with ENOSPC");
   command.add_option("--env", o.env, "NAME=VALUE set in the sandbox (repeatable)");
   command.add_option("--secret", o.secrets,
                      "Pass host variable NAME in and scrub its value (repeatable)");

@@ -228,17 +228,35 @@ PULSEBOX_CHILD_CODE void run_sandbox_init(const LaunchPlan& plan) noexcept {
     fail("dropping the bounding and ambient capability sets", e);
   mark(plan, "init: base mounts made, hostname, lo, bounding set");
   // Meanwhile the supervisor wrote the rest of the plan (staging, workspace).
-  int tree = -1;
-  if (!wait_for_plan_ready(channel, &tree)) exit_now(kSetupFailed);  // the supervisor is gone
+  // The descriptors PlanReady carries, in order, go to their planned numbers
+  // (above every descriptor init kept; received ones take the lowest free).
+  int passed[kMaxPassedFds];
+  if (!wait_for_plan_ready(channel, passed)) exit_now(kSetupFailed);  // the supervisor is gone
   mark(plan, "init: plan ready");
-  if (tree >= 0 && tree != plan.passed_tree_fd) {
-    if (plan.passed_tree_fd < 0) fail("receiving the workspace", EBADF);
-    if (const long rc = raw(SYS_dup3, tree, plan.passed_tree_fd, O_CLOEXEC); rc < 0)
-      fail("receiving the workspace", raw_error(rc));
-    raw(SYS_close, tree);
+  const int planned[kMaxPassedFds] = {plan.passed_tree_fd, plan.passed_home_fd};
+  int slot = 0;
+  for (const int received : passed) {
+    if (received < 0) continue;
+    while (slot < kMaxPassedFds && planned[slot] < 0)
+      ++slot;
+    if (slot == kMaxPassedFds) fail("receiving the workspace", EBADF);
+    if (received != planned[slot]) {
+      if (const long rc = raw(SYS_dup3, received, planned[slot], O_CLOEXEC); rc < 0)
+        fail("receiving the workspace", raw_error(rc));
+      raw(SYS_close, received);
+    }
+    ++slot;
   }
   for (const auto& step : plan.mounts) {
     if (const int e = linux_api::apply_mount_step(step); e != 0) fail(step.stage.c_str(), e);
+  }
+  if (!plan.send_changes_root.empty()) {
+    const long changes = raw(SYS_openat, AT_FDCWD, plan.send_changes_root.c_str(),
+                             O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (changes < 0) fail("opening the tmpfs for the run's changes", raw_error(changes));
+    if (const int e = send_child_changes(channel, static_cast<int>(changes)); e != 0)
+      fail("handing over the tmpfs for the run's changes", e);
+    raw(SYS_close, changes);
   }
   mark(plan, "init: mounts made");
   // pivot_root(".", ".") stacks the old root under the new one; detaching it

@@ -87,6 +87,13 @@ struct LaunchPlan {
   // Where init puts the descriptor PlanReady carries (the idmapped workspace
   // tree, referenced by a step of `mounts`), -1 for none.
   int passed_tree_fd = -1;
+  // The same for the idmapped home (SandboxOptions::home, as root).
+  int passed_home_fd = -1;
+
+  // Not empty: after `mounts`, init opens this directory (the run's tmpfs
+  // for its changes, see runtime/plan.h) and sends it to the supervisor
+  // (ChildMessageKind::Changes), which reads the changes through it.
+  std::string send_changes_root;
 
   std::vector<std::pair<int, rlimit>> rlimits;
   // The compiled seccomp filter (the storage belongs to the caller), loaded

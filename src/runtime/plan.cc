@@ -5,6 +5,8 @@
 
 #include <algorithm>
 
+#include "core/sandbox_home.h"
+
 namespace pulsebox::runtime {
 
 using core::Error;
@@ -228,6 +230,21 @@ core::Result<std::vector<MountStep>> build_base_mount_steps(const MountLayout& l
   steps.make_dir("/tmp", 01777);
   steps.tmpfs("/tmp", "mode=1777" + size, MS_NOSUID | MS_NODEV);
 
+  // HOME: a private tmpfs of the command's, unless a host directory is kept
+  // there (SandboxOptions::home, one of the extra binds below).
+  const std::string home(core::kSandboxHome);
+  const bool home_bound =
+      std::any_of(layout.binds.begin(), layout.binds.end(),
+                  [&](const BindMount& bind) { return bind.sandbox_path == home; });
+  if (!home_bound) {
+    steps.make_dir(std::filesystem::path(home).parent_path().string());
+    steps.make_dir(home, 0700);
+    steps.tmpfs(home,
+                "mode=0700,uid=" + std::to_string(layout.home_uid) +
+                    ",gid=" + std::to_string(layout.home_gid) + size,
+                MS_NOSUID | MS_NODEV);
+  }
+
   // Extra binds, each validated.
   PB_CHECK(check_extra_binds(layout));
   for (const auto& bind : layout.binds) {
@@ -249,6 +266,7 @@ core::Result<std::vector<MountStep>> build_base_mount_steps(const MountLayout& l
       steps.last().mode = 0644;
     }
     const std::string host = std::filesystem::canonical(bind.host).string();
+    if (layout.idmap_home && bind.sandbox_path == home) continue;  // after PlanReady
     if (bind.writable) {
       steps.add(MountOp::Bind, bind.sandbox_path,
                 "bind-mounting " + host + " on " + bind.sandbox_path, host);
@@ -273,28 +291,63 @@ std::vector<MountStep> build_workspace_mount_steps(const MountLayout& layout) {
     attach.stage = "attaching the idmapped workspace";
     steps.add_raw(std::move(attach));
   }
+  // The run's changes on a tmpfs of their own (--disk): init mounts it in
+  // its mount namespace and makes the upper and work directories on it.
+  const std::filesystem::path changes = changes_root(layout);
+  if (layout.changes_size_bytes > 0) {
+    const std::string at = changes.string();
+    MountStep mount;
+    mount.op = MountOp::Tmpfs;
+    mount.target = at;  // a host path: the old root is still visible here
+    mount.data = "mode=0700,size=" + std::to_string(layout.changes_size_bytes);
+    mount.flags = MS_NOSUID | MS_NODEV;
+    mount.stage = "mounting the tmpfs for the run's changes (--disk)";
+    steps.add_raw(std::move(mount));
+    MountStep upper;
+    upper.op = MountOp::MakeDir;
+    upper.target = at + "/upper";
+    upper.mode = layout.upper_mode;
+    upper.uid = static_cast<int>(layout.upper_uid);
+    upper.gid = static_cast<int>(layout.upper_gid);
+    upper.stage = "creating the upper directory on the tmpfs";
+    steps.add_raw(std::move(upper));
+    MountStep work;
+    work.op = MountOp::MakeDir;
+    work.target = at + "/work";
+    work.mode = 0700;
+    work.stage = "creating the work directory on the tmpfs";
+    steps.add_raw(std::move(work));
+  }
   steps.make_dir("/workspace");
+  // Layers, top first: the .agent whiteout (the workspace's .agent/ is not
+  // there at all, rather than an empty mount point), a session's earlier
+  // changes, then the workspace.
+  std::string lowers = linux_api::escape_overlay_path(lower);
+  for (auto layer = layout.lower_layers.rbegin(); layer != layout.lower_layers.rend(); ++layer)
+    lowers = linux_api::escape_overlay_path(layer->string()) + ":" + lowers;
+  if (layout.hide_agent_dir) {
+    lowers = linux_api::escape_overlay_path((layout.mount_points / "agent-whiteout").string()) +
+             ":" + lowers;
+  }
   // volatile: no sync of the upper file system at unmount. The upper
   // directory is a scratch area that pulsebox copies into a transaction
   // (synced before a commit applies it) or throws away; syncing it cost
   // every run a disk cache flush.
-  std::string lowerdir;
-  for (const auto& layer : layout.lower_layers)
-    lowerdir += linux_api::escape_overlay_path(layer.string()) + ":";
-  lowerdir += linux_api::escape_overlay_path(lower);
   const std::string overlay_options =
-      "lowerdir=" + lowerdir +
-      ",upperdir=" + linux_api::escape_overlay_path((layout.run_dir / "upper").string()) +
-      ",workdir=" + linux_api::escape_overlay_path((layout.run_dir / "work").string()) +
+      "lowerdir=" + lowers +
+      ",upperdir=" + linux_api::escape_overlay_path((changes / "upper").string()) +
+      ",workdir=" + linux_api::escape_overlay_path((changes / "work").string()) +
       ",userxattr,index=off,xino=off,volatile";
   steps.add(MountOp::Overlay, "/workspace", "mounting overlay on /workspace", "", overlay_options,
             MS_NOSUID | MS_NODEV);
-  if (layout.hide_agent_dir) {
-    std::error_code ec;
-    if (std::filesystem::is_directory(layout.workspace / ".agent", ec)) {
-      steps.mask("/workspace/.agent", true);
-      steps.last().optional = false;
-    }
+
+  if (layout.idmapped_home_fd >= 0) {
+    MountStep attach;
+    attach.op = MountOp::AttachFd;
+    attach.fd = layout.idmapped_home_fd;
+    attach.target = steps.in_root(std::string(core::kSandboxHome));
+    attach.stage = "attaching the idmapped home";
+    steps.add_raw(std::move(attach));
   }
 
   for (const auto& hidden : layout.hidden_workspace_paths) {
@@ -312,6 +365,10 @@ core::Result<std::vector<MountStep>> build_mount_steps(const MountLayout& layout
   for (auto& step : build_workspace_mount_steps(layout))
     steps.push_back(std::move(step));
   return steps;
+}
+
+std::filesystem::path changes_root(const MountLayout& layout) {
+  return layout.changes_size_bytes > 0 ? layout.mount_points / "changes" : layout.run_dir;
 }
 
 std::vector<std::string> exec_candidates(const std::string& program, const std::string& path) {

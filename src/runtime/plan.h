@@ -25,6 +25,11 @@ struct MountLayout {
   std::vector<std::string> hidden_paths;
   std::vector<BindMount> binds;
   int idmapped_workspace_fd = -1;  // attached at mount_points/lower and used as the lower layer
+  // Root's layout: a host directory bound as HOME (a bind at
+  // core::kSandboxHome) is attached from an idmapped tree after PlanReady
+  // (idmapped_home_fd), not bound among the base mounts.
+  bool idmap_home = false;
+  int idmapped_home_fd = -1;
   bool hide_agent_dir = true;
   // Size cap of /tmp and /dev/shm (RAM-backed); 0 leaves the kernel default.
   std::uint64_t tmpfs_size_bytes = 0;
@@ -32,7 +37,23 @@ struct MountLayout {
   // Layers between the upper directory and the workspace, top first (a
   // session's earlier changes).
   std::vector<std::filesystem::path> lower_layers;
+  // The command's ids inside: the owner of its private HOME.
+  unsigned home_uid = 1000;
+  unsigned home_gid = 1000;
+  // > 0: the run's changes (the overlay's upper and work directories) go to
+  // a tmpfs of this size mounted on mount_points/changes (--disk), which
+  // init hands to the supervisor; 0: to run_dir.
+  std::uint64_t changes_size_bytes = 0;
+  // The upper root's mode and owner inside (the workspace root's), for a
+  // tmpfs of changes_size_bytes.
+  unsigned upper_mode = 0755;
+  unsigned upper_uid = 1000;
+  unsigned upper_gid = 1000;
 };
+
+// Where the upper and work directories are for `layout`: host paths as init
+// sees them before pivot_root.
+std::filesystem::path changes_root(const MountLayout& layout);
 
 // The mount steps in two parts, each in order. The base (the root, system
 // directories, /proc, /dev, /tmp, extra binds) needs no per-run staging, so

@@ -30,20 +30,25 @@ void send_message(int fd, const ChildMessage& message) noexcept {
 
 // One message, with `passed_fd` as SCM_RIGHTS when it is >= 0 (raw: the
 // children use it). Returns 0 or the errno.
-int send_with_fd(int fd, const ChildMessage& message, int passed_fd) noexcept {
+int send_with_fds(int fd, const ChildMessage& message, const int* passed, int count) noexcept {
   iovec data{const_cast<ChildMessage*>(&message), sizeof message};
   msghdr header{};
   header.msg_iov = &data;
   header.msg_iovlen = 1;
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  if (passed_fd >= 0) {
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxPassedFds)] = {};
+  int fds[kMaxPassedFds];
+  int n = 0;
+  for (int i = 0; i < count && n < kMaxPassedFds; ++i) {
+    if (passed[i] >= 0) fds[n++] = passed[i];
+  }
+  if (n > 0) {
     header.msg_control = control;
-    header.msg_controllen = sizeof control;
+    header.msg_controllen = CMSG_SPACE(sizeof(int) * static_cast<unsigned>(n));
     cmsghdr* item = CMSG_FIRSTHDR(&header);
     item->cmsg_level = SOL_SOCKET;
     item->cmsg_type = SCM_RIGHTS;
-    item->cmsg_len = CMSG_LEN(sizeof(int));
-    __builtin_memcpy(CMSG_DATA(item), &passed_fd, sizeof(int));
+    item->cmsg_len = CMSG_LEN(sizeof(int) * static_cast<unsigned>(n));
+    __builtin_memcpy(CMSG_DATA(item), fds, sizeof(int) * static_cast<unsigned>(n));
   }
   for (;;) {
     const long sent = linux_api::raw(SYS_sendmsg, fd, &header, MSG_NOSIGNAL);
@@ -51,26 +56,45 @@ int send_with_fd(int fd, const ChildMessage& message, int passed_fd) noexcept {
   }
 }
 
-// One message, and the descriptor sent with it in *passed (CLOEXEC; -1 for
-// none). Raw: the children use it too. Returns recvmsg's result (the bytes,
-// or -errno).
-long receive_with_fd(int fd, ChildMessage& message, int flags, int* passed) noexcept {
-  *passed = -1;
+int send_with_fd(int fd, const ChildMessage& message, int passed_fd) noexcept {
+  return send_with_fds(fd, message, &passed_fd, 1);
+}
+
+// One message, and the descriptors sent with it in passed[0..kMaxPassedFds)
+// (CLOEXEC, in the order sent; -1 for none). Raw: the children use it too.
+// Returns recvmsg's result (the bytes, or -errno).
+long receive_with_fds(int fd, ChildMessage& message, int flags, int* passed) noexcept {
+  for (int i = 0; i < kMaxPassedFds; ++i)
+    passed[i] = -1;
   iovec data{&message, sizeof message};
   msghdr header{};
   header.msg_iov = &data;
   header.msg_iovlen = 1;
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxPassedFds)] = {};
   header.msg_control = control;
   header.msg_controllen = sizeof control;
   long n = 0;
   do {
     n = linux_api::raw(SYS_recvmsg, fd, &header, flags | MSG_CMSG_CLOEXEC);
   } while (n == -EINTR);
-  // Room for one descriptor only: a sender never passes more.
+  // Room for kMaxPassedFds descriptors: a sender never passes more.
   const cmsghdr* item = n >= 0 ? CMSG_FIRSTHDR(&header) : nullptr;
   if (item != nullptr && item->cmsg_level == SOL_SOCKET && item->cmsg_type == SCM_RIGHTS) {
-    __builtin_memcpy(passed, CMSG_DATA(item), sizeof(int));
+    const auto bytes = item->cmsg_len - CMSG_LEN(0);
+    const auto count = static_cast<int>(bytes / sizeof(int));
+    __builtin_memcpy(
+        passed, CMSG_DATA(item),
+        sizeof(int) * static_cast<unsigned>(count < kMaxPassedFds ? count : kMaxPassedFds));
+  }
+  return n;
+}
+
+long receive_with_fd(int fd, ChildMessage& message, int flags, int* passed) noexcept {
+  int all[kMaxPassedFds];
+  const long n = receive_with_fds(fd, message, flags, all);
+  *passed = all[0];
+  for (int i = 1; i < kMaxPassedFds; ++i) {
+    if (all[i] >= 0) linux_api::raw(SYS_close, all[i]);
   }
   return n;
 }
@@ -97,6 +121,12 @@ int send_child_ready(int fd, int passed_fd) noexcept {
   ChildMessage message;
   message.kind = ChildMessageKind::Ready;
   return send_with_fd(fd, message, passed_fd);
+}
+
+int send_child_changes(int fd, int directory) noexcept {
+  ChildMessage message;
+  message.kind = ChildMessageKind::Changes;
+  return send_with_fd(fd, message, directory);
 }
 
 namespace {
@@ -128,7 +158,7 @@ bool wait_for_start(int fd) noexcept {
 
 bool wait_for_plan_ready(int fd, int* passed) noexcept {
   ChildMessage message;
-  const long n = receive_with_fd(fd, message, 0, passed);
+  const long n = receive_with_fds(fd, message, 0, passed);
   return n == static_cast<long>(sizeof message) && message.kind == ChildMessageKind::PlanReady;
 }
 
@@ -140,10 +170,10 @@ bool send_start(int fd) {
   return send_kind(fd, ChildMessageKind::Start);
 }
 
-bool send_plan_ready(int fd, int passed_fd) {
+bool send_plan_ready(int fd, const int* passed, int count) {
   ChildMessage message;
   message.kind = ChildMessageKind::PlanReady;
-  return send_with_fd(fd, message, passed_fd) == 0;
+  return send_with_fds(fd, message, passed, count) == 0;
 }
 
 std::vector<ChildMessage> drain_messages(int fd) {

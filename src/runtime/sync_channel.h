@@ -6,14 +6,17 @@
 //                                  (LaunchPlan::base_mounts)
 //   supervisor -> init   PlanReady the rest of the plan is written: finish
 //                                  the setup and start the command; carries
-//                                  the idmapped workspace tree (SCM_RIGHTS)
-//                                  when there is one
+//                                  the idmapped workspace and home trees
+//                                  (SCM_RIGHTS) when there are any
 //   supervisor -> init   Start     the run's last checks are done: start the
 //                                  command (init waits for it with the
 //                                  sandbox set up, after pivot_root)
 //   init/child -> sup.   Error     a setup step failed: {stage, errno, detail}
 //   command -> sup.      Ready     about to execve; carries the seccomp
 //                                  listener (SCM_RIGHTS) when there is one
+//   init -> supervisor   Changes   the run's tmpfs for its changes (--disk), a
+//                                  directory (SCM_RIGHTS), before the command
+//                                  starts
 //   init -> supervisor   Exited    the command ended (its wait status) and
 //                                  every other process of the sandbox is
 //                                  killed and reaped: only init is left
@@ -39,7 +42,12 @@ enum class ChildMessageKind : std::uint32_t {
   Ready = 4,
   PlanReady = 5,
   Start = 6,
+  Changes = 7,
 };
+
+// The most descriptors one message carries (PlanReady: the idmapped
+// workspace and home).
+inline constexpr int kMaxPassedFds = 2;
 
 struct ChildMessage {
   ChildMessageKind kind = ChildMessageKind::Go;
@@ -55,18 +63,22 @@ void send_child_error(int fd, const char* stage, const char* detail, int error_n
 void send_child_exited(int fd, int wait_status) noexcept;
 // Ready, passing `passed_fd` along when it is >= 0. Returns 0 or the errno.
 int send_child_ready(int fd, int passed_fd) noexcept;
+// Changes, passing `directory`. Returns 0 or the errno.
+int send_child_changes(int fd, int directory) noexcept;
 // Blocks for the Go message; false on EOF (the supervisor is gone).
 bool wait_for_go(int fd) noexcept;
-// Blocks for PlanReady; a descriptor sent with it lands in *passed (else
-// -1). False on EOF or another message.
+// Blocks for PlanReady; the descriptors sent with it land in
+// passed[0..kMaxPassedFds), in the order sent (the rest -1). False on EOF or
+// another message.
 bool wait_for_plan_ready(int fd, int* passed) noexcept;
 // Blocks for Start; false on EOF or another message.
 bool wait_for_start(int fd) noexcept;
 
 // Supervisor side.
 bool send_go(int fd);
-// PlanReady, passing `passed_fd` along when it is >= 0.
-bool send_plan_ready(int fd, int passed_fd);
+// PlanReady, passing passed[0..count) along (those >= 0, in order; at most
+// kMaxPassedFds).
+bool send_plan_ready(int fd, const int* passed, int count);
 bool send_start(int fd);
 // Every message already queued, without blocking.
 std::vector<ChildMessage> drain_messages(int fd);

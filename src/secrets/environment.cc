@@ -1,5 +1,6 @@
 #include <array>
 
+#include "core/sandbox_home.h"
 #include "pulsebox/secrets.h"
 
 namespace pulsebox {
@@ -49,7 +50,8 @@ std::map<std::string, std::string> build_sandbox_environment(
     const std::map<std::string, std::string>& extra) {
   std::map<std::string, std::string> env = {
       {"PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
-      {"HOME", "/workspace"},
+      // Outside the workspace: dotfiles and caches are no change of the project's.
+      {"HOME", std::string(pulsebox::core::kSandboxHome)},
       {"TMPDIR", "/tmp"},
       {"LANG", "C.UTF-8"},
   };

@@ -94,7 +94,8 @@ TEST_F(PlanTest, TheBaseStepsNeedNoStaging) {
   EXPECT_EQ(index_of(rest, "mounting overlay on /workspace"), 1) << "after creating /workspace";
   const std::string empty_dir = (mount_points_.path() / "empty-dir").string();
   const std::string empty = (mount_points_.path() / "empty").string();
-  EXPECT_GE(index_of(rest, "bind-mounting " + empty_dir + " on /workspace/.agent"), 0);
+  EXPECT_EQ(index_of(rest, "bind-mounting " + empty_dir + " on /workspace/.agent"), -1)
+      << ".agent is hidden by the whiteout layer, not a mount point";
   EXPECT_GE(index_of(rest, "bind-mounting " + empty + " on /workspace/secret.txt"), 0);
   EXPECT_EQ(steps_for(l).size(), base.value().size() + rest.size());
 }
@@ -159,18 +160,73 @@ TEST_F(PlanTest, TheWorkspaceIsAnOverlayWithEscapedPathsAndAgentHidden) {
   auto overlay = index_of(steps, "mounting overlay on /workspace");
   ASSERT_GE(overlay, 0);
   const auto& data = steps[static_cast<std::size_t>(overlay)].data;
-  EXPECT_NE(data.find("lowerdir=" + workspace_.path().string() + "/a\\,b\\:c,"), std::string::npos)
+  // .agent/ is not there at all: a whiteout layer above the workspace, no
+  // mask (an empty mount point the sandbox could list and not remove).
+  EXPECT_NE(data.find("lowerdir=" + (mount_points_.path() / "agent-whiteout").string() + ":" +
+                      workspace_.path().string() + "/a\\,b\\:c,"),
+            std::string::npos)
       << data;
   EXPECT_NE(data.find(",userxattr,index=off,xino=off,volatile"), std::string::npos) << data;
-  const std::string agent_mask =
-      "bind-mounting " + (mount_points_.path() / "empty-dir").string() + " on /workspace/.agent";
-  EXPECT_EQ(index_of(steps, agent_mask), -1) << "this lower has no .agent";
+  for (const auto& step : steps)
+    EXPECT_EQ(step.target.find("/workspace/.agent"), std::string::npos) << step.stage;
 
-  steps = steps_for(layout());
+  l.hide_agent_dir = false;
+  steps = steps_for(l);
   overlay = index_of(steps, "mounting overlay on /workspace");
-  EXPECT_EQ(index_of(steps, agent_mask), overlay + 1);
-  EXPECT_FALSE(steps[static_cast<std::size_t>(overlay + 1)].optional)
-      << "the audit log's directory must be hidden or the run fails";
+  EXPECT_EQ(steps[static_cast<std::size_t>(overlay)].data.find("agent-whiteout"),
+            std::string::npos);
+}
+
+TEST_F(PlanTest, HomeIsAPrivateTmpfsUnlessAHostDirectoryIsBoundThere) {
+  auto l = layout();
+  l.home_uid = 1234;
+  l.home_gid = 5678;
+  auto base = build_base_mount_steps(l);
+  ASSERT_TRUE(base.ok()) << base.error().to_string();
+  const auto home = index_of(base.value(), "mounting tmpfs on /home/sandbox");
+  ASSERT_GE(home, 0);
+  EXPECT_EQ(base.value()[static_cast<std::size_t>(home)].data, "mode=0700,uid=1234,gid=5678");
+
+  TempDir kept;
+  l.binds = {{kept.path(), "/home/sandbox", true}};
+  base = build_base_mount_steps(l);
+  ASSERT_TRUE(base.ok()) << base.error().to_string();
+  EXPECT_EQ(index_of(base.value(), "mounting tmpfs on /home/sandbox"), -1);
+  EXPECT_GE(index_of(base.value(), "bind-mounting " + kept.path().string() + " on /home/sandbox"),
+            0);
+  // Root's layout: attached from an idmapped tree after PlanReady instead.
+  l.idmap_home = true;
+  l.idmapped_home_fd = 43;
+  base = build_base_mount_steps(l);
+  ASSERT_TRUE(base.ok());
+  EXPECT_EQ(index_of(base.value(), "bind-mounting " + kept.path().string() + " on /home/sandbox"),
+            -1);
+  const auto rest = build_workspace_mount_steps(l);
+  const auto attach = index_of(rest, "attaching the idmapped home");
+  ASSERT_GE(attach, 0);
+  EXPECT_EQ(rest[static_cast<std::size_t>(attach)].fd, 43);
+}
+
+TEST_F(PlanTest, ADiskLimitPutsTheChangesOnATmpfsOfThatSize) {
+  auto l = layout();
+  l.changes_size_bytes = 1 << 20;
+  l.upper_mode = 0751;
+  const auto steps = build_workspace_mount_steps(l);
+  const std::string changes = (mount_points_.path() / "changes").string();
+  const auto tmpfs = index_of(steps, "mounting the tmpfs for the run's changes (--disk)");
+  const auto upper = index_of(steps, "creating the upper directory on the tmpfs");
+  const auto overlay = index_of(steps, "mounting overlay on /workspace");
+  ASSERT_GE(tmpfs, 0);
+  EXPECT_LT(tmpfs, upper);
+  EXPECT_LT(upper, overlay);
+  EXPECT_EQ(steps[static_cast<std::size_t>(tmpfs)].target, changes);
+  EXPECT_EQ(steps[static_cast<std::size_t>(tmpfs)].data, "mode=0700,size=1048576");
+  EXPECT_EQ(steps[static_cast<std::size_t>(upper)].mode, 0751u);
+  const auto& data = steps[static_cast<std::size_t>(overlay)].data;
+  EXPECT_NE(data.find(",upperdir=" + changes + "/upper,workdir=" + changes + "/work,"),
+            std::string::npos)
+      << data;
+  EXPECT_EQ(data.find(run_.path().string()), std::string::npos) << "nothing on the state disk";
 }
 
 TEST_F(PlanTest, TmpAndShmAreCappedWhenASizeIsGiven) {
@@ -194,7 +250,7 @@ TEST_F(PlanTest, AnIdmappedWorkspaceIsAttachedBeforeTheOverlayUsesIt) {
   EXPECT_LT(attach, overlay);
   EXPECT_EQ(steps[static_cast<std::size_t>(attach)].fd, 42);
   EXPECT_NE(steps[static_cast<std::size_t>(overlay)].data.find(
-                "lowerdir=" + (mount_points_.path() / "lower").string() + ","),
+                ":" + (mount_points_.path() / "lower").string() + ","),
             std::string::npos);
 }
 
@@ -338,8 +394,9 @@ TEST_F(PlanTest, TheWorkspaceStepsWithoutAnIdmappedTree) {
   EXPECT_EQ(overlay.op, MountOp::Overlay);
   EXPECT_EQ(overlay.target, (mount_points_.path() / "root").string() + "/workspace");
   EXPECT_EQ(overlay.flags, static_cast<unsigned long>(MS_NOSUID | MS_NODEV));
-  EXPECT_EQ(overlay.data, "lowerdir=" + workspace_.path().string() + ",upperdir=" +
-                              run_.path().string() + "/upper,workdir=" + run_.path().string() +
+  EXPECT_EQ(overlay.data, "lowerdir=" + (mount_points_.path() / "agent-whiteout").string() + ":" +
+                              workspace_.path().string() + ",upperdir=" + run_.path().string() +
+                              "/upper,workdir=" + run_.path().string() +
                               "/work,userxattr,index=off,xino=off,volatile");
   for (const auto& step : steps)
     EXPECT_NE(step.op, MountOp::AttachFd);
@@ -347,25 +404,23 @@ TEST_F(PlanTest, TheWorkspaceStepsWithoutAnIdmappedTree) {
 
 // With one the tree is attached first at the shared lower mount point (a
 // host path: the old root is still there), and the overlay reads it there;
-// the .agent check still looks at the workspace itself.
+// .agent is hidden by the whiteout layer above it.
 TEST_F(PlanTest, TheWorkspaceStepsWithAnIdmappedTree) {
   std::filesystem::create_directories(workspace_ / ".agent");
   auto l = layout();
   l.idmapped_workspace_fd = 9;
   const auto steps = build_workspace_mount_steps(l);
-  ASSERT_EQ(steps.size(), 4u);
+  ASSERT_EQ(steps.size(), 3u);
   const std::string lower = (mount_points_.path() / "lower").string();
   EXPECT_EQ(steps[0].op, MountOp::AttachFd);
   EXPECT_EQ(steps[0].fd, 9);
   EXPECT_EQ(steps[0].target, lower);
   EXPECT_FALSE(steps[0].optional);
   EXPECT_EQ(steps[2].op, MountOp::Overlay);
-  EXPECT_EQ(steps[2].data, "lowerdir=" + lower + ",upperdir=" + run_.path().string() +
+  EXPECT_EQ(steps[2].data, "lowerdir=" + (mount_points_.path() / "agent-whiteout").string() + ":" +
+                               lower + ",upperdir=" + run_.path().string() +
                                "/upper,workdir=" + run_.path().string() +
                                "/work,userxattr,index=off,xino=off,volatile");
-  EXPECT_EQ(steps[3].stage, "bind-mounting " + (mount_points_.path() / "empty-dir").string() +
-                                " on /workspace/.agent");
-  EXPECT_EQ(steps[3].op, MountOp::Bind);
 }
 
 // Hidden workspace paths (an audit log kept in the workspace) are masked

@@ -157,7 +157,7 @@ TEST_F(SandboxTest, RunsScrubsAndAuditsEveryStep) {
   EXPECT_EQ(result.stdout_data, "token: [REDACTED_SECRET] done\n");
   EXPECT_EQ(streamed, result.stdout_data);
   EXPECT_EQ(result.enforcement.network, EnforcementLevel::StronglyEnforced);
-  EXPECT_EQ(fake->last_environment.at("HOME"), "/workspace");
+  EXPECT_EQ(fake->last_environment.at("HOME"), "/home/sandbox") << "outside the workspace";
   const std::vector<std::string> expected = {
       "sandbox-init",         "lifecycle-transition", "network",     "enforcement",
       "enforcement",          "enforcement",          "enforcement", "enforcement",

@@ -1,8 +1,16 @@
 #include "backends/native/capabilities.h"
 
+#include <algorithm>
+
 #include "backends/capability_texts.h"
 
 namespace pulsebox::backends::native {
+
+std::optional<std::uint64_t> changes_size_limit(const ResourcePolicy& limits) {
+  if (limits.disk_bytes && limits.working_directory_bytes)
+    return std::min(*limits.disk_bytes, *limits.working_directory_bytes);
+  return limits.disk_bytes ? limits.disk_bytes : limits.working_directory_bytes;
+}
 
 Capability network_capability(const NetworkPolicy& policy) {
   switch (policy.mode) {
@@ -107,12 +115,18 @@ Capability limit_capability(LimitKind kind, const linux_api::CgroupHost& host) {
       return per_process_cpu_time_capability(unavailable(host.cpu_accounting),
                                              host.cpu_accounting.fix);
     case LimitKind::Disk:
-      break;
+      return {EnforcementLevel::StronglyEnforced,
+              "the run's workspace changes (the overlay's upper directory) are written to a "
+              "tmpfs of the run's own, of the limit's size: past it a write fails with ENOSPC "
+              "and nothing reaches the host's disk. The tmpfs is memory: " +
+                  (host.memory.usable
+                       ? "its pages count towards the sandbox's memory limit"
+                       : "with no memory cgroup here (" + host.memory.problem +
+                             ") its pages are host RAM outside any limit, up to its size") +
+                  ". Writable --bind and --home directories are not covered",
+              ""};
   }
-  return {EnforcementLevel::Unsupported,
-          "the native backend does not limit disk use: the sandbox's changes are written to "
-          "the state directory's file system",
-          "put PULSEBOX_STATE_DIR on a file system of the size wanted"};
+  return {EnforcementLevel::Unsupported, "unknown limit", ""};
 }
 Capability syscall_capability(const std::string& profile) {
   if (profile == "unconfined") {

@@ -3,12 +3,19 @@
 // verdicts show. Limits depend on the host's cgroups (linux/cgroup.h).
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 
 #include "linux/cgroup.h"
 #include "pulsebox/backend.h"
 
 namespace pulsebox::backends::native {
+
+// The size of the run's tmpfs for its changes: the smaller of --disk
+// (disk_bytes) and the reference's working_directory_bytes; nullopt: the
+// changes go to the state directory, unlimited.
+std::optional<std::uint64_t> changes_size_limit(const ResourcePolicy& limits);
 
 Capability network_capability(const NetworkPolicy& policy);
 Capability secrets_capability(const SecretPolicy& policy);

@@ -104,6 +104,9 @@ void NativeHost::tear_down(SandboxRun& run) {
   if (run.launched && !run.reported)
     linux_api::sys_pidfd_send_signal(run.sandbox.pidfd.get(), SIGKILL);
   run.sandbox.wait();
+  // The last reference to the run's tmpfs for its changes (--disk): its
+  // memory goes with it.
+  run.changes_root.reset();
   // No kill first (remove() kills whatever an outsider put there). A cgroup
   // left behind keeps the lock file (unlocked once this process exits): the
   // next start-up reconciles because of it.

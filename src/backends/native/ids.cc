@@ -99,6 +99,28 @@ core::Result<int> IdmappingNamespaces::get(std::pair<uid_t, gid_t> owner,
   return it->second.get();
 }
 
+core::Result<UniqueFd> idmapped_tree(const IdPlan& ids, const NativeBackendOptions& options,
+                                     IdmappingNamespaces& namespaces, const fs::path& dir) {
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0) return Error::from_errno("native", dir.string());
+  const uid_t host_sandbox_uid = ids.uid_base + options.sandbox_uid;
+  const gid_t host_sandbox_gid = ids.gid_base + options.sandbox_gid;
+  auto mapping = namespaces.get({st.st_uid, st.st_gid}, {host_sandbox_uid, host_sandbox_gid});
+  if (!mapping)
+    return std::move(mapping).error().with_context("preparing the idmapped " + dir.string());
+  UniqueFd tree(::open_tree(AT_FDCWD, dir.c_str(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC));
+  if (!tree) return Error::from_errno("native", "open_tree " + dir.string());
+  mount_attr attr{};
+  attr.attr_set = MOUNT_ATTR_IDMAP;
+  attr.userns_fd = static_cast<std::uint64_t>(*mapping);
+  if (::mount_setattr(tree.get(), "", AT_EMPTY_PATH, &attr, sizeof attr) != 0) {
+    return Error::from_errno("native", "idmapping the mount (MOUNT_ATTR_IDMAP) of " + dir.string())
+        .with_kind(ErrorKind::kUnavailable);
+  }
+  core::move_above_stdio(tree);
+  return tree;
+}
+
 core::Result<UniqueFd> prepare_staging(const IdPlan& ids, const NativeBackendOptions& options,
                                        IdmappingNamespaces& namespaces, const fs::path& workspace,
                                        const fs::path& run_dir) {
@@ -114,19 +136,7 @@ core::Result<UniqueFd> prepare_staging(const IdPlan& ids, const NativeBackendOpt
   if (!ids.idmapped_workspace) return UniqueFd();
   const uid_t host_sandbox_uid = ids.uid_base + options.sandbox_uid;
   const gid_t host_sandbox_gid = ids.gid_base + options.sandbox_gid;
-  auto mapping = namespaces.get({ws.st_uid, ws.st_gid}, {host_sandbox_uid, host_sandbox_gid});
-  if (!mapping) return std::move(mapping).error().with_context("preparing the idmapped workspace");
-  UniqueFd tree(::open_tree(AT_FDCWD, workspace.c_str(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC));
-  if (!tree) return Error::from_errno("native", "open_tree " + workspace.string());
-  mount_attr attr{};
-  attr.attr_set = MOUNT_ATTR_IDMAP;
-  attr.userns_fd = static_cast<std::uint64_t>(*mapping);
-  if (::mount_setattr(tree.get(), "", AT_EMPTY_PATH, &attr, sizeof attr) != 0) {
-    return Error::from_errno("native", "idmapping the workspace mount (MOUNT_ATTR_IDMAP) of " +
-                                           workspace.string())
-        .with_kind(ErrorKind::kUnavailable);
-  }
-  core::move_above_stdio(tree);
+  PB_TRY(tree, idmapped_tree(ids, options, namespaces, workspace));
 
   // init (namespace root = host uid_base) mounts the overlay: it owns the
   // work directory; the upper root is the sandbox user's, like the workspace

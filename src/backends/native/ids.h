@@ -47,6 +47,13 @@ class IdmappingNamespaces {
   std::map<std::pair<uid_t, gid_t>, core::UniqueFd> namespaces_;
 };
 
+// `dir` as a detached mount tree (open_tree + MOUNT_ATTR_IDMAP) in which its
+// owner is the sandbox uid and gid: root's view of a host directory the
+// sandbox writes to (the workspace, a kept HOME).
+core::Result<core::UniqueFd> idmapped_tree(const IdPlan& ids, const NativeBackendOptions& options,
+                                           IdmappingNamespaces& namespaces,
+                                           const std::filesystem::path& dir);
+
 // The staging directory's modes and owners for `ids` (upper/ like the
 // workspace root, work/ init's), and for root the idmapped workspace tree
 // (open_tree + MOUNT_ATTR_IDMAP; an invalid descriptor otherwise). Runs while

@@ -5,17 +5,20 @@
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <optional>
 
+#include "backends/native/capabilities.h"
 #include "backends/native/host.h"
 #include "backends/native/namespaces.h"
 #include "backends/native/staging.h"
 #include "backends/native/state_dir.h"
 #include "core/fs.h"
+#include "core/sandbox_home.h"
 #include "core/trace.h"
 #include "linux/syscalls.h"
 #include "runtime/sync_channel.h"
@@ -105,6 +108,9 @@ core::Result<IdPlan> NativeHost::plan_launch(const LaunchSpec& spec, const fs::p
   layout.binds = spec.binds;
   // /tmp and /dev/shm live in RAM: without cgroups, the memory limit caps each.
   layout.tmpfs_size_bytes = spec.limits.memory_bytes;
+  layout.home_uid = plan.command_uid;
+  layout.home_gid = plan.command_gid;
+  layout.idmap_home = ids.idmapped_workspace;
 
   // Every limit the host's cgroups can hold goes to the sandbox's cgroup;
   // the rlimits (arm()) stand in for the others (capabilities says which).
@@ -242,12 +248,36 @@ core::Status NativeHost::arm(SandboxRun& run, const ExecutionRequest& request,
   layout.workspace = workspace;
   layout.hidden_workspace_paths = request.hidden_workspace_paths;
   layout.lower_layers = request.lower_layers;
+  layout.changes_size_bytes = changes_size_limit(limits).value_or(0);
+  if (layout.changes_size_bytes > 0) {
+    struct stat ws {};
+    if (::stat(workspace.c_str(), &ws) != 0)
+      return Error::from_errno("native", "workspace " + workspace.string());
+    layout.upper_mode = ws.st_mode & 07777;
+    layout.upper_uid = plan.command_uid;
+    layout.upper_gid = plan.command_gid;
+    plan.send_changes_root = runtime::changes_root(layout).string();
+  }
+  // Numbers init has free: it keeps only these three (and closed 0-2).
+  const int free_fd = std::max({plan.channel_fd, plan.stdout_fd, plan.stderr_fd}) + 1;
   if (idmapped_tree) {
-    // A number init has free: it keeps only these three (and closed 0-2).
-    plan.passed_tree_fd = std::max({plan.channel_fd, plan.stdout_fd, plan.stderr_fd}) + 1;
+    plan.passed_tree_fd = free_fd;
     layout.idmapped_workspace_fd = plan.passed_tree_fd;
   }
+  // Root's kept HOME: shown with the sandbox user as its owner, as the workspace is.
+  UniqueFd home_tree;
+  const auto home_bind =
+      std::find_if(request.binds.begin(), request.binds.end(),
+                   [](const BindMount& bind) { return bind.sandbox_path == core::kSandboxHome; });
+  if (layout.idmap_home && home_bind != request.binds.end()) {
+    PB_TRY(tree, native::idmapped_tree(run.ids, options_, idmapping_, home_bind->host));
+    home_tree = std::move(tree);
+    plan.passed_home_fd = free_fd + 1;
+    layout.idmapped_home_fd = plan.passed_home_fd;
+  }
   plan.mounts = runtime::build_workspace_mount_steps(layout);
+  // With a tmpfs of its own, init hands its root over as the run goes
+  // (supervise.cc) and the changes are read through that descriptor.
   run.changes_dir = run.run_dir / "upper";
 
   plan.argv_storage = request.argv;
@@ -287,7 +317,8 @@ core::Status NativeHost::arm(SandboxRun& run, const ExecutionRequest& request,
   // cannot take it, a base mount failed and init has ended (its error waits
   // in the channel and is reported at the run's end) or it is unreachable:
   // either way it goes.
-  if (!runtime::send_plan_ready(run.sandbox.channel.get(), idmapped_tree.get())) {
+  const int passed[] = {idmapped_tree.get(), home_tree.get()};
+  if (!runtime::send_plan_ready(run.sandbox.channel.get(), passed, 2)) {
     linux_api::sys_pidfd_send_signal(run.sandbox.pidfd.get(), SIGKILL);
   }
   core::trace_phase("native: plan sent");

@@ -52,6 +52,9 @@ struct SandboxRun {
   bool reported = false;              // init sent Exited: it is ending by itself
   std::string shape;                  // shape_text() of its plan, when started ahead
   std::filesystem::path changes_dir;  // the overlay's upper directory (arm())
+  // The run's tmpfs for its changes (--disk), from init: changes_dir is then
+  // /proc/self/fd/N/upper, valid while this is open (until tear_down()).
+  core::UniqueFd changes_root;
   // The seccomp filter the plan points into (arm()), kept while it runs.
   std::shared_ptr<const seccomp::CompiledFilter> filter;
 };

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -79,6 +80,34 @@ core::Status ensure_mount_point(const fs::path& path, bool directory, mode_t mod
   return core::ok_status();
 }
 
+// The overlay layer that hides the workspace's .agent/: a directory holding
+// only a whiteout (a 0/0 character device, which any user may make since
+// Linux 5.8) named .agent, stacked above the workspace. The sandbox sees no
+// .agent at all and may make its own (the import never takes the top .agent).
+core::Status ensure_agent_whiteout(const fs::path& layer) {
+  PB_CHECK(ensure_mount_point(layer, true, 0755));
+  const fs::path whiteout = layer / ".agent";
+  if (::mknod(whiteout.c_str(), S_IFCHR | 0000, makedev(0, 0)) != 0 && errno != EEXIST)
+    return Error::from_errno("native", "creating the whiteout " + whiteout.string());
+  struct stat st {};
+  if (::lstat(whiteout.c_str(), &st) != 0) return Error::from_errno("native", whiteout.string());
+  if (!S_ISCHR(st.st_mode) || st.st_rdev != makedev(0, 0) || st.st_uid != ::geteuid()) {
+    return Error(ErrorKind::kSecurity, "native",
+                 whiteout.string() +
+                     " is not a whiteout (character device 0/0) owned by this user; remove it "
+                     "(pulsebox makes it again)");
+  }
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(layer, ec)) {
+    if (entry.path().filename() != ".agent") {
+      return Error(ErrorKind::kSecurity, "native",
+                   layer.string() + " holds " + entry.path().filename().string() +
+                       ", which every sandbox would see in its workspace; remove it");
+    }
+  }
+  return core::ok_status();
+}
+
 }  // namespace
 
 core::Result<fs::path> ensure_mount_points(const fs::path& state_dir) {
@@ -89,6 +118,9 @@ core::Result<fs::path> ensure_mount_points(const fs::path& state_dir) {
   PB_CHECK(ensure_mount_point(dir / "empty", false, 0));
   // A masked directory reads as empty.
   PB_CHECK(ensure_mount_point(dir / "empty-dir", true, 0555));
+  PB_CHECK(ensure_agent_whiteout(dir / "agent-whiteout"));
+  // Where a run's size-limited tmpfs for its changes is mounted (--disk).
+  PB_CHECK(ensure_mount_point(dir / "changes", true, 0755));
   return dir;
 }
 

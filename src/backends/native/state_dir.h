@@ -32,10 +32,10 @@ core::Status check_not_system_directory(const std::filesystem::path& dir, bool a
 // host ids) must traverse them to reach their staging.
 mode_t state_dir_mode();
 
-// <state>/mnt: root/ and lower/, empty directories every run mounts on in its
-// own mount namespace, and empty and empty-dir, bound over masked files and
-// directories. Made once and checked each run (type and owner: never a
-// symlink). Returns the directory.
+// <state>/mnt: root/, lower/ and changes/, empty directories every run mounts
+// on in its own mount namespace; empty and empty-dir, bound over masked files
+// and directories; agent-whiteout/, the overlay layer that hides .agent/. Made once and checked
+// each run (type and owner: never a symlink). Returns the directory.
 core::Result<std::filesystem::path> ensure_mount_points(const std::filesystem::path& state_dir);
 
 }  // namespace pulsebox::backends::native

@@ -31,8 +31,10 @@ constexpr auto kCgroupPollInterval = std::chrono::milliseconds(100);
 
 // What the command said up to its execve: Ready hands over the seccomp
 // listener; anything else (a setup error, init's report) is kept for later.
+// init's Changes, before it, hands over the run's tmpfs for its changes.
 struct CommandStart {
   UniqueFd listener;
+  UniqueFd changes_root;
   std::vector<runtime::ChildMessage> messages;
 };
 
@@ -40,12 +42,23 @@ CommandStart wait_for_exec(int channel, const ResourcePolicy& limits) {
   CommandStart started;
   const auto wall = std::chrono::duration_cast<std::chrono::milliseconds>(
       std::chrono::duration<double>(limits.wall_time_seconds));
-  int passed = -1;
-  auto first =
-      runtime::receive_message(channel, static_cast<int>(std::max<long>(wall.count(), 1)), &passed);
-  started.listener.reset(passed);
-  if (first && first->kind != runtime::ChildMessageKind::Ready) started.messages.push_back(*first);
-  return started;
+  for (;;) {
+    int passed = -1;
+    auto message = runtime::receive_message(
+        channel, static_cast<int>(std::max<long>(wall.count(), 1)), &passed);
+    if (message && message->kind == runtime::ChildMessageKind::Changes && !started.changes_root) {
+      started.changes_root.reset(passed);
+      continue;
+    }
+    if (message && message->kind == runtime::ChildMessageKind::Ready) {
+      started.listener.reset(passed);
+    } else if (passed >= 0) {
+      ::close(passed);
+    }
+    if (message && message->kind != runtime::ChildMessageKind::Ready)
+      started.messages.push_back(*message);
+    return started;
+  }
 }
 
 // The native variant: the sandbox is init's pid namespace and cgroup. The
@@ -302,7 +315,17 @@ void NativeHost::start_and_supervise(SandboxRun& run, const ExecutionRequest& re
   if (!prestarts())
     trash_remover.emplace(options_.state_dir / "trash", options_.state_dir / "pool");
 
-  NativeMonitor monitor(run, request, wait_for_exec(run.sandbox.channel.get(), request.limits));
+  CommandStart started = wait_for_exec(run.sandbox.channel.get(), request.limits);
+  if (!run.plan.send_changes_root.empty()) {
+    // The changes live on the run's tmpfs; without it (setup failed) there are none.
+    run.changes_root = std::move(started.changes_root);
+    outcome.changes_dir = std::nullopt;
+    if (run.changes_root) {
+      run.changes_dir = "/proc/self/fd/" + std::to_string(run.changes_root.get()) + "/upper";
+      outcome.changes_dir = run.changes_dir;
+    }
+  }
+  NativeMonitor monitor(run, request, std::move(started));
   core::trace_phase("native: command ready to execve");
   runtime::record_supervision(result, monitor.run(request.limits, start, request.on_output));
   core::trace_phase("native: supervision done");

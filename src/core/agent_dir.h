@@ -1,0 +1,33 @@
+// The workspace's own directory, .agent/ (transactions, the audit log, run
+// state): made with a .gitignore of its own so that `git status` in the
+// workspace never lists it, and found from anywhere beneath the workspace.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+
+#include "core/result.h"
+
+namespace pulsebox::core {
+
+// Makes <workspace>/.agent (0700) when missing and adds .agent/.gitignore
+// ("*": git ignores the directory and the file itself) when missing. A
+// .agent that is not a directory (a symlink planted there) is kSecurity.
+Status ensure_agent_dir(const std::filesystem::path& workspace);
+
+struct FoundWorkspace {
+  std::filesystem::path root;      // the directory holding .agent/ (canonical)
+  std::filesystem::path relative;  // `start` below it ("" when start is the root)
+};
+
+// The workspace `start` lies in: the nearest directory from `start` upwards
+// that holds a .agent/ directory. The walk never looks at a system
+// directory (core::system_directory_reason: /, /home, the user's home
+// itself, ...) nor above one, so it stops below the user's home. nullopt
+// when none is found (or `start` does not exist).
+std::optional<FoundWorkspace> find_workspace_root(const std::filesystem::path& start,
+                                                  const std::filesystem::path& home);
+// The same, with `home` from $HOME.
+std::optional<FoundWorkspace> find_workspace_root(const std::filesystem::path& start);
+
+}  // namespace pulsebox::core
