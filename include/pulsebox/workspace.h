@@ -79,6 +79,22 @@ struct StagedChange {
   std::uint64_t size = 0;   // Write: bytes staged
   bool existed = false;     // the path existed when first staged
   ChangeKind kind = ChangeKind::Modified;
+  std::int64_t mtime_ns = 0;     // modification time kept at commit (0: unknown, commit time)
+  bool contains_secret = false;  // the content (or link target) holds a registered secret
+};
+
+// A path left out of a transaction at import (a FIFO, a socket, a device, a
+// file over the per-file limit): the rest of the change set is taken.
+struct RefusedChange {
+  std::string path;
+  std::string reason;
+};
+
+// A path taken into a transaction with a caveat ("setuid/setgid bits
+// dropped", "hard link to P: committed as a separate copy").
+struct ChangeNote {
+  std::string path;
+  std::string note;
 };
 
 struct TransactionInfo {
@@ -88,6 +104,58 @@ struct TransactionInfo {
   bool commit_in_progress = false;
   std::vector<StagedChange> changes;
   std::uint64_t staged_bytes = 0;
+  std::vector<RefusedChange> refused;  // recorded at import
+  std::vector<ChangeNote> notes;       // recorded at import
+  bool contains_secrets = false;       // some change holds a registered secret value
+  // Non-empty when the transaction's files cannot be read back ("damaged:
+  // why" for `changes`); such a transaction can only be discarded.
+  std::string damaged;
+};
+
+class SecretScrubber;
+
+struct ImportOptions {
+  std::string origin;  // free text, e.g. "run 1f2e... : make test"
+  // Workspace::stamp_now() when the run began (see import_overlay).
+  std::optional<std::chrono::system_clock::time_point> run_started;
+  // Given: staged file contents (and symlink targets) are checked with it;
+  // a match flags the change (contains_secret) and stores a redacted copy
+  // for diff. Must outlive the call.
+  const SecretScrubber* secrets = nullptr;
+};
+
+struct ImportResult {
+  // nullopt: nothing could be or needed to be staged (`refused` may still
+  // list paths).
+  std::optional<std::string> transaction;
+  std::vector<RefusedChange> refused;  // paths left out (special files, too large, ...)
+  std::vector<ChangeNote> notes;
+};
+
+struct DiffOptions {
+  bool colour = false;  // ANSI colour
+  // Empty: every change. Else only these paths, each selecting itself and
+  // everything beneath it; a path matching no change is an error
+  // (SandboxConfigError naming it).
+  std::vector<std::string> paths;
+};
+
+struct DiffStat {
+  std::string path;
+  ChangeKind kind = ChangeKind::Modified;
+  std::uint64_t added_lines = 0;
+  std::uint64_t removed_lines = 0;
+  bool binary = false;
+};
+
+struct CommitOptions {
+  // Empty: the whole transaction. Else only these paths and everything
+  // beneath them; the rest stays pending in the same transaction, with its
+  // snapshots. A path matching no change is an error (SandboxConfigError).
+  std::vector<std::string> paths;
+  // A change holding a registered secret (StagedChange::contains_secret) is
+  // refused (SandboxSecurityError naming the paths) unless this is set.
+  bool allow_secrets = false;
 };
 
 // A protected path: changing it could make the host run code later, outside
@@ -173,7 +241,7 @@ class PULSEBOX_API Workspace {
   // changed since (its ctime or mtime at or after it; for a directory the
   // entry removes, anything below it) is marked, and commit refuses it: the
   // run may have worked on the older version.
-  using RunClock = std::chrono::system_clock::time_point;
+  using RunClock = std::chrono::system_clock::time_point;  // ImportOptions::run_started
   // The time stamp the workspace's file system gives a change made now, read
   // off a file of pulsebox's own (.agent/clock) that this call changes: a
   // change made before the call has an earlier stamp, one made after it this
@@ -183,6 +251,9 @@ class PULSEBOX_API Workspace {
   // made within the same tick before the call the same stamp. Falls back to
   // the system clock when the file cannot be written.
   RunClock stamp_now() const;
+  ImportResult import_overlay(const std::filesystem::path& upper,
+                              const std::filesystem::path& lower, const ImportOptions& options);
+  // The same, returning only the transaction id.
   std::optional<std::string> import_overlay(const std::filesystem::path& upper,
                                             const std::filesystem::path& lower,
                                             std::string origin = {},
@@ -192,6 +263,7 @@ class PULSEBOX_API Workspace {
   // makes) into a new transaction: like import_overlay with the whole copy
   // treated as one opaque directory, so entries missing from it are deleted.
   // Costs O(workspace size). .agent/ is ignored on both sides.
+  ImportResult import_copy(const std::filesystem::path& copy, const ImportOptions& options);
   std::optional<std::string> import_copy(const std::filesystem::path& copy, std::string origin = {},
                                          std::optional<RunClock> run_started = std::nullopt);
 
@@ -202,10 +274,17 @@ class PULSEBOX_API Workspace {
   // characters are quoted as git quotes them ("b/new\nline"); the content is
   // as staged, escape sequences included: escape it before showing it on a
   // terminal (the CLI does).
+  std::string diff(const std::string& tx, const DiffOptions& options) const;
   std::string diff(const std::string& tx, bool colour = false) const;
+  // Lines added and removed per changed path (`paths` as DiffOptions::paths).
+  std::vector<DiffStat> diff_stat(const std::string& tx,
+                                  const std::vector<std::string>& paths = {}) const;
   // Returns the paths changed. See the header comment for the guarantees.
-  std::vector<std::string> commit(const std::string& tx);
+  std::vector<std::string> commit(const std::string& tx, const CommitOptions& options = {});
   void discard(const std::string& tx);
+  // Discards only these paths (and everything beneath each); the
+  // transaction goes when nothing is left. Empty: the whole transaction.
+  void discard(const std::string& tx, const std::vector<std::string>& paths);
 
   struct ReconcileReport {
     std::vector<std::string> replayed;         // transactions whose commit was finished

@@ -145,6 +145,21 @@ bool looks_binary(std::string_view bytes) {
   return bytes.substr(0, 8000).find('\0') != std::string_view::npos;
 }
 
+LineCounts count_changed_lines(const DiffSide& before, const DiffSide& after) {
+  LineCounts counts;
+  if (looks_binary(before.content) || looks_binary(after.content)) {
+    counts.binary = before.content != after.content;
+    return counts;
+  }
+  const std::vector<std::string_view> a = split_lines(before.content);
+  const std::vector<std::string_view> b = split_lines(after.content);
+  for (const Op op : edit_script(a, b)) {
+    if (op == Op::Insert) ++counts.added;
+    if (op == Op::Delete) ++counts.removed;
+  }
+  return counts;
+}
+
 std::string diff_header(const std::string& path) {
   return "diff --git " + core::quote_name("a/" + path) + " " + core::quote_name("b/" + path);
 }

@@ -1,6 +1,7 @@
 // Unified diffs for transaction previews.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -21,6 +22,15 @@ std::string unified_file_diff(const std::string& path, const DiffSide& before,
                               const DiffSide& after, bool colour);
 
 bool looks_binary(std::string_view bytes);
+
+// What unified_file_diff would show as counts: lines added and removed, or
+// binary when either side looks binary (then no lines are counted).
+struct LineCounts {
+  std::uint64_t added = 0;
+  std::uint64_t removed = 0;
+  bool binary = false;
+};
+LineCounts count_changed_lines(const DiffSide& before, const DiffSide& after);
 
 // "diff --git a/PATH b/PATH", each side quoted as git quotes a name that
 // holds control characters, bytes that are not UTF-8 or invisible format

@@ -80,6 +80,8 @@ json entry_to_json(const Entry& e) {
   core::put_name(j, "link_target", e.link_target);
   j["blob"] = e.blob;
   j["size"] = e.size;
+  j["mtime_ns"] = e.mtime_ns;
+  j["contains_secret"] = e.contains_secret;
   j["snapshot"] = snapshot_to_json(e.snapshot);
   return j;
 }
@@ -92,6 +94,8 @@ Entry entry_from_json(const json& j) {
   e.link_target = core::get_name(j, "link_target");
   e.blob = j.at("blob").get<std::string>();
   e.size = j.at("size").get<std::uint64_t>();
+  e.mtime_ns = j.value("mtime_ns", std::int64_t{0});
+  e.contains_secret = j.value("contains_secret", false);
   e.snapshot = snapshot_from_json(j.at("snapshot"));
   return e;
 }
@@ -150,6 +154,17 @@ void adopt_owner(int dir, const std::string& name, const struct stat* replaced) 
 }
 
 }  // namespace
+
+bool is_selected(const std::vector<std::string>& selected, const std::string& path) {
+  if (selected.empty()) return true;
+  for (const std::string& item : selected) {
+    if (path == item || (path.size() > item.size() && path.compare(0, item.size(), item) == 0 &&
+                         path[item.size()] == '/')) {
+      return true;
+    }
+  }
+  return false;
+}
 
 std::string_view to_string(StagedOp op) {
   switch (op) {
@@ -302,6 +317,10 @@ core::Result<Draft> TransactionStore::load(const std::string& id) const {
       draft.total_bytes += entry.size;
       draft.entries[entry.path] = std::move(entry);
     }
+    for (const auto& item : document.value("refused", json::array()))
+      draft.refused.push_back({core::get_name(item, "path"), core::get_name(item, "reason")});
+    for (const auto& item : document.value("notes", json::array()))
+      draft.notes.push_back({core::get_name(item, "path"), core::get_name(item, "note")});
   } catch (const json::exception& error) {
     return corrupt(manifest, error.what());
   }
@@ -319,6 +338,22 @@ core::Status TransactionStore::save(const Draft& draft) const {
                    {"next_blob", draft.next_blob},
                    {"entries", std::move(entries)}};
   core::put_name(document, "origin", draft.origin);  // a command line: bytes
+  json refused = json::array();
+  for (const RefusedChange& item : draft.refused) {
+    json j = json::object();
+    core::put_name(j, "path", item.path);
+    core::put_name(j, "reason", item.reason);
+    refused.push_back(std::move(j));
+  }
+  json notes = json::array();
+  for (const ChangeNote& item : draft.notes) {
+    json j = json::object();
+    core::put_name(j, "path", item.path);
+    core::put_name(j, "note", item.note);
+    notes.push_back(std::move(j));
+  }
+  document["refused"] = std::move(refused);
+  document["notes"] = std::move(notes);
   // Every string is valid UTF-8 (names go through core::put_name): a
   // replacement here would change a name.
   return core::write_file_atomic(tx_dir(draft.id) / "manifest.json", document.dump(1), 0600);
@@ -336,6 +371,38 @@ core::Status TransactionStore::discard(const std::string& id) {
   std::filesystem::remove_all(tx_dir(id), ec);
   if (ec)
     return Error(ErrorKind::kIo, "workspace", "cannot remove " + tx_dir(id).string(), ec.value());
+  return core::ok_status();
+}
+
+core::Status TransactionStore::discard_entries(const std::string& id,
+                                               const std::vector<std::string>& selected) {
+  if (selected.empty()) return discard(id);
+  PB_TRY(lock_fd, lock());
+  PB_TRY(draft, load(id));
+  std::error_code ec;
+  if (std::filesystem::exists(tx_dir(id) / "READY", ec)) {
+    return Error(ErrorKind::kRecovery, "workspace", "transaction " + id + " is being committed");
+  }
+  std::vector<std::string> blobs;
+  for (auto it = draft.entries.begin(); it != draft.entries.end();) {
+    if (!is_selected(selected, it->first)) {
+      ++it;
+      continue;
+    }
+    if (!it->second.blob.empty()) blobs.push_back(it->second.blob);
+    draft.total_bytes -= it->second.size;
+    it = draft.entries.erase(it);
+  }
+  if (draft.entries.empty()) {
+    std::filesystem::remove_all(tx_dir(id), ec);
+    if (ec)
+      return Error(ErrorKind::kIo, "workspace", "cannot remove " + tx_dir(id).string(), ec.value());
+    return core::ok_status();
+  }
+  // The manifest first: a blob it no longer names is only wasted space.
+  PB_CHECK(save(draft));
+  for (const std::string& blob : blobs)
+    std::filesystem::remove(tx_dir(id) / "blobs" / blob, ec);
   return core::ok_status();
 }
 

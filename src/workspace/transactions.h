@@ -29,7 +29,9 @@ struct Entry {
   std::string link_target;
   std::string blob;  // file name under blobs/ (Write)
   std::uint64_t size = 0;
-  Snapshot snapshot;  // the path's state when first staged
+  std::int64_t mtime_ns = 0;     // set on the path at commit (0: left as the commit makes it)
+  bool contains_secret = false;  // the content or link target holds a registered secret
+  Snapshot snapshot;             // the path's state when first staged
 };
 
 struct Draft {
@@ -37,6 +39,8 @@ struct Draft {
   std::string created;
   std::string origin;
   std::map<std::string, Entry> entries;  // sorted: parents before children
+  std::vector<RefusedChange> refused;    // left out at import
+  std::vector<ChangeNote> notes;         // taken at import, with a caveat
   std::uint64_t next_blob = 0;
   std::uint64_t total_bytes = 0;  // sum of entries' sizes, kept by stage() and load()
 
@@ -49,6 +53,9 @@ ChangeKind change_kind(const Entry& entry);
 // (a file if it had none), a delete leaves it absent.
 NodeType type_after(const Entry& entry);
 
+// Whether `path` is one of `selected` or beneath one (empty: everything).
+bool is_selected(const std::vector<std::string>& selected, const std::string& path);
+
 class TransactionStore {
  public:
   TransactionStore(std::filesystem::path root, const ActionPolicy& policy, WorkspaceLimits limits);
@@ -57,6 +64,8 @@ class TransactionStore {
   core::Result<Draft> load(const std::string& id) const;
   core::Status save(const Draft& draft) const;
   core::Status discard(const std::string& id);
+  // Removes the selected entries (is_selected); the transaction when none is left.
+  core::Status discard_entries(const std::string& id, const std::vector<std::string>& selected);
   core::Result<std::vector<std::string>> list_ids() const;
 
   // Adds `entry` to the draft (snapshotting the path the first time), writing

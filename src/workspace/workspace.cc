@@ -9,6 +9,7 @@
 
 #include "core/fs.h"
 #include "core/system_dirs.h"
+#include "core/text.h"
 #include "core/throw_error.h"
 #include "pulsebox/workspace.h"
 #include "workspace/diff.h"
@@ -22,6 +23,7 @@ using core::Error;
 using core::ErrorKind;
 using workspace::Draft;
 using workspace::Entry;
+using workspace::is_selected;
 using workspace::TransactionStore;
 
 ActionPolicy default_workspace_policy() {
@@ -57,6 +59,8 @@ StagedChange describe_entry(const Entry& entry) {
   change.size = entry.size;
   change.existed = entry.snapshot.exists();
   change.kind = workspace::change_kind(entry);
+  change.mtime_ns = entry.mtime_ns;
+  change.contains_secret = entry.contains_secret;
   return change;
 }
 
@@ -67,9 +71,13 @@ TransactionInfo describe_draft(const TransactionStore& store, const Draft& draft
   info.origin = draft.origin;
   std::error_code ec;
   info.commit_in_progress = std::filesystem::exists(store.tx_dir(draft.id) / "READY", ec);
-  for (const auto& [path, entry] : draft.entries)
+  for (const auto& [path, entry] : draft.entries) {
     info.changes.push_back(describe_entry(entry));
+    info.contains_secrets = info.contains_secrets || entry.contains_secret;
+  }
   info.staged_bytes = draft.staged_bytes();
+  info.refused = draft.refused;
+  info.notes = draft.notes;
   return info;
 }
 
@@ -213,11 +221,13 @@ void mark_changed_during_run(Draft& draft, std::chrono::system_clock::time_point
   }
 }
 
-std::optional<std::string> import_into_new_transaction(
-    TransactionStore& store, const std::filesystem::path& upper, const std::filesystem::path& lower,
-    std::string origin, std::uint64_t max_file_bytes, bool full_copy,
-    std::optional<std::chrono::system_clock::time_point> run_started) {
-  const std::string id = core::value_or_throw(store.create(std::move(origin)));
+ImportResult import_into_new_transaction(TransactionStore& store,
+                                         const std::filesystem::path& upper,
+                                         const std::filesystem::path& lower,
+                                         const ImportOptions& options, std::uint64_t max_file_bytes,
+                                         bool full_copy) {
+  const auto& run_started = options.run_started;
+  const std::string id = core::value_or_throw(store.create(options.origin));
   Draft draft = core::value_or_throw(store.load(id));
   auto imported =
       workspace::import_upper_directory(store, draft, upper, lower, max_file_bytes, full_copy);
@@ -228,31 +238,47 @@ std::optional<std::string> import_into_new_transaction(
     core::throw_error(
         std::move(imported).error().with_context("reading changes from " + upper.string()));
   }
-  if (draft.entries.empty()) return std::nullopt;
+  ImportResult result;
+  result.refused = draft.refused;
+  result.notes = draft.notes;
+  if (draft.entries.empty()) return result;
   core::check_or_throw(store.save(draft));
-  return id;
+  result.transaction = id;
+  return result;
 }
 
 }  // namespace
+
+ImportResult Workspace::import_overlay(const std::filesystem::path& upper,
+                                       const std::filesystem::path& lower,
+                                       const ImportOptions& options) {
+  // Most runs change nothing: an empty upper directory (with the lower
+  // root's mode) needs no transaction to be made and thrown away.
+  if (upper_is_unchanged(upper, lower)) return {};
+  auto store = store_for(*this, policy_, limits_);
+  return import_into_new_transaction(store, upper, lower, options, limits_.max_file_bytes, false);
+}
 
 std::optional<std::string> Workspace::import_overlay(const std::filesystem::path& upper,
                                                      const std::filesystem::path& lower,
                                                      std::string origin,
                                                      std::optional<RunClock> run_started) {
-  // Most runs change nothing: an empty upper directory (with the lower
-  // root's mode) needs no transaction to be made and thrown away.
-  if (upper_is_unchanged(upper, lower)) return std::nullopt;
+  return import_overlay(upper, lower,
+                        ImportOptions{.origin = std::move(origin), .run_started = run_started})
+      .transaction;
+}
+
+ImportResult Workspace::import_copy(const std::filesystem::path& copy,
+                                    const ImportOptions& options) {
   auto store = store_for(*this, policy_, limits_);
-  return import_into_new_transaction(store, upper, lower, std::move(origin), limits_.max_file_bytes,
-                                     false, run_started);
+  return import_into_new_transaction(store, copy, root_, options, limits_.max_file_bytes, true);
 }
 
 std::optional<std::string> Workspace::import_copy(const std::filesystem::path& copy,
                                                   std::string origin,
                                                   std::optional<RunClock> run_started) {
-  auto store = store_for(*this, policy_, limits_);
-  return import_into_new_transaction(store, copy, root_, std::move(origin), limits_.max_file_bytes,
-                                     true, run_started);
+  return import_copy(copy, ImportOptions{.origin = std::move(origin), .run_started = run_started})
+      .transaction;
 }
 
 std::vector<TransactionInfo> Workspace::list_transactions() const {
@@ -323,59 +349,157 @@ std::string directory_diff(const std::string& path, const Entry& entry, bool col
 
 }  // namespace
 
-std::string Workspace::diff(const std::string& tx, bool colour) const {
+namespace {
+
+// The two sides of one entry's preview; `directory` when it is shown as a
+// directory change (directory_diff) rather than a file diff.
+struct EntrySides {
+  bool directory = false;
+  workspace::DiffSide before;
+  workspace::DiffSide after;
+};
+
+EntrySides entry_sides(const TransactionStore& store, int root_fd, const Draft& draft,
+                       const Entry& entry, std::uint64_t limit) {
   using workspace::NodeType;
+  EntrySides sides;
+  const bool was_directory = entry.snapshot.type == NodeType::Directory;
+  if (entry.op == StagedOp::Mkdir ||
+      (was_directory && entry.op != StagedOp::Write && entry.op != StagedOp::Symlink)) {
+    sides.directory = true;
+    return sides;
+  }
+  workspace::DiffSide& before = sides.before;
+  workspace::DiffSide& after = sides.after;
+  before = current_side(root_fd, entry, limit);
+  if (was_directory) before = {};  // a directory replaced by a file: show the file as new
+  switch (entry.op) {
+    case StagedOp::Write: {
+      after.exists = true;
+      after.mode = entry.mode;
+      auto bytes = core::read_regular_file(store.tx_dir(draft.id) / "blobs" / entry.blob, limit,
+                                           "staged file");
+      if (bytes) after.content = std::move(bytes).value();
+      break;
+    }
+    case StagedOp::Symlink:
+      after.exists = true;
+      after.is_symlink = true;
+      after.mode = 0777;
+      after.content = entry.link_target;
+      if (before.is_symlink) before.mode = 0777;
+      break;
+    case StagedOp::Chmod:
+      after = before;
+      after.mode = entry.mode;
+      break;
+    case StagedOp::Delete:
+    case StagedOp::Mkdir:
+      break;
+  }
+  return sides;
+}
+
+// The paths as given, normalised; each must select a change of `draft`.
+std::vector<std::string> checked_selection(const Draft& draft,
+                                           const std::vector<std::string>& paths) {
+  std::vector<std::string> selected;
+  std::vector<std::string> unmatched;
+  for (const std::string& given : paths) {
+    auto path = workspace::check_relative_path(given);
+    if (!path) {
+      core::throw_error(Error(ErrorKind::kInvalidInput, "workspace",
+                              "path " + core::quote_name(given) + ": " + path.error().message()));
+    }
+    bool matched = false;
+    for (const auto& [entry_path, entry] : draft.entries)
+      matched = matched || is_selected({*path}, entry_path);
+    if (!matched) unmatched.push_back(given);
+    selected.push_back(*path);
+  }
+  if (!unmatched.empty()) {
+    std::string names;
+    for (const std::string& path : unmatched)
+      names += (names.empty() ? "" : ", ") + core::quote_name(path);
+    core::throw_error(Error(ErrorKind::kInvalidInput, "workspace",
+                            "transaction " + draft.id + " has no change at or beneath " + names +
+                                " (see `pulsebox diff --name-only " + draft.id + "`)"));
+  }
+  return selected;
+}
+
+}  // namespace
+
+std::string Workspace::diff(const std::string& tx, const DiffOptions& options) const {
   auto store = store_for(*this, policy_, limits_);
   const Draft draft = core::value_or_throw(store.load(tx));
+  const std::vector<std::string> selected = checked_selection(draft, options.paths);
   const auto root_fd = core::value_or_throw(store.open_root());
   std::string out;
   for (const auto& [path, entry] : draft.entries) {
-    const bool was_directory = entry.snapshot.type == NodeType::Directory;
-    if (entry.op == StagedOp::Mkdir ||
-        (was_directory && entry.op != StagedOp::Write && entry.op != StagedOp::Symlink)) {
-      out += directory_diff(path, entry, colour);
-      continue;
-    }
-    workspace::DiffSide before = current_side(root_fd.get(), entry, limits_.max_file_bytes);
-    if (was_directory) before = {};  // a directory replaced by a file: show the file as new
-    workspace::DiffSide after;
-    switch (entry.op) {
-      case StagedOp::Write: {
-        after.exists = true;
-        after.mode = entry.mode;
-        auto bytes = core::read_regular_file(store.tx_dir(tx) / "blobs" / entry.blob,
-                                             limits_.max_file_bytes, "staged file");
-        if (bytes) after.content = std::move(bytes).value();
-        break;
-      }
-      case StagedOp::Symlink:
-        after.exists = true;
-        after.is_symlink = true;
-        after.mode = 0777;
-        after.content = entry.link_target;
-        if (before.is_symlink) before.mode = 0777;
-        break;
-      case StagedOp::Chmod:
-        after = before;
-        after.mode = entry.mode;
-        break;
-      case StagedOp::Delete:
-      case StagedOp::Mkdir:
-        break;
-    }
-    out += workspace::unified_file_diff(path, before, after, colour);
+    if (!is_selected(selected, path)) continue;
+    const EntrySides sides =
+        entry_sides(store, root_fd.get(), draft, entry, limits_.max_file_bytes);
+    out += sides.directory
+               ? directory_diff(path, entry, options.colour)
+               : workspace::unified_file_diff(path, sides.before, sides.after, options.colour);
   }
   return out;
 }
 
-std::vector<std::string> Workspace::commit(const std::string& tx) {
+std::string Workspace::diff(const std::string& tx, bool colour) const {
+  return diff(tx, DiffOptions{.colour = colour, .paths = {}});
+}
+
+std::vector<DiffStat> Workspace::diff_stat(const std::string& tx,
+                                           const std::vector<std::string>& paths) const {
   auto store = store_for(*this, policy_, limits_);
+  const Draft draft = core::value_or_throw(store.load(tx));
+  const std::vector<std::string> selected = checked_selection(draft, paths);
+  const auto root_fd = core::value_or_throw(store.open_root());
+  std::vector<DiffStat> out;
+  for (const auto& [path, entry] : draft.entries) {
+    if (!is_selected(selected, path)) continue;
+    DiffStat stat;
+    stat.path = path;
+    stat.kind = workspace::change_kind(entry);
+    const EntrySides sides =
+        entry_sides(store, root_fd.get(), draft, entry, limits_.max_file_bytes);
+    if (!sides.directory) {
+      const auto counts = workspace::count_changed_lines(sides.before, sides.after);
+      stat.added_lines = counts.added;
+      stat.removed_lines = counts.removed;
+      stat.binary = counts.binary;
+    }
+    out.push_back(std::move(stat));
+  }
+  return out;
+}
+
+std::vector<std::string> Workspace::commit(const std::string& tx, const CommitOptions& options) {
+  auto store = store_for(*this, policy_, limits_);
+  if (!options.paths.empty()) {
+    const Draft draft = core::value_or_throw(store.load(tx));
+    (void)checked_selection(draft, options.paths);
+    core::throw_error(Error(ErrorKind::kInvalidInput, "workspace",
+                            "committing only some paths is not supported yet"));
+  }
   return core::value_or_throw(store.commit(tx));
 }
 
 void Workspace::discard(const std::string& tx) {
   auto store = store_for(*this, policy_, limits_);
   core::check_or_throw(store.discard(tx));
+}
+
+void Workspace::discard(const std::string& tx, const std::vector<std::string>& paths) {
+  auto store = store_for(*this, policy_, limits_);
+  if (paths.empty()) {
+    core::check_or_throw(store.discard(tx));
+    return;
+  }
+  const Draft draft = core::value_or_throw(store.load(tx));
+  core::check_or_throw(store.discard_entries(tx, checked_selection(draft, paths)));
 }
 
 Workspace::ReconcileReport Workspace::reconcile() {

@@ -1,0 +1,94 @@
+// Reviewing a transaction piece by piece: diff and stat by path, partial
+// discard and commit.
+#include <gtest/gtest.h>
+
+#include "helpers/test_support.h"
+#include "pulsebox/error.h"
+#include "pulsebox/workspace.h"
+
+namespace pulsebox {
+namespace {
+
+using testing::read_file;
+using testing::TempDir;
+using testing::write_file;
+
+class WorkspaceReviewTest : public ::testing::Test {
+ protected:
+  WorkspaceReviewTest() {
+    write_file(dir_ / "README", "readme\n");
+    write_file(dir_ / "src/a.cc", "one\ntwo\nthree\n");
+  }
+  TempDir dir_;
+};
+
+TEST_F(WorkspaceReviewTest, DiffSelectsPathsAndEverythingBeneath) {
+  Workspace ws(dir_.path());
+  const auto tx = ws.create_transaction();
+  ws.stage_write(tx, "README", "changed\n");
+  ws.stage_write(tx, "src/a.cc", "one\n2\nthree\nfour\n");
+  ws.stage_write(tx, "srcx", "not beneath src\n");
+  const std::string diff = ws.diff(tx, DiffOptions{.colour = false, .paths = {"src"}});
+  EXPECT_NE(diff.find("b/src/a.cc"), std::string::npos) << diff;
+  EXPECT_EQ(diff.find("README"), std::string::npos) << diff;
+  EXPECT_EQ(diff.find("srcx"), std::string::npos) << diff;
+  EXPECT_EQ(ws.diff(tx, DiffOptions{}), ws.diff(tx));
+}
+
+TEST_F(WorkspaceReviewTest, APathMatchingNothingIsAnError) {
+  Workspace ws(dir_.path());
+  const auto tx = ws.create_transaction();
+  ws.stage_write(tx, "README", "changed\n");
+  try {
+    (void)ws.diff(tx, DiffOptions{.colour = false, .paths = {"README", "nothere"}});
+    FAIL() << "no error";
+  } catch (const SandboxConfigError& error) {
+    EXPECT_NE(std::string(error.what()).find("nothere"), std::string::npos) << error.what();
+  }
+  EXPECT_THROW((void)ws.diff_stat(tx, {"REA"}), SandboxConfigError);
+  EXPECT_THROW(ws.discard(tx, {"nothere"}), SandboxConfigError);
+  EXPECT_THROW((void)ws.commit(tx, CommitOptions{.paths = {"nothere"}}), SandboxConfigError);
+  EXPECT_EQ(ws.describe(tx).changes.size(), 1u);
+}
+
+TEST_F(WorkspaceReviewTest, DiffStatCountsLines) {
+  write_file(dir_ / "blob", std::string("\0\1", 2));
+  Workspace ws(dir_.path());
+  const auto tx = ws.create_transaction();
+  ws.stage_write(tx, "src/a.cc", "one\n2\nthree\nfour\n");
+  ws.stage_write(tx, "blob", std::string("\0\2", 2));
+  ws.stage_delete(tx, "README");
+  ws.stage_mkdir(tx, "empty");
+  const auto stats = ws.diff_stat(tx);
+  ASSERT_EQ(stats.size(), 4u);
+  std::map<std::string, DiffStat> by_path;
+  for (const auto& stat : stats)
+    by_path[stat.path] = stat;
+  EXPECT_EQ(by_path["src/a.cc"].added_lines, 2u);
+  EXPECT_EQ(by_path["src/a.cc"].removed_lines, 1u);
+  EXPECT_FALSE(by_path["src/a.cc"].binary);
+  EXPECT_TRUE(by_path["blob"].binary);
+  EXPECT_EQ(by_path["README"].removed_lines, 1u);
+  EXPECT_EQ(by_path["README"].kind, ChangeKind::Deleted);
+  EXPECT_EQ(by_path["empty"].kind, ChangeKind::Added);
+  EXPECT_EQ(ws.diff_stat(tx, {"src"}).size(), 1u);
+}
+
+TEST_F(WorkspaceReviewTest, PartialDiscardKeepsTheRest) {
+  Workspace ws(dir_.path());
+  const auto tx = ws.create_transaction();
+  ws.stage_write(tx, "README", "changed\n");
+  ws.stage_write(tx, "src/a.cc", "x\n");
+  ws.stage_write(tx, "src/b.cc", "y\n");
+  ws.discard(tx, {"src"});
+  const auto info = ws.describe(tx);
+  ASSERT_EQ(info.changes.size(), 1u);
+  EXPECT_EQ(info.changes[0].path, "README");
+  EXPECT_EQ(info.staged_bytes, 8u);
+  ws.discard(tx, {"README"});
+  EXPECT_TRUE(ws.list_transactions().empty());
+  EXPECT_EQ(read_file(dir_ / "README"), "readme\n");
+}
+
+}  // namespace
+}  // namespace pulsebox
