@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <iostream>
 #include <set>
+#include <tuple>
 
 #include "core/byte_names.h"
 #include "core/text.h"
@@ -48,9 +49,10 @@ std::vector<std::string> resolve_ids(const Workspace& ws, const std::vector<std:
       if (listed.empty()) {
         throw SandboxConfigError("latest: no pending transactions in " + ws.root().string());
       }
-      // Ids start with their creation time: the greatest is the newest.
+      // The newest: ids hold their creation time only to the second, so
+      // the creation stamp (to the microsecond) decides first.
       id = std::max_element(listed.begin(), listed.end(), [](const auto& a, const auto& b) {
-             return a.id < b.id;
+             return std::tie(a.created, a.id) < std::tie(b.created, b.id);
            })->id;
     } else {
       try {
