@@ -356,5 +356,20 @@ TEST_F(ReviewTest, ARunsCachesAreGroupedInItsReview) {
       << names.err;
 }
 
+// As an ordinary user, a transaction directory it cannot read is an error
+// naming it, never "no pending transactions" (root reads everything).
+TEST_F(ReviewTest, AnUnreadableTransactionDirectoryIsAnError) {
+  PULSEBOX_SKIP_UNLESS(::geteuid() != 0, "root can read a directory of mode 0");
+  auto w = ws();
+  w.stage_write(w.create_transaction(), "a.txt", "x\n");
+  const fs::path transactions = workspace_ / ".agent/transactions";
+  fs::permissions(transactions, fs::perms::none);
+  const auto listed = cli({"changes"});
+  fs::permissions(transactions, fs::perms::owner_all);
+  EXPECT_EQ(listed.exit_code, 125) << listed.out;
+  EXPECT_NE(listed.err.find(transactions.string()), std::string::npos) << listed.err;
+  EXPECT_NE(listed.err.find("Permission denied"), std::string::npos) << listed.err;
+}
+
 }  // namespace
 }  // namespace pulsebox
