@@ -252,8 +252,8 @@ Audit::Audit(const Workspace& ws, const Options& options)
                 "--audit-key to key it");
   }
   // Not getpwuid(): in the static CLI glibc's NSS would load the host's modules.
-  user_ = linux_api::user_name_in_passwd("/etc/passwd", static_cast<std::uint32_t>(uid_))
-              .value_or("");
+  user_ =
+      linux_api::user_name_in_passwd("/etc/passwd", static_cast<std::uint32_t>(uid_)).value_or("");
 }
 
 Audit::~Audit() = default;
