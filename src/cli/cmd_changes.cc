@@ -1,6 +1,6 @@
-// pulsebox changes | diff TX | commit TX | discard TX | reconcile  [-w DIR]
-#include <unistd.h>
-
+// pulsebox changes [--json] [--all] | reconcile [--json]   [-w DIR]
+// and the registration of every review command (diff: cmd_diff.cc;
+// commit, discard: cmd_commit.cc). The shared parts are cli/review.h.
 #include <iostream>
 #include <map>
 #include <memory>
@@ -8,24 +8,21 @@
 
 #include "cli/commands.h"
 #include "cli/output.h"
+#include "cli/review.h"
 #include "core/byte_names.h"
 #include "core/text.h"
-#include "policy/policy_json.h"
 #include "pulsebox/backend.h"
-#include "pulsebox/error.h"
 #include "pulsebox/workspace.h"
-#include "workspace/diff.h"
 
 namespace pulsebox::cli {
+
+int run_diff(const review::Options& options);
+int run_commit(const review::Options& options);
+int run_discard(const review::Options& options);
+
 namespace {
 
-struct ChangesOptions {
-  std::string workspace = ".";
-  std::string transaction;
-  std::string policy_file;
-  bool json = false;
-  bool allow_system_dir = false;
-};
+using review::Options;
 
 std::string summarize(const TransactionInfo& info) {
   std::map<std::string, int> counts;
@@ -41,125 +38,183 @@ std::string summarize(const TransactionInfo& info) {
   return out + " (" + detail + ")";
 }
 
-nlohmann::json to_json(const TransactionInfo& info) {
+nlohmann::json group_json(const std::optional<workspace::ReviewGroup>& group) {
+  if (!group) return nullptr;
+  nlohmann::json out = {{"reason", std::string(workspace::to_string(group->reason))}};
+  core::put_name(out, "directory", group->directory);
+  return out;
+}
+
+nlohmann::json groups_json(const std::map<workspace::ReviewGroup, std::size_t>& counts) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& [group, count] : counts) {
+    nlohmann::json item = group_json(group);
+    item["count"] = count;
+    out.push_back(std::move(item));
+  }
+  return out;
+}
+
+nlohmann::json refused_json(const std::vector<RefusedChange>& refused) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& item : refused) {
+    nlohmann::json entry = review::path_object(item.path);
+    core::put_name(entry, "reason", item.reason);
+    out.push_back(std::move(entry));
+  }
+  return out;
+}
+
+nlohmann::json notes_json(const std::vector<ChangeNote>& notes) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& item : notes) {
+    nlohmann::json entry = review::path_object(item.path);
+    core::put_name(entry, "note", item.note);
+    out.push_back(std::move(entry));
+  }
+  return out;
+}
+
+nlohmann::json to_json(const TransactionInfo& info,
+                       const std::vector<std::optional<workspace::ReviewGroup>>& groups) {
   nlohmann::json changes = nlohmann::json::array();
-  for (const auto& change : info.changes) {
-    nlohmann::json item = {{"kind", std::string(to_string(change.kind))}};
+  for (std::size_t i = 0; i < info.changes.size(); ++i) {
+    const auto& change = info.changes[i];
+    nlohmann::json item = {{"kind", std::string(to_string(change.kind))},
+                           {"group", group_json(groups[i])},
+                           {"contains_secret", change.contains_secret}};
     core::put_name(item, "path", change.path);
     changes.push_back(std::move(item));
   }
   nlohmann::json out = {{"id", info.id},
+                        {"status", "pending"},
                         {"created", info.created},
                         {"commit_in_progress", info.commit_in_progress},
                         {"staged_bytes", info.staged_bytes},
-                        {"changes", std::move(changes)}};
+                        {"contains_secrets", info.contains_secrets},
+                        {"changes", std::move(changes)},
+                        {"groups", groups_json(review::count_groups(groups))},
+                        {"refused", refused_json(info.refused)},
+                        {"notes", notes_json(info.notes)}};
   core::put_name(out, "origin", info.origin);
   return out;
 }
 
-// Runs `body` and turns library exceptions into one-line errors (exit 125).
-// (The library quotes the names of the sandbox's choosing in its messages.)
-template <class Body>
-int guarded(Body&& body) {
-  try {
-    return body();
-  } catch (const SandboxError& error) {
-    print_error(error.what());
-    return kExitUsage;
+// One transaction for a person: its summary line, then its paths (noise
+// summarised per group unless --all), what was refused at import, the notes.
+void print_transaction(const TransactionInfo& info,
+                       const std::vector<std::optional<workspace::ReviewGroup>>& groups, bool all,
+                       bool colour) {
+  std::cout << paint(info.id, Colour::Bold, colour) << "  " << info.created << "  "
+            << summarize(info);
+  if (info.commit_in_progress)
+    std::cout << "  " << paint("[interrupted commit]", Colour::Red, colour);
+  if (info.contains_secrets) std::cout << "  " << paint("[holds a secret]", Colour::Red, colour);
+  // The origin holds the command, whose arguments may be anything.
+  if (!info.origin.empty()) std::cout << "  " << core::escape_for_terminal(info.origin);
+  std::cout << "\n";
+  for (std::size_t i = 0; i < info.changes.size(); ++i) {
+    const auto& change = info.changes[i];
+    if (groups[i] && !all) continue;
+    std::string kind(to_string(change.kind));
+    kind.resize(std::max<std::size_t>(kind.size(), 9), ' ');
+    std::cout << "  " << kind << " " << core::quote_name(change.path);
+    if (change.contains_secret) {
+      std::cout << "  "
+                << paint("secret: holds a registered secret value (commit needs --allow-secrets)",
+                         Colour::Red, colour);
+    }
+    std::cout << "\n";
+  }
+  if (!all) {
+    for (const auto& [group, count] : review::count_groups(groups))
+      std::cout << "  " << workspace::group_summary(group, count) << "\n";
+  }
+  for (const auto& refused : info.refused) {
+    std::cout << "  " << paint("refused", Colour::Red, colour) << " "
+              << core::quote_name(refused.path) << ": " << core::escape_for_terminal(refused.reason)
+              << "\n";
+  }
+  for (const auto& note : info.notes) {
+    std::cout << "  note " << core::quote_name(note.path) << ": "
+              << core::escape_for_terminal(note.note) << "\n";
   }
 }
 
-Workspace open_workspace(const ChangesOptions& options) {
-  const SystemDirectoryUse system_directory =
-      options.allow_system_dir ? SystemDirectoryUse::Allow : SystemDirectoryUse::Refuse;
-  if (options.policy_file.empty()) {
-    return Workspace(options.workspace, default_workspace_policy(), WorkspaceLimits{},
-                     system_directory);
-  }
-  auto loaded = policy::load_policy_file(options.policy_file);
-  if (!loaded) throw SandboxConfigError(loaded.error().to_string());
-  // A user policy starts from the workspace defaults: its rules come first.
-  ActionPolicy policy = default_workspace_policy();
-  const auto& rules = loaded->rules();
-  for (auto it = rules.rbegin(); it != rules.rend(); ++it)
-    policy.add_rule(*it);
-  for (ActionType action : kAllActionTypes) {
-    if (auto decision = loaded->default_for(action)) policy.set_default(action, *decision);
-  }
-  return Workspace(options.workspace, std::move(policy), WorkspaceLimits{}, system_directory);
-}
+int run_changes(const Options& options) {
+  return review::guarded([&] {
+    Workspace ws = review::open_workspace(options);
+    const auto listed = ws.list_transactions();
+    std::vector<TransactionInfo> transactions;
+    std::vector<std::pair<std::string, std::string>> damaged =
+        review::damaged_transactions(ws, listed);
+    for (const auto& info : listed) {
+      if (info.damaged.empty()) {
+        transactions.push_back(info);
+      } else {
+        damaged.emplace_back(info.id, info.damaged);
+      }
+    }
+    review::Grouping grouping(ws);
+    std::vector<std::vector<std::optional<workspace::ReviewGroup>>> groups;
+    for (const auto& info : transactions)
+      groups.push_back(grouping.of(info));
+    for (const std::string& warning : grouping.take_warnings())
+      print_error("warning: " + warning + "; its paths are not grouped");
 
-int run_changes(const ChangesOptions& options) {
-  return guarded([&] {
-    Workspace ws = open_workspace(options);
-    const auto transactions = ws.list_transactions();
     if (options.json) {
+      // One array: pending transactions, then damaged ones ("status" says which).
       nlohmann::json out = nlohmann::json::array();
-      for (const auto& info : transactions)
-        out.push_back(to_json(info));
-      std::cout << out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+      for (std::size_t i = 0; i < transactions.size(); ++i)
+        out.push_back(to_json(transactions[i], groups[i]));
+      for (const auto& [id, why] : damaged) {
+        nlohmann::json item = {{"id", id}, {"status", "damaged"}};
+        core::put_name(item, "reason", why);
+        out.push_back(std::move(item));
+      }
+      review::print_json(out);
       return kExitOk;
     }
-    if (transactions.empty()) {
+    if (transactions.empty() && damaged.empty()) {
       std::cout << "no pending transactions in " << ws.root().string() << "\n";
       return kExitOk;
     }
     const bool colour = stdout_is_colour_terminal();
-    for (const auto& info : transactions) {
-      std::cout << paint(info.id, Colour::Bold, colour) << "  " << info.created << "  "
-                << summarize(info);
-      if (info.commit_in_progress)
-        std::cout << "  " << paint("[interrupted commit]", Colour::Red, colour);
-      // The origin holds the command, whose arguments may be anything.
-      if (!info.origin.empty()) std::cout << "  " << core::escape_for_terminal(info.origin);
-      std::cout << "\n";
+    for (std::size_t i = 0; i < transactions.size(); ++i)
+      print_transaction(transactions[i], groups[i], options.all, colour);
+    for (const auto& [id, why] : damaged) {
+      std::cout << paint(id, Colour::Bold, colour) << "  " << paint("damaged", Colour::Red, colour)
+                << ": " << core::escape_for_terminal(why) << " (only `pulsebox discard " << id
+                << "` can remove it)\n";
     }
     return kExitOk;
   });
 }
 
-int run_diff(const ChangesOptions& options) {
-  return guarded([&] {
-    Workspace ws = open_workspace(options);
-    const std::string diff = ws.diff(options.transaction, stdout_is_colour_terminal());
-    // Piped, the diff stays byte for byte (`pulsebox diff TX | git apply`);
-    // on a terminal, a file's own escape sequences must not act.
-    if (::isatty(STDOUT_FILENO) == 1) {
-      std::cout << workspace::escape_diff_for_terminal(diff);
-    } else {
-      std::cout << diff;
+int run_reconcile(const Options& options) {
+  return review::guarded([&] {
+    Workspace ws = review::open_workspace(options);
+    review::Audit audit(ws, options);
+    Workspace::ReconcileReport report;
+    std::vector<std::string> native;
+    try {
+      report = ws.reconcile();
+      // The native backend's staging directories are per user, not per workspace.
+      native = make_native_backend()->reconcile();
+    } catch (const SandboxError& error) {
+      audit.record("reconcile", ws.root().string(), false, error.what());
+      throw;
     }
-    return kExitOk;
-  });
-}
-
-int run_commit(const ChangesOptions& options) {
-  return guarded([&] {
-    Workspace ws = open_workspace(options);
-    const auto changed = ws.commit(options.transaction);
-    std::cout << "committed " << options.transaction << ": " << changed.size()
-              << (changed.size() == 1 ? " path" : " paths") << "\n";
-    for (const auto& path : changed)
-      std::cout << "  " << core::quote_name(path) << "\n";
-    return kExitOk;
-  });
-}
-
-int run_discard(const ChangesOptions& options) {
-  return guarded([&] {
-    Workspace ws = open_workspace(options);
-    ws.discard(options.transaction);
-    std::cout << "discarded " << options.transaction << "\n";
-    return kExitOk;
-  });
-}
-
-int run_reconcile(const ChangesOptions& options) {
-  return guarded([&] {
-    Workspace ws = open_workspace(options);
-    const auto report = ws.reconcile();
-    // The native backend's staging directories are per user, not per workspace.
-    const std::vector<std::string> native = make_native_backend()->reconcile();
+    std::string detail = "finished " + std::to_string(report.replayed.size()) +
+                         " interrupted commits, removed " +
+                         std::to_string(report.removed_staging.size()) + " incomplete stagings, " +
+                         std::to_string(report.removed_runs.size()) + " crashed runs' leftovers, " +
+                         std::to_string(report.removed_temp_files) + " temporary files, " +
+                         std::to_string(native.size()) + " native backend leftovers";
+    std::vector<std::string> what = report.replayed;
+    what.insert(what.end(), report.removed_staging.begin(), report.removed_staging.end());
+    what.insert(what.end(), report.removed_runs.begin(), report.removed_runs.end());
+    audit.record("reconcile", ws.root().string(), true, detail, what);
     if (options.json) {
       std::cout << nlohmann::json{{"replayed", report.replayed},
                                   {"removed_staging", report.removed_staging},
@@ -170,8 +225,8 @@ int run_reconcile(const ChangesOptions& options) {
                 << "\n";
       return kExitOk;
     }
-    for (const auto& what : native)
-      std::cout << "removed " << what << "\n";
+    for (const auto& removed : native)
+      std::cout << "removed " << removed << "\n";
     for (const auto& id : report.replayed)
       std::cout << "finished interrupted commit " << id << "\n";
     for (const auto& id : report.removed_staging)
@@ -189,43 +244,78 @@ int run_reconcile(const ChangesOptions& options) {
   });
 }
 
-void add_workspace_option(CLI::App* command, ChangesOptions& options) {
+void add_workspace_option(CLI::App* command, Options& options) {
   command->add_option("-w,--workspace", options.workspace, "Workspace directory (default: .)");
   command->add_flag("--allow-system-dir", options.allow_system_dir,
                     "Accept a system directory (/, /etc, /usr, a home directory itself, ...) as "
                     "the workspace");
 }
 
+void add_audit_options(CLI::App* command, Options& options) {
+  command->add_option("--audit-log", options.audit_log,
+                      "Audit log (default <workspace>/.agent/logs/audit.jsonl, as for run)");
+  command->add_option("--audit-key", options.audit_key,
+                      "The audit log's HMAC key (default $PULSEBOX_AUDIT_KEY, else "
+                      "~/.local/state/pulsebox/audit.key)");
+}
+
 }  // namespace
 
 void register_changes_commands(CLI::App& app, int& exit_code) {
-  auto options = std::make_shared<ChangesOptions>();
+  auto options = std::make_shared<Options>();
+  // The paths after "--" (main.cc takes them off the command line).
+  auto with_paths = [options](int (*run)(const Options&)) {
+    return [options, run]() {
+      options->paths = arguments_after_dashes();
+      return run(*options);
+    };
+  };
 
-  CLI::App* changes = app.add_subcommand("changes", "List pending transactions");
+  CLI::App* changes = app.add_subcommand(
+      "changes", "List pending transactions, their paths, refusals, notes and secrets");
   add_workspace_option(changes, *options);
   changes->add_flag("--json", options->json, "Print a JSON array");
+  changes->add_flag("--all", options->all,
+                    "List ignored paths, caches and .git/ internals one by one");
   changes->callback([options, &exit_code] { exit_code = run_changes(*options); });
 
-  CLI::App* diff = app.add_subcommand("diff", "Show a transaction as a unified diff");
+  CLI::App* diff = app.add_subcommand(
+      "diff", "Show a transaction against its own base: pulsebox diff [TX|latest] [-- PATH...]");
   add_workspace_option(diff, *options);
-  diff->add_option("TX", options->transaction, "Transaction id")->required();
-  diff->callback([options, &exit_code] { exit_code = run_diff(*options); });
+  diff->add_option("TX", options->ids, "Transaction id or `latest` (default: latest)")
+      ->expected(0, 1);
+  diff->add_flag("--stat", options->stat, "Lines added and removed per path");
+  diff->add_flag("--name-only", options->name_only, "Only the changed paths");
+  diff->add_flag("--json", options->json, "Print a JSON object, one entry per path");
+  diff->add_flag("--all", options->all, "Show ignored paths, caches and .git/ internals too");
+  diff->callback([run = with_paths(run_diff), &exit_code] { exit_code = run(); });
 
   CLI::App* commit = app.add_subcommand(
-      "commit", "Apply a transaction atomically (exit 125 if the workspace changed underneath)");
+      "commit",
+      "Apply transactions atomically, in order: pulsebox commit TX|latest [TX...] [-- PATH...] "
+      "(exit 125 at the first refusal)");
   add_workspace_option(commit, *options);
+  add_audit_options(commit, *options);
   commit->add_option("--policy", options->policy_file, "Action policy JSON for the changed paths");
-  commit->add_option("TX", options->transaction, "Transaction id")->required();
-  commit->callback([options, &exit_code] { exit_code = run_commit(*options); });
+  commit->add_flag("--json", options->json, "Print a JSON object: what each id became");
+  commit->add_flag("--allow-secrets", options->allow_secrets,
+                   "Commit changes that hold a registered secret value");
+  commit->add_option("TX", options->ids, "Transaction ids or `latest`")->required();
+  commit->callback([run = with_paths(run_commit), &exit_code] { exit_code = run(); });
 
-  CLI::App* discard = app.add_subcommand("discard", "Drop a transaction");
+  CLI::App* discard = app.add_subcommand(
+      "discard",
+      "Drop transactions or held changes: pulsebox discard TX|latest|HELD [...] [-- PATH...]");
   add_workspace_option(discard, *options);
-  discard->add_option("TX", options->transaction, "Transaction id")->required();
-  discard->callback([options, &exit_code] { exit_code = run_discard(*options); });
+  add_audit_options(discard, *options);
+  discard->add_flag("--json", options->json, "Print a JSON object: what each id became");
+  discard->add_option("TX", options->ids, "Transaction ids, `latest` or held ids")->required();
+  discard->callback([run = with_paths(run_discard), &exit_code] { exit_code = run(); });
 
   CLI::App* reconcile = app.add_subcommand(
       "reconcile", "Finish interrupted commits and remove what crashed runs left");
   add_workspace_option(reconcile, *options);
+  add_audit_options(reconcile, *options);
   reconcile->add_flag("--json", options->json, "Print a JSON object");
   reconcile->callback([options, &exit_code] { exit_code = run_reconcile(*options); });
 }

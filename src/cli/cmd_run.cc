@@ -19,6 +19,10 @@ void set_run_command(std::vector<std::string> command) {
   run_command_tail() = std::move(command);
 }
 
+const std::vector<std::string>& arguments_after_dashes() {
+  return run_command_tail();
+}
+
 void register_run_command(CLI::App& app, int& exit_code) {
   auto o = std::make_shared<run::RunOptions>();
   CLI::App* run_cmd = app.add_subcommand(

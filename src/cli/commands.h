@@ -28,8 +28,10 @@ void register_scrub_command(CLI::App& app, int& exit_code);
 void register_changes_commands(CLI::App& app, int& exit_code);
 void register_session_commands(CLI::App& app, int& exit_code);
 void register_run_command(CLI::App& app, int& exit_code);
-// The arguments after "--" on the command line.
+// The arguments after "--" on the command line: run's command, the review
+// commands' paths.
 void set_run_command(std::vector<std::string> command);
+const std::vector<std::string>& arguments_after_dashes();
 void register_capabilities_command(CLI::App& app, int& exit_code);
 void register_seccomp_commands(CLI::App& app, int& exit_code);
 void register_serve_command(CLI::App& app, int& exit_code);

@@ -1,0 +1,187 @@
+// pulsebox diff [-w DIR] [TX|latest] [--stat|--name-only] [--json] [--all] [-- PATH...]
+#include <unistd.h>
+
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "cli/output.h"
+#include "cli/review.h"
+#include "core/byte_names.h"
+#include "core/text.h"
+#include "pulsebox/workspace.h"
+#include "workspace/diff.h"
+
+namespace pulsebox::cli {
+namespace {
+
+using review::Options;
+
+nlohmann::json group_json(const std::optional<workspace::ReviewGroup>& group) {
+  if (!group) return nullptr;
+  nlohmann::json out = {{"reason", std::string(workspace::to_string(group->reason))}};
+  core::put_name(out, "directory", group->directory);
+  return out;
+}
+
+// On a terminal a file's own escape sequences must not act; piped, the
+// diff stays byte for byte (`pulsebox diff TX | git apply`).
+void print_diff_text(const std::string& text) {
+  if (::isatty(STDOUT_FILENO) == 1) {
+    std::cout << workspace::escape_diff_for_terminal(text);
+  } else {
+    std::cout << text;
+  }
+}
+
+}  // namespace
+
+int run_diff(const Options& options) {
+  return review::guarded([&] {
+    if (options.stat && options.name_only) {
+      throw SandboxConfigError("--stat and --name-only: choose one");
+    }
+    Workspace ws = review::open_workspace(options);
+    const std::string id =
+        review::resolve_ids(ws,
+                            options.ids.empty() ? std::vector<std::string>{"latest"} : options.ids)
+            .front();
+    const std::vector<std::string> paths = review::checked_paths(options.paths);
+    const TransactionInfo info = ws.describe(id);
+    if (const auto missing = review::unmatched(paths, info.changes); !missing.empty()) {
+      throw SandboxConfigError("path argument " + core::quote_name(missing.front()) +
+                               ": no change in " + id + " is at or beneath it");
+    }
+    review::Grouping grouping(ws);
+    const auto groups = grouping.of(info);
+    for (const std::string& warning : grouping.take_warnings())
+      print_error("warning: " + warning + "; its paths are not grouped");
+
+    // What is shown: the selected paths, without the grouped ones unless --all.
+    std::vector<bool> selected(info.changes.size());
+    std::vector<bool> shown(info.changes.size());
+    std::vector<std::optional<workspace::ReviewGroup>> selected_groups;
+    for (std::size_t i = 0; i < info.changes.size(); ++i) {
+      selected[i] = review::selects(paths, info.changes[i].path);
+      shown[i] = selected[i] && (options.all || !groups[i]);
+      if (selected[i]) selected_groups.push_back(groups[i]);
+    }
+    const auto group_counts = review::count_groups(selected_groups);
+    std::vector<std::string> summaries;
+    if (!options.all) {
+      for (const auto& [group, count] : group_counts)
+        summaries.push_back(workspace::group_summary(group, count));
+    }
+
+    if (options.json) {
+      std::map<std::string, DiffStat> stats;
+      for (DiffStat& stat : ws.diff_stat(id, paths))
+        stats.emplace(stat.path, std::move(stat));
+      nlohmann::json entries = nlohmann::json::array();
+      for (std::size_t i = 0; i < info.changes.size(); ++i) {
+        if (!selected[i]) continue;
+        const StagedChange& change = info.changes[i];
+        const auto found = stats.find(change.path);
+        const DiffStat stat = found != stats.end() ? found->second : DiffStat{};
+        nlohmann::json item = {{"kind", std::string(to_string(change.kind))},
+                               {"added_lines", stat.added_lines},
+                               {"removed_lines", stat.removed_lines},
+                               {"binary", stat.binary},
+                               {"group", group_json(groups[i])},
+                               {"contains_secret", change.contains_secret}};
+        core::put_name(item, "path", change.path);
+        entries.push_back(std::move(item));
+      }
+      nlohmann::json group_list = nlohmann::json::array();
+      for (const auto& [group, count] : group_counts) {
+        nlohmann::json item = group_json(group);
+        item["count"] = count;
+        group_list.push_back(std::move(item));
+      }
+      nlohmann::json out = {{"id", info.id},
+                            {"created", info.created},
+                            {"contains_secrets", info.contains_secrets},
+                            {"paths", std::move(entries)},
+                            {"groups", std::move(group_list)}};
+      core::put_name(out, "origin", info.origin);
+      review::print_json(out);
+      return kExitOk;
+    }
+
+    if (options.name_only) {
+      for (std::size_t i = 0; i < info.changes.size(); ++i) {
+        if (shown[i]) std::cout << core::quote_name(info.changes[i].path) << "\n";
+      }
+      // On stderr: stdout stays one path per line for scripts.
+      for (const std::string& summary : summaries)
+        print_error(summary);
+      return kExitOk;
+    }
+
+    if (options.stat) {
+      std::map<std::string, DiffStat> stats;
+      for (DiffStat& stat : ws.diff_stat(id, paths))
+        stats.emplace(stat.path, std::move(stat));
+      std::size_t width = 0;
+      for (std::size_t i = 0; i < info.changes.size(); ++i) {
+        if (shown[i]) width = std::max(width, core::quote_name(info.changes[i].path).size());
+      }
+      width = std::min<std::size_t>(width, 60);
+      std::uint64_t files = 0;
+      std::uint64_t added = 0;
+      std::uint64_t removed = 0;
+      for (std::size_t i = 0; i < info.changes.size(); ++i) {
+        if (!selected[i]) continue;
+        const auto found = stats.find(info.changes[i].path);
+        const DiffStat stat = found != stats.end() ? found->second : DiffStat{};
+        ++files;
+        added += stat.added_lines;
+        removed += stat.removed_lines;
+        if (!shown[i]) continue;
+        std::string name = core::quote_name(info.changes[i].path);
+        name.resize(std::max(name.size(), width), ' ');
+        std::string kind(to_string(info.changes[i].kind));
+        kind.resize(std::max<std::size_t>(kind.size(), 8), ' ');
+        std::cout << " " << kind << " " << name << " | ";
+        if (stat.binary) {
+          std::cout << "binary";
+        } else {
+          std::cout << "+" << stat.added_lines << " -" << stat.removed_lines;
+        }
+        if (info.changes[i].contains_secret) std::cout << "  (holds a secret)";
+        std::cout << "\n";
+      }
+      for (const std::string& summary : summaries)
+        std::cout << " " << summary << "\n";
+      std::cout << " " << files << (files == 1 ? " path" : " paths") << " changed, " << added
+                << (added == 1 ? " insertion(+), " : " insertions(+), ") << removed
+                << (removed == 1 ? " deletion(-)" : " deletions(-)") << "\n";
+      return kExitOk;
+    }
+
+    const std::string text =
+        ws.diff(id, DiffOptions{.colour = stdout_is_colour_terminal(), .paths = paths});
+    const review::SplitDiff split = review::split_diff(text, info.changes);
+    // Before the first "diff --git": `git apply` skips such lines.
+    std::string out;
+    for (const std::string& summary : summaries)
+      out += summary + "\n";
+    for (std::size_t i = 0; i < info.changes.size(); ++i) {
+      if (info.changes[i].contains_secret && shown[i]) {
+        out += "secret: " + core::quote_name(info.changes[i].path) +
+               " holds a registered secret value (redacted below; commit needs "
+               "--allow-secrets)\n";
+      }
+    }
+    out += split.other;
+    for (std::size_t i = 0; i < info.changes.size(); ++i) {
+      if (!shown[i]) continue;
+      if (auto found = split.by_path.find(info.changes[i].path); found != split.by_path.end())
+        out += found->second;
+    }
+    print_diff_text(out);
+    return kExitOk;
+  });
+}
+
+}  // namespace pulsebox::cli

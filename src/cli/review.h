@@ -1,0 +1,129 @@
+// What the review commands (changes, diff, commit, discard, reconcile) share:
+// their options, the workspace they open, "latest" and path arguments, the
+// grouping of noise, and the audit records of what they decide.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cli/commands.h"
+#include "cli/output.h"
+#include "core/unique_fd.h"
+#include "pulsebox/audit.h"
+#include "pulsebox/error.h"
+#include "pulsebox/secrets.h"
+#include "pulsebox/workspace.h"
+#include "workspace/review_groups.h"
+
+namespace pulsebox::cli::review {
+
+struct Options {
+  std::string workspace = ".";
+  std::vector<std::string> ids;    // TX, "latest" (and held ids for discard)
+  std::vector<std::string> paths;  // after "--", relative to the workspace
+  std::string policy_file;
+  std::string audit_log;
+  std::string audit_key;
+  bool json = false;
+  bool all = false;
+  bool stat = false;
+  bool name_only = false;
+  bool allow_secrets = false;
+  bool allow_system_dir = false;
+};
+
+// Runs `body` and turns library exceptions into one-line errors (exit 125).
+// (The library quotes the names of the sandbox's choosing in its messages.)
+template <class Body>
+int guarded(Body&& body) {
+  try {
+    return body();
+  } catch (const SandboxError& error) {
+    print_error(error.what());
+    return kExitUsage;
+  }
+}
+
+Workspace open_workspace(const Options& options);
+
+// The ids named, in order, each once: "latest" is the newest pending
+// transaction. Every one must exist (SandboxConfigError naming it); with
+// `allow_damaged`, one whose manifest cannot be read counts (discard).
+std::vector<std::string> resolve_ids(const Workspace& ws, const std::vector<std::string>& ids,
+                                     bool allow_damaged = false);
+
+// The path arguments checked and normalised ("./src/" -> "src"); a bad one
+// is a SandboxConfigError naming it.
+std::vector<std::string> checked_paths(const std::vector<std::string>& paths);
+// Whether a path argument selects `path`: itself or anything beneath it.
+bool selects(const std::vector<std::string>& filters, std::string_view path);
+// The filters that select nothing in `changes` (to name them in an error).
+std::vector<std::string> unmatched(const std::vector<std::string>& filters,
+                                   const std::vector<StagedChange>& changes);
+
+// Transactions whose manifest cannot be read (damaged), with why; an
+// unreadable transaction directory (permissions) throws SandboxError.
+std::vector<std::pair<std::string, std::string>> damaged_transactions(
+    const Workspace& ws, const std::vector<TransactionInfo>& listed);
+
+// The review groups of a transaction's paths (workspace/review_groups.h),
+// from the workspace's own .gitignore files.
+class Grouping {
+ public:
+  explicit Grouping(const Workspace& ws);
+  // Each change's group (nullopt: shown on its own), in the order given.
+  // A change holding a secret is never grouped.
+  std::vector<std::optional<workspace::ReviewGroup>> of(const TransactionInfo& info);
+  // Why a .gitignore could not be read, once each.
+  std::vector<std::string> take_warnings();
+
+ private:
+  core::UniqueFd root_;
+  const std::vector<StagedChange>* current_ = nullptr;  // the transaction being grouped
+  std::unique_ptr<workspace::ReviewGrouper> grouper_;
+  std::size_t warned_ = 0;
+};
+
+// Counts per group, in order of directory.
+std::map<workspace::ReviewGroup, std::size_t> count_groups(
+    const std::vector<std::optional<workspace::ReviewGroup>>& groups);
+
+// A transaction's diff split into its files' sections, by path (each path
+// of `changes` has at most one section); text that belongs to no known path
+// (never expected) is kept in `other`, so nothing is dropped.
+struct SplitDiff {
+  std::map<std::string, std::string> by_path;
+  std::string other;
+};
+SplitDiff split_diff(std::string_view diff, const std::vector<StagedChange>& changes);
+
+// Appends the review commands' records to the workspace's audit log (the
+// one `pulsebox run` writes, with the same key): who (uid, user name),
+// what (the ids, the paths) and the result. Opened before anything is
+// changed, so an action that cannot be audited is not done.
+class Audit {
+ public:
+  Audit(const Workspace& ws, const Options& options);
+  ~Audit();
+  void record(const std::string& action, const std::string& target, bool allowed,
+              const std::string& detail, const std::vector<std::string>& paths = {});
+
+ private:
+  SecretScrubber scrubber_;
+  std::unique_ptr<AuditLog> log_;
+  std::int64_t uid_;
+  std::string user_;
+};
+
+// JSON helpers: a name exactly (core::put_name), a list of names as
+// [{"path": ...}], and a document printed on one line.
+nlohmann::json path_object(const std::string& path);
+nlohmann::json path_list(const std::vector<std::string>& paths);
+void print_json(const nlohmann::json& document);
+
+}  // namespace pulsebox::cli::review

@@ -1,0 +1,375 @@
+// The review commands driven through the real CLI (issue #18 items 4 and 7):
+// diff [TX|latest] --stat/--name-only/--json/--all with paths; commit and
+// discard of several ids, latest and paths with --json; noise grouped for
+// review and still committed; audit records of commit, discard, reconcile.
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "helpers/cli_fixture.h"
+#include "helpers/cli_runner.h"
+#include "helpers/test_support.h"
+#include "pulsebox/workspace.h"
+
+namespace pulsebox {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using testing::read_file;
+using testing::read_lines;
+using testing::run_cli;
+using testing::write_file;
+
+class ReviewTest : public testing::CliFixture {
+ protected:
+  void SetUp() override {
+    CliFixture::SetUp();
+    if (IsSkipped()) return;
+    write_file(workspace_ / "a.txt", "one\n");
+    write_file(workspace_ / "sub/b.txt", "bee\n");
+  }
+
+  std::string w() const { return workspace_.path().string(); }
+  Workspace ws() const { return Workspace(workspace_.path()); }
+
+  // `pulsebox ARGS -w WORKSPACE [-- PATHS]`.
+  testing::CliRun cli(std::vector<std::string> args, const std::vector<std::string>& paths = {}) {
+    args.insert(args.begin() + 1, {"-w", w()});
+    if (!paths.empty()) {
+      args.push_back("--");
+      args.insert(args.end(), paths.begin(), paths.end());
+    }
+    return run_cli(args, "", cli_env());
+  }
+
+  std::vector<json> audit_records() const {
+    std::vector<json> out;
+    for (const auto& line : read_lines(workspace_ / ".agent/logs/audit.jsonl"))
+      out.push_back(json::parse(line));
+    return out;
+  }
+
+  void expect_audit_verifies() {
+    const auto verified = run_cli(
+        {"audit", "verify", (workspace_ / ".agent/logs/audit.jsonl").string()}, "", cli_env());
+    EXPECT_EQ(verified.exit_code, 0) << verified.out << verified.err;
+  }
+};
+
+TEST_F(ReviewTest, DiffDefaultsToLatestAndTakesPaths) {
+  auto w = ws();
+  const std::string older = w.create_transaction("older");
+  w.stage_write(older, "a.txt", "older\n");
+  const std::string newer = w.create_transaction("newer");
+  w.stage_write(newer, "a.txt", "newer\n");
+  w.stage_write(newer, "sub/b.txt", "bee2\n");
+
+  const auto latest = cli({"diff"});
+  EXPECT_EQ(latest.exit_code, 0) << latest.err;
+  EXPECT_NE(latest.out.find("+newer\n"), std::string::npos) << latest.out;
+  EXPECT_EQ(cli({"diff", "latest"}).out, latest.out);
+  EXPECT_NE(cli({"diff", older}).out.find("+older\n"), std::string::npos);
+
+  const auto only_sub = cli({"diff", newer}, {"./sub/"});
+  EXPECT_EQ(only_sub.exit_code, 0) << only_sub.err;
+  EXPECT_NE(only_sub.out.find("+bee2\n"), std::string::npos) << only_sub.out;
+  EXPECT_EQ(only_sub.out.find("a.txt"), std::string::npos) << only_sub.out;
+
+  const auto nothing = cli({"diff", newer}, {"elsewhere"});
+  EXPECT_EQ(nothing.exit_code, 125);
+  EXPECT_NE(nothing.err.find("elsewhere"), std::string::npos) << nothing.err;
+  const auto escaping = cli({"diff", newer}, {"../x"});
+  EXPECT_EQ(escaping.exit_code, 125);
+  EXPECT_NE(escaping.err.find("path argument ../x"), std::string::npos) << escaping.err;
+}
+
+TEST_F(ReviewTest, StatNameOnlyAndJsonShapes) {
+  auto w = ws();
+  const std::string tx = w.create_transaction("shapes");
+  w.stage_write(tx, "a.txt", "one\ntwo\nthree\n");
+  w.stage_write(tx, "bin.dat", std::string("\x00\x01\x02", 3));
+  w.stage_delete(tx, "sub/b.txt");
+
+  const auto stat = cli({"diff", "--stat", tx});
+  EXPECT_EQ(stat.exit_code, 0) << stat.err;
+  EXPECT_NE(stat.out.find(" modified a.txt     | +2 -0\n"), std::string::npos) << stat.out;
+  EXPECT_NE(stat.out.find(" added    bin.dat   | binary\n"), std::string::npos) << stat.out;
+  EXPECT_NE(stat.out.find(" deleted  sub/b.txt | +0 -1\n"), std::string::npos) << stat.out;
+  EXPECT_NE(stat.out.find(" 3 paths changed, 2 insertions(+), 1 deletion(-)\n"), std::string::npos)
+      << stat.out;
+
+  const auto names = cli({"diff", "--name-only", tx});
+  EXPECT_EQ(names.out, "a.txt\nbin.dat\nsub/b.txt\n");
+  EXPECT_EQ(cli({"diff", "--name-only", "--stat", tx}).exit_code, 125);
+
+  const json document = json::parse(cli({"diff", "--json", tx}).out);
+  EXPECT_EQ(document["id"], tx);
+  EXPECT_EQ(document["origin"], "shapes");
+  EXPECT_EQ(document["contains_secrets"], false);
+  ASSERT_EQ(document["paths"].size(), 3u);
+  const json& first = document["paths"][0];
+  for (const char* key :
+       {"path", "kind", "added_lines", "removed_lines", "binary", "group", "contains_secret"}) {
+    EXPECT_TRUE(first.contains(key)) << key << " in " << first.dump();
+  }
+  EXPECT_EQ(first["path"], "a.txt");
+  EXPECT_EQ(first["kind"], "modified");
+  EXPECT_EQ(first["added_lines"], 2);
+  EXPECT_EQ(first["removed_lines"], 0);
+  EXPECT_EQ(document["paths"][1]["binary"], true);
+  EXPECT_TRUE(first["group"].is_null());
+}
+
+TEST_F(ReviewTest, NoiseIsGroupedUnlessAllAndStillCommitted) {
+  write_file(workspace_ / ".gitignore", "build/\n*.log\n");
+  write_file(workspace_ / "lib/.gitignore", "gen/\n!keep.log\n");
+  auto w = ws();
+  const std::string tx = w.create_transaction("noisy");
+  w.stage_write(tx, "a.txt", "changed\n");
+  for (const char* dir :
+       {".venv", ".venv/lib", "src", "src/__pycache__", "build", "build/out", "lib/gen", "evil"})
+    w.stage_mkdir(tx, dir);
+  w.stage_write(tx, ".venv/pyvenv.cfg", "home = /usr/bin\n");
+  for (int i = 0; i < 5; ++i)
+    w.stage_write(tx, ".venv/lib/m" + std::to_string(i) + ".py", "x\n");
+  w.stage_write(tx, "src/__pycache__/m.pyc", "pyc");
+  w.stage_write(tx, "build/out/app", "elf");
+  w.stage_write(tx, "run.log", "log\n");
+  w.stage_write(tx, "lib/gen/x.c", "gen\n");
+  w.stage_write(tx, "lib/keep.log", "kept\n");  // re-included by the nested file
+  // The transaction's own .gitignore does not hide its paths: only the
+  // workspace's files are read.
+  w.stage_write(tx, "evil/.gitignore", "*\n");
+  w.stage_write(tx, "evil/payload.sh", "rm -rf ~\n");
+
+  const auto listed = cli({"changes"});
+  EXPECT_EQ(listed.exit_code, 0) << listed.err;
+  EXPECT_NE(listed.out.find("  8 cache paths under .venv/ (use --all)\n"), std::string::npos)
+      << listed.out;
+  EXPECT_NE(listed.out.find("  2 cache paths under src/__pycache__/ (use --all)\n"),
+            std::string::npos)
+      << listed.out;
+  EXPECT_NE(listed.out.find("3 ignored paths under build/ (use --all)"), std::string::npos);
+  EXPECT_NE(listed.out.find("  1 ignored path under ./ (use --all)\n"), std::string::npos);
+  EXPECT_NE(listed.out.find("2 ignored paths under lib/gen/ (use --all)"), std::string::npos);
+  EXPECT_NE(listed.out.find("lib/keep.log"), std::string::npos);
+  EXPECT_NE(listed.out.find("evil/payload.sh"), std::string::npos);
+  EXPECT_EQ(listed.out.find("m0.py"), std::string::npos) << listed.out;
+  EXPECT_NE(cli({"changes", "--all"}).out.find(".venv/lib/m0.py"), std::string::npos);
+
+  const auto names = cli({"diff", "--name-only", tx});
+  EXPECT_EQ(names.out.find(".venv"), std::string::npos) << names.out;
+  EXPECT_NE(names.err.find("8 cache paths under .venv/ (use --all)"), std::string::npos);
+  EXPECT_NE(cli({"diff", "--name-only", "--all", tx}).out.find(".venv/lib/m4.py"),
+            std::string::npos);
+
+  const auto diff = cli({"diff", tx});
+  // Before the first file, where `git apply` skips them.
+  ASSERT_NE(diff.out.find("8 cache paths under .venv/ (use --all)\n"), std::string::npos);
+  EXPECT_LT(diff.out.find("8 cache paths under .venv/ (use --all)\n"), diff.out.find("diff --git"))
+      << diff.out;
+  EXPECT_EQ(diff.out.find("b/.venv/lib/m0.py"), std::string::npos) << diff.out;
+  EXPECT_NE(diff.out.find("+changed\n"), std::string::npos);
+  EXPECT_NE(cli({"diff", "--all", tx}).out.find("b/.venv/lib/m0.py"), std::string::npos);
+  EXPECT_NE(cli({"diff", "--stat", tx}).out.find(" 8 cache paths under .venv/ (use --all)\n"),
+            std::string::npos);
+
+  const json document = json::parse(cli({"diff", "--json", tx}).out);
+  bool found = false;
+  for (const json& item : document["paths"]) {
+    if (item["path"] == ".venv/lib/m0.py") {
+      found = true;
+      EXPECT_EQ(item["group"]["directory"], ".venv/");
+      EXPECT_EQ(item["group"]["reason"], "cache");
+    }
+  }
+  EXPECT_TRUE(found) << "--json lists every path, with its group";
+
+  const auto committed = cli({"commit", tx});
+  EXPECT_EQ(committed.exit_code, 0) << committed.err;
+  EXPECT_EQ(read_file(workspace_ / ".venv/lib/m4.py"), "x\n");
+  EXPECT_EQ(read_file(workspace_ / "build/out/app"), "elf");
+  EXPECT_EQ(read_file(workspace_ / "lib/gen/x.c"), "gen\n");
+}
+
+TEST_F(ReviewTest, CommitSeveralIdsStopsAtTheFirstRefusal) {
+  auto w = ws();
+  const std::string first = w.create_transaction();
+  w.stage_write(first, "new.txt", "new\n");
+  const std::string second = w.create_transaction();
+  w.stage_write(second, "a.txt", "second\n");
+  const std::string third = w.create_transaction();
+  w.stage_write(third, "third.txt", "3\n");
+  write_file(workspace_ / "a.txt", "changed on the host\n");  // `second` now conflicts
+
+  const auto run = cli({"commit", "--json", first, second, third});
+  EXPECT_EQ(run.exit_code, 125);
+  const json document = json::parse(run.out);
+  EXPECT_EQ(document["ok"], false);
+  ASSERT_EQ(document["results"].size(), 3u);
+  EXPECT_EQ(document["results"][0]["id"], first);
+  EXPECT_EQ(document["results"][0]["status"], "committed");
+  EXPECT_EQ(document["results"][0]["paths"][0]["path"], "new.txt");
+  EXPECT_EQ(document["results"][1]["status"], "refused");
+  EXPECT_EQ(document["results"][1]["paths"][0]["path"], "a.txt");
+  EXPECT_NE(document["results"][1]["reason"].get<std::string>().find("a.txt"), std::string::npos);
+  EXPECT_EQ(document["results"][2]["status"], "not_attempted");
+  for (const json& result : document["results"]) {
+    for (const char* key : {"id", "status", "paths", "remaining", "reason"})
+      EXPECT_TRUE(result.contains(key)) << key;
+  }
+  EXPECT_TRUE(fs::exists(workspace_ / "new.txt"));
+  EXPECT_FALSE(fs::exists(workspace_ / "third.txt"));
+  EXPECT_EQ(read_file(workspace_ / "a.txt"), "changed on the host\n");
+
+  const auto text = cli({"commit", second, third});
+  EXPECT_EQ(text.exit_code, 125);
+  EXPECT_NE(text.err.find("commit " + second + " refused: "), std::string::npos) << text.err;
+  EXPECT_NE(text.err.find("a.txt"), std::string::npos) << text.err;
+  EXPECT_NE(text.err.find("not attempted: " + third), std::string::npos) << text.err;
+}
+
+TEST_F(ReviewTest, LatestAndDuplicateIds) {
+  auto w = ws();
+  const std::string older = w.create_transaction();
+  w.stage_write(older, "older.txt", "o\n");
+  const std::string newer = w.create_transaction();
+  w.stage_write(newer, "newer.txt", "n\n");
+
+  const auto committed = cli({"commit", "latest", newer});  // the same id twice: once
+  EXPECT_EQ(committed.exit_code, 0) << committed.err;
+  EXPECT_EQ(committed.out, "committed " + newer + ": 1 path\n  newer.txt\n");
+  const auto discarded = cli({"discard", "--json", "latest"});
+  EXPECT_EQ(discarded.exit_code, 0) << discarded.err;
+  EXPECT_EQ(json::parse(discarded.out)["results"][0]["id"], older);
+  EXPECT_EQ(json::parse(discarded.out)["results"][0]["status"], "discarded");
+  const auto none = cli({"commit", "latest"});
+  EXPECT_EQ(none.exit_code, 125);
+  EXPECT_NE(none.err.find("latest: no pending transactions"), std::string::npos) << none.err;
+  const auto missing = cli({"commit", "tx-nope"});
+  EXPECT_EQ(missing.exit_code, 125);
+  EXPECT_NE(missing.err.find("tx-nope"), std::string::npos);
+}
+
+TEST_F(ReviewTest, PartialCommitLeavesTheRestPending) {
+  auto w = ws();
+  const std::string tx = w.create_transaction();
+  w.stage_write(tx, "a.txt", "partial\n");
+  w.stage_write(tx, "sub/b.txt", "later\n");
+
+  const auto run = cli({"commit", "--json", tx}, {"a.txt"});
+  EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
+  EXPECT_EQ(read_file(workspace_ / "a.txt"), "partial\n");
+  EXPECT_EQ(read_file(workspace_ / "sub/b.txt"), "bee\n");
+  const json document = json::parse(run.out);
+  EXPECT_EQ(document["results"][0]["remaining"], 1);
+  EXPECT_EQ(cli({"diff", "--name-only", tx}).out, "sub/b.txt\n");
+  EXPECT_EQ(cli({"commit", tx}).exit_code, 0);
+  EXPECT_EQ(read_file(workspace_ / "sub/b.txt"), "later\n");
+}
+
+TEST_F(ReviewTest, PartialDiscardLeavesTheRestPending) {
+  auto w = ws();
+  const std::string tx = w.create_transaction();
+  w.stage_write(tx, "a.txt", "drop me\n");
+  w.stage_write(tx, "sub/b.txt", "keep me\n");
+
+  const auto run = cli({"discard", tx}, {"a.txt"});
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.out, "discarded " + tx + ": 1 path (1 still pending in " + tx + ")\n  a.txt\n");
+  EXPECT_EQ(cli({"diff", "--name-only", tx}).out, "sub/b.txt\n");
+  const auto unknown = cli({"discard", tx}, {"nope"});
+  EXPECT_EQ(unknown.exit_code, 125);
+  EXPECT_NE(unknown.err.find("path argument nope"), std::string::npos) << unknown.err;
+}
+
+TEST_F(ReviewTest, CommitDiscardAndReconcileAreAudited) {
+  auto w = ws();
+  const std::string good = w.create_transaction();
+  w.stage_write(good, "good.txt", "g\n");
+  const std::string conflicting = w.create_transaction();
+  w.stage_write(conflicting, "a.txt", "mine\n");
+  const std::string dropped = w.create_transaction();
+  w.stage_write(dropped, "dropped.txt", "d\n");
+  write_file(workspace_ / "a.txt", "host edit\n");
+
+  EXPECT_EQ(cli({"commit", good}).exit_code, 0);
+  EXPECT_EQ(cli({"commit", conflicting}).exit_code, 125);
+  EXPECT_EQ(cli({"discard", dropped}).exit_code, 0);
+  EXPECT_EQ(cli({"reconcile"}).exit_code, 0);
+
+  const std::string uid = std::to_string(::getuid());
+  std::vector<json> mine;
+  for (json& record : audit_records()) {
+    if (record.contains("uid")) mine.push_back(std::move(record));
+  }
+  ASSERT_EQ(mine.size(), 4u);
+  EXPECT_EQ(mine[0]["action"], "commit");
+  EXPECT_EQ(mine[0]["target"], good);
+  EXPECT_EQ(mine[0]["decision"], "allow");
+  EXPECT_EQ(mine[0]["paths"], "[\"good.txt\"]");
+  EXPECT_EQ(std::to_string(mine[0]["uid"].get<std::int64_t>()), uid);
+  EXPECT_FALSE(mine[0]["user"].get<std::string>().empty());
+  EXPECT_EQ(mine[1]["action"], "commit");
+  EXPECT_EQ(mine[1]["target"], conflicting);
+  EXPECT_EQ(mine[1]["decision"], "deny");
+  EXPECT_NE(mine[1]["detail"].get<std::string>().find("a.txt"), std::string::npos);
+  EXPECT_EQ(mine[2]["action"], "discard");
+  EXPECT_EQ(mine[2]["target"], dropped);
+  EXPECT_EQ(mine[2]["paths"], "[\"dropped.txt\"]");
+  EXPECT_EQ(mine[3]["action"], "reconcile");
+  expect_audit_verifies();
+}
+
+TEST_F(ReviewTest, DamagedTransactionsAreListedWithWhyAndCanBeDiscarded) {
+  auto w = ws();
+  const std::string tx = w.create_transaction();
+  w.stage_write(tx, "a.txt", "x\n");
+  write_file(workspace_ / ".agent/transactions" / tx / "manifest.json", "{not json");
+
+  const auto listed = cli({"changes"});
+  EXPECT_EQ(listed.exit_code, 0) << listed.err;
+  EXPECT_NE(listed.out.find(tx + "  damaged: "), std::string::npos) << listed.out;
+  const json document = json::parse(cli({"changes", "--json"}).out);
+  ASSERT_EQ(document.size(), 1u);
+  EXPECT_EQ(document[0]["status"], "damaged");
+  EXPECT_FALSE(document[0]["reason"].get<std::string>().empty());
+
+  const auto discarded = cli({"discard", tx});
+  EXPECT_EQ(discarded.exit_code, 0) << discarded.err;
+  EXPECT_FALSE(fs::exists(workspace_ / ".agent/transactions" / tx));
+}
+
+// A real run's change set (not staged by the test): a command writes a
+// cache and a source file; the review groups the cache.
+TEST_F(ReviewTest, ARunsCachesAreGroupedInItsReview) {
+  const auto run =
+      run_cli({"run", "--allow-weaker", "limits", "-w", w(), "--", "sh", "-c",
+               "mkdir -p pkg/__pycache__ && echo c > pkg/__pycache__/m.pyc && echo s > pkg/m.py"},
+              "", cli_env());
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const auto names = cli({"diff", "--name-only"});
+  EXPECT_EQ(names.exit_code, 0) << names.err;
+  EXPECT_EQ(names.out, "pkg\npkg/m.py\n");
+  EXPECT_NE(names.err.find("2 cache paths under pkg/__pycache__/ (use --all)"), std::string::npos)
+      << names.err;
+}
+
+// As an ordinary user, a transaction directory it cannot read is an error
+// naming it, never "no pending transactions" (root reads everything).
+TEST_F(ReviewTest, AnUnreadableTransactionDirectoryIsAnError) {
+  PULSEBOX_SKIP_UNLESS(::geteuid() != 0, "root can read a directory of mode 0");
+  auto w = ws();
+  w.stage_write(w.create_transaction(), "a.txt", "x\n");
+  const fs::path transactions = workspace_ / ".agent/transactions";
+  fs::permissions(transactions, fs::perms::none);
+  const auto listed = cli({"changes"});
+  fs::permissions(transactions, fs::perms::owner_all);
+  EXPECT_EQ(listed.exit_code, 125) << listed.out;
+  EXPECT_NE(listed.err.find(transactions.string()), std::string::npos) << listed.err;
+  EXPECT_NE(listed.err.find("Permission denied"), std::string::npos) << listed.err;
+}
+
+}  // namespace
+}  // namespace pulsebox
