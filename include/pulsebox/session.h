@@ -50,10 +50,10 @@ namespace pulsebox {
 
 struct SessionInfo {
   std::string name;
-  std::string created;    // UTC ISO 8601
-  std::string last_run;   // UTC ISO 8601 of the last run ("" before the first)
+  std::string created;   // UTC ISO 8601
+  std::string last_run;  // UTC ISO 8601 of the last run ("" before the first)
   std::uint64_t runs = 0;
-  std::int64_t base_stamp_ns = 0;  // the workspace's stamp when the session began
+  std::int64_t base_stamp_ns = 0;             // the workspace's stamp when the session began
   std::vector<std::filesystem::path> layers;  // top first
   // Set while the session's transaction is being committed: the next
   // operation on the session finishes (or undoes) it.
@@ -102,8 +102,8 @@ struct HeldChanges {
   std::string created;  // UTC ISO 8601
   std::string origin;   // the run and its command
   std::string reason;
-  std::vector<RefusedChange> refused;  // per path; empty when the whole set is held
-  std::filesystem::path location;      // the kept upper directory
+  std::vector<RefusedChange> refused;      // per path; empty when the whole set is held
+  std::filesystem::path location;          // the kept upper directory
   std::optional<std::string> transaction;  // the transaction holding the rest, if any
 };
 

@@ -12,6 +12,7 @@
 #include "core/byte_names.h"
 #include "core/text.h"
 #include "pulsebox/backend.h"
+#include "pulsebox/session.h"
 #include "pulsebox/workspace.h"
 
 namespace pulsebox::cli {
@@ -141,6 +142,34 @@ void print_transaction(const TransactionInfo& info,
   }
 }
 
+// Changes a run could not stage, kept on disk until discarded.
+nlohmann::json held_json(const HeldChanges& held) {
+  nlohmann::json out = {{"id", held.id},
+                        {"status", "held"},
+                        {"created", held.created},
+                        {"reason", held.reason},
+                        {"refused", refused_json(held.refused)},
+                        {"transaction", held.transaction ? nlohmann::json(*held.transaction)
+                                                         : nlohmann::json(nullptr)}};
+  core::put_name(out, "location", held.location.string());
+  core::put_name(out, "origin", held.origin);
+  return out;
+}
+
+void print_held(const HeldChanges& held, bool colour) {
+  std::cout << paint(held.id, Colour::Bold, colour) << "  " << held.created << "  "
+            << paint("held", Colour::Red, colour) << ": " << core::escape_for_terminal(held.reason);
+  if (!held.origin.empty()) std::cout << "  " << core::escape_for_terminal(held.origin);
+  std::cout << "\n";
+  for (const auto& item : held.refused) {
+    std::cout << "    " << core::quote_name(item.path) << ": "
+              << core::escape_for_terminal(item.reason) << "\n";
+  }
+  if (held.transaction) std::cout << "    the rest is in " << *held.transaction << "\n";
+  std::cout << "    kept in " << core::quote_name(held.location.string())
+            << " (drop with `pulsebox discard " << held.id << "`)\n";
+}
+
 int run_changes(const Options& options) {
   return review::guarded([&] {
     Workspace ws = review::open_workspace(options);
@@ -155,6 +184,7 @@ int run_changes(const Options& options) {
         damaged.emplace_back(info.id, info.damaged);
       }
     }
+    const std::vector<HeldChanges> held = list_held(ws);
     review::Grouping grouping(ws);
     std::vector<std::vector<std::optional<workspace::ReviewGroup>>> groups;
     for (const auto& info : transactions)
@@ -172,10 +202,12 @@ int run_changes(const Options& options) {
         core::put_name(item, "reason", why);
         out.push_back(std::move(item));
       }
+      for (const auto& entry : held)
+        out.push_back(held_json(entry));
       review::print_json(out);
       return kExitOk;
     }
-    if (transactions.empty() && damaged.empty()) {
+    if (transactions.empty() && damaged.empty() && held.empty()) {
       std::cout << "no pending transactions in " << ws.root().string() << "\n";
       return kExitOk;
     }
@@ -187,6 +219,8 @@ int run_changes(const Options& options) {
                 << ": " << core::escape_for_terminal(why) << " (only `pulsebox discard " << id
                 << "` can remove it)\n";
     }
+    for (const auto& entry : held)
+      print_held(entry, colour);
     return kExitOk;
   });
 }

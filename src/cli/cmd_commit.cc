@@ -11,6 +11,7 @@
 #include "cli/review.h"
 #include "core/byte_names.h"
 #include "core/text.h"
+#include "pulsebox/session.h"
 #include "pulsebox/workspace.h"
 
 namespace pulsebox::cli {
@@ -200,8 +201,10 @@ int run_discard(const Options& options) {
       [&](Workspace& ws, review::Audit& audit, const std::vector<std::string>& paths,
           Outcome& outcome) {
         if (outcome.id.rfind("held-", 0) == 0) {
-          throw SandboxConfigError(outcome.id +
-                                   ": discarding held changes is not part of this build yet");
+          discard_held(ws, outcome.id);
+          outcome.status = "discarded";
+          audit.record("discard", outcome.id, true, "discarded held changes");
+          return;
         }
         TransactionInfo info;
         try {

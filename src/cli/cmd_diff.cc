@@ -1,4 +1,4 @@
-// pulsebox diff [-w DIR] [TX|latest] [--stat|--name-only] [--json] [--all] [-- PATH...]
+// pulsebox diff [-w DIR] [TX|SESSION|latest] [--stat|--name-only] [--json] [--all] [-- PATH...]
 #include <unistd.h>
 
 #include <iostream>
@@ -9,6 +9,8 @@
 #include "cli/review.h"
 #include "core/byte_names.h"
 #include "core/text.h"
+#include "pulsebox/error.h"
+#include "pulsebox/session.h"
 #include "pulsebox/workspace.h"
 #include "workspace/diff.h"
 
@@ -34,6 +36,42 @@ void print_diff_text(const std::string& text) {
   }
 }
 
+// The review transaction of a session: made for the review, discarded after it.
+struct SessionReview {
+  SessionReview(Workspace& workspace, const std::string& name) : ws(workspace) {
+    ImportResult imported = session_transaction(ws, name);
+    transaction = imported.transaction;
+    refused = std::move(imported.refused);
+    for (const auto& item : refused) {
+      print_error("not committable: " + core::quote_name(item.path) + ": " + item.reason);
+    }
+  }
+  ~SessionReview() {
+    if (!transaction) return;
+    try {
+      ws.discard(*transaction);
+    } catch (const SandboxError&) {
+      // left pending: `pulsebox changes` lists it
+    }
+  }
+  SessionReview(const SessionReview&) = delete;
+  SessionReview& operator=(const SessionReview&) = delete;
+
+  nlohmann::json refused_json() const {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& item : refused) {
+      nlohmann::json entry = {{"reason", item.reason}};
+      core::put_name(entry, "path", item.path);
+      out.push_back(std::move(entry));
+    }
+    return out;
+  }
+
+  Workspace& ws;
+  std::optional<std::string> transaction;
+  std::vector<RefusedChange> refused;
+};
+
 }  // namespace
 
 int run_diff(const Options& options) {
@@ -42,10 +80,28 @@ int run_diff(const Options& options) {
       throw SandboxConfigError("--stat and --name-only: choose one");
     }
     Workspace ws = review::open_workspace(options);
+    // A session is reviewed as the transaction its commit would make, for
+    // the time of the review.
+    std::optional<SessionReview> session;
+    if (options.ids.size() == 1 && options.ids[0] != "latest" &&
+        !options.ids[0].starts_with("tx-")) {
+      session.emplace(ws, options.ids[0]);
+      if (!session->transaction) {
+        if (options.json) {
+          review::print_json({{"session", options.ids[0]},
+                              {"paths", nlohmann::json::array()},
+                              {"refused", session->refused_json()}});
+        } else {
+          std::cout << "session " << options.ids[0] << " changed nothing\n";
+        }
+        return kExitOk;
+      }
+    }
     const std::string id =
-        review::resolve_ids(ws,
-                            options.ids.empty() ? std::vector<std::string>{"latest"} : options.ids)
-            .front();
+        session ? *session->transaction
+                : review::resolve_ids(
+                      ws, options.ids.empty() ? std::vector<std::string>{"latest"} : options.ids)
+                      .front();
     const std::vector<std::string> paths = review::checked_paths(options.paths);
     const TransactionInfo info = ws.describe(id);
     if (const auto missing = review::unmatched(paths, info.changes); !missing.empty()) {

@@ -4,18 +4,20 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "audit/key.h"
 #include "cli/commands.h"
 #include "cli/output.h"
+#include "cli/review.h"
 #include "core/byte_names.h"
 #include "core/text.h"
 #include "pulsebox/audit.h"
 #include "pulsebox/error.h"
 #include "pulsebox/session.h"
 #include "pulsebox/workspace.h"
-#include "workspace/diff.h"
 
 namespace pulsebox::cli {
+
+int run_diff(const review::Options& options);
+
 namespace {
 
 struct SessionOptions {
@@ -27,6 +29,7 @@ struct SessionOptions {
   bool name_only = false;
   bool allow_secrets = false;
   bool allow_system_dir = false;
+  bool all = false;
 };
 
 using json = nlohmann::ordered_json;
@@ -57,20 +60,18 @@ json refused_json(const std::vector<RefusedChange>& refused) {
 }
 
 Workspace open_workspace(const SessionOptions& options) {
-  return Workspace(options.workspace, default_workspace_policy(), WorkspaceLimits{},
-                   options.allow_system_dir ? SystemDirectoryUse::Allow
-                                            : SystemDirectoryUse::Refuse);
+  return Workspace(
+      options.workspace, default_workspace_policy(), WorkspaceLimits{},
+      options.allow_system_dir ? SystemDirectoryUse::Allow : SystemDirectoryUse::Refuse);
 }
 
-// The CLI's session decisions go to the workspace's audit log, as a run's do.
-void audit(const Workspace& ws, const std::string& action, const std::string& name,
-           const std::string& decision, const std::string& detail) {
-  AuditLog log(ws.agent_dir() / "logs" / "audit.jsonl", nullptr,
-               AuditLog::Options{.key = default_audit_key_location()});
-  log.record({.action = action,
-              .target = name,
-              .decision = decision,
-              .detail = detail + " (by uid " + std::to_string(::getuid()) + ")"});
+// The CLI's session decisions go to the workspace's audit log, as the
+// review commands' do; it is opened before anything changes.
+review::Audit open_audit(const Workspace& ws, const SessionOptions& options) {
+  review::Options audit_options;
+  audit_options.workspace = options.workspace;
+  audit_options.allow_system_dir = options.allow_system_dir;
+  return review::Audit(ws, audit_options);
 }
 
 template <class Body>
@@ -150,93 +151,26 @@ int run_show(const SessionOptions& options) {
   });
 }
 
-int run_diff(const SessionOptions& options) {
-  return guarded([&] {
-    Workspace ws = open_workspace(options);
-    ImportResult imported = session_transaction(ws, options.name);
-    if (!imported.transaction) {
-      if (options.json) {
-        print_json({{"session", options.name},
-                    {"changes", json::array()},
-                    {"refused", refused_json(imported.refused)}});
-      } else {
-        std::cout << "session " << options.name << " changed nothing\n";
-      }
-      return kExitOk;
-    }
-    const std::string tx = *imported.transaction;
-    // The review transaction is temporary: it goes whatever happens here.
-    struct Discard {
-      Workspace& ws;
-      std::string tx;
-      ~Discard() {
-        try {
-          ws.discard(tx);
-        } catch (const SandboxError&) {
-        }
-      }
-    } discard{ws, tx};
-    if (options.json || options.stat || options.name_only) {
-      const auto stats = ws.diff_stat(tx, options.paths);
-      if (options.json) {
-        json items = json::array();
-        for (const auto& stat : stats) {
-          json item = {{"kind", std::string(to_string(stat.kind))},
-                       {"added_lines", stat.added_lines},
-                       {"removed_lines", stat.removed_lines},
-                       {"binary", stat.binary}};
-          core::put_name(item, "path", stat.path);
-          items.push_back(std::move(item));
-        }
-        print_json({{"session", options.name},
-                    {"changes", std::move(items)},
-                    {"refused", refused_json(imported.refused)}});
-        return kExitOk;
-      }
-      for (const auto& stat : stats) {
-        std::cout << core::quote_name(stat.path);
-        if (options.stat) {
-          if (stat.binary) {
-            std::cout << " | binary";
-          } else {
-            std::cout << " | +" << stat.added_lines << " -" << stat.removed_lines;
-          }
-        }
-        std::cout << "\n";
-      }
-      return kExitOk;
-    }
-    DiffOptions diff_options;
-    diff_options.colour = stdout_is_colour_terminal();
-    diff_options.paths = options.paths;
-    const std::string diff = ws.diff(tx, diff_options);
-    std::cout << (::isatty(STDOUT_FILENO) == 1 ? workspace::escape_diff_for_terminal(diff) : diff);
-    for (const auto& item : imported.refused) {
-      std::cerr << "pulsebox: not committable: " << core::quote_name(item.path) << ": "
-                << item.reason << "\n";
-    }
-    return kExitOk;
-  });
-}
-
 int run_commit(const SessionOptions& options) {
   return guarded([&] {
     Workspace ws = open_workspace(options);
     CommitOptions commit;
     commit.allow_secrets = options.allow_secrets;
+    review::Audit audit = open_audit(ws, options);
     SessionCommitResult result;
     try {
       result = commit_session(ws, options.name, commit);
     } catch (const SandboxError& error) {
-      audit(ws, "session-commit", options.name, "deny", error.what());
+      audit.record("session-commit", options.name, false, error.what());
       throw;
     }
-    audit(ws, "session-commit", options.name, result.refused.empty() ? "allow" : "partial",
-          std::to_string(result.committed.size()) + " paths committed" +
-              (result.transaction ? " as " + *result.transaction : "") +
-              (result.refused.empty()
-                   ? ""
-                   : "; " + std::to_string(result.refused.size()) + " refused, kept in the session"));
+    audit.record("session-commit", options.name, result.refused.empty(),
+                 std::to_string(result.committed.size()) + " paths committed" +
+                     (result.transaction ? " as " + *result.transaction : "") +
+                     (result.refused.empty() ? ""
+                                             : "; " + std::to_string(result.refused.size()) +
+                                                   " refused, kept in the session"),
+                 result.committed);
     if (options.json) {
       json committed = json::array();
       for (const auto& path : result.committed) {
@@ -267,8 +201,9 @@ int run_commit(const SessionOptions& options) {
 int run_discard(const SessionOptions& options) {
   return guarded([&] {
     Workspace ws = open_workspace(options);
+    review::Audit audit = open_audit(ws, options);
     discard_session(ws, options.name);
-    audit(ws, "session-discard", options.name, "allow", "discarded the session");
+    audit.record("session-discard", options.name, true, "discarded the session");
     if (options.json) {
       print_json({{"session", options.name}, {"discarded", true}});
     } else {
@@ -305,7 +240,20 @@ void register_session_commands(CLI::App& app, int& exit_code) {
   diff->add_flag("--stat", options->stat, "Lines added and removed per path");
   diff->add_flag("--name-only", options->name_only, "Only the changed paths");
   diff->add_option("paths", options->paths, "Only these paths (and beneath)");
-  diff->callback([options, &exit_code] { exit_code = run_diff(*options); });
+  diff->add_flag("--all", options->all, "Show generated noise too (ignored paths, caches)");
+  diff->callback([options, &exit_code] {
+    // The same review as `pulsebox diff NAME`.
+    review::Options review_options;
+    review_options.workspace = options->workspace;
+    review_options.allow_system_dir = options->allow_system_dir;
+    review_options.ids = {options->name};
+    review_options.paths = options->paths;
+    review_options.json = options->json;
+    review_options.stat = options->stat;
+    review_options.name_only = options->name_only;
+    review_options.all = options->all;
+    exit_code = run_diff(review_options);
+  });
 
   CLI::App* commit =
       session->add_subcommand("commit", "Commit the session's net changes atomically");

@@ -5,14 +5,15 @@
 #include <cstring>
 #include <filesystem>
 
+#include "audit/chain.h"
 #include "core/sandbox_home.h"
 #include "core/text.h"
 #include "core/trace.h"
 #include "pulsebox/error.h"
 #include "pulsebox/lifecycle.h"
 #include "pulsebox/sandbox.h"
-#include "audit/chain.h"
 #include "pulsebox/session.h"
+#include "workspace/layers.h"
 #include "workspace/safe_open.h"
 #include "workspace/session_store.h"
 
@@ -365,8 +366,8 @@ void Sandbox::import_changes(Run& run, ProcessResult& result) {
     for (const auto& item : imported.refused)
       refused.push_back({item.path, item.reason});
     hold_changes(run, result,
-                 std::to_string(refused.size()) +
-                     (refused.size() == 1 ? " path" : " paths") + " could not be staged",
+                 std::to_string(refused.size()) + (refused.size() == 1 ? " path" : " paths") +
+                     " could not be staged",
                  std::move(refused), imported.transaction);
   }
   if (!imported.transaction) return;
@@ -411,10 +412,10 @@ void Sandbox::add_to_session(Run& run, ProcessResult& result) {
   ChangesStatus& status = result.changes_status;
   auto added = run.session->add_run(*run.outcome.changes_dir);
   if (!added) {
-    hold_changes(run, result,
-                 "adding the run to session " + options_.session +
-                     " failed: " + added.error().to_string(),
-                 {}, std::nullopt);
+    hold_changes(
+        run, result,
+        "adding the run to session " + options_.session + " failed: " + added.error().to_string(),
+        {}, std::nullopt);
     return;
   }
   result.changes = std::move(added).value();
@@ -447,8 +448,9 @@ void Sandbox::hold_changes(Run& run, ProcessResult& result, const std::string& r
   std::string kept_detail;
   if (!kept) {
     kept_detail = "the " + run.backend_name + " backend cannot keep them: they are lost";
-  } else if (::rename(run.outcome.changes_dir->c_str(), (*kept / id).c_str()) != 0) {
-    kept_detail = "keeping them in " + (*kept / id).string() + " failed: " + std::strerror(errno);
+  } else if (auto moved = workspace::move_layer(*run.outcome.changes_dir, *kept / id); !moved) {
+    kept_detail =
+        "keeping them in " + (*kept / id).string() + " failed: " + moved.error().to_string();
   } else {
     HeldChanges held{.id = id,
                      .created = audit::utc_timestamp(),
@@ -463,7 +465,8 @@ void Sandbox::hold_changes(Run& run, ProcessResult& result, const std::string& r
       status.held_id = id;
       kept_detail = "kept as " + id + " in " + held.location.string();
     } catch (const SandboxError& error) {
-      kept_detail = "kept in " + held.location.string() + ", but recording it failed: " + error.what();
+      kept_detail =
+          "kept in " + held.location.string() + ", but recording it failed: " + error.what();
     }
   }
   status.detail += "; " + kept_detail;

@@ -49,8 +49,7 @@ std::string count_by_kind(const std::vector<Change>& changes) {
   return detail.empty() ? "nothing changed" : detail;
 }
 
-void print_summary(const ProcessResult& result, const std::string& workspace,
-                   const RunIo& io) {
+void print_summary(const ProcessResult& result, const std::string& workspace, const RunIo& io) {
   const bool colour = ::isatty(io.err_fd) == 1 && run_getenv(io, "NO_COLOR") == nullptr;
   std::ostringstream err;
   // One write at the end, to whichever stderr the run reports to.
@@ -106,8 +105,8 @@ void print_summary(const ProcessResult& result, const std::string& workspace,
         << "\n"
         << "pulsebox:   review: pulsebox session diff -w " << workspace << " " << *status.session
         << "\n"
-        << "pulsebox:   apply:  pulsebox session commit -w " << workspace << " "
-        << *status.session << "\n";
+        << "pulsebox:   apply:  pulsebox session commit -w " << workspace << " " << *status.session
+        << "\n";
     return;
   }
   if (!result.transaction_id) {

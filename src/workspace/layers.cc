@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
 
 #include "core/fs.h"
 #include "core/unique_fd.h"
@@ -148,6 +149,85 @@ core::Status merge_directory(int upper, int lower, const std::string& prefix, in
   return core::ok_status();
 }
 
+void copy_metadata(int fd, const struct stat& st, bool is_directory) {
+  if (::geteuid() == 0) ::fchown(fd, st.st_uid, st.st_gid);
+  ::fchmod(fd, st.st_mode & 07777);
+  if (is_directory && is_opaque_fd(fd)) return;  // set by the caller
+}
+
+core::Status copy_tree(int from_dir, int to_dir, const std::string& prefix, int depth) {
+  if (depth > kMaxDepth) {
+    return Error(ErrorKind::kResource, "session", prefix + ": directories nested too deeply");
+  }
+  for (const std::string& name : list_directory(from_dir)) {
+    const std::string path = prefix + name;
+    struct stat st {};
+    if (::fstatat(from_dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+      return Error::from_errno("session", "stat " + path);
+    }
+    const struct timespec times[2] = {st.st_atim, st.st_mtim};
+    if (S_ISDIR(st.st_mode)) {
+      if (::mkdirat(to_dir, name.c_str(), 0700) != 0) {
+        return Error::from_errno("session", "mkdir " + path);
+      }
+      UniqueFd source = open_dir_at(from_dir, name);
+      UniqueFd target = open_dir_at(to_dir, name);
+      if (!source || !target) return Error::from_errno("session", "open " + path);
+      PB_CHECK(copy_tree(source.get(), target.get(), path + "/", depth + 1));
+      if (is_opaque_fd(source.get()) && ::fsetxattr(target.get(), kOpaque, "y", 1, 0) != 0) {
+        return Error::from_errno("session", "marking " + path + " opaque");
+      }
+      copy_metadata(target.get(), st, true);
+      ::futimens(target.get(), times);
+      continue;
+    }
+    if (S_ISREG(st.st_mode)) {
+      UniqueFd source(::openat(from_dir, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+      UniqueFd target(::openat(to_dir, name.c_str(),
+                               O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+      if (!source || !target) return Error::from_errno("session", "copy " + path);
+      for (;;) {
+        const ssize_t n =
+            ::copy_file_range(source.get(), nullptr, target.get(), nullptr, 1 << 30, 0);
+        if (n == 0) break;
+        if (n < 0) {
+          if (errno == EINTR) continue;
+          if (errno != EXDEV && errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP) {
+            return Error::from_errno("session", "copy " + path);
+          }
+          char buffer[65536];
+          ssize_t got = 0;
+          while ((got = ::read(source.get(), buffer, sizeof buffer)) > 0) {
+            PB_CHECK(core::write_all(target.get(), {buffer, static_cast<std::size_t>(got)}, path));
+          }
+          if (got < 0) return Error::from_errno("session", "read " + path);
+          break;
+        }
+      }
+      copy_metadata(target.get(), st, false);
+      ::futimens(target.get(), times);
+      continue;
+    }
+    if (S_ISLNK(st.st_mode)) {
+      std::string link(PATH_MAX, '\0');
+      const ssize_t n = ::readlinkat(from_dir, name.c_str(), link.data(), link.size());
+      if (n < 0) return Error::from_errno("session", "readlink " + path);
+      link.resize(static_cast<std::size_t>(n));
+      if (::symlinkat(link.c_str(), to_dir, name.c_str()) != 0) {
+        return Error::from_errno("session", "symlink " + path);
+      }
+    } else if (::mknodat(to_dir, name.c_str(), st.st_mode & (S_IFMT | 0777), st.st_rdev) != 0) {
+      // Whiteouts and FIFOs can be made by anyone; a device only with
+      // CAP_MKNOD, and it is never committed anyway: say which.
+      return Error::from_errno("session", "recreating " + path);
+    }
+    if (::geteuid() == 0)
+      ::fchownat(to_dir, name.c_str(), st.st_uid, st.st_gid, AT_SYMLINK_NOFOLLOW);
+    ::utimensat(to_dir, name.c_str(), times, AT_SYMLINK_NOFOLLOW);
+  }
+  return core::ok_status();
+}
+
 struct LayerDescriber {
   const std::function<bool(const std::string&)>& exists_below;
   std::size_t max_entries;
@@ -253,6 +333,28 @@ bool exists_in_view(const std::vector<std::filesystem::path>& layers,
     }
   }
   return ask_layer(base, path) == LayerAnswer::Present;
+}
+
+core::Status move_layer(const std::filesystem::path& from, const std::filesystem::path& to) {
+  if (::rename(from.c_str(), to.c_str()) == 0) return core::ok_status();
+  if (errno != EXDEV)
+    return Error::from_errno("session", "moving " + from.string() + " to " + to.string());
+  PB_TRY(source, core::open_directory(from));
+  if (::mkdir(to.c_str(), 0700) != 0) return Error::from_errno("session", "mkdir " + to.string());
+  PB_TRY(target, core::open_directory(to));
+  auto copied = copy_tree(source.get(), target.get(), "", 0);
+  if (!copied) {
+    (void)remove_layer_tree(to);
+    return copied;
+  }
+  struct stat st {};
+  if (::fstat(source.get(), &st) == 0) {
+    if (is_opaque_fd(source.get())) ::fsetxattr(target.get(), kOpaque, "y", 1, 0);
+    copy_metadata(target.get(), st, true);
+    const struct timespec times[2] = {st.st_atim, st.st_mtim};
+    ::futimens(target.get(), times);
+  }
+  return core::ok_status();
 }
 
 core::Status remove_layer_tree(const std::filesystem::path& path) {

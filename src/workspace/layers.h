@@ -31,14 +31,21 @@ core::Status merge_layer(const std::filesystem::path& upper, const std::filesyst
 // a new directory is added (and what it holds). Copied-up files whose
 // content did not change show as modified: a session's net changes are
 // found at review, against the workspace.
-std::vector<Change> describe_layer(
-    const std::filesystem::path& layer,
-    const std::function<bool(const std::string& path)>& exists_below, std::size_t max_entries);
+std::vector<Change> describe_layer(const std::filesystem::path& layer,
+                                   const std::function<bool(const std::string& path)>& exists_below,
+                                   std::size_t max_entries);
 
 // Whether `path` (relative) exists in the view of `layers` (top first)
 // over `base`, honouring whiteouts and opaque directories.
 bool exists_in_view(const std::vector<std::filesystem::path>& layers,
                     const std::filesystem::path& base, const std::string& path);
+
+// Moves the directory `from` to `to` (which must not exist): a rename, or
+// where they are on different file systems (a run's changes on a tmpfs of
+// its own, --disk) a copy that keeps what a layer is made of: contents,
+// modes, times, symlinks, whiteouts, opaque directories, FIFOs, and as root
+// the owners. Never follows a symlink.
+core::Status move_layer(const std::filesystem::path& from, const std::filesystem::path& to);
 
 // Removes a directory tree written by a sandbox: never follows a symlink,
 // and makes directories the caller owns accessible before entering them

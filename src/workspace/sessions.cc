@@ -133,8 +133,8 @@ std::vector<fs::path> record_files(const fs::path& dir) {
       }
       return files;
     }
-    core::throw_error(
-        Error::from_errno("session", "reading " + dir.string()).with_kind(ErrorKind::kInvalidInput));
+    core::throw_error(Error::from_errno("session", "reading " + dir.string())
+                          .with_kind(ErrorKind::kInvalidInput));
   }
   std::error_code ec;
   for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator();
@@ -202,9 +202,9 @@ core::Result<OpenSession> OpenSession::open(Workspace& ws, const std::string& na
     return session;
   }
   if (!create_in) {
-    return Error(ErrorKind::kInvalidInput, "session",
-                 "no session \"" + name + "\" in " + ws.root().string() +
-                     " (see `pulsebox session list`)");
+    return Error(
+        ErrorKind::kInvalidInput, "session",
+        "no session \"" + name + "\" in " + ws.root().string() + " (see `pulsebox session list`)");
   }
   session.storage_ = *create_in / ("session-" + core::random_hex(12));
   if (::mkdir(session.storage_.c_str(), 0711) != 0) {
@@ -274,9 +274,8 @@ core::Status OpenSession::recover() {
 
 core::Result<std::vector<Change>> OpenSession::add_run(const fs::path& upper) {
   const fs::path layer = storage_ / std::to_string(next_layer_++);
-  if (::rename(upper.c_str(), layer.c_str()) != 0) {
-    return Error::from_errno("session", "keeping the run's changes in " + layer.string());
-  }
+  auto moved = move_layer(upper, layer);
+  if (!moved) return std::move(moved).error().with_context("keeping the run's changes");
   const std::vector<fs::path> below = info_.layers;
   const fs::path base = workspace_->root();
   auto changes = describe_layer(
@@ -340,8 +339,8 @@ std::vector<SessionInfo> list_sessions(const Workspace& ws) {
 }
 
 SessionInfo describe_session(const Workspace& ws, const std::string& name) {
-  auto session = core::value_or_throw(
-      OpenSession::open(const_cast<Workspace&>(ws), name, std::nullopt));
+  auto session =
+      core::value_or_throw(OpenSession::open(const_cast<Workspace&>(ws), name, std::nullopt));
   return session.info();
 }
 
@@ -368,8 +367,7 @@ SessionCommitResult commit_session(Workspace& ws, const std::string& name,
   ImportOptions from_session = import;
   from_session.origin = "session " + name;
   from_session.run_started = workspace::from_ns(session.info().base_stamp_ns);
-  ImportResult imported =
-      ws.import_overlay(session.info().layers.front(), ws.root(), from_session);
+  ImportResult imported = ws.import_overlay(session.info().layers.front(), ws.root(), from_session);
   result.refused = imported.refused;
   result.transaction = imported.transaction;
   if (!imported.transaction) {
@@ -432,9 +430,9 @@ void discard_held(const Workspace& ws, const std::string& id) {
   const auto file = ws.agent_dir() / "held" / (id + ".json");
   auto read = workspace::read_record(file);
   if (!read) {
-    throw SandboxConfigError("no held changes \"" + id + "\" (see `pulsebox changes`): " +
-                                 read.error().to_string(),
-                             0, "held");
+    throw SandboxConfigError(
+        "no held changes \"" + id + "\" (see `pulsebox changes`): " + read.error().to_string(), 0,
+        "held");
   }
   const nlohmann::json document = std::move(read).value();
   HeldChanges held;

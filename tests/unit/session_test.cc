@@ -10,6 +10,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <map>
 
 #include "helpers/test_support.h"
@@ -127,10 +128,13 @@ TEST_F(SessionStoreTest, LaterRunsBuildOnEarlierOnesAndTheSessionCommitsItsNetCh
 
   const SessionCommitResult committed = commit_session(ws, "s");
   EXPECT_TRUE(committed.refused.empty());
-  const std::map<std::string, std::string> expected = {
-      {"keep.txt", "f:changed\n"},  {"new.txt", "f:newer\n"}, {"dir", "d"},
-      {"dir/renamed.txt", "f:fresh\n"}, {"tree", "d"},        {"tree/a", "d"},
-      {"link", "l:../keep.txt"}};
+  const std::map<std::string, std::string> expected = {{"keep.txt", "f:changed\n"},
+                                                       {"new.txt", "f:newer\n"},
+                                                       {"dir", "d"},
+                                                       {"dir/renamed.txt", "f:fresh\n"},
+                                                       {"tree", "d"},
+                                                       {"tree/a", "d"},
+                                                       {"link", "l:../keep.txt"}};
   EXPECT_EQ(listing(ws_.path()), expected);
   EXPECT_TRUE(list_sessions(ws).empty());
   EXPECT_TRUE(ws.list_transactions().empty());
@@ -215,13 +219,15 @@ TEST_F(SessionStoreTest, ARecordPlantedInTheWorkspaceCannotNameAnotherDirectory)
   fs::create_directories(ws_ / ".agent/sessions");
   write_file(ws_ / ".agent/sessions/evil.json",
              R"({"name":"evil","created":"c","runs":1,"base_stamp_ns":0,"next_layer":1,)"
-             R"("storage":")" + victim.path().string() + R"(","layers":["0"]})");
+             R"("storage":")" +
+                 victim.path().string() + R"(","layers":["0"]})");
   EXPECT_THROW(discard_session(ws, "evil"), SandboxError);
   EXPECT_TRUE(fs::exists(victim / "precious"));
   fs::create_directories(ws_ / ".agent/held");
   write_file(ws_ / ".agent/held/held-x.json",
              R"({"id":"held-x","created":"c","origin":"o","reason":"r","refused":[],)"
-             R"("location":")" + victim.path().string() + R"("})");
+             R"("location":")" +
+                 victim.path().string() + R"("})");
   EXPECT_THROW(discard_held(ws, "held-x"), SandboxError);
   EXPECT_TRUE(fs::exists(victim / "precious"));
 }
