@@ -1,0 +1,321 @@
+// Sessions and a review loop that loses nothing, through the real CLI (as
+// root and, in tools/check, as an ordinary user):
+//  - a 50-run session (a venv, pip from a local wheel directory, a build, a
+//    rename, deletions) reviewed once and committed once gives byte for
+//    byte the workspace that committing after every run gives;
+//  - a session survives `reconcile` and goes on through the server;
+//  - changes that cannot be staged (a FIFO, a 60 MB file, a 17th pending
+//    transaction) are held, said in changes_status and by exit 123, listed
+//    by `changes`, and dropped only by `discard`;
+//  - `--changes commit` refused keeps the transaction and says so.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "helpers/cli_fixture.h"
+#include "helpers/cli_runner.h"
+#include "helpers/local_server.h"
+#include "helpers/test_support.h"
+
+namespace pulsebox {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+// Every path of a tree with what it is: type, mode, content or link target.
+std::map<std::string, std::string> tree_of(const fs::path& root) {
+  std::map<std::string, std::string> out;
+  for (auto it = fs::recursive_directory_iterator(root); it != fs::recursive_directory_iterator();
+       ++it) {
+    const std::string rel = fs::relative(it->path(), root).string();
+    if (rel == ".agent") {
+      it.disable_recursion_pending();
+      continue;
+    }
+    struct stat st {};
+    ::lstat(it->path().c_str(), &st);
+    const std::string mode = std::to_string(st.st_mode & 07777);
+    if (S_ISLNK(st.st_mode)) {
+      out[rel] = "l " + fs::read_symlink(it->path()).string();
+    } else if (S_ISDIR(st.st_mode)) {
+      out[rel] = "d " + mode;
+    } else {
+      out[rel] = "f " + mode + " " + testing::read_file(it->path());
+    }
+  }
+  return out;
+}
+
+// Copies a workspace as it is (the reference side of a comparison).
+void copy_tree(const fs::path& from, const fs::path& to) {
+  fs::copy(from, to, fs::copy_options::recursive | fs::copy_options::copy_symlinks);
+}
+
+class SessionTest : public testing::CliFixture {
+ protected:
+  std::vector<std::string> env(bool served = false) const {
+    auto e = cli_env(served);
+    // Byte-identical .pyc files on both sides of a comparison.
+    e.push_back("SOURCE_DATE_EPOCH=0");
+    return e;
+  }
+
+  testing::CliRun run(const fs::path& ws, const std::vector<std::string>& flags,
+                      const std::string& command, bool served = false) const {
+    std::vector<std::string> args = {"run", "--json", "--allow-weaker", "limits", "--timeout",
+                                     "120", "-w",     ws.string()};
+    args.insert(args.end(), flags.begin(), flags.end());
+    args.insert(args.end(), {"--env", "SOURCE_DATE_EPOCH=0", "--", "sh", "-c", command});
+    return testing::run_cli(args, "", env(served));
+  }
+
+  json run_json(const fs::path& ws, const std::vector<std::string>& flags,
+                const std::string& command, int expected_exit = 0, bool served = false) const {
+    const auto result = run(ws, flags, command, served);
+    EXPECT_EQ(result.exit_code, expected_exit) << command << "\n" << result.err;
+    try {
+      return json::parse(result.out);
+    } catch (const json::exception&) {
+      ADD_FAILURE() << "not JSON: " << result.out.substr(0, 2000) << "\n" << result.err;
+      return json::object();
+    }
+  }
+
+  testing::CliRun cli(const std::vector<std::string>& args) const {
+    return testing::run_cli(args, "", env());
+  }
+};
+
+// The fifty commands of the session: each builds on the ones before it.
+std::vector<std::string> fifty_commands() {
+  std::vector<std::string> commands = {
+      // A wheel, made deterministically (fixed zip times).
+      "mkdir -p wheels && python3 - <<'EOF'\n"
+      "import zipfile\n"
+      "files = {'demo/__init__.py': 'def hello():\\n    return \"hello from demo\"\\n',\n"
+      "         'demo-1.0.dist-info/METADATA': 'Metadata-Version: 2.1\\nName: demo\\nVersion: 1.0\\n',\n"
+      "         'demo-1.0.dist-info/WHEEL': 'Wheel-Version: 1.0\\nGenerator: test\\n"
+      "Root-Is-Purelib: true\\nTag: py3-none-any\\n'}\n"
+      "import hashlib, base64\n"
+      "record = ''\n"
+      "for name, text in files.items():\n"
+      "    digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b'=')\n"
+      "    record += f'{name},sha256={digest.decode()},{len(text)}\\n'\n"
+      "record += 'demo-1.0.dist-info/RECORD,,\\n'\n"
+      "files['demo-1.0.dist-info/RECORD'] = record\n"
+      "with zipfile.ZipFile('wheels/demo-1.0-py3-none-any.whl', 'w') as z:\n"
+      "    for name, text in files.items():\n"
+      "        z.writestr(zipfile.ZipInfo(name, (2020, 1, 1, 0, 0, 0)), text)\n"
+      "EOF",
+      "python3 -m venv .venv",
+      ".venv/bin/pip install --no-index --find-links wheels --no-compile -q demo",
+      ".venv/bin/python -c 'import demo; print(demo.hello())' > hello.txt",
+      "mkdir -p src && printf '#include <stdio.h>\\nint main(void){puts(\"built\");return 0;}\\n' "
+      "> src/main.c",
+      "printf 'app: src/main.c\\n\\tcc -o app src/main.c\\n' > Makefile",
+      "make -s",
+      "./app > built.txt",
+      "mv hello.txt greeting.txt",
+      "rm -r wheels",
+      "rm old/one.txt",
+      "rm -r old",
+      "mkdir old && echo reborn > old/new.txt",
+      "ln -s greeting.txt link-to-greeting",
+      "chmod 600 notes.txt",
+  };
+  for (int i = static_cast<int>(commands.size()); i < 49; ++i) {
+    commands.push_back("echo line " + std::to_string(i) + " >> log.txt && cat log.txt > /dev/null");
+  }
+  commands.push_back("test -x .venv/bin/python && test -f greeting.txt && rm log.txt && echo done > done.txt");
+  return commands;
+}
+
+TEST_F(SessionTest, FiftyRunsReviewedOnceMatchCommittingAfterEveryRun) {
+  testing::write_file(workspace_ / "notes.txt", "notes\n");
+  testing::write_file(workspace_ / "old/one.txt", "one\n");
+  testing::write_file(workspace_ / "old/two.txt", "two\n");
+  const fs::path reference = scratch_ / "reference";
+  copy_tree(workspace_.path(), reference);
+  const auto before = tree_of(workspace_.path());
+
+  const auto commands = fifty_commands();
+  ASSERT_EQ(commands.size(), 50u);
+  for (const std::string& command : commands) {
+    const json result = run_json(workspace_.path(), {"--session", "build"}, command);
+    ASSERT_EQ(result.value("exit_code", -1), 0) << command << "\n" << result.dump().substr(0, 3000);
+    ASSERT_EQ(result["changes_status"]["status"], "session") << command;
+  }
+  EXPECT_EQ(tree_of(workspace_.path()), before) << "a session run changed the workspace";
+
+  // One review: the session's net changes.
+  const auto list = cli({"session", "list", "--json", "-w", workspace_.path().string()});
+  ASSERT_EQ(list.exit_code, 0) << list.err;
+  const json sessions = json::parse(list.out);
+  ASSERT_EQ(sessions.size(), 1u);
+  EXPECT_EQ(sessions[0]["runs"], 50);
+  EXPECT_EQ(sessions[0]["layers"], 1) << "the session's layers were not merged";
+  const auto stat =
+      cli({"diff", "-w", workspace_.path().string(), "build", "--json", "--all"});
+  ASSERT_EQ(stat.exit_code, 0) << stat.err;
+  const json review = json::parse(stat.out);
+  std::set<std::string> reviewed;
+  for (const auto& item : review["paths"])
+    reviewed.insert(item["path"].get<std::string>());
+  for (const char* path : {"greeting.txt", "old/one.txt", "old/new.txt", "built.txt", "app",
+                           ".venv/pyvenv.cfg", "link-to-greeting", "notes.txt", "done.txt"}) {
+    EXPECT_TRUE(reviewed.count(path)) << path << " missing from the review";
+  }
+  EXPECT_FALSE(reviewed.count("log.txt")) << "a file made and deleted within the session";
+  EXPECT_FALSE(reviewed.count("wheels")) << "a directory made and deleted within the session";
+
+  // One commit.
+  const auto commit = cli({"session", "commit", "--json", "-w", workspace_.path().string(), "build"});
+  ASSERT_EQ(commit.exit_code, 0) << commit.out << commit.err;
+  EXPECT_TRUE(json::parse(commit.out)["session_ended"].get<bool>());
+
+  // The same commands, each committed after its run, on the copy.
+  for (const std::string& command : commands) {
+    const json result = run_json(reference, {"--changes", "commit"}, command);
+    ASSERT_EQ(result["changes_status"]["status"] == "committed" ||
+                  result["changes_status"]["status"] == "unchanged",
+              true)
+        << command << ": " << result["changes_status"].dump();
+  }
+  const auto session_tree = tree_of(workspace_.path());
+  const auto reference_tree = tree_of(reference);
+  EXPECT_EQ(session_tree.size(), reference_tree.size());
+  for (const auto& [path, what] : reference_tree) {
+    const auto found = session_tree.find(path);
+    if (found == session_tree.end()) {
+      ADD_FAILURE() << path << " missing after the session commit";
+    } else if (found->second != what) {
+      ADD_FAILURE() << path << " differs: " << found->second.substr(0, 200) << " vs "
+                    << what.substr(0, 200);
+    }
+  }
+  EXPECT_EQ(testing::read_file(workspace_ / "greeting.txt"), "hello from demo\n");
+  EXPECT_EQ(testing::read_file(workspace_ / "built.txt"), "built\n");
+}
+
+TEST_F(SessionTest, ASessionSurvivesReconcileAndGoesOnThroughTheServer) {
+  json result = run_json(workspace_.path(), {"--session", "s"}, "echo one > one.txt");
+  ASSERT_EQ(result["changes_status"]["status"], "session");
+  const auto reconcile = cli({"reconcile", "-w", workspace_.path().string()});
+  ASSERT_EQ(reconcile.exit_code, 0) << reconcile.err;
+  testing::LocalServer server;
+  ASSERT_EQ(server.start(binary_, env(true), state_ / "server.sock", scratch_ / "server.log"),
+            "");
+  result = run_json(workspace_.path(), {"--session", "s"}, "cat one.txt > two.txt",
+                    /*expected_exit=*/0, /*served=*/true);
+  EXPECT_EQ(server.served_runs(), 1) << server.log();
+  EXPECT_EQ(result["changes_status"]["status"], "session");
+  result = run_json(workspace_.path(), {"--session", "s"}, "cat two.txt");
+  EXPECT_EQ(result["stdout"], "one\n");
+  EXPECT_FALSE(fs::exists(workspace_ / "one.txt"));
+  const auto discard = cli({"session", "discard", "-w", workspace_.path().string(), "s"});
+  EXPECT_EQ(discard.exit_code, 0) << discard.err;
+  const auto list = cli({"session", "list", "--json", "-w", workspace_.path().string()});
+  EXPECT_EQ(json::parse(list.out).size(), 0u);
+}
+
+TEST_F(SessionTest, SessionFlagsAreChecked) {
+  auto result = run(workspace_.path(), {"--session", "../x"}, "true");
+  EXPECT_EQ(result.exit_code, 125);
+  EXPECT_NE(result.err.find("--session"), std::string::npos) << result.err;
+  result = run(workspace_.path(), {"--session", "s", "--changes", "commit"}, "true");
+  EXPECT_EQ(result.exit_code, 125);
+  EXPECT_NE(result.err.find("session commit"), std::string::npos) << result.err;
+  const auto missing = cli({"session", "commit", "-w", workspace_.path().string(), "nope"});
+  EXPECT_EQ(missing.exit_code, 125);
+  EXPECT_NE(missing.err.find("no session"), std::string::npos) << missing.err;
+}
+
+// The held entry of a run: listed by `changes`, its directory on disk.
+json held_entry(const json& listing, const std::string& id) {
+  for (const auto& item : listing) {
+    if (item.value("id", "") == id) return item;
+  }
+  return json();
+}
+
+TEST_F(SessionTest, AFifoIsHeldNotDroppedAndTheRestIsStaged) {
+  const json result = run_json(workspace_.path(), {}, "mkfifo pipe && echo ok > ok.txt",
+                               /*expected_exit=*/123);
+  const json& status = result["changes_status"];
+  ASSERT_EQ(status["status"], "held") << status.dump();
+  ASSERT_TRUE(status["held_id"].is_string()) << status.dump();
+  ASSERT_EQ(status["refused"].size(), 1u) << status.dump();
+  EXPECT_EQ(status["refused"][0]["path"], "pipe");
+  ASSERT_TRUE(result["transaction_id"].is_string()) << "the rest was not staged";
+
+  const auto changes = cli({"changes", "--json", "-w", workspace_.path().string()});
+  ASSERT_EQ(changes.exit_code, 0) << changes.err;
+  const json held = held_entry(json::parse(changes.out), status["held_id"]);
+  ASSERT_FALSE(held.is_null()) << changes.out;
+  EXPECT_EQ(held["status"], "held");
+  const fs::path location = held["location"].get<std::string>();
+  struct stat st {};
+  ASSERT_EQ(::lstat((location / "pipe").c_str(), &st), 0) << "the FIFO is not kept";
+  EXPECT_TRUE(S_ISFIFO(st.st_mode));
+
+  const auto discard =
+      cli({"discard", "-w", workspace_.path().string(), status["held_id"].get<std::string>()});
+  EXPECT_EQ(discard.exit_code, 0) << discard.err;
+  EXPECT_FALSE(fs::exists(location));
+  const auto after = cli({"changes", "--json", "-w", workspace_.path().string()});
+  EXPECT_TRUE(held_entry(json::parse(after.out), status["held_id"]).is_null());
+}
+
+TEST_F(SessionTest, AFileOverTheSizeLimitIsHeldWholeAndNamed) {
+  const json result = run_json(
+      workspace_.path(), {}, "head -c 62914560 /dev/zero > big.bin && echo small > small.txt",
+      /*expected_exit=*/123);
+  const json& status = result["changes_status"];
+  ASSERT_EQ(status["status"], "held") << status.dump();
+  ASSERT_EQ(status["refused"].size(), 1u) << status.dump();
+  EXPECT_EQ(status["refused"][0]["path"], "big.bin");
+  EXPECT_NE(status["refused"][0]["reason"].get<std::string>().find("limit"), std::string::npos);
+  const auto changes = cli({"changes", "--json", "-w", workspace_.path().string()});
+  const json held = held_entry(json::parse(changes.out), status["held_id"]);
+  ASSERT_FALSE(held.is_null()) << changes.out;
+  EXPECT_EQ(fs::file_size(fs::path(held["location"].get<std::string>()) / "big.bin"), 62914560u);
+}
+
+TEST_F(SessionTest, ASeventeenthPendingTransactionIsHeldWhole) {
+  for (int i = 0; i < 16; ++i) {
+    const json result = run_json(workspace_.path(), {}, "echo " + std::to_string(i) + " > f" +
+                                                            std::to_string(i));
+    ASSERT_EQ(result["changes_status"]["status"], "staged");
+  }
+  const json result = run_json(workspace_.path(), {}, "echo 16 > f16", /*expected_exit=*/123);
+  const json& status = result["changes_status"];
+  ASSERT_EQ(status["status"], "held") << status.dump();
+  EXPECT_NE(status["detail"].get<std::string>().find("open transactions"), std::string::npos)
+      << status.dump();
+  EXPECT_TRUE(result["transaction_id"].is_null());
+  const auto changes = cli({"changes", "--json", "-w", workspace_.path().string()});
+  const json held = held_entry(json::parse(changes.out), status["held_id"]);
+  ASSERT_FALSE(held.is_null()) << changes.out;
+  EXPECT_EQ(testing::read_file(fs::path(held["location"].get<std::string>()) / "f16"), "16\n");
+}
+
+TEST_F(SessionTest, ARefusedCommitAfterTheRunKeepsTheTransactionAndSaysSo) {
+  const json result =
+      run_json(workspace_.path(), {"--changes", "commit"},
+               "mkdir -p .vscode && echo '{}' > .vscode/tasks.json && echo fine > fine.txt",
+               /*expected_exit=*/123);
+  const json& status = result["changes_status"];
+  EXPECT_EQ(status["status"], "conflict") << status.dump();
+  ASSERT_TRUE(result["transaction_id"].is_string());
+  EXPECT_NE(status["detail"].get<std::string>().find(result["transaction_id"].get<std::string>()),
+            std::string::npos);
+  EXPECT_FALSE(fs::exists(workspace_ / "fine.txt"));
+  const auto changes = cli({"changes", "--json", "-w", workspace_.path().string()});
+  EXPECT_NE(changes.out.find(result["transaction_id"].get<std::string>()), std::string::npos);
+}
+
+}  // namespace
+}  // namespace pulsebox
