@@ -33,6 +33,22 @@ constexpr const char* kTempPrefix = ".pulsebox-tmp-";
 // A manifest takes a few hundred bytes per staged path.
 constexpr std::uint64_t kMaxTransactionFileBytes = core::kDefaultReadLimit;
 
+timespec to_timespec(std::int64_t ns) {
+  return {static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
+}
+
+// Sets the modification time of `name` in `dir` itself, never of what a
+// symlink points to.
+core::Status set_mtime_at(int dir, const std::string& name, std::int64_t mtime_ns,
+                          const std::string& path) {
+  if (mtime_ns == 0) return core::ok_status();
+  const timespec times[2] = {{0, UTIME_OMIT}, to_timespec(mtime_ns)};
+  if (::utimensat(dir, name.c_str(), times, AT_SYMLINK_NOFOLLOW) != 0 && errno != ENOENT) {
+    return Error::from_errno("workspace", "set the modification time of " + path);
+  }
+  return core::ok_status();
+}
+
 void failpoint(std::string_view step) {
   if (commit_failpoint) commit_failpoint(step);
 }
@@ -154,6 +170,18 @@ void adopt_owner(int dir, const std::string& name, const struct stat* replaced) 
 }
 
 }  // namespace
+
+bool beneath_new_directory(const Draft& draft, const std::string& path) {
+  for (std::size_t slash = path.find('/'); slash != std::string::npos;
+       slash = path.find('/', slash + 1)) {
+    const auto it = draft.entries.find(path.substr(0, slash));
+    if (it != draft.entries.end() && type_after(it->second) == NodeType::Directory &&
+        it->second.snapshot.type != NodeType::Directory) {
+      return true;
+    }
+  }
+  return false;
+}
 
 bool is_selected(const std::vector<std::string>& selected, const std::string& path) {
   if (selected.empty()) return true;
@@ -477,6 +505,8 @@ core::Status TransactionStore::stage(Draft& draft, Entry entry, std::string_view
   }
   if (auto it = draft.entries.find(entry.path); it != draft.entries.end()) {
     entry.snapshot = it->second.snapshot;  // the first snapshot is the one that counts
+  } else if (beneath_new_directory(draft, entry.path)) {
+    entry.snapshot = Snapshot{};
   } else {
     PB_TRY(root_fd, open_root());
     PB_TRY(snapshot, take_snapshot(root_fd.get(), entry.path));
@@ -489,9 +519,16 @@ core::Status TransactionStore::stage(Draft& draft, Entry entry, std::string_view
     UniqueFd fd(::open(blob_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
     if (!fd) return Error::from_errno("workspace", "create " + blob_path.string());
     PB_CHECK(core::write_all(fd.get(), bytes, blob_path.string()));
-    // The blob is renamed into place at commit, so it gets its final mode now.
+    // The blob is renamed into place at commit, so it gets its final mode
+    // and modification time now.
     if (::fchmod(fd.get(), entry.mode) != 0) {
       return Error::from_errno("workspace", "chmod " + blob_path.string());
+    }
+    if (entry.mtime_ns != 0) {
+      const timespec times[2] = {{0, UTIME_OMIT}, to_timespec(entry.mtime_ns)};
+      if (::futimens(fd.get(), times) != 0) {
+        return Error::from_errno("workspace", "set the time of " + blob_path.string());
+      }
     }
     entry.size = bytes.size();
   }
@@ -570,6 +607,10 @@ core::Status TransactionStore::apply(const Draft& draft, int root_fd,
         if (::symlinkat(entry.link_target.c_str(), dir, temp.c_str()) != 0) {
           return Error::from_errno("workspace", "symlink " + path);
         }
+        if (auto timed = set_mtime_at(dir, temp, entry.mtime_ns, path); !timed.ok()) {
+          ::unlinkat(dir, temp.c_str(), 0);
+          return timed;
+        }
         if (::renameat(dir, temp.c_str(), dir, name.c_str()) != 0) {
           const Error error = Error::from_errno("workspace", "rename into place: " + path);
           ::unlinkat(dir, temp.c_str(), 0);
@@ -609,6 +650,21 @@ core::Status TransactionStore::apply(const Draft& draft, int root_fd,
     }
     if (::fsync(dir->get()) != 0) return Error::from_errno("workspace", "fsync " + dir_path);
   }
+  // Directory times last, children before parents: every step above that
+  // adds or removes an entry in a directory moves its time.
+  for (auto it = draft.entries.rbegin(); it != draft.entries.rend(); ++it) {
+    const Entry& entry = it->second;
+    if (entry.mtime_ns == 0 || type_after(entry) != NodeType::Directory) continue;
+    std::string name;
+    auto parent = open_parent(root_fd, entry.path, &name);
+    if (!parent) continue;  // removed by a later step
+    struct stat st {};
+    if (::fstatat(parent->get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+        !S_ISDIR(st.st_mode)) {
+      continue;
+    }
+    PB_CHECK(set_mtime_at(parent->get(), name, entry.mtime_ns, entry.path));
+  }
   failpoint("directories synced");
   return core::ok_status();
 }
@@ -639,6 +695,9 @@ core::Result<std::vector<std::string>> TransactionStore::commit(const std::strin
   }
   std::vector<std::pair<std::string, std::string>> conflicts;  // path, why
   for (const auto& [path, entry] : draft.entries) {
+    // Beneath a directory that replaces a symlink or file: that entry's own
+    // check covers it, and looking the path up could follow the symlink.
+    if (beneath_new_directory(draft, path) && !entry.snapshot.exists()) continue;
     PB_TRY(now, take_snapshot(root_fd.get(), path));
     std::string why = describe_difference(entry.snapshot, now);
     if (!why.empty()) conflicts.emplace_back(path, std::move(why));

@@ -53,6 +53,12 @@ ChangeKind change_kind(const Entry& entry);
 // (a file if it had none), a delete leaves it absent.
 NodeType type_after(const Entry& entry);
 
+// Whether an ancestor of `path` is staged in `draft` as a directory that is
+// not one in the workspace (absent, a file, a symlink to anywhere): the path
+// has no state of its own there until commit, and nothing on the way may be
+// looked up (a replaced symlink may point outside the workspace).
+bool beneath_new_directory(const Draft& draft, const std::string& path);
+
 // Whether `path` is one of `selected` or beneath one (empty: everything).
 bool is_selected(const std::vector<std::string>& selected, const std::string& path);
 
