@@ -227,6 +227,7 @@ ImportResult import_into_new_transaction(TransactionStore& store,
                                          const ImportOptions& options, std::uint64_t max_file_bytes,
                                          bool full_copy) {
   const auto& run_started = options.run_started;
+  store.set_secrets(options.secrets);
   const std::string id = core::value_or_throw(store.create(options.origin));
   Draft draft = core::value_or_throw(store.load(id));
   auto imported =
@@ -324,6 +325,28 @@ workspace::DiffSide current_side(int root_fd, const Entry& entry, std::uint64_t 
   return side;
 }
 
+// The path as it was when first staged (Entry::base_blob, base_link), so a
+// diff shows the transaction's own change whatever was committed since;
+// nullopt when it was not kept.
+std::optional<workspace::DiffSide> base_side(const TransactionStore& store, const Draft& draft,
+                                             const Entry& entry, std::uint64_t limit) {
+  using workspace::NodeType;
+  workspace::DiffSide side;
+  side.exists = true;
+  side.mode = entry.snapshot.mode & 0777;
+  if (entry.snapshot.type == NodeType::Symlink && !entry.base_link.empty()) {
+    side.is_symlink = true;
+    side.content = entry.base_link;
+    return side;
+  }
+  if (entry.snapshot.type != NodeType::File || entry.base_blob.empty()) return std::nullopt;
+  auto bytes =
+      core::read_regular_file(store.tx_dir(draft.id) / "base" / entry.base_blob, limit, "base");
+  if (!bytes) return std::nullopt;
+  side.content = std::move(bytes).value();
+  return side;
+}
+
 std::string directory_diff(const std::string& path, const Entry& entry, bool colour) {
   auto bold = [&](const std::string& text) {
     return colour ? "\033[1m" + text + "\033[0m\n" : text + "\n";
@@ -371,22 +394,29 @@ EntrySides entry_sides(const TransactionStore& store, int root_fd, const Draft& 
   }
   workspace::DiffSide& before = sides.before;
   workspace::DiffSide& after = sides.after;
-  before = current_side(root_fd, entry, limit);
+  auto base = base_side(store, draft, entry, limit);
+  before = base ? std::move(*base) : current_side(root_fd, entry, limit);
   if (was_directory) before = {};  // a directory replaced by a file: show the file as new
   switch (entry.op) {
     case StagedOp::Write: {
       after.exists = true;
       after.mode = entry.mode;
-      auto bytes = core::read_regular_file(store.tx_dir(draft.id) / "blobs" / entry.blob, limit,
-                                           "staged file");
-      if (bytes) after.content = std::move(bytes).value();
+      // A change holding a secret is only ever shown redacted.
+      auto bytes = core::read_regular_file(
+          store.tx_dir(draft.id) / (entry.contains_secret ? "redacted" : "blobs") / entry.blob,
+          limit, "staged file");
+      if (bytes) {
+        after.content = std::move(bytes).value();
+      } else if (entry.contains_secret) {
+        after.content = "[content withheld: it holds a registered secret]\n";
+      }
       break;
     }
     case StagedOp::Symlink:
       after.exists = true;
       after.is_symlink = true;
       after.mode = 0777;
-      after.content = entry.link_target;
+      after.content = entry.contains_secret ? entry.redacted_link : entry.link_target;
       if (before.is_symlink) before.mode = 0777;
       break;
     case StagedOp::Chmod:
@@ -478,13 +508,12 @@ std::vector<DiffStat> Workspace::diff_stat(const std::string& tx,
 
 std::vector<std::string> Workspace::commit(const std::string& tx, const CommitOptions& options) {
   auto store = store_for(*this, policy_, limits_);
+  store.allow_secrets(options.allow_secrets);
+  std::vector<std::string> selected;
   if (!options.paths.empty()) {
-    const Draft draft = core::value_or_throw(store.load(tx));
-    (void)checked_selection(draft, options.paths);
-    core::throw_error(Error(ErrorKind::kInvalidInput, "workspace",
-                            "committing only some paths is not supported yet"));
+    selected = checked_selection(core::value_or_throw(store.load(tx)), options.paths);
   }
-  return core::value_or_throw(store.commit(tx));
+  return core::value_or_throw(store.commit(tx, selected));
 }
 
 void Workspace::discard(const std::string& tx) {

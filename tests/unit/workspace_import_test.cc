@@ -14,6 +14,7 @@
 
 #include "helpers/test_support.h"
 #include "pulsebox/error.h"
+#include "pulsebox/secrets.h"
 #include "pulsebox/workspace.h"
 
 namespace pulsebox {
@@ -276,6 +277,52 @@ TEST_F(WorkspaceImportTest, CommitKeepsTimesModesTargetsAndEmptyDirectories) {
   EXPECT_EQ(lstat_of(ws() / "pkg/empty").st_mode & 07777, 0700u);
   EXPECT_EQ(mtime_ns(ws() / "pkg/empty"), kEmpty);
   EXPECT_EQ(mtime_ns(ws() / "pkg"), kDir);
+}
+
+// A command that writes a --secret value into a file: the change is
+// flagged, the diff shows it redacted, and commit refuses it unless allowed.
+TEST_F(WorkspaceImportTest, AChangeHoldingASecretIsFlaggedRedactedAndRefused) {
+  const std::string secret = "hunter2-token-value";
+  write_file(upper() / "config.env", "TOKEN=" + secret + "\n");
+  write_file(upper() / "encoded.txt", "aHVudGVyMi10b2tlbi12YWx1ZQ==\n");  // base64 of it
+  write_file(upper() / "clean.txt", "nothing here\n");
+  fs::create_symlink(secret, upper() / "link");
+  const SecretScrubber scrubber({secret});
+  Workspace workspace(ws());
+  const auto tx =
+      workspace.import_overlay(upper(), ws(), ImportOptions{.secrets = &scrubber}).transaction;
+  ASSERT_TRUE(tx.has_value());
+  const TransactionInfo info = workspace.describe(*tx);
+  EXPECT_TRUE(info.contains_secrets);
+  std::map<std::string, bool> flagged;
+  for (const auto& change : info.changes)
+    flagged[change.path] = change.contains_secret;
+  EXPECT_TRUE(flagged["config.env"]);
+  EXPECT_TRUE(flagged["encoded.txt"]);
+  EXPECT_TRUE(flagged["link"]);
+  EXPECT_FALSE(flagged["clean.txt"]);
+
+  const std::string diff = workspace.diff(*tx);
+  EXPECT_EQ(diff.find(secret), std::string::npos) << diff;
+  EXPECT_EQ(diff.find("aHVudGVyMi10b2tlbi12YWx1ZQ"), std::string::npos) << diff;
+  EXPECT_NE(diff.find("+TOKEN=[REDACTED_SECRET]"), std::string::npos) << diff;
+  EXPECT_NE(diff.find("+nothing here"), std::string::npos) << diff;
+
+  try {
+    (void)workspace.commit(*tx);
+    FAIL() << "committed a secret";
+  } catch (const SandboxSecurityError& error) {
+    const std::string what = error.what();
+    EXPECT_NE(what.find("config.env"), std::string::npos) << what;
+    EXPECT_NE(what.find("link"), std::string::npos) << what;
+    EXPECT_EQ(what.find("clean.txt"), std::string::npos) << what;
+    EXPECT_EQ(what.find(secret), std::string::npos) << what;
+  }
+  EXPECT_FALSE(fs::exists(ws() / "config.env"));
+  // The clean part may go alone; the rest with the user's explicit choice.
+  workspace.commit(*tx, CommitOptions{.paths = {"clean.txt"}, .allow_secrets = false});
+  workspace.commit(*tx, CommitOptions{.paths = {}, .allow_secrets = true});
+  EXPECT_EQ(read_file(ws() / "config.env"), "TOKEN=" + secret + "\n");
 }
 
 }  // namespace
