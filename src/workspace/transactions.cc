@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <climits>
+#include <cstring>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -289,18 +290,72 @@ core::Result<UniqueFd> TransactionStore::lock() const {
   return fd;  // closing it releases the lock
 }
 
+namespace {
+
+// A directory of .agent/ that cannot be read is an error naming it, never an
+// empty list (the user would believe nothing is pending).
+Error unreadable(const std::filesystem::path& path, int err) {
+  return Error(ErrorKind::kInvalidInput, "workspace",
+               "cannot read " + path.string() + ": " + std::strerror(err) +
+                   "; run pulsebox as the user who owns the workspace, or fix the permissions",
+               err);
+}
+
+}  // namespace
+
 core::Result<std::vector<std::string>> TransactionStore::list_ids() const {
   std::vector<std::string> ids;
-  std::error_code ec;
   const auto dir = root_ / ".agent" / "transactions";
-  if (!std::filesystem::is_directory(dir, ec)) return ids;
-  for (const auto& item : std::filesystem::directory_iterator(dir, ec)) {
-    if (std::filesystem::exists(item.path() / "manifest.json", ec)) {
-      ids.push_back(item.path().filename().string());
+  struct stat st {};
+  if (::lstat(dir.c_str(), &st) != 0) {
+    if (errno == ENOENT) return ids;
+    return unreadable(dir, errno);
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    return Error(ErrorKind::kSecurity, "workspace",
+                 dir.string() + " is not a directory (a symlink?); refusing to use it");
+  }
+  UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd) return unreadable(dir, errno);
+  for (const std::string& name : list_directory(fd.get())) {
+    struct stat manifest {};
+    const std::string file = name + "/manifest.json";
+    if (::fstatat(fd.get(), file.c_str(), &manifest, AT_SYMLINK_NOFOLLOW) == 0) {
+      ids.push_back(name);
+    } else if (errno != ENOENT) {
+      ids.push_back(name);  // there, but unreadable: listed as damaged by its load()
     }
   }
   std::sort(ids.begin(), ids.end());
   return ids;
+}
+
+core::Result<std::vector<std::string>> TransactionStore::decided_ids() const {
+  std::vector<std::string> ids;
+  const auto dir = root_ / ".agent" / "transactions";
+  UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd) {
+    if (errno == ENOENT) return ids;
+    return unreadable(dir, errno);
+  }
+  for (const std::string& name : list_directory(fd.get())) {
+    struct stat ready {};
+    const std::string file = name + "/READY";
+    if (::fstatat(fd.get(), file.c_str(), &ready, AT_SYMLINK_NOFOLLOW) == 0) ids.push_back(name);
+  }
+  return ids;
+}
+
+core::Result<std::vector<std::string>> TransactionStore::finish_decided() {
+  PB_TRY(decided, decided_ids());
+  if (decided.empty()) return decided;  // the common case: no lock taken
+  PB_TRY(lock_fd, lock());
+  PB_TRY(root_fd, open_root());
+  PB_TRY(still_decided, decided_ids());  // another process may have finished them
+  std::size_t temp_files = 0;
+  for (const std::string& id : still_decided)
+    PB_CHECK(replay(id, root_fd.get(), &temp_files));
+  return still_decided;
 }
 
 core::Result<std::string> TransactionStore::create(std::string origin) {
@@ -402,7 +457,10 @@ core::Status TransactionStore::save(const Draft& draft, std::string_view file) c
 
 core::Status TransactionStore::discard(const std::string& id) {
   PB_TRY(lock_fd, lock());
-  PB_TRY(draft, load(id));
+  // A damaged manifest is no reason to keep the transaction: that is how
+  // the user gets rid of it.
+  auto draft = load(id);
+  if (!draft && draft.error().kind() != ErrorKind::kRecovery) return std::move(draft).error();
   std::error_code ec;
   if (std::filesystem::exists(tx_dir(id) / "READY", ec)) {
     return Error(
@@ -800,6 +858,20 @@ std::vector<std::string> directories_above(const Draft& rest, const Draft& part)
   return out;
 }
 
+// Removes a fully committed transaction's directory in an order that a
+// crash at any point leaves either a replayable commit (READY and the log)
+// or nothing pending (no manifest): never the applied changes listed as
+// pending again.
+core::Status remove_committed(const std::filesystem::path& dir) {
+  std::error_code ec;
+  std::filesystem::remove(dir / "manifest.json", ec);
+  PB_CHECK(fsync_path(dir));
+  std::filesystem::remove(dir / "READY", ec);
+  std::filesystem::remove_all(dir, ec);
+  if (ec) return Error(ErrorKind::kIo, "workspace", "cannot remove " + dir.string(), ec.value());
+  return core::ok_status();
+}
+
 }  // namespace
 
 core::Result<std::vector<std::string>> TransactionStore::commit(
@@ -918,7 +990,7 @@ core::Result<std::vector<std::string>> TransactionStore::commit(
       committed.push_back(entry);
     PB_CHECK(finish_partial(id, refresh, committed, root_fd.get()));
   } else {
-    std::filesystem::remove_all(dir, ec);
+    PB_CHECK(remove_committed(dir));
   }
   failpoint("cleaned up");
   std::vector<std::string> changed;
@@ -948,9 +1020,46 @@ core::Status TransactionStore::finish_partial(const std::string& id,
   for (const Entry& entry : committed) {
     if (!entry.base_blob.empty()) std::filesystem::remove(dir / "base" / entry.base_blob, ec);
   }
-  std::filesystem::remove(dir / "wal.json", ec);
+  // READY before the log: a log without READY is dropped by reconcile, a
+  // READY without its log could never be replayed.
   std::filesystem::remove(dir / "READY", ec);
-  return fsync_path(dir);
+  PB_CHECK(fsync_path(dir));
+  std::filesystem::remove(dir / "wal.json", ec);
+  return core::ok_status();
+}
+
+core::Status TransactionStore::replay(const std::string& id, int root_fd,
+                                      std::size_t* temp_files_removed) {
+  const auto dir = tx_dir(id);
+  std::error_code ec;
+  PB_TRY(wal, read_json(dir / "wal.json"));
+  Draft draft;
+  draft.id = id;
+  std::vector<std::string> refresh;
+  try {
+    for (const auto& step : wal.at("steps")) {
+      Entry entry = entry_from_json(step);
+      if (const std::string problem = entry_problem(entry); !problem.empty())
+        return corrupt(dir / "wal.json", problem);
+      draft.entries[entry.path] = std::move(entry);
+    }
+    for (const auto& item : wal.value("refresh", json::array())) {
+      std::string path = core::get_name(item, "path");
+      if (auto checked = check_relative_path(path); !checked || *checked != path)
+        return corrupt(dir / "wal.json", "bad path " + core::quote_name(path));
+      refresh.push_back(std::move(path));
+    }
+  } catch (const json::exception& error) {
+    return corrupt(dir / "wal.json", error.what());
+  }
+  PB_CHECK(apply(draft, root_fd, temp_files_removed));
+  if (wal.value("partial", false)) {
+    std::vector<Entry> committed;
+    for (const auto& [path, entry] : draft.entries)
+      committed.push_back(entry);
+    return finish_partial(id, refresh, committed, root_fd);
+  }
+  return remove_committed(dir);
 }
 
 core::Result<Workspace::ReconcileReport> TransactionStore::reconcile() {
@@ -967,40 +1076,13 @@ core::Result<Workspace::ReconcileReport> TransactionStore::reconcile() {
     const bool ready = std::filesystem::exists(dir / "READY", ec);
     if (ready) {
       // Decided: replay the logged steps to the end.
-      PB_TRY(wal, read_json(dir / "wal.json"));
-      Draft draft;
-      draft.id = id;
-      std::vector<std::string> refresh;
-      try {
-        for (const auto& step : wal.at("steps")) {
-          Entry entry = entry_from_json(step);
-          if (const std::string problem = entry_problem(entry); !problem.empty())
-            return corrupt(dir / "wal.json", problem);
-          draft.entries[entry.path] = std::move(entry);
-        }
-        for (const auto& item : wal.value("refresh", json::array())) {
-          std::string path = core::get_name(item, "path");
-          if (auto checked = check_relative_path(path); !checked || *checked != path)
-            return corrupt(dir / "wal.json", "bad path " + core::quote_name(path));
-          refresh.push_back(std::move(path));
-        }
-      } catch (const json::exception& error) {
-        return corrupt(dir / "wal.json", error.what());
-      }
-      PB_CHECK(apply(draft, root_fd.get(), &report.removed_temp_files));
-      if (wal.value("partial", false)) {
-        std::vector<Entry> committed;
-        for (const auto& [path, entry] : draft.entries)
-          committed.push_back(entry);
-        PB_CHECK(finish_partial(id, refresh, committed, root_fd.get()));
-      } else {
-        std::filesystem::remove_all(dir, ec);
-      }
+      PB_CHECK(replay(id, root_fd.get(), &report.removed_temp_files));
       report.replayed.push_back(id);
       continue;
     }
     // Not decided: an interrupted commit rolls back to a pending transaction.
     std::filesystem::remove(dir / "wal.json", ec);
+    std::filesystem::remove(dir / "remaining.json", ec);
     if (!std::filesystem::exists(dir / "manifest.json", ec)) {
       std::filesystem::remove_all(dir, ec);  // staging that never completed
       report.removed_staging.push_back(id);

@@ -83,7 +83,11 @@ class TransactionStore {
   core::Status discard(const std::string& id);
   // Removes the selected entries (is_selected); the transaction when none is left.
   core::Status discard_entries(const std::string& id, const std::vector<std::string>& selected);
+  // Transactions with a manifest (or one that cannot be read: load() says why).
   core::Result<std::vector<std::string>> list_ids() const;
+  // Finishes every decided commit (READY present) under the lock, as
+  // reconcile() does; returns their ids. Cheap when there is none: no lock.
+  core::Result<std::vector<std::string>> finish_decided();
 
   // Adds `entry` to the draft (snapshotting the path the first time), writing
   // `bytes` to a blob for a Write. With check_policy, a DENY refuses it.
@@ -112,6 +116,9 @@ class TransactionStore {
  private:
   core::Result<core::UniqueFd> lock() const;
   core::Status apply(const Draft& draft, int root_fd, std::size_t* temp_files_removed);
+  core::Result<std::vector<std::string>> decided_ids() const;
+  // Replays a decided commit from its write-ahead log (the lock held).
+  core::Status replay(const std::string& id, int root_fd, std::size_t* temp_files_removed);
   // Keeps the base content of a file being staged for the first time.
   core::Status keep_base(Draft& draft, Entry& entry, int root_fd);
   // The end of a decided partial commit: remaining.json becomes the

@@ -50,6 +50,16 @@ TransactionStore store_for(const Workspace& ws, const ActionPolicy& policy,
   return TransactionStore(ws.root(), policy, limits);
 }
 
+// A commit that was decided (its READY marker written) but interrupted is
+// finished by the next operation that opens the workspace, not only by an
+// explicit reconcile(): until then the workspace is half committed.
+TransactionStore opened_store(const Workspace& ws, const ActionPolicy& policy,
+                              const WorkspaceLimits& limits) {
+  TransactionStore store(ws.root(), policy, limits);
+  (void)core::value_or_throw(store.finish_decided());
+  return store;
+}
+
 StagedChange describe_entry(const Entry& entry) {
   StagedChange change;
   change.path = entry.path;
@@ -133,7 +143,7 @@ Workspace::RunClock Workspace::stamp_now() const {
 }
 
 std::string Workspace::create_transaction(std::string origin) {
-  auto store = store_for(*this, policy_, limits_);
+  auto store = opened_store(*this, policy_, limits_);
   return core::value_or_throw(store.create(std::move(origin)));
 }
 
@@ -256,7 +266,7 @@ ImportResult Workspace::import_overlay(const std::filesystem::path& upper,
   // Most runs change nothing: an empty upper directory (with the lower
   // root's mode) needs no transaction to be made and thrown away.
   if (upper_is_unchanged(upper, lower)) return {};
-  auto store = store_for(*this, policy_, limits_);
+  auto store = opened_store(*this, policy_, limits_);
   return import_into_new_transaction(store, upper, lower, options, limits_.max_file_bytes, false);
 }
 
@@ -271,7 +281,7 @@ std::optional<std::string> Workspace::import_overlay(const std::filesystem::path
 
 ImportResult Workspace::import_copy(const std::filesystem::path& copy,
                                     const ImportOptions& options) {
-  auto store = store_for(*this, policy_, limits_);
+  auto store = opened_store(*this, policy_, limits_);
   return import_into_new_transaction(store, copy, root_, options, limits_.max_file_bytes, true);
 }
 
@@ -283,17 +293,25 @@ std::optional<std::string> Workspace::import_copy(const std::filesystem::path& c
 }
 
 std::vector<TransactionInfo> Workspace::list_transactions() const {
-  auto store = store_for(*this, policy_, limits_);
+  auto store = opened_store(*this, policy_, limits_);
   std::vector<TransactionInfo> out;
   for (const std::string& id : core::value_or_throw(store.list_ids())) {
     auto draft = store.load(id);
-    if (draft) out.push_back(describe_draft(store, *draft));
+    if (draft) {
+      out.push_back(describe_draft(store, *draft));
+      continue;
+    }
+    // Listed, never left out: the user must see it to discard it.
+    TransactionInfo damaged;
+    damaged.id = id;
+    damaged.damaged = draft.error().to_string();
+    out.push_back(std::move(damaged));
   }
   return out;
 }
 
 TransactionInfo Workspace::describe(const std::string& tx) const {
-  auto store = store_for(*this, policy_, limits_);
+  auto store = opened_store(*this, policy_, limits_);
   return describe_draft(store, core::value_or_throw(store.load(tx)));
 }
 
@@ -461,7 +479,7 @@ std::vector<std::string> checked_selection(const Draft& draft,
 }  // namespace
 
 std::string Workspace::diff(const std::string& tx, const DiffOptions& options) const {
-  auto store = store_for(*this, policy_, limits_);
+  auto store = opened_store(*this, policy_, limits_);
   const Draft draft = core::value_or_throw(store.load(tx));
   const std::vector<std::string> selected = checked_selection(draft, options.paths);
   const auto root_fd = core::value_or_throw(store.open_root());
@@ -483,7 +501,7 @@ std::string Workspace::diff(const std::string& tx, bool colour) const {
 
 std::vector<DiffStat> Workspace::diff_stat(const std::string& tx,
                                            const std::vector<std::string>& paths) const {
-  auto store = store_for(*this, policy_, limits_);
+  auto store = opened_store(*this, policy_, limits_);
   const Draft draft = core::value_or_throw(store.load(tx));
   const std::vector<std::string> selected = checked_selection(draft, paths);
   const auto root_fd = core::value_or_throw(store.open_root());
@@ -507,7 +525,7 @@ std::vector<DiffStat> Workspace::diff_stat(const std::string& tx,
 }
 
 std::vector<std::string> Workspace::commit(const std::string& tx, const CommitOptions& options) {
-  auto store = store_for(*this, policy_, limits_);
+  auto store = opened_store(*this, policy_, limits_);
   store.allow_secrets(options.allow_secrets);
   std::vector<std::string> selected;
   if (!options.paths.empty()) {
@@ -517,12 +535,12 @@ std::vector<std::string> Workspace::commit(const std::string& tx, const CommitOp
 }
 
 void Workspace::discard(const std::string& tx) {
-  auto store = store_for(*this, policy_, limits_);
+  auto store = opened_store(*this, policy_, limits_);
   core::check_or_throw(store.discard(tx));
 }
 
 void Workspace::discard(const std::string& tx, const std::vector<std::string>& paths) {
-  auto store = store_for(*this, policy_, limits_);
+  auto store = opened_store(*this, policy_, limits_);
   if (paths.empty()) {
     core::check_or_throw(store.discard(tx));
     return;
