@@ -41,9 +41,11 @@
 //     (temporary file, fsync, renameat) and the touched directories fsynced;
 //  5. the transaction directory is removed.
 // A crash at any instant leaves the old workspace (before the marker) or,
-// after reconcile(), the fully committed one (after it). reconcile() replays
-// decided commits, removes temporary files they left, and removes staging
-// directories that never became a complete transaction.
+// after recovery, the fully committed one (after it). Every operation that
+// opens the transactions (create, import, list, describe, diff, commit,
+// discard) first finishes decided commits; reconcile() does too, and also
+// removes temporary files they left and staging directories that never
+// became a complete transaction.
 //
 // Paths are resolved beneath the workspace (openat2 RESOLVE_BENEATH): a
 // symlink in the workspace can never make a commit write outside it.
@@ -235,8 +237,11 @@ class PULSEBOX_API Workspace {
   // layered on, normally this workspace) into a new transaction. Returns
   // nullopt when the upper directory holds no change. Whiteouts become
   // deletions, opaque directories delete the lower entries they hide. Device
-  // nodes, FIFOs, sockets and setuid/setgid files are refused
-  // (SandboxSecurityError), never applied.
+  // nodes, FIFOs, sockets and files over the per-file limit are left out
+  // (ImportResult::refused, TransactionInfo::refused), never applied; the
+  // rest is staged. setuid/setgid bits are dropped (a ChangeNote). Each
+  // change keeps the upper entry's modification time. Limits on the whole
+  // set (total bytes, open transactions) throw SandboxResourceError.
   // `run_started`: stamp_now() when the run began. A staged path the host
   // changed since (its ctime or mtime at or after it; for a directory the
   // entry removes, anything below it) is marked, and commit refuses it: the

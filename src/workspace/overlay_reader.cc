@@ -10,9 +10,14 @@
 //                           not have are deleted, at every depth
 //   symlink                 symlink (unless the lower has the same one)
 //   char device 0/0         a whiteout: delete
-//   any other device, FIFO, socket, setuid/setgid file: refused
+//   any other device, FIFO, socket, a file over the per-file limit: left
+//                           out and listed in Draft::refused; the rest is taken
+//   setuid/setgid file or directory: taken without those bits, with a note
+//   a file met again through another hard link: a separate copy, with a note
+// Each change keeps the upper entry's modification time (Entry::mtime_ns).
 // Directories are opened with O_NOFOLLOW at every level, so a symlink in the
-// upper directory is read as a symlink and never followed.
+// upper directory is read as a symlink and never followed; the lower one
+// likewise (a lower symlink replaced by a directory is never entered).
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -22,10 +27,12 @@
 
 #include <algorithm>
 #include <climits>
+#include <map>
 #include <set>
 
 #include "core/fs.h"
 #include "core/sha256.h"
+#include "core/text.h"
 #include "workspace/overlay_reader.h"
 #include "workspace/safe_open.h"
 #include "workspace/tree.h"
@@ -57,6 +64,10 @@ std::string describe_special(mode_t mode) {
   return "a special file";
 }
 
+std::int64_t mtime_of(const struct stat& st) {
+  return static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+}
+
 core::Result<std::string> read_link(int dirfd, const std::string& name) {
   std::string target(PATH_MAX, '\0');
   const ssize_t n = ::readlinkat(dirfd, name.c_str(), target.data(), target.size());
@@ -70,9 +81,28 @@ struct Walker {
   Draft& draft;
   std::uint64_t max_file_bytes;
   bool full_copy;  // the upper side is a whole copy
+  // Files with more than one link, by (device, inode): the first path met.
+  std::map<std::pair<dev_t, ino_t>, std::string> linked = {};
 
   core::Status stage(Entry entry, std::string_view bytes = {}) {
     return store.stage(draft, std::move(entry), bytes, /*check_policy=*/false);
+  }
+
+  core::Status refuse(const std::string& path, std::string reason) {
+    draft.refused.push_back({path, std::move(reason)});
+    return core::ok_status();
+  }
+
+  void note(const std::string& path, std::string text) {
+    draft.notes.push_back({path, std::move(text)});
+  }
+
+  void note_dropped_bits(const std::string& path, mode_t mode) {
+    if ((mode & (S_ISUID | S_ISGID)) != 0) {
+      note(path, "setuid/setgid bits dropped (committed with mode " +
+                     std::to_string((mode & 0777) / 64) + std::to_string((mode & 077) / 8) +
+                     std::to_string(mode & 07) + ")");
+    }
   }
 
   // `lower` is the matching lower directory or -1; `hidden` means the lower
@@ -122,13 +152,26 @@ struct Walker {
       return stage(std::move(entry));
     }
     if (S_ISREG(st.st_mode)) {
-      if ((st.st_mode & (S_ISUID | S_ISGID)) != 0) {
-        return Error(ErrorKind::kSecurity, "overlay",
-                     "refusing " + path + ": setuid/setgid files are never committed");
+      if (static_cast<std::uint64_t>(st.st_size) > max_file_bytes) {
+        return refuse(path, std::to_string(st.st_size) + " bytes, over the per-file limit of " +
+                                std::to_string(max_file_bytes));
       }
       UniqueFd fd(::openat(upper, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
       if (!fd) return Error::from_errno("overlay", "open " + path);
-      PB_TRY(bytes, core::read_all(fd.get(), max_file_bytes, path));
+      auto read = core::read_all(fd.get(), max_file_bytes, path);
+      if (!read && read.error().kind() == ErrorKind::kResource) {
+        return refuse(path, "grew over the per-file limit of " + std::to_string(max_file_bytes) +
+                                " bytes while it was read");
+      }
+      PB_TRY(bytes, std::move(read));
+      note_dropped_bits(path, st.st_mode);
+      if (st.st_nlink > 1) {
+        const auto [first, inserted] = linked.try_emplace({st.st_dev, st.st_ino}, path);
+        if (!inserted) {
+          note(path, "hard link to " + core::quote_name(first->second) +
+                         ": committed as a separate copy");
+        }
+      }
       const unsigned mode = st.st_mode & 0777;
       if (lower_exists && S_ISREG(below.st_mode) &&
           static_cast<std::uint64_t>(below.st_size) == bytes.size()) {
@@ -150,6 +193,7 @@ struct Walker {
       entry.path = path;
       entry.op = StagedOp::Write;
       entry.mode = mode;
+      entry.mtime_ns = mtime_of(st);
       return stage(std::move(entry), bytes);
     }
     if (S_ISLNK(st.st_mode)) {
@@ -162,6 +206,7 @@ struct Walker {
       entry.path = path;
       entry.op = StagedOp::Symlink;
       entry.link_target = std::move(target);
+      entry.mtime_ns = mtime_of(st);
       return stage(std::move(entry));
     }
     if (S_ISDIR(st.st_mode)) {
@@ -169,16 +214,16 @@ struct Walker {
           ::openat(upper, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
       if (!child) return Error::from_errno("overlay", "open directory " + path);
       const unsigned mode = st.st_mode & 0777;
-      if ((st.st_mode & (S_ISUID | S_ISGID)) != 0) {
-        return Error(ErrorKind::kSecurity, "overlay",
-                     "refusing " + path + ": setuid/setgid directories are never committed");
-      }
+      note_dropped_bits(path, st.st_mode);
+      // A lower symlink (or file) replaced by a directory: the directory is
+      // new, and nothing below it is looked up in the lower one.
       const bool lower_is_dir = lower_exists && S_ISDIR(below.st_mode);
       if (!lower_is_dir) {
         Entry entry;
         entry.path = path;
         entry.op = StagedOp::Mkdir;
         entry.mode = mode;
+        entry.mtime_ns = mtime_of(st);
         PB_CHECK(stage(std::move(entry)));
         return walk(child.get(), -1, false, path + "/", depth + 1);
       }
@@ -187,6 +232,7 @@ struct Walker {
         entry.path = path;
         entry.op = StagedOp::Chmod;
         entry.mode = mode;
+        entry.mtime_ns = mtime_of(st);
         PB_CHECK(stage(std::move(entry)));
       }
       UniqueFd lower_child(
@@ -195,9 +241,7 @@ struct Walker {
       return walk(child.get(), lower_child.get(), hidden || is_opaque(child.get()), path + "/",
                   depth + 1);
     }
-    return Error(ErrorKind::kSecurity, "overlay",
-                 "refusing " + path + ": " + describe_special(st.st_mode) +
-                     " cannot be committed to the workspace");
+    return refuse(path, describe_special(st.st_mode) + " cannot be committed to the workspace");
   }
 };
 

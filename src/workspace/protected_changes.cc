@@ -201,7 +201,13 @@ core::Result<std::optional<ProtectedChange>> find_protected_change(int root_fd, 
   using Found = std::optional<ProtectedChange>;
   if (auto match = match_protected_path(entry.path, type, holds))
     return Found(ProtectedChange{ProtectedChange::Via::kItself, entry.path, std::move(*match)});
-  PB_TRY(real, resolved_location(root_fd, entry.path));
+  // Beneath a symlink the transaction replaces by a directory, the path will
+  // not resolve through that symlink.
+  std::optional<std::string> real;
+  if (!beneath_new_directory(draft, entry.path)) {
+    PB_TRY(resolved, resolved_location(root_fd, entry.path));
+    real = std::move(resolved);
+  }
   if (real) {
     if (auto match = match_protected_path(*real, type, holds))
       return Found(ProtectedChange{ProtectedChange::Via::kResolves, *real, std::move(*match)});

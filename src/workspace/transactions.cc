@@ -3,8 +3,11 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <climits>
+#include <cstring>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -32,6 +35,22 @@ namespace {
 constexpr const char* kTempPrefix = ".pulsebox-tmp-";
 // A manifest takes a few hundred bytes per staged path.
 constexpr std::uint64_t kMaxTransactionFileBytes = core::kDefaultReadLimit;
+
+timespec to_timespec(std::int64_t ns) {
+  return {static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
+}
+
+// Sets the modification time of `name` in `dir` itself, never of what a
+// symlink points to.
+core::Status set_mtime_at(int dir, const std::string& name, std::int64_t mtime_ns,
+                          const std::string& path) {
+  if (mtime_ns == 0) return core::ok_status();
+  const timespec times[2] = {{0, UTIME_OMIT}, to_timespec(mtime_ns)};
+  if (::utimensat(dir, name.c_str(), times, AT_SYMLINK_NOFOLLOW) != 0 && errno != ENOENT) {
+    return Error::from_errno("workspace", "set the modification time of " + path);
+  }
+  return core::ok_status();
+}
 
 void failpoint(std::string_view step) {
   if (commit_failpoint) commit_failpoint(step);
@@ -83,6 +102,9 @@ json entry_to_json(const Entry& e) {
   j["mtime_ns"] = e.mtime_ns;
   j["contains_secret"] = e.contains_secret;
   j["snapshot"] = snapshot_to_json(e.snapshot);
+  if (!e.base_blob.empty()) j["base_blob"] = e.base_blob;
+  if (!e.base_link.empty()) core::put_name(j, "base_link", e.base_link);
+  if (!e.redacted_link.empty()) core::put_name(j, "redacted_link", e.redacted_link);
   return j;
 }
 
@@ -97,6 +119,9 @@ Entry entry_from_json(const json& j) {
   e.mtime_ns = j.value("mtime_ns", std::int64_t{0});
   e.contains_secret = j.value("contains_secret", false);
   e.snapshot = snapshot_from_json(j.at("snapshot"));
+  e.base_blob = j.value("base_blob", std::string());
+  if (j.contains("base_link")) e.base_link = core::get_name(j, "base_link");
+  if (j.contains("redacted_link")) e.redacted_link = core::get_name(j, "redacted_link");
   return e;
 }
 
@@ -112,6 +137,10 @@ std::string entry_problem(const Entry& entry) {
       !entry.blob.empty() && entry.blob.find_first_not_of("0123456789") == std::string::npos;
   if (entry.op == StagedOp::Write ? !digits : !entry.blob.empty()) {
     return "bad blob name for " + core::quote_name(entry.path);
+  }
+  if (!entry.base_blob.empty() &&
+      entry.base_blob.find_first_not_of("0123456789") != std::string::npos) {
+    return "bad base name for " + core::quote_name(entry.path);
   }
   return "";
 }
@@ -154,6 +183,18 @@ void adopt_owner(int dir, const std::string& name, const struct stat* replaced) 
 }
 
 }  // namespace
+
+bool beneath_new_directory(const Draft& draft, const std::string& path) {
+  for (std::size_t slash = path.find('/'); slash != std::string::npos;
+       slash = path.find('/', slash + 1)) {
+    const auto it = draft.entries.find(path.substr(0, slash));
+    if (it != draft.entries.end() && type_after(it->second) == NodeType::Directory &&
+        it->second.snapshot.type != NodeType::Directory) {
+      return true;
+    }
+  }
+  return false;
+}
 
 bool is_selected(const std::vector<std::string>& selected, const std::string& path) {
   if (selected.empty()) return true;
@@ -249,18 +290,72 @@ core::Result<UniqueFd> TransactionStore::lock() const {
   return fd;  // closing it releases the lock
 }
 
+namespace {
+
+// A directory of .agent/ that cannot be read is an error naming it, never an
+// empty list (the user would believe nothing is pending).
+Error unreadable(const std::filesystem::path& path, int err) {
+  return Error(ErrorKind::kInvalidInput, "workspace",
+               "cannot read " + path.string() + ": " + std::strerror(err) +
+                   "; run pulsebox as the user who owns the workspace, or fix the permissions",
+               err);
+}
+
+}  // namespace
+
 core::Result<std::vector<std::string>> TransactionStore::list_ids() const {
   std::vector<std::string> ids;
-  std::error_code ec;
   const auto dir = root_ / ".agent" / "transactions";
-  if (!std::filesystem::is_directory(dir, ec)) return ids;
-  for (const auto& item : std::filesystem::directory_iterator(dir, ec)) {
-    if (std::filesystem::exists(item.path() / "manifest.json", ec)) {
-      ids.push_back(item.path().filename().string());
+  struct stat st {};
+  if (::lstat(dir.c_str(), &st) != 0) {
+    if (errno == ENOENT) return ids;
+    return unreadable(dir, errno);
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    return Error(ErrorKind::kSecurity, "workspace",
+                 dir.string() + " is not a directory (a symlink?); refusing to use it");
+  }
+  UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd) return unreadable(dir, errno);
+  for (const std::string& name : list_directory(fd.get())) {
+    struct stat manifest {};
+    const std::string file = name + "/manifest.json";
+    if (::fstatat(fd.get(), file.c_str(), &manifest, AT_SYMLINK_NOFOLLOW) == 0) {
+      ids.push_back(name);
+    } else if (errno != ENOENT) {
+      ids.push_back(name);  // there, but unreadable: listed as damaged by its load()
     }
   }
   std::sort(ids.begin(), ids.end());
   return ids;
+}
+
+core::Result<std::vector<std::string>> TransactionStore::decided_ids() const {
+  std::vector<std::string> ids;
+  const auto dir = root_ / ".agent" / "transactions";
+  UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd) {
+    if (errno == ENOENT) return ids;
+    return unreadable(dir, errno);
+  }
+  for (const std::string& name : list_directory(fd.get())) {
+    struct stat ready {};
+    const std::string file = name + "/READY";
+    if (::fstatat(fd.get(), file.c_str(), &ready, AT_SYMLINK_NOFOLLOW) == 0) ids.push_back(name);
+  }
+  return ids;
+}
+
+core::Result<std::vector<std::string>> TransactionStore::finish_decided() {
+  PB_TRY(decided, decided_ids());
+  if (decided.empty()) return decided;  // the common case: no lock taken
+  PB_TRY(lock_fd, lock());
+  PB_TRY(root_fd, open_root());
+  PB_TRY(still_decided, decided_ids());  // another process may have finished them
+  std::size_t temp_files = 0;
+  for (const std::string& id : still_decided)
+    PB_CHECK(replay(id, root_fd.get(), &temp_files));
+  return still_decided;
 }
 
 core::Result<std::string> TransactionStore::create(std::string origin) {
@@ -292,11 +387,11 @@ core::Result<std::string> TransactionStore::create(std::string origin) {
   return draft.id;
 }
 
-core::Result<Draft> TransactionStore::load(const std::string& id) const {
+core::Result<Draft> TransactionStore::load(const std::string& id, std::string_view file) const {
   if (id.empty() || id.find('/') != std::string::npos || id.front() == '.') {
     return Error(ErrorKind::kInvalidInput, "workspace", "\"" + id + "\" is not a transaction id");
   }
-  const auto manifest = tx_dir(id) / "manifest.json";
+  const auto manifest = tx_dir(id) / file;
   std::error_code ec;
   if (!std::filesystem::exists(manifest, ec)) {
     return Error(
@@ -315,6 +410,7 @@ core::Result<Draft> TransactionStore::load(const std::string& id) const {
       if (const std::string problem = entry_problem(entry); !problem.empty())
         return corrupt(manifest, problem);
       draft.total_bytes += entry.size;
+      if (!entry.base_blob.empty()) draft.base_bytes += entry.snapshot.size;
       draft.entries[entry.path] = std::move(entry);
     }
     for (const auto& item : document.value("refused", json::array()))
@@ -328,7 +424,7 @@ core::Result<Draft> TransactionStore::load(const std::string& id) const {
   return draft;
 }
 
-core::Status TransactionStore::save(const Draft& draft) const {
+core::Status TransactionStore::save(const Draft& draft, std::string_view file) const {
   json entries = json::array();
   for (const auto& [path, entry] : draft.entries)
     entries.push_back(entry_to_json(entry));
@@ -356,12 +452,15 @@ core::Status TransactionStore::save(const Draft& draft) const {
   document["notes"] = std::move(notes);
   // Every string is valid UTF-8 (names go through core::put_name): a
   // replacement here would change a name.
-  return core::write_file_atomic(tx_dir(draft.id) / "manifest.json", document.dump(1), 0600);
+  return core::write_file_atomic(tx_dir(draft.id) / file, document.dump(1), 0600);
 }
 
 core::Status TransactionStore::discard(const std::string& id) {
   PB_TRY(lock_fd, lock());
-  PB_TRY(draft, load(id));
+  // A damaged manifest is no reason to keep the transaction: that is how
+  // the user gets rid of it.
+  auto draft = load(id);
+  if (!draft && draft.error().kind() != ErrorKind::kRecovery) return std::move(draft).error();
   std::error_code ec;
   if (std::filesystem::exists(tx_dir(id) / "READY", ec)) {
     return Error(
@@ -389,7 +488,8 @@ core::Status TransactionStore::discard_entries(const std::string& id,
       ++it;
       continue;
     }
-    if (!it->second.blob.empty()) blobs.push_back(it->second.blob);
+    if (!it->second.blob.empty()) blobs.push_back("blobs/" + it->second.blob);
+    if (!it->second.base_blob.empty()) blobs.push_back("base/" + it->second.base_blob);
     draft.total_bytes -= it->second.size;
     it = draft.entries.erase(it);
   }
@@ -402,7 +502,7 @@ core::Status TransactionStore::discard_entries(const std::string& id,
   // The manifest first: a blob it no longer names is only wasted space.
   PB_CHECK(save(draft));
   for (const std::string& blob : blobs)
-    std::filesystem::remove(tx_dir(id) / "blobs" / blob, ec);
+    std::filesystem::remove(tx_dir(id) / blob, ec);
   return core::ok_status();
 }
 
@@ -477,33 +577,105 @@ core::Status TransactionStore::stage(Draft& draft, Entry entry, std::string_view
   }
   if (auto it = draft.entries.find(entry.path); it != draft.entries.end()) {
     entry.snapshot = it->second.snapshot;  // the first snapshot is the one that counts
+    entry.base_blob = it->second.base_blob;
+    entry.base_link = it->second.base_link;
+  } else if (beneath_new_directory(draft, entry.path)) {
+    entry.snapshot = Snapshot{};
   } else {
     PB_TRY(root_fd, open_root());
     PB_TRY(snapshot, take_snapshot(root_fd.get(), entry.path));
     entry.snapshot = std::move(snapshot);
   }
   if (check_policy) PB_CHECK(check_entry_policy(draft, entry));
+  if (!draft.entries.contains(entry.path) && entry.snapshot.exists()) {
+    PB_TRY(root_fd, open_root());
+    PB_CHECK(keep_base(draft, entry, root_fd.get()));
+  }
+  entry.contains_secret = false;
+  entry.redacted_link.clear();
+  if (secrets_ != nullptr && entry.op == StagedOp::Symlink &&
+      secrets_->contains_secret(entry.link_target)) {
+    entry.contains_secret = true;
+    entry.redacted_link = secrets_->redact(entry.link_target);
+  }
   if (entry.op == StagedOp::Write) {
     entry.blob = std::to_string(draft.next_blob++);
     const auto blob_path = tx_dir(draft.id) / "blobs" / entry.blob;
     UniqueFd fd(::open(blob_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
     if (!fd) return Error::from_errno("workspace", "create " + blob_path.string());
     PB_CHECK(core::write_all(fd.get(), bytes, blob_path.string()));
-    // The blob is renamed into place at commit, so it gets its final mode now.
+    // The blob is renamed into place at commit, so it gets its final mode
+    // and modification time now.
     if (::fchmod(fd.get(), entry.mode) != 0) {
       return Error::from_errno("workspace", "chmod " + blob_path.string());
     }
+    if (entry.mtime_ns != 0) {
+      const timespec times[2] = {{0, UTIME_OMIT}, to_timespec(entry.mtime_ns)};
+      if (::futimens(fd.get(), times) != 0) {
+        return Error::from_errno("workspace", "set the time of " + blob_path.string());
+      }
+    }
     entry.size = bytes.size();
+    // Only the redacted copy is ever shown (diff).
+    if (secrets_ != nullptr && secrets_->contains_secret(bytes)) {
+      entry.contains_secret = true;
+      const auto dir = tx_dir(draft.id) / "redacted";
+      std::error_code ec;
+      std::filesystem::create_directories(dir, ec);
+      PB_CHECK(core::write_file_atomic(dir / entry.blob, secrets_->redact(bytes), 0600));
+    }
   }
   if (auto it = draft.entries.find(entry.path); it != draft.entries.end()) {
     draft.total_bytes -= it->second.size;
     if (!it->second.blob.empty()) {
       std::error_code ec;
       std::filesystem::remove(tx_dir(draft.id) / "blobs" / it->second.blob, ec);
+      std::filesystem::remove(tx_dir(draft.id) / "redacted" / it->second.blob, ec);
     }
   }
   draft.total_bytes += entry.size;
   draft.entries[entry.path] = std::move(entry);
+  return core::ok_status();
+}
+
+core::Status TransactionStore::keep_base(Draft& draft, Entry& entry, int root_fd) {
+  const Snapshot& snapshot = entry.snapshot;
+  if (snapshot.type != NodeType::File && snapshot.type != NodeType::Symlink)
+    return core::ok_status();
+  if (snapshot.type == NodeType::File &&
+      (snapshot.size > limits_.max_file_bytes ||
+       draft.base_bytes + snapshot.size > limits_.max_total_bytes)) {
+    return core::ok_status();  // diff then shows the current file
+  }
+  std::string name;
+  auto parent = open_parent(root_fd, entry.path, &name);
+  if (!parent) return core::ok_status();
+  if (snapshot.type == NodeType::Symlink) {
+    std::string target(PATH_MAX, '\0');
+    const ssize_t n = ::readlinkat(parent->get(), name.c_str(), target.data(), target.size());
+    if (n < 0) return core::ok_status();
+    target.resize(static_cast<std::size_t>(n));
+    if (core::sha256_hex(target) == snapshot.sha256) entry.base_link = std::move(target);
+    return core::ok_status();
+  }
+  UniqueFd fd(
+      ::openat(parent->get(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  if (!fd) return core::ok_status();
+  auto bytes = read_regular_file(fd.get(), limits_.max_file_bytes, entry.path);
+  // Changed since the snapshot: no base rather than the wrong one.
+  if (!bytes || core::sha256_hex(*bytes) != snapshot.sha256) return core::ok_status();
+  const auto dir = tx_dir(draft.id) / "base";
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  const std::string base = std::to_string(draft.next_blob++);
+  const auto path = dir / base;
+  // A file of this name is one a failed staging left (the counter is saved
+  // with the manifest): overwrite it.
+  UniqueFd out(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600));
+  if (!out) return Error::from_errno("workspace", "create " + path.string());
+  PB_CHECK(core::write_all(out.get(), *bytes, path.string()));
+  entry.base_blob = base;
+  draft.base_bytes += bytes->size();
   return core::ok_status();
 }
 
@@ -570,6 +742,10 @@ core::Status TransactionStore::apply(const Draft& draft, int root_fd,
         if (::symlinkat(entry.link_target.c_str(), dir, temp.c_str()) != 0) {
           return Error::from_errno("workspace", "symlink " + path);
         }
+        if (auto timed = set_mtime_at(dir, temp, entry.mtime_ns, path); !timed.ok()) {
+          ::unlinkat(dir, temp.c_str(), 0);
+          return timed;
+        }
         if (::renameat(dir, temp.c_str(), dir, name.c_str()) != 0) {
           const Error error = Error::from_errno("workspace", "rename into place: " + path);
           ::unlinkat(dir, temp.c_str(), 0);
@@ -609,13 +785,99 @@ core::Status TransactionStore::apply(const Draft& draft, int root_fd,
     }
     if (::fsync(dir->get()) != 0) return Error::from_errno("workspace", "fsync " + dir_path);
   }
+  // Directory times last, children before parents: every step above that
+  // adds or removes an entry in a directory moves its time.
+  for (auto it = draft.entries.rbegin(); it != draft.entries.rend(); ++it) {
+    const Entry& entry = it->second;
+    if (entry.mtime_ns == 0 || type_after(entry) != NodeType::Directory) continue;
+    std::string name;
+    auto parent = open_parent(root_fd, entry.path, &name);
+    if (!parent) continue;  // removed by a later step
+    struct stat st {};
+    if (::fstatat(parent->get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+        !S_ISDIR(st.st_mode)) {
+      continue;
+    }
+    PB_CHECK(set_mtime_at(parent->get(), name, entry.mtime_ns, entry.path));
+  }
   failpoint("directories synced");
   return core::ok_status();
 }
 
-core::Result<std::vector<std::string>> TransactionStore::commit(const std::string& id) {
+namespace {
+
+json draft_entries_json(const Draft& draft) {
+  json steps = json::array();
+  for (const auto& [path, entry] : draft.entries)
+    steps.push_back(entry_to_json(entry));
+  return steps;
+}
+
+// Splits `draft` for a partial commit: the selected entries, and the new
+// directories (beneath_new_directory) they lie in, which they cannot do
+// without, go to `part`; the rest stays in `draft`.
+Draft split_off(Draft& draft, const std::vector<std::string>& selected) {
+  Draft part;
+  part.id = draft.id;
+  std::set<std::string> taken;
+  for (const auto& [path, entry] : draft.entries) {
+    if (!is_selected(selected, path)) continue;
+    taken.insert(path);
+    for (std::size_t slash = path.find('/'); slash != std::string::npos;
+         slash = path.find('/', slash + 1)) {
+      const auto it = draft.entries.find(path.substr(0, slash));
+      if (it != draft.entries.end() && type_after(it->second) == NodeType::Directory &&
+          it->second.snapshot.type != NodeType::Directory) {
+        taken.insert(it->first);
+      }
+    }
+  }
+  for (const std::string& path : taken) {
+    auto node = draft.entries.extract(path);
+    draft.total_bytes -= node.mapped().size;
+    part.total_bytes += node.mapped().size;
+    part.entries.insert(std::move(node));
+  }
+  return part;
+}
+
+// The entries left pending whose path is a directory above a committed one:
+// their snapshot (a digest of the tree below) changes with the commit.
+std::vector<std::string> directories_above(const Draft& rest, const Draft& part) {
+  std::vector<std::string> out;
+  for (const auto& [path, entry] : rest.entries) {
+    if (entry.snapshot.type != NodeType::Directory) continue;
+    for (const auto& [committed, ignored] : part.entries) {
+      if (committed.size() > path.size() && committed.compare(0, path.size(), path) == 0 &&
+          committed[path.size()] == '/') {
+        out.push_back(path);
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+// Removes a fully committed transaction's directory in an order that a
+// crash at any point leaves either a replayable commit (READY and the log)
+// or nothing pending (no manifest): never the applied changes listed as
+// pending again.
+core::Status remove_committed(const std::filesystem::path& dir) {
+  std::error_code ec;
+  std::filesystem::remove(dir / "manifest.json", ec);
+  PB_CHECK(fsync_path(dir));
+  std::filesystem::remove(dir / "READY", ec);
+  std::filesystem::remove_all(dir, ec);
+  if (ec) return Error(ErrorKind::kIo, "workspace", "cannot remove " + dir.string(), ec.value());
+  return core::ok_status();
+}
+
+}  // namespace
+
+core::Result<std::vector<std::string>> TransactionStore::commit(
+    const std::string& id, const std::vector<std::string>& selected) {
   PB_TRY(lock_fd, lock());
-  PB_TRY(draft, load(id));
+  PB_TRY(whole, load(id));
   PB_TRY(root_fd, open_root());
   const auto dir = tx_dir(id);
   std::error_code ec;
@@ -624,6 +886,9 @@ core::Result<std::vector<std::string>> TransactionStore::commit(const std::strin
         ErrorKind::kRecovery, "workspace",
         "transaction " + id + " was interrupted while committing; run `pulsebox reconcile`");
   }
+  Draft rest = whole;
+  Draft draft = selected.empty() ? std::exchange(rest, Draft{}) : split_off(rest, selected);
+  const bool partial = !rest.entries.empty();
 
   // 1. Nothing changed underneath since staging, and every blob is a file
   // this store wrote (a symlink planted in blobs/ would be renamed into the
@@ -639,6 +904,9 @@ core::Result<std::vector<std::string>> TransactionStore::commit(const std::strin
   }
   std::vector<std::pair<std::string, std::string>> conflicts;  // path, why
   for (const auto& [path, entry] : draft.entries) {
+    // Beneath a directory that replaces a symlink or file: that entry's own
+    // check covers it, and looking the path up could follow the symlink.
+    if (beneath_new_directory(whole, path) && !entry.snapshot.exists()) continue;
     PB_TRY(now, take_snapshot(root_fd.get(), path));
     std::string why = describe_difference(entry.snapshot, now);
     if (!why.empty()) conflicts.emplace_back(path, std::move(why));
@@ -653,19 +921,57 @@ core::Result<std::vector<std::string>> TransactionStore::commit(const std::strin
       error.paths().push_back(path);
     return error;
   }
+  // A pending directory above a committed path gets a fresh snapshot after
+  // the commit, but only if it still matches the old one now: a host change
+  // to it must stay visible to its own commit.
+  std::vector<std::string> refresh;
+  for (const std::string& path : directories_above(rest, draft)) {
+    PB_TRY(now, take_snapshot(root_fd.get(), path));
+    if (describe_difference(rest.entries.at(path).snapshot, now).empty()) refresh.push_back(path);
+  }
   failpoint("snapshots checked");
 
-  // 2. The policy allows every change.
+  // 2. The policy allows every change, and no change holds a secret the
+  // user has not allowed.
   for (const auto& [path, entry] : draft.entries)
     PB_CHECK(check_entry_policy(draft, entry));
+  if (!allow_secrets_) {
+    std::vector<std::string> holding;
+    for (const auto& [path, entry] : draft.entries) {
+      if (entry.contains_secret) holding.push_back(path);
+    }
+    if (!holding.empty()) {
+      std::string names;
+      for (const std::string& path : holding)
+        names += (names.empty() ? "" : ", ") + core::quote_name(path);
+      Error error(ErrorKind::kSecurity, "commit",
+                  "refusing to commit transaction " + id + ": " + names +
+                      (holding.size() == 1 ? " holds" : " hold") +
+                      " a registered secret value (the diff shows it redacted); nothing was "
+                      "applied. Commit with --allow-secrets to write it to the workspace anyway");
+      for (const std::string& path : holding)
+        error.paths().push_back(path);
+      return error;
+    }
+  }
 
-  // 3. Write-ahead log, durable, then the commit point.
+  // 3. Write-ahead log, durable, then the commit point. A partial commit
+  // also writes what stays pending (remaining.json), so that a replay can
+  // finish it.
   if (::syncfs(root_fd.get()) != 0) return Error::from_errno("workspace", "syncfs (blobs)");
-  json steps = json::array();
-  for (const auto& [path, entry] : draft.entries)
-    steps.push_back(entry_to_json(entry));
-  PB_CHECK(core::write_file_atomic(dir / "wal.json",
-                                   json{{"id", id}, {"steps", std::move(steps)}}.dump(), 0600));
+  json wal = {{"id", id}, {"steps", draft_entries_json(draft)}};
+  if (partial) {
+    PB_CHECK(save(rest, "remaining.json"));
+    wal["partial"] = true;
+    json names = json::array();
+    for (const std::string& path : refresh) {
+      json item = json::object();
+      core::put_name(item, "path", path);
+      names.push_back(std::move(item));
+    }
+    wal["refresh"] = std::move(names);
+  }
+  PB_CHECK(core::write_file_atomic(dir / "wal.json", wal.dump(), 0600));
   failpoint("wal written");
   {
     UniqueFd ready(::open((dir / "READY").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600));
@@ -676,14 +982,84 @@ core::Result<std::vector<std::string>> TransactionStore::commit(const std::strin
   PB_CHECK(fsync_path(dir));
   failpoint("ready marker");
 
-  // 4. Apply; 5. clean up.
+  // 4. Apply; 5. clean up (or, for a partial commit, keep the rest pending).
   PB_CHECK(apply(draft, root_fd.get(), nullptr));
-  std::filesystem::remove_all(dir, ec);
+  if (partial) {
+    std::vector<Entry> committed;
+    for (const auto& [path, entry] : draft.entries)
+      committed.push_back(entry);
+    PB_CHECK(finish_partial(id, refresh, committed, root_fd.get()));
+  } else {
+    PB_CHECK(remove_committed(dir));
+  }
   failpoint("cleaned up");
   std::vector<std::string> changed;
   for (const auto& [path, entry] : draft.entries)
     changed.push_back(path);
   return changed;
+}
+
+core::Status TransactionStore::finish_partial(const std::string& id,
+                                              const std::vector<std::string>& refresh,
+                                              const std::vector<Entry>& committed, int root_fd) {
+  const auto dir = tx_dir(id);
+  std::error_code ec;
+  if (std::filesystem::exists(dir / "remaining.json", ec)) {
+    PB_TRY(rest, load(id, "remaining.json"));
+    for (const std::string& path : refresh) {
+      auto it = rest.entries.find(path);
+      if (it == rest.entries.end()) continue;
+      PB_TRY(now, take_snapshot(root_fd, path));
+      now.changed_during_run = it->second.snapshot.changed_during_run;
+      it->second.snapshot = std::move(now);
+    }
+    PB_CHECK(save(rest));
+    failpoint("remaining saved");
+    std::filesystem::remove(dir / "remaining.json", ec);
+  }
+  for (const Entry& entry : committed) {
+    if (!entry.base_blob.empty()) std::filesystem::remove(dir / "base" / entry.base_blob, ec);
+  }
+  // READY before the log: a log without READY is dropped by reconcile, a
+  // READY without its log could never be replayed.
+  std::filesystem::remove(dir / "READY", ec);
+  PB_CHECK(fsync_path(dir));
+  std::filesystem::remove(dir / "wal.json", ec);
+  return core::ok_status();
+}
+
+core::Status TransactionStore::replay(const std::string& id, int root_fd,
+                                      std::size_t* temp_files_removed) {
+  const auto dir = tx_dir(id);
+  std::error_code ec;
+  PB_TRY(wal, read_json(dir / "wal.json"));
+  Draft draft;
+  draft.id = id;
+  std::vector<std::string> refresh;
+  try {
+    for (const auto& step : wal.at("steps")) {
+      Entry entry = entry_from_json(step);
+      if (const std::string problem = entry_problem(entry); !problem.empty())
+        return corrupt(dir / "wal.json", problem);
+      draft.entries[entry.path] = std::move(entry);
+    }
+    for (const auto& item : wal.value("refresh", json::array())) {
+      std::string path = core::get_name(item, "path");
+      if (auto checked = check_relative_path(path); !checked || *checked != path)
+        return corrupt(dir / "wal.json", "bad path " + core::quote_name(path));
+      refresh.push_back(std::move(path));
+    }
+  } catch (const json::exception& error) {
+    return corrupt(dir / "wal.json", error.what());
+  }
+  PB_CHECK(apply(draft, root_fd, temp_files_removed));
+  if (wal.value("partial", false)) {
+    std::vector<Entry> committed;
+    for (const auto& [path, entry] : draft.entries)
+      committed.push_back(entry);
+    return finish_partial(id, refresh, committed, root_fd);
+  }
+  return remove_committed(dir);
 }
 
 core::Result<Workspace::ReconcileReport> TransactionStore::reconcile() {
@@ -700,26 +1076,13 @@ core::Result<Workspace::ReconcileReport> TransactionStore::reconcile() {
     const bool ready = std::filesystem::exists(dir / "READY", ec);
     if (ready) {
       // Decided: replay the logged steps to the end.
-      PB_TRY(wal, read_json(dir / "wal.json"));
-      Draft draft;
-      draft.id = id;
-      try {
-        for (const auto& step : wal.at("steps")) {
-          Entry entry = entry_from_json(step);
-          if (const std::string problem = entry_problem(entry); !problem.empty())
-            return corrupt(dir / "wal.json", problem);
-          draft.entries[entry.path] = std::move(entry);
-        }
-      } catch (const json::exception& error) {
-        return corrupt(dir / "wal.json", error.what());
-      }
-      PB_CHECK(apply(draft, root_fd.get(), &report.removed_temp_files));
-      std::filesystem::remove_all(dir, ec);
+      PB_CHECK(replay(id, root_fd.get(), &report.removed_temp_files));
       report.replayed.push_back(id);
       continue;
     }
     // Not decided: an interrupted commit rolls back to a pending transaction.
     std::filesystem::remove(dir / "wal.json", ec);
+    std::filesystem::remove(dir / "remaining.json", ec);
     if (!std::filesystem::exists(dir / "manifest.json", ec)) {
       std::filesystem::remove_all(dir, ec);  // staging that never completed
       report.removed_staging.push_back(id);

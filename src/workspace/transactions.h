@@ -17,6 +17,7 @@
 
 #include "core/result.h"
 #include "core/unique_fd.h"
+#include "pulsebox/secrets.h"
 #include "pulsebox/workspace.h"
 #include "workspace/tree.h"
 
@@ -32,6 +33,14 @@ struct Entry {
   std::int64_t mtime_ns = 0;     // set on the path at commit (0: left as the commit makes it)
   bool contains_secret = false;  // the content or link target holds a registered secret
   Snapshot snapshot;             // the path's state when first staged
+  // What the path held when first staged, for diff: a file's content in
+  // base/<base_blob> ("" when not kept: over a limit, or changed while read),
+  // a symlink's target.
+  std::string base_blob;
+  std::string base_link;
+  // With contains_secret: the link target redacted (a file's redacted
+  // content is in redacted/<blob>).
+  std::string redacted_link;
 };
 
 struct Draft {
@@ -43,6 +52,7 @@ struct Draft {
   std::vector<ChangeNote> notes;         // taken at import, with a caveat
   std::uint64_t next_blob = 0;
   std::uint64_t total_bytes = 0;  // sum of entries' sizes, kept by stage() and load()
+  std::uint64_t base_bytes = 0;   // kept base contents, bounded like the staged bytes
 
   std::uint64_t staged_bytes() const { return total_bytes; }
 };
@@ -53,6 +63,12 @@ ChangeKind change_kind(const Entry& entry);
 // (a file if it had none), a delete leaves it absent.
 NodeType type_after(const Entry& entry);
 
+// Whether an ancestor of `path` is staged in `draft` as a directory that is
+// not one in the workspace (absent, a file, a symlink to anywhere): the path
+// has no state of its own there until commit, and nothing on the way may be
+// looked up (a replaced symlink may point outside the workspace).
+bool beneath_new_directory(const Draft& draft, const std::string& path);
+
 // Whether `path` is one of `selected` or beneath one (empty: everything).
 bool is_selected(const std::vector<std::string>& selected, const std::string& path);
 
@@ -61,23 +77,37 @@ class TransactionStore {
   TransactionStore(std::filesystem::path root, const ActionPolicy& policy, WorkspaceLimits limits);
 
   core::Result<std::string> create(std::string origin);
-  core::Result<Draft> load(const std::string& id) const;
-  core::Status save(const Draft& draft) const;
+  // `file`: the manifest, or what a partial commit leaves pending.
+  core::Result<Draft> load(const std::string& id, std::string_view file = "manifest.json") const;
+  core::Status save(const Draft& draft, std::string_view file = "manifest.json") const;
   core::Status discard(const std::string& id);
   // Removes the selected entries (is_selected); the transaction when none is left.
   core::Status discard_entries(const std::string& id, const std::vector<std::string>& selected);
+  // Transactions with a manifest (or one that cannot be read: load() says why).
   core::Result<std::vector<std::string>> list_ids() const;
+  // Finishes every decided commit (READY present) under the lock, as
+  // reconcile() does; returns their ids. Cheap when there is none: no lock.
+  core::Result<std::vector<std::string>> finish_decided();
 
   // Adds `entry` to the draft (snapshotting the path the first time), writing
   // `bytes` to a blob for a Write. With check_policy, a DENY refuses it.
   core::Status stage(Draft& draft, Entry entry, std::string_view bytes, bool check_policy);
 
-  core::Result<std::vector<std::string>> commit(const std::string& id);
+  // Commits the selected entries (is_selected; empty: all) and the new
+  // directories they lie in; the rest stays pending in the same transaction.
+  core::Result<std::vector<std::string>> commit(const std::string& id,
+                                                const std::vector<std::string>& selected = {});
   core::Result<Workspace::ReconcileReport> reconcile();
 
   // The decision for one entry of `draft` at commit time (also used by
   // stage(), before the entry joins the draft).
   core::Status check_entry_policy(const Draft& draft, const Entry& entry) const;
+
+  // Staged contents (and symlink targets) are checked against it: a match
+  // marks the entry and keeps a redacted copy for diff. Must outlive the store.
+  void set_secrets(const SecretScrubber* secrets) { secrets_ = secrets; }
+  // Commit what holds a registered secret instead of refusing it.
+  void allow_secrets(bool allow) { allow_secrets_ = allow; }
 
   std::filesystem::path tx_dir(const std::string& id) const;
   const std::filesystem::path& root() const { return root_; }
@@ -86,10 +116,22 @@ class TransactionStore {
  private:
   core::Result<core::UniqueFd> lock() const;
   core::Status apply(const Draft& draft, int root_fd, std::size_t* temp_files_removed);
+  core::Result<std::vector<std::string>> decided_ids() const;
+  // Replays a decided commit from its write-ahead log (the lock held).
+  core::Status replay(const std::string& id, int root_fd, std::size_t* temp_files_removed);
+  // Keeps the base content of a file being staged for the first time.
+  core::Status keep_base(Draft& draft, Entry& entry, int root_fd);
+  // The end of a decided partial commit: remaining.json becomes the
+  // manifest, with `refresh` (directories the commit changed below)
+  // snapshotted again. Idempotent, for a replay.
+  core::Status finish_partial(const std::string& id, const std::vector<std::string>& refresh,
+                              const std::vector<Entry>& committed, int root_fd);
 
   std::filesystem::path root_;
   const ActionPolicy& policy_;
   WorkspaceLimits limits_;
+  const SecretScrubber* secrets_ = nullptr;
+  bool allow_secrets_ = false;
 };
 
 // Test seam: called after each step of a commit with the step's name, so a

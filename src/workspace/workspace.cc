@@ -50,6 +50,16 @@ TransactionStore store_for(const Workspace& ws, const ActionPolicy& policy,
   return TransactionStore(ws.root(), policy, limits);
 }
 
+// A commit that was decided (its READY marker written) but interrupted is
+// finished by the next operation that opens the workspace, not only by an
+// explicit reconcile(): until then the workspace is half committed.
+TransactionStore opened_store(const Workspace& ws, const ActionPolicy& policy,
+                              const WorkspaceLimits& limits) {
+  TransactionStore store(ws.root(), policy, limits);
+  (void)core::value_or_throw(store.finish_decided());
+  return store;
+}
+
 StagedChange describe_entry(const Entry& entry) {
   StagedChange change;
   change.path = entry.path;
@@ -133,7 +143,7 @@ Workspace::RunClock Workspace::stamp_now() const {
 }
 
 std::string Workspace::create_transaction(std::string origin) {
-  auto store = store_for(*this, policy_, limits_);
+  auto store = opened_store(*this, policy_, limits_);
   return core::value_or_throw(store.create(std::move(origin)));
 }
 
@@ -227,6 +237,7 @@ ImportResult import_into_new_transaction(TransactionStore& store,
                                          const ImportOptions& options, std::uint64_t max_file_bytes,
                                          bool full_copy) {
   const auto& run_started = options.run_started;
+  store.set_secrets(options.secrets);
   const std::string id = core::value_or_throw(store.create(options.origin));
   Draft draft = core::value_or_throw(store.load(id));
   auto imported =
@@ -255,7 +266,7 @@ ImportResult Workspace::import_overlay(const std::filesystem::path& upper,
   // Most runs change nothing: an empty upper directory (with the lower
   // root's mode) needs no transaction to be made and thrown away.
   if (upper_is_unchanged(upper, lower)) return {};
-  auto store = store_for(*this, policy_, limits_);
+  auto store = opened_store(*this, policy_, limits_);
   return import_into_new_transaction(store, upper, lower, options, limits_.max_file_bytes, false);
 }
 
@@ -270,7 +281,7 @@ std::optional<std::string> Workspace::import_overlay(const std::filesystem::path
 
 ImportResult Workspace::import_copy(const std::filesystem::path& copy,
                                     const ImportOptions& options) {
-  auto store = store_for(*this, policy_, limits_);
+  auto store = opened_store(*this, policy_, limits_);
   return import_into_new_transaction(store, copy, root_, options, limits_.max_file_bytes, true);
 }
 
@@ -282,17 +293,25 @@ std::optional<std::string> Workspace::import_copy(const std::filesystem::path& c
 }
 
 std::vector<TransactionInfo> Workspace::list_transactions() const {
-  auto store = store_for(*this, policy_, limits_);
+  auto store = opened_store(*this, policy_, limits_);
   std::vector<TransactionInfo> out;
   for (const std::string& id : core::value_or_throw(store.list_ids())) {
     auto draft = store.load(id);
-    if (draft) out.push_back(describe_draft(store, *draft));
+    if (draft) {
+      out.push_back(describe_draft(store, *draft));
+      continue;
+    }
+    // Listed, never left out: the user must see it to discard it.
+    TransactionInfo damaged;
+    damaged.id = id;
+    damaged.damaged = draft.error().to_string();
+    out.push_back(std::move(damaged));
   }
   return out;
 }
 
 TransactionInfo Workspace::describe(const std::string& tx) const {
-  auto store = store_for(*this, policy_, limits_);
+  auto store = opened_store(*this, policy_, limits_);
   return describe_draft(store, core::value_or_throw(store.load(tx)));
 }
 
@@ -321,6 +340,28 @@ workspace::DiffSide current_side(int root_fd, const Entry& entry, std::uint64_t 
     const ssize_t n = ::readlinkat(parent->get(), name.c_str(), target, sizeof target);
     if (n > 0) side.content.assign(target, static_cast<std::size_t>(n));
   }
+  return side;
+}
+
+// The path as it was when first staged (Entry::base_blob, base_link), so a
+// diff shows the transaction's own change whatever was committed since;
+// nullopt when it was not kept.
+std::optional<workspace::DiffSide> base_side(const TransactionStore& store, const Draft& draft,
+                                             const Entry& entry, std::uint64_t limit) {
+  using workspace::NodeType;
+  workspace::DiffSide side;
+  side.exists = true;
+  side.mode = entry.snapshot.mode & 0777;
+  if (entry.snapshot.type == NodeType::Symlink && !entry.base_link.empty()) {
+    side.is_symlink = true;
+    side.content = entry.base_link;
+    return side;
+  }
+  if (entry.snapshot.type != NodeType::File || entry.base_blob.empty()) return std::nullopt;
+  auto bytes =
+      core::read_regular_file(store.tx_dir(draft.id) / "base" / entry.base_blob, limit, "base");
+  if (!bytes) return std::nullopt;
+  side.content = std::move(bytes).value();
   return side;
 }
 
@@ -371,22 +412,29 @@ EntrySides entry_sides(const TransactionStore& store, int root_fd, const Draft& 
   }
   workspace::DiffSide& before = sides.before;
   workspace::DiffSide& after = sides.after;
-  before = current_side(root_fd, entry, limit);
+  auto base = base_side(store, draft, entry, limit);
+  before = base ? std::move(*base) : current_side(root_fd, entry, limit);
   if (was_directory) before = {};  // a directory replaced by a file: show the file as new
   switch (entry.op) {
     case StagedOp::Write: {
       after.exists = true;
       after.mode = entry.mode;
-      auto bytes = core::read_regular_file(store.tx_dir(draft.id) / "blobs" / entry.blob, limit,
-                                           "staged file");
-      if (bytes) after.content = std::move(bytes).value();
+      // A change holding a secret is only ever shown redacted.
+      auto bytes = core::read_regular_file(
+          store.tx_dir(draft.id) / (entry.contains_secret ? "redacted" : "blobs") / entry.blob,
+          limit, "staged file");
+      if (bytes) {
+        after.content = std::move(bytes).value();
+      } else if (entry.contains_secret) {
+        after.content = "[content withheld: it holds a registered secret]\n";
+      }
       break;
     }
     case StagedOp::Symlink:
       after.exists = true;
       after.is_symlink = true;
       after.mode = 0777;
-      after.content = entry.link_target;
+      after.content = entry.contains_secret ? entry.redacted_link : entry.link_target;
       if (before.is_symlink) before.mode = 0777;
       break;
     case StagedOp::Chmod:
@@ -431,7 +479,7 @@ std::vector<std::string> checked_selection(const Draft& draft,
 }  // namespace
 
 std::string Workspace::diff(const std::string& tx, const DiffOptions& options) const {
-  auto store = store_for(*this, policy_, limits_);
+  auto store = opened_store(*this, policy_, limits_);
   const Draft draft = core::value_or_throw(store.load(tx));
   const std::vector<std::string> selected = checked_selection(draft, options.paths);
   const auto root_fd = core::value_or_throw(store.open_root());
@@ -453,7 +501,7 @@ std::string Workspace::diff(const std::string& tx, bool colour) const {
 
 std::vector<DiffStat> Workspace::diff_stat(const std::string& tx,
                                            const std::vector<std::string>& paths) const {
-  auto store = store_for(*this, policy_, limits_);
+  auto store = opened_store(*this, policy_, limits_);
   const Draft draft = core::value_or_throw(store.load(tx));
   const std::vector<std::string> selected = checked_selection(draft, paths);
   const auto root_fd = core::value_or_throw(store.open_root());
@@ -477,23 +525,22 @@ std::vector<DiffStat> Workspace::diff_stat(const std::string& tx,
 }
 
 std::vector<std::string> Workspace::commit(const std::string& tx, const CommitOptions& options) {
-  auto store = store_for(*this, policy_, limits_);
+  auto store = opened_store(*this, policy_, limits_);
+  store.allow_secrets(options.allow_secrets);
+  std::vector<std::string> selected;
   if (!options.paths.empty()) {
-    const Draft draft = core::value_or_throw(store.load(tx));
-    (void)checked_selection(draft, options.paths);
-    core::throw_error(Error(ErrorKind::kInvalidInput, "workspace",
-                            "committing only some paths is not supported yet"));
+    selected = checked_selection(core::value_or_throw(store.load(tx)), options.paths);
   }
-  return core::value_or_throw(store.commit(tx));
+  return core::value_or_throw(store.commit(tx, selected));
 }
 
 void Workspace::discard(const std::string& tx) {
-  auto store = store_for(*this, policy_, limits_);
+  auto store = opened_store(*this, policy_, limits_);
   core::check_or_throw(store.discard(tx));
 }
 
 void Workspace::discard(const std::string& tx, const std::vector<std::string>& paths) {
-  auto store = store_for(*this, policy_, limits_);
+  auto store = opened_store(*this, policy_, limits_);
   if (paths.empty()) {
     core::check_or_throw(store.discard(tx));
     return;

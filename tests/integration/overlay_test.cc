@@ -147,22 +147,24 @@ TEST_P(OverlayTest, UnchangedRunGivesNoTransaction) {
   EXPECT_TRUE(workspace.list_transactions().empty());
 }
 
-TEST_P(OverlayTest, SpecialFilesAreRefusedAndNothingIsStaged) {
-  const auto merged =
-      run_workload([](const std::filesystem::path& m) { ::mkfifo((m / "pipe").c_str(), 0644); });
+TEST_P(OverlayTest, ASpecialFileIsRefusedAndTheRestStaged) {
+  const auto merged = run_workload([](const std::filesystem::path& m) {
+    ::mkfifo((m / "pipe").c_str(), 0644);
+    write_file(m / "kept.txt", "kept\n");
+  });
   Workspace workspace(ws());
-  try {
-    (void)workspace.import_overlay(base_ / "upper", ws());
-    FAIL() << "a FIFO was imported";
-  } catch (const SandboxSecurityError& error) {
-    EXPECT_NE(std::string(error.what()).find("refusing pipe: a FIFO cannot be committed"),
-              std::string::npos)
-        << error.what();
-  }
-  EXPECT_TRUE(workspace.list_transactions().empty());
+  const ImportResult result = workspace.import_overlay(base_ / "upper", ws(), ImportOptions{});
+  ASSERT_EQ(result.refused.size(), 1u);
+  EXPECT_EQ(result.refused[0].path, "pipe");
+  EXPECT_EQ(result.refused[0].reason, "a FIFO cannot be committed to the workspace");
+  ASSERT_TRUE(result.transaction.has_value());
+  const auto info = workspace.describe(*result.transaction);
+  ASSERT_EQ(info.changes.size(), 1u);
+  EXPECT_EQ(info.changes[0].path, "kept.txt");
+  ASSERT_EQ(info.refused.size(), 1u);
 }
 
-TEST_P(OverlayTest, SetuidFilesAreRefused) {
+TEST_P(OverlayTest, SetuidBitsAreDropped) {
   const auto merged = run_workload([](const std::filesystem::path& m) {
     write_file(m / "tool", "#!/bin/sh\n");
     ::chmod((m / "tool").c_str(), 04755);
@@ -171,8 +173,34 @@ TEST_P(OverlayTest, SetuidFilesAreRefused) {
   ASSERT_EQ(::lstat((base_ / "upper/tool").c_str(), &st), 0);
   ASSERT_NE(st.st_mode & S_ISUID, 0u) << "the workload could not set the setuid bit";
   Workspace workspace(ws());
-  EXPECT_THROW((void)workspace.import_overlay(base_ / "upper", ws()), SandboxSecurityError);
-  EXPECT_TRUE(workspace.list_transactions().empty());
+  const ImportResult result = workspace.import_overlay(base_ / "upper", ws(), ImportOptions{});
+  ASSERT_TRUE(result.transaction.has_value());
+  ASSERT_EQ(result.notes.size(), 1u);
+  EXPECT_NE(result.notes[0].note.find("setuid/setgid bits dropped"), std::string::npos);
+  workspace.commit(*result.transaction);
+  ASSERT_EQ(::lstat((ws() / "tool").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0755u);
+}
+
+// The reader refused the whole change set ("it resolves outside the allowed
+// root") when a symlink to outside the workspace became a directory.
+TEST_P(OverlayTest, SymlinkToOutsideReplacedByADirectory) {
+  const auto outside = base_ / "outside";
+  std::filesystem::create_directories(outside);
+  write_file(outside / "keep.txt", "outside\n");
+  std::filesystem::create_symlink(outside, ws() / "d");
+  const auto merged = run_workload([](const std::filesystem::path& m) {
+    std::filesystem::remove(m / "d");
+    write_file(m / "d/keep.txt", "inside\n");
+  });
+  Workspace workspace(ws());
+  const auto tx = workspace.import_overlay(base_ / "upper", ws(), ImportOptions{}).transaction;
+  ASSERT_TRUE(tx.has_value());
+  workspace.commit(*tx);
+  EXPECT_FALSE(std::filesystem::is_symlink(ws() / "d"));
+  EXPECT_EQ(testing::read_file(ws() / "d/keep.txt"), "inside\n");
+  EXPECT_EQ(testing::read_file(outside / "keep.txt"), "outside\n");
+  EXPECT_EQ(listing(ws()), merged);
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, OverlayTest,

@@ -114,6 +114,87 @@ TEST(CommitCrashTest, EveryStepLeavesOldOrNewAfterReconcile) {
   EXPECT_GE(saw_new, 8);  // killed after it: replayed (one per applied step and more)
 }
 
+// A partial commit, killed at every step: after reconcile the workspace is
+// the old one with the whole transaction pending, or has exactly the chosen
+// paths with the rest still pending; either way the rest then commits to the
+// same final state.
+TEST(CommitCrashTest, APartialCommitIsAllOrNothingToo) {
+  const CommitOptions part{.paths = {"modify.txt", "added/new.bin", "tree"},
+                           .allow_secrets = false};
+  TempDir reference;
+  populate(reference.path());
+  const auto old_state = listing(reference.path());
+  std::size_t pending_after_part = 0;
+  std::map<std::string, std::string> part_state;
+  {
+    Workspace ws(reference.path());
+    const auto tx = stage(ws);
+    ws.commit(tx, part);
+    part_state = listing(reference.path());
+    pending_after_part = ws.describe(tx).changes.size();
+    ws.commit(tx);
+  }
+  const auto new_state = listing(reference.path());
+  ASSERT_NE(old_state, part_state);
+  ASSERT_NE(part_state, new_state);
+  EXPECT_EQ(pending_after_part, 4u);  // of 8: "added" came along with added/new.bin
+
+  int saw_old = 0;
+  int saw_part = 0;
+  bool completed = false;
+  for (int crash_after = 1; crash_after < 100 && !completed; ++crash_after) {
+    TempDir dir;
+    populate(dir.path());
+    std::string tx;
+    {
+      Workspace ws(dir.path());
+      tx = stage(ws);
+    }
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      int steps = 0;
+      workspace::commit_failpoint = [&](std::string_view) {
+        if (++steps == crash_after) ::raise(SIGKILL);
+      };
+      try {
+        Workspace(dir.path()).commit(tx, part);
+      } catch (...) {
+        ::_exit(3);
+      }
+      ::_exit(0);
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    if (WIFEXITED(status)) {
+      ASSERT_EQ(WEXITSTATUS(status), 0) << "commit failed without a crash";
+      completed = true;
+      EXPECT_EQ(listing(dir.path()), part_state);
+      break;
+    }
+    Workspace ws(dir.path());
+    ws.reconcile();
+    const auto state = listing(dir.path());
+    ASSERT_EQ(ws.list_transactions().size(), 1u) << "after crash at step " << crash_after;
+    if (state == old_state) {
+      ++saw_old;
+      EXPECT_EQ(ws.describe(tx).changes.size(), 8u);
+    } else {
+      ++saw_part;
+      ASSERT_EQ(state, part_state)
+          << "half-committed workspace after crash at step " << crash_after;
+      EXPECT_EQ(ws.describe(tx).changes.size(), pending_after_part);
+    }
+    EXPECT_TRUE(ws.reconcile().replayed.empty()) << "reconcile is not idempotent";
+    ws.commit(tx);
+    EXPECT_EQ(listing(dir.path()), new_state) << "the rest, after a crash at step " << crash_after;
+    EXPECT_TRUE(ws.list_transactions().empty());
+  }
+  EXPECT_TRUE(completed);
+  EXPECT_GE(saw_old, 2);
+  EXPECT_GE(saw_part, 4);
+}
+
 TEST(ReconcileTest, RemovesIncompleteStagingAndTemporaryFiles) {
   TempDir dir;
   populate(dir.path());

@@ -90,5 +90,82 @@ TEST_F(WorkspaceReviewTest, PartialDiscardKeepsTheRest) {
   EXPECT_EQ(read_file(dir_ / "README"), "readme\n");
 }
 
+TEST_F(WorkspaceReviewTest, DiffIsAgainstTheTransactionsOwnBase) {
+  Workspace ws(dir_.path());
+  const auto first = ws.create_transaction();
+  ws.stage_write(first, "README", "first\n");
+  const auto second = ws.create_transaction();
+  ws.stage_write(second, "README", "second\n");
+  ws.commit(second);
+  ASSERT_EQ(read_file(dir_ / "README"), "second\n");
+  const std::string diff = ws.diff(first);
+  EXPECT_NE(diff.find("-readme\n+first\n"), std::string::npos) << diff;
+  EXPECT_EQ(diff.find("second"), std::string::npos) << diff;
+  const auto stats = ws.diff_stat(first);
+  ASSERT_EQ(stats.size(), 1u);
+  EXPECT_EQ(stats[0].removed_lines, 1u);
+  // The commit still sees the conflict.
+  EXPECT_THROW(ws.commit(first), SandboxConcurrentModificationError);
+}
+
+TEST_F(WorkspaceReviewTest, PartialCommitLeavesTheRestPending) {
+  Workspace ws(dir_.path());
+  const auto tx = ws.create_transaction();
+  ws.stage_write(tx, "README", "changed\n");
+  ws.stage_write(tx, "src/a.cc", "new a\n");
+  ws.stage_write(tx, "src/b.cc", "new b\n");
+  const auto changed = ws.commit(tx, CommitOptions{.paths = {"src"}, .allow_secrets = false});
+  EXPECT_EQ(changed, (std::vector<std::string>{"src/a.cc", "src/b.cc"}));
+  EXPECT_EQ(read_file(dir_ / "src/a.cc"), "new a\n");
+  EXPECT_EQ(read_file(dir_ / "README"), "readme\n");
+  const auto info = ws.describe(tx);
+  ASSERT_EQ(info.changes.size(), 1u);
+  EXPECT_EQ(info.changes[0].path, "README");
+  EXPECT_NE(ws.diff(tx).find("-readme\n+changed\n"), std::string::npos);
+  ws.commit(tx);
+  EXPECT_EQ(read_file(dir_ / "README"), "changed\n");
+  EXPECT_TRUE(ws.list_transactions().empty());
+}
+
+TEST_F(WorkspaceReviewTest, PartialCommitChecksOnlyItsPathsForConflicts) {
+  Workspace ws(dir_.path());
+  const auto tx = ws.create_transaction();
+  ws.stage_write(tx, "README", "changed\n");
+  ws.stage_write(tx, "src/a.cc", "new a\n");
+  write_file(dir_ / "README", "the user's edit\n");
+  EXPECT_THROW(ws.commit(tx, CommitOptions{.paths = {"README"}, .allow_secrets = false}),
+               SandboxConcurrentModificationError);
+  ws.commit(tx, CommitOptions{.paths = {"src/a.cc"}, .allow_secrets = false});
+  EXPECT_EQ(read_file(dir_ / "src/a.cc"), "new a\n");
+  EXPECT_THROW(ws.commit(tx), SandboxConcurrentModificationError);
+  EXPECT_EQ(read_file(dir_ / "README"), "the user's edit\n");
+}
+
+TEST_F(WorkspaceReviewTest, PartialCommitTakesTheNewDirectoriesItNeeds) {
+  Workspace ws(dir_.path());
+  const auto tx = ws.create_transaction();
+  ws.stage_mkdir(tx, "new", 0750);
+  ws.stage_write(tx, "new/a", "a\n");
+  ws.stage_write(tx, "new/b", "b\n");
+  ws.commit(tx, CommitOptions{.paths = {"new/a"}, .allow_secrets = false});
+  EXPECT_EQ(read_file(dir_ / "new/a"), "a\n");
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "new/b"));
+  ws.commit(tx);
+  EXPECT_EQ(read_file(dir_ / "new/b"), "b\n");
+}
+
+// A pending directory above a committed path: its snapshot is a digest of
+// the tree below, which the partial commit changed.
+TEST_F(WorkspaceReviewTest, ADirectoryLeftPendingAboveACommittedPathStillCommits) {
+  Workspace ws(dir_.path());
+  const auto tx = ws.create_transaction();
+  ws.stage_chmod(tx, "src", 0700);
+  ws.stage_write(tx, "src/a.cc", "new a\n");
+  ws.commit(tx, CommitOptions{.paths = {"src/a.cc"}, .allow_secrets = false});
+  ws.commit(tx);
+  EXPECT_EQ(std::filesystem::status(dir_ / "src").permissions() & std::filesystem::perms::all,
+            static_cast<std::filesystem::perms>(0700));
+}
+
 }  // namespace
 }  // namespace pulsebox

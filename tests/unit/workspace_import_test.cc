@@ -1,0 +1,329 @@
+// Importing a change set: one bad path is refused, not the whole set; type
+// swaps that never follow a link; commits that keep times, modes, targets.
+// The upper directory here is a plain directory (no whiteouts), read the way
+// Workspace::import_overlay reads an overlayfs upper directory.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "helpers/test_support.h"
+#include "pulsebox/error.h"
+#include "pulsebox/secrets.h"
+#include "pulsebox/workspace.h"
+
+namespace pulsebox {
+namespace {
+
+using testing::listing;
+using testing::read_file;
+using testing::TempDir;
+using testing::write_file;
+
+namespace fs = std::filesystem;
+
+struct stat lstat_of(const fs::path& path) {
+  struct stat st {};
+  EXPECT_EQ(::lstat(path.c_str(), &st), 0) << path;
+  return st;
+}
+
+std::int64_t mtime_ns(const fs::path& path) {
+  const struct stat st = lstat_of(path);
+  return static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+}
+
+void set_mtime(const fs::path& path, std::int64_t ns) {
+  const timespec times[2] = {{0, UTIME_OMIT},
+                             {static_cast<time_t>(ns / 1000000000), ns % 1000000000}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, path.c_str(), times, AT_SYMLINK_NOFOLLOW), 0) << path;
+}
+
+class WorkspaceImportTest : public ::testing::Test {
+ protected:
+  WorkspaceImportTest() {
+    fs::create_directories(ws());
+    fs::create_directories(upper());
+    write_file(ws() / "README", "readme\n");
+    write_file(outside() / "secret.txt", "outside\n");
+  }
+  fs::path ws() const { return base_.path() / "ws"; }
+  fs::path upper() const { return base_.path() / "upper"; }
+  fs::path outside() const { return base_.path() / "outside"; }
+  // Everything outside the workspace must stay exactly as it was.
+  void expect_outside_untouched() const {
+    EXPECT_EQ(
+        listing(outside()),
+        (std::map<std::string, std::string>{{"secret.txt", listing(outside()).at("secret.txt")}}));
+    EXPECT_EQ(read_file(outside() / "secret.txt"), "outside\n");
+  }
+  TempDir base_;
+};
+
+TEST_F(WorkspaceImportTest, SpecialFilesAreRefusedOneByOne) {
+  write_file(upper() / "kept.txt", "kept\n");
+  ASSERT_EQ(::mkfifo((upper() / "fifo").c_str(), 0644), 0);
+  const int sock = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  const std::string socket_path = (upper() / "sock").string();
+  ASSERT_LT(socket_path.size(), sizeof address.sun_path);
+  std::strcpy(address.sun_path, socket_path.c_str());
+  ASSERT_EQ(::bind(sock, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+  ::close(sock);
+  const bool root = ::geteuid() == 0;
+  if (root) {
+    ASSERT_EQ(::mknod((upper() / "null").c_str(), S_IFCHR | 0666, makedev(1, 3)), 0);
+  }
+
+  Workspace workspace(ws());
+  const ImportResult result = workspace.import_overlay(upper(), ws(), ImportOptions{});
+  ASSERT_TRUE(result.transaction.has_value());
+  std::map<std::string, std::string> refused;
+  for (const auto& item : result.refused)
+    refused[item.path] = item.reason;
+  EXPECT_NE(refused["fifo"].find("FIFO"), std::string::npos);
+  EXPECT_NE(refused["sock"].find("socket"), std::string::npos);
+  if (root) {
+    EXPECT_NE(refused["null"].find("character device"), std::string::npos);
+  }
+  EXPECT_EQ(refused.size(), root ? 3u : 2u);
+  // Recorded with the transaction, for `pulsebox changes`.
+  const TransactionInfo info = workspace.describe(*result.transaction);
+  EXPECT_EQ(info.refused.size(), refused.size());
+  ASSERT_EQ(info.changes.size(), 1u);
+  EXPECT_EQ(info.changes[0].path, "kept.txt");
+  workspace.commit(*result.transaction);
+  EXPECT_EQ(read_file(ws() / "kept.txt"), "kept\n");
+  EXPECT_FALSE(fs::exists(fs::symlink_status(ws() / "fifo")));
+}
+
+TEST_F(WorkspaceImportTest, ATooLargeFileIsRefusedAndTheRestTaken) {
+  write_file(upper() / "big.bin", std::string(2048, 'x'));
+  write_file(upper() / "small.txt", "small\n");
+  WorkspaceLimits limits;
+  limits.max_file_bytes = 1024;
+  Workspace workspace(ws(), default_workspace_policy(), limits);
+  const ImportResult result = workspace.import_overlay(upper(), ws(), ImportOptions{});
+  ASSERT_TRUE(result.transaction.has_value());
+  ASSERT_EQ(result.refused.size(), 1u);
+  EXPECT_EQ(result.refused[0].path, "big.bin");
+  EXPECT_NE(result.refused[0].reason.find("over the per-file limit of 1024"), std::string::npos)
+      << result.refused[0].reason;
+  EXPECT_EQ(workspace.describe(*result.transaction).changes.size(), 1u);
+}
+
+TEST_F(WorkspaceImportTest, OnlyRefusedPathsMakeNoTransactionButSayWhy) {
+  ASSERT_EQ(::mkfifo((upper() / "fifo").c_str(), 0644), 0);
+  Workspace workspace(ws());
+  const ImportResult result = workspace.import_overlay(upper(), ws(), ImportOptions{});
+  EXPECT_FALSE(result.transaction.has_value());
+  ASSERT_EQ(result.refused.size(), 1u);
+  EXPECT_EQ(result.refused[0].path, "fifo");
+  EXPECT_TRUE(workspace.list_transactions().empty());
+}
+
+TEST_F(WorkspaceImportTest, TheWholeSetOverTheTotalLimitStillFails) {
+  write_file(upper() / "a", std::string(600, 'a'));
+  write_file(upper() / "b", std::string(600, 'b'));
+  WorkspaceLimits limits;
+  limits.max_total_bytes = 1000;
+  Workspace workspace(ws(), default_workspace_policy(), limits);
+  EXPECT_THROW((void)workspace.import_overlay(upper(), ws(), ImportOptions{}),
+               SandboxResourceError);
+  EXPECT_TRUE(workspace.list_transactions().empty());
+}
+
+TEST_F(WorkspaceImportTest, SetuidBitsAreDroppedWithANote) {
+  write_file(upper() / "tool", "#!/bin/sh\n");
+  ASSERT_EQ(::chmod((upper() / "tool").c_str(), 04755), 0);
+  fs::create_directories(upper() / "shared");
+  ASSERT_EQ(::chmod((upper() / "shared").c_str(), 02775), 0);
+  Workspace workspace(ws());
+  const ImportResult result = workspace.import_overlay(upper(), ws(), ImportOptions{});
+  ASSERT_TRUE(result.transaction.has_value());
+  EXPECT_TRUE(result.refused.empty());
+  std::map<std::string, std::string> notes;
+  for (const auto& item : result.notes)
+    notes[item.path] = item.note;
+  EXPECT_NE(notes["tool"].find("setuid/setgid bits dropped"), std::string::npos);
+  // A setgid bit on a directory may be refused by some file systems: only
+  // check it when it took.
+  if ((lstat_of(upper() / "shared").st_mode & S_ISGID) != 0) {
+    EXPECT_NE(notes["shared"].find("setuid/setgid bits dropped"), std::string::npos);
+  }
+  EXPECT_EQ(workspace.describe(*result.transaction).notes.size(), result.notes.size());
+  workspace.commit(*result.transaction);
+  EXPECT_EQ(lstat_of(ws() / "tool").st_mode & 07777, 0755u);
+  EXPECT_EQ(lstat_of(ws() / "shared").st_mode & 07777, 0775u);
+}
+
+TEST_F(WorkspaceImportTest, HardLinksAreReported) {
+  write_file(upper() / "one", "same inode\n");
+  ASSERT_EQ(::link((upper() / "one").c_str(), (upper() / "two").c_str()), 0);
+  Workspace workspace(ws());
+  const ImportResult result = workspace.import_overlay(upper(), ws(), ImportOptions{});
+  ASSERT_EQ(result.notes.size(), 1u);
+  EXPECT_EQ(result.notes[0].path, "two");
+  EXPECT_EQ(result.notes[0].note, "hard link to one: committed as a separate copy");
+  workspace.commit(*result.transaction);
+  EXPECT_EQ(read_file(ws() / "two"), "same inode\n");
+}
+
+// Each swap with a symlink whose target lies outside the workspace: the
+// import reads it as a symlink, the commit replaces it, and nothing outside
+// is ever written.
+TEST_F(WorkspaceImportTest, SymlinkReplacedByADirectory) {
+  fs::create_symlink(outside(), ws() / "d");
+  fs::create_directories(upper() / "d/sub");
+  write_file(upper() / "d/secret.txt", "inside\n");
+  Workspace workspace(ws());
+  const ImportResult result = workspace.import_overlay(upper(), ws(), ImportOptions{});
+  ASSERT_TRUE(result.transaction.has_value());
+  EXPECT_TRUE(result.refused.empty());
+  const std::string diff = workspace.diff(*result.transaction);
+  EXPECT_NE(diff.find("+inside"), std::string::npos) << diff;
+  workspace.commit(*result.transaction);
+  EXPECT_TRUE(S_ISDIR(lstat_of(ws() / "d").st_mode));
+  EXPECT_EQ(read_file(ws() / "d/secret.txt"), "inside\n");
+  EXPECT_TRUE(fs::is_directory(ws() / "d/sub"));
+  expect_outside_untouched();
+}
+
+TEST_F(WorkspaceImportTest, DirectoryReplacedByASymlinkAndBack) {
+  write_file(ws() / "d/old.txt", "old\n");
+  fs::create_symlink(outside(), upper() / "d");
+  Workspace workspace(ws());
+  auto tx = workspace.import_overlay(upper(), ws(), ImportOptions{}).transaction;
+  ASSERT_TRUE(tx.has_value());
+  workspace.commit(*tx);
+  EXPECT_TRUE(fs::is_symlink(ws() / "d"));
+  EXPECT_EQ(fs::read_symlink(ws() / "d"), outside());
+  expect_outside_untouched();
+
+  // Back: the symlink (to outside) becomes a directory again.
+  fs::remove(upper() / "d");
+  write_file(upper() / "d/new.txt", "new\n");
+  tx = workspace.import_overlay(upper(), ws(), ImportOptions{}).transaction;
+  ASSERT_TRUE(tx.has_value());
+  workspace.commit(*tx);
+  EXPECT_TRUE(S_ISDIR(lstat_of(ws() / "d").st_mode));
+  EXPECT_EQ(read_file(ws() / "d/new.txt"), "new\n");
+  expect_outside_untouched();
+}
+
+TEST_F(WorkspaceImportTest, DirectoryReplacedByAFileAndBack) {
+  write_file(ws() / "d/old.txt", "old\n");
+  write_file(upper() / "d", "now a file\n");
+  Workspace workspace(ws());
+  auto tx = workspace.import_overlay(upper(), ws(), ImportOptions{}).transaction;
+  ASSERT_TRUE(tx.has_value());
+  workspace.commit(*tx);
+  EXPECT_EQ(read_file(ws() / "d"), "now a file\n");
+
+  fs::remove(upper() / "d");
+  write_file(upper() / "d/again.txt", "again\n");
+  tx = workspace.import_overlay(upper(), ws(), ImportOptions{}).transaction;
+  ASSERT_TRUE(tx.has_value());
+  workspace.commit(*tx);
+  EXPECT_EQ(read_file(ws() / "d/again.txt"), "again\n");
+}
+
+TEST_F(WorkspaceImportTest, SymlinkToAnOutsideFileReplacedByAFile) {
+  fs::create_symlink(outside() / "secret.txt", ws() / "f");
+  write_file(upper() / "f", "replaced\n");
+  Workspace workspace(ws());
+  const auto tx = workspace.import_overlay(upper(), ws(), ImportOptions{}).transaction;
+  ASSERT_TRUE(tx.has_value());
+  workspace.commit(*tx);
+  EXPECT_FALSE(fs::is_symlink(ws() / "f"));
+  EXPECT_EQ(read_file(ws() / "f"), "replaced\n");
+  expect_outside_untouched();
+}
+
+TEST_F(WorkspaceImportTest, CommitKeepsTimesModesTargetsAndEmptyDirectories) {
+  constexpr std::int64_t kFile = 1000000000LL * 1000000000 + 123456789;
+  constexpr std::int64_t kLink = 1100000000LL * 1000000000 + 5;
+  constexpr std::int64_t kDir = 1200000000LL * 1000000000 + 7;
+  constexpr std::int64_t kEmpty = 1300000000LL * 1000000000 + 9;
+  write_file(upper() / "pkg/mod.pyc", "bytecode");
+  ASSERT_EQ(::chmod((upper() / "pkg/mod.pyc").c_str(), 0640), 0);
+  fs::create_symlink("mod.pyc", upper() / "pkg/link");
+  fs::create_directories(upper() / "pkg/empty");
+  ASSERT_EQ(::chmod((upper() / "pkg/empty").c_str(), 0700), 0);
+  set_mtime(upper() / "pkg/mod.pyc", kFile);
+  set_mtime(upper() / "pkg/link", kLink);
+  set_mtime(upper() / "pkg/empty", kEmpty);
+  set_mtime(upper() / "pkg", kDir);
+  Workspace workspace(ws());
+  const auto tx = workspace.import_overlay(upper(), ws(), ImportOptions{}).transaction;
+  ASSERT_TRUE(tx.has_value());
+  for (const auto& change : workspace.describe(*tx).changes) {
+    if (change.path == "pkg/mod.pyc") {
+      EXPECT_EQ(change.mtime_ns, kFile);
+    }
+  }
+  workspace.commit(*tx);
+  EXPECT_EQ(mtime_ns(ws() / "pkg/mod.pyc"), kFile);
+  EXPECT_EQ(lstat_of(ws() / "pkg/mod.pyc").st_mode & 07777, 0640u);
+  EXPECT_EQ(fs::read_symlink(ws() / "pkg/link"), "mod.pyc");
+  EXPECT_EQ(mtime_ns(ws() / "pkg/link"), kLink);
+  EXPECT_TRUE(fs::is_empty(ws() / "pkg/empty"));
+  EXPECT_EQ(lstat_of(ws() / "pkg/empty").st_mode & 07777, 0700u);
+  EXPECT_EQ(mtime_ns(ws() / "pkg/empty"), kEmpty);
+  EXPECT_EQ(mtime_ns(ws() / "pkg"), kDir);
+}
+
+// A command that writes a --secret value into a file: the change is
+// flagged, the diff shows it redacted, and commit refuses it unless allowed.
+TEST_F(WorkspaceImportTest, AChangeHoldingASecretIsFlaggedRedactedAndRefused) {
+  const std::string secret = "hunter2-token-value";
+  write_file(upper() / "config.env", "TOKEN=" + secret + "\n");
+  write_file(upper() / "encoded.txt", "aHVudGVyMi10b2tlbi12YWx1ZQ==\n");  // base64 of it
+  write_file(upper() / "clean.txt", "nothing here\n");
+  fs::create_symlink(secret, upper() / "link");
+  const SecretScrubber scrubber({secret});
+  Workspace workspace(ws());
+  const auto tx =
+      workspace.import_overlay(upper(), ws(), ImportOptions{.secrets = &scrubber}).transaction;
+  ASSERT_TRUE(tx.has_value());
+  const TransactionInfo info = workspace.describe(*tx);
+  EXPECT_TRUE(info.contains_secrets);
+  std::map<std::string, bool> flagged;
+  for (const auto& change : info.changes)
+    flagged[change.path] = change.contains_secret;
+  EXPECT_TRUE(flagged["config.env"]);
+  EXPECT_TRUE(flagged["encoded.txt"]);
+  EXPECT_TRUE(flagged["link"]);
+  EXPECT_FALSE(flagged["clean.txt"]);
+
+  const std::string diff = workspace.diff(*tx);
+  EXPECT_EQ(diff.find(secret), std::string::npos) << diff;
+  EXPECT_EQ(diff.find("aHVudGVyMi10b2tlbi12YWx1ZQ"), std::string::npos) << diff;
+  EXPECT_NE(diff.find("+TOKEN=[REDACTED_SECRET]"), std::string::npos) << diff;
+  EXPECT_NE(diff.find("+nothing here"), std::string::npos) << diff;
+
+  try {
+    (void)workspace.commit(*tx);
+    FAIL() << "committed a secret";
+  } catch (const SandboxSecurityError& error) {
+    const std::string what = error.what();
+    EXPECT_NE(what.find("config.env"), std::string::npos) << what;
+    EXPECT_NE(what.find("link"), std::string::npos) << what;
+    EXPECT_EQ(what.find("clean.txt"), std::string::npos) << what;
+    EXPECT_EQ(what.find(secret), std::string::npos) << what;
+  }
+  EXPECT_FALSE(fs::exists(ws() / "config.env"));
+  // The clean part may go alone; the rest with the user's explicit choice.
+  workspace.commit(*tx, CommitOptions{.paths = {"clean.txt"}, .allow_secrets = false});
+  workspace.commit(*tx, CommitOptions{.paths = {}, .allow_secrets = true});
+  EXPECT_EQ(read_file(ws() / "config.env"), "TOKEN=" + secret + "\n");
+}
+
+}  // namespace
+}  // namespace pulsebox

@@ -1,0 +1,139 @@
+// Recovery and errors when opening a workspace: a decided commit is finished
+// by the next operation, an unreadable .agent/ is an error (never "no
+// pending transactions"), a damaged transaction is listed, not left out.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "helpers/test_support.h"
+#include "pulsebox/error.h"
+#include "pulsebox/workspace.h"
+#include "workspace/transactions.h"
+
+namespace pulsebox {
+namespace {
+
+using testing::read_file;
+using testing::TempDir;
+using testing::write_file;
+
+// Commits `tx` in a child killed right after the commit point.
+void commit_and_crash_after_the_commit_point(const std::filesystem::path& root,
+                                             const std::string& tx,
+                                             const CommitOptions& options = {}) {
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    workspace::commit_failpoint = [](std::string_view step) {
+      if (step == "ready marker") ::raise(SIGKILL);
+    };
+    try {
+      Workspace(root).commit(tx, options);
+    } catch (...) {
+      ::_exit(3);
+    }
+    ::_exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFSIGNALED(status)) << "the commit was not interrupted";
+}
+
+TEST(WorkspaceRecoveryTest, ADecidedCommitIsFinishedByTheNextOperation) {
+  TempDir dir;
+  write_file(dir / "a.txt", "before\n");
+  std::string tx;
+  {
+    Workspace ws(dir.path());
+    tx = ws.create_transaction();
+    ws.stage_write(tx, "a.txt", "after\n");
+  }
+  commit_and_crash_after_the_commit_point(dir.path(), tx);
+  ASSERT_EQ(read_file(dir / "a.txt"), "before\n");
+  Workspace ws(dir.path());
+  EXPECT_TRUE(ws.list_transactions().empty());  // finished, not listed as pending
+  EXPECT_EQ(read_file(dir / "a.txt"), "after\n");
+  EXPECT_TRUE(ws.reconcile().replayed.empty());
+}
+
+TEST(WorkspaceRecoveryTest, ADecidedPartialCommitIsFinishedByTheNextCommit) {
+  TempDir dir;
+  write_file(dir / "a.txt", "a\n");
+  write_file(dir / "b.txt", "b\n");
+  std::string tx;
+  {
+    Workspace ws(dir.path());
+    tx = ws.create_transaction();
+    ws.stage_write(tx, "a.txt", "new a\n");
+    ws.stage_write(tx, "b.txt", "new b\n");
+  }
+  commit_and_crash_after_the_commit_point(
+      dir.path(), tx, CommitOptions{.paths = {"a.txt"}, .allow_secrets = false});
+  Workspace ws(dir.path());
+  ws.commit(tx);  // finishes the decided part first, then commits the rest
+  EXPECT_EQ(read_file(dir / "a.txt"), "new a\n");
+  EXPECT_EQ(read_file(dir / "b.txt"), "new b\n");
+  EXPECT_TRUE(ws.list_transactions().empty());
+}
+
+TEST(WorkspaceRecoveryTest, ADamagedTransactionIsListedWithTheReason) {
+  TempDir dir;
+  Workspace ws(dir.path());
+  const auto good = ws.create_transaction();
+  ws.stage_write(good, "a.txt", "a\n");
+  const std::string bad = "tx-20260101000000-abcdef";
+  write_file(dir / ".agent/transactions" / bad / "manifest.json", "{not json");
+  const auto listed = ws.list_transactions();
+  ASSERT_EQ(listed.size(), 2u);
+  const auto& damaged = listed[0].id == bad ? listed[0] : listed[1];
+  EXPECT_EQ(damaged.id, bad);
+  EXPECT_NE(damaged.damaged.find("is damaged"), std::string::npos) << damaged.damaged;
+  const auto& fine = listed[0].id == bad ? listed[1] : listed[0];
+  EXPECT_TRUE(fine.damaged.empty());
+  ws.discard(bad);  // still removable
+  EXPECT_EQ(ws.list_transactions().size(), 1u);
+}
+
+// As an ordinary user on a workspace whose .agent/ it cannot read, the
+// listing said "no pending transactions" and exited 0.
+TEST(WorkspaceRecoveryTest, AnUnreadableAgentDirectoryIsAnErrorNotAnEmptyList) {
+  TempDir dir;
+  ::chmod(dir.path().c_str(), 0755);
+  {
+    Workspace ws(dir.path());
+    ws.stage_write(ws.create_transaction(), "a.txt", "a\n");
+  }
+  ASSERT_EQ(::chmod((dir / ".agent").c_str(), 0700), 0);
+  const bool root = ::geteuid() == 0;
+  if (!root) {
+    ASSERT_EQ(::chmod((dir / ".agent/transactions").c_str(), 0), 0);
+  }
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // Root reads everything: drop to another user, as the ordinary user is.
+    if (root && (::setgid(65534) != 0 || ::setuid(65534) != 0)) ::_exit(4);
+    try {
+      const auto listed = Workspace(dir.path()).list_transactions();
+      ::_exit(listed.empty() ? 1 : 2);
+    } catch (const SandboxConfigError& error) {
+      const std::string what = error.what();
+      ::_exit(what.find(".agent") != std::string::npos &&
+                      what.find("Permission denied") != std::string::npos
+                  ? 0
+                  : 5);
+    } catch (...) {
+      ::_exit(6);
+    }
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  if (!root) ::chmod((dir / ".agent/transactions").c_str(), 0700);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "1: an empty list; 2: a list; 5: the error names no path";
+}
+
+}  // namespace
+}  // namespace pulsebox
