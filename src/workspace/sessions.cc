@@ -332,7 +332,20 @@ std::vector<SessionInfo> list_sessions(const Workspace& ws) {
     auto document = workspace::read_record(file);
     core::Status parsed = document ? workspace::parse_session(*document, info, storage, next)
                                    : core::Status(std::move(document).error());
-    if (!parsed) info.damaged = parsed.error().to_string();
+    if (!parsed) {
+      info.damaged = parsed.error().to_string();
+    } else if (info.committing) {
+      // A commit a crash interrupted: opening the session finishes or undoes it.
+      auto opened = OpenSession::open(const_cast<Workspace&>(ws), info.name, std::nullopt);
+      if (!opened) {
+        if (!std::filesystem::exists(file)) continue;  // finished: the session ended
+        info.damaged = opened.error().to_string();
+      } else if (!opened->exists()) {
+        continue;
+      } else {
+        info = opened->info();
+      }
+    }
     sessions.push_back(std::move(info));
   }
   return sessions;

@@ -30,7 +30,7 @@ std::map<std::string, std::string> tree_of(const fs::path& root) {
   std::map<std::string, std::string> out;
   for (auto it = fs::recursive_directory_iterator(root); it != fs::recursive_directory_iterator();
        ++it) {
-    const std::string rel = fs::relative(it->path(), root).string();
+    const std::string rel = it->path().lexically_relative(root).string();
     if (rel == ".agent") {
       it.disable_recursion_pending();
       continue;
@@ -68,7 +68,8 @@ class SessionTest : public testing::CliFixture {
     std::vector<std::string> args = {"run", "--json", "--allow-weaker", "limits", "--timeout",
                                      "120", "-w",     ws.string()};
     args.insert(args.end(), flags.begin(), flags.end());
-    args.insert(args.end(), {"--env", "SOURCE_DATE_EPOCH=0", "--", "sh", "-c", command});
+    args.insert(args.end(), {"--env", "SOURCE_DATE_EPOCH=0", "--env", "PYTHONDONTWRITEBYTECODE=1",
+                             "--", "sh", "-c", command});
     return testing::run_cli(args, "", env(served));
   }
 
@@ -96,7 +97,8 @@ std::vector<std::string> fifty_commands() {
       "mkdir -p wheels && python3 - <<'EOF'\n"
       "import zipfile\n"
       "files = {'demo/__init__.py': 'def hello():\\n    return \"hello from demo\"\\n',\n"
-      "         'demo-1.0.dist-info/METADATA': 'Metadata-Version: 2.1\\nName: demo\\nVersion: 1.0\\n',\n"
+      "         'demo-1.0.dist-info/METADATA': 'Metadata-Version: 2.1\\nName: demo\\nVersion: "
+      "1.0\\n',\n"
       "         'demo-1.0.dist-info/WHEEL': 'Wheel-Version: 1.0\\nGenerator: test\\n"
       "Root-Is-Purelib: true\\nTag: py3-none-any\\n'}\n"
       "import hashlib, base64\n"
@@ -129,7 +131,8 @@ std::vector<std::string> fifty_commands() {
   for (int i = static_cast<int>(commands.size()); i < 49; ++i) {
     commands.push_back("echo line " + std::to_string(i) + " >> log.txt && cat log.txt > /dev/null");
   }
-  commands.push_back("test -x .venv/bin/python && test -f greeting.txt && rm log.txt && echo done > done.txt");
+  commands.push_back(
+      "test -x .venv/bin/python && test -f greeting.txt && rm log.txt && echo done > done.txt");
   return commands;
 }
 
@@ -157,8 +160,7 @@ TEST_F(SessionTest, FiftyRunsReviewedOnceMatchCommittingAfterEveryRun) {
   ASSERT_EQ(sessions.size(), 1u);
   EXPECT_EQ(sessions[0]["runs"], 50);
   EXPECT_EQ(sessions[0]["layers"], 1) << "the session's layers were not merged";
-  const auto stat =
-      cli({"diff", "-w", workspace_.path().string(), "build", "--json", "--all"});
+  const auto stat = cli({"diff", "-w", workspace_.path().string(), "build", "--json", "--all"});
   ASSERT_EQ(stat.exit_code, 0) << stat.err;
   const json review = json::parse(stat.out);
   std::set<std::string> reviewed;
@@ -171,8 +173,12 @@ TEST_F(SessionTest, FiftyRunsReviewedOnceMatchCommittingAfterEveryRun) {
   EXPECT_FALSE(reviewed.count("log.txt")) << "a file made and deleted within the session";
   EXPECT_FALSE(reviewed.count("wheels")) << "a directory made and deleted within the session";
 
+  // The times the session saw are the times committed.
+  const json seen = run_json(workspace_.path(), {"--session", "build"},
+                             "stat -c %Y greeting.txt src/main.c .venv/pyvenv.cfg");
   // One commit.
-  const auto commit = cli({"session", "commit", "--json", "-w", workspace_.path().string(), "build"});
+  const auto commit =
+      cli({"session", "commit", "--json", "-w", workspace_.path().string(), "build"});
   ASSERT_EQ(commit.exit_code, 0) << commit.out << commit.err;
   EXPECT_TRUE(json::parse(commit.out)["session_ended"].get<bool>());
 
@@ -197,6 +203,13 @@ TEST_F(SessionTest, FiftyRunsReviewedOnceMatchCommittingAfterEveryRun) {
     }
   }
   EXPECT_EQ(testing::read_file(workspace_ / "greeting.txt"), "hello from demo\n");
+  std::string committed_times;
+  for (const char* path : {"greeting.txt", "src/main.c", ".venv/pyvenv.cfg"}) {
+    struct stat st {};
+    ::lstat((workspace_ / path).c_str(), &st);
+    committed_times += std::to_string(st.st_mtim.tv_sec) + "\n";
+  }
+  EXPECT_EQ(seen["stdout"], committed_times) << "modification times were not kept";
   EXPECT_EQ(testing::read_file(workspace_ / "built.txt"), "built\n");
 }
 
@@ -206,8 +219,7 @@ TEST_F(SessionTest, ASessionSurvivesReconcileAndGoesOnThroughTheServer) {
   const auto reconcile = cli({"reconcile", "-w", workspace_.path().string()});
   ASSERT_EQ(reconcile.exit_code, 0) << reconcile.err;
   testing::LocalServer server;
-  ASSERT_EQ(server.start(binary_, env(true), state_ / "server.sock", scratch_ / "server.log"),
-            "");
+  ASSERT_EQ(server.start(binary_, env(true), state_ / "server.sock", scratch_ / "server.log"), "");
   result = run_json(workspace_.path(), {"--session", "s"}, "cat one.txt > two.txt",
                     /*expected_exit=*/0, /*served=*/true);
   EXPECT_EQ(server.served_runs(), 1) << server.log();
@@ -270,9 +282,9 @@ TEST_F(SessionTest, AFifoIsHeldNotDroppedAndTheRestIsStaged) {
 }
 
 TEST_F(SessionTest, AFileOverTheSizeLimitIsHeldWholeAndNamed) {
-  const json result = run_json(
-      workspace_.path(), {}, "head -c 62914560 /dev/zero > big.bin && echo small > small.txt",
-      /*expected_exit=*/123);
+  const json result = run_json(workspace_.path(), {},
+                               "head -c 62914560 /dev/zero > big.bin && echo small > small.txt",
+                               /*expected_exit=*/123);
   const json& status = result["changes_status"];
   ASSERT_EQ(status["status"], "held") << status.dump();
   ASSERT_EQ(status["refused"].size(), 1u) << status.dump();
@@ -286,8 +298,8 @@ TEST_F(SessionTest, AFileOverTheSizeLimitIsHeldWholeAndNamed) {
 
 TEST_F(SessionTest, ASeventeenthPendingTransactionIsHeldWhole) {
   for (int i = 0; i < 16; ++i) {
-    const json result = run_json(workspace_.path(), {}, "echo " + std::to_string(i) + " > f" +
-                                                            std::to_string(i));
+    const json result =
+        run_json(workspace_.path(), {}, "echo " + std::to_string(i) + " > f" + std::to_string(i));
     ASSERT_EQ(result["changes_status"]["status"], "staged");
   }
   const json result = run_json(workspace_.path(), {}, "echo 16 > f16", /*expected_exit=*/123);

@@ -44,7 +44,7 @@ std::map<std::string, std::string> listing(const fs::path& root) {
   std::map<std::string, std::string> out;
   for (auto it = fs::recursive_directory_iterator(root); it != fs::recursive_directory_iterator();
        ++it) {
-    const std::string rel = fs::relative(it->path(), root).string();
+    const std::string rel = it->path().lexically_relative(root).string();
     if (rel == ".agent" || rel.starts_with(".agent/")) {
       it.disable_recursion_pending();
       continue;
