@@ -24,6 +24,7 @@
 
 #include "backends/capability_texts.h"
 #include "core/fs.h"
+#include "core/sandbox_home.h"
 #include "core/throw_error.h"
 #include "linux/syscalls.h"
 #include "pulsebox/backend.h"
@@ -249,6 +250,9 @@ core::Result<fs::path> HostBackend::make_run_copy(const ExecutionRequest& reques
   }
   const auto root = run_dir / "root";
   PB_CHECK(copy_workspace(request.workspace, root));
+  if (::mkdir((run_dir / "home").c_str(), 0700) != 0) {
+    return Error::from_errno("host", "cannot create " + (run_dir / "home").string());
+  }
   return root;
 }
 
@@ -263,8 +267,12 @@ ChildPlan plan_child(const ExecutionRequest& request, const fs::path& root) {
   for (const auto& [key, value] : request.environment) {
     // /workspace exists only inside a real sandbox; here it is the copy.
     const bool is_workspace = value == "/workspace" || value.rfind("/workspace/", 0) == 0;
-    plan.env_storage.push_back(key + "=" +
-                               (is_workspace ? root.string() + value.substr(10) : value));
+    // The sandbox's private HOME: a directory of the run's own beside the copy.
+    const bool is_home = key == "HOME" && value == core::kSandboxHome;
+    plan.env_storage.push_back(
+        key + "=" +
+        (is_home ? (root.parent_path() / "home").string()
+                 : is_workspace ? root.string() + value.substr(10) : value));
   }
   for (auto& entry : plan.env_storage)
     plan.envp.push_back(entry.data());

@@ -365,10 +365,9 @@ void Sandbox::import_changes(Run& run, ProcessResult& result) {
     std::vector<PathReason> refused;
     for (const auto& item : imported.refused)
       refused.push_back({item.path, item.reason});
-    hold_changes(run, result,
-                 std::to_string(refused.size()) + (refused.size() == 1 ? " path" : " paths") +
-                     " could not be staged",
-                 std::move(refused), imported.transaction);
+    const std::string reason = std::to_string(refused.size()) +
+                               (refused.size() == 1 ? " path" : " paths") + " could not be staged";
+    hold_changes(run, result, reason, std::move(refused), imported.transaction);
   }
   if (!imported.transaction) return;
   const std::string tx = *imported.transaction;
@@ -383,7 +382,6 @@ void Sandbox::import_changes(Run& run, ProcessResult& result) {
     }
   } else if (options_.changes == ChangesMode::Discard) {
     discard_transaction(tx);
-    result.transaction_id.reset();
     status.outcome = ChangesOutcome::Discarded;
   }
 }

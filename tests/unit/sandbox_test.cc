@@ -401,6 +401,14 @@ TEST_F(HostBackendTest, ChangesBecomeATransactionAndTheWorkspaceIsUntouched) {
                !std::filesystem::is_empty(dir_ / "ws/.agent/runs"));
 }
 
+TEST_F(HostBackendTest, HomeIsAPrivateDirectoryOutsideTheWorkspaceCopy) {
+  Sandbox sandbox(host_options());
+  const auto result =
+      sandbox.execute({"sh", "-c", "test -d \"$HOME\" && echo x > \"$HOME/.dotfile\""});
+  EXPECT_EQ(result.exit_code, 0) << result.stderr_data;
+  EXPECT_FALSE(result.transaction_id.has_value()) << "a dotfile became a change";
+}
+
 TEST_F(HostBackendTest, ChangesCommitAndDiscardModes) {
   auto o = host_options();
   o.changes = ChangesMode::Commit;

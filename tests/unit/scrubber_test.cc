@@ -361,7 +361,7 @@ TEST(EnvironmentTest, MinimalByDefault) {
       {"AWS_SECRET_ACCESS_KEY", "x"}, {"PATH", "/host/bin"}, {"LD_PRELOAD", "evil.so"}};
   const auto env = build_sandbox_environment({}, host);
   EXPECT_EQ(env.count("AWS_SECRET_ACCESS_KEY"), 0u);
-  EXPECT_EQ(env.at("HOME"), "/workspace");
+  EXPECT_EQ(env.at("HOME"), "/home/sandbox");
   EXPECT_EQ(env.at("TMPDIR"), "/tmp");
   EXPECT_NE(env.at("PATH"), "/host/bin");
   EXPECT_EQ(env.count("LD_PRELOAD"), 0u);
