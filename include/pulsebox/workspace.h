@@ -54,6 +54,7 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -124,6 +125,10 @@ struct ImportOptions {
   // a match flags the change (contains_secret) and stores a redacted copy
   // for diff. Must outlive the call.
   const SecretScrubber* secrets = nullptr;
+  // Paths already known to hold a registered secret (a session's runs found
+  // them, while the values were known), each with the redacted content diff
+  // shows instead: flagged as if `secrets` had matched them.
+  std::map<std::string, std::string> known_secrets;
 };
 
 struct ImportResult {

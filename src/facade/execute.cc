@@ -408,7 +408,7 @@ void Sandbox::open_session(Run& run, ExecutionRequest& request) {
 
 void Sandbox::add_to_session(Run& run, ProcessResult& result) {
   ChangesStatus& status = result.changes_status;
-  auto added = run.session->add_run(*run.outcome.changes_dir);
+  auto added = run.session->add_run(*run.outcome.changes_dir, &scrubber_);
   if (!added) {
     hold_changes(
         run, result,
@@ -418,6 +418,7 @@ void Sandbox::add_to_session(Run& run, ProcessResult& result) {
   }
   result.changes = std::move(added).value();
   status.outcome = ChangesOutcome::Session;
+  status.contains_secrets = !run.session->info().secret_paths.empty();
   status.session = options_.session;
   audit_->record({.action = "session-run",
                   .target = options_.session,

@@ -5,6 +5,8 @@
 #pragma once
 
 #include <filesystem>
+#include <map>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -33,7 +35,14 @@ class OpenSession {
   // as the layers) becomes the top layer, which is then merged into the
   // layer below. A merge that fails leaves both layers (the view is the same)
   // and is tried again after the next run. Returns the changes of the run.
-  core::Result<std::vector<Change>> add_run(const std::filesystem::path& upper);
+  // With `secrets`, the run's files are checked for registered secret
+  // values while they are known: a match is remembered (with a redacted
+  // copy) so the session's review and commit treat it as a run's would.
+  core::Result<std::vector<Change>> add_run(const std::filesystem::path& upper,
+                                            const SecretScrubber* secrets = nullptr);
+
+  // The paths found holding a secret, with their redacted content.
+  std::map<std::string, std::string> known_secrets() const;
 
   // Merges all layers into one; an error when one cannot be merged.
   core::Status collapse();
@@ -45,6 +54,8 @@ class OpenSession {
   OpenSession(Workspace& workspace, std::string name, core::UniqueFd lock)
       : workspace_(&workspace), name_(std::move(name)), lock_(std::move(lock)) {}
   core::Status recover();
+  nlohmann::json secrets_json() const;
+  core::Status scan_for_secrets(const std::filesystem::path& layer, const SecretScrubber& secrets);
 
   Workspace* workspace_;
   std::string name_;
@@ -52,6 +63,9 @@ class OpenSession {
   SessionInfo info_;
   std::filesystem::path storage_;  // the directory holding this session's layers
   std::uint64_t next_layer_ = 0;
+  // Paths found holding a secret -> file name of the redacted copy under
+  // storage_/redacted/.
+  std::map<std::string, std::string> secrets_;
   bool exists_ = false;
 };
 

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "audit/chain.h"
@@ -15,8 +16,10 @@
 #include "core/text.h"
 #include "core/throw_error.h"
 #include "pulsebox/error.h"
+#include "pulsebox/secrets.h"
 #include "workspace/layers.h"
 #include "workspace/session_store.h"
+#include "workspace/tree.h"
 
 namespace pulsebox {
 namespace workspace {
@@ -32,6 +35,8 @@ namespace {
 constexpr std::uint64_t kMaxRecordBytes = 1 << 20;
 // Changes listed in a session run's result; the session's review lists all.
 constexpr std::size_t kMaxRunChanges = 10000;
+// Files checked for secrets at a session run: the per-file staging limit.
+constexpr std::uint64_t kMaxScannedBytes = 50ull << 20;
 
 core::Status ensure_agent_subdir(const Workspace& ws, const char* name) {
   const fs::path agent = ws.agent_dir();
@@ -72,7 +77,8 @@ fs::path record_path(const Workspace& ws, const std::string& name) {
 
 // Reads a session record; `storage` and `next_layer` are only for OpenSession.
 core::Status parse_session(const json& document, SessionInfo& info, fs::path& storage,
-                           std::uint64_t& next_layer) {
+                           std::uint64_t& next_layer,
+                           std::map<std::string, std::string>* secrets = nullptr) {
   try {
     info.name = document.at("name").get<std::string>();
     info.created = document.at("created").get<std::string>();
@@ -91,6 +97,18 @@ core::Status parse_session(const json& document, SessionInfo& info, fs::path& st
     }
     if (document.contains("committing") && document["committing"].is_string()) {
       info.committing = document["committing"].get<std::string>();
+    }
+    info.secret_paths.clear();
+    if (document.contains("secrets")) {
+      for (const auto& item : document["secrets"]) {
+        const std::string file = item.at("redacted").get<std::string>();
+        if (file.empty() || file.find_first_not_of("0123456789") != std::string::npos) {
+          return Error(ErrorKind::kInvalidInput, "session",
+                       "a redacted copy's name is not a number");
+        }
+        info.secret_paths.push_back(core::get_name(item, "path"));
+        if (secrets != nullptr) (*secrets)[info.secret_paths.back()] = file;
+      }
     }
   } catch (const json::exception& error) {
     return Error(ErrorKind::kInvalidInput, "session", error.what());
@@ -192,7 +210,8 @@ core::Result<OpenSession> OpenSession::open(Workspace& ws, const std::string& na
   struct stat st {};
   if (::lstat(record.c_str(), &st) == 0) {
     PB_TRY(document, read_record(record));
-    auto parsed = parse_session(document, session.info_, session.storage_, session.next_layer_);
+    auto parsed = parse_session(document, session.info_, session.storage_, session.next_layer_,
+                                &session.secrets_);
     if (!parsed) {
       return std::move(parsed).error().with_context("session " + name + " (" + record.string() +
                                                     ")");
@@ -220,21 +239,31 @@ core::Result<OpenSession> OpenSession::open(Workspace& ws, const std::string& na
   return session;
 }
 
+json OpenSession::secrets_json() const {
+  json out = json::array();
+  for (const auto& [path, file] : secrets_) {
+    json item = {{"redacted", file}};
+    core::put_name(item, "path", path);
+    out.push_back(std::move(item));
+  }
+  return out;
+}
+
 core::Status OpenSession::save() {
   json layers = json::array();
   for (const auto& layer : info_.layers)
     layers.push_back(layer.filename().string());
-  const json document = {
-      {"version", 1},
-      {"name", info_.name},
-      {"created", info_.created},
-      {"last_run", info_.last_run},
-      {"runs", info_.runs},
-      {"base_stamp_ns", info_.base_stamp_ns},
-      {"storage", storage_.string()},
-      {"next_layer", next_layer_},
-      {"layers", std::move(layers)},
-      {"committing", info_.committing ? json(*info_.committing) : json(nullptr)}};
+  const json document = {{"version", 1},
+                         {"name", info_.name},
+                         {"created", info_.created},
+                         {"last_run", info_.last_run},
+                         {"runs", info_.runs},
+                         {"base_stamp_ns", info_.base_stamp_ns},
+                         {"storage", storage_.string()},
+                         {"next_layer", next_layer_},
+                         {"layers", std::move(layers)},
+                         {"committing", info_.committing ? json(*info_.committing) : json(nullptr)},
+                         {"secrets", secrets_json()}};
   return core::write_file_atomic(record_path(*workspace_, name_), document.dump(2) + "\n", 0600);
 }
 
@@ -272,7 +301,8 @@ core::Status OpenSession::recover() {
   return core::ok_status();
 }
 
-core::Result<std::vector<Change>> OpenSession::add_run(const fs::path& upper) {
+core::Result<std::vector<Change>> OpenSession::add_run(const fs::path& upper,
+                                                       const SecretScrubber* secrets) {
   const fs::path layer = storage_ / std::to_string(next_layer_++);
   auto moved = move_layer(upper, layer);
   if (!moved) return std::move(moved).error().with_context("keeping the run's changes");
@@ -281,6 +311,8 @@ core::Result<std::vector<Change>> OpenSession::add_run(const fs::path& upper) {
   auto changes = describe_layer(
       layer, [&](const std::string& path) { return exists_in_view(below, base, path); },
       kMaxRunChanges);
+  if (secrets != nullptr && secrets->secret_count() > 0)
+    PB_CHECK(scan_for_secrets(layer, *secrets));
   info_.layers.insert(info_.layers.begin(), layer);
   ++info_.runs;
   info_.last_run = audit::utc_timestamp();
@@ -289,6 +321,63 @@ core::Result<std::vector<Change>> OpenSession::add_run(const fs::path& upper) {
   // again, and the session's review needs them merged.
   (void)collapse();
   return changes;
+}
+
+// The run's layer holds every file it wrote: each is checked now, while the
+// secret values are known. A file that no longer holds one, or that the run
+// deleted, loses its mark.
+core::Status OpenSession::scan_for_secrets(const fs::path& layer, const SecretScrubber& secrets) {
+  const fs::path redacted_dir = storage_ / "redacted";
+  std::function<core::Status(int, const std::string&, int)> walk =
+      [&](int dirfd, const std::string& prefix, int depth) -> core::Status {
+    if (depth > 512) return core::ok_status();
+    for (const std::string& name : list_directory(dirfd)) {
+      const std::string path = prefix + name;
+      struct stat st {};
+      if (::fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+      if (S_ISDIR(st.st_mode)) {
+        UniqueFd child(
+            ::openat(dirfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+        if (child) PB_CHECK(walk(child.get(), path + "/", depth + 1));
+        continue;
+      }
+      // A whiteout, a symlink or a special file: whatever it replaced goes.
+      std::erase_if(secrets_, [&](const auto& item) {
+        return item.first == path || item.first.starts_with(path + "/");
+      });
+      if (!S_ISREG(st.st_mode) || static_cast<std::uint64_t>(st.st_size) > kMaxScannedBytes)
+        continue;
+      UniqueFd fd(::openat(dirfd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+      if (!fd) continue;
+      auto bytes = core::read_all(fd.get(), kMaxScannedBytes, path);
+      if (!bytes || !secrets.contains_secret(*bytes)) continue;
+      if (::mkdir(redacted_dir.c_str(), 0700) != 0 && errno != EEXIST) {
+        return Error::from_errno("session", "creating " + redacted_dir.string());
+      }
+      const std::string file = std::to_string(next_layer_ * 1000000 + secrets_.size());
+      PB_CHECK(core::write_file_atomic(redacted_dir / file, secrets.redact(*bytes), 0600));
+      secrets_[path] = file;
+    }
+    return core::ok_status();
+  };
+  UniqueFd root(::open(layer.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!root) return Error::from_errno("session", "open " + layer.string());
+  PB_CHECK(walk(root.get(), "", 0));
+  info_.secret_paths.clear();
+  for (const auto& [path, file] : secrets_)
+    info_.secret_paths.push_back(path);
+  return core::ok_status();
+}
+
+std::map<std::string, std::string> OpenSession::known_secrets() const {
+  std::map<std::string, std::string> known;
+  for (const auto& [path, file] : secrets_) {
+    auto text =
+        core::read_regular_file(storage_ / "redacted" / file, kMaxScannedBytes, "redacted copy");
+    known[path] = text ? std::move(text).value()
+                       : std::string("[content withheld: it holds a registered secret]\n");
+  }
+  return known;
 }
 
 core::Status OpenSession::collapse() {
@@ -363,6 +452,7 @@ ImportResult session_transaction(Workspace& ws, const std::string& name,
   core::check_or_throw(session.collapse());
   if (session.info().layers.empty()) return {};
   ImportOptions import = options;
+  import.known_secrets = session.known_secrets();
   import.origin = "session " + name;
   import.run_started = workspace::from_ns(session.info().base_stamp_ns);
   return ws.import_overlay(session.info().layers.front(), ws.root(), import);
@@ -378,6 +468,7 @@ SessionCommitResult commit_session(Workspace& ws, const std::string& name,
     return result;
   }
   ImportOptions from_session = import;
+  from_session.known_secrets = session.known_secrets();
   from_session.origin = "session " + name;
   from_session.run_started = workspace::from_ns(session.info().base_stamp_ns);
   ImportResult imported = ws.import_overlay(session.info().layers.front(), ws.root(), from_session);

@@ -617,12 +617,20 @@ core::Status TransactionStore::stage(Draft& draft, Entry entry, std::string_view
     }
     entry.size = bytes.size();
     // Only the redacted copy is ever shown (diff).
+    std::optional<std::string> redacted;
     if (secrets_ != nullptr && secrets_->contains_secret(bytes)) {
+      redacted = secrets_->redact(bytes);
+    } else if (known_secrets_ != nullptr) {
+      if (auto known = known_secrets_->find(entry.path); known != known_secrets_->end()) {
+        redacted = known->second;
+      }
+    }
+    if (redacted) {
       entry.contains_secret = true;
       const auto dir = tx_dir(draft.id) / "redacted";
       std::error_code ec;
       std::filesystem::create_directories(dir, ec);
-      PB_CHECK(core::write_file_atomic(dir / entry.blob, secrets_->redact(bytes), 0600));
+      PB_CHECK(core::write_file_atomic(dir / entry.blob, *redacted, 0600));
     }
   }
   if (auto it = draft.entries.find(entry.path); it != draft.entries.end()) {

@@ -106,6 +106,10 @@ class TransactionStore {
   // Staged contents (and symlink targets) are checked against it: a match
   // marks the entry and keeps a redacted copy for diff. Must outlive the store.
   void set_secrets(const SecretScrubber* secrets) { secrets_ = secrets; }
+  // Paths known to hold a secret, with their redacted content (ImportOptions).
+  void set_known_secrets(const std::map<std::string, std::string>* known) {
+    known_secrets_ = known;
+  }
   // Commit what holds a registered secret instead of refusing it.
   void allow_secrets(bool allow) { allow_secrets_ = allow; }
 
@@ -131,6 +135,7 @@ class TransactionStore {
   const ActionPolicy& policy_;
   WorkspaceLimits limits_;
   const SecretScrubber* secrets_ = nullptr;
+  const std::map<std::string, std::string>* known_secrets_ = nullptr;
   bool allow_secrets_ = false;
 };
 

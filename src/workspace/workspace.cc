@@ -238,6 +238,7 @@ ImportResult import_into_new_transaction(TransactionStore& store,
                                          bool full_copy) {
   const auto& run_started = options.run_started;
   store.set_secrets(options.secrets);
+  store.set_known_secrets(&options.known_secrets);
   const std::string id = core::value_or_throw(store.create(options.origin));
   Draft draft = core::value_or_throw(store.load(id));
   auto imported =

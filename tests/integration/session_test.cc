@@ -329,5 +329,65 @@ TEST_F(SessionTest, ARefusedCommitAfterTheRunKeepsTheTransactionAndSaysSo) {
   EXPECT_NE(changes.out.find(result["transaction_id"].get<std::string>()), std::string::npos);
 }
 
+class SecretInChangesTest : public SessionTest {
+ protected:
+  static constexpr const char* kValue = "hunter2-sandbox-token-0731";
+
+  testing::CliRun run_with_secret(const std::vector<std::string>& flags,
+                                  const std::string& command) const {
+    std::vector<std::string> args = {
+        "run",   "--json", "--allow-weaker",          "limits", "--secret",
+        "TOKEN", "-w",     workspace_.path().string()};
+    args.insert(args.end(), flags.begin(), flags.end());
+    args.insert(args.end(), {"--", "sh", "-c", command});
+    auto e = env();
+    e.push_back(std::string("TOKEN=") + kValue);
+    return testing::run_cli(args, "", e);
+  }
+
+  // The review never shows the value; the commit refuses it unless allowed.
+  void expect_guarded(const std::string& id, const std::vector<std::string>& commit_args,
+                      const std::vector<std::string>& allowed_args) const {
+    const auto diff = cli({"diff", "-w", workspace_.path().string(), id, "--all"});
+    EXPECT_EQ(diff.exit_code, 0) << diff.err;
+    EXPECT_EQ(diff.out.find(kValue), std::string::npos) << "the diff shows the secret";
+    EXPECT_NE(diff.out.find("REDACTED"), std::string::npos) << diff.out;
+    const auto refused = cli(commit_args);
+    EXPECT_EQ(refused.exit_code, 125) << refused.out << refused.err;
+    EXPECT_NE(refused.err.find("secret"), std::string::npos) << refused.err;
+    EXPECT_FALSE(fs::exists(workspace_ / "config.txt"));
+    const auto allowed = cli(allowed_args);
+    EXPECT_EQ(allowed.exit_code, 0) << allowed.out << allowed.err;
+    EXPECT_EQ(testing::read_file(workspace_ / "config.txt"), std::string("token=") + kValue + "\n");
+    const std::string log = testing::read_file(workspace_ / ".agent/logs/audit.jsonl");
+    EXPECT_EQ(log.find(kValue), std::string::npos) << "the audit log holds the value";
+  }
+};
+
+TEST_F(SecretInChangesTest, ARunsChangedFileHoldingASecretIsFlaggedRedactedAndRefused) {
+  const auto result = run_with_secret({}, "echo token=$TOKEN > config.txt");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const json out = json::parse(result.out);
+  EXPECT_TRUE(out["changes_status"]["contains_secrets"].get<bool>()) << out["changes_status"];
+  const std::string tx = out["transaction_id"];
+  const std::string log = testing::read_file(workspace_ / ".agent/logs/audit.jsonl");
+  EXPECT_NE(log.find("changes-secret"), std::string::npos);
+  const std::string ws = workspace_.path().string();
+  expect_guarded(tx, {"commit", "-w", ws, tx}, {"commit", "-w", ws, "--allow-secrets", tx});
+}
+
+TEST_F(SecretInChangesTest, ASessionRemembersTheSecretUntilItsCommit) {
+  auto result = run_with_secret({"--session", "s"}, "echo token=$TOKEN > config.txt");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_TRUE(json::parse(result.out)["changes_status"]["contains_secrets"].get<bool>());
+  // A later run of the session without the secret registered.
+  const json later = run_json(workspace_.path(), {"--session", "s"}, "echo more > more.txt");
+  EXPECT_EQ(later["changes_status"]["status"], "session");
+  const std::string ws = workspace_.path().string();
+  expect_guarded("s", {"session", "commit", "-w", ws, "s"},
+                 {"session", "commit", "-w", ws, "--allow-secrets", "s"});
+  EXPECT_EQ(testing::read_file(workspace_ / "more.txt"), "more\n");
+}
+
 }  // namespace
 }  // namespace pulsebox
