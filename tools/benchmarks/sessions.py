@@ -1,0 +1,109 @@
+#!/usr/bin/env python3
+"""Sessions: what a run costs with a session behind it, and a session's commit.
+
+Measured in one process, interleaved, so the machine's drift hits both sides:
+  - `run --session S -- true` after 1, 10 and 100 earlier runs of S (each
+    wrote a file), against `run -- true` with no session: the ratio is the
+    session's cost per run (its lock, its layer on the overlay, the merge of
+    the run's layer into it);
+  - `session commit` of one session run that changed 10,000 files, against
+    `commit` of a transaction with the same 10,000 files: the ratio is what
+    committing through a session adds (importing its layer).
+Usage: tools/benchmarks/sessions.py [--rounds N]
+"""
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BIN = os.path.join(ROOT, "build", "src", "cli", "pulsebox")
+
+
+def env(state):
+    e = dict(os.environ)
+    e.update({"PULSEBOX_STATE_DIR": state, "PULSEBOX_SERVER": "off", "NO_COLOR": "1"})
+    return e
+
+
+def pulsebox(args, state, check=True):
+    started = time.perf_counter()
+    done = subprocess.run([BIN] + args, env=env(state), stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, text=True)
+    elapsed = (time.perf_counter() - started) * 1000
+    if check and done.returncode != 0:
+        sys.exit(f"pulsebox {' '.join(args)}: exit {done.returncode}: {done.stderr[-2000:]}")
+    return elapsed
+
+
+def run(ws, state, command, session=None):
+    args = ["run", "--allow-weaker", "limits", "-w", ws]
+    if session:
+        args += ["--session", session]
+    return pulsebox(args + ["--", "sh", "-c", command], state)
+
+
+def latency(rounds):
+    print("== run latency with a session behind it (median ms, ratio to no session)")
+    print(f"{'earlier runs':>13} {'no session':>11} {'session':>9} {'ratio':>7}")
+    for earlier in (1, 10, 100):
+        base = tempfile.mkdtemp(prefix="pb-bench-")
+        os.chmod(base, 0o711)  # the sandbox's init must reach the state directory
+        try:
+            ws, state = os.path.join(base, "ws"), os.path.join(base, "state")
+            os.makedirs(ws)
+            for i in range(earlier):
+                run(ws, state, f"echo {i} > file{i}.txt", session="s")
+            plain, with_session = [], []
+            for _ in range(rounds):
+                plain.append(run(ws, state, "true"))
+                with_session.append(run(ws, state, "true", session="s"))
+            a, b = statistics.median(plain), statistics.median(with_session)
+            print(f"{earlier:>13} {a:>8.1f} ms {b:>6.1f} ms {b / a:>7.2f}")
+        finally:
+            shutil.rmtree(base, ignore_errors=True)
+
+
+def commit(files):
+    print(f"== committing {files} changed files (ms, ratio session / transaction)")
+    make = f"mkdir -p out && i=0; while [ $i -lt {files} ]; do echo $i > out/f$i; i=$((i+1)); done"
+    base = tempfile.mkdtemp(prefix="pb-bench-")
+    os.chmod(base, 0o711)
+    try:
+        ws, state = os.path.join(base, "ws"), os.path.join(base, "state")
+        os.makedirs(ws)
+        run_tx = pulsebox(["run", "--allow-weaker", "limits", "--timeout", "300", "-w", ws, "--",
+                           "sh", "-c", make], state)
+        transaction = pulsebox(["commit", "-w", ws, "latest"], state)
+        shutil.rmtree(os.path.join(ws, "out"))
+        run_session = pulsebox(["run", "--allow-weaker", "limits", "--timeout", "300", "--session",
+                                "s", "-w", ws, "--", "sh", "-c", make], state)
+        session = pulsebox(["session", "commit", "-w", ws, "s"], state)
+        # A run's transaction is imported at the end of the run; a session's
+        # when it is committed: compare run + commit on both sides.
+        print(f"{'':<12} {'run':>9} {'commit':>9} {'both':>9}")
+        print(f"{'transaction':<12} {run_tx:>6.0f} ms {transaction:>6.0f} ms "
+              f"{run_tx + transaction:>6.0f} ms")
+        print(f"{'session':<12} {run_session:>6.0f} ms {session:>6.0f} ms "
+              f"{run_session + session:>6.0f} ms")
+        print(f"ratio session / transaction (both): "
+              f"{(run_session + session) / (run_tx + transaction):.2f}")
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=30)
+    parser.add_argument("--files", type=int, default=10000)
+    options = parser.parse_args()
+    latency(options.rounds)
+    commit(options.files)
+
+
+if __name__ == "__main__":
+    main()
