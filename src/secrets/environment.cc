@@ -75,6 +75,11 @@ std::map<std::string, std::string> build_sandbox_environment(
   for (auto it = env.begin(); it != env.end();) {
     it = is_dangerous_environment_variable(it->first) ? env.erase(it) : std::next(it);
   }
+  // Set after the filter (GIT_* from outside is refused): a read-only git
+  // command (status, diff) would otherwise refresh .git/index with the
+  // sandbox's stat data, a change the user never made.
+  env.erase("GIT_OPTIONAL_LOCKS");
+  env.emplace("GIT_OPTIONAL_LOCKS", "0");
   return env;
 }
 

@@ -329,6 +329,27 @@ TEST_F(SessionTest, ARefusedCommitAfterTheRunKeepsTheTransactionAndSaysSo) {
   EXPECT_NE(changes.out.find(result["transaction_id"].get<std::string>()), std::string::npos);
 }
 
+TEST_F(SessionTest, GitStatusInsideTheSandboxChangesNothing) {
+  const std::string ws = workspace_.path().string();
+  testing::write_file(workspace_ / "a.txt", "a\n");
+  const auto init = testing::run_cli({"run", "--json", "--allow-weaker", "limits", "--changes",
+                                      "commit", "-w", ws, "--", "sh", "-c",
+                                      "git init -q && git add a.txt && git -c user.name=t -c "
+                                      "user.email=t@t commit -qm init"},
+                                     "", env());
+  ASSERT_EQ(init.exit_code, 123) << "committing a new repository needs a rule: " << init.err;
+  // Commit the repository the way the docs say (a rule naming .git).
+  testing::write_file(scratch_ / "policy.json",
+                      R"({"rules": [{"action": "write", "target": ".git", "decision": "allow"},)"
+                      R"({"action": "write", "target": ".git/**", "decision": "allow"}]})");
+  const auto committed =
+      cli({"commit", "-w", ws, "--policy", (scratch_ / "policy.json").string(), "latest"});
+  ASSERT_EQ(committed.exit_code, 0) << committed.err;
+  const json status = run_json(workspace_.path(), {}, "git status --short && git diff");
+  EXPECT_EQ(status["stdout"], "");
+  EXPECT_EQ(status["changes_status"]["status"], "unchanged") << status["changes"];
+}
+
 class SecretInChangesTest : public SessionTest {
  protected:
   static constexpr const char* kValue = "hunter2-sandbox-token-0731";
