@@ -269,10 +269,10 @@ ChildPlan plan_child(const ExecutionRequest& request, const fs::path& root) {
     const bool is_workspace = value == "/workspace" || value.rfind("/workspace/", 0) == 0;
     // The sandbox's private HOME: a directory of the run's own beside the copy.
     const bool is_home = key == "HOME" && value == core::kSandboxHome;
-    plan.env_storage.push_back(
-        key + "=" +
-        (is_home ? (root.parent_path() / "home").string()
-                 : is_workspace ? root.string() + value.substr(10) : value));
+    plan.env_storage.push_back(key + "=" +
+                               (is_home        ? (root.parent_path() / "home").string()
+                                : is_workspace ? root.string() + value.substr(10)
+                                               : value));
   }
   for (auto& entry : plan.env_storage)
     plan.envp.push_back(entry.data());
