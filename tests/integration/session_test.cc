@@ -233,6 +233,26 @@ TEST_F(SessionTest, ASessionSurvivesReconcileAndGoesOnThroughTheServer) {
   EXPECT_EQ(json::parse(list.out).size(), 0u);
 }
 
+// With --disk a run's changes are on a tmpfs of its own: they are copied
+// into the session (whiteouts and opaque directories included).
+TEST_F(SessionTest, ASessionRunWithADiskLimitKeepsItsChanges) {
+  testing::write_file(workspace_ / "gone.txt", "gone\n");
+  testing::write_file(workspace_ / "dir/old.txt", "old\n");
+  json result = run_json(workspace_.path(), {"--session", "d", "--disk", "8M"},
+                         "echo kept > kept.txt && rm gone.txt && rm -r dir && mkdir dir && "
+                         "echo new > dir/new.txt");
+  ASSERT_EQ(result["changes_status"]["status"], "session") << result["changes_status"];
+  result = run_json(workspace_.path(), {"--session", "d", "--disk", "8M"},
+                    "cat kept.txt; ls dir; test -e gone.txt || echo no-gone");
+  EXPECT_EQ(result["stdout"], "kept\nnew.txt\nno-gone\n");
+  const auto commit = cli({"session", "commit", "-w", workspace_.path().string(), "d"});
+  ASSERT_EQ(commit.exit_code, 0) << commit.err;
+  EXPECT_EQ(testing::read_file(workspace_ / "kept.txt"), "kept\n");
+  EXPECT_FALSE(fs::exists(workspace_ / "gone.txt"));
+  EXPECT_FALSE(fs::exists(workspace_ / "dir/old.txt"));
+  EXPECT_EQ(testing::read_file(workspace_ / "dir/new.txt"), "new\n");
+}
+
 TEST_F(SessionTest, SessionFlagsAreChecked) {
   auto result = run(workspace_.path(), {"--session", "../x"}, "true");
   EXPECT_EQ(result.exit_code, 125);
