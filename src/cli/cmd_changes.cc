@@ -279,7 +279,8 @@ int run_reconcile(const Options& options) {
 }
 
 void add_workspace_option(CLI::App* command, Options& options) {
-  command->add_option("-w,--workspace", options.workspace, "Workspace directory (default: .)");
+  command->add_option("-w,--workspace", options.workspace,
+                      "Workspace directory (default: the one holding .agent/ above, else .)");
   command->add_flag("--allow-system-dir", options.allow_system_dir,
                     "Accept a system directory (/, /etc, /usr, a home directory itself, ...) as "
                     "the workspace");

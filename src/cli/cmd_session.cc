@@ -21,7 +21,7 @@ int run_diff(const review::Options& options);
 namespace {
 
 struct SessionOptions {
-  std::string workspace = ".";
+  std::string workspace;  // "": found as the review commands find it
   std::string name;
   std::vector<std::string> paths;
   bool json = false;
@@ -61,7 +61,7 @@ json refused_json(const std::vector<RefusedChange>& refused) {
 
 Workspace open_workspace(const SessionOptions& options) {
   return Workspace(
-      options.workspace, default_workspace_policy(), WorkspaceLimits{},
+      review::workspace_path(options.workspace), default_workspace_policy(), WorkspaceLimits{},
       options.allow_system_dir ? SystemDirectoryUse::Allow : SystemDirectoryUse::Refuse);
 }
 
@@ -221,7 +221,8 @@ void register_session_commands(CLI::App& app, int& exit_code) {
       app.add_subcommand("session", "Sessions: runs that build on each other (run --session)");
   session->require_subcommand(1);
   auto common = [&](CLI::App* command, bool named) {
-    command->add_option("-w,--workspace", options->workspace, "Workspace directory (default .)");
+    command->add_option("-w,--workspace", options->workspace,
+                        "Workspace directory (default: the one holding .agent/ above, else .)");
     command->add_flag("--allow-system-dir", options->allow_system_dir,
                       "Allow a system directory as the workspace");
     command->add_flag("--json", options->json, "Print JSON");

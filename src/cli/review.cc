@@ -9,6 +9,7 @@
 #include <set>
 #include <tuple>
 
+#include "core/agent_dir.h"
 #include "core/byte_names.h"
 #include "core/text.h"
 #include "linux/userns.h"
@@ -19,12 +20,21 @@
 
 namespace pulsebox::cli::review {
 
+std::filesystem::path workspace_path(const std::string& given) {
+  if (!given.empty()) return given;
+  std::error_code ec;
+  const auto here = std::filesystem::current_path(ec);
+  if (ec) return ".";
+  const auto found = core::find_workspace_root(here);
+  return found ? found->root : std::filesystem::path(".");
+}
+
 Workspace open_workspace(const Options& options) {
   const SystemDirectoryUse system_directory =
       options.allow_system_dir ? SystemDirectoryUse::Allow : SystemDirectoryUse::Refuse;
   if (options.policy_file.empty()) {
-    return Workspace(options.workspace, default_workspace_policy(), WorkspaceLimits{},
-                     system_directory);
+    return Workspace(workspace_path(options.workspace), default_workspace_policy(),
+                     WorkspaceLimits{}, system_directory);
   }
   auto loaded = policy::load_policy_file(options.policy_file);
   if (!loaded) throw SandboxConfigError(loaded.error().to_string());
@@ -36,7 +46,8 @@ Workspace open_workspace(const Options& options) {
   for (ActionType action : kAllActionTypes) {
     if (auto decision = loaded->default_for(action)) policy.set_default(action, *decision);
   }
-  return Workspace(options.workspace, std::move(policy), WorkspaceLimits{}, system_directory);
+  return Workspace(workspace_path(options.workspace), std::move(policy), WorkspaceLimits{},
+                   system_directory);
 }
 
 std::vector<std::string> resolve_ids(const Workspace& ws, const std::vector<std::string>& ids,

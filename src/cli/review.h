@@ -23,7 +23,7 @@
 namespace pulsebox::cli::review {
 
 struct Options {
-  std::string workspace = ".";
+  std::string workspace;           // "": found from the current directory (workspace_path)
   std::vector<std::string> ids;    // TX, "latest" (and held ids for discard)
   std::vector<std::string> paths;  // after "--", relative to the workspace
   std::string policy_file;
@@ -48,6 +48,10 @@ int guarded(Body&& body) {
     return kExitUsage;
   }
 }
+
+// The workspace a review command works on: `-w DIR` as given, else the
+// nearest directory upwards holding .agent/ (as `run` finds it), else ".".
+std::filesystem::path workspace_path(const std::string& given);
 
 Workspace open_workspace(const Options& options);
 

@@ -253,6 +253,20 @@ TEST_F(SessionTest, ASessionRunWithADiskLimitKeepsItsChanges) {
   EXPECT_EQ(testing::read_file(workspace_ / "dir/new.txt"), "new\n");
 }
 
+// The review commands find the workspace from a subdirectory, as `run` does.
+TEST_F(SessionTest, ReviewCommandsRunFromASubdirectoryFindTheWorkspace) {
+  fs::create_directories(workspace_ / "sub/deep");
+  const json result = run_json(workspace_.path(), {"--session", "s"}, "echo x > x.txt");
+  ASSERT_EQ(result["changes_status"]["status"], "session");
+  const std::string deep = (workspace_ / "sub/deep").string();
+  const auto sessions = testing::run_cli({"session", "list", "--json"}, "", env(), deep);
+  ASSERT_EQ(sessions.exit_code, 0) << sessions.err;
+  EXPECT_EQ(json::parse(sessions.out).size(), 1u) << sessions.out;
+  const auto changes = testing::run_cli({"changes", "--json"}, "", env(), deep);
+  ASSERT_EQ(changes.exit_code, 0) << changes.err;
+  EXPECT_FALSE(fs::exists(workspace_ / "sub/deep/.agent")) << "a second .agent was made";
+}
+
 TEST_F(SessionTest, SessionFlagsAreChecked) {
   auto result = run(workspace_.path(), {"--session", "../x"}, "true");
   EXPECT_EQ(result.exit_code, 125);
