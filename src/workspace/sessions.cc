@@ -284,13 +284,12 @@ core::Status OpenSession::recover() {
   if (!info_.committing) return core::ok_status();
   const std::string tx = *info_.committing;
   const fs::path tx_dir = workspace_->agent_dir() / "transactions" / tx;
-  std::error_code ec;
-  if (!fs::exists(tx_dir, ec)) return remove();  // committed, only the clean-up was left
   try {
-    if (workspace_->describe(tx).commit_in_progress) {
-      workspace_->reconcile();
-      return remove();
-    }
+    // Any workspace operation first finishes a decided commit: then the
+    // transaction is gone.
+    (void)workspace_->list_transactions();
+    std::error_code ec;
+    if (!fs::exists(tx_dir, ec)) return remove();  // committed
     info_.committing.reset();
     PB_CHECK(save());
     workspace_->discard(tx);

@@ -8,7 +8,9 @@
 //    transaction) are held, said in changes_status and by exit 123, listed
 //    by `changes`, and dropped only by `discard`;
 //  - `--changes commit` refused keeps the transaction and says so.
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <map>
@@ -18,6 +20,8 @@
 #include "helpers/cli_runner.h"
 #include "helpers/local_server.h"
 #include "helpers/test_support.h"
+#include "pulsebox/session.h"
+#include "workspace/transactions.h"
 
 namespace pulsebox {
 namespace {
@@ -265,6 +269,56 @@ TEST_F(SessionTest, ReviewCommandsRunFromASubdirectoryFindTheWorkspace) {
   const auto changes = testing::run_cli({"changes", "--json"}, "", env(), deep);
   ASSERT_EQ(changes.exit_code, 0) << changes.err;
   EXPECT_FALSE(fs::exists(workspace_ / "sub/deep/.agent")) << "a second .agent was made";
+}
+
+// `pulsebox session commit` killed (SIGKILL) at a step of its commit: the
+// next pulsebox command that opens the session finishes it (past the
+// commit point) or undoes it (before), as root and as an ordinary user.
+TEST_F(SessionTest, AKilledSessionCommitIsFinishedOrUndoneByTheNextCommand) {
+  for (const char* step : {"snapshots checked", "ready marker", "directories synced"}) {
+    SCOPED_TRACE(step);
+    testing::TempDir ws_dir;
+    fs::permissions(ws_dir.path(), fs::perms(0755));
+    testing::write_file(ws_dir / "a.txt", "a\n");
+    const json result =
+        run_json(ws_dir.path(), {"--session", "s"}, "echo A > a.txt; echo b > b.txt");
+    ASSERT_EQ(result["changes_status"]["status"], "session");
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      const std::string at = step;
+      workspace::commit_failpoint = [at](std::string_view name) {
+        if (name == at) ::raise(SIGKILL);
+      };
+      Workspace ws(ws_dir.path());
+      try {
+        commit_session(ws, "s");
+      } catch (...) {
+        ::_exit(3);
+      }
+      ::_exit(0);
+    }
+    int status = 0;
+    ::waitpid(child, &status, 0);
+    ASSERT_TRUE(WIFSIGNALED(status)) << "the commit was not killed at " << step;
+    const auto list =
+        testing::run_cli({"session", "list", "--json", "-w", ws_dir.path().string()}, "", env());
+    ASSERT_EQ(list.exit_code, 0) << list.err;
+    const bool decided = std::string(step) != "snapshots checked";
+    if (decided) {
+      EXPECT_EQ(json::parse(list.out).size(), 0u) << list.out;
+      EXPECT_EQ(testing::read_file(ws_dir / "a.txt"), "A\n");
+      EXPECT_EQ(testing::read_file(ws_dir / "b.txt"), "b\n");
+    } else {
+      ASSERT_EQ(json::parse(list.out).size(), 1u) << list.out;
+      EXPECT_TRUE(json::parse(list.out)[0]["committing"].is_null());
+      EXPECT_EQ(testing::read_file(ws_dir / "a.txt"), "a\n");
+      EXPECT_FALSE(fs::exists(ws_dir / "b.txt"));
+    }
+    const auto changes =
+        testing::run_cli({"changes", "--json", "-w", ws_dir.path().string()}, "", env());
+    EXPECT_EQ(json::parse(changes.out).size(), 0u) << "a transaction was left: " << changes.out;
+  }
 }
 
 TEST_F(SessionTest, SessionFlagsAreChecked) {
