@@ -1,0 +1,463 @@
+// Committing a transaction: the write-ahead log, the commit point, applying
+// its steps (idempotently, so a replay converges), partial commits, and
+// reconcile's replay of decided commits. The store itself (manifests,
+// staging, snapshots, bases) is transactions.cc.
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "audit/chain.h"
+#include "core/byte_names.h"
+#include "core/fs.h"
+#include "core/json_parse.h"
+#include "core/sha256.h"
+#include "core/text.h"
+#include "workspace/protected_changes.h"
+#include "workspace/safe_open.h"
+#include "workspace/store_files.h"
+#include "workspace/transactions.h"
+
+namespace pulsebox::workspace {
+
+using core::Error;
+using core::ErrorKind;
+using core::random_hex;
+using core::UniqueFd;
+using json = nlohmann::json;
+
+// Applies every step; each is idempotent so a replay after a crash at any
+// point converges on the committed state.
+core::Status TransactionStore::apply(const Draft& draft, int root_fd,
+                                     std::size_t* temp_files_removed) {
+  const auto blobs = tx_dir(draft.id) / "blobs";
+  PB_TRY(blob_dir, core::open_directory(blobs));
+  std::set<std::string> touched_dirs;
+  for (const auto& [path, entry] : draft.entries) {
+    std::string name;
+    auto parent = open_parent(root_fd, path, &name);
+    if (!parent) {
+      const int err = parent.error().error_number();
+      // The parent is gone: for a delete that is success, otherwise the
+      // parent was replaced by an earlier step and this entry cannot apply.
+      if (entry.op == StagedOp::Delete && (err == ENOENT || err == ENOTDIR)) continue;
+      return std::move(parent).error().with_context("applying " + path);
+    }
+    const int dir = parent->get();
+    const std::string parent_path =
+        path.find('/') == std::string::npos ? std::string() : path.substr(0, path.rfind('/'));
+    touched_dirs.insert(parent_path);
+    struct stat current {};
+    const bool exists = ::fstatat(dir, name.c_str(), &current, AT_SYMLINK_NOFOLLOW) == 0;
+    switch (entry.op) {
+      case StagedOp::Delete:
+        PB_CHECK(remove_tree_at(dir, name));
+        break;
+      case StagedOp::Write: {
+        struct stat blob_stat {};
+        if (::fstatat(blob_dir.get(), entry.blob.c_str(), &blob_stat, 0) != 0) {
+          break;  // already renamed into place by an earlier attempt
+        }
+        const bool replaces_file = exists && !S_ISDIR(current.st_mode);
+        if (exists && S_ISDIR(current.st_mode)) PB_CHECK(remove_tree_at(dir, name));
+        if (::renameat(blob_dir.get(), entry.blob.c_str(), dir, name.c_str()) != 0) {
+          return Error::from_errno("workspace", "rename into place: " + path);
+        }
+        adopt_owner(dir, name, replaces_file ? &current : nullptr);
+        break;
+      }
+      case StagedOp::Mkdir:
+        if (exists && S_ISDIR(current.st_mode)) {
+          UniqueFd fd(::openat(dir, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+          if (!fd || ::fchmod(fd.get(), entry.mode) != 0) {
+            return Error::from_errno("workspace", "chmod " + path);
+          }
+          break;
+        }
+        if (exists) PB_CHECK(remove_tree_at(dir, name));
+        if (::mkdirat(dir, name.c_str(), entry.mode) != 0 && errno != EEXIST) {
+          return Error::from_errno("workspace", "mkdir " + path);
+        }
+        if (::fchmodat(dir, name.c_str(), entry.mode, 0) != 0) {
+          return Error::from_errno("workspace", "chmod " + path);
+        }
+        adopt_owner(dir, name, nullptr);
+        break;
+      case StagedOp::Symlink: {
+        if (exists && S_ISDIR(current.st_mode)) PB_CHECK(remove_tree_at(dir, name));
+        const std::string temp = std::string(kTempPrefix) + random_hex(12);
+        if (::symlinkat(entry.link_target.c_str(), dir, temp.c_str()) != 0) {
+          return Error::from_errno("workspace", "symlink " + path);
+        }
+        if (auto timed = set_mtime_at(dir, temp, entry.mtime_ns, path); !timed.ok()) {
+          ::unlinkat(dir, temp.c_str(), 0);
+          return timed;
+        }
+        if (::renameat(dir, temp.c_str(), dir, name.c_str()) != 0) {
+          const Error error = Error::from_errno("workspace", "rename into place: " + path);
+          ::unlinkat(dir, temp.c_str(), 0);
+          return error;
+        }
+        adopt_owner(dir, name, nullptr);
+        break;
+      }
+      case StagedOp::Chmod: {
+        UniqueFd fd(::openat(dir, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+        if (!fd || ::fchmod(fd.get(), entry.mode) != 0) {
+          return Error::from_errno("workspace", "chmod " + path);
+        }
+        break;
+      }
+    }
+    failpoint("applied " + path);
+  }
+  // Make the renames durable, and remove temporary symlinks an interrupted
+  // attempt may have left in the directories this commit touches.
+  for (const std::string& dir_path : touched_dirs) {
+    auto dir = dir_path.empty()
+                   ? core::Result<UniqueFd>(UniqueFd(::fcntl(root_fd, F_DUPFD_CLOEXEC, 0)))
+                   : open_beneath(root_fd, dir_path, O_RDONLY | O_DIRECTORY);
+    if (!dir) continue;  // removed by a later step
+    if (temp_files_removed != nullptr) {
+      const int dup = ::fcntl(dir->get(), F_DUPFD_CLOEXEC, 0);
+      if (DIR* listing = dup >= 0 ? ::fdopendir(dup) : nullptr) {
+        while (const dirent* item = ::readdir(listing)) {
+          if (std::string_view(item->d_name).rfind(kTempPrefix, 0) == 0 &&
+              ::unlinkat(dir->get(), item->d_name, 0) == 0) {
+            ++*temp_files_removed;
+          }
+        }
+        ::closedir(listing);
+      }
+    }
+    if (::fsync(dir->get()) != 0) return Error::from_errno("workspace", "fsync " + dir_path);
+  }
+  // Directory times last, children before parents: every step above that
+  // adds or removes an entry in a directory moves its time.
+  for (auto it = draft.entries.rbegin(); it != draft.entries.rend(); ++it) {
+    const Entry& entry = it->second;
+    if (entry.mtime_ns == 0 || type_after(entry) != NodeType::Directory) continue;
+    std::string name;
+    auto parent = open_parent(root_fd, entry.path, &name);
+    if (!parent) continue;  // removed by a later step
+    struct stat st {};
+    if (::fstatat(parent->get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+        !S_ISDIR(st.st_mode)) {
+      continue;
+    }
+    PB_CHECK(set_mtime_at(parent->get(), name, entry.mtime_ns, entry.path));
+  }
+  failpoint("directories synced");
+  return core::ok_status();
+}
+
+namespace {
+
+json draft_entries_json(const Draft& draft) {
+  json steps = json::array();
+  for (const auto& [path, entry] : draft.entries)
+    steps.push_back(entry_to_json(entry));
+  return steps;
+}
+
+// Splits `draft` for a partial commit: the selected entries, and the new
+// directories (beneath_new_directory) they lie in, which they cannot do
+// without, go to `part`; the rest stays in `draft`.
+Draft split_off(Draft& draft, const std::vector<std::string>& selected) {
+  Draft part;
+  part.id = draft.id;
+  std::set<std::string> taken;
+  for (const auto& [path, entry] : draft.entries) {
+    if (!is_selected(selected, path)) continue;
+    taken.insert(path);
+    for (std::size_t slash = path.find('/'); slash != std::string::npos;
+         slash = path.find('/', slash + 1)) {
+      const auto it = draft.entries.find(path.substr(0, slash));
+      if (it != draft.entries.end() && type_after(it->second) == NodeType::Directory &&
+          it->second.snapshot.type != NodeType::Directory) {
+        taken.insert(it->first);
+      }
+    }
+  }
+  for (const std::string& path : taken) {
+    auto node = draft.entries.extract(path);
+    draft.total_bytes -= node.mapped().size;
+    part.total_bytes += node.mapped().size;
+    part.entries.insert(std::move(node));
+  }
+  return part;
+}
+
+// The entries left pending whose path is a directory above a committed one:
+// their snapshot (a digest of the tree below) changes with the commit.
+std::vector<std::string> directories_above(const Draft& rest, const Draft& part) {
+  std::vector<std::string> out;
+  for (const auto& [path, entry] : rest.entries) {
+    if (entry.snapshot.type != NodeType::Directory) continue;
+    for (const auto& [committed, ignored] : part.entries) {
+      if (committed.size() > path.size() && committed.compare(0, path.size(), path) == 0 &&
+          committed[path.size()] == '/') {
+        out.push_back(path);
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+// Removes a fully committed transaction's directory in an order that a
+// crash at any point leaves either a replayable commit (READY and the log)
+// or nothing pending (no manifest): never the applied changes listed as
+// pending again.
+core::Status remove_committed(const std::filesystem::path& dir) {
+  std::error_code ec;
+  std::filesystem::remove(dir / "manifest.json", ec);
+  PB_CHECK(fsync_path(dir));
+  std::filesystem::remove(dir / "READY", ec);
+  std::filesystem::remove_all(dir, ec);
+  if (ec) return Error(ErrorKind::kIo, "workspace", "cannot remove " + dir.string(), ec.value());
+  return core::ok_status();
+}
+
+}  // namespace
+
+core::Result<std::vector<std::string>> TransactionStore::commit(
+    const std::string& id, const std::vector<std::string>& selected) {
+  PB_TRY(lock_fd, lock());
+  PB_TRY(whole, load(id));
+  PB_TRY(root_fd, open_root());
+  const auto dir = tx_dir(id);
+  std::error_code ec;
+  if (std::filesystem::exists(dir / "READY", ec)) {
+    return Error(
+        ErrorKind::kRecovery, "workspace",
+        "transaction " + id + " was interrupted while committing; run `pulsebox reconcile`");
+  }
+  Draft rest = whole;
+  Draft draft = selected.empty() ? std::exchange(rest, Draft{}) : split_off(rest, selected);
+  const bool partial = !rest.entries.empty();
+
+  // 1. Nothing changed underneath since staging, and every blob is a file
+  // this store wrote (a symlink planted in blobs/ would be renamed into the
+  // workspace as if it were the file).
+  PB_TRY(blob_dir, core::open_directory(dir / "blobs"));
+  for (const auto& [path, entry] : draft.entries) {
+    struct stat blob {};
+    if (entry.op == StagedOp::Write &&
+        (::fstatat(blob_dir.get(), entry.blob.c_str(), &blob, AT_SYMLINK_NOFOLLOW) != 0 ||
+         !S_ISREG(blob.st_mode))) {
+      return corrupt(dir / "blobs" / entry.blob, "not a regular file");
+    }
+  }
+  std::vector<std::pair<std::string, std::string>> conflicts;  // path, why
+  for (const auto& [path, entry] : draft.entries) {
+    // Beneath a directory that replaces a symlink or file: that entry's own
+    // check covers it, and looking the path up could follow the symlink.
+    if (beneath_new_directory(whole, path) && !entry.snapshot.exists()) continue;
+    PB_TRY(now, take_snapshot(root_fd.get(), path));
+    std::string why = describe_difference(entry.snapshot, now);
+    if (!why.empty()) conflicts.emplace_back(path, std::move(why));
+  }
+  if (!conflicts.empty()) {
+    std::string message = "the workspace changed since transaction " + id +
+                          " was staged; nothing was applied and the transaction is kept:";
+    for (const auto& [path, why] : conflicts)
+      message += "\n  " + core::quote_name(path) + ": " + why;
+    Error error(ErrorKind::kConcurrentModification, "commit", message);
+    for (const auto& [path, why] : conflicts)
+      error.paths().push_back(path);
+    return error;
+  }
+  // A pending directory above a committed path gets a fresh snapshot after
+  // the commit, but only if it still matches the old one now: a host change
+  // to it must stay visible to its own commit.
+  std::vector<std::string> refresh;
+  for (const std::string& path : directories_above(rest, draft)) {
+    PB_TRY(now, take_snapshot(root_fd.get(), path));
+    if (describe_difference(rest.entries.at(path).snapshot, now).empty()) refresh.push_back(path);
+  }
+  failpoint("snapshots checked");
+
+  // 2. The policy allows every change, and no change holds a secret the
+  // user has not allowed.
+  for (const auto& [path, entry] : draft.entries)
+    PB_CHECK(check_entry_policy(draft, entry));
+  if (!allow_secrets_) {
+    std::vector<std::string> holding;
+    for (const auto& [path, entry] : draft.entries) {
+      if (entry.contains_secret) holding.push_back(path);
+    }
+    if (!holding.empty()) {
+      std::string names;
+      for (const std::string& path : holding)
+        names += (names.empty() ? "" : ", ") + core::quote_name(path);
+      Error error(ErrorKind::kSecurity, "commit",
+                  "refusing to commit transaction " + id + ": " + names +
+                      (holding.size() == 1 ? " holds" : " hold") +
+                      " a registered secret value (the diff shows it redacted); nothing was "
+                      "applied. Commit with --allow-secrets to write it to the workspace anyway");
+      for (const std::string& path : holding)
+        error.paths().push_back(path);
+      return error;
+    }
+  }
+
+  // 3. Write-ahead log, durable, then the commit point. A partial commit
+  // also writes what stays pending (remaining.json), so that a replay can
+  // finish it.
+  if (::syncfs(root_fd.get()) != 0) return Error::from_errno("workspace", "syncfs (blobs)");
+  json wal = {{"id", id}, {"steps", draft_entries_json(draft)}};
+  if (partial) {
+    PB_CHECK(save(rest, "remaining.json"));
+    wal["partial"] = true;
+    json names = json::array();
+    for (const std::string& path : refresh) {
+      json item = json::object();
+      core::put_name(item, "path", path);
+      names.push_back(std::move(item));
+    }
+    wal["refresh"] = std::move(names);
+  }
+  PB_CHECK(core::write_file_atomic(dir / "wal.json", wal.dump(), 0600));
+  failpoint("wal written");
+  {
+    UniqueFd ready(::open((dir / "READY").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600));
+    if (!ready || ::fsync(ready.get()) != 0) {
+      return Error::from_errno("workspace", "create " + (dir / "READY").string());
+    }
+  }
+  PB_CHECK(fsync_path(dir));
+  failpoint("ready marker");
+
+  // 4. Apply; 5. clean up (or, for a partial commit, keep the rest pending).
+  PB_CHECK(apply(draft, root_fd.get(), nullptr));
+  if (partial) {
+    std::vector<Entry> committed;
+    for (const auto& [path, entry] : draft.entries)
+      committed.push_back(entry);
+    PB_CHECK(finish_partial(id, refresh, committed, root_fd.get()));
+  } else {
+    PB_CHECK(remove_committed(dir));
+  }
+  failpoint("cleaned up");
+  std::vector<std::string> changed;
+  for (const auto& [path, entry] : draft.entries)
+    changed.push_back(path);
+  return changed;
+}
+
+core::Status TransactionStore::finish_partial(const std::string& id,
+                                              const std::vector<std::string>& refresh,
+                                              const std::vector<Entry>& committed, int root_fd) {
+  const auto dir = tx_dir(id);
+  std::error_code ec;
+  if (std::filesystem::exists(dir / "remaining.json", ec)) {
+    PB_TRY(rest, load(id, "remaining.json"));
+    for (const std::string& path : refresh) {
+      auto it = rest.entries.find(path);
+      if (it == rest.entries.end()) continue;
+      PB_TRY(now, take_snapshot(root_fd, path));
+      now.changed_during_run = it->second.snapshot.changed_during_run;
+      it->second.snapshot = std::move(now);
+    }
+    PB_CHECK(save(rest));
+    failpoint("remaining saved");
+    std::filesystem::remove(dir / "remaining.json", ec);
+  }
+  for (const Entry& entry : committed) {
+    if (!entry.base_blob.empty()) std::filesystem::remove(dir / "base" / entry.base_blob, ec);
+  }
+  // READY before the log: a log without READY is dropped by reconcile, a
+  // READY without its log could never be replayed.
+  std::filesystem::remove(dir / "READY", ec);
+  PB_CHECK(fsync_path(dir));
+  std::filesystem::remove(dir / "wal.json", ec);
+  return core::ok_status();
+}
+
+core::Status TransactionStore::replay(const std::string& id, int root_fd,
+                                      std::size_t* temp_files_removed) {
+  const auto dir = tx_dir(id);
+  std::error_code ec;
+  PB_TRY(wal, read_json(dir / "wal.json"));
+  Draft draft;
+  draft.id = id;
+  std::vector<std::string> refresh;
+  try {
+    for (const auto& step : wal.at("steps")) {
+      Entry entry = entry_from_json(step);
+      if (const std::string problem = entry_problem(entry); !problem.empty())
+        return corrupt(dir / "wal.json", problem);
+      draft.entries[entry.path] = std::move(entry);
+    }
+    for (const auto& item : wal.value("refresh", json::array())) {
+      std::string path = core::get_name(item, "path");
+      if (auto checked = check_relative_path(path); !checked || *checked != path)
+        return corrupt(dir / "wal.json", "bad path " + core::quote_name(path));
+      refresh.push_back(std::move(path));
+    }
+  } catch (const json::exception& error) {
+    return corrupt(dir / "wal.json", error.what());
+  }
+  PB_CHECK(apply(draft, root_fd, temp_files_removed));
+  if (wal.value("partial", false)) {
+    std::vector<Entry> committed;
+    for (const auto& [path, entry] : draft.entries)
+      committed.push_back(entry);
+    return finish_partial(id, refresh, committed, root_fd);
+  }
+  return remove_committed(dir);
+}
+
+core::Result<Workspace::ReconcileReport> TransactionStore::reconcile() {
+  PB_TRY(lock_fd, lock());
+  PB_TRY(root_fd, open_root());
+  Workspace::ReconcileReport report;
+  std::error_code ec;
+  const auto base = root_ / ".agent" / "transactions";
+  std::vector<std::filesystem::path> dirs;
+  for (const auto& item : std::filesystem::directory_iterator(base, ec))
+    dirs.push_back(item.path());
+  for (const auto& dir : dirs) {
+    const std::string id = dir.filename().string();
+    const bool ready = std::filesystem::exists(dir / "READY", ec);
+    if (ready) {
+      // Decided: replay the logged steps to the end.
+      PB_CHECK(replay(id, root_fd.get(), &report.removed_temp_files));
+      report.replayed.push_back(id);
+      continue;
+    }
+    // Not decided: an interrupted commit rolls back to a pending transaction.
+    std::filesystem::remove(dir / "wal.json", ec);
+    std::filesystem::remove(dir / "remaining.json", ec);
+    if (!std::filesystem::exists(dir / "manifest.json", ec)) {
+      std::filesystem::remove_all(dir, ec);  // staging that never completed
+      report.removed_staging.push_back(id);
+    }
+  }
+  // The host backend's run copies whose owner died: their lock, <id>.lock
+  // beside the directory (taken before the directory is made), is free. A
+  // lock file alone is a run that died before its mkdir.
+  const auto crashed = core::remove_crashed_runs(
+      root_ / ".agent" / "runs",
+      [](const std::filesystem::path& dir) {
+        std::error_code ignored;
+        std::filesystem::remove_all(dir, ignored);
+      },
+      [](const std::filesystem::path& dir) {
+        // Older versions locked <id>/lock inside the directory.
+        UniqueFd inner(::open((dir / "lock").c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW));
+        return inner && ::flock(inner.get(), LOCK_EX | LOCK_NB) != 0;
+      });
+  for (const auto& dir : crashed)
+    report.removed_runs.push_back(dir.filename().string());
+  return report;
+}
+
+}  // namespace pulsebox::workspace

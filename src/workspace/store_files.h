@@ -1,0 +1,49 @@
+// What the transaction store's two halves share (transactions.cc: the
+// store and staging; commit.cc: committing and replay): the files of a
+// transaction directory, read and written, and the small file operations
+// both need.
+#pragma once
+
+#include <sys/stat.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+
+#include "core/fs.h"
+#include "core/result.h"
+#include "workspace/transactions.h"
+
+namespace pulsebox::workspace {
+
+// Temporary files a commit leaves beside their targets until renamed.
+inline constexpr const char* kTempPrefix = ".pulsebox-tmp-";
+// A manifest takes a few hundred bytes per staged path.
+inline constexpr std::uint64_t kMaxTransactionFileBytes = core::kDefaultReadLimit;
+
+timespec to_timespec(std::int64_t ns);
+// Sets the modification time of `name` in `dir` itself, never of what a
+// symlink points to. 0: leaves it.
+core::Status set_mtime_at(int dir, const std::string& name, std::int64_t mtime_ns,
+                          const std::string& path);
+// Calls commit_failpoint (tests) with the step's name.
+void failpoint(std::string_view step);
+
+StagedOp op_from_string(std::string_view text);
+nlohmann::json snapshot_to_json(const Snapshot& snapshot);
+Snapshot snapshot_from_json(const nlohmann::json& json);
+nlohmann::json entry_to_json(const Entry& entry);
+Entry entry_from_json(const nlohmann::json& json);
+// "" or why a loaded entry cannot be used (a bad blob name, ...).
+std::string entry_problem(const Entry& entry);
+core::Error corrupt(const std::filesystem::path& file, const std::string& why);
+// A manifest or write-ahead log, bounded and depth-checked.
+core::Result<nlohmann::json> read_json(const std::filesystem::path& file);
+core::Status fsync_path(const std::filesystem::path& path);
+// As root, a new entry takes the owner of the entry it replaced, or of the
+// directory it is made in.
+void adopt_owner(int dir, const std::string& name, const struct stat* replaced);
+
+}  // namespace pulsebox::workspace
