@@ -69,6 +69,23 @@ class OpenSession {
   bool exists_ = false;
 };
 
+// The helpers of the records under .agent/ (sessions.cc and held.cc use
+// them too).
+// Makes .agent/<name> (0700), refusing an .agent or <name> that is not a
+// directory (a symlink planted there).
+core::Status ensure_agent_subdir(const Workspace& workspace, const char* name);
+// A record, bounded and depth-checked.
+core::Result<nlohmann::json> read_record(const std::filesystem::path& file);
+// The JSON files of an .agent/ subdirectory, sorted. A directory that
+// exists but cannot be read throws (SandboxConfigError), never "none".
+std::vector<std::filesystem::path> record_files(const std::filesystem::path& dir);
+Workspace::RunClock from_ns(std::int64_t ns);
+// Reads a session record; `storage`, `next_layer` and `secrets` (may be
+// null) are OpenSession's.
+core::Status parse_session(const nlohmann::json& document, SessionInfo& info,
+                           std::filesystem::path& storage, std::uint64_t& next_layer,
+                           std::map<std::string, std::string>* secrets);
+
 // Checks that a directory named in a record under .agent/ is one pulsebox
 // keeps (<...>/kept/<prefix>...: absolute, no symlink on the way, a
 // directory of the current user's, not writable by others): a record

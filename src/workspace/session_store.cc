@@ -1,0 +1,374 @@
+// An open session (session_store.h): its record under .agent/sessions/,
+// its lock, its layers, recovery of an interrupted commit; and the record
+// helpers sessions.cc and held.cc share.
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <functional>
+#include <nlohmann/json.hpp>
+
+#include "audit/chain.h"
+#include "core/byte_names.h"
+#include "core/fs.h"
+#include "core/json_parse.h"
+#include "core/text.h"
+#include "core/throw_error.h"
+#include "pulsebox/error.h"
+#include "pulsebox/secrets.h"
+#include "workspace/layers.h"
+#include "workspace/session_store.h"
+#include "workspace/tree.h"
+
+namespace pulsebox::workspace {
+
+using core::Error;
+using core::ErrorKind;
+using core::UniqueFd;
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr std::uint64_t kMaxRecordBytes = 1 << 20;
+// Changes listed in a session run's result; the session's review lists all.
+constexpr std::size_t kMaxRunChanges = 10000;
+// Files checked for secrets at a session run: the per-file staging limit.
+constexpr std::uint64_t kMaxScannedBytes = 50ull << 20;
+
+std::int64_t to_ns(Workspace::RunClock time) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(time.time_since_epoch()).count();
+}
+
+}  // namespace
+
+core::Status ensure_agent_subdir(const Workspace& ws, const char* name) {
+  const fs::path agent = ws.agent_dir();
+  struct stat st {};
+  if (::lstat(agent.c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) {
+    return Error(ErrorKind::kSecurity, "session",
+                 agent.string() + " is not a directory (a symlink?); refusing to use it");
+  }
+  ::mkdir(agent.c_str(), 0700);
+  const fs::path dir = agent / name;
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    return Error::from_errno("session", "creating " + dir.string());
+  }
+  if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    return Error(ErrorKind::kSecurity, "session",
+                 dir.string() + " is not a directory (a symlink?); refusing to use it");
+  }
+  return core::ok_status();
+}
+
+core::Result<json> read_record(const fs::path& file) {
+  PB_TRY(text, core::read_regular_file(file, kMaxRecordBytes, "session record"));
+  return core::parse_json(text, file.string());
+}
+
+Workspace::RunClock from_ns(std::int64_t ns) {
+  return Workspace::RunClock(
+      std::chrono::duration_cast<Workspace::RunClock::duration>(std::chrono::nanoseconds(ns)));
+}
+
+fs::path record_path(const Workspace& ws, const std::string& name) {
+  return ws.agent_dir() / "sessions" / (name + ".json");
+}
+
+// Reads a session record; `storage` and `next_layer` are only for OpenSession.
+core::Status parse_session(const json& document, SessionInfo& info, fs::path& storage,
+                           std::uint64_t& next_layer, std::map<std::string, std::string>* secrets) {
+  try {
+    info.name = document.at("name").get<std::string>();
+    info.created = document.at("created").get<std::string>();
+    info.last_run = document.value("last_run", "");
+    info.runs = document.at("runs").get<std::uint64_t>();
+    info.base_stamp_ns = document.at("base_stamp_ns").get<std::int64_t>();
+    storage = document.at("storage").get<std::string>();
+    next_layer = document.at("next_layer").get<std::uint64_t>();
+    info.layers.clear();
+    for (const auto& layer : document.at("layers")) {
+      const std::string leaf = layer.get<std::string>();
+      if (leaf.empty() || leaf.find_first_not_of("0123456789") != std::string::npos) {
+        return Error(ErrorKind::kInvalidInput, "session", "a layer name is not a number");
+      }
+      info.layers.push_back(storage / leaf);
+    }
+    if (document.contains("committing") && document["committing"].is_string()) {
+      info.committing = document["committing"].get<std::string>();
+    }
+    info.secret_paths.clear();
+    if (document.contains("secrets")) {
+      for (const auto& item : document["secrets"]) {
+        const std::string file = item.at("redacted").get<std::string>();
+        if (file.empty() || file.find_first_not_of("0123456789") != std::string::npos) {
+          return Error(ErrorKind::kInvalidInput, "session",
+                       "a redacted copy's name is not a number");
+        }
+        info.secret_paths.push_back(core::get_name(item, "path"));
+        if (secrets != nullptr) (*secrets)[info.secret_paths.back()] = file;
+      }
+    }
+  } catch (const json::exception& error) {
+    return Error(ErrorKind::kInvalidInput, "session", error.what());
+  }
+  return check_kept_location(storage, "session-");
+}
+
+// The JSON files of an .agent/ subdirectory. A directory that exists but
+// cannot be read is an error, never an empty list.
+std::vector<fs::path> record_files(const fs::path& dir) {
+  std::vector<fs::path> files;
+  struct stat st {};
+  if (::lstat(dir.c_str(), &st) != 0) {
+    if (errno == ENOENT) {
+      // .agent itself may be unreadable: say so rather than "none".
+      if (::access(dir.parent_path().c_str(), R_OK | X_OK) != 0 && errno == EACCES) {
+        core::throw_error(Error::from_errno("session", "reading " + dir.parent_path().string())
+                              .with_kind(ErrorKind::kInvalidInput));
+      }
+      return files;
+    }
+    core::throw_error(Error::from_errno("session", "reading " + dir.string())
+                          .with_kind(ErrorKind::kInvalidInput));
+  }
+  std::error_code ec;
+  for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator();
+       it.increment(ec)) {
+    if (it->path().extension() == ".json") files.push_back(it->path());
+  }
+  if (ec) {
+    core::throw_error(Error(ErrorKind::kInvalidInput, "session",
+                            "reading " + dir.string() + ": " + ec.message(), ec.value()));
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+
+core::Status check_kept_location(const fs::path& location, std::string_view prefix) {
+  auto refuse = [&](const std::string& why) {
+    return Error(ErrorKind::kSecurity, "session",
+                 "refusing the kept directory " + core::quote_name(location.string()) + ": " + why);
+  };
+  if (!location.is_absolute() || location.lexically_normal() != location) {
+    return refuse("not an absolute, normal path");
+  }
+  if (!location.filename().string().starts_with(prefix) ||
+      location.parent_path().filename() != "kept") {
+    return refuse("not a directory pulsebox keeps");
+  }
+  std::error_code ec;
+  const fs::path parent = location.parent_path();
+  if (fs::canonical(parent, ec) != parent || ec) return refuse("a symlink on the way");
+  struct stat st {};
+  if (::lstat(parent.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::geteuid() ||
+      (st.st_mode & 022) != 0) {
+    return refuse("its parent is not a private directory of the current user");
+  }
+  if (::lstat(location.c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) return refuse("not a directory");
+  return core::ok_status();
+}
+
+core::Result<OpenSession> OpenSession::open(Workspace& ws, const std::string& name,
+                                            const std::optional<fs::path>& create_in) {
+  if (const std::string problem = check_session_name(name); !problem.empty()) {
+    return Error(ErrorKind::kInvalidInput, "session", problem);
+  }
+  PB_CHECK(ensure_agent_subdir(ws, "sessions"));
+  const fs::path lock_path = ws.agent_dir() / "sessions" / (name + ".lock");
+  UniqueFd lock(::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (!lock) return Error::from_errno("session", "open " + lock_path.string());
+  while (::flock(lock.get(), LOCK_EX) != 0) {
+    if (errno != EINTR) return Error::from_errno("session", "lock " + lock_path.string());
+  }
+  OpenSession session(ws, name, std::move(lock));
+  const fs::path record = record_path(ws, name);
+  struct stat st {};
+  if (::lstat(record.c_str(), &st) == 0) {
+    PB_TRY(document, read_record(record));
+    auto parsed = parse_session(document, session.info_, session.storage_, session.next_layer_,
+                                &session.secrets_);
+    if (!parsed) {
+      return std::move(parsed).error().with_context("session " + name + " (" + record.string() +
+                                                    ")");
+    }
+    session.exists_ = true;
+    PB_CHECK(session.recover());
+    return session;
+  }
+  if (!create_in) {
+    return Error(
+        ErrorKind::kInvalidInput, "session",
+        "no session \"" + name + "\" in " + ws.root().string() + " (see `pulsebox session list`)");
+  }
+  session.storage_ = *create_in / ("session-" + core::random_hex(12));
+  if (::mkdir(session.storage_.c_str(), 0711) != 0) {
+    return Error::from_errno("session", "creating " + session.storage_.string());
+  }
+  session.info_.name = name;
+  session.info_.created = audit::utc_timestamp();
+  // The conflict check of the session's commit is against the workspace
+  // as it is now.
+  session.info_.base_stamp_ns = to_ns(ws.stamp_now());
+  PB_CHECK(session.save());
+  session.exists_ = true;
+  return session;
+}
+
+json OpenSession::secrets_json() const {
+  json out = json::array();
+  for (const auto& [path, file] : secrets_) {
+    json item = {{"redacted", file}};
+    core::put_name(item, "path", path);
+    out.push_back(std::move(item));
+  }
+  return out;
+}
+
+core::Status OpenSession::save() {
+  json layers = json::array();
+  for (const auto& layer : info_.layers)
+    layers.push_back(layer.filename().string());
+  const json document = {{"version", 1},
+                         {"name", info_.name},
+                         {"created", info_.created},
+                         {"last_run", info_.last_run},
+                         {"runs", info_.runs},
+                         {"base_stamp_ns", info_.base_stamp_ns},
+                         {"storage", storage_.string()},
+                         {"next_layer", next_layer_},
+                         {"layers", std::move(layers)},
+                         {"committing", info_.committing ? json(*info_.committing) : json(nullptr)},
+                         {"secrets", secrets_json()}};
+  return core::write_file_atomic(record_path(*workspace_, name_), document.dump(2) + "\n", 0600);
+}
+
+core::Status OpenSession::remove() {
+  std::error_code ec;
+  if (fs::exists(storage_, ec)) PB_CHECK(remove_layer_tree(storage_));
+  if (::unlink(record_path(*workspace_, name_).c_str()) != 0 && errno != ENOENT) {
+    return Error::from_errno("session", "removing the record of session " + name_);
+  }
+  exists_ = false;
+  info_.layers.clear();
+  return core::ok_status();
+}
+
+// A commit interrupted by a crash: once its transaction was decided (READY),
+// finish it and end the session; before that, undo it (the session stays).
+core::Status OpenSession::recover() {
+  if (!info_.committing) return core::ok_status();
+  const std::string tx = *info_.committing;
+  const fs::path tx_dir = workspace_->agent_dir() / "transactions" / tx;
+  try {
+    // Any workspace operation first finishes a decided commit: then the
+    // transaction is gone.
+    (void)workspace_->list_transactions();
+    std::error_code ec;
+    if (!fs::exists(tx_dir, ec)) return remove();  // committed
+    info_.committing.reset();
+    PB_CHECK(save());
+    workspace_->discard(tx);
+  } catch (const SandboxError& error) {
+    return Error(ErrorKind::kIo, "session",
+                 "finishing the interrupted commit of session " + name_ + ": " + error.what());
+  }
+  return core::ok_status();
+}
+
+core::Result<std::vector<Change>> OpenSession::add_run(const fs::path& upper,
+                                                       const SecretScrubber* secrets) {
+  const fs::path layer = storage_ / std::to_string(next_layer_++);
+  auto moved = move_layer(upper, layer);
+  if (!moved) return std::move(moved).error().with_context("keeping the run's changes");
+  const std::vector<fs::path> below = info_.layers;
+  const fs::path base = workspace_->root();
+  auto changes = describe_layer(
+      layer, [&](const std::string& path) { return exists_in_view(below, base, path); },
+      kMaxRunChanges);
+  if (secrets != nullptr && secrets->secret_count() > 0)
+    PB_CHECK(scan_for_secrets(layer, *secrets));
+  info_.layers.insert(info_.layers.begin(), layer);
+  ++info_.runs;
+  info_.last_run = audit::utc_timestamp();
+  PB_CHECK(save());
+  // A merge that fails now leaves the layers as they are; the next run tries
+  // again, and the session's review needs them merged.
+  (void)collapse();
+  return changes;
+}
+
+// The run's layer holds every file it wrote: each is checked now, while the
+// secret values are known. A file that no longer holds one, or that the run
+// deleted, loses its mark.
+core::Status OpenSession::scan_for_secrets(const fs::path& layer, const SecretScrubber& secrets) {
+  const fs::path redacted_dir = storage_ / "redacted";
+  std::function<core::Status(int, const std::string&, int)> walk =
+      [&](int dirfd, const std::string& prefix, int depth) -> core::Status {
+    if (depth > 512) return core::ok_status();
+    for (const std::string& name : list_directory(dirfd)) {
+      const std::string path = prefix + name;
+      struct stat st {};
+      if (::fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+      if (S_ISDIR(st.st_mode)) {
+        UniqueFd child(
+            ::openat(dirfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+        if (child) PB_CHECK(walk(child.get(), path + "/", depth + 1));
+        continue;
+      }
+      // A whiteout, a symlink or a special file: whatever it replaced goes.
+      std::erase_if(secrets_, [&](const auto& item) {
+        return item.first == path || item.first.starts_with(path + "/");
+      });
+      if (!S_ISREG(st.st_mode) || static_cast<std::uint64_t>(st.st_size) > kMaxScannedBytes)
+        continue;
+      UniqueFd fd(::openat(dirfd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+      if (!fd) continue;
+      auto bytes = core::read_all(fd.get(), kMaxScannedBytes, path);
+      if (!bytes || !secrets.contains_secret(*bytes)) continue;
+      if (::mkdir(redacted_dir.c_str(), 0700) != 0 && errno != EEXIST) {
+        return Error::from_errno("session", "creating " + redacted_dir.string());
+      }
+      const std::string file = std::to_string(next_layer_ * 1000000 + secrets_.size());
+      PB_CHECK(core::write_file_atomic(redacted_dir / file, secrets.redact(*bytes), 0600));
+      secrets_[path] = file;
+    }
+    return core::ok_status();
+  };
+  UniqueFd root(::open(layer.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!root) return Error::from_errno("session", "open " + layer.string());
+  PB_CHECK(walk(root.get(), "", 0));
+  info_.secret_paths.clear();
+  for (const auto& [path, file] : secrets_)
+    info_.secret_paths.push_back(path);
+  return core::ok_status();
+}
+
+std::map<std::string, std::string> OpenSession::known_secrets() const {
+  std::map<std::string, std::string> known;
+  for (const auto& [path, file] : secrets_) {
+    auto text =
+        core::read_regular_file(storage_ / "redacted" / file, kMaxScannedBytes, "redacted copy");
+    known[path] = text ? std::move(text).value()
+                       : std::string("[content withheld: it holds a registered secret]\n");
+  }
+  return known;
+}
+
+core::Status OpenSession::collapse() {
+  while (info_.layers.size() > 1) {
+    auto merged = merge_layer(info_.layers[0], info_.layers[1]);
+    if (!merged) {
+      return std::move(merged).error().with_context("merging the layers of session " + name_);
+    }
+    PB_CHECK(remove_layer_tree(info_.layers[0]));
+    info_.layers.erase(info_.layers.begin());
+    PB_CHECK(save());
+  }
+  return core::ok_status();
+}
+
+}  // namespace pulsebox::workspace
