@@ -147,7 +147,6 @@ std::vector<fs::path> record_files(const fs::path& dir) {
   return files;
 }
 
-
 core::Status check_kept_location(const fs::path& location, std::string_view prefix) {
   auto refuse = [&](const std::string& why) {
     return Error(ErrorKind::kSecurity, "session",

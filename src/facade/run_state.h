@@ -1,0 +1,67 @@
+// What the stages of one Sandbox::execute share (facade/execute.cc runs
+// them; facade/changes.cc decides what becomes of the run's changes).
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "pulsebox/lifecycle.h"
+#include "pulsebox/sandbox.h"
+#include "workspace/session_store.h"
+
+namespace pulsebox {
+
+// One execute(): what its stages share.
+struct Sandbox::Run {
+  Run(std::string run_id, std::string command_text, AuditLog* audit_log, const Backend& backend)
+      : id(std::move(run_id)),
+        command(std::move(command_text)),
+        level(backend.isolation_level()),
+        backend_name(backend.name()),
+        audit(audit_log),
+        lifecycle(id, audit_log) {}
+
+  // A record of a refusal of this run's command.
+  void deny(const std::string& action, const std::string& detail) {
+    audit->record({.action = action,
+                   .target = command,
+                   .decision = "deny",
+                   .container_id = backend_name,
+                   .isolation_level = level,
+                   .detail = detail});
+  }
+  // Ends the lifecycle (Failed, then Cleaning and Finalized) and throws.
+  template <class Exception>
+  [[noreturn]] void refuse(const Exception& exception) {
+    lifecycle.transition(LifecycleState::Failed);
+    prepared.reset();  // a run prepare() set up, never started
+    finish(true);
+    throw exception;
+  }
+  void finish(bool cleanup_ok) {
+    if (lifecycle.state() != LifecycleState::Cleaning)
+      lifecycle.transition(LifecycleState::Cleaning);
+    lifecycle.transition(cleanup_ok ? LifecycleState::Finalized : LifecycleState::RecoveryRequired);
+  }
+
+  std::string id;
+  std::string command;
+  std::string level;
+  std::string backend_name;
+  AuditLog* audit;
+  SandboxExecution lifecycle;
+  PolicyEvaluation shell;  // the policy's verdict on the command
+  std::unique_ptr<PreparedRun> prepared;
+  std::vector<EnforcementDecision> verdicts;
+  ExecutionOutcome outcome;
+  Workspace::RunClock started;  // the workspace's stamp at the start
+  // The run's session, locked for the run (SandboxOptions::session).
+  std::optional<workspace::OpenSession> session;
+};
+
+// Adds `text` to the result's termination detail ("; "-separated).
+void append_detail(ProcessResult& result, const std::string& text);
+
+}  // namespace pulsebox
