@@ -8,6 +8,7 @@
 
 #include "helpers/cli_fixture.h"
 #include "helpers/cli_runner.h"
+#include "helpers/local_server.h"
 #include "helpers/test_support.h"
 #include "pulsebox/workspace.h"
 
@@ -356,17 +357,30 @@ TEST_F(ReviewTest, ARunsCachesAreGroupedInItsReview) {
       << names.err;
 }
 
-// As an ordinary user, a transaction directory it cannot read is an error
-// naming it, never "no pending transactions" (root reads everything).
+// A transaction directory the user cannot read is an error naming it,
+// never "no pending transactions". Root reads everything: as root the CLI
+// runs without CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH (setpriv drops them
+// from its bounding set), like any user.
 TEST_F(ReviewTest, AnUnreadableTransactionDirectoryIsAnError) {
-  PULSEBOX_SKIP_UNLESS(::geteuid() != 0, "root can read a directory of mode 0");
   auto w = ws();
   w.stage_write(w.create_transaction(), "a.txt", "x\n");
   const fs::path transactions = workspace_ / ".agent/transactions";
   fs::permissions(transactions, fs::perms::none);
-  const auto listed = cli({"changes"});
+  testing::CliRun listed;
+  if (::geteuid() == 0) {
+    const fs::path log = scratch_ / "changes.log";
+    const pid_t pid =
+        testing::spawn({"/usr/bin/setpriv", "--bounding-set=-dac_override,-dac_read_search",
+                        binary_, "changes", "-w", workspace_.path().string()},
+                       cli_env(), log);
+    ASSERT_GT(pid, 0);
+    listed.exit_code = testing::wait_for(pid, std::chrono::seconds(30));
+    listed.err = testing::read_file(log);
+  } else {
+    listed = cli({"changes"});
+  }
   fs::permissions(transactions, fs::perms::owner_all);
-  EXPECT_EQ(listed.exit_code, 125) << listed.out;
+  EXPECT_EQ(listed.exit_code, 125) << listed.out << listed.err;
   EXPECT_NE(listed.err.find(transactions.string()), std::string::npos) << listed.err;
   EXPECT_NE(listed.err.find("Permission denied"), std::string::npos) << listed.err;
 }
