@@ -17,9 +17,11 @@
 //   sandbox.execute({"python3", "-m", "venv", ".venv"});
 //   sandbox.execute({".venv/bin/pip", "install", "-e", "."});
 //   pulsebox::Workspace ws(options.workspace);
-//   auto tx = pulsebox::session_transaction(ws, "fix-tests");  // review it
-//   std::cout << ws.diff(tx);
-//   pulsebox::commit_session(ws, "fix-tests", tx);             // or discard_session
+//   // Where the Sandbox's backend keeps the layers (the native backend's
+//   // <state>/kept, with the same NativeBackendOptions::state_dir):
+//   const auto kept = *pulsebox::make_native_backend()->kept_changes_dir();
+//   std::cout << ws.diff(*pulsebox::session_transaction(ws, "fix-tests", kept).transaction);
+//   pulsebox::commit_session(ws, "fix-tests", kept);           // or discard_session
 //
 // Storage: <workspace>/.agent/sessions/<NAME>.json records the session (its
 // start, the workspace stamp the conflict check uses, its runs, its layers);
@@ -69,17 +71,25 @@ struct SessionInfo {
 // or '-'. Returns "" or why the name is refused.
 PULSEBOX_API std::string check_session_name(const std::string& name);
 
+// `kept_dir` below is where the session's layers are kept: the backend's
+// Backend::kept_changes_dir() (the native backend's <state>/kept). A record
+// that names a directory anywhere else is refused (SandboxSecurityError): a
+// cloned repository can ship an .agent/ of its own.
+
 // All sessions of the workspace, by name. Throws SandboxConfigError when
 // .agent/sessions cannot be read (naming the path and why).
-PULSEBOX_API std::vector<SessionInfo> list_sessions(const Workspace& workspace);
+PULSEBOX_API std::vector<SessionInfo> list_sessions(const Workspace& workspace,
+                                                    const std::filesystem::path& kept_dir);
 // Throws SandboxConfigError when there is no such session.
-PULSEBOX_API SessionInfo describe_session(const Workspace& workspace, const std::string& name);
+PULSEBOX_API SessionInfo describe_session(const Workspace& workspace, const std::string& name,
+                                          const std::filesystem::path& kept_dir);
 
 // The session's net changes as a new pending transaction (origin
 // "session NAME"), for review; the session itself is unchanged. Its
 // conflict check is against the workspace as the session began. Throws as
 // Workspace::import_overlay does; nullopt when the session changed nothing.
 PULSEBOX_API ImportResult session_transaction(Workspace& workspace, const std::string& name,
+                                              const std::filesystem::path& kept_dir,
                                               const ImportOptions& options = {});
 
 struct SessionCommitResult {
@@ -95,10 +105,12 @@ struct SessionCommitResult {
 // `import` may carry the secrets to look for (its origin and start are the
 // session's).
 PULSEBOX_API SessionCommitResult commit_session(Workspace& workspace, const std::string& name,
+                                                const std::filesystem::path& kept_dir,
                                                 const CommitOptions& options = {},
                                                 const ImportOptions& import = {});
 // Removes the session and its layers.
-PULSEBOX_API void discard_session(Workspace& workspace, const std::string& name);
+PULSEBOX_API void discard_session(Workspace& workspace, const std::string& name,
+                                  const std::filesystem::path& kept_dir);
 
 struct HeldChanges {
   std::string id;       // "held-<run id>"
@@ -111,8 +123,10 @@ struct HeldChanges {
 };
 
 PULSEBOX_API std::vector<HeldChanges> list_held(const Workspace& workspace);
-// Throws SandboxConfigError when there is no such entry.
-PULSEBOX_API void discard_held(const Workspace& workspace, const std::string& id);
+// Throws SandboxConfigError when there is no such entry, SandboxSecurityError
+// when its record names a directory outside `kept_dir`.
+PULSEBOX_API void discard_held(const Workspace& workspace, const std::string& id,
+                               const std::filesystem::path& kept_dir);
 // Records kept changes (the facade does, after moving the directory).
 PULSEBOX_API void record_held(const Workspace& workspace, const HeldChanges& held);
 

@@ -157,7 +157,9 @@ nlohmann::json held_json(const HeldChanges& held) {
 }
 
 void print_held(const HeldChanges& held, bool colour) {
-  std::cout << paint(held.id, Colour::Bold, colour) << "  " << held.created << "  "
+  // A record's fields are read from .agent/, which a repository can ship.
+  const auto text = [](const std::string& field) { return core::escape_for_terminal(field); };
+  std::cout << paint(text(held.id), Colour::Bold, colour) << "  " << text(held.created) << "  "
             << paint("held", Colour::Red, colour) << ": " << core::escape_for_terminal(held.reason);
   if (!held.origin.empty()) std::cout << "  " << core::escape_for_terminal(held.origin);
   std::cout << "\n";
@@ -165,9 +167,9 @@ void print_held(const HeldChanges& held, bool colour) {
     std::cout << "    " << core::quote_name(item.path) << ": "
               << core::escape_for_terminal(item.reason) << "\n";
   }
-  if (held.transaction) std::cout << "    the rest is in " << *held.transaction << "\n";
+  if (held.transaction) std::cout << "    the rest is in " << text(*held.transaction) << "\n";
   std::cout << "    kept in " << core::quote_name(held.location.string())
-            << " (drop with `pulsebox discard " << held.id << "`)\n";
+            << " (drop with `pulsebox discard " << text(held.id) << "`)\n";
 }
 
 int run_changes(const Options& options) {

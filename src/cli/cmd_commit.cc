@@ -121,6 +121,13 @@ int for_each_id(const Options& options, const std::string& verb, const std::stri
             ids.push_back(std::move(resolved));
       }
     }
+    for (const std::string& id : ids) {
+      if (id.rfind("held-", 0) == 0 && !paths.empty()) {
+        throw SandboxConfigError(id +
+                                 ": held changes go whole; path arguments select changes "
+                                 "of transactions only");
+      }
+    }
     check_every_path_matches(ws, ids, paths);
     review::Audit audit(ws, options);  // before anything is changed
 
@@ -201,7 +208,7 @@ int run_discard(const Options& options) {
       [&](Workspace& ws, review::Audit& audit, const std::vector<std::string>& paths,
           Outcome& outcome) {
         if (outcome.id.rfind("held-", 0) == 0) {
-          discard_held(ws, outcome.id);
+          discard_held(ws, outcome.id, review::kept_dir());
           outcome.status = "discarded";
           audit.record("discard", outcome.id, true, "discarded held changes");
           return;

@@ -39,7 +39,7 @@ void print_diff_text(const std::string& text) {
 // The review transaction of a session: made for the review, discarded after it.
 struct SessionReview {
   SessionReview(Workspace& workspace, const std::string& name) : ws(workspace) {
-    ImportResult imported = session_transaction(ws, name);
+    ImportResult imported = session_transaction(ws, name, review::kept_dir());
     transaction = imported.transaction;
     refused = std::move(imported.refused);
     for (const auto& item : refused) {

@@ -87,7 +87,7 @@ int guarded(Body&& body) {
 int run_list(const SessionOptions& options) {
   return guarded([&] {
     const Workspace ws = open_workspace(options);
-    const auto sessions = list_sessions(ws);
+    const auto sessions = list_sessions(ws, review::kept_dir());
     if (options.json) {
       json out = json::array();
       for (const auto& info : sessions)
@@ -101,14 +101,17 @@ int run_list(const SessionOptions& options) {
     }
     const bool colour = stdout_is_colour_terminal();
     for (const auto& info : sessions) {
-      std::cout << paint(info.name, Colour::Bold, colour) << "  ";
+      // A record's fields are read from .agent/, which a repository can ship.
+      std::cout << paint(core::escape_for_terminal(info.name), Colour::Bold, colour) << "  ";
       if (!info.damaged.empty()) {
         std::cout << paint("[damaged]", Colour::Red, colour) << " "
                   << core::escape_for_terminal(info.damaged) << "\n";
         continue;
       }
-      std::cout << info.runs << (info.runs == 1 ? " run" : " runs") << ", since " << info.created;
-      if (!info.last_run.empty()) std::cout << ", last " << info.last_run;
+      std::cout << info.runs << (info.runs == 1 ? " run" : " runs") << ", since "
+                << core::escape_for_terminal(info.created);
+      if (!info.last_run.empty())
+        std::cout << ", last " << core::escape_for_terminal(info.last_run);
       if (info.committing) std::cout << "  " << paint("[interrupted commit]", Colour::Red, colour);
       std::cout << "\n";
     }
@@ -119,8 +122,8 @@ int run_list(const SessionOptions& options) {
 int run_show(const SessionOptions& options) {
   return guarded([&] {
     Workspace ws = open_workspace(options);
-    const SessionInfo info = describe_session(ws, options.name);
-    ImportResult imported = session_transaction(ws, options.name);
+    const SessionInfo info = describe_session(ws, options.name, review::kept_dir());
+    ImportResult imported = session_transaction(ws, options.name, review::kept_dir());
     TransactionInfo changes;
     if (imported.transaction) {
       changes = ws.describe(*imported.transaction);
@@ -139,8 +142,9 @@ int run_show(const SessionOptions& options) {
       print_json(out);
       return kExitOk;
     }
-    std::cout << "session " << info.name << ": " << info.runs << " runs since " << info.created
-              << ", " << changes.changes.size() << " changed paths\n";
+    std::cout << "session " << info.name << ": " << info.runs << " runs since "
+              << core::escape_for_terminal(info.created) << ", " << changes.changes.size()
+              << " changed paths\n";
     for (const auto& change : changes.changes) {
       std::cout << "  " << to_string(change.kind) << "  " << core::quote_name(change.path) << "\n";
     }
@@ -159,7 +163,7 @@ int run_commit(const SessionOptions& options) {
     review::Audit audit = open_audit(ws, options);
     SessionCommitResult result;
     try {
-      result = commit_session(ws, options.name, commit);
+      result = commit_session(ws, options.name, review::kept_dir(), commit);
     } catch (const SandboxError& error) {
       audit.record("session-commit", options.name, false, error.what());
       throw;
@@ -202,7 +206,7 @@ int run_discard(const SessionOptions& options) {
   return guarded([&] {
     Workspace ws = open_workspace(options);
     review::Audit audit = open_audit(ws, options);
-    discard_session(ws, options.name);
+    discard_session(ws, options.name, review::kept_dir());
     audit.record("session-discard", options.name, true, "discarded the session");
     if (options.json) {
       print_json({{"session", options.name}, {"discarded", true}});

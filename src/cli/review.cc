@@ -14,6 +14,7 @@
 #include "core/text.h"
 #include "linux/userns.h"
 #include "policy/policy_json.h"
+#include "pulsebox/backend.h"
 #include "workspace/diff.h"
 #include "workspace/ignore_rules.h"
 #include "workspace/safe_open.h"
@@ -27,6 +28,12 @@ std::filesystem::path workspace_path(const std::string& given) {
   if (ec) return ".";
   const auto found = core::find_workspace_root(here);
   return found ? found->root : std::filesystem::path(".");
+}
+
+std::filesystem::path kept_dir() {
+  auto kept = make_native_backend()->kept_changes_dir();
+  if (!kept) throw SandboxConfigError("the native backend keeps no sessions here");
+  return *kept;
 }
 
 Workspace open_workspace(const Options& options) {

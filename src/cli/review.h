@@ -55,6 +55,10 @@ std::filesystem::path workspace_path(const std::string& given);
 
 Workspace open_workspace(const Options& options);
 
+// Where the native backend of this environment (PULSEBOX_STATE_DIR) keeps
+// sessions' layers and held changes: records may name nothing else.
+std::filesystem::path kept_dir();
+
 // The ids named, in order, each once: "latest" is the newest pending
 // transaction. Every one must exist (SandboxConfigError naming it); with
 // `allow_damaged`, one whose manifest cannot be read counts (discard).

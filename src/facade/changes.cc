@@ -103,7 +103,7 @@ void Sandbox::open_session(Run& run, ExecutionRequest& request) {
                                       "native backend",
                                   0, "session"));
   }
-  auto opened = workspace::OpenSession::open(workspace_, options_.session, *kept);
+  auto opened = workspace::OpenSession::open(workspace_, options_.session, *kept, true);
   if (!opened) {
     run.deny("session", opened.error().to_string());
     run.refuse(SandboxConfigError("session " + options_.session + ": " + opened.error().to_string(),

@@ -57,6 +57,10 @@ std::vector<HeldChanges> list_held(const Workspace& ws) {
         entry.reason = "damaged record: " + document.error().to_string();
       } else {
         entry = parse_held(*document);
+        if (entry.id != file.stem().string()) {
+          entry.reason = "damaged record: it names another id";
+          entry.id = file.stem().string();
+        }
       }
     } catch (const nlohmann::json::exception& error) {
       entry.reason = std::string("damaged record: ") + error.what();
@@ -66,7 +70,7 @@ std::vector<HeldChanges> list_held(const Workspace& ws) {
   return held;
 }
 
-void discard_held(const Workspace& ws, const std::string& id) {
+void discard_held(const Workspace& ws, const std::string& id, const fs::path& kept_dir) {
   if (!valid_held_id(id)) {
     throw SandboxConfigError("not a held id: " + core::quote_name(id), 0, "held");
   }
@@ -87,7 +91,7 @@ void discard_held(const Workspace& ws, const std::string& id) {
   if (held.location.filename() != id) {
     throw SandboxSecurityError(file.string() + ": its location is not its own", 0, "held");
   }
-  core::check_or_throw(workspace::check_kept_location(held.location, "held-"));
+  core::check_or_throw(workspace::check_kept_location(held.location, "held-", kept_dir));
   core::check_or_throw(workspace::remove_layer_tree(held.location));
   if (::unlink(file.c_str()) != 0 && errno != ENOENT) {
     core::throw_error(core::Error::from_errno("held", "removing " + file.string()));

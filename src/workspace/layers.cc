@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <climits>
+#include <vector>
 
 #include "core/fs.h"
 #include "core/unique_fd.h"
@@ -29,11 +30,16 @@ bool is_whiteout(const struct stat& st) {
 }
 
 bool is_opaque_fd(int dirfd) {
-  for (const char* attribute : {kOpaque, "trusted.overlay.opaque"}) {
-    char value[8] = {};
-    if (::fgetxattr(dirfd, attribute, value, sizeof value) == 1 && value[0] == 'y') return true;
-  }
-  return false;
+  // The overlay is mounted with userxattr: only user.overlay.* counts.
+  char value[8] = {};
+  return ::fgetxattr(dirfd, kOpaque, value, sizeof value) == 1 && value[0] == 'y';
+}
+
+// A layer's own directory: never through a symlink in its place.
+core::Result<UniqueFd> open_layer(const std::filesystem::path& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd) return Error::from_errno("session", "open the layer " + path.string());
+  return fd;
 }
 
 UniqueFd open_dir_at(int dirfd, const std::string& name) {
@@ -155,6 +161,26 @@ void copy_metadata(int fd, const struct stat& st, bool is_directory) {
   if (is_directory && is_opaque_fd(fd)) return;  // set by the caller
 }
 
+// Outside copy_tree: its buffer must not sit in every frame of the recursion.
+core::Status copy_contents(int source, int target, const std::string& path) {
+  for (;;) {
+    const ssize_t n = ::copy_file_range(source, nullptr, target, nullptr, 1 << 30, 0);
+    if (n == 0) return core::ok_status();
+    if (n > 0) continue;
+    if (errno == EINTR) continue;
+    if (errno != EXDEV && errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP) {
+      return Error::from_errno("session", "copy " + path);
+    }
+    std::vector<char> buffer(1 << 16);
+    ssize_t got = 0;
+    while ((got = ::read(source, buffer.data(), buffer.size())) > 0) {
+      PB_CHECK(core::write_all(target, {buffer.data(), static_cast<std::size_t>(got)}, path));
+    }
+    if (got < 0) return Error::from_errno("session", "read " + path);
+    return core::ok_status();
+  }
+}
+
 core::Status copy_tree(int from_dir, int to_dir, const std::string& prefix, int depth) {
   if (depth > kMaxDepth) {
     return Error(ErrorKind::kResource, "session", prefix + ": directories nested too deeply");
@@ -186,24 +212,7 @@ core::Status copy_tree(int from_dir, int to_dir, const std::string& prefix, int 
       UniqueFd target(::openat(to_dir, name.c_str(),
                                O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
       if (!source || !target) return Error::from_errno("session", "copy " + path);
-      for (;;) {
-        const ssize_t n =
-            ::copy_file_range(source.get(), nullptr, target.get(), nullptr, 1 << 30, 0);
-        if (n == 0) break;
-        if (n < 0) {
-          if (errno == EINTR) continue;
-          if (errno != EXDEV && errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP) {
-            return Error::from_errno("session", "copy " + path);
-          }
-          char buffer[65536];
-          ssize_t got = 0;
-          while ((got = ::read(source.get(), buffer, sizeof buffer)) > 0) {
-            PB_CHECK(core::write_all(target.get(), {buffer, static_cast<std::size_t>(got)}, path));
-          }
-          if (got < 0) return Error::from_errno("session", "read " + path);
-          break;
-        }
-      }
+      PB_CHECK(copy_contents(source.get(), target.get(), path));
       copy_metadata(target.get(), st, false);
       ::futimens(target.get(), times);
       continue;
@@ -296,14 +305,19 @@ LayerAnswer ask_layer(const std::filesystem::path& layer, const std::string& pat
 }  // namespace
 
 core::Status merge_layer(const std::filesystem::path& upper, const std::filesystem::path& lower) {
-  PB_TRY(upper_fd, core::open_directory(upper));
-  PB_TRY(lower_fd, core::open_directory(lower));
+  PB_TRY(upper_fd, open_layer(upper));
+  PB_TRY(lower_fd, open_layer(lower));
   if (is_opaque_fd(upper_fd.get())) {
     // The whole lower layer is hidden: what it holds goes.
     for (const std::string& name : list_directory(lower_fd.get()))
       PB_CHECK(remove_tree_fd(lower_fd.get(), name, 0));
     if (::fsetxattr(lower_fd.get(), kOpaque, "y", 1, 0) != 0) {
       return Error::from_errno("session", "marking " + lower.string() + " opaque");
+    }
+    // The lower one hides what it must now: a merge started again must not
+    // empty it a second time (it holds what was moved down since).
+    if (::fremovexattr(upper_fd.get(), kOpaque) != 0 && errno != ENODATA) {
+      return Error::from_errno("session", "clearing " + upper.string() + "'s opaque mark");
     }
   }
   PB_CHECK(merge_directory(upper_fd.get(), lower_fd.get(), "", 0));
@@ -335,13 +349,35 @@ bool exists_in_view(const std::vector<std::filesystem::path>& layers,
   return ask_layer(base, path) == LayerAnswer::Present;
 }
 
+namespace {
+
+bool deeper_than(int dirfd, int remaining) {
+  if (remaining < 0) return true;
+  for (const std::string& name : list_directory(dirfd)) {
+    struct stat st {};
+    if (::fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode)) {
+      continue;
+    }
+    UniqueFd child = open_dir_at(dirfd, name);
+    if (child && deeper_than(child.get(), remaining - 1)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+bool layer_deeper_than(const std::filesystem::path& layer, int limit) {
+  auto fd = open_layer(layer);
+  return fd && deeper_than(fd->get(), limit);
+}
+
 core::Status move_layer(const std::filesystem::path& from, const std::filesystem::path& to) {
   if (::rename(from.c_str(), to.c_str()) == 0) return core::ok_status();
   if (errno != EXDEV)
     return Error::from_errno("session", "moving " + from.string() + " to " + to.string());
-  PB_TRY(source, core::open_directory(from));
+  PB_TRY(source, open_layer(from));
   if (::mkdir(to.c_str(), 0700) != 0) return Error::from_errno("session", "mkdir " + to.string());
-  PB_TRY(target, core::open_directory(to));
+  PB_TRY(target, open_layer(to));
   auto copied = copy_tree(source.get(), target.get(), "", 0);
   if (!copied) {
     (void)remove_layer_tree(to);

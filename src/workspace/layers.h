@@ -40,6 +40,10 @@ std::vector<Change> describe_layer(const std::filesystem::path& layer,
 bool exists_in_view(const std::vector<std::filesystem::path>& layers,
                     const std::filesystem::path& base, const std::string& path);
 
+// Whether a directory tree is nested deeper than `limit` directories
+// (never following a symlink).
+bool layer_deeper_than(const std::filesystem::path& layer, int limit);
+
 // Moves the directory `from` to `to` (which must not exist): a rename, or
 // where they are on different file systems (a run's changes on a tmpfs of
 // its own, --disk) a copy that keeps what a layer is made of: contents,

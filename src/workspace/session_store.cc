@@ -35,6 +35,8 @@ namespace {
 constexpr std::uint64_t kMaxRecordBytes = 1 << 20;
 // Changes listed in a session run's result; the session's review lists all.
 constexpr std::size_t kMaxRunChanges = 10000;
+// Deeper changes could not be merged (nor imported at the commit).
+constexpr int kMaxLayerDepth = 500;
 // Files checked for secrets at a session run: the per-file staging limit.
 constexpr std::uint64_t kMaxScannedBytes = 50ull << 20;
 
@@ -79,7 +81,9 @@ fs::path record_path(const Workspace& ws, const std::string& name) {
 
 // Reads a session record; `storage` and `next_layer` are only for OpenSession.
 core::Status parse_session(const json& document, SessionInfo& info, fs::path& storage,
-                           std::uint64_t& next_layer, std::map<std::string, std::string>* secrets) {
+                           std::uint64_t& next_layer, std::map<std::string, std::string>* secrets,
+                           const fs::path& kept_dir) {
+  const std::string expected_name = info.name;
   try {
     info.name = document.at("name").get<std::string>();
     info.created = document.at("created").get<std::string>();
@@ -114,7 +118,20 @@ core::Status parse_session(const json& document, SessionInfo& info, fs::path& st
   } catch (const json::exception& error) {
     return Error(ErrorKind::kInvalidInput, "session", error.what());
   }
-  return check_kept_location(storage, "session-");
+  if (!expected_name.empty() && info.name != expected_name) {
+    return Error(ErrorKind::kInvalidInput, "session",
+                 "the record names another session: " + core::quote_name(info.name));
+  }
+  PB_CHECK(check_kept_location(storage, "session-", kept_dir));
+  // Each layer is a directory of the session's own, never a symlink.
+  for (const auto& layer : info.layers) {
+    struct stat st {};
+    if (::lstat(layer.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || S_ISLNK(st.st_mode)) {
+      return Error(ErrorKind::kSecurity, "session",
+                   "layer " + core::quote_name(layer.string()) + " is not a directory");
+    }
+  }
+  return core::ok_status();
 }
 
 // The JSON files of an .agent/ subdirectory. A directory that exists but
@@ -147,7 +164,8 @@ std::vector<fs::path> record_files(const fs::path& dir) {
   return files;
 }
 
-core::Status check_kept_location(const fs::path& location, std::string_view prefix) {
+core::Status check_kept_location(const fs::path& location, std::string_view prefix,
+                                 const fs::path& kept_dir) {
   auto refuse = [&](const std::string& why) {
     return Error(ErrorKind::kSecurity, "session",
                  "refusing the kept directory " + core::quote_name(location.string()) + ": " + why);
@@ -155,24 +173,25 @@ core::Status check_kept_location(const fs::path& location, std::string_view pref
   if (!location.is_absolute() || location.lexically_normal() != location) {
     return refuse("not an absolute, normal path");
   }
+  // Only pulsebox's own kept directory: a repository can ship a kept/ of
+  // its own, owned by the user who cloned it.
   if (!location.filename().string().starts_with(prefix) ||
-      location.parent_path().filename() != "kept") {
-    return refuse("not a directory pulsebox keeps");
+      location.parent_path() != kept_dir.lexically_normal()) {
+    return refuse("not a directory pulsebox keeps (in " + kept_dir.string() + ")");
   }
-  std::error_code ec;
-  const fs::path parent = location.parent_path();
-  if (fs::canonical(parent, ec) != parent || ec) return refuse("a symlink on the way");
   struct stat st {};
-  if (::lstat(parent.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::geteuid() ||
+  if (::lstat(kept_dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::geteuid() ||
       (st.st_mode & 022) != 0) {
-    return refuse("its parent is not a private directory of the current user");
+    return refuse(kept_dir.string() + " is not a private directory of the current user");
   }
-  if (::lstat(location.c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) return refuse("not a directory");
+  if (::lstat(location.c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) {
+    return refuse("not a directory (a symlink?)");
+  }
   return core::ok_status();
 }
 
 core::Result<OpenSession> OpenSession::open(Workspace& ws, const std::string& name,
-                                            const std::optional<fs::path>& create_in) {
+                                            const fs::path& kept_dir, bool create) {
   if (const std::string problem = check_session_name(name); !problem.empty()) {
     return Error(ErrorKind::kInvalidInput, "session", problem);
   }
@@ -188,8 +207,9 @@ core::Result<OpenSession> OpenSession::open(Workspace& ws, const std::string& na
   struct stat st {};
   if (::lstat(record.c_str(), &st) == 0) {
     PB_TRY(document, read_record(record));
+    session.info_.name = name;
     auto parsed = parse_session(document, session.info_, session.storage_, session.next_layer_,
-                                &session.secrets_);
+                                &session.secrets_, kept_dir);
     if (!parsed) {
       return std::move(parsed).error().with_context("session " + name + " (" + record.string() +
                                                     ")");
@@ -198,12 +218,13 @@ core::Result<OpenSession> OpenSession::open(Workspace& ws, const std::string& na
     PB_CHECK(session.recover());
     return session;
   }
-  if (!create_in) {
+  if (!create) {
     return Error(
         ErrorKind::kInvalidInput, "session",
         "no session \"" + name + "\" in " + ws.root().string() + " (see `pulsebox session list`)");
   }
-  session.storage_ = *create_in / ("session-" + core::random_hex(12));
+  PB_CHECK(check_kept_location(kept_dir / "session-new", "session-", kept_dir));
+  session.storage_ = kept_dir / ("session-" + core::random_hex(12));
   if (::mkdir(session.storage_.c_str(), 0711) != 0) {
     return Error::from_errno("session", "creating " + session.storage_.string());
   }
@@ -280,20 +301,36 @@ core::Status OpenSession::recover() {
 
 core::Result<std::vector<Change>> OpenSession::add_run(const fs::path& upper,
                                                        const SecretScrubber* secrets) {
-  const fs::path layer = storage_ / std::to_string(next_layer_++);
-  auto moved = move_layer(upper, layer);
-  if (!moved) return std::move(moved).error().with_context("keeping the run's changes");
+  // Everything that can refuse the run's changes happens while they are
+  // still where the caller can hold them.
+  if (layer_deeper_than(upper, kMaxLayerDepth)) {
+    return Error(ErrorKind::kResource, "session",
+                 "the run's changes are nested deeper than " + std::to_string(kMaxLayerDepth) +
+                     " directories: they could neither be merged into the session nor committed");
+  }
   const std::vector<fs::path> below = info_.layers;
   const fs::path base = workspace_->root();
   auto changes = describe_layer(
-      layer, [&](const std::string& path) { return exists_in_view(below, base, path); },
+      upper, [&](const std::string& path) { return exists_in_view(below, base, path); },
       kMaxRunChanges);
-  if (secrets != nullptr && secrets->secret_count() > 0)
-    PB_CHECK(scan_for_secrets(layer, *secrets));
+  if (secrets != nullptr && secrets->secret_count() > 0) {
+    PB_CHECK(scan_for_secrets(upper, *secrets));
+  }
+  // The layer's number is taken (and saved) before the layer is made, so a
+  // crash in between never leaves a directory a later run would collide with.
+  const fs::path layer = storage_ / std::to_string(next_layer_++);
+  PB_CHECK(save());
+  auto moved = move_layer(upper, layer);
+  if (!moved) return std::move(moved).error().with_context("keeping the run's changes");
   info_.layers.insert(info_.layers.begin(), layer);
   ++info_.runs;
   info_.last_run = audit::utc_timestamp();
-  PB_CHECK(save());
+  if (auto saved = save(); !saved) {
+    // Back where the caller can hold it (a rename; a copy left the original).
+    info_.layers.erase(info_.layers.begin());
+    ::rename(layer.c_str(), upper.c_str());
+    return std::move(saved).error();
+  }
   // A merge that fails now leaves the layers as they are; the next run tries
   // again, and the session's review needs them merged.
   (void)collapse();
@@ -307,7 +344,7 @@ core::Status OpenSession::scan_for_secrets(const fs::path& layer, const SecretSc
   const fs::path redacted_dir = storage_ / "redacted";
   std::function<core::Status(int, const std::string&, int)> walk =
       [&](int dirfd, const std::string& prefix, int depth) -> core::Status {
-    if (depth > 512) return core::ok_status();
+    if (depth > kMaxLayerDepth) return core::ok_status();
     for (const std::string& name : list_directory(dirfd)) {
       const std::string path = prefix + name;
       struct stat st {};
@@ -363,9 +400,12 @@ core::Status OpenSession::collapse() {
     if (!merged) {
       return std::move(merged).error().with_context("merging the layers of session " + name_);
     }
-    PB_CHECK(remove_layer_tree(info_.layers[0]));
+    // Recorded first: a crash before the removal leaves an unlisted, empty
+    // directory, never a record listing a layer that is gone.
+    const fs::path merged_layer = info_.layers[0];
     info_.layers.erase(info_.layers.begin());
     PB_CHECK(save());
+    PB_CHECK(remove_layer_tree(merged_layer));
   }
   return core::ok_status();
 }

@@ -22,11 +22,12 @@ namespace pulsebox::workspace {
 class OpenSession {
  public:
   // Opens (waiting for the lock) the session `name`, finishing or undoing a
-  // commit a crash interrupted. With `create_in` set (the directory where
-  // layers are kept, on the staging file system) a missing session is
-  // created there; else a missing session is an error.
+  // commit a crash interrupted. `kept_dir` is where layers are kept (the
+  // backend's kept_changes_dir(), on the staging file system): the record
+  // may name nothing else. With `create`, a missing session is created
+  // there; else a missing session is an error.
   static core::Result<OpenSession> open(Workspace& workspace, const std::string& name,
-                                        const std::optional<std::filesystem::path>& create_in);
+                                        const std::filesystem::path& kept_dir, bool create);
 
   const SessionInfo& info() const { return info_; }
   bool exists() const { return exists_; }
@@ -82,15 +83,18 @@ std::vector<std::filesystem::path> record_files(const std::filesystem::path& dir
 Workspace::RunClock from_ns(std::int64_t ns);
 // Reads a session record; `storage`, `next_layer` and `secrets` (may be
 // null) are OpenSession's.
+// With info.name set, the record must name that session.
 core::Status parse_session(const nlohmann::json& document, SessionInfo& info,
                            std::filesystem::path& storage, std::uint64_t& next_layer,
-                           std::map<std::string, std::string>* secrets);
+                           std::map<std::string, std::string>* secrets,
+                           const std::filesystem::path& kept_dir);
 
 // Checks that a directory named in a record under .agent/ is one pulsebox
-// keeps (<...>/kept/<prefix>...: absolute, no symlink on the way, a
-// directory of the current user's, not writable by others): a record
-// planted in a cloned repository must not make pulsebox read, layer or
-// delete anything else.
-core::Status check_kept_location(const std::filesystem::path& location, std::string_view prefix);
+// keeps: <kept_dir>/<prefix>..., absolute and normal, not a symlink, in a
+// kept_dir of the current user's that no one else can write. A record
+// planted in a cloned repository (with a kept/ of its own) must not make
+// pulsebox read, layer or delete anything else.
+core::Status check_kept_location(const std::filesystem::path& location, std::string_view prefix,
+                                 const std::filesystem::path& kept_dir);
 
 }  // namespace pulsebox::workspace

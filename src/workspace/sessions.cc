@@ -30,7 +30,7 @@ std::string check_session_name(const std::string& name) {
   return "";
 }
 
-std::vector<SessionInfo> list_sessions(const Workspace& ws) {
+std::vector<SessionInfo> list_sessions(const Workspace& ws, const fs::path& kept_dir) {
   std::vector<SessionInfo> sessions;
   for (const auto& file : workspace::record_files(ws.agent_dir() / "sessions")) {
     SessionInfo info;
@@ -38,14 +38,14 @@ std::vector<SessionInfo> list_sessions(const Workspace& ws) {
     std::filesystem::path storage;
     std::uint64_t next = 0;
     auto document = workspace::read_record(file);
-    core::Status parsed = document
-                              ? workspace::parse_session(*document, info, storage, next, nullptr)
-                              : core::Status(std::move(document).error());
+    core::Status parsed =
+        document ? workspace::parse_session(*document, info, storage, next, nullptr, kept_dir)
+                 : core::Status(std::move(document).error());
     if (!parsed) {
       info.damaged = parsed.error().to_string();
     } else if (info.committing) {
       // A commit a crash interrupted: opening the session finishes or undoes it.
-      auto opened = OpenSession::open(const_cast<Workspace&>(ws), info.name, std::nullopt);
+      auto opened = OpenSession::open(const_cast<Workspace&>(ws), info.name, kept_dir, false);
       if (!opened) {
         if (!std::filesystem::exists(file)) continue;  // finished: the session ended
         info.damaged = opened.error().to_string();
@@ -60,15 +60,16 @@ std::vector<SessionInfo> list_sessions(const Workspace& ws) {
   return sessions;
 }
 
-SessionInfo describe_session(const Workspace& ws, const std::string& name) {
+SessionInfo describe_session(const Workspace& ws, const std::string& name,
+                             const fs::path& kept_dir) {
   auto session =
-      core::value_or_throw(OpenSession::open(const_cast<Workspace&>(ws), name, std::nullopt));
+      core::value_or_throw(OpenSession::open(const_cast<Workspace&>(ws), name, kept_dir, false));
   return session.info();
 }
 
-ImportResult session_transaction(Workspace& ws, const std::string& name,
+ImportResult session_transaction(Workspace& ws, const std::string& name, const fs::path& kept_dir,
                                  const ImportOptions& options) {
-  auto session = core::value_or_throw(OpenSession::open(ws, name, std::nullopt));
+  auto session = core::value_or_throw(OpenSession::open(ws, name, kept_dir, false));
   core::check_or_throw(session.collapse());
   if (session.info().layers.empty()) return {};
   ImportOptions import = options;
@@ -78,9 +79,9 @@ ImportResult session_transaction(Workspace& ws, const std::string& name,
   return ws.import_overlay(session.info().layers.front(), ws.root(), import);
 }
 
-SessionCommitResult commit_session(Workspace& ws, const std::string& name,
+SessionCommitResult commit_session(Workspace& ws, const std::string& name, const fs::path& kept_dir,
                                    const CommitOptions& options, const ImportOptions& import) {
-  auto session = core::value_or_throw(OpenSession::open(ws, name, std::nullopt));
+  auto session = core::value_or_throw(OpenSession::open(ws, name, kept_dir, false));
   core::check_or_throw(session.collapse());
   SessionCommitResult result;
   if (session.info().layers.empty()) {
@@ -122,8 +123,8 @@ SessionCommitResult commit_session(Workspace& ws, const std::string& name,
   return result;
 }
 
-void discard_session(Workspace& ws, const std::string& name) {
-  auto session = core::value_or_throw(OpenSession::open(ws, name, std::nullopt));
+void discard_session(Workspace& ws, const std::string& name, const fs::path& kept_dir) {
+  auto session = core::value_or_throw(OpenSession::open(ws, name, kept_dir, false));
   core::check_or_throw(session.remove());
 }
 

@@ -292,7 +292,7 @@ TEST_F(SessionTest, AKilledSessionCommitIsFinishedOrUndoneByTheNextCommand) {
       };
       Workspace ws(ws_dir.path());
       try {
-        commit_session(ws, "s");
+        commit_session(ws, "s", state_ / "kept");
       } catch (...) {
         ::_exit(3);
       }
@@ -319,6 +319,55 @@ TEST_F(SessionTest, AKilledSessionCommitIsFinishedOrUndoneByTheNextCommand) {
         testing::run_cli({"changes", "--json", "-w", ws_dir.path().string()}, "", env());
     EXPECT_EQ(json::parse(changes.out).size(), 0u) << "a transaction was left: " << changes.out;
   }
+}
+
+// A command can nest directories as deep as it likes: copying its layer
+// (--disk) never overflows the stack, and a layer too deep to merge or
+// commit is held instead of making the whole session unusable.
+TEST_F(SessionTest, AHostileDeepTreeIsHeldAndTheSessionStaysCommittable) {
+  auto deep = [](int levels) {
+    std::string path;
+    for (int i = 0; i < levels; ++i)
+      path += "a/";
+    return path;
+  };
+  json result = run_json(workspace_.path(), {"--session", "deep", "--disk", "64M"},
+                         "echo important > keep.txt && mkdir -p " + deep(200));
+  ASSERT_EQ(result["changes_status"]["status"], "session") << result["changes_status"];
+  result = run_json(workspace_.path(), {"--session", "deep"}, "mkdir -p b/" + deep(600),
+                    /*expected_exit=*/123);
+  EXPECT_EQ(result["changes_status"]["status"], "held") << result["changes_status"];
+  EXPECT_NE(result["changes_status"]["detail"].get<std::string>().find("deeper"),
+            std::string::npos);
+  result =
+      run_json(workspace_.path(), {"--session", "deep"}, "cat keep.txt; test -d b || echo no-b");
+  EXPECT_EQ(result["stdout"], "important\nno-b\n");
+  const auto commit = cli({"session", "commit", "-w", workspace_.path().string(), "deep"});
+  ASSERT_EQ(commit.exit_code, 0) << commit.err;
+  EXPECT_EQ(testing::read_file(workspace_ / "keep.txt"), "important\n");
+  EXPECT_TRUE(fs::is_directory(workspace_ / deep(200)));
+}
+
+TEST_F(SessionTest, HeldChangesGoWholeAndTheirRecordsAreShownSafely) {
+  const json result =
+      run_json(workspace_.path(), {}, "mkfifo p && echo x > x.txt", /*expected_exit=*/123);
+  const std::string held = result["changes_status"]["held_id"];
+  const std::string tx = result["transaction_id"];
+  const auto with_paths =
+      cli({"discard", "-w", workspace_.path().string(), tx, held, "--", "x.txt"});
+  EXPECT_EQ(with_paths.exit_code, 125) << with_paths.err;
+  EXPECT_NE(with_paths.err.find("held changes go whole"), std::string::npos) << with_paths.err;
+  // A planted record with escape sequences in its fields.
+  testing::write_file(workspace_ / ".agent/held/held-planted.json",
+                      "{\"id\":\"held-planted\",\"created\":\"\\u001b]0;PWNED\\u0007\","
+                      "\"origin\":\"o\",\"reason\":\"\\u001b[2J\",\"refused\":[],"
+                      "\"location\":\"/tmp\"}");
+  const auto listed = cli({"changes", "-w", workspace_.path().string()});
+  EXPECT_EQ(listed.exit_code, 0) << listed.err;
+  EXPECT_EQ(listed.out.find('\x1b'), std::string::npos)
+      << "an escape sequence reached the terminal";
+  const auto planted = cli({"discard", "-w", workspace_.path().string(), "held-planted"});
+  EXPECT_EQ(planted.exit_code, 125) << "a planted record named /tmp: " << planted.err;
 }
 
 TEST_F(SessionTest, SessionFlagsAreChecked) {

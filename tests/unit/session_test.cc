@@ -79,11 +79,13 @@ class SessionStoreTest : public ::testing::Test {
   }
 
   void add_run(Workspace& ws, const fs::path& upper) {
-    auto session = workspace::OpenSession::open(ws, "s", state_ / "kept");
+    auto session = workspace::OpenSession::open(ws, "s", kept(), true);
     ASSERT_TRUE(session) << session.error().to_string();
     auto added = session->add_run(upper);
     ASSERT_TRUE(added) << added.error().to_string();
   }
+
+  fs::path kept() const { return state_ / "kept"; }
 
   TempDir ws_;
   TempDir state_;
@@ -115,7 +117,7 @@ TEST_F(SessionStoreTest, LaterRunsBuildOnEarlierOnesAndTheSessionCommitsItsNetCh
   fs::create_symlink("../keep.txt", upper / "link");
   add_run(ws, upper);
 
-  const SessionInfo info = describe_session(ws, "s");
+  const SessionInfo info = describe_session(ws, "s", kept());
   EXPECT_EQ(info.runs, 3u);
   ASSERT_EQ(info.layers.size(), 1u) << "the layers were not merged";
   EXPECT_TRUE(workspace::exists_in_view(info.layers, ws_.path(), "dir/renamed.txt"));
@@ -126,7 +128,7 @@ TEST_F(SessionStoreTest, LaterRunsBuildOnEarlierOnesAndTheSessionCommitsItsNetCh
   // The workspace is untouched until the commit.
   EXPECT_EQ(read_file(ws_ / "keep.txt"), "keep\n");
 
-  const SessionCommitResult committed = commit_session(ws, "s");
+  const SessionCommitResult committed = commit_session(ws, "s", kept());
   EXPECT_TRUE(committed.refused.empty());
   const std::map<std::string, std::string> expected = {{"keep.txt", "f:changed\n"},
                                                        {"new.txt", "f:newer\n"},
@@ -136,7 +138,7 @@ TEST_F(SessionStoreTest, LaterRunsBuildOnEarlierOnesAndTheSessionCommitsItsNetCh
                                                        {"tree/a", "d"},
                                                        {"link", "l:../keep.txt"}};
   EXPECT_EQ(listing(ws_.path()), expected);
-  EXPECT_TRUE(list_sessions(ws).empty());
+  EXPECT_TRUE(list_sessions(ws, kept()).empty());
   EXPECT_TRUE(ws.list_transactions().empty());
   EXPECT_TRUE(fs::is_empty(state_ / "kept")) << "the session's layers were left behind";
 }
@@ -147,10 +149,10 @@ TEST_F(SessionStoreTest, ACommitConflictingWithAHostChangeSinceTheSessionBeganKe
   write_file(upper / "keep.txt", "session\n");
   add_run(ws, upper);
   write_file(ws_ / "keep.txt", "host edit\n");  // after the session began
-  EXPECT_THROW(commit_session(ws, "s"), SandboxError);
+  EXPECT_THROW(commit_session(ws, "s", kept()), SandboxError);
   EXPECT_EQ(read_file(ws_ / "keep.txt"), "host edit\n");
-  ASSERT_EQ(list_sessions(ws).size(), 1u);
-  EXPECT_FALSE(describe_session(ws, "s").committing);
+  ASSERT_EQ(list_sessions(ws, kept()).size(), 1u);
+  EXPECT_FALSE(describe_session(ws, "s", kept()).committing);
   EXPECT_TRUE(ws.list_transactions().empty()) << "the refused transaction was left pending";
 }
 
@@ -167,7 +169,7 @@ TEST_F(SessionStoreTest, AKilledCommitIsFinishedOrUndoneByTheNextOperation) {
     whiteout(upper / "b.txt");
     write_file(upper / "c/d.txt", "d\n");
     {
-      auto session = workspace::OpenSession::open(ws, "s", state_ / "kept");
+      auto session = workspace::OpenSession::open(ws, "s", kept(), true);
       ASSERT_TRUE(session);
       ASSERT_TRUE(session->add_run(upper));
     }
@@ -179,7 +181,7 @@ TEST_F(SessionStoreTest, AKilledCommitIsFinishedOrUndoneByTheNextOperation) {
         if (++step == crash_after) ::raise(SIGKILL);
       };
       Workspace again(ws_dir.path());
-      commit_session(again, "s");
+      commit_session(again, "s", kept());
       ::_exit(0);
     }
     int status = 0;
@@ -190,18 +192,18 @@ TEST_F(SessionStoreTest, AKilledCommitIsFinishedOrUndoneByTheNextOperation) {
     }
     // Any operation that opens the session finishes or undoes the commit.
     Workspace later(ws_dir.path());
-    const auto sessions = list_sessions(later);
-    if (!sessions.empty()) (void)describe_session(later, "s");
+    const auto sessions = list_sessions(later, kept());
+    if (!sessions.empty()) (void)describe_session(later, "s", kept());
     const auto state = listing(ws_dir.path());
     if (state.at("a.txt") == "f:a\n") {
       ++saw_old;
-      ASSERT_EQ(list_sessions(later).size(), 1u) << "crash at " << crash_after;
-      EXPECT_FALSE(describe_session(later, "s").committing);
+      ASSERT_EQ(list_sessions(later, kept()).size(), 1u) << "crash at " << crash_after;
+      EXPECT_FALSE(describe_session(later, "s", kept()).committing);
       EXPECT_TRUE(later.list_transactions().empty()) << "crash at " << crash_after;
-      commit_session(later, "s");  // and it commits cleanly afterwards
+      commit_session(later, "s", kept());  // and it commits cleanly afterwards
     } else {
       ++saw_new;
-      EXPECT_TRUE(list_sessions(later).empty()) << "crash at " << crash_after;
+      EXPECT_TRUE(list_sessions(later, kept()).empty()) << "crash at " << crash_after;
     }
     const std::map<std::string, std::string> expected = {
         {"a.txt", "f:A\n"}, {"c", "d"}, {"c/d.txt", "f:d\n"}};
@@ -216,19 +218,40 @@ TEST_F(SessionStoreTest, ARecordPlantedInTheWorkspaceCannotNameAnotherDirectory)
   Workspace ws(ws_.path());
   TempDir victim;
   write_file(victim / "precious", "x");
-  fs::create_directories(ws_ / ".agent/sessions");
-  write_file(ws_ / ".agent/sessions/evil.json",
-             R"({"name":"evil","created":"c","runs":1,"base_stamp_ns":0,"next_layer":1,)"
+  // A repository can ship .agent/ and a kept/ of its own (owned by the user
+  // who cloned it, mode 0755), its layer a symlink to any directory.
+  fs::create_directories(ws_ / "kept/session-evil");
+  fs::create_directory_symlink(victim.path(), ws_ / "kept/session-evil/0");
+  const std::string planted_storage = (ws_ / "kept/session-evil").string();
+  for (const std::string& storage : {victim.path().string(), planted_storage}) {
+    SCOPED_TRACE(storage);
+    fs::create_directories(ws_ / ".agent/sessions");
+    write_file(ws_ / ".agent/sessions/evil.json",
+               R"({"name":"evil","created":"c","runs":1,"base_stamp_ns":0,"next_layer":1,)"
+               R"("storage":")" +
+                   storage + R"(","layers":["0"]})");
+    EXPECT_THROW(discard_session(ws, "evil", kept()), SandboxSecurityError);
+    EXPECT_FALSE(workspace::OpenSession::open(ws, "evil", kept(), true).ok());
+    EXPECT_TRUE(fs::exists(victim / "precious"));
+    const auto listed = list_sessions(ws, kept());
+    ASSERT_EQ(listed.size(), 1u);
+    EXPECT_FALSE(listed[0].damaged.empty()) << "a planted record was listed as a session";
+  }
+  // A layer of a real session that is a symlink is refused as well.
+  fs::create_directories(kept() / "session-real");
+  fs::create_directory_symlink(victim.path(), kept() / "session-real/0");
+  write_file(ws_ / ".agent/sessions/real.json",
+             R"({"name":"real","created":"c","runs":1,"base_stamp_ns":0,"next_layer":1,)"
              R"("storage":")" +
-                 victim.path().string() + R"(","layers":["0"]})");
-  EXPECT_THROW(discard_session(ws, "evil"), SandboxError);
-  EXPECT_TRUE(fs::exists(victim / "precious"));
+                 (kept() / "session-real").string() + R"(","layers":["0"]})");
+  EXPECT_THROW(describe_session(ws, "real", kept()), SandboxSecurityError);
+  // A held record naming a directory outside the kept one.
   fs::create_directories(ws_ / ".agent/held");
   write_file(ws_ / ".agent/held/held-x.json",
              R"({"id":"held-x","created":"c","origin":"o","reason":"r","refused":[],)"
              R"("location":")" +
                  victim.path().string() + R"("})");
-  EXPECT_THROW(discard_held(ws, "held-x"), SandboxError);
+  EXPECT_THROW(discard_held(ws, "held-x", kept()), SandboxError);
   EXPECT_TRUE(fs::exists(victim / "precious"));
 }
 
