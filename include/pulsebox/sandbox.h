@@ -16,7 +16,8 @@
 // unsafe_host_execution is set; else SandboxUnavailableError (audited).
 //
 // execute() follows the reference order with its defects fixed:
-//  1. lifecycle STARTING; the SHELL action is evaluated (DENY throws PolicyDenied);
+//  1. lifecycle STARTING; the SHELL action is evaluated (DENY throws PolicyDenied,
+//     ASK calls `approver`, see below);
 //  2. the effective network and secret policies: a mode other than deny
 //     requested while the action policy denies NETWORK / SECRETS throws
 //     PolicyDenied (the reference silently passed here);
@@ -57,6 +58,33 @@
 namespace pulsebox {
 
 enum class ChangesMode { Keep, Commit, Discard };
+
+// An ASK decision of the action policy on what execute() is about to do: the
+// command (SHELL), or a network or secrets mode other than deny (NETWORK,
+// SECRETS, target "*"). Shown to SandboxOptions::approver before anything runs.
+struct ApprovalRequest {
+  ActionType action = ActionType::Shell;
+  std::string target;
+  PolicyEvaluation evaluation;  // the rule (or default) that asked
+  std::string execution_id;
+  std::filesystem::path workspace;
+
+  // {"action": "shell", "target": "...", "decision": "ask", "rule": "ask by
+  //  rule #1 (...)", "reason": "...", "execution_id": "...", "workspace": "..."}
+  PULSEBOX_API std::string to_json() const;
+};
+
+struct ApprovalAnswer {
+  bool approved = false;
+  // Who decided ("terminal", "--yes", "--approve-with CMD", ...): audited.
+  std::string approver;
+  // Why, when there is more to say ("exit 1", "timed out", "answered n").
+  std::string detail;
+};
+
+// Called on the thread that called execute(); may block (a prompt). An
+// exception it throws counts as a denial.
+using Approver = std::function<ApprovalAnswer(const ApprovalRequest&)>;
 
 struct SandboxOptions {
   std::filesystem::path workspace;
@@ -106,6 +134,12 @@ struct SandboxOptions {
   // transaction. Needs a backend with kept_changes_dir() and
   // ChangesMode::Keep. "": no session.
   std::string session;
+  // Decides each ASK of the action policy before execute() runs anything;
+  // the request and its answer (approver included) are audited ("approval").
+  // Unset: an ASK is refused with PolicyDenied naming the rule that asked.
+  // Reads and staged writes through this class keep the reference's
+  // behaviour (ASK passes, audited as "ask").
+  Approver approver;
 };
 
 struct ExecuteOptions {
@@ -156,6 +190,9 @@ class PULSEBOX_API Sandbox {
   // One execute() and its stages (facade/execute.cc), in order.
   struct Run;
   void check_policy(Run& run);
+  // ASK: the approver's answer, audited; no approver or a denial throws PolicyDenied.
+  void approve(Run& run, ActionType action, const std::string& target,
+               const PolicyEvaluation& asked);
   ExecutionRequest build_request(Run& run, const std::vector<std::string>& argv,
                                  const ExecuteOptions& options);
   void decide_enforcement(Run& run);

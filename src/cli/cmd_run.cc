@@ -1,5 +1,7 @@
 // pulsebox run [OPTIONS] -- COMMAND [ARG...]   (see docs/cli.md; the run
 // itself is run/run_command.h, shared with the local server)
+#include <unistd.h>
+
 #include <memory>
 
 #include "cli/commands.h"
@@ -30,7 +32,9 @@ void register_run_command(CLI::App& app, int& exit_code) {
   run::add_run_options(*run_cmd, *o);
   run_cmd->callback([o, &exit_code] {
     o->command = run_command_tail();
-    exit_code = run::execute_run(*o, run::RunIo{});
+    run::RunIo io;
+    io.prompt_fd = STDIN_FILENO;  // asked only when it and stderr are terminals
+    exit_code = run::execute_run(*o, io);
   });
 }
 

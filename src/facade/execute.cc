@@ -91,8 +91,14 @@ void Sandbox::check_policy(Run& run) {
     run.refuse(PolicyDenied(
         "policy denies running \"" + run.command + "\": " + run.shell.describe(), 0, "policy"));
   }
+  if (run.shell.decision == Decision::Ask) approve(run, ActionType::Shell, run.command, run.shell);
   auto require_allow = [&](ActionType action, bool requested, std::string_view mode_text) {
     if (!requested || options_.policy.is_allowed(action)) return;
+    if (const PolicyEvaluation asked = options_.policy.explain(action, "*");
+        asked.decision == Decision::Ask) {
+      approve(run, action, "*", asked);
+      return;
+    }
     const std::string word(to_string(action));
     const std::string why = word + " mode " + std::string(mode_text) +
                             " was requested, but the action policy does not allow " + word + " (" +

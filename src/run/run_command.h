@@ -46,6 +46,10 @@ struct RunOptions {
   std::vector<std::string> ro_binds, rw_binds;
   bool subordinate_ids = false;
   std::string home;  // --home: a host directory kept as the sandbox's HOME
+  // ASK decisions (run/approval.h): -y, --approve-with CMD, --approve-timeout.
+  bool yes = false;
+  std::string approve_with;
+  unsigned approve_timeout = 60;
   std::vector<std::string> command;
 };
 
@@ -63,6 +67,9 @@ struct RunIo {
   // the facade makes its own.
   std::shared_ptr<Backend> native_backend;
   int cancel_fd = -1;  // ExecuteOptions::cancel_fd
+  // Where a terminal may be asked to approve an ASK decision (with err_fd,
+  // both terminals); -1: never (a server's run has no terminal of its own).
+  int prompt_fd = -1;
 };
 
 // The exit status when pulsebox itself refused or failed (docs/cli.md).

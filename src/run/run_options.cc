@@ -8,6 +8,7 @@
 #include "pulsebox/error.h"
 #include "pulsebox/sandbox.h"
 #include "pulsebox/session.h"
+#include "run/approval.h"
 #include "run/run_command.h"
 
 namespace pulsebox::run {
@@ -160,6 +161,11 @@ SandboxOptions build_sandbox_options(const RunOptions& o, const RunIo& io) {
     }
   }
 
+  if (o.yes && !o.approve_with.empty()) {
+    bad_input("-y and --approve-with both decide ASK decisions: give one of them");
+  }
+  options.approver = make_cli_approver(o, io);
+
   options.seccomp_profile = o.seccomp;  // Sandbox checks it
 
   if (o.changes == "keep") {
@@ -283,6 +289,16 @@ void add_run_options(CLI::App& command, RunOptions& options) {
   command.add_flag("--subordinate-ids", o.subordinate_ids,
                    "Rootless: map 65536 ids from /etc/subuid and /etc/subgid (newuidmap) "
                    "instead of one");
+  // Approvals of ASK decisions (run/approval.h).
+  command.add_flag("-y,--yes", o.yes, "Approve every ASK decision of the action policy");
+  command.add_option("--approve-with", o.approve_with,
+                     "CMD (sh -c) decides each ASK decision: the decision as JSON on its stdin, "
+                     "exit 0 allows, anything else denies (default: ask on a terminal, else "
+                     "refuse with exit 125)");
+  command
+      .add_option("--approve-timeout", o.approve_timeout,
+                  "Seconds --approve-with may take before it counts as a denial (default 60)")
+      ->check(CLI::Range(1u, 3600u));
   command.footer(
       "The command and its arguments follow --, e.g. pulsebox run -- make test. When a "
       "`pulsebox serve --local` of this user runs (same binary, same state directory), the "
