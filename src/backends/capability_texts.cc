@@ -17,7 +17,12 @@ Capability all_secrets_passed_capability() {
 
 Capability per_process_memory_capability(const std::string& why_not, const std::string& fix) {
   return {EnforcementLevel::PartiallyEnforced,
-          "RLIMIT_AS caps each process's address space, not the sandbox's memory" + why_not, fix};
+          "RLIMIT_DATA caps each process's private writable memory (heap, anonymous "
+          "mappings), not the sandbox's memory; address space reserved but not made writable "
+          "(the JVM's, Go's) is not counted, but AddressSanitizer's and ThreadSanitizer's "
+          "writable shadow is, so their builds need a memory cgroup" +
+              why_not,
+          fix};
 }
 
 Capability per_process_cpu_time_capability(const std::string& why_not, const std::string& fix) {

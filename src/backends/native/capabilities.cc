@@ -71,7 +71,7 @@ Capability limit_capability(LimitKind kind, const linux_api::CgroupHost& host) {
       }
       return {EnforcementLevel::StronglyEnforced,
               "RLIMIT_NPROC, counted per uid inside the sandbox's own user namespace, where "
-              "only the sandbox's processes run as that uid" +
+              "only the sandbox's processes run as that uid (threads count)" +
                   unavailable(host.pids),
               ""};
     case LimitKind::Memory:

@@ -303,9 +303,10 @@ core::Status NativeHost::arm(SandboxRun& run, const ExecutionRequest& request,
   };
   add_limit(RLIMIT_NOFILE, limits.max_open_files);
   add_limit(RLIMIT_CORE, 0);
-  // RLIMIT_AS breaks programs that reserve address space (Go, the JVM,
-  // sanitizers): only without a memory cgroup.
-  if (!settings.memory_max) add_limit(RLIMIT_AS, limits.memory_bytes);
+  // Only without a memory cgroup. RLIMIT_DATA, not RLIMIT_AS: the JVM and Go
+  // reserve address space (PROT_NONE) far beyond what they use, which only
+  // RLIMIT_AS counts.
+  if (!settings.memory_max) add_limit(RLIMIT_DATA, limits.memory_bytes);
   // +1: in the rootless layout init runs as the sandbox uid too.
   if (!settings.pids_max) add_limit(RLIMIT_NPROC, limits.max_processes + 1);
   // CPU time: the supervisor reads the cgroup's total; RLIMIT_CPU (per
