@@ -14,6 +14,7 @@
 
 #include "helpers/cli_fixture.h"
 #include "helpers/cli_runner.h"
+#include "helpers/local_server.h"
 #include "helpers/test_support.h"
 
 namespace pulsebox {
@@ -29,12 +30,12 @@ class ApprovalTest : public testing::CliFixture {
       "decision": "ask", "reason": "a person reviews every command"}]})");
   }
 
-  testing::CliRun run(const std::vector<std::string>& flags) {
+  testing::CliRun run(const std::vector<std::string>& flags, bool served = false) {
     std::vector<std::string> args = {
         "run", "--allow-weaker", "limits", "--policy", policy_, "-w", workspace_.path().string()};
     args.insert(args.end(), flags.begin(), flags.end());
     args.insert(args.end(), {"--", "sh", "-c", "echo the-command-ran"});
-    return testing::run_cli(args, "", cli_env());
+    return testing::run_cli(args, "", cli_env(served));
   }
 
   std::string audit_log() const {
@@ -191,6 +192,26 @@ TEST_F(ApprovalTest, ATerminalsOtherAnswerDenies) {
   // Only the echoed prompt text names it; the command never printed.
   EXPECT_EQ(shown.find("the-command-ran\r"), std::string::npos) << shown;
   EXPECT_NE(shown.find("not approved by terminal"), std::string::npos) << shown;
+}
+
+// A run through `pulsebox serve --local` decides the same way; the server
+// has no terminal of the client's to ask.
+TEST_F(ApprovalTest, ARunThroughTheLocalServerIsDecidedTheSameWay) {
+  testing::LocalServer server;
+  ASSERT_EQ(server.start(binary_, cli_env(true), state_ / "server.sock", scratch_ / "server.log"),
+            "");
+  auto result = run({}, /*served=*/true);
+  EXPECT_EQ(result.exit_code, 125) << result.err;
+  EXPECT_NE(result.err.find("ask by rule #1"), std::string::npos) << result.err;
+  result = run({"--approve-with", "exit 1"}, /*served=*/true);
+  EXPECT_EQ(result.exit_code, 125) << result.err;
+  EXPECT_NE(result.err.find("not approved"), std::string::npos) << result.err;
+  result = run({"-y"}, /*served=*/true);
+  EXPECT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_NE(result.out.find("the-command-ran"), std::string::npos) << result.out;
+  EXPECT_EQ(server.served_runs(), 3) << server.log();
+  const auto approvals = records("approval");
+  ASSERT_EQ(approvals.size(), 2u) << audit_log();
 }
 
 TEST_F(ApprovalTest, YesAndApproveWithTogetherAreRefused) {
