@@ -241,6 +241,66 @@ TEST_F(SandboxTest, NetworkOrSecretsRequestedButDeniedByPolicy) {
   EXPECT_EQ(fake->executions, 1);
 }
 
+// Issue #19 item 7: ASK is decided by SandboxOptions::approver before the
+// backend runs anything; without one, or on a denial, PolicyDenied.
+TEST_F(SandboxTest, AskIsDecidedByTheApproverBeforeAnythingRuns) {
+  auto fake = std::make_shared<FakeBackend>();
+  auto o = options(fake);
+  o.policy.add_rule({ActionType::Shell, "make *", Decision::Ask, "builds need a look"});
+  EXPECT_THROW(Sandbox(o).execute({"make", "all"}), PolicyDenied);
+  EXPECT_EQ(fake->executions, 0);
+
+  std::vector<ApprovalRequest> asked;
+  bool answer = false;
+  o.approver = [&](const ApprovalRequest& request) {
+    asked.push_back(request);
+    return ApprovalAnswer{answer, "unit test", "answer " + std::to_string(answer)};
+  };
+  EXPECT_THROW(Sandbox(o).execute({"make", "all"}), PolicyDenied);
+  EXPECT_EQ(fake->executions, 0);
+  answer = true;
+  EXPECT_NO_THROW(Sandbox(o).execute({"make", "all"}));
+  EXPECT_EQ(fake->executions, 1);
+  ASSERT_EQ(asked.size(), 2u);
+  EXPECT_EQ(asked[1].action, ActionType::Shell);
+  EXPECT_EQ(asked[1].target, "make all");
+  EXPECT_EQ(asked[1].evaluation.rule->reason, "builds need a look");
+  const auto request = nlohmann::json::parse(asked[1].to_json());
+  EXPECT_EQ(request["decision"], "ask");
+  EXPECT_EQ(request["target"], "make all");
+
+  // A command another rule allows is not asked about.
+  EXPECT_NO_THROW(Sandbox(o).execute({"ls"}));
+  EXPECT_EQ(asked.size(), 2u);
+
+  // An approver that throws denies.
+  o.approver = [](const ApprovalRequest&) -> ApprovalAnswer { throw std::runtime_error("gone"); };
+  EXPECT_THROW(Sandbox(o).execute({"make", "all"}), PolicyDenied);
+  EXPECT_EQ(fake->executions, 2);
+
+  std::vector<std::string> decisions;
+  for (const auto& entry : audit_entries()) {
+    if (entry["action"] == "approval") decisions.push_back(entry["decision"]);
+  }
+  EXPECT_EQ(decisions, (std::vector<std::string>{"deny", "allow", "deny"}));
+}
+
+TEST_F(SandboxTest, AskForNetworkIsDecidedByTheApprover) {
+  auto fake = std::make_shared<FakeBackend>();
+  auto o = options(fake);
+  o.network.mode = NetworkMode::AllowAll;
+  o.policy.add_rule({ActionType::Network, "*", Decision::Ask, "say why"});
+  EXPECT_THROW(Sandbox(o).execute({"curl"}), PolicyDenied);
+  std::optional<ActionType> asked;
+  o.approver = [&](const ApprovalRequest& request) {
+    asked = request.action;
+    return ApprovalAnswer{true, "unit test", ""};
+  };
+  EXPECT_NO_THROW(Sandbox(o).execute({"curl"}));
+  EXPECT_EQ(asked, ActionType::Network);
+  EXPECT_EQ(fake->executions, 1);
+}
+
 TEST_F(SandboxTest, DangerousEnvironmentIsRefused) {
   auto o = options(std::make_shared<FakeBackend>());
   o.environment = {{"LD_PRELOAD", "/tmp/evil.so"}};
