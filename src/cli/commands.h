@@ -33,6 +33,7 @@ void register_run_command(CLI::App& app, int& exit_code);
 void set_run_command(std::vector<std::string> command);
 const std::vector<std::string>& arguments_after_dashes();
 void register_capabilities_command(CLI::App& app, int& exit_code);
+void register_config_commands(CLI::App& app, int& exit_code);
 void register_seccomp_commands(CLI::App& app, int& exit_code);
 void register_serve_command(CLI::App& app, int& exit_code);
 

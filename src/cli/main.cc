@@ -57,6 +57,7 @@ int main(int argc, char** argv) {
       {{"run"}, register_run_command},
       {{"changes", "diff", "commit", "discard", "reconcile"}, register_changes_commands},
       {{"capabilities"}, register_capabilities_command},
+      {{"config"}, register_config_commands},
       {{"seccomp"}, register_seccomp_commands},
       {{"serve"}, register_serve_command},
       {{"session"}, register_session_commands},

@@ -5,6 +5,7 @@
 #include <map>
 #include <sstream>
 
+#include "config/run_config.h"
 #include "core/fs.h"
 #include "core/terminal.h"
 #include "core/text.h"
@@ -154,7 +155,13 @@ int execute_run(const RunOptions& o, const RunIo& io) {
     if (o.command.empty())
       bad_input("no command given (pulsebox run [OPTIONS] -- COMMAND [ARG...])");
     core::trace_phase("cli: parsed");
-    SandboxOptions options = build_sandbox_options(o, io);
+    // The profile, the flags and the workspace's config file, in that order.
+    RunOptions effective = o;
+    const config::RunConfig settings =
+        config::apply_run_config(effective, run_place(o).workspace,
+                                 [&io](const std::string& name) { return run_getenv(io, name); });
+    effective.workspace_rules = settings.workspace_rules;
+    SandboxOptions options = build_sandbox_options(effective, io);
     core::trace_phase("cli: options built");
     const RunPlace place = run_place(o);
     Sandbox sandbox(std::move(options));

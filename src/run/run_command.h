@@ -50,6 +50,10 @@ struct RunOptions {
   bool yes = false;
   std::string approve_with;
   unsigned approve_timeout = 60;
+  // --profile (config/run_config.h), and the workspace config file's rules
+  // (deny or ask), added over the action policy.
+  std::string profile;
+  std::vector<PolicyRule> workspace_rules;
   std::vector<std::string> command;
 };
 

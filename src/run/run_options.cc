@@ -161,6 +161,10 @@ SandboxOptions build_sandbox_options(const RunOptions& o, const RunIo& io) {
     }
   }
 
+  // The workspace's config file may add rules; they only deny or ask.
+  for (const PolicyRule& rule : o.workspace_rules)
+    options.policy.add_rule(rule);
+
   if (o.yes && !o.approve_with.empty()) {
     bad_input("-y and --approve-with both decide ASK decisions: give one of them");
   }
@@ -289,6 +293,9 @@ void add_run_options(CLI::App& command, RunOptions& options) {
   command.add_flag("--subordinate-ids", o.subordinate_ids,
                    "Rootless: map 65536 ids from /etc/subuid and /etc/subgid (newuidmap) "
                    "instead of one");
+  command.add_option("--profile", o.profile,
+                     "agent (the defaults) or a profile of the user's config file; limits "
+                     "given as flags win (see `pulsebox config show`)");
   // Approvals of ASK decisions (run/approval.h).
   command.add_flag("-y,--yes", o.yes, "Approve every ASK decision of the action policy");
   command.add_option("--approve-with", o.approve_with,
