@@ -92,6 +92,8 @@ struct ExecutionRequest {
   std::function<void(OutputStream, std::string_view)> on_output;
   // Cancels the run once readable or hung up (-1: none); see ExecuteOptions.
   int cancel_fd = -1;
+  // The command's stdin (-1: /dev/null); see ExecuteOptions. Not owned.
+  int stdin_fd = -1;
 };
 
 struct ExecutionOutcome {

@@ -118,6 +118,12 @@ struct ExecuteOptions {
   // result's termination_reason is "cancelled". For example an eventfd
   // another thread writes, or a client's connection. -1: none. Not owned.
   int cancel_fd = -1;
+  // The command's stdin: a descriptor the sandbox is given as its fd 0, so
+  // only a pipe or a file opened read-only (anything else, such as a
+  // terminal or a socket, would hand the sandbox the host's end of it:
+  // relay it through a pipe). -1: /dev/null. Not owned; the caller keeps it
+  // open for the run.
+  int stdin_fd = -1;
 };
 
 class PULSEBOX_API Sandbox {

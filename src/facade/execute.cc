@@ -144,6 +144,7 @@ ExecutionRequest Sandbox::build_request(Run& run, const std::vector<std::string>
   request.secrets = options_.secret_policy;
   request.execution_id = run.id;
   request.cancel_fd = options.cancel_fd;
+  request.stdin_fd = options.stdin_fd;
   return request;
 }
 

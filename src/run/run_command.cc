@@ -12,6 +12,7 @@
 #include "pulsebox/error.h"
 #include "pulsebox/sandbox.h"
 #include "run/run_command.h"
+#include "run/stdin_source.h"
 
 namespace pulsebox::run {
 namespace {
@@ -164,9 +165,12 @@ int execute_run(const RunOptions& o, const RunIo& io) {
                               "; name a private file outside the workspace with "
                               "PULSEBOX_AUDIT_KEY or --audit-key to key it");
     }
+    auto stdin_source = StdinSource::open(io.in_fd, o.interactive);
+    if (!stdin_source) bad_input("stdin: " + stdin_source.error().to_string());
     ExecuteOptions execute;
     execute.cwd = place.cwd;
     execute.cancel_fd = io.cancel_fd;
+    execute.stdin_fd = stdin_source.value()->fd();
     if (!o.json) {
       execute.on_output = [&io](OutputStream stream, std::string_view text) {
         (void)core::write_all(stream == OutputStream::Stdout ? io.out_fd : io.err_fd, text,

@@ -45,7 +45,8 @@ struct RunOptions {
   std::string audit_key;
   std::vector<std::string> ro_binds, rw_binds;
   bool subordinate_ids = false;
-  std::string home;  // --home: a host directory kept as the sandbox's HOME
+  std::string home;          // --home: a host directory kept as the sandbox's HOME
+  bool interactive = false;  // -i: a terminal on stdin is relayed, not /dev/null
   std::vector<std::string> command;
 };
 
@@ -54,6 +55,9 @@ struct RunOptions {
 void add_run_options(CLI::App& command, RunOptions& options);
 
 struct RunIo {
+  // The user's stdin (run/stdin_source.h says what the command gets); -1:
+  // none, the command reads /dev/null.
+  int in_fd = STDIN_FILENO;
   int out_fd = STDOUT_FILENO;
   int err_fd = STDERR_FILENO;
   // The environment --secret names are read from, and NO_COLOR; null: this

@@ -283,6 +283,10 @@ void add_run_options(CLI::App& command, RunOptions& options) {
   command.add_flag("--subordinate-ids", o.subordinate_ids,
                    "Rootless: map 65536 ids from /etc/subuid and /etc/subgid (newuidmap) "
                    "instead of one");
+  // stdin and terminals (run/stdin_source.h).
+  command.add_flag("-i,--interactive", o.interactive,
+                   "Relay a terminal on stdin to the command (without -i a pipe or file passes, "
+                   "a terminal gives /dev/null)");
   command.footer(
       "The command and its arguments follow --, e.g. pulsebox run -- make test. When a "
       "`pulsebox serve --local` of this user runs (same binary, same state directory), the "

@@ -121,9 +121,12 @@ PULSEBOX_CHILD_CODE void switch_ids(const LaunchPlan& plan, uid_t uid, gid_t gid
   if (const int e = raw_error(raw(SYS_prctl, PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)); e != 0)
     fail("setting no_new_privs", e);
   if (const long sid = raw(SYS_setsid); sid < 0) fail("starting a new session", raw_error(sid));
-  const long null_fd = raw(SYS_openat, AT_FDCWD, "/dev/null", O_RDWR | O_CLOEXEC);
-  if (null_fd < 0) fail("opening /dev/null", raw_error(null_fd));
-  for (const auto& [from, to] : {std::pair<long, int>{null_fd, 0}, {out, 1}, {err, 2}}) {
+  // Without a passed stdin, /dev/null. Not O_CLOEXEC: init left 0 free, so
+  // it lands there, and dup2 onto itself would not clear the flag.
+  long in = plan.passed_stdin_fd;
+  if (in < 0) in = raw(SYS_openat, AT_FDCWD, "/dev/null", O_RDONLY);
+  if (in < 0) fail("opening /dev/null", raw_error(in));
+  for (const auto& [from, to] : {std::pair<long, int>{in, 0}, {out, 1}, {err, 2}}) {
     if (const long rc = raw(SYS_dup2, from, to); rc < 0)
       fail("connecting stdin, stdout and stderr", raw_error(rc));
   }
@@ -233,7 +236,8 @@ PULSEBOX_CHILD_CODE void run_sandbox_init(const LaunchPlan& plan) noexcept {
   int passed[kMaxPassedFds];
   if (!wait_for_plan_ready(channel, passed)) exit_now(kSetupFailed);  // the supervisor is gone
   mark(plan, "init: plan ready");
-  const int planned[kMaxPassedFds] = {plan.passed_tree_fd, plan.passed_home_fd};
+  const int planned[kMaxPassedFds] = {plan.passed_tree_fd, plan.passed_home_fd,
+                                      plan.passed_stdin_fd};
   int slot = 0;
   for (const int received : passed) {
     if (received < 0) continue;
@@ -302,6 +306,8 @@ PULSEBOX_CHILD_CODE void run_sandbox_init(const LaunchPlan& plan) noexcept {
   // command has exited end the rest and report the command's status.
   raw(SYS_close, plan.stdout_fd);
   raw(SYS_close, plan.stderr_fd);
+  // Nor stdin: a writer then sees EPIPE once the command's tree is done.
+  if (plan.passed_stdin_fd >= 0) raw(SYS_close, plan.passed_stdin_fd);
   for (;;) {
     siginfo_t info{};
     const long signal = raw(SYS_rt_sigtimedwait, &waited, &info, nullptr, kSigsetBytes);

@@ -89,6 +89,9 @@ struct LaunchPlan {
   int passed_tree_fd = -1;
   // The same for the idmapped home (SandboxOptions::home, as root).
   int passed_home_fd = -1;
+  // The same for the command's stdin (ExecutionRequest::stdin_fd); -1: the
+  // command reads /dev/null.
+  int passed_stdin_fd = -1;
 
   // Not empty: after `mounts`, init opens this directory (the run's tmpfs
   // for its changes, see runtime/plan.h) and sends it to the supervisor

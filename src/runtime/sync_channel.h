@@ -46,8 +46,8 @@ enum class ChildMessageKind : std::uint32_t {
 };
 
 // The most descriptors one message carries (PlanReady: the idmapped
-// workspace and home).
-inline constexpr int kMaxPassedFds = 2;
+// workspace and home, the command's stdin).
+inline constexpr int kMaxPassedFds = 3;
 
 struct ChildMessage {
   ChildMessageKind kind = ChildMessageKind::Go;

@@ -275,6 +275,9 @@ core::Status NativeHost::arm(SandboxRun& run, const ExecutionRequest& request,
     plan.passed_home_fd = free_fd + 1;
     layout.idmapped_home_fd = plan.passed_home_fd;
   }
+  // The command's stdin: init takes it with the plan, the command makes it
+  // its fd 0 (the caller keeps its own descriptor).
+  plan.passed_stdin_fd = request.stdin_fd >= 0 ? free_fd + 2 : -1;
   plan.mounts = runtime::build_workspace_mount_steps(layout);
   // With a tmpfs of its own, init hands its root over as the run goes
   // (supervise.cc) and the changes are read through that descriptor.
@@ -317,8 +320,8 @@ core::Status NativeHost::arm(SandboxRun& run, const ExecutionRequest& request,
   // cannot take it, a base mount failed and init has ended (its error waits
   // in the channel and is reported at the run's end) or it is unreachable:
   // either way it goes.
-  const int passed[] = {idmapped_tree.get(), home_tree.get()};
-  if (!runtime::send_plan_ready(run.sandbox.channel.get(), passed, 2)) {
+  const int passed[] = {idmapped_tree.get(), home_tree.get(), request.stdin_fd};
+  if (!runtime::send_plan_ready(run.sandbox.channel.get(), passed, 3)) {
     linux_api::sys_pidfd_send_signal(run.sandbox.pidfd.get(), SIGKILL);
   }
   core::trace_phase("native: plan sent");
