@@ -306,6 +306,10 @@ core::Result<Pipe> make_pipe(const char* what) {
 }
 
 core::Result<ExecutionOutcome> HostBackend::run(const ExecutionRequest& request) {
+  if (request.terminal) {
+    return Error(core::ErrorKind::kUnsupported, "host",
+                 "-t (a pseudo-terminal) needs the native backend");
+  }
   const auto start = Clock::now();
   ExecutionOutcome outcome;
   ProcessResult& result = outcome.result;

@@ -47,6 +47,7 @@ struct RunOptions {
   bool subordinate_ids = false;
   std::string home;          // --home: a host directory kept as the sandbox's HOME
   bool interactive = false;  // -i: a terminal on stdin is relayed, not /dev/null
+  bool terminal = false;     // -t: a pseudo-terminal of the sandbox's own
   std::vector<std::string> command;
 };
 

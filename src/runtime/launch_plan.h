@@ -20,6 +20,7 @@
 
 #include <linux/filter.h>
 #include <sched.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/types.h>
 
@@ -97,6 +98,13 @@ struct LaunchPlan {
   // for its changes, see runtime/plan.h) and sends it to the supervisor
   // (ChildMessageKind::Changes), which reads the changes through it.
   std::string send_changes_root;
+
+  // -t: the command opens a pseudo-terminal in the sandbox's own devpts
+  // (linux/pty.h), makes it its controlling terminal and stdin, stdout and
+  // stderr, and sends the master to the supervisor (ChildMessageKind::
+  // Terminal), which relays it. `window` is its first size.
+  bool terminal = false;
+  winsize window{};
 
   std::vector<std::pair<int, rlimit>> rlimits;
   // The compiled seccomp filter (the storage belongs to the caller), loaded

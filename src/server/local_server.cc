@@ -272,6 +272,8 @@ RunReply Server::serve_request(int connection, RunParser& parser) {
   core::trace_phase("server: request read");
   auto options = parser.parse(request.args);
   if (!options) return fallback("the arguments are for the client's own parser");
+  // Raw mode and resizes are the user's terminal's, in the client's process.
+  if (options->terminal) return fallback("-t runs in the client's process");
   std::map<std::string, std::string> environment;
   for (const auto& entry : request.environment) {
     const auto eq = entry.find('=');
