@@ -263,12 +263,12 @@ RunReply Server::serve_request(int connection, RunParser& parser) {
   auto decoded = decode_request(message->bytes);
   if (!decoded) return fallback(decoded.error().to_string());
   const RunRequest& request = decoded.value();
-  if (request.client_binary != binary_ || binary_.empty()) {
-    return fallback("the client runs another pulsebox binary than this server");
-  }
   // Never a run without the client's stdin: it would read /dev/null instead.
   if (message->fds.size() != 4)
     return fallback("the request carried no working directory, output and stdin");
+  if (request.client_binary != binary_ || binary_.empty()) {
+    return fallback("the client runs another pulsebox binary than this server");
+  }
   core::trace_phase("server: request read");
   auto options = parser.parse(request.args);
   if (!options) return fallback("the arguments are for the client's own parser");
