@@ -92,6 +92,12 @@ struct ExecutionRequest {
   std::function<void(OutputStream, std::string_view)> on_output;
   // Cancels the run once readable or hung up (-1: none); see ExecuteOptions.
   int cancel_fd = -1;
+  // The command's stdin (-1: /dev/null); see ExecuteOptions. Not owned.
+  int stdin_fd = -1;
+  // A pseudo-terminal for the command; see ExecuteOptions. Native only.
+  bool terminal = false;
+  int terminal_input_fd = -1;
+  int terminal_resize_fd = -1;
 };
 
 struct ExecutionOutcome {

@@ -152,6 +152,24 @@ struct ExecuteOptions {
   // result's termination_reason is "cancelled". For example an eventfd
   // another thread writes, or a client's connection. -1: none. Not owned.
   int cancel_fd = -1;
+  // The command's stdin: a descriptor the sandbox is given as its fd 0, so
+  // only a pipe or a file opened read-only (anything else, such as a
+  // terminal or a socket, would hand the sandbox the host's end of it:
+  // relay it through a pipe). -1: /dev/null. Not owned; the caller keeps it
+  // open for the run.
+  int stdin_fd = -1;
+  // A pseudo-terminal of the sandbox's own devpts as the command's stdin,
+  // stdout and stderr (its controlling terminal; Ctrl-C and Ctrl-Z reach it
+  // through its line discipline). Its output arrives scrubbed as Stdout.
+  // What `terminal_input_fd` gives (the user's terminal, in raw mode: the
+  // caller's job) is copied to it; its size is taken from that descriptor
+  // at the start and again whenever `terminal_resize_fd` (e.g. a pipe a
+  // SIGWINCH handler writes) is readable. The sandbox never gets either
+  // descriptor. -1: none. Not owned. The native backend only; stdin_fd is
+  // ignored.
+  bool terminal = false;
+  int terminal_input_fd = -1;
+  int terminal_resize_fd = -1;
 };
 
 class PULSEBOX_API Sandbox {

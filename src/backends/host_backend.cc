@@ -190,6 +190,7 @@ struct ChildPlan {
   std::vector<char*> envp;
   std::string cwd;
   std::vector<std::pair<int, rlimit>> rlimits;
+  int stdin_fd = -1;  // -1: /dev/null
 };
 
 [[noreturn]] void report_and_exit(int report_fd, int err) {
@@ -202,8 +203,8 @@ struct ChildPlan {
 [[noreturn]] void run_child(const ChildPlan& plan, int out_fd, int err_fd, int report_fd) {
   auto fail = [&](int err) { report_and_exit(report_fd, err); };
   if (::setsid() < 0) fail(errno);
-  const int null_fd = ::open("/dev/null", O_RDONLY);
-  if (null_fd < 0 || ::dup2(null_fd, 0) < 0 || ::dup2(out_fd, 1) < 0 || ::dup2(err_fd, 2) < 0) {
+  const int in_fd = plan.stdin_fd >= 0 ? plan.stdin_fd : ::open("/dev/null", O_RDONLY);
+  if (in_fd < 0 || ::dup2(in_fd, 0) < 0 || ::dup2(out_fd, 1) < 0 || ::dup2(err_fd, 2) < 0) {
     fail(errno);
   }
   for (const auto& [resource, limit] : plan.rlimits) {
@@ -260,6 +261,7 @@ core::Result<fs::path> HostBackend::make_run_copy(const ExecutionRequest& reques
 // copy at `root`.
 ChildPlan plan_child(const ExecutionRequest& request, const fs::path& root) {
   ChildPlan plan;
+  plan.stdin_fd = request.stdin_fd;
   plan.argv_storage = request.argv;
   for (auto& arg : plan.argv_storage)
     plan.argv.push_back(arg.data());
@@ -304,6 +306,10 @@ core::Result<Pipe> make_pipe(const char* what) {
 }
 
 core::Result<ExecutionOutcome> HostBackend::run(const ExecutionRequest& request) {
+  if (request.terminal) {
+    return Error(core::ErrorKind::kUnsupported, "host",
+                 "-t (a pseudo-terminal) needs the native backend");
+  }
   const auto start = Clock::now();
   ExecutionOutcome outcome;
   ProcessResult& result = outcome.result;

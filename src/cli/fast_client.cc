@@ -174,6 +174,8 @@ void pulsebox_fast_client(long* initial_stack) {
   char** argv = reinterpret_cast<char**>(initial_stack + 1);
   char** envp = argv + argc + 1;
   if (argc < 2 || !equal(argv[1], "run")) return;
+  // A closed stdin: main() puts /dev/null there first (cli/main.cc).
+  if (raw(SYS_fcntl, 0, F_GETFD) < 0) return;
   // Traced runs, and every case that needs a word to the user, are
   // main()'s (cli/server_client.cc).
   if (const char* trace = variable(envp, "PULSEBOX_TRACE"); trace != nullptr && equal(trace, "1"))
@@ -251,7 +253,7 @@ void pulsebox_fast_client(long* initial_stack) {
   msghdr header{};
   header.msg_iov = &data;
   header.msg_iovlen = 1;
-  alignas(cmsghdr) char control[CMSG_SPACE(3 * sizeof(int))];
+  alignas(cmsghdr) char control[CMSG_SPACE(4 * sizeof(int))];
   for (char& byte : control)
     byte = 0;
   header.msg_control = control;
@@ -259,8 +261,8 @@ void pulsebox_fast_client(long* initial_stack) {
   cmsghdr* item = CMSG_FIRSTHDR(&header);
   item->cmsg_level = SOL_SOCKET;
   item->cmsg_type = SCM_RIGHTS;
-  item->cmsg_len = CMSG_LEN(3 * sizeof(int));
-  const int fds[3] = {static_cast<int>(here), 1, 2};
+  item->cmsg_len = CMSG_LEN(4 * sizeof(int));
+  const int fds[4] = {static_cast<int>(here), 1, 2, 0};
   auto* slots = reinterpret_cast<unsigned char*>(CMSG_DATA(item));
   const auto* from = reinterpret_cast<const unsigned char*>(fds);
   for (std::size_t i = 0; i < sizeof fds; ++i)

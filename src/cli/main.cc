@@ -1,4 +1,7 @@
 // The `pulsebox` command line. See docs/cli.md for the contract.
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <exception>
@@ -22,6 +25,9 @@ std::string first_line(const std::string& text) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A closed stdin would be taken by the first descriptor this process
+  // opens, which a run would then hand the command as its stdin.
+  if (::fcntl(STDIN_FILENO, F_GETFD) < 0) (void)::open("/dev/null", O_RDONLY);
   pulsebox::core::trace_phase("main");
   using namespace pulsebox::cli;
   // A resident server of this user does the run when there is one

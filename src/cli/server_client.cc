@@ -85,11 +85,12 @@ std::optional<int> run_through_server(int argc, char** argv) {
   const std::string bytes = server::encode(request);
   if (bytes.size() > server::kMaxRequestBytes) return std::nullopt;  // a huge environment
   core::UniqueFd here(::open(".", O_PATH | O_DIRECTORY | O_CLOEXEC));
-  if (!here || ::fcntl(STDOUT_FILENO, F_GETFD) < 0 || ::fcntl(STDERR_FILENO, F_GETFD) < 0) {
+  if (!here || ::fcntl(STDIN_FILENO, F_GETFD) < 0 || ::fcntl(STDOUT_FILENO, F_GETFD) < 0 ||
+      ::fcntl(STDERR_FILENO, F_GETFD) < 0) {
     return std::nullopt;  // the in-process run reports what is wrong
   }
-  if (server::send_message(connection.get(), bytes, {here.get(), STDOUT_FILENO, STDERR_FILENO}) !=
-      0) {
+  if (server::send_message(connection.get(), bytes,
+                           {here.get(), STDOUT_FILENO, STDERR_FILENO, STDIN_FILENO}) != 0) {
     return std::nullopt;
   }
   here.reset();

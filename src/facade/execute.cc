@@ -150,6 +150,10 @@ ExecutionRequest Sandbox::build_request(Run& run, const std::vector<std::string>
   request.secrets = options_.secret_policy;
   request.execution_id = run.id;
   request.cancel_fd = options.cancel_fd;
+  request.stdin_fd = options.stdin_fd;
+  request.terminal = options.terminal;
+  request.terminal_input_fd = options.terminal_input_fd;
+  request.terminal_resize_fd = options.terminal_resize_fd;
   return request;
 }
 

@@ -12,7 +12,9 @@
 #include "core/trace.h"
 #include "pulsebox/error.h"
 #include "pulsebox/sandbox.h"
+#include "run/raw_terminal.h"
 #include "run/run_command.h"
+#include "run/stdin_source.h"
 
 namespace pulsebox::run {
 namespace {
@@ -174,6 +176,21 @@ int execute_run(const RunOptions& o, const RunIo& io) {
     ExecuteOptions execute;
     execute.cwd = place.cwd;
     execute.cancel_fd = io.cancel_fd;
+    // -t: the user's terminal is read by the relay, so no stdin source.
+    auto stdin_source = StdinSource::open(o.terminal ? -1 : io.in_fd, o.interactive);
+    if (!stdin_source) bad_input("stdin: " + stdin_source.error().to_string());
+    execute.stdin_fd = stdin_source.value()->fd();
+    std::unique_ptr<RawTerminal> raw_terminal;
+    if (o.terminal) {
+      if (::isatty(io.in_fd) != 1)
+        bad_input("-t: stdin is not a terminal (run it from a terminal, or drop -t)");
+      auto entered = RawTerminal::enter(io.in_fd);
+      if (!entered) bad_input("-t: " + entered.error().to_string());
+      raw_terminal = std::move(entered).value();
+      execute.terminal = true;
+      execute.terminal_input_fd = io.in_fd;
+      execute.terminal_resize_fd = raw_terminal->resize_fd();
+    }
     if (!o.json) {
       execute.on_output = [&io](OutputStream stream, std::string_view text) {
         (void)core::write_all(stream == OutputStream::Stdout ? io.out_fd : io.err_fd, text,
@@ -181,6 +198,7 @@ int execute_run(const RunOptions& o, const RunIo& io) {
       };
     }
     const ProcessResult result = sandbox.execute(o.command, execute);
+    raw_terminal.reset();  // the summary is for a terminal in its normal mode
     if (o.json) {
       (void)core::write_all(io.out_fd, to_json(result) + "\n", "the result");
     } else {

@@ -54,6 +54,8 @@ struct RunOptions {
   // (deny or ask), added over the action policy.
   std::string profile;
   std::vector<PolicyRule> workspace_rules;
+  bool interactive = false;  // -i: a terminal on stdin is relayed, not /dev/null
+  bool terminal = false;     // -t: a pseudo-terminal of the sandbox's own
   std::vector<std::string> command;
 };
 
@@ -62,6 +64,9 @@ struct RunOptions {
 void add_run_options(CLI::App& command, RunOptions& options);
 
 struct RunIo {
+  // The user's stdin (run/stdin_source.h says what the command gets); -1:
+  // none, the command reads /dev/null.
+  int in_fd = STDIN_FILENO;
   int out_fd = STDOUT_FILENO;
   int err_fd = STDERR_FILENO;
   // The environment --secret names are read from, and NO_COLOR; null: this

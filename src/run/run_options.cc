@@ -306,6 +306,13 @@ void add_run_options(CLI::App& command, RunOptions& options) {
       .add_option("--approve-timeout", o.approve_timeout,
                   "Seconds --approve-with may take before it counts as a denial (default 60)")
       ->check(CLI::Range(1u, 3600u));
+  // stdin and terminals (run/stdin_source.h).
+  command.add_flag("-i,--interactive", o.interactive,
+                   "Relay a terminal on stdin to the command (without -i a pipe or file passes, "
+                   "a terminal gives /dev/null)");
+  command.add_flag("-t,--tty", o.terminal,
+                   "Give the command a terminal of its own, relayed to yours (stdin must be a "
+                   "terminal; native backend, in this process)");
   command.footer(
       "The command and its arguments follow --, e.g. pulsebox run -- make test. When a "
       "`pulsebox serve --local` of this user runs (same binary, same state directory), the "

@@ -22,6 +22,7 @@
 
 #include "linux/clone.h"
 #include "linux/loopback.h"
+#include "linux/pty.h"
 #include "linux/seccomp_filter.h"
 #include "linux/syscalls.h"
 #include "runtime/sync_channel.h"
@@ -121,11 +122,26 @@ PULSEBOX_CHILD_CODE void switch_ids(const LaunchPlan& plan, uid_t uid, gid_t gid
   if (const int e = raw_error(raw(SYS_prctl, PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)); e != 0)
     fail("setting no_new_privs", e);
   if (const long sid = raw(SYS_setsid); sid < 0) fail("starting a new session", raw_error(sid));
-  const long null_fd = raw(SYS_openat, AT_FDCWD, "/dev/null", O_RDWR | O_CLOEXEC);
-  if (null_fd < 0) fail("opening /dev/null", raw_error(null_fd));
-  for (const auto& [from, to] : {std::pair<long, int>{null_fd, 0}, {out, 1}, {err, 2}}) {
-    if (const long rc = raw(SYS_dup2, from, to); rc < 0)
-      fail("connecting stdin, stdout and stderr", raw_error(rc));
+  // Without a passed stdin, /dev/null (it lands on 0: init left it free).
+  long in = plan.passed_stdin_fd;
+  if (plan.terminal) {
+    // -t: the terminal is the command's own, in the sandbox's devpts; the
+    // supervisor gets the master and relays it.
+    int master = -1, slave = -1;
+    if (const int e = linux_api::open_controlling_pty(plan.window, &master, &slave); e != 0)
+      fail("opening a pseudo-terminal", e);
+    if (const int e = send_child_terminal(channel, master); e != 0)
+      fail("handing over the pseudo-terminal", e);
+    raw(SYS_close, master);
+    in = out = err = slave;
+  }
+  if (in < 0) in = raw(SYS_openat, AT_FDCWD, "/dev/null", O_RDONLY);
+  if (in < 0) fail("opening /dev/null", raw_error(in));
+  // A descriptor already in place keeps its CLOEXEC through dup2: cleared
+  // instead (the pty's slave may have landed on 0-2, init left them free).
+  for (const auto& [from, to] : {std::pair<long, int>{in, 0}, {out, 1}, {err, 2}}) {
+    const long rc = from == to ? raw(SYS_fcntl, to, F_SETFD, 0) : raw(SYS_dup2, from, to);
+    if (rc < 0) fail("connecting stdin, stdout and stderr", raw_error(rc));
   }
   if (const int e = raw_error(raw(SYS_chdir, plan.cwd.c_str())); e != 0)
     fail("changing to the working directory", e, plan.cwd.c_str());
@@ -233,7 +249,8 @@ PULSEBOX_CHILD_CODE void run_sandbox_init(const LaunchPlan& plan) noexcept {
   int passed[kMaxPassedFds];
   if (!wait_for_plan_ready(channel, passed)) exit_now(kSetupFailed);  // the supervisor is gone
   mark(plan, "init: plan ready");
-  const int planned[kMaxPassedFds] = {plan.passed_tree_fd, plan.passed_home_fd};
+  const int planned[kMaxPassedFds] = {plan.passed_tree_fd, plan.passed_home_fd,
+                                      plan.passed_stdin_fd};
   int slot = 0;
   for (const int received : passed) {
     if (received < 0) continue;
@@ -302,6 +319,8 @@ PULSEBOX_CHILD_CODE void run_sandbox_init(const LaunchPlan& plan) noexcept {
   // command has exited end the rest and report the command's status.
   raw(SYS_close, plan.stdout_fd);
   raw(SYS_close, plan.stderr_fd);
+  // Nor stdin: a writer then sees EPIPE once the command's tree is done.
+  if (plan.passed_stdin_fd >= 0) raw(SYS_close, plan.passed_stdin_fd);
   for (;;) {
     siginfo_t info{};
     const long signal = raw(SYS_rt_sigtimedwait, &waited, &info, nullptr, kSigsetBytes);

@@ -20,6 +20,7 @@
 
 #include <linux/filter.h>
 #include <sched.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/types.h>
 
@@ -89,11 +90,21 @@ struct LaunchPlan {
   int passed_tree_fd = -1;
   // The same for the idmapped home (SandboxOptions::home, as root).
   int passed_home_fd = -1;
+  // The same for the command's stdin (ExecutionRequest::stdin_fd); -1: the
+  // command reads /dev/null.
+  int passed_stdin_fd = -1;
 
   // Not empty: after `mounts`, init opens this directory (the run's tmpfs
   // for its changes, see runtime/plan.h) and sends it to the supervisor
   // (ChildMessageKind::Changes), which reads the changes through it.
   std::string send_changes_root;
+
+  // -t: the command opens a pseudo-terminal in the sandbox's own devpts
+  // (linux/pty.h), makes it its controlling terminal and stdin, stdout and
+  // stderr, and sends the master to the supervisor (ChildMessageKind::
+  // Terminal), which relays it. `window` is its first size.
+  bool terminal = false;
+  winsize window{};
 
   std::vector<std::pair<int, rlimit>> rlimits;
   // The compiled seccomp filter (the storage belongs to the caller), loaded

@@ -129,6 +129,12 @@ int send_child_changes(int fd, int directory) noexcept {
   return send_with_fd(fd, message, directory);
 }
 
+int send_child_terminal(int fd, int master) noexcept {
+  ChildMessage message;
+  message.kind = ChildMessageKind::Terminal;
+  return send_with_fd(fd, message, master);
+}
+
 namespace {
 
 bool wait_for(int fd, ChildMessageKind kind) noexcept {

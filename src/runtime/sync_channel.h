@@ -43,11 +43,12 @@ enum class ChildMessageKind : std::uint32_t {
   PlanReady = 5,
   Start = 6,
   Changes = 7,
+  Terminal = 8,
 };
 
 // The most descriptors one message carries (PlanReady: the idmapped
-// workspace and home).
-inline constexpr int kMaxPassedFds = 2;
+// workspace and home, the command's stdin).
+inline constexpr int kMaxPassedFds = 3;
 
 struct ChildMessage {
   ChildMessageKind kind = ChildMessageKind::Go;
@@ -65,6 +66,9 @@ void send_child_exited(int fd, int wait_status) noexcept;
 int send_child_ready(int fd, int passed_fd) noexcept;
 // Changes, passing `directory`. Returns 0 or the errno.
 int send_child_changes(int fd, int directory) noexcept;
+// Terminal, passing the command's pseudo-terminal master. Returns 0 or the
+// errno.
+int send_child_terminal(int fd, int master) noexcept;
 // Blocks for the Go message; false on EOF (the supervisor is gone).
 bool wait_for_go(int fd) noexcept;
 // Blocks for PlanReady; the descriptors sent with it land in

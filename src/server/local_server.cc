@@ -253,7 +253,7 @@ RunReply Server::serve_request(int connection, RunParser& parser) {
   core::trace_phase("server: connection");
   // Read first, whatever the answer: a socket closed with a message unread
   // would reset the client's end before it reads the reply.
-  auto message = receive_message(connection, kMaxRequestBytes + 4096, 3);
+  auto message = receive_message(connection, kMaxRequestBytes + 4096, 4);
   if (!message) return fallback("the request was not read: " + core::describe_errno(errno));
   core::trace_phase("server: request received");
   if (const std::string refused = refusal_for(connection, identity_); !refused.empty()) {
@@ -263,14 +263,17 @@ RunReply Server::serve_request(int connection, RunParser& parser) {
   auto decoded = decode_request(message->bytes);
   if (!decoded) return fallback(decoded.error().to_string());
   const RunRequest& request = decoded.value();
+  // Never a run without the client's stdin: it would read /dev/null instead.
+  if (message->fds.size() != 4)
+    return fallback("the request carried no working directory, output and stdin");
   if (request.client_binary != binary_ || binary_.empty()) {
     return fallback("the client runs another pulsebox binary than this server");
   }
-  if (message->fds.size() != 3)
-    return fallback("the request carried no working directory and output");
   core::trace_phase("server: request read");
   auto options = parser.parse(request.args);
   if (!options) return fallback("the arguments are for the client's own parser");
+  // Raw mode and resizes are the user's terminal's, in the client's process.
+  if (options->terminal) return fallback("-t runs in the client's process");
   std::map<std::string, std::string> environment;
   for (const auto& entry : request.environment) {
     const auto eq = entry.find('=');
@@ -290,6 +293,7 @@ RunReply Server::serve_request(int connection, RunParser& parser) {
   ::umask(static_cast<mode_t>(request.umask & 0777));
 
   run::RunIo io;
+  io.in_fd = message->fds[3].get();
   io.out_fd = message->fds[1].get();
   io.err_fd = message->fds[2].get();
   io.environment = &environment;

@@ -4,7 +4,8 @@
 //   client -> server   RunRequest: the `run` arguments, the client's
 //                      environment, working directory and umask, and which
 //                      pulsebox binary it is; with it (SCM_RIGHTS) the
-//                      client's working directory (O_PATH), stdout, stderr
+//                      client's working directory (O_PATH), stdout, stderr,
+//                      stdin
 //   server -> client   RunReply: Done with the exit status (the output went
 //                      to the client's own stdout/stderr meanwhile), or
 //                      Fallback with the reason: the client runs the

@@ -8,11 +8,14 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -22,6 +25,7 @@
 #include "helpers/local_server.h"
 #include "helpers/test_support.h"
 #include "pulsebox/sandbox.h"
+#include "server/protocol.h"
 
 namespace pulsebox {
 namespace {
@@ -291,6 +295,31 @@ TEST_F(ServerTest, AnotherBinaryOrUserNamespaceRunsByItself) {
   EXPECT_NE(server_log().find("fallback: the client is in another user namespace"),
             std::string::npos)
       << server_log();
+}
+
+// A request without the client's stdin (a client of before it was sent)
+// is not run with /dev/null in its place: the server answers fallback.
+TEST_F(ServerTest, ARequestWithoutStdinFallsBack) {
+  start_server();
+  core::UniqueFd connection(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  std::strncpy(address.sun_path, socket().c_str(), sizeof address.sun_path - 1);
+  ASSERT_EQ(::connect(connection.get(), reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+  server::RunRequest request;
+  request.args = {"-w", workspace_.path().string(), "--", "cat"};
+  request.client_binary = server::binary_identity();
+  core::UniqueFd here(::open(".", O_PATH | O_DIRECTORY | O_CLOEXEC));
+  ASSERT_EQ(server::send_message(connection.get(), server::encode(request),
+                                 {here.get(), STDOUT_FILENO, STDERR_FILENO}),
+            0);
+  const auto reply = server::receive_message(connection.get(), 64 * 1024, 0);
+  ASSERT_TRUE(reply.has_value());
+  const auto decoded = server::decode_reply(reply->bytes);
+  ASSERT_TRUE(decoded) << decoded.error().to_string();
+  EXPECT_EQ(decoded.value().kind, server::ReplyKind::Fallback);
+  EXPECT_NE(decoded.value().reason.find("stdin"), std::string::npos) << decoded.value().reason;
+  EXPECT_EQ(served_runs(), 0) << server_log();
 }
 
 TEST_F(ServerTest, AClientWithFewerCapabilitiesIsNotServed) {

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -275,6 +276,13 @@ core::Status NativeHost::arm(SandboxRun& run, const ExecutionRequest& request,
     plan.passed_home_fd = free_fd + 1;
     layout.idmapped_home_fd = plan.passed_home_fd;
   }
+  // The command's stdin: init takes it with the plan, the command makes it
+  // its fd 0 (the caller keeps its own descriptor).
+  plan.passed_stdin_fd = request.stdin_fd >= 0 && !request.terminal ? free_fd + 2 : -1;
+  plan.terminal = request.terminal;
+  plan.window = {};
+  if (request.terminal && request.terminal_input_fd >= 0)
+    (void)::ioctl(request.terminal_input_fd, TIOCGWINSZ, &plan.window);
   plan.mounts = runtime::build_workspace_mount_steps(layout);
   // With a tmpfs of its own, init hands its root over as the run goes
   // (supervise.cc) and the changes are read through that descriptor.
@@ -318,8 +326,9 @@ core::Status NativeHost::arm(SandboxRun& run, const ExecutionRequest& request,
   // cannot take it, a base mount failed and init has ended (its error waits
   // in the channel and is reported at the run's end) or it is unreachable:
   // either way it goes.
-  const int passed[] = {idmapped_tree.get(), home_tree.get()};
-  if (!runtime::send_plan_ready(run.sandbox.channel.get(), passed, 2)) {
+  const int passed[] = {idmapped_tree.get(), home_tree.get(),
+                        plan.passed_stdin_fd >= 0 ? request.stdin_fd : -1};
+  if (!runtime::send_plan_ready(run.sandbox.channel.get(), passed, 3)) {
     linux_api::sys_pidfd_send_signal(run.sandbox.pidfd.get(), SIGKILL);
   }
   core::trace_phase("native: plan sent");

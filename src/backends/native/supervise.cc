@@ -14,6 +14,7 @@
 #include "backends/native/host.h"
 #include "backends/native/staging.h"
 #include "core/trace.h"
+#include "linux/pty.h"
 #include "linux/syscalls.h"
 #include "runtime/result_mapping.h"
 #include "runtime/supervisor.h"
@@ -35,6 +36,7 @@ constexpr auto kCgroupPollInterval = std::chrono::milliseconds(100);
 struct CommandStart {
   UniqueFd listener;
   UniqueFd changes_root;
+  UniqueFd terminal;  // -t: the pseudo-terminal's master (the command's Terminal)
   std::vector<runtime::ChildMessage> messages;
 };
 
@@ -48,6 +50,10 @@ CommandStart wait_for_exec(int channel, const ResourcePolicy& limits) {
         channel, static_cast<int>(std::max<long>(wall.count(), 1)), &passed);
     if (message && message->kind == runtime::ChildMessageKind::Changes && !started.changes_root) {
       started.changes_root.reset(passed);
+      continue;
+    }
+    if (message && message->kind == runtime::ChildMessageKind::Terminal && !started.terminal) {
+      started.terminal.reset(passed);
       continue;
     }
     if (message && message->kind == runtime::ChildMessageKind::Ready) {
@@ -67,8 +73,10 @@ CommandStart wait_for_exec(int channel, const ResourcePolicy& limits) {
 // the namespaces' teardown, is not waited for here.
 class NativeMonitor final : public runtime::Monitor {
  public:
-  NativeMonitor(SandboxRun& run, const ExecutionRequest& request, CommandStart started)
-      : Monitor(run.sandbox.pid, descriptors(run, request, started.listener.get()),
+  // `terminal`: -t's master (-1: none), kept open by the caller.
+  NativeMonitor(SandboxRun& run, const ExecutionRequest& request, CommandStart started,
+                int terminal)
+      : Monitor(run.sandbox.pid, descriptors(run, request, started.listener.get(), terminal),
                 check_interval(run, request.limits)),
         run_(run),
         limits_(request.limits),
@@ -98,11 +106,12 @@ class NativeMonitor final : public runtime::Monitor {
   }
 
  private:
+  // With -t the command's output is the terminal's (its pipes end at once).
   static runtime::MonitoredFds descriptors(const SandboxRun& run, const ExecutionRequest& request,
-                                           int listener) {
+                                           int listener, int terminal) {
     runtime::MonitoredFds fds;
     fds.exit_fd = run.sandbox.channel.get();
-    fds.stdout_fd = run.out_read.get();
+    fds.stdout_fd = terminal >= 0 ? terminal : run.out_read.get();
     fds.stderr_fd = run.err_read.get();
     fds.watch_fd = listener;
     fds.cancel_fd = request.cancel_fd;
@@ -325,9 +334,15 @@ void NativeHost::start_and_supervise(SandboxRun& run, const ExecutionRequest& re
       outcome.changes_dir = run.changes_dir;
     }
   }
-  NativeMonitor monitor(run, request, std::move(started));
+  // -t: what the user types goes to the master, the monitor reads it.
+  const UniqueFd terminal = std::move(started.terminal);
+  std::optional<linux_api::PtyInputRelay> typed;
+  if (terminal)
+    typed.emplace(request.terminal_input_fd, request.terminal_resize_fd, terminal.get());
+  NativeMonitor monitor(run, request, std::move(started), terminal.get());
   core::trace_phase("native: command ready to execve");
   runtime::record_supervision(result, monitor.run(request.limits, start, request.on_output));
+  typed.reset();
   core::trace_phase("native: supervision done");
   run.reported = monitor.command_status().has_value();
   const Measures measures = measure(run, monitor, result.metrics);
