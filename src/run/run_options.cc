@@ -95,9 +95,16 @@ SandboxOptions build_sandbox_options(const RunOptions& o, const RunIo& io) {
   };
   set_size(o.memory, "--memory", LimitKind::Memory,
            [&](std::uint64_t v) { limits.memory_bytes = v; });
-  set_size(o.swap, "--swap", LimitKind::Swap, [&](std::uint64_t v) { limits.swap_bytes = v; });
-  set_size(o.max_output, "--max-output", LimitKind::Output,
-           [&](std::uint64_t v) { limits.max_output_bytes = v; });
+  // --swap 0 is no swap at all; none lifts the limit.
+  if (!o.swap.empty()) {
+    limits.swap_bytes = parse_size_limit(o.swap, "--swap");
+    if (limits.swap_bytes) options.explicit_limits.insert(LimitKind::Swap);
+  }
+  if (!o.max_output.empty()) {
+    const auto cap = parse_size_limit(o.max_output, "--max-output");
+    limits.max_output_bytes = cap && *cap > 0 ? *cap : UINT64_MAX;
+    if (cap && *cap > 0) options.explicit_limits.insert(LimitKind::Output);
+  }
   set_size(o.disk, "--disk", LimitKind::Disk, [&](std::uint64_t v) { limits.disk_bytes = v; });
   if (!o.pids.empty()) {
     limits.max_processes = positive_integer(o.pids, "--pids");
@@ -119,12 +126,13 @@ SandboxOptions build_sandbox_options(const RunOptions& o, const RunIo& io) {
     options.explicit_limits.insert(LimitKind::Cpu);
   }
   if (!o.timeout.empty()) {
-    limits.wall_time_seconds = parse_duration_seconds(o.timeout, "--timeout");
-    options.explicit_limits.insert(LimitKind::WallTime);
+    const auto wall = parse_duration_limit(o.timeout, "--timeout");
+    limits.wall_time_seconds = wall.value_or(kNoWallTimeLimit);
+    if (wall) options.explicit_limits.insert(LimitKind::WallTime);
   }
   if (!o.cpu_time.empty()) {
-    limits.cpu_time_seconds = parse_duration_seconds(o.cpu_time, "--cpu-time");
-    options.explicit_limits.insert(LimitKind::CpuTime);
+    limits.cpu_time_seconds = parse_duration_limit(o.cpu_time, "--cpu-time");
+    if (limits.cpu_time_seconds) options.explicit_limits.insert(LimitKind::CpuTime);
   }
 
   // Environment and secrets.
@@ -249,12 +257,17 @@ void add_run_options(CLI::App& command, RunOptions& options) {
   command.add_option("--net", o.net, "none, localhost, allowlist, proxy or all (default: none)");
   command.add_option("--allow", o.allow, "DEST[:PORT] for --net allowlist (repeatable)");
   command.add_option("--memory", o.memory, "Memory limit, e.g. 512M (default 1G)");
-  command.add_option("--swap", o.swap, "Swap limit (default 1G)");
+  command.add_option("--swap", o.swap,
+                     "Swap on top of --memory (default 1G; 0 = no swap, none = no limit)");
   command.add_option("--pids", o.pids, "Process limit (default 64)");
   command.add_option("--cpus", o.cpus, "CPUs, may be fractional (default 1)");
-  command.add_option("--timeout", o.timeout, "Wall-clock limit in seconds (default 30)");
-  command.add_option("--cpu-time", o.cpu_time, "CPU-time limit in seconds");
-  command.add_option("--max-output", o.max_output, "stdout+stderr cap (default 5M)");
+  command.add_option("--timeout", o.timeout,
+                     "Wall-clock limit: seconds or 500ms, 90s, 15m, 1h (default 30s; 0 or none = "
+                     "no limit)");
+  command.add_option("--cpu-time", o.cpu_time,
+                     "CPU-time limit, same grammar as --timeout (default: none)");
+  command.add_option("--max-output", o.max_output,
+                     "stdout+stderr cap, e.g. 64K, 5M (default 5M; 0 or none = no limit)");
   command.add_option("--disk", o.disk,
                      "Bytes the run's workspace changes may take (a tmpfs of their own, "
                      "counted as the sandbox's memory); past it writes fail with ENOSPC");

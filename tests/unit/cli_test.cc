@@ -261,7 +261,12 @@ TEST(CliRunTest, BadInputIsOneLineAndExit125) {
       {{"run", "--bogus", "--", "true"}, "--bogus"},
       {{"run", "-w", w, "--memory", "12X", "--", "true"}, "--memory: \"12X\" is not valid"},
       {{"run", "-w", w, "--pids", "-3", "--", "true"}, "--pids"},
-      {{"run", "-w", w, "--timeout", "soon", "--", "true"}, "--timeout"},
+      {{"run", "-w", w, "--timeout", "soon", "--", "true"},
+       "--timeout: \"soon\" is not valid (expected a duration: seconds, or a number with ms, s, "
+       "m or h, e.g. 500ms, 90s, 15m, 1h; 0 or none for no limit)"},
+      {{"run", "-w", w, "--swap", "lots", "--", "true"}, "--swap: \"lots\" is not valid"},
+      {{"run", "-w", w, "--max-output", "-1", "--", "true"}, "--max-output"},
+      {{"run", "-w", w, "--cpu-time", "1d", "--", "true"}, "--cpu-time"},
       {{"run", "-w", (dir / "missing").string(), "--", "true"}, "no such directory"},
       {{"run", "-w", (dir / "file").string(), "--", "true"}, "not a directory"},
       {{"run", "-w", w, "--policy", (dir / "bad-policy.json").string(), "--", "true"},
@@ -304,6 +309,24 @@ TEST(CliRunTest, ExitStatusesFollowTheContract) {
   write_file(dir / "not-executable", "data");
   EXPECT_EQ(run_cli(host_run(w, {"./not-executable"})).exit_code, 126);
   EXPECT_EQ(run_cli(host_run(w, {"sleep", "30"}, {"--timeout", "0.3"})).exit_code, 124);
+  EXPECT_EQ(run_cli(host_run(w, {"sleep", "30"}, {"--timeout", "300ms"})).exit_code, 124);
+}
+
+TEST(CliRunTest, ZeroOrNoneLiftsOptionalLimits) {
+  TempDir dir;
+  const std::string w = dir.path().string();
+  // Past the default 5 MiB output cap, which would end the run.
+  const std::vector<std::string> six_mib = {"sh", "-c", "head -c 6291456 /dev/zero"};
+  for (const char* none : {"0", "none"}) {
+    const auto run = run_cli(
+        host_run(w, six_mib,
+                 {"--max-output", none, "--timeout", none, "--cpu-time", none, "--swap", "none"}));
+    EXPECT_EQ(run.exit_code, 0) << none << ": " << run.err;
+    EXPECT_EQ(run.out.size(), 6291456u) << none;
+  }
+  const auto capped = run_cli(host_run(w, six_mib, {"--max-output", "1M"}));
+  EXPECT_NE(capped.exit_code, 0);
+  EXPECT_EQ(run_cli(host_run(w, {"true"}, {"--timeout", "1h", "--swap", "0"})).exit_code, 0);
 }
 
 TEST(CliRunTest, StreamsOutputAndReportsEnforcementAndChanges) {
