@@ -109,9 +109,14 @@ void print_summary(const ProcessResult& result, const std::string& workspace, co
         << "\n";
     return;
   }
+  // A discarded transaction is gone: naming it as one to review would lie.
+  if (status.outcome == ChangesOutcome::Discarded) {
+    err << "pulsebox: changes discarded" << (result.changes.empty() ? "" : " (" + detail + ")")
+        << "\n";
+    return;
+  }
   if (!result.transaction_id) {
     if (status.outcome == ChangesOutcome::Unchanged) err << "pulsebox: no workspace changes\n";
-    if (status.outcome == ChangesOutcome::Discarded) err << "pulsebox: changes discarded\n";
     return;
   }
   if (status.outcome == ChangesOutcome::Committed) {

@@ -874,6 +874,32 @@ TEST_F(NativeBackendTest, TheCommandLineRunsNativeByDefault) {
   EXPECT_FALSE(fs::exists(workspace_ / "x.txt"));
 }
 
+// Docker's spellings (issue #19): -v HOST:SANDBOX:ro onto a directory whose
+// name starts with a dot, -e, --env-file, --network, --workdir, --rm, and the
+// command without "--".
+TEST_F(NativeBackendTest, DockerStyleFlagsRunTheCommandWithoutDashes) {
+  const std::vector<std::string> env = {"PULSEBOX_STATE_DIR=" + state_.path().string()};
+  TempDir cache;
+  fs::permissions(cache.path(), fs::perms(0755));
+  testing::write_file(cache / "x", "cached\n");
+  fs::permissions(cache / "x", fs::perms(0644));
+  fs::create_directories(workspace_ / "sub");
+  testing::write_file(workspace_ / "vars.env", "# comment\n\nFROM_FILE=f=1\nBOTH=file\n");
+  const auto run = testing::run_cli(
+      {"run", "-w", workspace_.path().string(), "--allow-weaker", "limits", "-v",
+       cache.path().string() + ":/root/.cache:ro", "--env-file", (workspace_ / "vars.env").string(),
+       "-e", "BOTH=cli", "--network", "none", "--workdir", "sub", "--rm", "sh", "-c",
+       "cat /root/.cache/x; echo $FROM_FILE $BOTH; pwd; touch /root/.cache/y 2>/dev/null || echo "
+       "read-only; echo n > n.txt"},
+      "", env);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.out, "cached\nf=1 cli\n/workspace/sub\nread-only\n");
+  EXPECT_NE(run.err.find("pulsebox: changes discarded (1 added)"), std::string::npos) << run.err;
+  EXPECT_FALSE(fs::exists(workspace_ / "sub" / "n.txt"));
+  const auto pending = testing::run_cli({"changes", "-w", workspace_.path().string()}, "", env);
+  EXPECT_NE(pending.out.find("no pending transactions"), std::string::npos) << pending.out;
+}
+
 // An ordinary user without a delegated cgroup (tools/check runs this suite as
 // one): limits say why and how to fix it, and an explicit limit that cannot
 // be held is refused before anything runs.

@@ -255,6 +255,7 @@ TEST(CliRunTest, BadInputIsOneLineAndExit125) {
              "\"action\": \"ALLOW\"}]}\n");
   TempDir dir;
   write_file(dir / "file", "x");
+  write_file(dir / "bad.env", "# comment\nA=1\nNOT A VARIABLE\n");
   write_file(dir / "bad-policy.json", R"({"rules": [{"action": "shell", "decision": "perhaps"}]})");
   const std::string w = dir.path().string();
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
@@ -282,6 +283,13 @@ TEST(CliRunTest, BadInputIsOneLineAndExit125) {
       {{"run", "-w", w, "--seccomp", bad_profile, "--", "true"},
        "bad.json:3: syscalls[0].action: expected one of SCMP_ACT_ALLOW"},
       {{"run", "-w", w, "--ro-bind", "/no/such/dir:/data", "--", "true"}, "--ro-bind"},
+      {{"run", "-w", w, "-v", "/etc", "--", "true"}, "--volume /etc: expected HOST:SANDBOX"},
+      {{"run", "-w", w, "-v", "/no/such/dir:/data:ro", "--", "true"}, "--volume"},
+      {{"run", "-w", w, "--env-file", (dir / "bad.env").string(), "--", "true"},
+       "bad.env:3: expected NAME=VALUE"},
+      {{"run", "-w", w, "--env-file", (dir / "none.env").string(), "--", "true"},
+       "none.env: No such file or directory"},
+      {{"run", "-w", w, "--rm", "--changes", "commit", "--", "true"}, "--rm"},
       {{"run", "-w", w, "--allow-weaker", "syscalls", "--ro-bind", "/etc:/workspace/etc", "--",
         "true"},
        "cannot bind inside /workspace"},
@@ -310,6 +318,47 @@ TEST(CliRunTest, ExitStatusesFollowTheContract) {
   EXPECT_EQ(run_cli(host_run(w, {"./not-executable"})).exit_code, 126);
   EXPECT_EQ(run_cli(host_run(w, {"sleep", "30"}, {"--timeout", "0.3"})).exit_code, 124);
   EXPECT_EQ(run_cli(host_run(w, {"sleep", "30"}, {"--timeout", "300ms"})).exit_code, 124);
+}
+
+// Docker's habits: the command without "--", -e, --env-file, --workdir,
+// --rm; a "--" after the command belongs to the command.
+TEST(CliRunTest, TheCommandMayFollowTheFlagsWithoutDashes) {
+  TempDir dir;
+  const std::string w = dir.path().string();
+  std::filesystem::create_directories(dir / "sub");
+  write_file(dir / "vars.env", "# a comment\n\n  # another\nFROM_FILE=a=b # kept\nBOTH=file\n");
+  std::vector<std::string> args = {"run",
+                                   "-w",
+                                   w,
+                                   "--backend",
+                                   "host",
+                                   "--unsafe-host",
+                                   "--allow-weaker",
+                                   "all",
+                                   "--env-file",
+                                   (dir / "vars.env").string(),
+                                   "-e",
+                                   "BOTH=cli",
+                                   "--workdir",
+                                   "sub",
+                                   "--rm",
+                                   "sh",
+                                   "-c",
+                                   "echo \"$FROM_FILE|$BOTH|$0|$1\"; pwd",
+                                   "--",
+                                   "after"};
+  auto run = run_cli(args);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.out.substr(0, run.out.find('\n')), "a=b # kept|cli|--|after") << run.out;
+  EXPECT_NE(run.out.find("/sub\n"), std::string::npos) << run.out;
+  // A repeatable flag takes one value: what follows it is the command.
+  run = run_cli({"run", "-w", w, "--backend", "host", "--unsafe-host", "--allow-weaker", "all",
+                 "-e", "A=1", "sh", "-c", "echo $A"});
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.out, "1\n");
+  const auto help = run_cli({"run", "--help"});
+  EXPECT_NE(help.out.find("Not the working directory: that is --workdir"), std::string::npos)
+      << help.out;
 }
 
 TEST(CliRunTest, ZeroOrNoneLiftsOptionalLimits) {
