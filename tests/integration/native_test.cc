@@ -900,6 +900,28 @@ TEST_F(NativeBackendTest, DockerStyleFlagsRunTheCommandWithoutDashes) {
   EXPECT_NE(pending.out.find("no pending transactions"), std::string::npos) << pending.out;
 }
 
+// A real `env` in a sandbox: explicit variables that load code pass (and
+// are audited by name only), and the scrubber leaves non-secret assignments
+// (PWD, OLDPWD, ...) alone: nothing of it is redacted.
+TEST_F(NativeBackendTest, ARealEnvShowsExplicitVariablesAndNothingRedacted) {
+  const std::vector<std::string> env = {"PULSEBOX_STATE_DIR=" + state_.path().string()};
+  const auto run =
+      testing::run_cli({"run", "-w", workspace_.path().string(), "--allow-weaker", "limits", "-e",
+                        "PYTHONPATH=src-4711", "-e", "NODE_OPTIONS=--max-old-space-size=64", "-e",
+                        "GIT_AUTHOR_NAME=bot", "--", "sh", "-c", "cd /tmp; cd /workspace; env"},
+                       "", env);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  for (const char* line :
+       {"PYTHONPATH=src-4711\n", "NODE_OPTIONS=--max-old-space-size=64\n", "GIT_AUTHOR_NAME=bot\n",
+        "PWD=/workspace\n", "OLDPWD=/tmp\n", "HOME=/home/sandbox\n", "LANG=C.UTF-8\n"}) {
+    EXPECT_NE(run.out.find(line), std::string::npos) << line << " in:\n" << run.out;
+  }
+  EXPECT_EQ(run.out.find("REDACTED"), std::string::npos) << run.out;
+  const std::string audit = testing::read_file(workspace_ / ".agent" / "logs" / "audit.jsonl");
+  EXPECT_NE(audit.find("\"PYTHONPATH\""), std::string::npos);
+  EXPECT_EQ(audit.find("src-4711"), std::string::npos);
+}
+
 // An ordinary user without a delegated cgroup (tools/check runs this suite as
 // one): limits say why and how to fix it, and an explicit limit that cannot
 // be held is refused before anything runs.
