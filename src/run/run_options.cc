@@ -322,11 +322,13 @@ void add_run_options(CLI::App& command, RunOptions& options) {
   command.add_option("--home", o.home,
                      "Host directory kept as the sandbox's HOME (/home/sandbox) between runs, "
                      "made 0700 if missing (default: a fresh private directory each run)");
-  command.add_option("--backend", o.backend, "native, host or remote (host needs --unsafe-host)");
+  command.add_option("--backend", o.backend,
+                     "native or host (host needs --unsafe-host); [not built yet: remote]");
   command.add_flag("--unsafe-host", o.unsafe_host, "Allow running unsandboxed on this host");
   command.add_option("--net,--network", o.net,
-                     "none, localhost, allowlist, proxy or all (default: none)");
-  command.add_option("--allow", o.allow, "DEST[:PORT] for --net allowlist (repeatable)");
+                     "none, localhost or all (default: none); [not built yet: allowlist, proxy]");
+  command.add_option("--allow", o.allow,
+                     "[not built yet] DEST[:PORT] for --net allowlist (repeatable)");
   command.add_option("--memory", o.memory, "Memory limit, e.g. 512M (default 1G)");
   command.add_option("--swap,--memory-swap", o.swap,
                      "Swap on top of --memory (default 1G; 0 = no swap, none = no limit)");

@@ -361,6 +361,34 @@ TEST(CliRunTest, TheCommandMayFollowTheFlagsWithoutDashes) {
       << help.out;
 }
 
+// The summary, the JSON and the exit status agree: a timeout is 124, the
+// signal that ended the command is in its own field; the summary names the
+// network mode; --help marks what is not built.
+TEST(CliRunTest, ATimeoutIs124EverywhereAndTheSummaryNamesTheNetworkMode) {
+  TempDir dir;
+  const std::string w = dir.path().string();
+  auto run = run_cli(host_run(w, {"sleep", "30"}, {"--timeout", "200ms", "--json"}));
+  EXPECT_EQ(run.exit_code, 124);
+  const auto json = nlohmann::json::parse(run.out);
+  EXPECT_EQ(json["exit_code"], 124);
+  EXPECT_EQ(json["signal"], 15);
+  EXPECT_EQ(json["termination_reason"], "timeout");
+  run = run_cli(host_run(w, {"sleep", "30"}, {"--timeout", "200ms"}));
+  EXPECT_EQ(run.exit_code, 124);
+  EXPECT_EQ(run.err.rfind("pulsebox: timeout (killed by SIGTERM), exit 124 in ", 0), 0u) << run.err;
+  EXPECT_NE(run.err.find("  network     unsupported, --net none (accepted with --allow-weaker)"),
+            std::string::npos)
+      << run.err;
+  run = run_cli(host_run(w, {"true"}, {"--network", "all"}));
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.err.find(", --net all"), std::string::npos) << run.err;
+  const auto help = run_cli({"run", "--help"});
+  for (const char* marked : {"[not built yet: remote]", "[not built yet: allowlist, proxy]",
+                             "[not built yet] DEST[:PORT]"}) {
+    EXPECT_NE(help.out.find(marked), std::string::npos) << marked << " in " << help.out;
+  }
+}
+
 TEST(CliRunTest, ZeroOrNoneLiftsOptionalLimits) {
   TempDir dir;
   const std::string w = dir.path().string();
@@ -387,7 +415,7 @@ TEST(CliRunTest, StreamsOutputAndReportsEnforcementAndChanges) {
   EXPECT_EQ(run.out, "to-stdout\n");
   EXPECT_EQ(run.err.rfind("to-stderr\n", 0), 0u) << run.err;
   EXPECT_NE(run.err.find("enforcement:"), std::string::npos);
-  EXPECT_NE(run.err.find("network     unsupported (accepted with --allow-weaker)"),
+  EXPECT_NE(run.err.find("network     unsupported, --net none (accepted with --allow-weaker)"),
             std::string::npos)
       << run.err;
   EXPECT_NE(run.err.find("pulsebox: changes: tx-"), std::string::npos) << run.err;
