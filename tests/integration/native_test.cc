@@ -922,6 +922,32 @@ TEST_F(NativeBackendTest, ARealEnvShowsExplicitVariablesAndNothingRedacted) {
   EXPECT_EQ(audit.find("src-4711"), std::string::npos);
 }
 
+// As root the sandbox's ids are unprivileged: a state directory inside a
+// directory only root may enter (mktemp -d) failed every run with EACCES in
+// the sandbox's setup. It is refused at the start, with the fix.
+TEST_F(NativeBackendTest, AStateDirectoryTheSandboxCannotReachIsRefusedWithTheFix) {
+  PULSEBOX_SKIP_UNLESS_ROOT("only root runs sandboxes as unprivileged ids other than its own");
+  TempDir closed;
+  fs::permissions(closed.path(), fs::perms(0700));
+  const std::string state = (closed / "state").string();
+  const std::vector<std::string> env = {"PULSEBOX_STATE_DIR=" + state};
+  const std::vector<std::string> args = {
+      "run", "-w", workspace_.path().string(), "--allow-weaker", "limits", "--", "true"};
+  auto run = testing::run_cli(args, "", env);
+  EXPECT_EQ(run.exit_code, 125);
+  EXPECT_NE(run.err.find("the state directory " + state +
+                         " is out of reach of the sandbox's unprivileged ids: " +
+                         closed.path().string() + " (mode 0700)"),
+            std::string::npos)
+      << run.err;
+  EXPECT_NE(run.err.find("fix: chmod o+x " + closed.path().string()), std::string::npos) << run.err;
+  EXPECT_EQ(run.err.find("EACCES"), std::string::npos) << run.err;
+  // The fix it names works.
+  fs::permissions(closed.path(), fs::perms(0711));
+  run = testing::run_cli(args, "", env);
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+}
+
 // An ordinary user without a delegated cgroup (tools/check runs this suite as
 // one): limits say why and how to fix it, and an explicit limit that cannot
 // be held is refused before anything runs.
