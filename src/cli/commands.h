@@ -35,5 +35,8 @@ const std::vector<std::string>& arguments_after_dashes();
 void register_capabilities_command(CLI::App& app, int& exit_code);
 void register_seccomp_commands(CLI::App& app, int& exit_code);
 void register_serve_command(CLI::App& app, int& exit_code);
+// `completion bash|zsh|fish|man`: generated from `app`'s own definitions,
+// so every other command must be registered when it runs.
+void register_completion_command(CLI::App& app, int& exit_code);
 
 }  // namespace pulsebox::cli

@@ -389,6 +389,63 @@ TEST(CliRunTest, ATimeoutIs124EverywhereAndTheSummaryNamesTheNetworkMode) {
   }
 }
 
+// The output of `sh -c script` (bounded: the shells only read a file).
+std::string shell_output(const std::string& script) {
+  std::string out;
+  FILE* pipe = ::popen(script.c_str(), "r");
+  if (pipe == nullptr) return "popen failed";
+  char buffer[4096];
+  std::size_t n = 0;
+  while ((n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0)
+    out.append(buffer, n);
+  const int status = ::pclose(pipe);
+  return status == 0 ? out : out + "[exit " + std::to_string(status) + "]";
+}
+
+// Completion for bash, zsh and fish and the man page come from the parser's
+// own definitions: every run flag is in each, and each shell takes its file.
+TEST(CliTest, CompletionAndManPageComeFromTheOptionDefinitions) {
+  TempDir dir;
+  const std::vector<std::string> flags = {"--workdir", "--env-file", "--volume",    "--rm",
+                                          "--network", "--timeout",  "--pids-limit"};
+  for (const char* kind : {"bash", "zsh", "fish", "man"}) {
+    const auto generated = run_cli({"completion", kind});
+    ASSERT_EQ(generated.exit_code, 0) << kind << ": " << generated.err;
+    write_file(dir / kind, generated.out);
+    for (const auto& flag : flags) {
+      std::string wanted = flag;
+      if (std::string(kind) == "fish") wanted = "-l " + flag.substr(2);
+      if (std::string(kind) == "man") {
+        wanted.clear();
+        for (char c : flag)
+          wanted += c == '-' ? std::string("\\-") : std::string(1, c);
+      }
+      EXPECT_NE(generated.out.find(wanted), std::string::npos) << kind << " lacks " << wanted;
+    }
+  }
+  const std::string bash = (dir / "bash").string();
+  EXPECT_EQ(shell_output("bash -c 'source " + bash +
+                         "; COMP_WORDS=(pulsebox run --workd); COMP_CWORD=2; _pulsebox; echo "
+                         "\"${COMPREPLY[*]}\"; COMP_WORDS=(pulsebox policy ch); COMP_CWORD=2; "
+                         "_pulsebox; echo \"${COMPREPLY[*]}\"'"),
+            "--workdir\ncheck\n");
+  EXPECT_NE(testing::read_file(dir / "man").find(".TH PULSEBOX 1"), std::string::npos);
+  // The other shells and groff check their files where installed.
+  if (::access("/usr/bin/zsh", X_OK) == 0) {
+    EXPECT_EQ(shell_output("zsh -n " + (dir / "zsh").string() + " 2>&1"), "");
+  }
+  if (::access("/usr/bin/fish", X_OK) == 0) {
+    EXPECT_NE(shell_output("fish -c 'source " + (dir / "fish").string() +
+                           "; complete -C \"pulsebox run --env-f\"'")
+                  .find("--env-file\t"),
+              std::string::npos);
+  }
+  if (::access("/usr/bin/groff", X_OK) == 0) {
+    EXPECT_EQ(shell_output("groff -man -ww -z " + (dir / "man").string() + " 2>&1"), "");
+  }
+  EXPECT_EQ(run_cli({"completion", "tcsh"}).exit_code, 125);
+}
+
 TEST(CliRunTest, ZeroOrNoneLiftsOptionalLimits) {
   TempDir dir;
   const std::string w = dir.path().string();
