@@ -45,8 +45,9 @@ struct SecretPolicy {
 
 // The sandbox's environment: PATH, HOME=/workspace, TMPDIR=/tmp, LANG=C.UTF-8,
 // plus the host variables the policy lets through, plus `extra` (--env).
-// Variables that change how programs load code (LD_PRELOAD, LD_*, PYTHONPATH,
-// BASH_ENV, NODE_OPTIONS, GIT_SSH_COMMAND, ...) are always dropped.
+// Inherited variables that change how programs load code (LD_PRELOAD, LD_*,
+// PYTHONPATH, BASH_ENV, NODE_OPTIONS, GIT_SSH_COMMAND, ...) are dropped;
+// `extra` is the caller's explicit choice and passes as given.
 PULSEBOX_API std::map<std::string, std::string> build_sandbox_environment(
     const SecretPolicy& policy, const std::map<std::string, std::string>& host_environment,
     const std::map<std::string, std::string>& extra = {});

@@ -36,5 +36,8 @@ void register_capabilities_command(CLI::App& app, int& exit_code);
 void register_config_commands(CLI::App& app, int& exit_code);
 void register_seccomp_commands(CLI::App& app, int& exit_code);
 void register_serve_command(CLI::App& app, int& exit_code);
+// `completion bash|zsh|fish|man`: generated from `app`'s own definitions,
+// so every other command must be registered when it runs.
+void register_completion_command(CLI::App& app, int& exit_code);
 
 }  // namespace pulsebox::cli

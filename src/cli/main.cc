@@ -77,6 +77,7 @@ int main(int argc, char** argv) {
   for (const Command& command : commands) {
     if (named == nullptr || named == &command) command.add(app, exit_code);
   }
+  register_completion_command(app, exit_code);
 
   // Everything after the first "--" is the command for `run`, verbatim: it is
   // never parsed as pulsebox options.

@@ -10,6 +10,7 @@
 #include "pulsebox/error.h"
 #include "pulsebox/lifecycle.h"
 #include "pulsebox/sandbox.h"
+#include "pulsebox/secrets.h"
 #include "workspace/safe_open.h"
 
 extern char** environ;
@@ -205,6 +206,17 @@ ProcessResult Sandbox::run_and_scrub(Run& run, ExecutionRequest& request,
                     .isolation_level = run.level,
                     .detail = bind.writable ? "read-write bind into the sandbox"
                                             : "read-only bind into the sandbox"});
+  }
+  // Names only: a value may be a secret the caller did not mark as one.
+  for (const auto& [name, value] : options_.environment) {
+    audit_->record({.action = "env",
+                    .target = name,
+                    .decision = "allow",
+                    .container_id = run.backend_name,
+                    .isolation_level = run.level,
+                    .detail = is_dangerous_environment_variable(name)
+                                  ? "set explicitly; changes how programs load code"
+                                  : "set explicitly"});
   }
   std::string stdout_text;
   std::string stderr_text;

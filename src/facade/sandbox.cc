@@ -51,13 +51,14 @@ Sandbox::Sandbox(SandboxOptions options)
           core::Error(ErrorKind::kInvalidInput, "seccomp", std::move(profile).error().to_string()));
     }
   }
+  // Explicit variables pass even when they change how programs load code
+  // (PYTHONPATH=src is the caller's choice); execute audits their names.
   for (const auto& [name, value] : options_.environment) {
-    if (is_dangerous_environment_variable(name) || name.empty() ||
-        name.find('=') != std::string::npos) {
-      throw SandboxConfigError("environment variable " + name +
-                                   ": refusing a variable that changes how programs "
-                                   "load code",
-                               0, "env");
+    if (name.empty() || name.find('=') != std::string::npos ||
+        name.find('\0') != std::string::npos || value.find('\0') != std::string::npos) {
+      throw SandboxConfigError(
+          "environment variable \"" + name + "\": a name must be non-empty, without = or NUL bytes",
+          0, "env");
     }
   }
   if (!options_.session.empty()) {

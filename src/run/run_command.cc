@@ -1,5 +1,6 @@
 // The run itself: the sandbox, its output, and the summary or JSON result
 // (run_command.h).
+#include <string.h>
 #include <unistd.h>
 
 #include <map>
@@ -42,6 +43,37 @@ int exit_status_for(const ProcessResult& result) {
   return result.exit_code;
 }
 
+// The result as the CLI reports it: a timeout is exit 124 in the summary,
+// the JSON and the exit status alike; the signal that ended the command
+// stays in `signal` (the library's ProcessResult keeps 128+N).
+ProcessResult as_reported(ProcessResult result) {
+  if (result.termination_reason == TerminationReason::Timeout) {
+    if (!result.signal && result.exit_code > 128) result.signal = result.exit_code - 128;
+    result.exit_code = 124;
+  }
+  return result;
+}
+
+std::string signal_name(int signal) {
+  const char* abbreviation = ::sigabbrev_np(signal);
+  return abbreviation != nullptr ? std::string("SIG") + abbreviation
+                                 : "signal " + std::to_string(signal);
+}
+
+// "exit 3", "exit 137 (memory_limit)", "timeout (killed by SIGTERM), exit 124".
+std::string ending_of(const ProcessResult& result) {
+  const std::string exit = "exit " + std::to_string(result.exit_code);
+  if (result.termination_reason == TerminationReason::Timeout) {
+    const std::string how = result.signal ? "killed by " + signal_name(*result.signal)
+                                          : "the command ended after SIGTERM";
+    return "timeout (" + how + "), " + exit;
+  }
+  if (result.termination_reason != TerminationReason::None) {
+    return exit + " (" + std::string(to_string(result.termination_reason)) + ")";
+  }
+  return exit;
+}
+
 std::string count_by_kind(const std::vector<Change>& changes) {
   std::map<std::string, int> counts;
   for (const auto& change : changes)
@@ -52,7 +84,8 @@ std::string count_by_kind(const std::vector<Change>& changes) {
   return detail.empty() ? "nothing changed" : detail;
 }
 
-void print_summary(const ProcessResult& result, const std::string& workspace, const RunIo& io) {
+void print_summary(const ProcessResult& result, const std::string& workspace,
+                   const std::string& network_mode, const RunIo& io) {
   const bool colour = ::isatty(io.err_fd) == 1 && run_getenv(io, "NO_COLOR") == nullptr;
   std::ostringstream err;
   // One write at the end, to whichever stderr the run reports to.
@@ -61,10 +94,7 @@ void print_summary(const ProcessResult& result, const std::string& workspace, co
     int fd;
     ~Flush() { (void)core::write_all(fd, text.str(), "the run's summary"); }
   } flush{err, io.err_fd};
-  std::string ending = "exit " + std::to_string(result.exit_code);
-  if (result.termination_reason != TerminationReason::None) {
-    ending += " (" + std::string(to_string(result.termination_reason)) + ")";
-  }
+  const std::string ending = ending_of(result);
   char timing[64];
   std::snprintf(timing, sizeof timing, " in %.0f ms", result.duration_ms);
   err << "pulsebox: " << ending << timing << ", isolation " << result.isolation_level << "\n";
@@ -77,6 +107,7 @@ void print_summary(const ProcessResult& result, const std::string& workspace, co
     std::string note;
     if (!strong && d.accepted) note = " (accepted with --allow-weaker)";
     if (!strong && !d.requested) note = " (default limits, applied as far as this host allows)";
+    if (d.dimension == Dimension::Network) note = ", --net " + network_mode + note;
     err << "  " << std::string(to_string(d.dimension))
         << std::string(12 - to_string(d.dimension).size(), ' ')
         << paint(to_string(d.level), strong ? Colour::Green : Colour::Yellow, colour) << note
@@ -112,9 +143,14 @@ void print_summary(const ProcessResult& result, const std::string& workspace, co
         << "\n";
     return;
   }
+  // A discarded transaction is gone: naming it as one to review would lie.
+  if (status.outcome == ChangesOutcome::Discarded) {
+    err << "pulsebox: changes discarded" << (result.changes.empty() ? "" : " (" + detail + ")")
+        << "\n";
+    return;
+  }
   if (!result.transaction_id) {
     if (status.outcome == ChangesOutcome::Unchanged) err << "pulsebox: no workspace changes\n";
-    if (status.outcome == ChangesOutcome::Discarded) err << "pulsebox: changes discarded\n";
     return;
   }
   if (status.outcome == ChangesOutcome::Committed) {
@@ -197,12 +233,12 @@ int execute_run(const RunOptions& o, const RunIo& io) {
                               "output");
       };
     }
-    const ProcessResult result = sandbox.execute(o.command, execute);
+    const ProcessResult result = as_reported(sandbox.execute(o.command, execute));
     raw_terminal.reset();  // the summary is for a terminal in its normal mode
     if (o.json) {
       (void)core::write_all(io.out_fd, to_json(result) + "\n", "the result");
     } else {
-      print_summary(result, place.workspace.string(), io);
+      print_summary(result, place.workspace.string(), o.net, io);
     }
     return exit_status_for(result);
   } catch (const SandboxConfigError& error) {

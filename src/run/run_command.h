@@ -16,6 +16,7 @@
 #include <CLI/CLI.hpp>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,7 @@ struct RunOptions {
   std::vector<std::string> allow;
   std::string memory, swap, pids, cpus, timeout, cpu_time, max_output, disk;
   std::vector<std::string> env;
+  std::vector<std::string> env_files;  // --env-file: NAME=VALUE lines, before --env
   std::vector<std::string> secrets;
   std::string policy_file;
   std::string seccomp = "default";
@@ -44,6 +46,8 @@ struct RunOptions {
   std::string audit_log;
   std::string audit_key;
   std::vector<std::string> ro_binds, rw_binds;
+  std::vector<std::string> volumes;  // -v HOST:SANDBOX[:ro]
+  bool rm = false;                   // --rm: --changes discard
   bool subordinate_ids = false;
   std::string home;  // --home: a host directory kept as the sandbox's HOME
   // ASK decisions (run/approval.h): -y, --approve-with CMD, --approve-timeout.
@@ -60,8 +64,16 @@ struct RunOptions {
 };
 
 // The flags of `pulsebox run`, added to `command` (the CLI's subcommand, or
-// the server's own parser).
+// the server's own parser). The command may follow the flags without "--"
+// (a prefix command): the parser's remaining() holds it.
 void add_run_options(CLI::App& command, RunOptions& options);
+
+// The command a run's arguments name: what followed the flags (`before`,
+// the parser's remaining()) and, when the line had a "--", what followed it
+// (`after_dashes`); `pulsebox run make -- -k` runs make -- -k. Throws
+// CLI::ExtrasError when `before` starts with an unknown flag.
+std::vector<std::string> run_command_line(std::vector<std::string> before,
+                                          const std::optional<std::vector<std::string>>& after);
 
 struct RunIo {
   // The user's stdin (run/stdin_source.h says what the command gets); -1:

@@ -4,6 +4,7 @@
 
 #include "audit/key.h"
 #include "core/agent_dir.h"
+#include "core/fs.h"
 #include "policy/policy_json.h"
 #include "pulsebox/error.h"
 #include "pulsebox/sandbox.h"
@@ -32,7 +33,47 @@ std::uint64_t positive_integer(const std::string& text, const std::string& flag)
   return value;
 }
 
+// An --env-file's variables: NAME=VALUE lines, blank lines and lines whose
+// first non-blank character is # skipped; the value is taken verbatim.
+void read_env_file(const std::string& file, std::map<std::string, std::string>& environment) {
+  constexpr std::uint64_t kMaxEnvFileBytes = 1 << 20;
+  auto text = core::read_regular_file(file, kMaxEnvFileBytes, "--env-file");
+  if (!text) bad_input(text.error().to_string());
+  std::size_t line_number = 0;
+  std::size_t start = 0;
+  const std::string& all = *text;
+  while (start < all.size()) {
+    const std::size_t end = std::min(all.find('\n', start), all.size());
+    std::string line = all.substr(start, end - start);
+    start = end + 1;
+    ++line_number;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    const std::size_t first = line.find_first_not_of(" \t");
+    if (first == std::string::npos || line[first] == '#') continue;
+    const std::size_t eq = line.find('=');
+    if (eq == std::string::npos || eq == 0 || line.find_first_of(" \t") < eq) {
+      bad_input(file + ":" + std::to_string(line_number) +
+                ": expected NAME=VALUE (a # starts a comment line) in --env-file");
+    }
+    environment[line.substr(0, eq)] = line.substr(eq + 1);
+  }
+}
+
 }  // namespace
+
+std::vector<std::string> run_command_line(std::vector<std::string> before,
+                                          const std::optional<std::vector<std::string>>& after) {
+  // An unknown flag ends CLI11's parse like a command would; a command
+  // starting with "-" follows "--".
+  if (!before.empty() && before.front().size() > 1 && before.front().front() == '-') {
+    throw CLI::ExtrasError("run", {before.front()});
+  }
+  if (!after) return before;
+  if (before.empty()) return *after;
+  before.emplace_back("--");
+  before.insert(before.end(), after->begin(), after->end());
+  return before;
+}
 
 // A variable of the run's environment (RunIo), or null.
 const char* run_getenv(const RunIo& io, const std::string& name) {
@@ -96,9 +137,16 @@ SandboxOptions build_sandbox_options(const RunOptions& o, const RunIo& io) {
   };
   set_size(o.memory, "--memory", LimitKind::Memory,
            [&](std::uint64_t v) { limits.memory_bytes = v; });
-  set_size(o.swap, "--swap", LimitKind::Swap, [&](std::uint64_t v) { limits.swap_bytes = v; });
-  set_size(o.max_output, "--max-output", LimitKind::Output,
-           [&](std::uint64_t v) { limits.max_output_bytes = v; });
+  // --swap 0 is no swap at all; none lifts the limit.
+  if (!o.swap.empty()) {
+    limits.swap_bytes = parse_size_limit(o.swap, "--swap");
+    if (limits.swap_bytes) options.explicit_limits.insert(LimitKind::Swap);
+  }
+  if (!o.max_output.empty()) {
+    const auto cap = parse_size_limit(o.max_output, "--max-output");
+    limits.max_output_bytes = cap && *cap > 0 ? *cap : UINT64_MAX;
+    if (cap && *cap > 0) options.explicit_limits.insert(LimitKind::Output);
+  }
   set_size(o.disk, "--disk", LimitKind::Disk, [&](std::uint64_t v) { limits.disk_bytes = v; });
   if (!o.pids.empty()) {
     limits.max_processes = positive_integer(o.pids, "--pids");
@@ -120,15 +168,18 @@ SandboxOptions build_sandbox_options(const RunOptions& o, const RunIo& io) {
     options.explicit_limits.insert(LimitKind::Cpu);
   }
   if (!o.timeout.empty()) {
-    limits.wall_time_seconds = parse_duration_seconds(o.timeout, "--timeout");
-    options.explicit_limits.insert(LimitKind::WallTime);
+    const auto wall = parse_duration_limit(o.timeout, "--timeout");
+    limits.wall_time_seconds = wall.value_or(kNoWallTimeLimit);
+    if (wall) options.explicit_limits.insert(LimitKind::WallTime);
   }
   if (!o.cpu_time.empty()) {
-    limits.cpu_time_seconds = parse_duration_seconds(o.cpu_time, "--cpu-time");
-    options.explicit_limits.insert(LimitKind::CpuTime);
+    limits.cpu_time_seconds = parse_duration_limit(o.cpu_time, "--cpu-time");
+    if (limits.cpu_time_seconds) options.explicit_limits.insert(LimitKind::CpuTime);
   }
 
   // Environment and secrets.
+  for (const auto& file : o.env_files)
+    read_env_file(file, options.environment);
   for (const auto& item : o.env) {
     const auto eq = item.find('=');
     if (eq == std::string::npos || eq == 0)
@@ -172,11 +223,15 @@ SandboxOptions build_sandbox_options(const RunOptions& o, const RunIo& io) {
 
   options.seccomp_profile = o.seccomp;  // Sandbox checks it
 
-  if (o.changes == "keep") {
+  if (o.rm && o.changes != "keep" && o.changes != "discard") {
+    bad_input("--rm discards the run's changes; --changes " + o.changes + " contradicts it");
+  }
+  const std::string changes = o.rm ? "discard" : o.changes;
+  if (changes == "keep") {
     options.changes = ChangesMode::Keep;
-  } else if (o.changes == "commit") {
+  } else if (changes == "commit") {
     options.changes = ChangesMode::Commit;
-  } else if (o.changes == "discard") {
+  } else if (changes == "discard") {
     options.changes = ChangesMode::Discard;
   } else {
     bad_input("--changes \"" + o.changes + "\": expected keep, commit or discard");
@@ -185,8 +240,9 @@ SandboxOptions build_sandbox_options(const RunOptions& o, const RunIo& io) {
     if (const std::string problem = check_session_name(o.session); !problem.empty()) {
       bad_input("--session: " + problem);
     }
-    if (o.changes != "keep") {
-      bad_input("--session keeps each run's changes in the session; --changes " + o.changes +
+    if (changes != "keep") {
+      bad_input("--session keeps each run's changes in the session; " +
+                (o.rm ? std::string("--rm") : "--changes " + o.changes) +
                 " does not apply (commit them with `pulsebox session commit " + o.session + "`)");
     }
     options.session = o.session;
@@ -222,6 +278,23 @@ SandboxOptions build_sandbox_options(const RunOptions& o, const RunIo& io) {
     add_bind(spec, false, "--ro-bind");
   for (const auto& spec : o.rw_binds)
     add_bind(spec, true, "--bind");
+  // -v HOST:SANDBOX[:ro], Docker's spelling of --bind and --ro-bind.
+  for (const auto& spec : o.volumes) {
+    std::string bind = spec;
+    bool writable = true;
+    if (bind.size() > 3 && bind.compare(bind.size() - 3, 3, ":ro") == 0) {
+      bind.resize(bind.size() - 3);
+      writable = false;
+    } else if (bind.size() > 3 && bind.compare(bind.size() - 3, 3, ":rw") == 0) {
+      bind.resize(bind.size() - 3);
+    }
+    const auto colon = bind.find(':');
+    if (colon == std::string::npos || colon == 0 || colon + 1 == bind.size() ||
+        bind.find(':', colon + 1) != std::string::npos) {
+      bad_input("--volume " + spec + ": expected HOST:SANDBOX, HOST:SANDBOX:ro or HOST:SANDBOX:rw");
+    }
+    add_bind(bind, writable, "--volume");
+  }
   if (!o.home.empty()) options.home = std::filesystem::absolute(o.home, ec);  // Sandbox checks it
   options.native.subordinate_ids = o.subordinate_ids;
   options.backend_name = o.backend;
@@ -243,38 +316,55 @@ SandboxOptions build_sandbox_options(const RunOptions& o, const RunIo& io) {
 
 void add_run_options(CLI::App& command, RunOptions& options) {
   RunOptions& o = options;
+  // The command may follow the flags without "--" (Docker's and bwrap's
+  // habit); a vector flag takes one value per use so that it never swallows
+  // the command.
+  command.prefix_command();
   command.add_option("-w,--workspace", o.workspace,
                      "Host directory presented at /workspace (default: the nearest directory "
-                     "from . upwards holding .agent/, else .)");
+                     "from . upwards holding .agent/, else .). Not the working directory: that "
+                     "is --workdir");
   command.add_flag("--allow-system-dir", o.allow_system_dir,
                    "Accept a system directory (/, /etc, /usr, a home directory itself, ...) as "
                    "the workspace");
-  command.add_option("--cwd", o.cwd,
+  command.add_option("--cwd,--workdir", o.cwd,
                      "Working directory, relative to /workspace (default: where . is in it)");
   command.add_option("--home", o.home,
                      "Host directory kept as the sandbox's HOME (/home/sandbox) between runs, "
                      "made 0700 if missing (default: a fresh private directory each run)");
-  command.add_option("--backend", o.backend, "native, host or remote (host needs --unsafe-host)");
+  command.add_option("--backend", o.backend,
+                     "native or host (host needs --unsafe-host); [not built yet: remote]");
   command.add_flag("--unsafe-host", o.unsafe_host, "Allow running unsandboxed on this host");
-  command.add_option("--net", o.net, "none, localhost, allowlist, proxy or all (default: none)");
-  command.add_option("--allow", o.allow, "DEST[:PORT] for --net allowlist (repeatable)");
+  command.add_option("--net,--network", o.net,
+                     "none, localhost or all (default: none); [not built yet: allowlist, proxy]");
+  command.add_option("--allow", o.allow,
+                     "[not built yet] DEST[:PORT] for --net allowlist (repeatable)");
   command.add_option("--memory", o.memory, "Memory limit, e.g. 512M (default 1G)");
-  command.add_option("--swap", o.swap, "Swap limit (default 1G)");
-  command.add_option("--pids", o.pids, "Process limit (default 64)");
+  command.add_option("--swap,--memory-swap", o.swap,
+                     "Swap on top of --memory (default 1G; 0 = no swap, none = no limit)");
+  command.add_option("--pids,--pids-limit", o.pids, "Process limit (default 64)");
   command.add_option("--cpus", o.cpus, "CPUs, may be fractional (default 1)");
-  command.add_option("--timeout", o.timeout, "Wall-clock limit in seconds (default 30)");
-  command.add_option("--cpu-time", o.cpu_time, "CPU-time limit in seconds");
-  command.add_option("--max-output", o.max_output, "stdout+stderr cap (default 5M)");
+  command.add_option("--timeout", o.timeout,
+                     "Wall-clock limit: seconds or 500ms, 90s, 15m, 1h (default 30s; 0 or none = "
+                     "no limit)");
+  command.add_option("--cpu-time", o.cpu_time,
+                     "CPU-time limit, same grammar as --timeout (default: none)");
+  command.add_option("--max-output", o.max_output,
+                     "stdout+stderr cap, e.g. 64K, 5M (default 5M; 0 or none = no limit)");
   command.add_option("--disk", o.disk,
                      "Bytes the run's workspace changes may take (a tmpfs of their own, "
                      "counted as the sandbox's memory); past it writes fail with ENOSPC");
-  command.add_option("--env", o.env, "NAME=VALUE set in the sandbox (repeatable)");
+  command.add_option("-e,--env", o.env, "NAME=VALUE set in the sandbox (repeatable)");
+  command.add_option("--env-file", o.env_files,
+                     "File of NAME=VALUE lines (# comments) set in the sandbox before --env "
+                     "(repeatable)");
   command.add_option("--secret", o.secrets,
                      "Pass host variable NAME in and scrub its value (repeatable)");
   command.add_option("--policy", o.policy_file, "Action policy JSON");
   command.add_option("--seccomp", o.seccomp,
                      "default, strict, permissive, a Docker/OCI profile file, or unconfined");
   command.add_option("--changes", o.changes, "keep, commit or discard (default: keep)");
+  command.add_flag("--rm", o.rm, "Discard the run's changes (--changes discard)");
   command.add_option("--session", o.session,
                      "Run in session NAME: see its earlier runs' changes, add this one's");
   command.add_flag("--json", o.json, "Print one JSON result instead of streaming output");
@@ -290,6 +380,8 @@ void add_run_options(CLI::App& command, RunOptions& options) {
                      "HOST[:SANDBOX] shown read-only inside (repeatable, audited)");
   command.add_option("--bind", o.rw_binds,
                      "HOST[:SANDBOX] shown read-write inside (repeatable, audited)");
+  command.add_option("-v,--volume", o.volumes,
+                     "HOST:SANDBOX[:ro], as --bind (or --ro-bind with :ro) (repeatable)");
   command.add_flag("--subordinate-ids", o.subordinate_ids,
                    "Rootless: map 65536 ids from /etc/subuid and /etc/subgid (newuidmap) "
                    "instead of one");
@@ -313,8 +405,12 @@ void add_run_options(CLI::App& command, RunOptions& options) {
   command.add_flag("-t,--tty", o.terminal,
                    "Give the command a terminal of its own, relayed to yours (stdin must be a "
                    "terminal; native backend, in this process)");
+  for (CLI::Option* option : command.get_options()) {
+    if (option->get_expected_max() > 1) option->allow_extra_args(false);
+  }
   command.footer(
-      "The command and its arguments follow --, e.g. pulsebox run -- make test. When a "
+      "The command and its arguments follow the options, or --: pulsebox run make test, "
+      "pulsebox run -- make test. -w is the workspace, --workdir the working directory. When a "
       "`pulsebox serve --local` of this user runs (same binary, same state directory), the "
       "run goes through it; PULSEBOX_SERVER=off runs it in this process.");
 }

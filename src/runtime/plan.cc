@@ -106,8 +106,13 @@ std::string check_bind_target(const std::string& sandbox_path,
                               const std::vector<std::string>& system_paths) {
   const std::filesystem::path path(sandbox_path);
   if (!path.is_absolute()) return "the sandbox path must be absolute";
-  if (path.lexically_normal().string() != sandbox_path ||
-      sandbox_path.find("/.") != std::string::npos ||
+  // Components that start with a dot (/root/.cache) are names like others;
+  // only "." and ".." themselves are refused.
+  bool dot_component = false;
+  for (const auto& part : path.relative_path()) {
+    if (part == "." || part == "..") dot_component = true;
+  }
+  if (dot_component || path.lexically_normal().string() != sandbox_path ||
       (sandbox_path.size() > 1 && sandbox_path.back() == '/')) {
     return "the sandbox path must be normal (no ., .. or trailing /)";
   }

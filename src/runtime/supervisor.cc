@@ -17,11 +17,19 @@ Clock::duration seconds(double value) {
   return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(value));
 }
 
+// No wall-clock limit (or one beyond a century) never comes due; converting
+// infinity to a clock duration would be undefined.
+Clock::time_point deadline_after(Clock::time_point start, double wall_seconds) {
+  constexpr double kCentury = 100.0 * 365 * 24 * 3600;
+  if (!(wall_seconds < kCentury)) return Clock::time_point::max();
+  return start + seconds(wall_seconds);
+}
+
 }  // namespace
 
 Watchdog::Watchdog(const ResourcePolicy& limits, Clock::time_point start,
                    Clock::duration check_interval)
-    : deadline_(start + seconds(limits.wall_time_seconds)),
+    : deadline_(deadline_after(start, limits.wall_time_seconds)),
       grace_(seconds(limits.termination_grace_seconds)),
       max_output_bytes_(limits.max_output_bytes),
       check_interval_(check_interval),

@@ -70,8 +70,8 @@ std::map<std::string, std::string> build_sandbox_environment(
         env[name] = value;
       break;
   }
-  for (const auto& [name, value] : extra)
-    env[name] = value;
+  // Inherited variables that load code are dropped; explicit ones (`extra`,
+  // --env) are the caller's own choice and pass (the facade audits their names).
   for (auto it = env.begin(); it != env.end();) {
     it = is_dangerous_environment_variable(it->first) ? env.erase(it) : std::next(it);
   }
@@ -80,6 +80,8 @@ std::map<std::string, std::string> build_sandbox_environment(
   // sandbox's stat data, a change the user never made.
   env.erase("GIT_OPTIONAL_LOCKS");
   env.emplace("GIT_OPTIONAL_LOCKS", "0");
+  for (const auto& [name, value] : extra)
+    env[name] = value;
   return env;
 }
 

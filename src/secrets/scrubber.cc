@@ -32,8 +32,11 @@ constexpr std::size_t kMaxCarry = 64 * 1024;
 constexpr std::size_t kMinBase64Fragment = 8;
 
 const char* const kAssignmentKeywords =
-    "api[_-]?key|secret[_-]?key|client[_-]?secret|secret|password|passwd|pwd|"
+    "api[_-]?key|secret[_-]?key|client[_-]?secret|secret|password|passwd|"
     "access[_-]?token|auth[_-]?token|refresh[_-]?token|token";
+// "pwd" is a password (MYSQL_PWD=, Pwd= in a connection string) unless its
+// value is an absolute path: the shell's PWD= and OLDPWD=, in every `env`.
+const char* const kPathOrPasswordKeyword = "pwd";
 
 RE2::Options latin1_options(bool longest_match) {
   RE2::Options options;
@@ -304,6 +307,9 @@ std::vector<BuiltinPatternSource> builtin_pattern_sources() {
       {"-----BEGIN[A-Z0-9 ]*PRIVATE KEY-----(?s:.*?)-----END[A-Z0-9 ]*PRIVATE KEY-----", 0,
        Role::Redact},
       {"(?i:" + keywords + ")[\"']?[ \\t]*[:=][ \\t]*[\"']?([^\\s\"',;&]+)", 1, Role::Redact},
+      {std::string("(?i:") + kPathOrPasswordKeyword +
+           ")[\"']?[ \\t]*[:=][ \\t]*[\"']?([^/\\s\"',;&][^\\s\"',;&]*)",
+       1, Role::Redact},
       {"(?i:bearer)[ \\t]+([A-Za-z0-9._~+/=-]{4,})", 1, Role::Redact},
       {"AIza[0-9A-Za-z_-]{35}", 0, Role::Redact},
       {"\\bsk-[A-Za-z0-9_-]{20,}", 0, Role::Redact},
@@ -313,7 +319,7 @@ std::vector<BuiltinPatternSource> builtin_pattern_sources() {
       {"\\b(?:AKIA|ASIA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA)[0-9A-Z]{16}\\b", 0, Role::Redact},
       // A keyword (and perhaps part of its value) at the very end of the
       // buffer: the value may still be arriving.
-      {"(?:(?i:(?:" + keywords +
+      {"(?:(?i:(?:" + keywords + "|" + kPathOrPasswordKeyword +
            ")[\"']?[ \\t]*(?:[:=][ \\t]*[\"']?[^\\s\"',;&]*)?|"
            "bearer(?:[ \\t]+[A-Za-z0-9._~+/=-]*)?)|-----BEGIN[A-Z0-9 ]*-{0,5})\\z",
        0, Role::PendingPrefix},

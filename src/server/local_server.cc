@@ -141,22 +141,23 @@ class RunParser {
     options_ = run::RunOptions{};
     parser_.clear();
     std::vector<std::string> flags;
-    std::vector<std::string> command;
+    std::optional<std::vector<std::string>> command;
     for (std::size_t i = 0; i < args.size(); ++i) {
       if (args[i] == "--") {
-        command.assign(args.begin() + static_cast<std::ptrdiff_t>(i) + 1, args.end());
+        command.emplace(args.begin() + static_cast<std::ptrdiff_t>(i) + 1, args.end());
         break;
       }
       flags.push_back(args[i]);
     }
     std::reverse(flags.begin(), flags.end());  // CLI11 takes the arguments reversed
+    run::RunOptions parsed;
     try {
       parser_.parse(flags);
+      parsed = options_;
+      parsed.command = run::run_command_line(parser_.remaining(), command);
     } catch (const CLI::Error&) {
       return std::nullopt;
     }
-    run::RunOptions parsed = options_;
-    parsed.command = std::move(command);
     return parsed;
   }
 

@@ -874,6 +874,80 @@ TEST_F(NativeBackendTest, TheCommandLineRunsNativeByDefault) {
   EXPECT_FALSE(fs::exists(workspace_ / "x.txt"));
 }
 
+// Docker's spellings (issue #19): -v HOST:SANDBOX:ro onto a directory whose
+// name starts with a dot, -e, --env-file, --network, --workdir, --rm, and the
+// command without "--".
+TEST_F(NativeBackendTest, DockerStyleFlagsRunTheCommandWithoutDashes) {
+  const std::vector<std::string> env = {"PULSEBOX_STATE_DIR=" + state_.path().string()};
+  TempDir cache;
+  fs::permissions(cache.path(), fs::perms(0755));
+  testing::write_file(cache / "x", "cached\n");
+  fs::permissions(cache / "x", fs::perms(0644));
+  fs::create_directories(workspace_ / "sub");
+  testing::write_file(workspace_ / "vars.env", "# comment\n\nFROM_FILE=f=1\nBOTH=file\n");
+  const auto run = testing::run_cli(
+      {"run", "-w", workspace_.path().string(), "--allow-weaker", "limits", "-v",
+       cache.path().string() + ":/root/.cache:ro", "--env-file", (workspace_ / "vars.env").string(),
+       "-e", "BOTH=cli", "--network", "none", "--workdir", "sub", "--rm", "sh", "-c",
+       "cat /root/.cache/x; echo $FROM_FILE $BOTH; pwd; touch /root/.cache/y 2>/dev/null || echo "
+       "read-only; echo n > n.txt"},
+      "", env);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.out, "cached\nf=1 cli\n/workspace/sub\nread-only\n");
+  EXPECT_NE(run.err.find("pulsebox: changes discarded (1 added)"), std::string::npos) << run.err;
+  EXPECT_FALSE(fs::exists(workspace_ / "sub" / "n.txt"));
+  const auto pending = testing::run_cli({"changes", "-w", workspace_.path().string()}, "", env);
+  EXPECT_NE(pending.out.find("no pending transactions"), std::string::npos) << pending.out;
+}
+
+// A real `env` in a sandbox: explicit variables that load code pass (and
+// are audited by name only), and the scrubber leaves non-secret assignments
+// (PWD, OLDPWD, ...) alone: nothing of it is redacted.
+TEST_F(NativeBackendTest, ARealEnvShowsExplicitVariablesAndNothingRedacted) {
+  const std::vector<std::string> env = {"PULSEBOX_STATE_DIR=" + state_.path().string()};
+  const auto run =
+      testing::run_cli({"run", "-w", workspace_.path().string(), "--allow-weaker", "limits", "-e",
+                        "PYTHONPATH=src-4711", "-e", "NODE_OPTIONS=--max-old-space-size=64", "-e",
+                        "GIT_AUTHOR_NAME=bot", "--", "sh", "-c", "cd /tmp; cd /workspace; env"},
+                       "", env);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  for (const char* line :
+       {"PYTHONPATH=src-4711\n", "NODE_OPTIONS=--max-old-space-size=64\n", "GIT_AUTHOR_NAME=bot\n",
+        "PWD=/workspace\n", "OLDPWD=/tmp\n", "HOME=/home/sandbox\n", "LANG=C.UTF-8\n"}) {
+    EXPECT_NE(run.out.find(line), std::string::npos) << line << " in:\n" << run.out;
+  }
+  EXPECT_EQ(run.out.find("REDACTED"), std::string::npos) << run.out;
+  const std::string audit = testing::read_file(workspace_ / ".agent" / "logs" / "audit.jsonl");
+  EXPECT_NE(audit.find("\"PYTHONPATH\""), std::string::npos);
+  EXPECT_EQ(audit.find("src-4711"), std::string::npos);
+}
+
+// As root the sandbox's ids are unprivileged: a state directory inside a
+// directory only root may enter (mktemp -d) failed every run with EACCES in
+// the sandbox's setup. It is refused at the start, with the fix.
+TEST_F(NativeBackendTest, AStateDirectoryTheSandboxCannotReachIsRefusedWithTheFix) {
+  PULSEBOX_SKIP_UNLESS_ROOT("only root runs sandboxes as unprivileged ids other than its own");
+  TempDir closed;
+  fs::permissions(closed.path(), fs::perms(0700));
+  const std::string state = (closed / "state").string();
+  const std::vector<std::string> env = {"PULSEBOX_STATE_DIR=" + state};
+  const std::vector<std::string> args = {
+      "run", "-w", workspace_.path().string(), "--allow-weaker", "limits", "--", "true"};
+  auto run = testing::run_cli(args, "", env);
+  EXPECT_EQ(run.exit_code, 125);
+  EXPECT_NE(run.err.find("the state directory " + state +
+                         " is out of reach of the sandbox's unprivileged ids: " +
+                         closed.path().string() + " (mode 0700)"),
+            std::string::npos)
+      << run.err;
+  EXPECT_NE(run.err.find("fix: chmod o+x " + closed.path().string()), std::string::npos) << run.err;
+  EXPECT_EQ(run.err.find("EACCES"), std::string::npos) << run.err;
+  // The fix it names works.
+  fs::permissions(closed.path(), fs::perms(0711));
+  run = testing::run_cli(args, "", env);
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+}
+
 // An ordinary user without a delegated cgroup (tools/check runs this suite as
 // one): limits say why and how to fix it, and an explicit limit that cannot
 // be held is refused before anything runs.

@@ -255,13 +255,19 @@ TEST(CliRunTest, BadInputIsOneLineAndExit125) {
              "\"action\": \"ALLOW\"}]}\n");
   TempDir dir;
   write_file(dir / "file", "x");
+  write_file(dir / "bad.env", "# comment\nA=1\nNOT A VARIABLE\n");
   write_file(dir / "bad-policy.json", R"({"rules": [{"action": "shell", "decision": "perhaps"}]})");
   const std::string w = dir.path().string();
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
       {{"run", "--bogus", "--", "true"}, "--bogus"},
       {{"run", "-w", w, "--memory", "12X", "--", "true"}, "--memory: \"12X\" is not valid"},
       {{"run", "-w", w, "--pids", "-3", "--", "true"}, "--pids"},
-      {{"run", "-w", w, "--timeout", "soon", "--", "true"}, "--timeout"},
+      {{"run", "-w", w, "--timeout", "soon", "--", "true"},
+       "--timeout: \"soon\" is not valid (expected a duration: seconds, or a number with ms, s, "
+       "m or h, e.g. 500ms, 90s, 15m, 1h; 0 or none for no limit)"},
+      {{"run", "-w", w, "--swap", "lots", "--", "true"}, "--swap: \"lots\" is not valid"},
+      {{"run", "-w", w, "--max-output", "-1", "--", "true"}, "--max-output"},
+      {{"run", "-w", w, "--cpu-time", "1d", "--", "true"}, "--cpu-time"},
       {{"run", "-w", (dir / "missing").string(), "--", "true"}, "no such directory"},
       {{"run", "-w", (dir / "file").string(), "--", "true"}, "not a directory"},
       {{"run", "-w", w, "--policy", (dir / "bad-policy.json").string(), "--", "true"},
@@ -277,6 +283,13 @@ TEST(CliRunTest, BadInputIsOneLineAndExit125) {
       {{"run", "-w", w, "--seccomp", bad_profile, "--", "true"},
        "bad.json:3: syscalls[0].action: expected one of SCMP_ACT_ALLOW"},
       {{"run", "-w", w, "--ro-bind", "/no/such/dir:/data", "--", "true"}, "--ro-bind"},
+      {{"run", "-w", w, "-v", "/etc", "--", "true"}, "--volume /etc: expected HOST:SANDBOX"},
+      {{"run", "-w", w, "-v", "/no/such/dir:/data:ro", "--", "true"}, "--volume"},
+      {{"run", "-w", w, "--env-file", (dir / "bad.env").string(), "--", "true"},
+       "bad.env:3: expected NAME=VALUE"},
+      {{"run", "-w", w, "--env-file", (dir / "none.env").string(), "--", "true"},
+       "none.env: No such file or directory"},
+      {{"run", "-w", w, "--rm", "--changes", "commit", "--", "true"}, "--rm"},
       {{"run", "-w", w, "--allow-weaker", "syscalls", "--ro-bind", "/etc:/workspace/etc", "--",
         "true"},
        "cannot bind inside /workspace"},
@@ -304,6 +317,150 @@ TEST(CliRunTest, ExitStatusesFollowTheContract) {
   write_file(dir / "not-executable", "data");
   EXPECT_EQ(run_cli(host_run(w, {"./not-executable"})).exit_code, 126);
   EXPECT_EQ(run_cli(host_run(w, {"sleep", "30"}, {"--timeout", "0.3"})).exit_code, 124);
+  EXPECT_EQ(run_cli(host_run(w, {"sleep", "30"}, {"--timeout", "300ms"})).exit_code, 124);
+}
+
+// Docker's habits: the command without "--", -e, --env-file, --workdir,
+// --rm; a "--" after the command belongs to the command.
+TEST(CliRunTest, TheCommandMayFollowTheFlagsWithoutDashes) {
+  TempDir dir;
+  const std::string w = dir.path().string();
+  std::filesystem::create_directories(dir / "sub");
+  write_file(dir / "vars.env", "# a comment\n\n  # another\nFROM_FILE=a=b # kept\nBOTH=file\n");
+  std::vector<std::string> args = {"run",
+                                   "-w",
+                                   w,
+                                   "--backend",
+                                   "host",
+                                   "--unsafe-host",
+                                   "--allow-weaker",
+                                   "all",
+                                   "--env-file",
+                                   (dir / "vars.env").string(),
+                                   "-e",
+                                   "BOTH=cli",
+                                   "--workdir",
+                                   "sub",
+                                   "--rm",
+                                   "sh",
+                                   "-c",
+                                   "echo \"$FROM_FILE|$BOTH|$0|$1\"; pwd",
+                                   "--",
+                                   "after"};
+  auto run = run_cli(args);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.out.substr(0, run.out.find('\n')), "a=b # kept|cli|--|after") << run.out;
+  EXPECT_NE(run.out.find("/sub\n"), std::string::npos) << run.out;
+  // A repeatable flag takes one value: what follows it is the command.
+  run = run_cli({"run", "-w", w, "--backend", "host", "--unsafe-host", "--allow-weaker", "all",
+                 "-e", "A=1", "sh", "-c", "echo $A"});
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.out, "1\n");
+  const auto help = run_cli({"run", "--help"});
+  EXPECT_NE(help.out.find("Not the working directory: that is --workdir"), std::string::npos)
+      << help.out;
+}
+
+// The summary, the JSON and the exit status agree: a timeout is 124, the
+// signal that ended the command is in its own field; the summary names the
+// network mode; --help marks what is not built.
+TEST(CliRunTest, ATimeoutIs124EverywhereAndTheSummaryNamesTheNetworkMode) {
+  TempDir dir;
+  const std::string w = dir.path().string();
+  auto run = run_cli(host_run(w, {"sleep", "30"}, {"--timeout", "200ms", "--json"}));
+  EXPECT_EQ(run.exit_code, 124);
+  const auto json = nlohmann::json::parse(run.out);
+  EXPECT_EQ(json["exit_code"], 124);
+  EXPECT_EQ(json["signal"], 15);
+  EXPECT_EQ(json["termination_reason"], "timeout");
+  run = run_cli(host_run(w, {"sleep", "30"}, {"--timeout", "200ms"}));
+  EXPECT_EQ(run.exit_code, 124);
+  EXPECT_EQ(run.err.rfind("pulsebox: timeout (killed by SIGTERM), exit 124 in ", 0), 0u) << run.err;
+  EXPECT_NE(run.err.find("  network     unsupported, --net none (accepted with --allow-weaker)"),
+            std::string::npos)
+      << run.err;
+  run = run_cli(host_run(w, {"true"}, {"--network", "all"}));
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.err.find(", --net all"), std::string::npos) << run.err;
+  const auto help = run_cli({"run", "--help"});
+  for (const char* marked : {"[not built yet: remote]", "[not built yet: allowlist, proxy]",
+                             "[not built yet] DEST[:PORT]"}) {
+    EXPECT_NE(help.out.find(marked), std::string::npos) << marked << " in " << help.out;
+  }
+}
+
+// The output of `sh -c script` (bounded: the shells only read a file).
+std::string shell_output(const std::string& script) {
+  std::string out;
+  FILE* pipe = ::popen(script.c_str(), "r");
+  if (pipe == nullptr) return "popen failed";
+  char buffer[4096];
+  std::size_t n = 0;
+  while ((n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0)
+    out.append(buffer, n);
+  const int status = ::pclose(pipe);
+  return status == 0 ? out : out + "[exit " + std::to_string(status) + "]";
+}
+
+// Completion for bash, zsh and fish and the man page come from the parser's
+// own definitions: every run flag is in each, and each shell takes its file.
+TEST(CliTest, CompletionAndManPageComeFromTheOptionDefinitions) {
+  TempDir dir;
+  const std::vector<std::string> flags = {"--workdir", "--env-file", "--volume",    "--rm",
+                                          "--network", "--timeout",  "--pids-limit"};
+  for (const char* kind : {"bash", "zsh", "fish", "man"}) {
+    const auto generated = run_cli({"completion", kind});
+    ASSERT_EQ(generated.exit_code, 0) << kind << ": " << generated.err;
+    write_file(dir / kind, generated.out);
+    for (const auto& flag : flags) {
+      std::string wanted = flag;
+      if (std::string(kind) == "fish") wanted = "-l " + flag.substr(2);
+      if (std::string(kind) == "man") {
+        wanted.clear();
+        for (char c : flag)
+          wanted += c == '-' ? std::string("\\-") : std::string(1, c);
+      }
+      EXPECT_NE(generated.out.find(wanted), std::string::npos) << kind << " lacks " << wanted;
+    }
+  }
+  const std::string bash = (dir / "bash").string();
+  EXPECT_EQ(shell_output("bash -c 'source " + bash +
+                         "; COMP_WORDS=(pulsebox run --workd); COMP_CWORD=2; _pulsebox; echo "
+                         "\"${COMPREPLY[*]}\"; COMP_WORDS=(pulsebox policy ch); COMP_CWORD=2; "
+                         "_pulsebox; echo \"${COMPREPLY[*]}\"'"),
+            "--workdir\ncheck\n");
+  EXPECT_NE(testing::read_file(dir / "man").find(".TH PULSEBOX 1"), std::string::npos);
+  // The other shells and groff check their files where installed.
+  if (::access("/usr/bin/zsh", X_OK) == 0) {
+    EXPECT_EQ(shell_output("zsh -n " + (dir / "zsh").string() + " 2>&1"), "");
+  }
+  if (::access("/usr/bin/fish", X_OK) == 0) {
+    EXPECT_NE(shell_output("fish -c 'source " + (dir / "fish").string() +
+                           "; complete -C \"pulsebox run --env-f\"'")
+                  .find("--env-file\t"),
+              std::string::npos);
+  }
+  if (::access("/usr/bin/groff", X_OK) == 0) {
+    EXPECT_EQ(shell_output("groff -man -ww -z " + (dir / "man").string() + " 2>&1"), "");
+  }
+  EXPECT_EQ(run_cli({"completion", "tcsh"}).exit_code, 125);
+}
+
+TEST(CliRunTest, ZeroOrNoneLiftsOptionalLimits) {
+  TempDir dir;
+  const std::string w = dir.path().string();
+  // Past the default 5 MiB output cap, which would end the run.
+  const std::vector<std::string> six_mib = {"sh", "-c", "head -c 6291456 /dev/zero"};
+  for (const char* none : {"0", "none"}) {
+    const auto run = run_cli(
+        host_run(w, six_mib,
+                 {"--max-output", none, "--timeout", none, "--cpu-time", none, "--swap", "none"}));
+    EXPECT_EQ(run.exit_code, 0) << none << ": " << run.err;
+    EXPECT_EQ(run.out.size(), 6291456u) << none;
+  }
+  const auto capped = run_cli(host_run(w, six_mib, {"--max-output", "1M"}));
+  EXPECT_NE(capped.exit_code, 0);
+  EXPECT_EQ(run_cli(host_run(w, {"true"}, {"--timeout", "1h", "--swap", "0"})).exit_code, 0);
 }
 
 TEST(CliRunTest, StreamsOutputAndReportsEnforcementAndChanges) {
@@ -315,7 +472,7 @@ TEST(CliRunTest, StreamsOutputAndReportsEnforcementAndChanges) {
   EXPECT_EQ(run.out, "to-stdout\n");
   EXPECT_EQ(run.err.rfind("to-stderr\n", 0), 0u) << run.err;
   EXPECT_NE(run.err.find("enforcement:"), std::string::npos);
-  EXPECT_NE(run.err.find("network     unsupported (accepted with --allow-weaker)"),
+  EXPECT_NE(run.err.find("network     unsupported, --net none (accepted with --allow-weaker)"),
             std::string::npos)
       << run.err;
   EXPECT_NE(run.err.find("pulsebox: changes: tx-"), std::string::npos) << run.err;

@@ -71,9 +71,63 @@ TEST(LimitsTest, ParseDuration) {
   EXPECT_EQ(parse_duration_seconds("30"), 30.0);
   EXPECT_EQ(parse_duration_seconds("1.5"), 1.5);
   EXPECT_EQ(parse_duration_seconds("2s"), 2.0);
-  for (const char* bad : {"", "0", "-1", "5m", "abc", "1..5"}) {
+  EXPECT_EQ(parse_duration_seconds("500ms"), 0.5);
+  EXPECT_EQ(parse_duration_seconds("90s"), 90.0);
+  EXPECT_EQ(parse_duration_seconds("15m"), 900.0);
+  EXPECT_EQ(parse_duration_seconds("1h"), 3600.0);
+  EXPECT_EQ(parse_duration_seconds("1.5h"), 5400.0);
+  for (const char* bad :
+       {"", "0", "none", "-1", "5x", "abc", "1..5", "1h30m", "5 m", "1e3", "h", "2S"}) {
     EXPECT_THROW((void)parse_duration_seconds(bad, "--timeout"), SandboxConfigError) << bad;
   }
+  try {
+    (void)parse_duration_seconds("soon", "--timeout");
+    ADD_FAILURE() << "accepted";
+  } catch (const SandboxConfigError& error) {
+    EXPECT_EQ(std::string(error.what()),
+              "--timeout: \"soon\" is not valid (expected a duration: seconds, or a number with "
+              "ms, s, m or h, e.g. 500ms, 90s, 15m, 1h)");
+  }
+}
+
+TEST(LimitsTest, OptionalLimitsTakeZeroOrNone) {
+  EXPECT_EQ(parse_duration_limit("0", "--timeout"), std::nullopt);
+  EXPECT_EQ(parse_duration_limit("0s", "--timeout"), std::nullopt);
+  EXPECT_EQ(parse_duration_limit("none", "--timeout"), std::nullopt);
+  EXPECT_EQ(parse_duration_limit("NONE", "--timeout"), std::nullopt);
+  EXPECT_EQ(parse_duration_limit("1h", "--timeout"), std::optional<double>(3600.0));
+  EXPECT_EQ(parse_size_limit("none", "--swap"), std::nullopt);
+  EXPECT_EQ(parse_size_limit("0", "--swap"), std::optional<std::uint64_t>(0));
+  EXPECT_EQ(parse_size_limit("0M", "--swap"), std::optional<std::uint64_t>(0));
+  EXPECT_EQ(parse_size_limit("2G", "--swap"), std::optional<std::uint64_t>(2ull << 30));
+  for (const char* bad : {"", "unlimited", "-1", "0X", "0.0001K", "nonesuch"}) {
+    EXPECT_THROW((void)parse_size_limit(bad, "--swap"), SandboxConfigError) << bad;
+    EXPECT_THROW((void)parse_duration_limit(bad, "--timeout"), SandboxConfigError) << bad;
+  }
+  try {
+    (void)parse_duration_limit("forever", "--timeout");
+    ADD_FAILURE() << "accepted";
+  } catch (const SandboxConfigError& error) {
+    EXPECT_NE(std::string(error.what())
+                  .find("--timeout: \"forever\" is not valid (expected a "
+                        "duration: seconds, or a number with ms, s, m or h, "
+                        "e.g. 500ms, 90s, 15m, 1h; 0 or none for no limit)"),
+              std::string::npos)
+        << error.what();
+  }
+  try {
+    (void)parse_size_limit("lots", "--swap");
+    ADD_FAILURE() << "accepted";
+  } catch (const SandboxConfigError& error) {
+    EXPECT_NE(std::string(error.what()).find("--swap: \"lots\" is not valid (expected a size"),
+              std::string::npos)
+        << error.what();
+    EXPECT_NE(std::string(error.what()).find("none for no limit"), std::string::npos);
+  }
+  ResourcePolicy unlimited;
+  unlimited.wall_time_seconds = kNoWallTimeLimit;
+  unlimited.swap_bytes = 0;
+  EXPECT_NO_THROW(unlimited.validate());
 }
 
 TEST(LimitsTest, FormatSize) {

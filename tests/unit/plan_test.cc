@@ -270,8 +270,12 @@ TEST_F(PlanTest, ExtraBindsAreCheckedAndMadeReadOnlyUnlessWritable) {
   EXPECT_TRUE(next == steps.size() || steps[next].op != MountOp::ReadOnly);
 
   for (const std::string bad :
-       {"relative", "/", "/workspace/x", "/proc/x", "/dev/x", "/usr/x", "/data/../etc", "/data/"}) {
+       {"relative", "/", "/workspace/x", "/proc/x", "/dev/x", "/usr/x", "/data/../etc", "/data/",
+        "/data/.", "/data/./x", "/data//x", "/..", "/data/.."}) {
     EXPECT_NE(check_bind_target(bad, l.system_paths), "") << bad;
+  }
+  for (const std::string good : {"/root/.cache", "/.config", "/data/..x/.y", "/opt/.../z"}) {
+    EXPECT_EQ(check_bind_target(good, l.system_paths), "") << good;
   }
   l.binds = {{workspace_ / "missing", "/data", false}};
   auto missing = build_mount_steps(l);

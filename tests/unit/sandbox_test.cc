@@ -7,6 +7,7 @@
 
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <thread>
 
 #include "helpers/namespaces.h"
@@ -301,9 +302,26 @@ TEST_F(SandboxTest, AskForNetworkIsDecidedByTheApprover) {
   EXPECT_EQ(fake->executions, 1);
 }
 
-TEST_F(SandboxTest, DangerousEnvironmentIsRefused) {
-  auto o = options(std::make_shared<FakeBackend>());
-  o.environment = {{"LD_PRELOAD", "/tmp/evil.so"}};
+// Explicit variables are the caller's choice, even those that load code;
+// they are audited by name, never by value. Inherited ones stay filtered.
+TEST_F(SandboxTest, ExplicitEnvironmentPassesAndIsAuditedByName) {
+  auto fake = std::make_shared<FakeBackend>();
+  auto o = options(fake);
+  o.environment = {{"PYTHONPATH", "src-value-4711"}, {"GIT_AUTHOR_NAME", "bot"}};
+  o.host_environment = std::map<std::string, std::string>{{"NODE_OPTIONS", "--inherited"}};
+  o.secret_policy.mode = SecretMode::AllowAll;
+  o.policy.add_rule({ActionType::Secrets, "*", Decision::Allow, ""});
+  Sandbox(o).execute({"true"});
+  EXPECT_EQ(fake->last_environment.at("PYTHONPATH"), "src-value-4711");
+  EXPECT_EQ(fake->last_environment.at("GIT_AUTHOR_NAME"), "bot");
+  EXPECT_EQ(fake->last_environment.count("NODE_OPTIONS"), 0u);
+  std::set<std::string> audited;
+  for (const auto& entry : audit_entries()) {
+    EXPECT_EQ(entry.dump().find("src-value-4711"), std::string::npos) << entry.dump();
+    if (entry["action"] == "env") audited.insert(entry["target"].get<std::string>());
+  }
+  EXPECT_EQ(audited, (std::set<std::string>{"GIT_AUTHOR_NAME", "PYTHONPATH"}));
+  o.environment = {{"A=B", "x"}};
   EXPECT_THROW(Sandbox(o).execute({"true"}), SandboxConfigError);
 }
 

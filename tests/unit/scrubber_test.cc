@@ -92,6 +92,19 @@ TEST(ScrubberTest, BuiltInPatterns) {
   }
 }
 
+// `env` in a sandbox prints PWD= and OLDPWD=: paths, not passwords.
+TEST(ScrubberTest, WorkingDirectoryVariablesAreNotPasswords) {
+  SecretScrubber scrubber;
+  for (const char* plain : {"PWD=/workspace", "OLDPWD=/tmp", "pwd: /home/sandbox/x",
+                            "PWD='/workspace/a b'", "HOME=/home/sandbox\nPWD=/workspace\n"}) {
+    EXPECT_EQ(scrubber.redact(plain), plain);
+  }
+  EXPECT_EQ(scrubber.redact("MYSQL_PWD=hunter22"), "MYSQL_PWD=" + r());
+  EXPECT_EQ(scrubber.redact("Uid=me;Pwd=myPass123;"), "Uid=me;Pwd=" + r() + ";");
+  EXPECT_EQ(scrubber.redact("PWD=/workspace MYSQL_PWD=hunter22"),
+            "PWD=/workspace MYSQL_PWD=" + r());
+}
+
 TEST(ScrubberTest, PatternsCanBeDisabled) {
   SecretScrubber scrubber({}, false);
   EXPECT_EQ(scrubber.redact("password=abc123"), "password=abc123");
@@ -367,22 +380,30 @@ TEST(EnvironmentTest, MinimalByDefault) {
   EXPECT_EQ(env.count("LD_PRELOAD"), 0u);
 }
 
-TEST(EnvironmentTest, ExplicitAndAllModesStillDropDangerousVariables) {
+TEST(EnvironmentTest, InheritedDangerousVariablesAreDroppedExplicitOnesPass) {
   const std::map<std::string, std::string> host = {{"API_TOKEN", "t"},
                                                    {"OTHER", "o"},
                                                    {"LD_PRELOAD", "evil.so"},
                                                    {"PYTHONPATH", "/evil"},
                                                    {"BASH_FUNC_x%%", "() { :; }"}};
   const auto explicit_env = build_sandbox_environment(
-      {SecretMode::AllowExplicit, {"API_TOKEN", "LD_PRELOAD", "MISSING"}}, host, {{"EXTRA", "1"}});
+      {SecretMode::AllowExplicit, {"API_TOKEN", "LD_PRELOAD", "MISSING"}}, host,
+      {{"EXTRA", "1"}, {"NODE_OPTIONS", "--max-old-space-size=64"}, {"GIT_AUTHOR_NAME", "bot"}});
   EXPECT_EQ(explicit_env.at("API_TOKEN"), "t");
   EXPECT_EQ(explicit_env.count("OTHER"), 0u);
   EXPECT_EQ(explicit_env.count("LD_PRELOAD"), 0u);
+  EXPECT_EQ(explicit_env.count("PYTHONPATH"), 0u);
   EXPECT_EQ(explicit_env.count("MISSING"), 0u);
   EXPECT_EQ(explicit_env.at("EXTRA"), "1");
-  const auto all = build_sandbox_environment({SecretMode::AllowAll, {}}, host);
+  // Typed by the caller (--env): the caller's choice.
+  EXPECT_EQ(explicit_env.at("NODE_OPTIONS"), "--max-old-space-size=64");
+  EXPECT_EQ(explicit_env.at("GIT_AUTHOR_NAME"), "bot");
+  EXPECT_EQ(explicit_env.at("GIT_OPTIONAL_LOCKS"), "0");
+  const auto all =
+      build_sandbox_environment({SecretMode::AllowAll, {}}, host, {{"PYTHONPATH", "src"}});
   EXPECT_EQ(all.at("OTHER"), "o");
-  EXPECT_EQ(all.count("PYTHONPATH"), 0u);
+  EXPECT_EQ(all.at("PYTHONPATH"), "src");
+  EXPECT_EQ(all.count("LD_PRELOAD"), 0u);
   EXPECT_EQ(all.count("BASH_FUNC_x%%"), 0u);
 }
 

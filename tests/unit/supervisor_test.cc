@@ -43,6 +43,13 @@ TEST(Watchdog, NothingBeforeTheDeadline) {
   EXPECT_EQ(watchdog.outcome().reason, TerminationReason::None);
 }
 
+TEST(Watchdog, NoWallTimeLimitNeverComesDue) {
+  Watchdog watchdog(limits(kNoWallTimeLimit), t0);
+  EXPECT_EQ(watchdog.on_time(t0 + std::chrono::hours(24 * 365 * 50)), Action::None);
+  EXPECT_FALSE(watchdog.outcome().timed_out);
+  EXPECT_GT(watchdog.poll_timeout_ms(t0), 0);
+}
+
 TEST(Watchdog, DeadlineTerminatesThenTheGraceKills) {
   Watchdog watchdog(limits(10, 1.5), t0);
   EXPECT_EQ(watchdog.on_time(t0 + milliseconds(10000)), Action::Terminate);

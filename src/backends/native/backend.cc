@@ -139,6 +139,7 @@ core::Result<Begun> NativeBackend::begin(const ExecutionRequest& request) {
                  "the state directory " + options.state_dir.string() +
                      " is inside the workspace; choose another (PULSEBOX_STATE_DIR)");
   }
+  PB_CHECK(check_reachable_by_sandbox(options.state_dir));
 
   LaunchSpec& spec = begun.spec;
   spec.id = request.execution_id;

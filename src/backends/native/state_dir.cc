@@ -5,6 +5,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 
@@ -45,6 +46,35 @@ core::Status check_not_system_directory(const fs::path& dir, bool allowed) {
                    "); set PULSEBOX_STATE_DIR to a directory of pulsebox's own, or set "
                    "PULSEBOX_ALLOW_SYSTEM_STATE_DIR=1 (C++: "
                    "NativeBackendOptions::allow_system_state_dir) to use it anyway");
+}
+
+core::Status check_reachable_by_sandbox(const fs::path& dir) {
+  // Rootless, the sandbox runs as this user, who reaches what it made.
+  if (::geteuid() != 0) return core::ok_status();
+  std::error_code ec;
+  const fs::path absolute = fs::absolute(dir, ec);
+  if (ec) return core::ok_status();
+  // As root the sandbox's ids are unprivileged and its setup mounts from
+  // inside the state directory (made 0711 itself): every directory above it
+  // must let others search it, or every run fails with EACCES.
+  for (fs::path above = absolute.parent_path(); !above.empty(); above = above.parent_path()) {
+    struct stat st {};
+    if (::stat(above.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && (st.st_mode & S_IXOTH) == 0) {
+      char mode[8];
+      std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+      return Error(ErrorKind::kInvalidInput, "native",
+                   "the state directory " + dir.string() +
+                       " is out of reach of the sandbox's unprivileged ids: " + above.string() +
+                       " (mode " + mode +
+                       ") lets no one else search it, and each sandbox's setup mounts from "
+                       "inside the state directory; fix: chmod o+x " +
+                       above.string() +
+                       ", or set PULSEBOX_STATE_DIR to a directory whose parents others may "
+                       "enter (unset, it is /var/lib/pulsebox)");
+    }
+    if (above == above.root_path()) break;
+  }
+  return core::ok_status();
 }
 
 mode_t state_dir_mode() {

@@ -30,6 +30,10 @@ core::Status check_not_system_directory(const std::filesystem::path& dir, bool a
 
 // The mode of the state directory and of runs/: root's sandboxes (other
 // host ids) must traverse them to reach their staging.
+// As root: refuses a state directory below a directory that the sandbox's
+// unprivileged ids may not search (what `mktemp -d` makes), with the fix.
+core::Status check_reachable_by_sandbox(const std::filesystem::path& dir);
+
 mode_t state_dir_mode();
 
 // <state>/mnt: root/, lower/ and changes/, empty directories every run mounts

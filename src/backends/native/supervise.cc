@@ -42,8 +42,9 @@ struct CommandStart {
 
 CommandStart wait_for_exec(int channel, const ResourcePolicy& limits) {
   CommandStart started;
+  // Bounded to what poll takes; infinity (no wall-clock limit) is undefined to cast.
   const auto wall = std::chrono::duration_cast<std::chrono::milliseconds>(
-      std::chrono::duration<double>(limits.wall_time_seconds));
+      std::chrono::duration<double>(std::min(limits.wall_time_seconds, 2e6)));
   for (;;) {
     int passed = -1;
     auto message = runtime::receive_message(
