@@ -129,10 +129,16 @@ std::string value_text(const Document& doc, const std::string& path, const json&
 double magnitude(const Key& key, const std::string& text, const std::string& what) {
   const std::string name = key.name;
   if (text.empty()) return kNoLimit;
-  if (name == "memory" || name == "swap" || name == "max_output") {
-    return static_cast<double>(parse_size(text, what));
+  if (name == "memory") return static_cast<double>(parse_size(text, what));
+  // Optional limits: "none" (and a duration of 0) is no limit, the loosest;
+  // a swap of 0 is no swap, the tightest.
+  if (name == "swap" || name == "max_output") {
+    const auto bytes = parse_size_limit(text, what);
+    return bytes ? static_cast<double>(*bytes) : kNoLimit;
   }
-  if (name == "timeout" || name == "cpu_time") return parse_duration_seconds(text, what);
+  if (name == "timeout" || name == "cpu_time") {
+    return parse_duration_limit(text, what).value_or(kNoLimit);
+  }
   std::size_t used = 0;
   double number = 0;
   try {

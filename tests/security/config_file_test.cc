@@ -67,6 +67,18 @@ TEST_F(ConfigFileTest, AWorkspaceFileThatLoosensALimitIsRefusedWithItsLine) {
   EXPECT_NE(flagged.err.find("would loosen 5 (from --timeout)"), std::string::npos) << flagged.err;
 }
 
+// "none" is no limit: the loosest a workspace file could ask for, and
+// what a workspace file's own value tightens.
+TEST_F(ConfigFileTest, NoneIsTheLoosestLimit) {
+  workspace_config("{\"timeout\": \"none\"}");
+  auto result = run({}, "echo the-command-ran");
+  EXPECT_EQ(result.exit_code, 125) << result.err;
+  EXPECT_NE(result.err.find("would loosen"), std::string::npos) << result.err;
+  workspace_config("{\"timeout\": \"1\"}");
+  result = run({"--timeout", "none"}, "sleep 5");
+  EXPECT_EQ(result.exit_code, 124) << result.err;
+}
+
 TEST_F(ConfigFileTest, AWorkspaceFileTightensTheRun) {
   workspace_config("{\"timeout\": \"1\"}");
   const auto started = std::chrono::steady_clock::now();

@@ -367,15 +367,19 @@ TEST(CliRunTest, TheCommandMayFollowTheFlagsWithoutDashes) {
 TEST(CliRunTest, ATimeoutIs124EverywhereAndTheSummaryNamesTheNetworkMode) {
   TempDir dir;
   const std::string w = dir.path().string();
-  auto run = run_cli(host_run(w, {"sleep", "30"}, {"--timeout", "200ms", "--json"}));
+  // SIGTERM ends sleep; SIGKILL after the grace period on a machine so
+  // loaded that the command was not yet there to take the SIGTERM.
+  auto run = run_cli(host_run(w, {"sleep", "30"}, {"--timeout", "500ms", "--json"}));
   EXPECT_EQ(run.exit_code, 124);
   const auto json = nlohmann::json::parse(run.out);
   EXPECT_EQ(json["exit_code"], 124);
-  EXPECT_EQ(json["signal"], 15);
+  EXPECT_TRUE(json["signal"] == 15 || json["signal"] == 9) << json["signal"];
   EXPECT_EQ(json["termination_reason"], "timeout");
-  run = run_cli(host_run(w, {"sleep", "30"}, {"--timeout", "200ms"}));
+  run = run_cli(host_run(w, {"sleep", "30"}, {"--timeout", "500ms"}));
   EXPECT_EQ(run.exit_code, 124);
-  EXPECT_EQ(run.err.rfind("pulsebox: timeout (killed by SIGTERM), exit 124 in ", 0), 0u) << run.err;
+  EXPECT_TRUE(run.err.rfind("pulsebox: timeout (killed by SIGTERM), exit 124 in ", 0) == 0 ||
+              run.err.rfind("pulsebox: timeout (killed by SIGKILL), exit 124 in ", 0) == 0)
+      << run.err;
   EXPECT_NE(run.err.find("  network     unsupported, --net none (accepted with --allow-weaker)"),
             std::string::npos)
       << run.err;
@@ -430,7 +434,9 @@ TEST(CliTest, CompletionAndManPageComeFromTheOptionDefinitions) {
                          "_pulsebox; echo \"${COMPREPLY[*]}\"'"),
             "--workdir\ncheck\n");
   EXPECT_NE(testing::read_file(dir / "man").find(".TH PULSEBOX 1"), std::string::npos);
-  // The other shells and groff check their files where installed.
+  // The other shells and groff check their files (tools/setup installs them).
+  for (const char* tool : {"/usr/bin/zsh", "/usr/bin/fish", "/usr/bin/groff"})
+    PULSEBOX_SKIP_UNLESS(::access(tool, X_OK) == 0, std::string(tool) + " is not installed");
   if (::access("/usr/bin/zsh", X_OK) == 0) {
     EXPECT_EQ(shell_output("zsh -n " + (dir / "zsh").string() + " 2>&1"), "");
   }
