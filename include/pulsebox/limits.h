@@ -36,6 +36,10 @@ struct ResourcePolicy {
   std::uint64_t max_processes = 64;
   std::uint64_t max_open_files = 256;
   std::uint64_t max_output_bytes = 5ull << 20;
+  // Past max_output_bytes: true (the reference) stops the run
+  // (termination_reason output_limit); false keeps it running and drops the
+  // rest of its output (truncated). A build's log is no reason to kill it.
+  bool stop_at_output_limit = true;
   double wall_time_seconds = 30.0;
   double termination_grace_seconds = 1.5;
   std::optional<std::uint64_t> working_directory_bytes;

@@ -1,6 +1,8 @@
 // Profiles and config files for `pulsebox run` (run_config.h).
 #include "config/run_config.h"
 
+#include <sys/resource.h>
+
 #include <cctype>
 #include <cmath>
 #include <limits>
@@ -49,6 +51,29 @@ const std::vector<Key>& limit_keys() {
   return keys;
 }
 const Key kPolicyKey = {"policy", "--policy", "", &run::RunOptions::policy_file};
+
+// The built-in `ci` profile: a build or a test suite, not one agent
+// command: no wall-clock limit, output cut at 64 MiB rather than the run
+// killed, threads of a parallel test runner, more memory and files.
+const std::vector<std::pair<std::string, std::string>> kCiProfile = {
+    {"memory", "4G"}, {"pids", "4096"}, {"timeout", "none"}, {"max_output", "64M"}};
+
+ResourcePolicy ci_limits() {
+  ResourcePolicy limits;
+  limits.memory_bytes = 4ull << 30;
+  limits.max_processes = 4096;
+  limits.wall_time_seconds = kNoWallTimeLimit;
+  limits.max_output_bytes = 64ull << 20;
+  limits.stop_at_output_limit = false;
+  // As many files as this process may give (raising the hard limit needs
+  // CAP_SYS_RESOURCE).
+  struct rlimit files {};
+  limits.max_open_files = 4096;
+  if (::getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_max < limits.max_open_files) {
+    limits.max_open_files = files.rlim_max;
+  }
+  return limits;
+}
 
 const Key* find_key(const std::string& name, bool with_policy) {
   for (const Key& key : limit_keys())
@@ -226,11 +251,16 @@ RunConfig apply_run_config(run::RunOptions& o, const fs::path& workspace, const 
   }
   if (config.profile.empty()) config.profile = "agent";
   std::vector<Setting> from_profile;
-  if (config.profile != "agent") {
+  const bool built_in_ci = config.profile == "ci" && !(user && user->value.contains("profiles") &&
+                                                       user->value["profiles"].contains("ci"));
+  if (built_in_ci) {
+    for (const auto& [key, value] : kCiProfile)
+      from_profile.push_back({key, value, "profile ci (built in, a default)"});
+  } else if (config.profile != "agent") {
     const bool defined = user && user->value.contains("profiles") &&
                          user->value["profiles"].contains(config.profile);
     if (!defined) {
-      std::string known = "agent (built in)";
+      std::string known = "agent, ci (built in)";
       if (user && user->value.contains("profiles")) {
         for (const auto& [name, item] : user->value["profiles"].items())
           known += ", " + name;
@@ -254,14 +284,16 @@ RunConfig apply_run_config(run::RunOptions& o, const fs::path& workspace, const 
       setting = {key.name, field, key.flag};
     } else {
       for (const Setting& value : from_profile) {
-        if (value.key == key.name) {
-          setting = value;
-          field = value.value;
-        }
+        if (value.key != key.name) continue;
+        setting = value;
+        // A built-in profile's values are defaults (base_limits), not
+        // limits the user asked to be enforced strongly.
+        if (!built_in_ci) field = value.value;
       }
     }
     config.settings.push_back(setting);
   }
+  if (built_in_ci) o.base_limits = ci_limits();
 
   // The workspace's file may only tighten.
   const fs::path file = workspace / kWorkspaceFile;

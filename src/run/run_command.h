@@ -57,6 +57,10 @@ struct RunOptions {
   // --profile (config/run_config.h), and the workspace config file's rules
   // (deny or ask), added over the action policy.
   std::string profile;
+  // The limits a run starts from before its flags (a built-in profile's,
+  // such as ci): they count as defaults, applied as far as the host allows,
+  // not as limits the user asked to be enforced strongly.
+  std::optional<ResourcePolicy> base_limits;
   std::vector<PolicyRule> workspace_rules;
   bool interactive = false;  // -i: a terminal on stdin is relayed, not /dev/null
   bool terminal = false;     // -t: a pseudo-terminal of the sandbox's own

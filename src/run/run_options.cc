@@ -129,6 +129,7 @@ SandboxOptions build_sandbox_options(const RunOptions& o, const RunIo& io) {
   }
 
   // Limits: explicit ones must be enforced strongly.
+  if (o.base_limits) options.limits = *o.base_limits;
   ResourcePolicy& limits = options.limits;
   auto set_size = [&](const std::string& text, const char* flag, LimitKind kind, auto&& assign) {
     if (text.empty()) return;

@@ -32,6 +32,7 @@ Watchdog::Watchdog(const ResourcePolicy& limits, Clock::time_point start,
     : deadline_(deadline_after(start, limits.wall_time_seconds)),
       grace_(seconds(limits.termination_grace_seconds)),
       max_output_bytes_(limits.max_output_bytes),
+      stop_at_output_limit_(limits.stop_at_output_limit),
       check_interval_(check_interval),
       next_check_(start) {}
 
@@ -63,7 +64,8 @@ Watchdog::Action Watchdog::stop(TerminationReason reason, Clock::time_point now)
 Watchdog::KeptOutput Watchdog::take_output(std::size_t n) {
   KeptOutput kept{n, false};
   if (outcome_.output_bytes + n > max_output_bytes_) {
-    kept = {static_cast<std::size_t>(max_output_bytes_ - outcome_.output_bytes), true};
+    kept = {static_cast<std::size_t>(max_output_bytes_ - outcome_.output_bytes),
+            stop_at_output_limit_};
     outcome_.truncated = true;
   }
   outcome_.output_bytes += kept.bytes;

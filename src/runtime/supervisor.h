@@ -101,6 +101,7 @@ class Watchdog {
   Clock::time_point deadline_;
   Clock::duration grace_;
   std::uint64_t max_output_bytes_;
+  bool stop_at_output_limit_;
   Clock::duration check_interval_;
   Clock::time_point next_check_;
   std::optional<Clock::time_point> kill_at_;  // set by the first Terminate

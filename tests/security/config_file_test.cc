@@ -79,6 +79,43 @@ TEST_F(ConfigFileTest, NoneIsTheLoosestLimit) {
   EXPECT_EQ(result.exit_code, 124) << result.err;
 }
 
+// The built-in ci profile: no wall-clock limit, output cut rather than the
+// run killed, room for a threaded test runner; its values are defaults, so
+// a host that cannot enforce them strongly still runs.
+TEST_F(ConfigFileTest, TheCiProfileSuitsABuild) {
+  const auto shown = show({"--profile", "ci"});
+  EXPECT_EQ(shown.exit_code, 0) << shown.err;
+  EXPECT_NE(shown.out.find("none"), std::string::npos) << shown.out;
+  EXPECT_NE(shown.out.find("profile ci"), std::string::npos) << shown.out;
+
+  std::vector<std::string> args = {
+      "run",          "--json",
+      "--profile",    "ci",
+      "--max-output", "1K",
+      "-w",           workspace_.path().string(),
+      "--",           "sh",
+      "-c",           "head -c 5000 /dev/zero | tr '\\0' a; echo finished > f.txt"};
+  auto result = testing::run_cli(args, "", env());
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  auto json = nlohmann::json::parse(result.out);
+  EXPECT_TRUE(json["truncated"].get<bool>());
+  EXPECT_TRUE(json["termination_reason"].is_null()) << json["termination_reason"];
+  EXPECT_EQ(json["stdout"].get<std::string>().size(), 1024u);
+  EXPECT_EQ(json["changes"].size(), 1u) << "the command did not run to its end";
+
+  // 100 threads at once: over the agent profile's 64, within ci's.
+  const std::string threads =
+      "python3 -c \"import threading, time\n"
+      "ts = [threading.Thread(target=time.sleep, args=(0.3,)) for _ in range(100)]\n"
+      "[t.start() for t in ts]\n[t.join() for t in ts]\nprint('ok')\"";
+  args = {"run", "--json", "--profile", "ci",   "-w", workspace_.path().string(),
+          "--",  "sh",     "-c",        threads};
+  result = testing::run_cli(args, "", env());
+  ASSERT_EQ(result.exit_code, 0) << result.out << result.err;
+  json = nlohmann::json::parse(result.out);
+  EXPECT_EQ(json["stdout"], "ok\n") << json["stderr"];
+}
+
 TEST_F(ConfigFileTest, AWorkspaceFileTightensTheRun) {
   workspace_config("{\"timeout\": \"1\"}");
   const auto started = std::chrono::steady_clock::now();
