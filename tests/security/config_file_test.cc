@@ -188,8 +188,9 @@ TEST_F(ConfigFileTest, UserProfilesAreCheckedWithFileAndLine) {
       << result.err;
   result = run({"--profile", "missing"}, "true");
   EXPECT_EQ(result.exit_code, 125);
-  EXPECT_NE(result.err.find("no profile \"missing\" (known: agent, ci (built in), broken, quick, typo"),
-            std::string::npos)
+  EXPECT_NE(
+      result.err.find("no profile \"missing\" (known: agent, ci (built in), broken, quick, typo"),
+      std::string::npos)
       << result.err;
   user_config("{\"profiles\": {\n  \"x\": {\"timeout\": 1,}}}");
   result = run({}, "true");
