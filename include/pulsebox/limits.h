@@ -40,6 +40,11 @@ struct ResourcePolicy {
   // (termination_reason output_limit); false keeps it running and drops the
   // rest of its output (truncated). A build's log is no reason to kill it.
   bool stop_at_output_limit = true;
+  // Where no cgroup can hold memory_bytes, a per-process RLIMIT_DATA stands
+  // in for it (true). false runs without it: sanitizer builds (ASan, TSan)
+  // reserve terabytes of writable shadow memory, which any memory rlimit
+  // counts; the memory limit is then reported as not enforced for the run.
+  bool memory_rlimit_fallback = true;
   double wall_time_seconds = 30.0;
   double termination_grace_seconds = 1.5;
   std::optional<std::uint64_t> working_directory_bytes;

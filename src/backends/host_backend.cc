@@ -284,7 +284,8 @@ ChildPlan plan_child(const ExecutionRequest& request, const fs::path& root) {
   auto add_limit = [&](int resource, std::uint64_t value) {
     plan.rlimits.push_back({resource, rlimit{value, value}});
   };
-  add_limit(RLIMIT_DATA, limits.memory_bytes);  // not RLIMIT_AS: see native/launch.cc
+  // not RLIMIT_AS: see native/launch.cc
+  if (limits.memory_rlimit_fallback) add_limit(RLIMIT_DATA, limits.memory_bytes);
   add_limit(RLIMIT_NOFILE, limits.max_open_files);
   add_limit(RLIMIT_CORE, 0);
   if (limits.cpu_time_seconds) {

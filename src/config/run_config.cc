@@ -65,6 +65,9 @@ ResourcePolicy ci_limits() {
   limits.wall_time_seconds = kNoWallTimeLimit;
   limits.max_output_bytes = 64ull << 20;
   limits.stop_at_output_limit = false;
+  // A CI job's sanitizer builds must run: no per-process memory rlimit where
+  // no cgroup holds memory (reported as not enforced).
+  limits.memory_rlimit_fallback = false;
   // As many files as this process may give (raising the hard limit needs
   // CAP_SYS_RESOURCE).
   struct rlimit files {};

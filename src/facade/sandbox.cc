@@ -213,7 +213,14 @@ std::vector<EnforcementDecision> Sandbox::enforcement_plan() {
   Capability limits{EnforcementLevel::StronglyEnforced, "", ""};
   Capability explicit_limits{EnforcementLevel::StronglyEnforced, "", ""};
   for (LimitKind kind : applied) {
-    const Capability capability = backend_->limit_capability(kind);
+    Capability capability = backend_->limit_capability(kind);
+    if (kind == LimitKind::Memory && !options_.limits.memory_rlimit_fallback &&
+        capability.level != EnforcementLevel::StronglyEnforced) {
+      capability = {EnforcementLevel::Unsupported,
+                    "no cgroup holds the memory limit here, and this run goes without the "
+                    "per-process RLIMIT_DATA fallback (so sanitizer builds run)",
+                    capability.fix};
+    }
     const bool is_explicit = options_.explicit_limits.count(kind) > 0;
     Capability& target = is_explicit ? explicit_limits : limits;
     if (capability.level != EnforcementLevel::StronglyEnforced) {

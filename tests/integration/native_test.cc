@@ -1053,5 +1053,34 @@ TEST_F(NativeBackendTest, WithoutAMemoryCgroupTheFallbackCapsDataNotAddressSpace
   }
 }
 
+// The ci profile goes without the memory rlimit where no cgroup holds memory,
+// so an AddressSanitizer build runs; the report says memory is not enforced.
+TEST_F(NativeBackendTest, TheCiProfileRunsSanitizerBuildsWithoutAMemoryCgroup) {
+  const linux_api::CgroupHost host = linux_api::discover_cgroups();
+  if (host.memory.usable)
+    GTEST_SKIP() << "skipped: this user has a memory cgroup, no rlimit stands in for it";
+  const std::vector<std::string> env = {"PULSEBOX_STATE_DIR=" + state_.path().string(),
+                                        "PULSEBOX_SERVER=off"};
+  const fs::path source = workspace_ / "main.c";
+  testing::write_file(source, "#include <stdlib.h>\nint main(void){free(malloc(8));return 0;}\n");
+  const std::string compile = "cc -fsanitize=address -o " + (workspace_ / "asan").string() + " " +
+                              source.string() + " 2>&1";
+  PULSEBOX_SKIP_UNLESS(std::system(compile.c_str()) == 0, "no AddressSanitizer toolchain here");
+  const std::string w = workspace_.path().string();
+  auto run = testing::run_cli(
+      {"run", "--json", "-w", w, "--allow-weaker", "limits", "--", "./asan"}, "", env);
+  EXPECT_NE(nlohmann::json::parse(run.out)["exit_code"], 0)
+      << "the RLIMIT_DATA fallback let ASan run";
+  run = testing::run_cli({"run", "--json", "-w", w, "--profile", "ci", "-e",
+                          "ASAN_OPTIONS=detect_leaks=0", "--", "./asan"},
+                         "", env);
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  const auto result = nlohmann::json::parse(run.out);
+  EXPECT_EQ(result["enforcement"]["limits"], "unsupported") << result["enforcement"];
+  // Why, in the audit log's enforcement record.
+  const std::string log = testing::read_file(workspace_ / ".agent/logs/audit.jsonl");
+  EXPECT_NE(log.find("without the per-process RLIMIT_DATA fallback"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace pulsebox

@@ -314,7 +314,9 @@ core::Status NativeHost::arm(SandboxRun& run, const ExecutionRequest& request,
   // Only without a memory cgroup. RLIMIT_DATA, not RLIMIT_AS: the JVM and Go
   // reserve address space (PROT_NONE) far beyond what they use, which only
   // RLIMIT_AS counts.
-  if (!settings.memory_max) add_limit(RLIMIT_DATA, limits.memory_bytes);
+  if (!settings.memory_max && limits.memory_rlimit_fallback) {
+    add_limit(RLIMIT_DATA, limits.memory_bytes);
+  }
   // +1: in the rootless layout init runs as the sandbox uid too.
   if (!settings.pids_max) add_limit(RLIMIT_NPROC, limits.max_processes + 1);
   // CPU time: the supervisor reads the cgroup's total; RLIMIT_CPU (per
