@@ -16,6 +16,7 @@
 #include <chrono>
 
 #include "helpers/cli_fixture.h"
+#include "helpers/cli_runner.h"
 #include "helpers/local_server.h"
 #include "helpers/test_support.h"
 
@@ -225,6 +226,11 @@ TEST_F(TerminalTest, ASignalledPulseboxRestoresTheTerminal) {
   ASSERT_EQ(::kill(session.pid(), SIGTERM), 0);
   EXPECT_EQ(session.wait(), 128 + SIGTERM) << session.output();
   expect_mode_restored(session);
+  // A pulsebox ended by a signal leaves what a crashed run leaves (its
+  // cgroup, its lock): reconcile removes it, so no later test finds it.
+  const auto reconciled =
+      testing::run_cli({"reconcile", "-w", workspace_.path().string()}, "", cli_env());
+  EXPECT_EQ(reconciled.exit_code, 0) << reconciled.err;
 }
 
 TEST_F(TerminalTest, AResizeReachesTheCommand) {
