@@ -56,15 +56,7 @@ nlohmann::json groups_json(const std::map<workspace::ReviewGroup, std::size_t>& 
   return out;
 }
 
-nlohmann::json refused_json(const std::vector<RefusedChange>& refused) {
-  nlohmann::json out = nlohmann::json::array();
-  for (const auto& item : refused) {
-    nlohmann::json entry = review::path_object(item.path);
-    core::put_name(entry, "reason", item.reason);
-    out.push_back(std::move(entry));
-  }
-  return out;
-}
+using review::refused_json;
 
 nlohmann::json notes_json(const std::vector<ChangeNote>& notes) {
   nlohmann::json out = nlohmann::json::array();

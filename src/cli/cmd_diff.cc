@@ -57,16 +57,6 @@ struct SessionReview {
   SessionReview(const SessionReview&) = delete;
   SessionReview& operator=(const SessionReview&) = delete;
 
-  nlohmann::json refused_json() const {
-    nlohmann::json out = nlohmann::json::array();
-    for (const auto& item : refused) {
-      nlohmann::json entry = {{"reason", item.reason}};
-      core::put_name(entry, "path", item.path);
-      out.push_back(std::move(entry));
-    }
-    return out;
-  }
-
   Workspace& ws;
   std::optional<std::string> transaction;
   std::vector<RefusedChange> refused;
@@ -90,7 +80,7 @@ int run_diff(const Options& options) {
         if (options.json) {
           review::print_json({{"session", options.ids[0]},
                               {"paths", nlohmann::json::array()},
-                              {"refused", session->refused_json()}});
+                              {"refused", review::refused_json(session->refused)}});
         } else {
           std::cout << "session " << options.ids[0] << " changed nothing\n";
         }

@@ -20,23 +20,16 @@ int run_diff(const review::Options& options);
 
 namespace {
 
-struct SessionOptions {
-  std::string workspace;  // "": found as the review commands find it
+// The review commands' options (the workspace, --json, --stat, ...) and the
+// session's name.
+struct SessionOptions : review::Options {
   std::string name;
-  std::vector<std::string> paths;
-  bool json = false;
-  bool stat = false;
-  bool name_only = false;
-  bool allow_secrets = false;
-  bool allow_system_dir = false;
-  bool all = false;
 };
 
-using json = nlohmann::ordered_json;
-
-void print_json(const json& value) {
-  std::cout << value.dump(-1, ' ', false, json::error_handler_t::replace) << "\n";
-}
+using json = nlohmann::json;
+using review::guarded;
+using review::print_json;
+using review::refused_json;
 
 json to_json(const SessionInfo& info) {
   json out = {{"name", info.name},
@@ -49,39 +42,8 @@ json to_json(const SessionInfo& info) {
   return out;
 }
 
-json refused_json(const std::vector<RefusedChange>& refused) {
-  json out = json::array();
-  for (const auto& item : refused) {
-    json entry = {{"reason", item.reason}};
-    core::put_name(entry, "path", item.path);
-    out.push_back(std::move(entry));
-  }
-  return out;
-}
-
 Workspace open_workspace(const SessionOptions& options) {
-  return Workspace(
-      review::workspace_path(options.workspace), default_workspace_policy(), WorkspaceLimits{},
-      options.allow_system_dir ? SystemDirectoryUse::Allow : SystemDirectoryUse::Refuse);
-}
-
-// The CLI's session decisions go to the workspace's audit log, as the
-// review commands' do; it is opened before anything changes.
-review::Audit open_audit(const Workspace& ws, const SessionOptions& options) {
-  review::Options audit_options;
-  audit_options.workspace = options.workspace;
-  audit_options.allow_system_dir = options.allow_system_dir;
-  return review::Audit(ws, audit_options);
-}
-
-template <class Body>
-int guarded(Body&& body) {
-  try {
-    return body();
-  } catch (const SandboxError& error) {
-    print_error(error.what());
-    return kExitUsage;
-  }
+  return review::open_workspace(options);
 }
 
 int run_list(const SessionOptions& options) {
@@ -122,8 +84,9 @@ int run_list(const SessionOptions& options) {
 int run_show(const SessionOptions& options) {
   return guarded([&] {
     Workspace ws = open_workspace(options);
-    const SessionInfo info = describe_session(ws, options.name, review::kept_dir());
-    ImportResult imported = session_transaction(ws, options.name, review::kept_dir());
+    const auto kept = review::kept_dir();
+    const SessionInfo info = describe_session(ws, options.name, kept);
+    ImportResult imported = session_transaction(ws, options.name, kept);
     TransactionInfo changes;
     if (imported.transaction) {
       changes = ws.describe(*imported.transaction);
@@ -160,7 +123,7 @@ int run_commit(const SessionOptions& options) {
     Workspace ws = open_workspace(options);
     CommitOptions commit;
     commit.allow_secrets = options.allow_secrets;
-    review::Audit audit = open_audit(ws, options);
+    review::Audit audit(ws, options);
     SessionCommitResult result;
     try {
       result = commit_session(ws, options.name, review::kept_dir(), commit);
@@ -205,7 +168,7 @@ int run_commit(const SessionOptions& options) {
 int run_discard(const SessionOptions& options) {
   return guarded([&] {
     Workspace ws = open_workspace(options);
-    review::Audit audit = open_audit(ws, options);
+    review::Audit audit(ws, options);
     discard_session(ws, options.name, review::kept_dir());
     audit.record("session-discard", options.name, true, "discarded the session");
     if (options.json) {
@@ -248,15 +211,8 @@ void register_session_commands(CLI::App& app, int& exit_code) {
   diff->add_flag("--all", options->all, "Show generated noise too (ignored paths, caches)");
   diff->callback([options, &exit_code] {
     // The same review as `pulsebox diff NAME`.
-    review::Options review_options;
-    review_options.workspace = options->workspace;
-    review_options.allow_system_dir = options->allow_system_dir;
+    review::Options review_options = *options;
     review_options.ids = {options->name};
-    review_options.paths = options->paths;
-    review_options.json = options->json;
-    review_options.stat = options->stat;
-    review_options.name_only = options->name_only;
-    review_options.all = options->all;
     exit_code = run_diff(review_options);
   });
 

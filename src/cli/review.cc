@@ -297,6 +297,16 @@ nlohmann::json path_object(const std::string& path) {
   return item;
 }
 
+nlohmann::json refused_json(const std::vector<RefusedChange>& refused) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& item : refused) {
+    nlohmann::json entry = path_object(item.path);
+    core::put_name(entry, "reason", item.reason);
+    out.push_back(std::move(entry));
+  }
+  return out;
+}
+
 nlohmann::json path_list(const std::vector<std::string>& paths) {
   nlohmann::json out = nlohmann::json::array();
   for (const std::string& path : paths)

@@ -131,6 +131,8 @@ class Audit {
 // JSON helpers: a name exactly (core::put_name), a list of names as
 // [{"path": ...}], and a document printed on one line.
 nlohmann::json path_object(const std::string& path);
+// Paths left out of a transaction: [{"path", "reason"}].
+nlohmann::json refused_json(const std::vector<RefusedChange>& refused);
 nlohmann::json path_list(const std::vector<std::string>& paths);
 void print_json(const nlohmann::json& document);
 

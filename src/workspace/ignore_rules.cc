@@ -8,22 +8,11 @@
 #include <memory>
 
 #include "core/text.h"
+#include "workspace/protected_paths.h"
 #include "workspace/safe_open.h"
 
 namespace pulsebox::workspace {
 namespace {
-
-std::vector<std::string> split_names(std::string_view path) {
-  std::vector<std::string> names;
-  std::size_t start = 0;
-  while (start <= path.size()) {
-    std::size_t end = path.find('/', start);
-    if (end == std::string_view::npos) end = path.size();
-    if (end > start) names.emplace_back(path.substr(start, end - start));
-    start = end + 1;
-  }
-  return names;
-}
 
 std::string join_names(const std::vector<std::string>& names, std::size_t count) {
   std::string out;
@@ -97,7 +86,7 @@ void IgnoreRules::add(const std::string& dir, std::string_view text) {
       line.pop_back();
     }
     pattern.anchored = line.find('/') != std::string::npos;
-    pattern.names = split_names(line);
+    pattern.names = path_names(line);
     if (pattern.names.empty()) continue;
     if (!pattern.anchored && pattern.names.size() != 1) continue;
     patterns.push_back(std::move(pattern));
@@ -125,7 +114,7 @@ std::optional<bool> IgnoreRules::decide(const std::string& dir,
 }
 
 std::optional<std::string> IgnoreRules::ignored_at(std::string_view path, bool is_directory) {
-  const std::vector<std::string> names = split_names(path);
+  const std::vector<std::string> names = path_names(path);
   // The directories above the name being decided whose files hold rules,
   // by how many names they have: deeper ones are asked first.
   std::vector<std::size_t> with_rules;

@@ -12,8 +12,6 @@ extern char** environ;
 
 namespace pulsebox::testing {
 
-namespace {
-
 std::string drain(int fd) {
   std::string data;
   char buffer[4096];
@@ -23,7 +21,7 @@ std::string drain(int fd) {
   return data;
 }
 
-}  // namespace
+namespace {}  // namespace
 
 // Runs build/src/cli/pulsebox with `args`, feeding `input` on stdin.
 CliRun run_cli(const std::vector<std::string>& args, const std::string& input,

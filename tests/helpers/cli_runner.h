@@ -15,6 +15,9 @@ struct CliRun {
 // Feeds `input` on stdin; `extra_env` entries (NAME=VALUE) are added to the
 // environment (a later entry of the same name wins); `cwd`, when not empty,
 // is the working directory.
+// Everything `fd` gives until end of file.
+std::string drain(int fd);
+
 CliRun run_cli(const std::vector<std::string>& args, const std::string& input = "",
                const std::vector<std::string>& extra_env = {}, const std::string& cwd = "");
 

@@ -19,15 +19,6 @@ extern char** environ;
 namespace pulsebox {
 namespace {
 
-std::string drain(int fd) {
-  std::string data;
-  char buffer[4096];
-  ssize_t n;
-  while ((n = ::read(fd, buffer, sizeof buffer)) > 0)
-    data.append(buffer, static_cast<size_t>(n));
-  return data;
-}
-
 class StdinTest : public testing::CliFixture, public ::testing::WithParamInterface<bool> {
  protected:
   void SetUp() override {
@@ -97,8 +88,8 @@ class StdinTest : public testing::CliFixture, public ::testing::WithParamInterfa
     if (terminal >= 0) {
       EXPECT_EQ(::write(terminal, typed.data(), typed.size()), static_cast<ssize_t>(typed.size()));
     }
-    run.out = drain(out_pipe[0]);
-    run.err = drain(err_pipe[0]);
+    run.out = testing::drain(out_pipe[0]);
+    run.err = testing::drain(err_pipe[0]);
     ::close(out_pipe[0]);
     ::close(err_pipe[0]);
     int status = 0;

@@ -45,6 +45,28 @@ std::string stage(Workspace& ws) {
   return tx;
 }
 
+// Commits `tx` in a child process killed (SIGKILL) at the commit's
+// `crash_after`-th step: its wait status, or -1 when it could not be run.
+int commit_killed_at_step(const std::filesystem::path& dir, const std::string& tx,
+                          const CommitOptions& options, int crash_after) {
+  const pid_t child = ::fork();
+  if (child < 0) return -1;
+  if (child == 0) {
+    int steps = 0;
+    workspace::commit_failpoint = [&](std::string_view) {
+      if (++steps == crash_after) ::raise(SIGKILL);
+    };
+    try {
+      Workspace(dir).commit(tx, options);
+    } catch (...) {
+      ::_exit(3);
+    }
+    ::_exit(0);
+  }
+  int status = 0;
+  return ::waitpid(child, &status, 0) == child ? status : -1;
+}
+
 TEST(CommitCrashTest, EveryStepLeavesOldOrNewAfterReconcile) {
   // The committed state, from an uninterrupted commit.
   TempDir reference;
@@ -68,23 +90,8 @@ TEST(CommitCrashTest, EveryStepLeavesOldOrNewAfterReconcile) {
       Workspace ws(dir.path());
       tx = stage(ws);
     }
-    const pid_t child = ::fork();
-    ASSERT_GE(child, 0);
-    if (child == 0) {
-      int steps = 0;
-      workspace::commit_failpoint = [&](std::string_view) {
-        if (++steps == crash_after) ::raise(SIGKILL);
-      };
-      try {
-        Workspace ws(dir.path());
-        ws.commit(tx);
-      } catch (...) {
-        ::_exit(3);
-      }
-      ::_exit(0);
-    }
-    int status = 0;
-    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    const int status = commit_killed_at_step(dir.path(), tx, {}, crash_after);
+    ASSERT_GE(status, 0);
     if (WIFEXITED(status)) {
       ASSERT_EQ(WEXITSTATUS(status), 0) << "commit failed without a crash";
       completed = true;  // the commit has fewer steps than crash_after
@@ -150,22 +157,8 @@ TEST(CommitCrashTest, APartialCommitIsAllOrNothingToo) {
       Workspace ws(dir.path());
       tx = stage(ws);
     }
-    const pid_t child = ::fork();
-    ASSERT_GE(child, 0);
-    if (child == 0) {
-      int steps = 0;
-      workspace::commit_failpoint = [&](std::string_view) {
-        if (++steps == crash_after) ::raise(SIGKILL);
-      };
-      try {
-        Workspace(dir.path()).commit(tx, part);
-      } catch (...) {
-        ::_exit(3);
-      }
-      ::_exit(0);
-    }
-    int status = 0;
-    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    const int status = commit_killed_at_step(dir.path(), tx, part, crash_after);
+    ASSERT_GE(status, 0);
     if (WIFEXITED(status)) {
       ASSERT_EQ(WEXITSTATUS(status), 0) << "commit failed without a crash";
       completed = true;
