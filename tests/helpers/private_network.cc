@@ -1,0 +1,101 @@
+#include "helpers/private_network.h"
+
+#include <fcntl.h>
+#include <net/if.h>
+#include <sched.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+
+namespace pulsebox::testing {
+namespace {
+
+bool entered = false;
+
+bool write_proc(const char* path, const std::string& text) {
+  const int fd = ::open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  ::close(fd);
+  return ok;
+}
+
+std::string failure(const std::string& what) {
+  return what + ": " + std::strerror(errno);
+}
+
+std::string loopback_up() {
+  const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return failure("socket");
+  ifreq request{};
+  std::strcpy(request.ifr_name, "lo");
+  std::string error;
+  if (::ioctl(fd, SIOCGIFFLAGS, &request) != 0) {
+    error = failure("reading lo's flags");
+  } else {
+    request.ifr_flags = static_cast<short>(request.ifr_flags | IFF_UP);
+    if (::ioctl(fd, SIOCSIFFLAGS, &request) != 0) error = failure("bringing lo up");
+  }
+  ::close(fd);
+  return error;
+}
+
+}  // namespace
+
+std::string enter_private_network() {
+  if (entered) return "";
+  const uid_t uid = ::getuid();
+  const gid_t gid = ::getgid();
+  if (::geteuid() == 0) {
+    if (::unshare(CLONE_NEWNET | CLONE_NEWNS) != 0) return failure("unshare(CLONE_NEWNET|NEWNS)");
+  } else {
+    if (::unshare(CLONE_NEWUSER | CLONE_NEWNET | CLONE_NEWNS) != 0)
+      return failure("unshare(CLONE_NEWUSER|NEWNET|NEWNS)");
+    if (!write_proc("/proc/self/setgroups", "deny")) return failure("writing setgroups");
+    const std::string uid_line = std::to_string(uid) + " " + std::to_string(uid) + " 1";
+    const std::string gid_line = std::to_string(gid) + " " + std::to_string(gid) + " 1";
+    if (!write_proc("/proc/self/uid_map", uid_line)) return failure("writing uid_map");
+    if (!write_proc("/proc/self/gid_map", gid_line)) return failure("writing gid_map");
+  }
+  // Mounts made here (the hosts file) never reach the host.
+  if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
+    return failure("making / private");
+  if (auto error = loopback_up(); !error.empty()) return error;
+  entered = true;
+  return "";
+}
+
+bool in_private_network() {
+  return entered;
+}
+
+int ip_command(const std::string& arguments) {
+  if (!entered) return -1;  // never the host's interfaces
+  const std::string command = "ip " + arguments;
+  const int status = std::system(command.c_str());
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+}
+
+std::string override_hosts_file(const std::string& content) {
+  if (!entered) return "not in a private network namespace";
+  char path[] = "/tmp/pulsebox-hosts-XXXXXX";
+  const int fd = ::mkstemp(path);
+  if (fd < 0) return failure("mkstemp");
+  const bool written =
+      ::write(fd, content.data(), content.size()) == static_cast<ssize_t>(content.size());
+  ::fchmod(fd, 0644);
+  ::close(fd);
+  if (!written) return failure("writing the hosts file");
+  const int rc = ::mount(path, "/etc/hosts", nullptr, MS_BIND, nullptr);
+  const std::string error = rc == 0 ? "" : failure("bind-mounting the hosts file on /etc/hosts");
+  ::unlink(path);  // the mount keeps the file
+  return error;
+}
+
+}  // namespace pulsebox::testing
