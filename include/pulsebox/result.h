@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "pulsebox/export.h"
+#include "pulsebox/network.h"
 
 namespace pulsebox {
 
@@ -134,6 +135,12 @@ struct ProcessResult {
   std::string termination_detail;
   ExecutionMetrics metrics;
   std::string isolation_level;  // "native", "host_unsafe", "remote_container", ...
+  // How the network was made: "loopback", "proxy", "veth", "host"
+  // (docs/network.md); empty for a backend that does not say.
+  std::string network;
+  // The network policy's decisions during the run (proxy requests, an
+  // allowlist's resolved names), hosts scrubbed; each is in the audit log.
+  std::vector<NetworkAccess> network_accesses;
   Enforcement enforcement;
   // The verdicts behind `enforcement`, with their reasons (Sandbox sets them).
   std::vector<EnforcementDecision> enforcement_decisions;

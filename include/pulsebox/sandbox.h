@@ -215,6 +215,7 @@ class PULSEBOX_API Sandbox {
                                  const ExecuteOptions& options);
   void decide_enforcement(Run& run);
   ProcessResult run_and_scrub(Run& run, ExecutionRequest& request, const ExecuteOptions& options);
+  void audit_network_accesses(Run& run, ProcessResult& result);
   void import_changes(Run& run, ProcessResult& result);
   void open_session(Run& run, ExecutionRequest& request);
   void add_to_session(Run& run, ProcessResult& result);

@@ -253,6 +253,7 @@ ProcessResult Sandbox::run_and_scrub(Run& run, ExecutionRequest& request,
   result.isolation_level = run.level;
   result.enforcement = levels_of(run.verdicts);
   result.enforcement_decisions = run.verdicts;
+  audit_network_accesses(run, result);
   const bool succeeded =
       result.exit_code == 0 && result.termination_reason == TerminationReason::None;
   run.lifecycle.transition(succeeded ? LifecycleState::Completing : LifecycleState::Failed);
@@ -274,6 +275,36 @@ ProcessResult Sandbox::run_and_scrub(Run& run, ExecutionRequest& request,
                   .detail = detail});
   core::trace_phase("sandbox: result audited");
   return result;
+}
+
+// Every decision of the network policy during the run (the proxy's
+// requests, an allowlist's names): scrubbed first, since a host name can
+// carry a secret out as well as any other text.
+void Sandbox::audit_network_accesses(Run& run, ProcessResult& result) {
+  const std::string level(to_string(result.enforcement.network));
+  for (NetworkAccess& access : result.network_accesses) {
+    access.host = scrubber_.redact(access.host);
+    access.reason = scrubber_.redact(access.reason);
+    for (auto& address : access.addresses)
+      address = scrubber_.redact(address);
+    std::string addresses;
+    for (const auto& address : access.addresses)
+      addresses += (addresses.empty() ? "" : " ") + address;
+    audit_->record({.action = "network",
+                    .target = access.host,
+                    .decision = access.allowed ? "allow" : "deny",
+                    .container_id = run.backend_name + ":" + run.id,
+                    .isolation_level = run.level,
+                    .detail = access.reason,
+                    .extra = {{"method", access.method},
+                              {"destination", access.host},
+                              {"port", static_cast<std::int64_t>(access.port)},
+                              {"addresses", addresses},
+                              {"bytes_up", static_cast<std::int64_t>(access.bytes_up)},
+                              {"bytes_down", static_cast<std::int64_t>(access.bytes_down)},
+                              {"network", result.network},
+                              {"enforcement_level", level}}});
+  }
 }
 
 // 6. The backend's cleanup; a failure is audited and leaves the lifecycle

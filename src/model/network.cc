@@ -39,9 +39,10 @@ std::optional<NetworkMode> parse_network_mode_cli(std::string_view word) {
 }
 
 NetworkRule parse_network_rule(std::string_view text) {
+  const std::string given(text);
   auto invalid = [&](const std::string& why) {
     core::throw_error(core::Error(core::ErrorKind::kInvalidInput, "network",
-                                  "--allow \"" + std::string(text) + "\": " + why));
+                                  "--allow \"" + given + "\": " + why));
   };
   auto parse_port = [&](std::string_view port_text) {
     int port = 0;
@@ -54,6 +55,15 @@ NetworkRule parse_network_rule(std::string_view text) {
     return port;
   };
   NetworkRule rule;
+  if (const auto slash = text.rfind('/'); slash != std::string_view::npos) {
+    const std::string protocol = core::ascii_lower(text.substr(slash + 1));
+    if (protocol == "tcp" || protocol == "udp") {
+      rule.protocol = protocol == "tcp" ? NetworkProtocol::Tcp : NetworkProtocol::Udp;
+      text = text.substr(0, slash);
+    } else if (protocol.empty() || !std::isdigit(static_cast<unsigned char>(protocol[0]))) {
+      invalid("expected tcp or udp after the last '/'");
+    }
+  }
   std::string_view destination = text;
   // "[v6]:port", "host:port", or a bare destination (a bare IPv6 has several colons).
   if (!text.empty() && text.front() == '[') {
@@ -69,7 +79,7 @@ NetworkRule parse_network_rule(std::string_view text) {
     destination = text.substr(0, colon);
     rule.port = parse_port(text.substr(colon + 1));
   }
-  if (destination.empty()) invalid("expected a destination (IP, CIDR, host name or *.domain)");
+  if (destination.empty()) invalid("expected a destination (an IP, a CIDR or a host name)");
   for (char c : destination) {
     const bool ok = std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' ||
                     c == '*' || c == ':' || c == '/' || c == '_';

@@ -130,6 +130,18 @@ std::string to_json(const ProcessResult& result) {
       {"output_bytes", result.metrics.output_bytes},
   };
   out["isolation_level"] = result.isolation_level;
+  json accesses = json::array();
+  for (const NetworkAccess& access : result.network_accesses) {
+    accesses.push_back({{"method", access.method},
+                        {"host", access.host},
+                        {"port", access.port},
+                        {"decision", access.allowed ? "allow" : "deny"},
+                        {"reason", access.reason},
+                        {"addresses", access.addresses},
+                        {"bytes_up", access.bytes_up},
+                        {"bytes_down", access.bytes_down}});
+  }
+  out["network"] = {{"setup", result.network}, {"accesses", std::move(accesses)}};
   out["enforcement"] = {
       {"network", std::string(to_string(result.enforcement.network))},
       {"secrets", std::string(to_string(result.enforcement.secrets))},

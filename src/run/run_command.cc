@@ -107,12 +107,23 @@ void print_summary(const ProcessResult& result, const std::string& workspace,
     std::string note;
     if (!strong && d.accepted) note = " (accepted with --allow-weaker)";
     if (!strong && !d.requested) note = " (default limits, applied as far as this host allows)";
-    if (d.dimension == Dimension::Network) note = ", --net " + network_mode + note;
+    if (d.dimension == Dimension::Network) {
+      note = ", --net " + network_mode + (result.network.empty() ? "" : " (" + result.network + ")") +
+             note;
+    }
     err << "  " << std::string(to_string(d.dimension))
         << std::string(12 - to_string(d.dimension).size(), ' ')
         << paint(to_string(d.level), strong ? Colour::Green : Colour::Yellow, colour) << note
         << "\n";
   }
+  std::size_t refused = 0;
+  for (const auto& access : result.network_accesses) {
+    if (access.allowed || refused++ >= 5) continue;
+    err << "pulsebox: network: refused " << core::escape_for_terminal(access.host, true)
+        << (access.port ? ":" + std::to_string(access.port) : "") << ": "
+        << core::escape_for_terminal(access.reason, true) << "\n";
+  }
+  if (refused > 5) err << "pulsebox: network: " << refused - 5 << " more refused (audit log)\n";
   const ChangesStatus& status = result.changes_status;
   const std::string detail = count_by_kind(result.changes);
   for (const auto& note : status.notes) {

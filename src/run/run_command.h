@@ -33,6 +33,7 @@ struct RunOptions {
   bool unsafe_host = false;
   std::string net = "none";
   std::vector<std::string> allow;
+  std::vector<std::string> allow_domains;
   std::string memory, swap, pids, cpus, timeout, cpu_time, max_output, disk;
   std::vector<std::string> env;
   std::vector<std::string> env_files;  // --env-file: NAME=VALUE lines, before --env

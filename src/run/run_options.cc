@@ -121,11 +121,18 @@ SandboxOptions build_sandbox_options(const RunOptions& o, const RunIo& io) {
   options.network.mode = *mode;
   for (const auto& rule : o.allow)
     options.network.rules.push_back(parse_network_rule(rule));
-  if (!o.allow.empty() && *mode != NetworkMode::Allowlist) {
-    bad_input("--allow needs --net allowlist");
+  options.network.domains = o.allow_domains;
+  if (!o.allow.empty() && *mode != NetworkMode::Allowlist && *mode != NetworkMode::Proxy) {
+    bad_input("--allow needs --net allowlist (or --net proxy, for addresses)");
   }
   if (*mode == NetworkMode::Allowlist && o.allow.empty()) {
     bad_input("--net allowlist needs at least one --allow DEST[:PORT]");
+  }
+  if (!o.allow_domains.empty() && *mode != NetworkMode::Proxy) {
+    bad_input("--allow-domain needs --net proxy");
+  }
+  if (*mode == NetworkMode::Proxy && o.allow_domains.empty() && o.allow.empty()) {
+    bad_input("--net proxy needs at least one --allow-domain NAME or --allow ADDRESS");
   }
 
   // Limits: explicit ones must be enforced strongly.
@@ -337,9 +344,13 @@ void add_run_options(CLI::App& command, RunOptions& options) {
                      "native or host (host needs --unsafe-host); [not built yet: remote]");
   command.add_flag("--unsafe-host", o.unsafe_host, "Allow running unsandboxed on this host");
   command.add_option("--net,--network", o.net,
-                     "none, localhost or all (default: none); [not built yet: allowlist, proxy]");
+                     "none, localhost, allowlist, proxy or all (default: none; docs/network.md)");
   command.add_option("--allow", o.allow,
-                     "[not built yet] DEST[:PORT] for --net allowlist (repeatable)");
+                     "DEST[:PORT][/tcp|udp] that --net allowlist lets through (DEST an IP, a CIDR "
+                     "or a host name); with --net proxy, an address the rebinding guard may let "
+                     "through (repeatable)");
+  command.add_option("--allow-domain", o.allow_domains,
+                     "Host name or *.domain the --net proxy lets through (repeatable)");
   command.add_option("--memory", o.memory, "Memory limit, e.g. 512M (default 1G)");
   command.add_option("--swap,--memory-swap", o.swap,
                      "Swap on top of --memory (default 1G; 0 = no swap, none = no limit)");

@@ -8,6 +8,7 @@
 #include "runtime/child.h"
 
 #include <fcntl.h>
+#include <linux/netlink.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/mount.h>
@@ -22,6 +23,7 @@
 
 #include "linux/clone.h"
 #include "linux/loopback.h"
+#include "linux/netns_sockets.h"
 #include "linux/pty.h"
 #include "linux/seccomp_filter.h"
 #include "linux/syscalls.h"
@@ -176,6 +178,32 @@ PULSEBOX_CHILD_CODE void switch_ids(const LaunchPlan& plan, uid_t uid, gid_t gid
   exit_now(error_number == ENOENT ? 127 : 126);
 }
 
+// Sockets of the sandbox's network namespace for the supervisor
+// (LaunchPlan::network_handover): made here, while init still holds its
+// capabilities in the namespace's user namespace (netlink checks the
+// opener's), and closed once sent.
+PULSEBOX_CHILD_CODE void hand_over_network(const LaunchPlan& plan, const Failure& fail) noexcept {
+  using Handover = LaunchPlan::NetworkHandover;
+  if (plan.network_handover == Handover::None) return;
+  int sockets[2] = {-1, -1};
+  int count = 0;
+  if (plan.network_handover == Handover::ProxyListener) {
+    const long listener = linux_api::open_loopback_listener(plan.proxy_port);
+    if (listener < 0) fail("listening on the sandbox's 127.0.0.1 for the proxy", raw_error(listener));
+    sockets[count++] = static_cast<int>(listener);
+  } else {
+    for (const int protocol : {NETLINK_ROUTE, NETLINK_NETFILTER}) {
+      const long fd = linux_api::open_netlink_socket(protocol);
+      if (fd < 0) fail("opening a netlink socket in the sandbox's namespace", raw_error(fd));
+      sockets[count++] = static_cast<int>(fd);
+    }
+  }
+  if (const int e = send_child_network(plan.channel_fd, sockets, count); e != 0)
+    fail("handing the network namespace's sockets over", e);
+  for (int i = 0; i < count; ++i)
+    raw(SYS_close, sockets[i]);
+}
+
 struct CommandStart {
   const LaunchPlan* plan;
   int channel;
@@ -236,6 +264,7 @@ PULSEBOX_CHILD_CODE void run_sandbox_init(const LaunchPlan& plan) noexcept {
   if (plan.bring_up_loopback) {
     if (const int e = linux_api::bring_loopback_up(); e != 0) fail("bringing up lo", e);
   }
+  hand_over_network(plan, fail);
   // init is not made undumpable (PR_SET_DUMPABLE is a property of the memory
   // it shares with the supervisor). Nothing in the sandbox can ptrace it or
   // read its memory anyway: that needs init's capabilities in its user

@@ -80,6 +80,15 @@ struct LaunchPlan {
 
   std::string hostname;
   bool bring_up_loopback = false;
+  // What init hands the supervisor from its network namespace once lo is
+  // up (ChildMessageKind::Network): nothing, a TCP listener on
+  // 127.0.0.1:proxy_port (the proxy's: the sandbox's one way out), or a
+  // NETLINK_ROUTE and a NETLINK_NETFILTER socket (the supervisor adds the
+  // veth's addresses and routes and the filter through them; as a rootless
+  // supervisor it could not enter the namespace to open them itself).
+  enum class NetworkHandover : std::uint8_t { None, ProxyListener, Netlink };
+  NetworkHandover network_handover = NetworkHandover::None;
+  std::uint16_t proxy_port = 0;
   linux_api::CapabilityDrop capabilities;
 
   // ---- Read by init only after PlanReady.

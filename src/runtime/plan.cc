@@ -284,6 +284,7 @@ core::Result<std::vector<MountStep>> build_base_mount_steps(const MountLayout& l
 
 std::vector<MountStep> build_workspace_mount_steps(const MountLayout& layout) {
   StepList steps = step_list_for(layout);
+  if (!layout.hosts_file.empty()) steps.bind_read_only(layout.hosts_file.string(), "/etc/hosts");
   // The workspace: overlayfs, lower = the host directory (through an
   // idmapped mount when one is given), upper/work in the run's staging area.
   std::string lower = layout.workspace.string();

@@ -49,6 +49,9 @@ struct MountLayout {
   unsigned upper_mode = 0755;
   unsigned upper_uid = 1000;
   unsigned upper_gid = 1000;
+  // Not empty: a file bound read-only on /etc/hosts (the host names an
+  // allowlist names, as pulsebox resolved them).
+  std::filesystem::path hosts_file;
 };
 
 // Where the upper and work directories are for `layout`: host paths as init

@@ -135,6 +135,12 @@ int send_child_terminal(int fd, int master) noexcept {
   return send_with_fd(fd, message, master);
 }
 
+int send_child_network(int fd, const int* fds, int count) noexcept {
+  ChildMessage message;
+  message.kind = ChildMessageKind::Network;
+  return send_with_fds(fd, message, fds, count);
+}
+
 namespace {
 
 bool wait_for(int fd, ChildMessageKind kind) noexcept {
@@ -194,6 +200,23 @@ std::vector<ChildMessage> drain_messages(int fd) {
     messages.push_back(message);
   }
   return messages;
+}
+
+std::optional<ChildMessage> receive_message_fds(int fd, int timeout_ms, int* passed) {
+  for (int i = 0; i < kMaxPassedFds; ++i)
+    passed[i] = -1;
+  pollfd waiting{fd, POLLIN, 0};
+  int ready = 0;
+  do {
+    ready = ::poll(&waiting, 1, timeout_ms);
+  } while (ready < 0 && errno == EINTR);
+  if (ready <= 0) return std::nullopt;
+  ChildMessage message;
+  const long n = receive_with_fds(fd, message, MSG_DONTWAIT, passed);
+  if (n != static_cast<long>(sizeof message)) return std::nullopt;
+  message.stage[sizeof message.stage - 1] = '\0';
+  message.detail[sizeof message.detail - 1] = '\0';
+  return message;
 }
 
 std::optional<ChildMessage> receive_message(int fd, int timeout_ms, int* passed) {

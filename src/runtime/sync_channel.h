@@ -17,6 +17,13 @@
 //   init -> supervisor   Changes   the run's tmpfs for its changes (--disk), a
 //                                  directory (SCM_RIGHTS), before the command
 //                                  starts
+//   init -> supervisor   Network   the sandbox's network namespace, as
+//                                  sockets made inside it (SCM_RIGHTS) after
+//                                  lo is up: the proxy's listener on
+//                                  127.0.0.1, or a NETLINK_ROUTE and a
+//                                  NETLINK_NETFILTER socket the supervisor
+//                                  configures the namespace through
+//                                  (LaunchPlan::network_handover)
 //   init -> supervisor   Exited    the command ended (its wait status) and
 //                                  every other process of the sandbox is
 //                                  killed and reaped: only init is left
@@ -44,6 +51,7 @@ enum class ChildMessageKind : std::uint32_t {
   Start = 6,
   Changes = 7,
   Terminal = 8,
+  Network = 9,
 };
 
 // The most descriptors one message carries (PlanReady: the idmapped
@@ -69,6 +77,8 @@ int send_child_changes(int fd, int directory) noexcept;
 // Terminal, passing the command's pseudo-terminal master. Returns 0 or the
 // errno.
 int send_child_terminal(int fd, int master) noexcept;
+// Network, passing fds[0..count). Returns 0 or the errno.
+int send_child_network(int fd, const int* fds, int count) noexcept;
 // Blocks for the Go message; false on EOF (the supervisor is gone).
 bool wait_for_go(int fd) noexcept;
 // Blocks for PlanReady; the descriptors sent with it land in
@@ -89,6 +99,10 @@ std::vector<ChildMessage> drain_messages(int fd);
 // Waits up to `timeout_ms` for one message; a descriptor sent with it lands
 // in *passed (CLOEXEC). nullopt on timeout or EOF.
 std::optional<ChildMessage> receive_message(int fd, int timeout_ms, int* passed);
+
+// As receive_message, keeping every descriptor sent with the message in
+// passed[0..kMaxPassedFds) (-1 for none).
+std::optional<ChildMessage> receive_message_fds(int fd, int timeout_ms, int* passed);
 
 // "mounting overlay on /workspace: EINVAL (Invalid argument)"
 std::string describe_child_error(const ChildMessage& message);

@@ -92,7 +92,7 @@ class NativeBackend final : public Backend {
   }
 
   Capability network_capability(const NetworkPolicy& policy) const override {
-    return native::network_capability(policy);
+    return choose_network(policy, host_->network_facts()).capability;
   }
   Capability secrets_capability(const SecretPolicy& policy) const override {
     return native::secrets_capability(policy);
@@ -143,7 +143,7 @@ core::Result<Begun> NativeBackend::begin(const ExecutionRequest& request) {
 
   LaunchSpec& spec = begun.spec;
   spec.id = request.execution_id;
-  spec.own_network = request.network.mode != NetworkMode::AllowAll;
+  spec.network = choose_network(request.network, host_->network_facts()).setup;
   spec.limits = request.limits;
   spec.binds = request.binds;
   if (host_->prestarts()) {

@@ -12,24 +12,6 @@ std::optional<std::uint64_t> changes_size_limit(const ResourcePolicy& limits) {
   return limits.disk_bytes ? limits.disk_bytes : limits.working_directory_bytes;
 }
 
-Capability network_capability(const NetworkPolicy& policy) {
-  switch (policy.mode) {
-    case NetworkMode::DenyAll:
-    case NetworkMode::LocalhostOnly:
-      return {EnforcementLevel::StronglyEnforced,
-              "a new network namespace with only the loopback interface", ""};
-    case NetworkMode::AllowAll:
-      return {EnforcementLevel::StronglyEnforced,
-              "the host's network namespace is shared, as requested", ""};
-    case NetworkMode::Allowlist:
-    case NetworkMode::Proxy:
-      break;
-  }
-  return {EnforcementLevel::Unsupported,
-          "allowlist and proxy networking are not part of this build yet; a run that accepts "
-          "this gets no network at all (loopback only)",
-          "use --net none, localhost or all"};
-}
 Capability secrets_capability(const SecretPolicy& policy) {
   if (policy.mode == SecretMode::AllowAll) return all_secrets_passed_capability();
   return {EnforcementLevel::StronglyEnforced,

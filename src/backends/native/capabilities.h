@@ -17,7 +17,6 @@ namespace pulsebox::backends::native {
 // changes go to the state directory, unlimited.
 std::optional<std::uint64_t> changes_size_limit(const ResourcePolicy& limits);
 
-Capability network_capability(const NetworkPolicy& policy);
 Capability secrets_capability(const SecretPolicy& policy);
 Capability filesystem_capability();
 Capability limit_capability(LimitKind kind, const linux_api::CgroupHost& host);

@@ -43,6 +43,11 @@ const linux_api::CgroupHost& NativeHost::cgroups() const {
   return cgroups_;
 }
 
+const NetworkHostFacts& NativeHost::network_facts() const {
+  std::call_once(network_once_, [this] { network_facts_ = probe_network_host(); });
+  return network_facts_;
+}
+
 NativeRuntime::Stats NativeHost::stats() const {
   const std::lock_guard lock(stats_mutex_);
   return stats_;
@@ -93,6 +98,8 @@ std::vector<std::string> NativeHost::reconcile() {
     removed.push_back("the staging directory of crashed run " + path.filename().string() + " (" +
                       path.string() + ")");
   }
+  for (auto& what : reconcile_network())
+    removed.push_back("the " + what + " of a crashed run");
   return removed;
 }
 
@@ -104,6 +111,8 @@ void NativeHost::tear_down(SandboxRun& run) {
   if (run.launched && !run.reported)
     linux_api::sys_pidfd_send_signal(run.sandbox.pidfd.get(), SIGKILL);
   run.sandbox.wait();
+  // Its veth went with its namespace; the host's NAT table for it goes now.
+  tear_down_network(run);
   // The last reference to the run's tmpfs for its changes (--disk): its
   // memory goes with it.
   run.changes_root.reset();
@@ -148,7 +157,7 @@ void NativeHost::retire(std::vector<std::unique_ptr<SandboxRun>> runs, const Lau
 void NativeHost::start_ahead(const NetworkPolicy& network, const ResourcePolicy& limits) {
   if (!prestart_) return;
   LaunchSpec spec;
-  spec.own_network = network.mode != NetworkMode::AllowAll;
+  spec.network = choose_network(network, network_facts()).setup;
   spec.limits = limits;
   prestart_->retire({}, &spec);
 }

@@ -54,6 +54,7 @@ class NativeHost final : public NativeRuntime, public std::enable_shared_from_th
   Availability availability() const;
   const HostProbe& probe() const;
   const linux_api::CgroupHost& cgroups() const;
+  const NetworkHostFacts& network_facts() const;
   std::vector<std::string> reconcile();
   // <state>/kept: sessions' layers and held changes (never reconciled away).
   core::Result<std::filesystem::path> kept_changes_dir() const;
@@ -102,6 +103,8 @@ class NativeHost final : public NativeRuntime, public std::enable_shared_from_th
   NativeBackendOptions options_;
   mutable std::once_flag probe_once_;
   mutable HostProbe probe_;
+  mutable std::once_flag network_once_;
+  mutable NetworkHostFacts network_facts_;
   mutable std::once_flag cgroups_once_;
   mutable linux_api::CgroupHost cgroups_;
   std::unique_ptr<seccomp::FilterCache> filters_;

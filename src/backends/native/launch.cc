@@ -56,6 +56,7 @@ std::string shape_text(const runtime::LaunchPlan& plan, const linux_api::CgroupS
   add_field(text, plan.new_root);
   add_field(text, plan.hostname);
   add_field(text, plan.bring_up_loopback ? 1 : 0);
+  add_field(text, static_cast<std::uint64_t>(plan.network_handover));
   for (const auto* maps : {&plan.id_maps.uids, &plan.id_maps.gids}) {
     add_field(text, maps->size());
     for (const auto& map : *maps) {
@@ -97,10 +98,16 @@ core::Result<IdPlan> NativeHost::plan_launch(const LaunchSpec& spec, const fs::p
                                              linux_api::CgroupSettings& settings) {
   plan.namespaces = kSandboxNamespaces;
   plan.new_cgroup_namespace = true;
-  if (spec.own_network) plan.namespaces |= CLONE_NEWNET;
+  const bool own_network = spec.network != NetworkSetup::HostNamespace;
+  if (own_network) plan.namespaces |= CLONE_NEWNET;
   plan.new_root = (mount_points / "root").string();
   plan.hostname = options_.hostname;
-  plan.bring_up_loopback = spec.own_network;
+  plan.bring_up_loopback = own_network;
+  using Handover = runtime::LaunchPlan::NetworkHandover;
+  plan.network_handover = spec.network == NetworkSetup::Proxy  ? Handover::ProxyListener
+                          : spec.network == NetworkSetup::Veth ? Handover::Netlink
+                                                               : Handover::None;
+  if (spec.network == NetworkSetup::Proxy) plan.proxy_port = kProxyPort;
   PB_TRY(ids, plan_ids(options_, plan));
 
   layout.mount_points = mount_points;
@@ -145,6 +152,7 @@ std::string NativeHost::shape_of(const LaunchSpec& spec) {
 core::Result<std::unique_ptr<SandboxRun>> NativeHost::launch(const LaunchSpec& spec) {
   auto run = std::make_unique<SandboxRun>();
   run->id = spec.id;
+  run->network->setup = spec.network;
   PB_CHECK(launch_into(*run, spec));
   return run;
 }
@@ -283,13 +291,23 @@ core::Status NativeHost::arm(SandboxRun& run, const ExecutionRequest& request,
   plan.window = {};
   if (request.terminal && request.terminal_input_fd >= 0)
     (void)::ioctl(request.terminal_input_fd, TIOCGWINSZ, &plan.window);
+  PB_CHECK(plan_network(run, request));
   plan.mounts = runtime::build_workspace_mount_steps(layout);
   // With a tmpfs of its own, init hands its root over as the run goes
   // (supervise.cc) and the changes are read through that descriptor.
   run.changes_dir = run.run_dir / "upper";
 
   plan.argv_storage = request.argv;
-  for (const auto& [key, value] : request.environment)
+  auto environment = request.environment;
+  if (run.network->setup == NetworkSetup::Proxy) {
+    // The one way out: programs that honour the variables find it; the
+    // others find no network at all.
+    const std::string url = "http://127.0.0.1:" + std::to_string(kProxyPort);
+    for (const char* name : {"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"})
+      environment[name] = url;
+    environment["NO_PROXY"] = environment["no_proxy"] = "localhost,127.0.0.1,::1";
+  }
+  for (const auto& [key, value] : environment)
     plan.env_storage.push_back(key + "=" + value);
   const auto path_it = request.environment.find("PATH");
   plan.exec_candidates = runtime::exec_candidates(
@@ -324,6 +342,8 @@ core::Status NativeHost::arm(SandboxRun& run, const ExecutionRequest& request,
   if (limits.cpu_time_seconds && !cgroups().cpu_accounting.usable) {
     add_limit(RLIMIT_CPU, static_cast<std::uint64_t>(std::ceil(*limits.cpu_time_seconds)));
   }
+  PB_CHECK(make_network(run, request, network_facts()));
+  core::trace_phase("native: network made");
   // init has its own copy of the tree once it takes the message. If it
   // cannot take it, a base mount failed and init has ended (its error waits
   // in the channel and is reported at the run's end) or it is unreachable:

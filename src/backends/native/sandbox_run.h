@@ -12,13 +12,16 @@
 #include <vector>
 
 #include "backends/native/ids.h"
+#include "backends/native/network.h"
 #include "core/trace.h"
 #include "core/unique_fd.h"
 #include "linux/cgroup.h"
+#include "network/address.h"
 #include "pulsebox/backend.h"
 #include "runtime/launch_plan.h"
 #include "runtime/launcher.h"
 #include "runtime/plan.h"
+#include "runtime/sync_channel.h"
 #include "seccomp/compiler.h"
 
 namespace pulsebox::backends::native {
@@ -27,7 +30,7 @@ namespace pulsebox::backends::native {
 // makes before PlanReady (and so the shape of a sandbox started ahead).
 struct LaunchSpec {
   std::string id;  // names the staging directory and the cgroups
-  bool own_network = true;
+  NetworkSetup network = NetworkSetup::Loopback;
   ResourcePolicy limits;
   std::vector<BindMount> binds;
 };
@@ -57,6 +60,12 @@ struct SandboxRun {
   core::UniqueFd changes_root;
   // The seccomp filter the plan points into (arm()), kept while it runs.
   std::shared_ptr<const seccomp::CompiledFilter> filter;
+  // The network: what init handed over and what was made for it (network.h).
+  std::unique_ptr<RunNetwork> network = std::make_unique<RunNetwork>();
+  // An allowlist's host names, as resolved (by rule; empty for an address).
+  std::vector<std::vector<network::IpAddress>> resolved_destinations;
+  // Messages init sent while the supervisor waited for its network sockets.
+  std::vector<runtime::ChildMessage> early_messages;
 };
 
 }  // namespace pulsebox::backends::native

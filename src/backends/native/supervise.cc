@@ -326,6 +326,8 @@ void NativeHost::start_and_supervise(SandboxRun& run, const ExecutionRequest& re
     trash_remover.emplace(options_.state_dir / "trash", options_.state_dir / "pool");
 
   CommandStart started = wait_for_exec(run.sandbox.channel.get(), request.limits);
+  started.messages.insert(started.messages.begin(), run.early_messages.begin(),
+                          run.early_messages.end());
   if (!run.plan.send_changes_root.empty()) {
     // The changes live on the run's tmpfs; without it (setup failed) there are none.
     run.changes_root = std::move(started.changes_root);
@@ -350,6 +352,14 @@ void NativeHost::start_and_supervise(SandboxRun& run, const ExecutionRequest& re
   if (run.trace) run.trace->print();
   core::trace_phase("native: result read");
   record_ending(result, run, request, monitor, measures);
+  // The proxy's last connections close with the sandbox: their records last.
+  stop_network(run);
+  result.network = std::string(to_string(run.network->setup));
+  {
+    const std::lock_guard hold(run.network->accesses_mutex);
+    result.network_accesses = std::move(run.network->accesses);
+    run.network->accesses.clear();
+  }
   runtime::record_elapsed(result, start);
 }
 

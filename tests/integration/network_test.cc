@@ -1,0 +1,536 @@
+// The network modes through the real CLI, in this binary's own network
+// namespace (helpers/private_network_env.cc), which plays the host and the
+// internet: servers on 169.254.10.0/24 and fd00:10::/64 addresses of its
+// own lo, names from a hosts file of the test's choosing.
+//
+// As root: allowlist (a veth to this namespace, nftables in the sandbox's),
+// all (the veth with NAT), proxy. As an ordinary user: proxy, and the
+// honest refusal of what needs root.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "helpers/cli_fixture.h"
+#include "helpers/cli_runner.h"
+#include "helpers/private_network.h"
+#include "helpers/test_support.h"
+
+namespace pulsebox {
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+constexpr const char* kApi = "169.254.10.1";
+constexpr const char* kEvil = "169.254.10.2";
+constexpr const char* kIndex = "169.254.10.3";
+constexpr const char* kApi6 = "fd00:10::1";
+
+// A TCP server answering every connection with one HTTP response naming
+// itself (and, for a request line, echoing it), on its own thread.
+class TcpServer {
+ public:
+  TcpServer(const std::string& address, std::string name) : name_(std::move(name)) {
+    const bool v6 = address.find(':') != std::string::npos;
+    fd_ = ::socket(v6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_storage storage{};
+    socklen_t length = 0;
+    if (v6) {
+      auto* a = reinterpret_cast<sockaddr_in6*>(&storage);
+      a->sin6_family = AF_INET6;
+      ::inet_pton(AF_INET6, address.c_str(), &a->sin6_addr);
+      length = sizeof *a;
+    } else {
+      auto* a = reinterpret_cast<sockaddr_in*>(&storage);
+      a->sin_family = AF_INET;
+      ::inet_pton(AF_INET, address.c_str(), &a->sin_addr);
+      length = sizeof *a;
+    }
+    if (::bind(fd_, reinterpret_cast<sockaddr*>(&storage), length) != 0 || ::listen(fd_, 64) != 0) {
+      ADD_FAILURE() << "server on " << address << ": " << std::strerror(errno);
+      return;
+    }
+    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&storage), &length);
+    port_ = ntohs(v6 ? reinterpret_cast<sockaddr_in6*>(&storage)->sin6_port
+                     : reinterpret_cast<sockaddr_in*>(&storage)->sin_port);
+    thread_ = std::thread([this] { serve(); });
+  }
+  ~TcpServer() {
+    stopping_ = true;
+    ::shutdown(fd_, SHUT_RDWR);
+    if (thread_.joinable()) thread_.join();
+    ::close(fd_);
+  }
+  int port() const { return port_; }
+  int connections() const { return connections_; }
+
+ private:
+  void serve() {
+    for (int served = 0; served < 1000 && !stopping_; ++served) {
+      const int client = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+      if (client < 0) return;
+      ++connections_;
+      timeval timeout{5, 0};
+      ::setsockopt(client, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+      char buffer[4096];
+      const ssize_t n = ::recv(client, buffer, sizeof buffer, 0);
+      std::string request(buffer, n > 0 ? static_cast<std::size_t>(n) : 0);
+      const std::string first_line = request.substr(0, request.find("\r\n"));
+      const std::string body = "hello from " + name_ + " [" + first_line + "]";
+      const std::string response = "HTTP/1.0 200 OK\r\nContent-Length: " +
+                                   std::to_string(body.size()) + "\r\n\r\n" + body;
+      (void)!::send(client, response.data(), response.size(), MSG_NOSIGNAL);
+      ::close(client);
+    }
+  }
+
+  std::string name_;
+  int fd_ = -1;
+  int port_ = 0;
+  std::atomic<bool> stopping_{false};
+  std::atomic<int> connections_{0};
+  std::thread thread_;
+};
+
+// What the probes print, one line each: "NAME ok BODY", "NAME refused
+// ERRORCLASS" (never a timeout: a refused destination fails at once).
+const char* kProbeScript = R"PY(
+import socket, sys, urllib.request
+def tcp(name, host, port):
+    family = socket.AF_INET6 if ':' in host else socket.AF_INET
+    s = socket.socket(family, socket.SOCK_STREAM)
+    s.settimeout(8)
+    try:
+        s.connect((host, int(port)))
+        s.sendall(b'GET /direct HTTP/1.0\r\n\r\n')
+        data = s.recv(4096).decode(errors='replace')
+        print(name, 'ok', data.split('\r\n\r\n')[-1])
+    except OSError as e:
+        print(name, 'refused', type(e).__name__)
+def http(name, url):
+    try:
+        with urllib.request.urlopen(url, timeout=8) as r:
+            print(name, 'ok', r.read().decode(errors='replace'))
+    except urllib.error.HTTPError as e:
+        print(name, 'http', e.code, e.read().decode(errors='replace').strip())
+    except OSError as e:
+        print(name, 'refused', type(e).__name__)
+for spec in sys.argv[1:]:
+    kind, name, *rest = spec.split(',')
+    if kind == 'tcp': tcp(name, *rest)
+    else: http(name, rest[0])
+)PY";
+
+class NetworkTest : public testing::CliFixture {
+ protected:
+  static void SetUpTestSuite() {
+    ASSERT_TRUE(testing::in_private_network());
+    for (const std::string address : {"169.254.10.1/32", "169.254.10.2/32", "169.254.10.3/32"})
+      ASSERT_EQ(testing::ip_command("addr add " + address + " dev lo"), 0);
+    ASSERT_EQ(testing::ip_command("addr add fd00:10::1/128 dev lo nodad"), 0);
+    const std::string hosts = std::string("127.0.0.1 localhost\n") + kApi +
+                              " api.example.test\n" + kEvil + " evil.example.test\n" + kIndex +
+                              " index.example.test\n" + kApi6 + " v6.example.test\n";
+    ASSERT_EQ(testing::override_hosts_file(hosts), "");
+  }
+
+  void SetUp() override {
+    CliFixture::SetUp();
+    if (IsSkipped()) return;
+    std::ofstream(workspace_.path() / "probe.py") << kProbeScript;
+  }
+
+  testing::CliRun run(const std::vector<std::string>& flags, const std::vector<std::string>& probes,
+                      const std::vector<std::string>& extra_env = {}) {
+    std::vector<std::string> args = {binary_, "run", "--allow-weaker", "limits", "--changes",
+                                     "discard", "-w", workspace_.path().string()};
+    args.insert(args.end(), flags.begin(), flags.end());
+    args.insert(args.end(), {"--", "python3", "/workspace/probe.py"});
+    args.insert(args.end(), probes.begin(), probes.end());
+    auto env = cli_env();
+    env.insert(env.end(), extra_env.begin(), extra_env.end());
+    return testing::run_cli(args, "", env);
+  }
+
+  // The "network" records of the workspace's audit log.
+  std::vector<json> network_records() {
+    std::vector<json> records;
+    std::ifstream in(workspace_.path() / ".agent" / "logs" / "audit.jsonl");
+    for (std::string line; std::getline(in, line);) {
+      auto record = json::parse(line, nullptr, false);
+      if (record.is_object() && record.value("action", "") == "network" &&
+          record.contains("method")) {
+        records.push_back(record);
+      }
+    }
+    return records;
+  }
+
+  static std::string url(const std::string& host, int port) {
+    return "http://" + host + ":" + std::to_string(port) + "/via-proxy";
+  }
+  static std::string line_of(const std::string& out, const std::string& name) {
+    const auto at = out.find(name + " ");
+    return at == std::string::npos ? "" : out.substr(at, out.find('\n', at) - at);
+  }
+};
+
+TEST_F(NetworkTest, ProxyLetsAllowedNamesThroughAndRefusesOthersAudited) {
+  TcpServer api(kApi, "api"), evil(kEvil, "evil");
+  const auto result =
+      run({"--net", "proxy", "--allow-domain", "api.example.test", "--allow", kApi},
+          {"http,allowed," + url("api.example.test", api.port()),
+           "http,other," + url("evil.example.test", evil.port())});
+  ASSERT_EQ(result.exit_code, 0) << result.out << result.err;
+  EXPECT_NE(line_of(result.out, "allowed").find("ok hello from api [GET /via-proxy HTTP/1.1]"),
+            std::string::npos)
+      << result.out;
+  EXPECT_NE(line_of(result.out, "other").find("http 403"), std::string::npos) << result.out;
+  EXPECT_EQ(evil.connections(), 0);
+  EXPECT_NE(result.err.find("--net proxy (proxy)"), std::string::npos) << result.err;
+  EXPECT_NE(result.err.find("network: refused evil.example.test"), std::string::npos) << result.err;
+
+  bool allowed = false, refused = false;
+  for (const auto& record : network_records()) {
+    if (record["destination"] == "api.example.test" && record["decision"] == "allow") {
+      allowed = true;
+      EXPECT_EQ(record["port"], api.port());
+      EXPECT_GT(record["bytes_up"].get<std::int64_t>(), 0);
+      EXPECT_GT(record["bytes_down"].get<std::int64_t>(), 0);
+    }
+    if (record["destination"] == "evil.example.test" && record["decision"] == "deny")
+      refused = true;
+  }
+  EXPECT_TRUE(allowed && refused) << "both decisions are in the audit log";
+}
+
+TEST_F(NetworkTest, ProxyRefusesANameResolvingToAPrivateAddressNotListed) {
+  TcpServer api(kApi, "api");
+  const auto result = run({"--net", "proxy", "--allow-domain", "*.example.test", "--json"},
+                          {"http,guarded," + url("api.example.test", api.port())});
+  ASSERT_EQ(result.exit_code, 0) << result.out << result.err;
+  EXPECT_NE(result.out.find("guarded http 403"), std::string::npos) << result.out;
+  EXPECT_EQ(api.connections(), 0);
+  const auto at = result.out.rfind("\n{");
+  const auto summary = json::parse(result.out.substr(at == std::string::npos ? 0 : at + 1));
+  ASSERT_EQ(summary["network"]["accesses"].size(), 1u) << summary.dump();
+  const auto& access = summary["network"]["accesses"][0];
+  EXPECT_EQ(access["decision"], "deny");
+  EXPECT_NE(access["reason"].get<std::string>().find("link"), std::string::npos) << access;
+}
+
+TEST_F(NetworkTest, ProxyIsTheOnlyWayOutWhateverTheCommandDoesWithTheVariables) {
+  TcpServer api(kApi, "api");
+  const auto result =
+      run({"--net", "proxy", "--allow-domain", "api.example.test", "--allow", kApi},
+          {"tcp,direct," + std::string(kApi) + "," + std::to_string(api.port()),
+           "tcp,direct6," + std::string(kApi6) + "," + std::to_string(api.port())},
+          {});
+  ASSERT_EQ(result.exit_code, 0) << result.out << result.err;
+  EXPECT_NE(result.out.find("direct refused"), std::string::npos) << result.out;
+  EXPECT_NE(result.out.find("direct6 refused"), std::string::npos) << result.out;
+  EXPECT_EQ(result.out.find("TimeoutError"), std::string::npos) << "refused at once";
+  EXPECT_EQ(api.connections(), 0);
+}
+
+TEST_F(NetworkTest, ProxyTunnelsConnectAndReachesIpv6) {
+  TcpServer api6(kApi6, "api6");
+  // A CONNECT tunnel by hand: the proxy relays bytes both ways.
+  const std::string script =
+      "import socket,os\n"
+      "s=socket.create_connection(('127.0.0.1',3128),timeout=8)\n"
+      "s.sendall(b'CONNECT v6.example.test:" +
+      std::to_string(api6.port()) +
+      " HTTP/1.1\\r\\nHost: v6.example.test\\r\\n\\r\\n')\n"
+      "head=b''\n"
+      "while b'\\r\\n\\r\\n' not in head: head+=s.recv(1)\n"
+      "print('status', head.split(b' ')[1].decode())\n"
+      "s.sendall(b'PING /tunnel HTTP/1.0\\r\\n\\r\\n')\n"
+      "print('body', s.recv(4096).decode().split('\\r\\n\\r\\n')[-1])\n";
+  std::ofstream(workspace_.path() / "tunnel.py") << script;
+  const auto result = testing::run_cli(
+      {binary_, "run", "--allow-weaker", "limits", "--changes", "discard", "-w",
+       workspace_.path().string(), "--net", "proxy", "--allow-domain", "v6.example.test", "--allow",
+       kApi6, "--", "python3", "/workspace/tunnel.py"},
+      "", cli_env());
+  ASSERT_EQ(result.exit_code, 0) << result.out << result.err;
+  EXPECT_NE(result.out.find("status 200"), std::string::npos) << result.out;
+  EXPECT_NE(result.out.find("body hello from api6 [PING /tunnel HTTP/1.0]"), std::string::npos)
+      << result.out;
+}
+
+// pip installs a wheel from the test's own package index through the proxy.
+TEST_F(NetworkTest, PipInstallsFromAnIndexThroughTheProxy) {
+  testing::TempDir index;
+  const fs::path simple = index.path() / "simple" / "pbdemo";
+  fs::create_directories(simple);
+  // A minimal wheel, made with the standard library.
+  const std::string make_wheel =
+      "import zipfile,sys,hashlib,base64\n"
+      "name='pbdemo-1.0-py3-none-any.whl'\n"
+      "files={'pbdemo/__init__.py':'VALUE=42\\n',"
+      "'pbdemo-1.0.dist-info/METADATA':'Metadata-Version: 2.1\\nName: pbdemo\\nVersion: 1.0\\n',"
+      "'pbdemo-1.0.dist-info/WHEEL':'Wheel-Version: 1.0\\nGenerator: test\\nRoot-Is-Purelib: "
+      "true\\nTag: py3-none-any\\n'}\n"
+      "record=''\n"
+      "with zipfile.ZipFile(sys.argv[1]+'/'+name,'w') as z:\n"
+      "  for p,t in files.items():\n"
+      "    z.writestr(p,t); d=base64.urlsafe_b64encode(hashlib.sha256(t.encode()).digest())"
+      ".rstrip(b'=').decode(); record+=f'{p},sha256={d},{len(t)}\\n'\n"
+      "  z.writestr('pbdemo-1.0.dist-info/RECORD',record+'pbdemo-1.0.dist-info/RECORD,,\\n')\n"
+      "open(sys.argv[1]+'/index.html','w').write(f'<a href=\"{name}\">{name}</a>')\n";
+  const auto made = testing::run_cli({"python3", "-c", make_wheel, simple.string()});
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  // The index: python's http.server, started here, stopped by its pid.
+  const pid_t server = ::fork();
+  if (server == 0) {
+    ::execlp("python3", "python3", "-m", "http.server", "--bind", kIndex, "--directory",
+             index.path().c_str(), "18080", nullptr);
+    ::_exit(127);
+  }
+  ASSERT_GT(server, 0);
+  struct Stop {
+    pid_t pid;
+    ~Stop() {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+    }
+  } stop{server};
+  for (int i = 0; i < 100; ++i) {  // until it listens (at most 10 s)
+    const int probe = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(18080);
+    ::inet_pton(AF_INET, kIndex, &address.sin_addr);
+    const bool up = ::connect(probe, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0;
+    ::close(probe);
+    if (up) break;
+    ::usleep(100000);
+  }
+  const auto result = testing::run_cli(
+      {binary_, "run", "--allow-weaker", "limits", "--timeout", "120", "--memory", "1G",
+       "--changes", "discard", "-w", workspace_.path().string(), "--net", "proxy",
+       "--allow-domain", "index.example.test", "--allow", kIndex, "--", "sh", "-c",
+       "PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install --no-cache-dir --disable-pip-version-"
+       "check --target /tmp/t --index-url http://index.example.test:18080/simple pbdemo && "
+       "PYTHONPATH=/tmp/t python3 -c 'import pbdemo; print(\"imported\", pbdemo.VALUE)'"},
+      "", cli_env());
+  ASSERT_EQ(result.exit_code, 0) << result.out << result.err;
+  EXPECT_NE(result.out.find("imported 42"), std::string::npos) << result.out;
+}
+
+TEST_F(NetworkTest, AllowlistNeedsRootAndSaysSo) {
+  if (::geteuid() == 0) GTEST_SKIP() << "as root the allowlist works (the tests below)";
+  const auto caps = testing::run_cli({binary_, "capabilities"}, "", cli_env());
+  EXPECT_NE(caps.out.find("network.allowlist"), std::string::npos) << caps.out;
+  TcpServer api(kApi, "api");
+  const auto result = run({"--net", "allowlist", "--allow", std::string(kApi) + ":" +
+                                                                std::to_string(api.port())},
+                          {"tcp,allowed," + std::string(kApi) + "," + std::to_string(api.port())});
+  EXPECT_NE(result.exit_code, 0) << "refused, never run with less";
+  EXPECT_NE(result.err.find("network"), std::string::npos) << result.err;
+  EXPECT_EQ(api.connections(), 0);
+}
+
+class RootNetworkTest : public NetworkTest {
+ protected:
+  void SetUp() override {
+    PULSEBOX_SKIP_UNLESS_ROOT("a veth pair to the host needs CAP_NET_ADMIN in its namespace");
+    NetworkTest::SetUp();
+  }
+  static std::string links() {
+    const auto shown = testing::run_cli({"ip", "-o", "link", "show"});
+    return shown.out;
+  }
+  static std::string tables() { return testing::run_cli({"nft", "list", "tables"}).out; }
+};
+
+TEST_F(RootNetworkTest, AllowlistPassesOnlyTheListedDestinationsPortsAndProtocols) {
+  TcpServer api(kApi, "api"), other_port(kApi, "other-port"), evil(kEvil, "evil"),
+      api6(kApi6, "api6");
+  const auto result =
+      run({"--net", "allowlist", "--allow", "api.example.test:" + std::to_string(api.port()),
+           "--allow", kApi, "--allow", "[" + std::string(kApi6) + "]:" + std::to_string(api6.port()) +
+                                           "/tcp"},
+          {"tcp,allowed,api.example.test," + std::to_string(api.port()),
+           "tcp,otherport," + std::string(kApi) + "," + std::to_string(other_port.port()),
+           "tcp,otherhost," + std::string(kEvil) + "," + std::to_string(evil.port()),
+           "tcp,v6," + std::string(kApi6) + "," + std::to_string(api6.port())});
+  ASSERT_EQ(result.exit_code, 0) << result.out << result.err;
+  EXPECT_NE(line_of(result.out, "allowed").find("ok hello from api"), std::string::npos)
+      << result.out;
+  // kApi is listed without a port: every port of it passes.
+  EXPECT_NE(line_of(result.out, "otherport").find("ok hello from other-port"), std::string::npos)
+      << result.out;
+  EXPECT_EQ(line_of(result.out, "otherhost"), "otherhost refused ConnectionRefusedError")
+      << result.out;
+  EXPECT_NE(line_of(result.out, "v6").find("ok hello from api6"), std::string::npos) << result.out;
+  EXPECT_EQ(evil.connections(), 0);
+  EXPECT_NE(result.err.find("--net allowlist (veth)"), std::string::npos) << result.err;
+}
+
+TEST_F(RootNetworkTest, AllowlistRefusesTheSameHostOnAnotherPortAndUdpByTheRules) {
+  TcpServer api(kApi, "api"), other(kApi, "other");
+  const auto result =
+      run({"--net", "allowlist", "--allow", std::string(kApi) + ":" + std::to_string(api.port())},
+          {"tcp,allowed," + std::string(kApi) + "," + std::to_string(api.port()),
+           "tcp,otherport," + std::string(kApi) + "," + std::to_string(other.port())});
+  ASSERT_EQ(result.exit_code, 0) << result.out << result.err;
+  EXPECT_NE(line_of(result.out, "allowed").find("ok"), std::string::npos) << result.out;
+  EXPECT_EQ(line_of(result.out, "otherport"), "otherport refused ConnectionRefusedError")
+      << result.out;
+  EXPECT_EQ(other.connections(), 0);
+
+  // UDP: an echo on the host side; the listed port answers, another is
+  // refused at once (ICMP), TCP to the UDP-only port is refused.
+  const std::string udp_script =
+      "import socket,sys\n"
+      "for port in sys.argv[1:]:\n"
+      "  s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM); s.settimeout(5)\n"
+      "  try:\n"
+      "    s.connect(('" +
+      std::string(kApi) +
+      "',int(port))); s.send(b'ping'); print(port, 'ok', s.recv(100).decode())\n"
+      "  except OSError as e: print(port, 'refused', type(e).__name__)\n";
+  std::ofstream(workspace_.path() / "udp.py") << udp_script;
+  const int echo = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  ::inet_pton(AF_INET, kApi, &address.sin_addr);
+  ASSERT_EQ(::bind(echo, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+  socklen_t length = sizeof address;
+  ::getsockname(echo, reinterpret_cast<sockaddr*>(&address), &length);
+  const int udp_port = ntohs(address.sin_port);
+  std::thread echoer([echo] {
+    timeval timeout{20, 0};
+    ::setsockopt(echo, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+    char buffer[100];
+    sockaddr_storage from{};
+    socklen_t from_length = sizeof from;
+    const ssize_t n =
+        ::recvfrom(echo, buffer, sizeof buffer, 0, reinterpret_cast<sockaddr*>(&from), &from_length);
+    if (n > 0) ::sendto(echo, "pong", 4, 0, reinterpret_cast<sockaddr*>(&from), from_length);
+  });
+  const auto udp = testing::run_cli(
+      {binary_, "run", "--allow-weaker", "limits", "--changes", "discard", "-w",
+       workspace_.path().string(), "--net", "allowlist", "--allow",
+       std::string(kApi) + ":" + std::to_string(udp_port) + "/udp", "--", "python3",
+       "/workspace/udp.py", std::to_string(udp_port), std::to_string(udp_port + 1)},
+      "", cli_env());
+  echoer.join();
+  ::close(echo);
+  ASSERT_EQ(udp.exit_code, 0) << udp.out << udp.err;
+  EXPECT_NE(udp.out.find(std::to_string(udp_port) + " ok pong"), std::string::npos) << udp.out;
+  EXPECT_NE(udp.out.find(std::to_string(udp_port + 1) + " refused ConnectionRefusedError"),
+            std::string::npos)
+      << udp.out;
+}
+
+TEST_F(RootNetworkTest, AllowlistRefusesANameThatResolvesToAPrivateAddressUnlessListed) {
+  TcpServer api(kApi, "api");
+  const auto refused =
+      run({"--net", "allowlist", "--allow", "api.example.test:" + std::to_string(api.port())},
+          {"tcp,allowed,api.example.test," + std::to_string(api.port())});
+  EXPECT_NE(refused.exit_code, 0) << refused.out;
+  EXPECT_NE(refused.err.find("api.example.test"), std::string::npos) << refused.err;
+  EXPECT_NE(refused.err.find("link"), std::string::npos) << refused.err;
+  EXPECT_EQ(api.connections(), 0);
+  // Listed, the address passes the guard and the name is in /etc/hosts.
+  const auto listed = run({"--net", "allowlist", "--allow",
+                           "api.example.test:" + std::to_string(api.port()), "--allow", kApi},
+                          {"tcp,allowed,api.example.test," + std::to_string(api.port())});
+  EXPECT_EQ(listed.exit_code, 0) << listed.out << listed.err;
+  EXPECT_NE(listed.out.find("allowed ok"), std::string::npos) << listed.out;
+}
+
+TEST_F(RootNetworkTest, TheCommandCannotChangeRoutesAddressesOrRules) {
+  TcpServer evil(kEvil, "evil");
+  const auto result = testing::run_cli(
+      {binary_, "run", "--allow-weaker", "limits", "--changes", "discard", "-w",
+       workspace_.path().string(), "--net", "allowlist", "--allow", kApi, "--", "sh", "-c",
+       "ip addr add 169.254.10.9/32 dev eth0; echo addr=$?; "
+       "ip route add 169.254.10.2/32 dev eth0; echo route=$?; "
+       "nft flush ruleset; echo nft=$?; "
+       "unshare -rn sh -c 'nft flush ruleset' ; echo nested=$?; "
+       "python3 /workspace/probe.py tcp,evil," +
+           std::string(kEvil) + "," + std::to_string(evil.port())},
+      "", cli_env());
+  ASSERT_EQ(result.exit_code, 0) << result.out << result.err;
+  for (const char* what : {"addr=0", "route=0", "nft=0"})
+    EXPECT_EQ(result.out.find(what), std::string::npos) << what << "\n" << result.out;
+  EXPECT_NE(result.out.find("evil refused"), std::string::npos) << result.out;
+  EXPECT_EQ(evil.connections(), 0);
+}
+
+TEST_F(RootNetworkTest, NothingIsLeftAfterARunAKilledSupervisorAndReconcile) {
+  ASSERT_EQ(std::system("sysctl -q -w net.ipv4.ip_forward=1"), 0);  // this namespace's own
+  struct Restore {
+    ~Restore() { (void)std::system("sysctl -q -w net.ipv4.ip_forward=0"); }
+  } restore;
+  TcpServer api(kApi, "api");
+  // --net all through the veth with NAT: the run leaves nothing behind.
+  const auto result =
+      run({"--net", "all"}, {"tcp,all," + std::string(kApi) + "," + std::to_string(api.port())});
+  ASSERT_EQ(result.exit_code, 0) << result.out << result.err;
+  EXPECT_NE(result.out.find("all ok"), std::string::npos) << result.out;
+  EXPECT_NE(result.err.find("--net all (veth)"), std::string::npos) << result.err;
+  EXPECT_EQ(links().find("pbx"), std::string::npos) << links();
+  EXPECT_EQ(tables().find("pulsebox-"), std::string::npos) << tables();
+
+  // A supervisor killed with SIGKILL mid-run: its sandbox dies with it
+  // (PR_SET_PDEATHSIG), the veth with the namespace; the NAT table is left
+  // for reconcile.
+  const auto args =
+      std::vector<std::string>{binary_, "run",   "--allow-weaker", "limits", "--changes",
+                               "discard", "-w", workspace_.path().string(), "--net", "all",
+                               "--", "sleep", "30"};
+  const pid_t supervisor = ::fork();
+  if (supervisor == 0) {
+    for (const auto& entry : cli_env())
+      ::putenv(::strdup(entry.c_str()));
+    std::vector<char*> argv;
+    for (const auto& arg : args)
+      argv.push_back(const_cast<char*>(arg.c_str()));
+    argv.push_back(nullptr);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  ASSERT_GT(supervisor, 0);
+  bool up = false;
+  for (int i = 0; i < 100 && !up; ++i) {  // until the veth exists (at most 10 s)
+    ::usleep(100000);
+    up = links().find("pbx") != std::string::npos;
+  }
+  ASSERT_TRUE(up) << links();
+  ::kill(supervisor, SIGKILL);
+  ::waitpid(supervisor, nullptr, 0);
+  bool gone = false;
+  for (int i = 0; i < 100 && !gone; ++i) {
+    ::usleep(100000);
+    gone = links().find("pbx") == std::string::npos;
+  }
+  EXPECT_TRUE(gone) << links();
+  EXPECT_NE(tables().find("pulsebox-"), std::string::npos) << "left for reconcile: " << tables();
+  const auto reconciled = testing::run_cli({binary_, "reconcile"}, "", cli_env());
+  EXPECT_EQ(reconciled.exit_code, 0) << reconciled.out << reconciled.err;
+  EXPECT_EQ(tables().find("pulsebox-"), std::string::npos) << tables();
+}
+
+TEST_F(RootNetworkTest, AllWithoutForwardingNeedsAllowWeakerAndSaysWhy) {
+  const auto refused = run({"--net", "all"}, {});
+  EXPECT_NE(refused.exit_code, 0) << refused.out;
+  EXPECT_NE(refused.err.find("ip_forward"), std::string::npos) << refused.err;
+}
+
+}  // namespace
+}  // namespace pulsebox
