@@ -316,22 +316,32 @@ core::Status check_address(const LinkAddress& address, const char* what) {
 }
 
 // The loopback, established/related and neighbour-discovery rules both
-// chains of the egress filter start with.
-void add_common_rules(Batch& batch, const std::string& table, const char* chain, bool outgoing) {
+// chains of the egress filter start with. Outgoing neighbour discovery goes
+// only to link-local unicast, link-scope multicast and the link's own
+// prefixes: a solicitation or advertisement to any other address would be
+// routed on by the host, a channel out. Incoming, any destination.
+void add_common_rules(Batch& batch, const std::string& table, const char* chain, bool outgoing,
+                      const std::vector<LinkAddress>& on_link_prefixes) {
   const std::uint32_t interface_key = outgoing ? NFT_META_OIFNAME : NFT_META_IIFNAME;
   batch.rule(RuleBuilder(table, chain).interface_name(interface_key, NFT_CMP_EQ, "lo").accept());
   batch.rule(RuleBuilder(table, chain).established_or_related().accept());
-  // Link-local unicast and link-scope multicast only: a neighbour
-  // solicitation to any other address would be routed on by the host.
-  const LinkAddress link_local{.family = AF_INET6, .bytes = {0xfe, 0x80}, .prefix = 10};
-  const LinkAddress link_multicast{.family = AF_INET6, .bytes = {0xff, 0x02}, .prefix = 16};
-  batch.rule(RuleBuilder(table, chain).neighbour_discovery(link_local).accept());
-  batch.rule(RuleBuilder(table, chain).neighbour_discovery(link_multicast).accept());
+  std::vector<LinkAddress> scopes = {
+      {.family = AF_INET6, .bytes = {0xfe, 0x80}, .prefix = 10},
+      {.family = AF_INET6, .bytes = {0xff, 0x02}, .prefix = 16},
+  };
+  if (!outgoing) scopes = {{.family = AF_INET6, .bytes = {}, .prefix = 0}};
+  for (const LinkAddress& prefix : on_link_prefixes)
+    if (outgoing && prefix.family == AF_INET6) scopes.push_back(prefix);
+  for (const LinkAddress& scope : scopes)
+    batch.rule(RuleBuilder(table, chain).neighbour_discovery(scope).accept());
 }
 
 }  // namespace
 
-core::Status install_egress_filter(int netfilter_socket, const std::vector<EgressRule>& rules) {
+core::Status install_egress_filter(int netfilter_socket, const std::vector<EgressRule>& rules,
+                                   const std::vector<LinkAddress>& on_link_prefixes) {
+  for (const LinkAddress& prefix : on_link_prefixes)
+    PB_CHECK(check_address(prefix, "an on-link prefix"));
   for (const EgressRule& rule : rules) {
     PB_CHECK(check_address(rule.destination, "an allowed destination"));
     if (rule.protocol != 0 && rule.protocol != IPPROTO_TCP && rule.protocol != IPPROTO_UDP)
@@ -347,7 +357,7 @@ core::Status install_egress_filter(int netfilter_socket, const std::vector<Egres
   batch.table(NFT_MSG_NEWTABLE, table, NLM_F_CREATE);
   batch.base_chain(table, "output", "filter", NF_INET_LOCAL_OUT, 0, NF_DROP);
   batch.base_chain(table, "input", "filter", NF_INET_LOCAL_IN, 0, NF_DROP);
-  add_common_rules(batch, table, "output", true);
+  add_common_rules(batch, table, "output", true, on_link_prefixes);
   for (const EgressRule& rule : rules) {
     if (rule.protocol == 0 && !rule.port) {
       batch.rule(RuleBuilder(table, "output").address(rule.destination, false).accept());
@@ -364,7 +374,7 @@ core::Status install_egress_filter(int netfilter_socket, const std::vector<Egres
   batch.rule(RuleBuilder(table, "output").l4proto(IPPROTO_TCP).reject(NFT_REJECT_TCP_RST, 0));
   batch.rule(RuleBuilder(table, "output")
                  .reject(NFT_REJECT_ICMPX_UNREACH, NFT_REJECT_ICMPX_ADMIN_PROHIBITED));
-  add_common_rules(batch, table, "input", false);
+  add_common_rules(batch, table, "input", false, on_link_prefixes);
   return batch.commit(socket.get(), "installing the sandbox's egress filter");
 }
 

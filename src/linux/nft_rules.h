@@ -7,7 +7,8 @@
 //   output (hook output, policy drop):
 //     oifname "lo" accept
 //     ct state established,related accept
-//     ICMPv6 neighbour discovery (types 133-136) to fe80::/10 or ff02::/16 accept
+//     ICMPv6 neighbour discovery (types 133-136) to fe80::/10, ff02::/16 or an
+//       on-link prefix accept
 //     each EgressRule: destination prefix [+ protocol] [+ destination port] accept
 //       (a rule without protocol or port allows all of the destination's
 //       traffic, ICMP and ICMPv6 included; a port without a protocol means TCP
@@ -16,10 +17,10 @@
 //     reject with icmpx admin-prohibited              -> EHOSTUNREACH (IPv4) / EACCES (IPv6) at
 //     once
 //   input (hook input, policy drop):
-//     iifname "lo" accept; ct state established,related accept; ICMPv6 ND as above
-// Neighbour discovery is confined to link-scope destinations so that it is no
-// channel past the host side: IPv6 gateways are link-local addresses
-// (fe80::1 on the host side of the veth).
+//     iifname "lo" accept; ct state established,related accept; ICMPv6 ND accept
+// Outgoing neighbour discovery is confined to the link's destinations: a
+// solicitation or advertisement to any other address would be routed on by
+// the host, a channel out that no allow rule opened.
 //
 // Why the sandboxed command cannot undo the rules: changing nftables, routes
 // or addresses of a network namespace needs CAP_NET_ADMIN in the user
@@ -65,8 +66,14 @@ struct EgressRule {
 
 // netfilter_socket: a NETLINK_NETFILTER socket opened in the sandbox's
 // namespace; it is used (bound first if it is not yet) and left open.
-// Replaces a previous "pulsebox" table there, in the same transaction.
-core::Status install_egress_filter(int netfilter_socket, const std::vector<EgressRule>& rules);
+// on_link_prefixes: the sandbox side's own prefixes (VethPlan's
+// sandbox_addresses), to which neighbour discovery may go besides
+// link-local and link-scope multicast (the host side answers a solicitation
+// from its own address on the link, fd00:...::1, and expects the
+// advertisement there). Replaces a previous "pulsebox" table there, in the
+// same transaction.
+core::Status install_egress_filter(int netfilter_socket, const std::vector<EgressRule>& rules,
+                                   const std::vector<LinkAddress>& on_link_prefixes = {});
 
 // In the caller's namespace (root on the host). Fails with EEXIST when
 // `table` exists already.
