@@ -9,8 +9,11 @@
 //   ... run ...
 //   delete_link(plan.host_name)               // the peer goes with it
 //
-// Names are chosen by the caller under one prefix ("pbx-"), so that
-// links_with_prefix() finds what a killed supervisor left behind.
+// The pair lives as long as the sandbox's namespace: when its last process
+// exits and the last socket opened in it is closed (the supervisor's copies
+// of the passed sockets count: close them once configured), the kernel
+// deletes the peer and with it the host side. Names are chosen by the caller
+// under one prefix ("pbx-"), so that links_with_prefix() finds any left.
 #pragma once
 
 #include <sys/types.h>
@@ -33,7 +36,8 @@ struct VethPlan {
 };
 
 // Creates the pair (NLM_F_EXCL: an existing host_name fails with the error's
-// error_number() == EEXIST, so that the caller can pick another name), then
+// error_number() == EEXIST, so that the caller can pick another name; so
+// would an existing sandbox_name, which a fresh namespace does not have), then
 // addresses the host side and brings it up. On a failure after the pair
 // exists, the pair is deleted again.
 core::Status create_veth(const VethPlan& plan);
