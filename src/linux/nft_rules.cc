@@ -209,6 +209,7 @@ class Batch {
       : limit_((rules + 16) * 2048),
         buffer_(2 * limit_),
         seq_(static_cast<std::uint32_t>(time(nullptr))) {
+    first_seq_ = seq_;
     batch_ = mnl_nlmsg_batch_start(buffer_.data(), limit_);
     if (batch_) {
       nftnl_batch_begin(static_cast<char*>(mnl_nlmsg_batch_current(batch_)), seq_++);
@@ -290,7 +291,10 @@ class Batch {
       int remaining = static_cast<int>(length);
       for (auto* message = reinterpret_cast<const nlmsghdr*>(reply.data());
            mnl_nlmsg_ok(message, remaining); message = mnl_nlmsg_next(message, &remaining)) {
-        if (message->nlmsg_type != NLMSG_ERROR) continue;
+        // Answers to an earlier transaction on a reused socket are not ours.
+        if (message->nlmsg_type != NLMSG_ERROR || message->nlmsg_seq < first_seq_ ||
+            message->nlmsg_seq >= seq_)
+          continue;
         const auto* error = static_cast<const nlmsgerr*>(mnl_nlmsg_get_payload(message));
         if (error->error != 0) return core::Error::from_errno(kStage, what, -error->error);
         ++answered;
@@ -302,6 +306,7 @@ class Batch {
   std::size_t limit_;
   std::vector<char> buffer_;
   std::uint32_t seq_;
+  std::uint32_t first_seq_ = 0;
   mnl_nlmsg_batch* batch_ = nullptr;
   std::size_t messages_ = 0;
   bool failed_ = false;
