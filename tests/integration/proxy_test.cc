@@ -102,7 +102,7 @@ std::string read_until(int fd, std::string_view stop = {}, std::size_t limit = 1
 }
 
 // A server thread on its own listener: echoes each connection back until
-// EOF and then closes (Echo), or answers one HTTP request with "hello"
+// EOF, then says "bye" and closes (Echo), or answers one HTTP request with "hello"
 // after reading its head, which it keeps (Http).
 class TestServer {
  public:
@@ -147,6 +147,7 @@ class TestServer {
       char chunk[4096];
       while (true) {
         const ssize_t got = ::recv(client.get(), chunk, sizeof chunk, 0);
+        if (got == 0) ::send(client.get(), "bye", 3, MSG_NOSIGNAL);  // only after a real EOF
         if (got <= 0) break;
         ::send(client.get(), chunk, static_cast<std::size_t>(got), MSG_NOSIGNAL);
       }
@@ -250,7 +251,7 @@ TEST_F(ProxyTest, ConnectRelaysBothWaysWithHalfCloseAndCountsBytes) {
   // The server echoes until it sees EOF: it sees one only if the proxy
   // passes the half-close on, and then its reply still comes back.
   ::shutdown(fd.get(), SHUT_WR);
-  EXPECT_EQ(read_until(fd.get()), "more");
+  EXPECT_EQ(read_until(fd.get()), "morebye");
   const auto records = records_.wait_for(1);
   ASSERT_EQ(records.size(), 1u);
   EXPECT_TRUE(records[0].allowed);
@@ -259,7 +260,7 @@ TEST_F(ProxyTest, ConnectRelaysBothWaysWithHalfCloseAndCountsBytes) {
   EXPECT_EQ(records[0].port, echo.port());
   EXPECT_EQ(records[0].addresses, std::vector<std::string>{kServerAddress});
   EXPECT_EQ(records[0].bytes_up, 14u);
-  EXPECT_EQ(records[0].bytes_down, 14u);
+  EXPECT_EQ(records[0].bytes_down, 17u);
   EXPECT_NE(records[0].reason.find("--allow-domain api.example.test"), std::string::npos);
 }
 
