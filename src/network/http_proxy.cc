@@ -421,11 +421,11 @@ void HttpProxy::State::relay(int client, int upstream, std::string up, ProxyReco
     }
     if (::poll(fds, 3, -1) < 0) {
       if (errno == EINTR) continue;
-      record.reason = "relay failed";
+      record.reason += "; the relay failed";
       return;
     }
     if (fds[2].revents != 0) {
-      record.reason = "closed: the proxy stopped";
+      record.reason += "; closed when the proxy stopped";
       return;
     }
     for (auto& d : directions) {

@@ -24,6 +24,7 @@ namespace pulsebox::testing {
 namespace {
 
 bool entered = false;
+bool hosts_overridden = false;
 
 bool write_proc(const char* path, const std::string& text) {
   const int fd = ::open(path, O_WRONLY | O_CLOEXEC);
@@ -126,7 +127,11 @@ std::string override_hosts_file(const std::string& content) {
   ::fchmod(fd, 0644);
   ::close(fd);
   if (!written) return failure("writing the hosts file");
+  // A previous override's file is already unlinked, and mount(2) refuses a
+  // deleted file as its target: take the old override away first.
+  if (hosts_overridden) ::umount2("/etc/hosts", MNT_DETACH);
   const int rc = ::mount(path, "/etc/hosts", nullptr, MS_BIND, nullptr);
+  hosts_overridden = rc == 0;
   const std::string error = rc == 0 ? "" : failure("bind-mounting the hosts file on /etc/hosts");
   ::unlink(path);  // the mount keeps the file
   return error;

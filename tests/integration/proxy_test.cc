@@ -403,6 +403,15 @@ TEST_F(ProxyTest, StopDoesNotWaitForStalledClientsOrIdleTunnels) {
   const auto records = records_.wait_for(2);
   ASSERT_EQ(records.size(), 2u);
   EXPECT_EQ(read_until(stalled.get()), "");  // closed, nothing sent
+  EXPECT_EQ(read_until(tunnel.get()), "");
+  const bool tunnel_first = records[0].allowed;
+  const auto& tunnel_record = records[tunnel_first ? 0 : 1];
+  const auto& stalled_record = records[tunnel_first ? 1 : 0];
+  EXPECT_TRUE(tunnel_record.allowed);
+  EXPECT_NE(tunnel_record.reason.find("closed when the proxy stopped"), std::string::npos);
+  EXPECT_FALSE(stalled_record.allowed);
+  EXPECT_NE(stalled_record.reason.find("proxy stopped before a complete request head"),
+            std::string::npos);
 }
 
 TEST_F(ProxyTest, ASecretInTheHostIsScrubbedFromRecordsAndAnswers) {
