@@ -1,23 +1,30 @@
 #include "helpers/private_network.h"
 
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <net/if.h>
 #include <sched.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <sstream>
+#include <vector>
 
 namespace pulsebox::testing {
 namespace {
 
 bool entered = false;
+bool hosts_overridden = false;
 
 bool write_proc(const char* path, const std::string& text) {
   const int fd = ::open(path, O_WRONLY | O_CLOEXEC);
@@ -78,8 +85,35 @@ bool in_private_network() {
 
 int ip_command(const std::string& arguments) {
   if (!entered) return -1;  // never the host's interfaces
-  const std::string command = "ip " + arguments;
-  const int status = std::system(command.c_str());
+  std::vector<std::string> words = {"ip"};
+  std::istringstream split(arguments);
+  for (std::string word; split >> word;)
+    words.push_back(word);
+  std::vector<char*> argv;
+  for (auto& word : words)
+    argv.push_back(word.data());
+  argv.push_back(nullptr);
+  const pid_t pid = ::fork();
+  if (pid < 0) return 128;
+  if (pid == 0) {
+    // An ordinary user's capabilities in its user namespace end at execve;
+    // `ip` alone keeps CAP_NET_ADMIN, as an ambient capability (raw calls:
+    // the parent may have threads, so no allocation after fork).
+    if (::geteuid() != 0) {
+      __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+      __user_cap_data_struct data[2] = {};
+      if (::syscall(SYS_capget, &header, data) == 0) {
+        data[CAP_TO_INDEX(CAP_NET_ADMIN)].inheritable |= CAP_TO_MASK(CAP_NET_ADMIN);
+        ::syscall(SYS_capset, &header, data);
+        ::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, CAP_NET_ADMIN, 0, 0);
+      }
+    }
+    ::execvp("ip", argv.data());
+    ::_exit(127);
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
 }
 
@@ -93,7 +127,11 @@ std::string override_hosts_file(const std::string& content) {
   ::fchmod(fd, 0644);
   ::close(fd);
   if (!written) return failure("writing the hosts file");
+  // A previous override's file is already unlinked, and mount(2) refuses a
+  // deleted file as its target: take the old override away first.
+  if (hosts_overridden) ::umount2("/etc/hosts", MNT_DETACH);
   const int rc = ::mount(path, "/etc/hosts", nullptr, MS_BIND, nullptr);
+  hosts_overridden = rc == 0;
   const std::string error = rc == 0 ? "" : failure("bind-mounting the hosts file on /etc/hosts");
   ::unlink(path);  // the mount keeps the file
   return error;
