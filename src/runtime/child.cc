@@ -244,6 +244,11 @@ PULSEBOX_CHILD_CODE void run_sandbox_init(const LaunchPlan& plan) noexcept {
 
   switch_ids(plan, plan.init_uid, plan.init_gid, "switching to the namespace's gid",
              "switching to the namespace's uid", fail);
+  // A change of effective ids clears the parent-death signal (as root the
+  // switch maps init to other host ids): armed again, or a killed supervisor
+  // would leave the sandbox running. A supervisor gone in between is seen
+  // at the next message init waits for (end of file: init exits).
+  raw(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
 
   // Mount propagation stops here: nothing below reaches the host.
   if (const int e = raw_error(raw(SYS_mount, nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr));

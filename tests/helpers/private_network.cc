@@ -24,7 +24,6 @@ namespace pulsebox::testing {
 namespace {
 
 bool entered = false;
-bool hosts_overridden = false;
 
 bool write_proc(const char* path, const std::string& text) {
   const int fd = ::open(path, O_WRONLY | O_CLOEXEC);
@@ -119,22 +118,29 @@ int ip_command(const std::string& arguments) {
 
 std::string override_hosts_file(const std::string& content) {
   if (!entered) return "not in a private network namespace";
-  char path[] = "/tmp/pulsebox-hosts-XXXXXX";
-  const int fd = ::mkstemp(path);
-  if (fd < 0) return failure("mkstemp");
+  // One file for the process's life, bound once and rewritten after: a
+  // file unlinked under its mount could not be a mount target for the
+  // sandboxes (mount(2) refuses a deleted file), nor could it be replaced.
+  static std::string path;
+  const bool first = path.empty();
+  if (first) {
+    char pattern[] = "/tmp/pulsebox-hosts-XXXXXX";
+    const int fd = ::mkstemp(pattern);
+    if (fd < 0) return failure("mkstemp");
+    ::fchmod(fd, 0644);
+    ::close(fd);
+    path = pattern;
+    std::atexit([] { ::unlink(path.c_str()); });
+  }
+  const int fd = ::open(path.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
+  if (fd < 0) return failure("opening the hosts file");
   const bool written =
       ::write(fd, content.data(), content.size()) == static_cast<ssize_t>(content.size());
-  ::fchmod(fd, 0644);
   ::close(fd);
   if (!written) return failure("writing the hosts file");
-  // A previous override's file is already unlinked, and mount(2) refuses a
-  // deleted file as its target: take the old override away first.
-  if (hosts_overridden) ::umount2("/etc/hosts", MNT_DETACH);
-  const int rc = ::mount(path, "/etc/hosts", nullptr, MS_BIND, nullptr);
-  hosts_overridden = rc == 0;
-  const std::string error = rc == 0 ? "" : failure("bind-mounting the hosts file on /etc/hosts");
-  ::unlink(path);  // the mount keeps the file
-  return error;
+  if (first && ::mount(path.c_str(), "/etc/hosts", nullptr, MS_BIND, nullptr) != 0)
+    return failure("bind-mounting the hosts file on /etc/hosts");
+  return "";
 }
 
 }  // namespace pulsebox::testing

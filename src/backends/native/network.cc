@@ -98,10 +98,18 @@ linux_api::VethPlan veth_plan(std::uint32_t slot, pid_t sandbox_pid) {
   std::snprintf(name, sizeof name, "%s%04x", std::string(kVethPrefix).c_str(), slot);
   plan.host_name = name;
   plan.sandbox_pid = sandbox_pid;
-  const std::uint32_t base = (169u << 24) | (254u << 16) | (192u << 8) + slot * 4;
-  plan.host_addresses = {ipv4(base + 1, 30), ipv6(slot, 1, 64)};
+  const std::uint32_t base = ((169u << 24) | (254u << 16) | (192u << 8)) + slot * 4;
+  // The IPv6 gateway is link-local, as routers' are.
+  linux_api::LinkAddress gateway6{};
+  gateway6.family = AF_INET6;
+  gateway6.bytes[0] = 0xfe;
+  gateway6.bytes[1] = 0x80;
+  gateway6.bytes[15] = 1;
+  gateway6.prefix = 64;
+  plan.host_addresses = {ipv4(base + 1, 30), ipv6(slot, 1, 64), gateway6};
   plan.sandbox_addresses = {ipv4(base + 2, 30), ipv6(slot, 2, 64)};
-  plan.sandbox_gateways = {ipv4(base + 1, 32), ipv6(slot, 1, 128)};
+  gateway6.prefix = 128;
+  plan.sandbox_gateways = {ipv4(base + 1, 32), gateway6};
   return plan;
 }
 
@@ -226,7 +234,10 @@ core::Status make_veth(SandboxRun& run, const ExecutionRequest& request,
   PB_CHECK(linux_api::configure_sandbox_side(net.route_socket.get(), plan));
   if (request.network.mode == NetworkMode::Allowlist) {
     PB_TRY(rules, egress_rules(request.network, run.resolved_destinations));
-    PB_CHECK(linux_api::install_egress_filter(net.netfilter_socket.get(), rules));
+    // The host answers neighbour solicitations from its address on the
+    // veth's prefix: replies to it must pass.
+    PB_CHECK(
+        linux_api::install_egress_filter(net.netfilter_socket.get(), rules, plan.sandbox_addresses));
   }
   core::trace_phase("network: sandbox side addressed and filtered");
   if (facts.forwarding) {
