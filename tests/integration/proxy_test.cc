@@ -238,6 +238,27 @@ class ProxyTest : public ::testing::Test {
   std::unique_ptr<HttpProxy> proxy_;
 };
 
+TEST_F(ProxyTest, ResolveGuardedSplitsANamesAddressesAndNamesAnUnresolvedOne) {
+  const std::vector<IpRange> listed = {*parse_ip_range(kServerAddress)};
+  const auto api = resolve_guarded("API.example.test.", listed);
+  ASSERT_TRUE(api.ok()) << api.error().to_string();
+  EXPECT_EQ(api->allowed, std::vector<IpAddress>{*parse_ip_address(kServerAddress)});
+  EXPECT_TRUE(destination_allowed(api.value()));
+  const auto inner = resolve_guarded("internal.example.test", listed);
+  ASSERT_TRUE(inner.ok());
+  ASSERT_EQ(inner->refused.size(), 1u);
+  EXPECT_EQ(inner->refused[0].second, AddressKind::LinkLocal);
+  EXPECT_FALSE(destination_allowed(inner.value()));
+  const auto loopback = resolve_guarded("localhost", listed);
+  ASSERT_TRUE(loopback.ok());
+  ASSERT_EQ(loopback->refused.size(), 1u);
+  EXPECT_EQ(loopback->refused[0].second, AddressKind::Loopback);
+  const auto missing = resolve_guarded("missing.example.test", listed);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.error().message().find("missing.example.test does not resolve"),
+            std::string::npos);
+}
+
 TEST_F(ProxyTest, ConnectRelaysBothWaysWithHalfCloseAndCountsBytes) {
   TestServer echo(kServerAddress, TestServer::Mode::Echo);
   start();
