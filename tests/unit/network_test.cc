@@ -9,7 +9,7 @@
 
 #include "network/address.h"
 #include "network/domain_pattern.h"
-#include "network/http_proxy.h"
+#include "network/proxy_request.h"
 #include "network/resolver.h"
 
 namespace pulsebox::network {
@@ -275,6 +275,19 @@ TEST(NetworkProxyRequestTest, ParsesConnectAndAbsoluteForm) {
   EXPECT_EQ(get->version, "HTTP/1.0");
   EXPECT_EQ(parse_proxy_request("GET http://h.test:8080 HTTP/1.1\r\n\r\n")->target, "/");
   EXPECT_EQ(parse_proxy_request("GET http://h.test?q HTTP/1.1\r\n\r\n")->target, "/?q");
+}
+
+TEST(NetworkProxyRequestTest, OriginFormHeadTakesHostFromTheUrlAndDropsProxyHeaders) {
+  const auto request = parse_proxy_request(
+      "POST http://[fd00::2]:8080/up?x=1 HTTP/1.1\r\nHost: elsewhere.test\r\n"
+      "Proxy-Authorization: Basic eA==\r\nPROXY-CONNECTION: keep-alive\r\n"
+      "Connection: keep-alive, Upgrade\r\nKeep-Alive: 5\r\nContent-Length: 2\r\n\r\n");
+  ASSERT_TRUE(request);
+  EXPECT_EQ(origin_form_head(*request),
+            "POST /up?x=1 HTTP/1.1\r\nHost: [fd00::2]:8080\r\nContent-Length: 2\r\n"
+            "Connection: close\r\n\r\n");
+  EXPECT_EQ(origin_form_head(*parse_proxy_request("GET http://a.test/ HTTP/1.0\r\n\r\n")),
+            "GET / HTTP/1.0\r\nHost: a.test\r\nConnection: close\r\n\r\n");
 }
 
 TEST(NetworkProxyRequestTest, RefusesAnythingElse) {
