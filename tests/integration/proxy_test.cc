@@ -321,6 +321,29 @@ TEST_F(ProxyTest, GuardRefusesAnAllowedNameThatResolvesToAnUnlistedLinkLocalAddr
   EXPECT_TRUE(read_until(fd.get(), "\r\n\r\n").starts_with("HTTP/1.1 200 "));
 }
 
+TEST_F(ProxyTest, ANameWithOneRefusedAddressIsRefusedWhole) {
+  // A rebinding answer: one address the guard allows, one it refuses.
+  TestServer echo(kServerAddress, TestServer::Mode::Echo);
+  std::atomic<int> resolved{0};
+  start([&](ProxyConfig& config) {
+    config.resolve = [&](const std::string&, const std::vector<IpRange>& listed) {
+      ++resolved;
+      return core::Result<GuardedAddresses>(guard_addresses(
+          {*parse_ip_address(kServerAddress), *parse_ip_address("::ffff:169.254.169.254")},
+          listed));
+    };
+  });
+  const std::string answer =
+      ask("CONNECT api.example.test:" + std::to_string(echo.port()) + " HTTP/1.1\r\n\r\n");
+  EXPECT_TRUE(answer.starts_with("HTTP/1.1 403 ")) << answer;
+  EXPECT_NE(answer.find("::ffff:169.254.169.254 (cloud metadata)"), std::string::npos) << answer;
+  EXPECT_EQ(resolved, 1);
+  EXPECT_EQ(echo.accepted(), 0);
+  const auto records = records_.wait_for(1);
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_FALSE(records[0].allowed);
+}
+
 TEST_F(ProxyTest, PlainHttpIsForwardedInOriginFormWithoutProxyHeadersAndNothingSecretIsRecorded) {
   TestServer http(kServerAddress, TestServer::Mode::Http);
   start();
