@@ -42,27 +42,10 @@
 #include "core/unique_fd.h"
 #include "network/address.h"
 #include "network/domain_pattern.h"
+#include "network/proxy_request.h"
 #include "network/resolver.h"
 
 namespace pulsebox::network {
-
-// A request head the proxy understood. `head` given to the parser is
-// everything up to and including the blank line ("\r\n\r\n").
-struct ProxyRequest {
-  std::string method;  // "CONNECT", "GET", ... (uppercase letters)
-  std::string host;    // as written, IPv6 without brackets
-  int port = 0;
-  std::string target;   // origin form ("/path?query") for plain HTTP; "" for CONNECT
-  std::string version;  // "HTTP/1.1" or "HTTP/1.0"
-  std::vector<std::pair<std::string, std::string>> headers;  // in order, values trimmed
-};
-
-// Strict and bounded: CRLF line ends only, no folded or malformed header
-// lines, no control characters, http:// absolute form or CONNECT authority
-// form only, no userinfo in URLs. nullopt for anything else.
-std::optional<ProxyRequest> parse_proxy_request(std::string_view head);
-
-constexpr std::size_t kMaxRequestHead = 16 * 1024;
 
 struct ProxyRecord {
   std::string method;

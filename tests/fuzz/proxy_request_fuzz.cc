@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "network/http_proxy.h"
+#include "network/proxy_request.h"
 
 namespace {
 

@@ -238,6 +238,27 @@ class ProxyTest : public ::testing::Test {
   std::unique_ptr<HttpProxy> proxy_;
 };
 
+TEST_F(ProxyTest, ResolveGuardedSplitsANamesAddressesAndNamesAnUnresolvedOne) {
+  const std::vector<IpRange> listed = {*parse_ip_range(kServerAddress)};
+  const auto api = resolve_guarded("API.example.test.", listed);
+  ASSERT_TRUE(api.ok()) << api.error().to_string();
+  EXPECT_EQ(api->allowed, std::vector<IpAddress>{*parse_ip_address(kServerAddress)});
+  EXPECT_TRUE(destination_allowed(api.value()));
+  const auto inner = resolve_guarded("internal.example.test", listed);
+  ASSERT_TRUE(inner.ok());
+  ASSERT_EQ(inner->refused.size(), 1u);
+  EXPECT_EQ(inner->refused[0].second, AddressKind::LinkLocal);
+  EXPECT_FALSE(destination_allowed(inner.value()));
+  const auto loopback = resolve_guarded("localhost", listed);
+  ASSERT_TRUE(loopback.ok());
+  ASSERT_EQ(loopback->refused.size(), 1u);
+  EXPECT_EQ(loopback->refused[0].second, AddressKind::Loopback);
+  const auto missing = resolve_guarded("missing.example.test", listed);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.error().message().find("missing.example.test does not resolve"),
+            std::string::npos);
+}
+
 TEST_F(ProxyTest, ConnectRelaysBothWaysWithHalfCloseAndCountsBytes) {
   TestServer echo(kServerAddress, TestServer::Mode::Echo);
   start();
@@ -298,6 +319,29 @@ TEST_F(ProxyTest, GuardRefusesAnAllowedNameThatResolvesToAnUnlistedLinkLocalAddr
   send_text(fd.get(),
             "CONNECT internal.example.test:" + std::to_string(inner.port()) + " HTTP/1.1\r\n\r\n");
   EXPECT_TRUE(read_until(fd.get(), "\r\n\r\n").starts_with("HTTP/1.1 200 "));
+}
+
+TEST_F(ProxyTest, ANameWithOneRefusedAddressIsRefusedWhole) {
+  // A rebinding answer: one address the guard allows, one it refuses.
+  TestServer echo(kServerAddress, TestServer::Mode::Echo);
+  std::atomic<int> resolved{0};
+  start([&](ProxyConfig& config) {
+    config.resolve = [&](const std::string&, const std::vector<IpRange>& listed) {
+      ++resolved;
+      return core::Result<GuardedAddresses>(guard_addresses(
+          {*parse_ip_address(kServerAddress), *parse_ip_address("::ffff:169.254.169.254")},
+          listed));
+    };
+  });
+  const std::string answer =
+      ask("CONNECT api.example.test:" + std::to_string(echo.port()) + " HTTP/1.1\r\n\r\n");
+  EXPECT_TRUE(answer.starts_with("HTTP/1.1 403 ")) << answer;
+  EXPECT_NE(answer.find("::ffff:169.254.169.254 (cloud metadata)"), std::string::npos) << answer;
+  EXPECT_EQ(resolved, 1);
+  EXPECT_EQ(echo.accepted(), 0);
+  const auto records = records_.wait_for(1);
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_FALSE(records[0].allowed);
 }
 
 TEST_F(ProxyTest, PlainHttpIsForwardedInOriginFormWithoutProxyHeadersAndNothingSecretIsRecorded) {
