@@ -30,9 +30,8 @@ constexpr std::size_t kMaxAnswer = 1 << 20;
 core::Result<std::string> helper_path() {
   std::error_code ec;
   const fs::path self = fs::read_symlink("/proc/self/exe", ec);
-  for (const fs::path& candidate :
-       {ec ? fs::path() : self.parent_path() / "pulsebox-nft",
-        fs::path(PULSEBOX_LIBEXEC_DIR) / "pulsebox-nft"}) {
+  for (const fs::path& candidate : {ec ? fs::path() : self.parent_path() / "pulsebox-nft",
+                                    fs::path(PULSEBOX_LIBEXEC_DIR) / "pulsebox-nft"}) {
     if (!candidate.empty() && ::access(candidate.c_str(), X_OK) == 0) return candidate.string();
   }
   return Error(ErrorKind::kUnavailable, "nftables",

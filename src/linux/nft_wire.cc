@@ -20,7 +20,8 @@ bool unhex(std::string_view text, LinkAddress& address) {
   if (text.size() != 2 * address_length(address.family)) return false;
   for (std::size_t i = 0; i < text.size() / 2; ++i) {
     unsigned value = 0;
-    const auto [end, error] = std::from_chars(text.data() + 2 * i, text.data() + 2 * i + 2, value, 16);
+    const auto [end, error] =
+        std::from_chars(text.data() + 2 * i, text.data() + 2 * i + 2, value, 16);
     if (error != std::errc() || end != text.data() + 2 * i + 2) return false;
     address.bytes[i] = static_cast<std::uint8_t>(value);
   }

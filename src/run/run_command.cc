@@ -108,8 +108,8 @@ void print_summary(const ProcessResult& result, const std::string& workspace,
     if (!strong && d.accepted) note = " (accepted with --allow-weaker)";
     if (!strong && !d.requested) note = " (default limits, applied as far as this host allows)";
     if (d.dimension == Dimension::Network) {
-      note = ", --net " + network_mode + (result.network.empty() ? "" : " (" + result.network + ")") +
-             note;
+      note = ", --net " + network_mode +
+             (result.network.empty() ? "" : " (" + result.network + ")") + note;
     }
     err << "  " << std::string(to_string(d.dimension))
         << std::string(12 - to_string(d.dimension).size(), ' ')

