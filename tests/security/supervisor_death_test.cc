@@ -22,8 +22,17 @@ class SupervisorDeathTest : public testing::CliFixture {};
 TEST_F(SupervisorDeathTest, AKilledSupervisorLeavesNoProcessOfItsSandbox) {
   std::random_device seed;
   const std::string marker = "pulsebox-orphan-marker-" + std::to_string(seed());
-  std::vector<std::string> args = {binary_, "run", "--allow-weaker", "limits", "--changes",
-                                   "discard", "-w", workspace_.path().string(), "--", "sh", "-c",
+  std::vector<std::string> args = {binary_,
+                                   "run",
+                                   "--allow-weaker",
+                                   "limits",
+                                   "--changes",
+                                   "discard",
+                                   "-w",
+                                   workspace_.path().string(),
+                                   "--",
+                                   "sh",
+                                   "-c",
                                    "sleep 600; : " + marker};
   const auto env = cli_env();
   const pid_t supervisor = ::fork();

@@ -111,8 +111,10 @@ void NativeHost::tear_down(SandboxRun& run) {
   if (run.launched && !run.reported)
     linux_api::sys_pidfd_send_signal(run.sandbox.pidfd.get(), SIGKILL);
   run.sandbox.wait();
+  core::trace_phase("native: init reaped");
   // Its veth went with its namespace; the host's NAT table for it goes now.
   tear_down_network(run);
+  core::trace_phase("native: network torn down");
   // The last reference to the run's tmpfs for its changes (--disk): its
   // memory goes with it.
   run.changes_root.reset();

@@ -397,10 +397,11 @@ void tear_down_network(SandboxRun& run) {
   if (!run.network) return;
   stop_network(run);
   RunNetwork& net = *run.network;
+  // The veth needs nothing: the kernel removes the pair with the sandbox's
+  // namespace (nothing else holds it: the supervisor closed its sockets).
+  // Deleting it here would wait for that removal, which holds the
+  // routing lock while it runs.
   if (!net.nat_table.empty() && linux_api::delete_table(net.nat_table)) net.nat_table.clear();
-  // The kernel removes the pair with the sandbox's namespace; this is for a
-  // namespace something else still holds.
-  if (!net.veth.empty() && linux_api::delete_link(net.veth)) net.veth.clear();
 }
 
 std::vector<std::string> reconcile_network() {
