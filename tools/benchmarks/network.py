@@ -2,7 +2,7 @@
 """Network modes: launch latency of /bin/true per --net mode, beside peers (tools/bench network).
 
 Interleaved in one run, like tools/bench peers: pulsebox run with --net none,
-proxy, allowlist and all, bwrap --unshare-all (its own network namespace) and
+proxy, allowlist and all, bwrap --unshare-net and
 podman run --network none; medians and their ratio to bwrap. Runs as root, in
 a network and mount namespace of its own (re-executed under unshare), where
 it adds 169.254.40.1 to lo and turns forwarding on, so that `all` gets its
@@ -38,7 +38,7 @@ def inside(rounds):
     runs = [peers.Peer(f"pulsebox --net {mode}", base + flags + ["--", "/bin/true"], env=env)
             for mode, flags in modes.items()]
     if peers.which("bwrap"):
-        runs.append(peers.Peer("bwrap --unshare-all", [peers.which("bwrap"), "--unshare-all",
+        runs.append(peers.Peer("bwrap --unshare-net", [peers.which("bwrap"), "--unshare-net",
                                                        "--die-with-parent", "--ro-bind", "/", "/",
                                                        "/bin/true"]))
     else:
