@@ -9,6 +9,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -154,6 +155,24 @@ class NetworkTest : public testing::CliFixture {
     for (const std::string address : {"169.254.10.1/32", "169.254.10.2/32", "169.254.10.3/32"})
       ASSERT_EQ(testing::ip_command("addr add " + address + " dev lo"), 0);
     ASSERT_EQ(testing::ip_command("addr add fd00:10::1/128 dev lo nodad"), 0);
+    // An interface with default routes, as a host has: pasta (an ordinary
+    // user's allowlist and all) takes its addresses and routes from it.
+    for (const std::string command :
+         {"link add pbtest0 type veth peer name pbtest1", "link set pbtest0 up",
+          "link set pbtest1 up", "addr add 169.254.20.1/24 dev pbtest0",
+          "addr add fd00:20::1/64 dev pbtest0 nodad",
+          "route add default via 169.254.20.254 dev pbtest0",
+          "-6 route add default via fd00:20::ffff dev pbtest0"}) {
+      ASSERT_EQ(testing::ip_command(command), 0) << command;
+    }
+    // An ordinary user's pasta needs /dev/net/tun, which udev makes 0666 on
+    // a standard system; where it is root's only, tools/check provides a
+    // node of that device the suite binds over it in its own mount
+    // namespace.
+    const char* tun = std::getenv("PULSEBOX_TEST_TUN");
+    if (::geteuid() != 0 && ::access("/dev/net/tun", R_OK | W_OK) != 0 && tun != nullptr) {
+      ASSERT_EQ(::mount(tun, "/dev/net/tun", nullptr, MS_BIND, nullptr), 0) << std::strerror(errno);
+    }
     const std::string hosts = std::string("127.0.0.1 localhost\n") + kApi + " api.example.test\n" +
                               kEvil + " evil.example.test\n" + kIndex + " index.example.test\n" +
                               kApi6 + " v6.example.test\n";
@@ -412,18 +431,52 @@ TEST_F(NetworkTest, ProxyWorksThroughTheServer) {
   EXPECT_NE(log.find("pulsebox serve: run in"), std::string::npos) << "served: " << log;
 }
 
-TEST_F(NetworkTest, AllowlistNeedsRootAndSaysSo) {
-  if (::geteuid() == 0) GTEST_SKIP() << "as root the allowlist works (the tests below)";
-  const auto caps = testing::run_cli({"capabilities"}, "", cli_env());
+// Without root and without pasta, an allowlist is refused with what it
+// needs, never run with less.
+TEST_F(NetworkTest, AnAllowlistThisHostCannotMakeIsRefusedWithWhatItNeeds) {
+  if (::geteuid() == 0) GTEST_SKIP() << "as root the allowlist is a veth pair (tests below)";
+  auto env = cli_env();
+  const auto caps = testing::run_cli({"capabilities"}, "", env);
   EXPECT_NE(caps.out.find("network.allowlist"), std::string::npos) << caps.out;
+  // /dev/net/tun unusable for pulsebox: a private mount namespace of a child.
   TcpServer api(kApi, "api");
-  const auto result =
-      run({"--net", "allowlist", "--allow", std::string(kApi) + ":" + std::to_string(api.port())},
-          {"tcp,allowed," + std::string(kApi) + "," + std::to_string(api.port())});
-  EXPECT_NE(result.exit_code, 0) << "refused, never run with less";
-  EXPECT_NE(result.err.find("network"), std::string::npos) << result.err;
+  const pid_t child = ::fork();
+  if (child == 0) {
+    const std::string unusable = (scratch_.path() / "no-tun").string();
+    testing::write_file(unusable, "");
+    ::chmod(unusable.c_str(), 0);
+    if (::unshare(CLONE_NEWNS) != 0 ||
+        ::mount(unusable.c_str(), "/dev/net/tun", nullptr, MS_BIND, nullptr) != 0) {
+      ::_exit(90);
+    }
+    const auto refused =
+        run({"--net", "allowlist", "--allow", std::string(kApi) + ":" + std::to_string(api.port())},
+            {"tcp,allowed," + std::string(kApi) + "," + std::to_string(api.port())});
+    const bool says = refused.err.find("/dev/net/tun") != std::string::npos;
+    ::_exit(refused.exit_code != 0 && says ? 0 : 91);
+  }
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
   EXPECT_EQ(api.connections(), 0);
 }
+
+// A sandbox connected to the host: as root a veth pair, as an ordinary user
+// pasta (with a usable /dev/net/tun).
+class ConnectedNetworkTest : public NetworkTest {
+ protected:
+  void SetUp() override {
+    const bool pasta = ::access("/usr/bin/pasta", X_OK) == 0;
+    const bool tun = ::access("/dev/net/tun", R_OK | W_OK) == 0;
+    PULSEBOX_SKIP_UNLESS(::geteuid() == 0 || (pasta && tun),
+                         "an ordinary user's connected sandbox needs pasta (apt-get install "
+                         "passt) and a usable /dev/net/tun");
+    NetworkTest::SetUp();
+  }
+  static std::string setup() { return ::geteuid() == 0 ? "veth" : "pasta"; }
+  static std::string links() { return output_of("ip -o link show"); }
+  static std::string tables() { return output_of("nft list tables"); }
+};
 
 class RootNetworkTest : public NetworkTest {
  protected:
@@ -435,7 +488,7 @@ class RootNetworkTest : public NetworkTest {
   static std::string tables() { return output_of("nft list tables"); }
 };
 
-TEST_F(RootNetworkTest, AllowlistPassesOnlyTheListedDestinationsPortsAndProtocols) {
+TEST_F(ConnectedNetworkTest, AllowlistPassesOnlyTheListedDestinationsPortsAndProtocols) {
   TcpServer api(kApi, "api"), other_port(kApi, "other-port"), evil(kEvil, "evil"),
       api6(kApi6, "api6");
   const auto result = run(
@@ -455,10 +508,10 @@ TEST_F(RootNetworkTest, AllowlistPassesOnlyTheListedDestinationsPortsAndProtocol
       << result.out;
   EXPECT_NE(line_of(result.out, "v6").find("ok hello from api6"), std::string::npos) << result.out;
   EXPECT_EQ(evil.connections(), 0);
-  EXPECT_NE(result.err.find("--net allowlist (veth)"), std::string::npos) << result.err;
+  EXPECT_NE(result.err.find("--net allowlist (" + setup() + ")"), std::string::npos) << result.err;
 }
 
-TEST_F(RootNetworkTest, AllowlistRefusesTheSameHostOnAnotherPortAndUdpByTheRules) {
+TEST_F(ConnectedNetworkTest, AllowlistRefusesTheSameHostOnAnotherPortAndUdpByTheRules) {
   TcpServer api(kApi, "api"), other(kApi, "other");
   const auto result =
       run({"--net", "allowlist", "--allow", std::string(kApi) + ":" + std::to_string(api.port())},
@@ -516,7 +569,7 @@ TEST_F(RootNetworkTest, AllowlistRefusesTheSameHostOnAnotherPortAndUdpByTheRules
       << udp.out;
 }
 
-TEST_F(RootNetworkTest, AllowlistRefusesANameThatResolvesToAPrivateAddressUnlessListed) {
+TEST_F(ConnectedNetworkTest, AllowlistRefusesANameThatResolvesToAPrivateAddressUnlessListed) {
   TcpServer api(kApi, "api");
   const auto refused =
       run({"--net", "allowlist", "--allow", "api.example.test:" + std::to_string(api.port())},
@@ -533,7 +586,7 @@ TEST_F(RootNetworkTest, AllowlistRefusesANameThatResolvesToAPrivateAddressUnless
   EXPECT_NE(listed.out.find("allowed ok"), std::string::npos) << listed.out;
 }
 
-TEST_F(RootNetworkTest, TheCommandCannotChangeRoutesAddressesOrRules) {
+TEST_F(ConnectedNetworkTest, TheCommandCannotChangeRoutesAddressesOrRules) {
   TcpServer evil(kEvil, "evil");
   const auto result = testing::run_cli(
       {"run", "--allow-weaker", "limits", "--changes", "discard", "-w", workspace_.path().string(),
@@ -564,8 +617,15 @@ TEST_F(RootNetworkTest, NothingIsLeftAfterARunAKilledSupervisorAndReconcile) {
   ASSERT_EQ(result.exit_code, 0) << result.out << result.err;
   EXPECT_NE(result.out.find("all ok"), std::string::npos) << result.out;
   EXPECT_NE(result.err.find("--net all (veth)"), std::string::npos) << result.err;
-  EXPECT_EQ(links().find("pbx"), std::string::npos) << links();
   EXPECT_EQ(tables().find("pulsebox-"), std::string::npos) << tables();
+  // The kernel removes the veth with the sandbox's namespace, in the
+  // background once init has exited.
+  bool removed = false;
+  for (int i = 0; i < 100 && !removed; ++i) {  // at most 5 s
+    removed = links().find("pbx") == std::string::npos;
+    if (!removed) ::usleep(50000);
+  }
+  EXPECT_TRUE(removed) << links();
 
   // A supervisor killed with SIGKILL mid-run: its sandbox dies with it
   // (PR_SET_PDEATHSIG), the veth with the namespace; the NAT table is left
@@ -613,6 +673,57 @@ TEST_F(RootNetworkTest, NothingIsLeftAfterARunAKilledSupervisorAndReconcile) {
   const auto reconciled = testing::run_cli({"reconcile"}, "", cli_env());
   EXPECT_EQ(reconciled.exit_code, 0) << reconciled.out << reconciled.err;
   EXPECT_EQ(tables().find("pulsebox-"), std::string::npos) << tables();
+}
+
+// An ordinary user's pasta ends with the run, and with a killed supervisor.
+TEST_F(ConnectedNetworkTest, PastaEndsWithItsRunAndWithAKilledSupervisor) {
+  if (setup() != "pasta") GTEST_SKIP() << "as root --net all is a veth pair (the test above)";
+  TcpServer api(kApi, "api");
+  const std::string marker = state_.path().string();  // in pasta's --pid path
+  const auto result =
+      run({"--net", "all"}, {"tcp,all," + std::string(kApi) + "," + std::to_string(api.port())});
+  ASSERT_EQ(result.exit_code, 0) << result.out << result.err;
+  EXPECT_NE(result.out.find("all ok"), std::string::npos) << result.out;
+  EXPECT_NE(result.err.find("--net all (pasta)"), std::string::npos) << result.err;
+  EXPECT_EQ(testing::processes_with_marker(marker), 0);
+
+  std::vector<std::string> args = {binary_,
+                                   "run",
+                                   "--allow-weaker",
+                                   "limits",
+                                   "--changes",
+                                   "discard",
+                                   "-w",
+                                   workspace_.path().string(),
+                                   "--net",
+                                   "all",
+                                   "--",
+                                   "sleep",
+                                   "30"};
+  const auto env = cli_env();
+  const pid_t supervisor = ::fork();
+  if (supervisor == 0) {
+    for (const auto& entry : env)
+      ::putenv(::strdup(entry.c_str()));
+    ::execv(binary_.c_str(), testing::c_strings(args).data());
+    ::_exit(127);
+  }
+  ASSERT_GT(supervisor, 0);
+  bool up = false;
+  for (int i = 0; i < 200 && !up; ++i) {  // until pasta runs (at most 10 s)
+    ::usleep(50000);
+    up = testing::processes_with_marker(marker) > 0;
+  }
+  ASSERT_TRUE(up);
+  ::kill(supervisor, SIGKILL);
+  ::waitpid(supervisor, nullptr, 0);
+  int left = 1;
+  for (int i = 0; i < 200 && left > 0; ++i) {  // at most 10 s
+    ::usleep(50000);
+    left = testing::processes_with_marker(marker);
+  }
+  EXPECT_EQ(left, 0) << "pasta or the sandbox outlived the supervisor";
+  EXPECT_EQ(testing::run_cli({"reconcile"}, "", env).exit_code, 0);
 }
 
 TEST_F(RootNetworkTest, AllWithoutForwardingNeedsAllowWeakerAndSaysWhy) {

@@ -104,9 +104,11 @@ core::Result<IdPlan> NativeHost::plan_launch(const LaunchSpec& spec, const fs::p
   plan.hostname = options_.hostname;
   plan.bring_up_loopback = own_network;
   using Handover = runtime::LaunchPlan::NetworkHandover;
-  plan.network_handover = spec.network == NetworkSetup::Proxy  ? Handover::ProxyListener
-                          : spec.network == NetworkSetup::Veth ? Handover::Netlink
-                                                               : Handover::None;
+  // pasta joins the namespace by init's pid: the sockets say it exists.
+  const bool connected = spec.network == NetworkSetup::Veth || spec.network == NetworkSetup::Pasta;
+  plan.network_handover = spec.network == NetworkSetup::Proxy ? Handover::ProxyListener
+                          : connected                         ? Handover::Netlink
+                                                              : Handover::None;
   if (spec.network == NetworkSetup::Proxy) plan.proxy_port = kProxyPort;
   PB_TRY(ids, plan_ids(options_, plan));
 

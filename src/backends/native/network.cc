@@ -8,6 +8,7 @@
 #include <fstream>
 #include <functional>
 
+#include "backends/native/pasta.h"
 #include "backends/native/sandbox_run.h"
 #include "core/fs.h"
 #include "core/trace.h"
@@ -56,6 +57,17 @@ std::string proxy_text() {
          " and served from outside it, is the one way out: it lets through only the host names "
          "--allow-domain names, resolves them itself and refuses loopback, private, link-local "
          "and cloud metadata addresses unless --allow lists them";
+}
+
+std::string pasta_text() {
+  return "a network namespace of its own, connected by pasta (user-mode networking: the "
+         "sandbox's connections leave as this user's sockets; no host port forwarded in or "
+         "out, the gateway not mapped to the host's loopback)";
+}
+
+std::string without_pasta(const NetworkHostFacts& facts) {
+  if (facts.pasta.empty()) return "(not installed: apt-get install passt)";
+  return "(installed, but /dev/net/tun is not usable by this user: udev makes it 0666)";
 }
 
 linux_api::LinkAddress link_address(const network::IpAddress& address, int prefix) {
@@ -250,6 +262,22 @@ core::Status make_veth(SandboxRun& run, const ExecutionRequest& request,
   return core::ok_status();
 }
 
+core::Status make_pasta(SandboxRun& run, const ExecutionRequest& request,
+                        const NetworkHostFacts& facts) {
+  RunNetwork& net = *run.network;
+  // The filter first: no packet leaves before it is in place.
+  if (request.network.mode == NetworkMode::Allowlist) {
+    PB_TRY(rules, egress_rules(request.network, run.resolved_destinations));
+    PB_CHECK(linux_api::install_egress_filter(net.netfilter_socket.get(), rules));
+  }
+  net.route_socket.reset();
+  net.netfilter_socket.reset();
+  PB_TRY(pid, start_pasta(facts.pasta, run.sandbox.pid, run.run_dir));
+  net.pasta = pid;
+  core::trace_phase("network: pasta up");
+  return core::ok_status();
+}
+
 }  // namespace
 
 RunNetwork::RunNetwork() = default;
@@ -260,6 +288,11 @@ NetworkHostFacts probe_network_host() {
   facts.veth = ::geteuid() == 0 && has_effective_capability(CAP_NET_ADMIN) &&
                has_effective_capability(CAP_SYS_ADMIN);
   facts.forwarding = read_flag("/proc/sys/net/ipv4/ip_forward");
+  // pasta refuses root (pasta.h): only an ordinary user's sandboxes use it.
+  if (::geteuid() != 0) {
+    facts.pasta = find_pasta();
+    facts.tun = tun_usable();
+  }
   return facts;
 }
 
@@ -273,6 +306,8 @@ std::string_view to_string(NetworkSetup setup) {
       return "proxy";
     case NetworkSetup::Veth:
       return "veth";
+    case NetworkSetup::Pasta:
+      return "pasta";
   }
   return "loopback";
 }
@@ -302,11 +337,22 @@ NetworkChoice choose_network(const NetworkPolicy& policy, const NetworkHostFacts
                      "(the rebinding guard) and written to the sandbox's /etc/hosts",
                  facts.forwarding ? "" : "sysctl net.ipv4.ip_forward=1 to reach past this host"}};
       }
+      if (!facts.pasta.empty() && facts.tun) {
+        return {NetworkSetup::Pasta,
+                {Level::StronglyEnforced,
+                 pasta_text() +
+                     "; an nftables filter in the sandbox's own namespace, which the command "
+                     "holds no capability over, lets only the --allow destinations through and "
+                     "refuses the rest at once; host names resolved by pulsebox before the run "
+                     "(the rebinding guard) and written to the sandbox's /etc/hosts",
+                 ""}};
+      }
       return {NetworkSetup::Loopback,
               {Level::Unsupported,
-               "an allowlist needs a veth pair to this host, which needs root (CAP_NET_ADMIN); "
-               "the run would get no network at all",
-               "run as root, or use --net proxy (works without privileges)"}};
+               "an allowlist needs a veth pair to this host (root: CAP_NET_ADMIN) or pasta " +
+                   without_pasta(facts) + "; the run would get no network at all",
+               "run as root, install passt (pasta) with a usable /dev/net/tun, or use --net proxy "
+               "(works without privileges)"}};
     case NetworkMode::AllowAll:
       if (facts.veth && facts.forwarding) {
         return {NetworkSetup::Veth,
@@ -316,14 +362,24 @@ NetworkChoice choose_network(const NetworkPolicy& policy, const NetworkHostFacts
                      "reach",
                  ""}};
       }
+      if (!facts.veth && !facts.pasta.empty() && facts.tun) {
+        return {NetworkSetup::Pasta,
+                {Level::StronglyEnforced,
+                 pasta_text() + ": the host's own loopback services and abstract unix sockets "
+                                "stay out of reach",
+                 ""}};
+      }
       return {NetworkSetup::HostNamespace,
               {Level::PartiallyEnforced,
                "the host's own network namespace is shared: its loopback services, abstract "
                "unix sockets and interfaces are reachable (" +
                    std::string(facts.veth ? "this host does not forward: net.ipv4.ip_forward is 0"
-                                          : "a veth pair with NAT needs root") +
+                                          : "a veth pair with NAT needs root, and pasta " +
+                                                without_pasta(facts)) +
                    ")",
-               facts.veth ? "sysctl net.ipv4.ip_forward=1" : "run as root, or use --net proxy"}};
+               facts.veth ? "sysctl net.ipv4.ip_forward=1"
+                          : "run as root, install passt (pasta) with a usable /dev/net/tun, or use "
+                            "--net proxy"}};
   }
   return {NetworkSetup::Loopback, {Level::StronglyEnforced, "", ""}};
 }
@@ -331,8 +387,11 @@ NetworkChoice choose_network(const NetworkPolicy& policy, const NetworkHostFacts
 core::Status plan_network(SandboxRun& run, const ExecutionRequest& request) {
   const NetworkPolicy& policy = request.network;
   run.resolved_destinations.assign(policy.rules.size(), {});
-  if (run.network->setup != NetworkSetup::Veth || policy.mode != NetworkMode::Allowlist)
+  const NetworkSetup setup = run.network->setup;
+  if ((setup != NetworkSetup::Veth && setup != NetworkSetup::Pasta) ||
+      policy.mode != NetworkMode::Allowlist) {
     return core::ok_status();
+  }
   // Addresses given as such are the guard's exceptions.
   std::vector<network::IpRange> listed;
   for (const auto& rule : policy.rules) {
@@ -386,6 +445,7 @@ core::Status make_network(SandboxRun& run, const ExecutionRequest& request,
   PB_CHECK(take_handover(run));
   core::trace_phase("network: init's sockets taken");
   if (run.network->setup == NetworkSetup::Proxy) return start_proxy(run, request);
+  if (run.network->setup == NetworkSetup::Pasta) return make_pasta(run, request, facts);
   return make_veth(run, request, facts);
 }
 
@@ -397,6 +457,8 @@ void tear_down_network(SandboxRun& run) {
   if (!run.network) return;
   stop_network(run);
   RunNetwork& net = *run.network;
+  stop_pasta(net.pasta);
+  net.pasta = -1;
   // The veth needs nothing: the kernel removes the pair with the sandbox's
   // namespace (nothing else holds it: the supervisor closed its sockets).
   // Deleting it here would wait for that removal, which holds the

@@ -8,9 +8,10 @@
 //                    127.0.0.1:kProxyPort that init made and the supervisor
 //                    serves (network::HttpProxy): the one way out
 //   allowlist, all   a veth pair to this host (as root), addressed from
-//                    169.254.192.0/18 and fd70:6275:6c73::/48; allowlist adds
-//                    an nftables filter inside the sandbox's namespace; NAT
-//                    on the host when it forwards
+//                    169.254.192.0/18 and fd70:6275:6c73::/48, NAT on the
+//                    host when it forwards; rootless, pasta (pasta.h);
+//                    allowlist adds an nftables filter inside the sandbox's
+//                    namespace
 //   all, weaker      the host's own namespace, only with --allow-weaker
 //                    network when nothing else is possible
 #pragma once
@@ -39,12 +40,14 @@ struct SandboxRun;
 // own: no other program's port).
 inline constexpr std::uint16_t kProxyPort = 3128;
 
-enum class NetworkSetup : std::uint8_t { HostNamespace, Loopback, Proxy, Veth };
+enum class NetworkSetup : std::uint8_t { HostNamespace, Loopback, Proxy, Veth, Pasta };
 
 // What this host allows, probed once per process.
 struct NetworkHostFacts {
   bool veth = false;        // root with CAP_NET_ADMIN: a veth pair to this host
   bool forwarding = false;  // net.ipv4.ip_forward is 1: NAT reaches past this host
+  std::string pasta;        // the pasta program ("" when not installed)
+  bool tun = false;         // /dev/net/tun is usable (pasta needs it)
 };
 NetworkHostFacts probe_network_host();
 
@@ -63,6 +66,7 @@ struct RunNetwork {
   std::unique_ptr<network::HttpProxy> proxy;
   std::string veth;       // the host side's name
   std::string nat_table;  // the host's nftables table for this run
+  pid_t pasta = -1;
   std::mutex accesses_mutex;
   std::vector<NetworkAccess> accesses;
 
