@@ -343,6 +343,10 @@ core::Status plan_network(SandboxRun& run, const ExecutionRequest& request) {
     const NetworkRule& rule = policy.rules[i];
     if (network::parse_ip_range(rule.destination)) continue;
     auto resolved = network::resolve_guarded(rule.destination, listed);
+    if (resolved) {
+      // The veth delivers packets for the host's own addresses to the host.
+      if (auto own = network::refuse_own_addresses(*resolved, listed); !own) resolved = own.error();
+    }
     NetworkAccess access;
     access.method = "resolve";
     access.host = rule.destination;  // the facade scrubs what it records
