@@ -388,6 +388,37 @@ TEST_F(NetworkTest, ProxyRecordsHoldNoSecret) {
   EXPECT_TRUE(recorded) << "the refusal is recorded, redacted";
 }
 
+// A command that opens connection after connection to the proxy must not
+// grow the supervisor's memory and the audit log without bound: past a
+// limit the decisions are counted in one record, not recorded one by one.
+TEST_F(NetworkTest, AFloodOfProxyRequestsLeavesABoundedAuditThatCountsThem) {
+  constexpr int kRequests = 1500;
+  std::ofstream(workspace_.path() / "flood.py") << R"PY(
+import socket, sys
+refused = 0
+for _ in range(int(sys.argv[1])):
+    s = socket.create_connection(('127.0.0.1', 3128), timeout=8)
+    s.sendall(b'GET http://evil.example.test/ HTTP/1.1\r\n\r\n')
+    refused += s.recv(64).startswith(b'HTTP/1.1 403')
+    s.close()
+print('refused', refused)
+)PY";
+  const auto result = testing::run_cli(
+      {"run", "--allow-weaker", "limits", "--changes", "discard", "-w", workspace_.path().string(),
+       "--net", "proxy", "--allow-domain", "api.example.test", "--", "python3",
+       "/workspace/flood.py", std::to_string(kRequests)},
+      "", cli_env());
+  ASSERT_EQ(result.exit_code, 0) << result.out << result.err.substr(0, 2000);
+  EXPECT_NE(result.out.find("refused " + std::to_string(kRequests)), std::string::npos)
+      << result.out;
+  const auto records = network_records();
+  EXPECT_LE(records.size(), 1001u);
+  ASSERT_FALSE(records.empty());
+  const std::string summary = records.back().value("detail", "");
+  EXPECT_NE(summary.find("500 more"), std::string::npos) << records.back().dump();
+  EXPECT_LT(result.err.size(), 200u * 1024) << "the summary on stderr is bounded too";
+}
+
 // Through `pulsebox serve --local`: the server's sandbox started ahead has
 // the proxy's listener, and the server runs the proxy.
 TEST_F(NetworkTest, ProxyWorksThroughTheServer) {
