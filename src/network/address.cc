@@ -171,6 +171,8 @@ std::string_view to_string(AddressKind kind) {
       return "unspecified";
     case AddressKind::Reserved:
       return "reserved";
+    case AddressKind::ThisHost:
+      return "this host's own";
   }
   return "reserved";
 }

@@ -47,6 +47,7 @@ enum class AddressKind {
   Multicast,
   Unspecified,
   Reserved,  // documentation, benchmarking, broadcast, future use...
+  ThisHost,  // an address of one of this host's interfaces (refuse_own_addresses)
 };
 
 // IPv4-mapped, IPv4-translated, IPv4-compatible, NAT64 (64:ff9b::/96) and

@@ -322,6 +322,9 @@ void HttpProxy::State::serve(core::UniqueFd client) {
 
   auto resolved = config.resolve ? config.resolve(record.host, config.listed)
                                  : resolve_guarded(record.host, config.listed);
+  if (resolved) {
+    if (auto own = refuse_own_addresses(*resolved, config.listed); !own) resolved = own.error();
+  }
   if (!resolved) {
     record.reason = resolved.error().message();
     return refuse(client.get(), std::move(record), kForbidden);

@@ -1,5 +1,6 @@
 #include "network/resolver.h"
 
+#include <ifaddrs.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -70,6 +71,47 @@ core::Result<GuardedAddresses> resolve_guarded(const std::string& host,
                        *name + " does not resolve to an IP address");
   }
   return guard_addresses(addresses, listed);
+}
+
+core::Status refuse_own_addresses(GuardedAddresses& addresses, const std::vector<IpRange>& listed) {
+  ifaddrs* interfaces = nullptr;
+  if (::getifaddrs(&interfaces) != 0)
+    return core::Error::from_errno("network", "listing this host's own addresses");
+  const std::unique_ptr<ifaddrs, decltype(&::freeifaddrs)> owned(interfaces, ::freeifaddrs);
+  std::vector<IpRange> own;
+  for (const ifaddrs* entry = interfaces; entry != nullptr; entry = entry->ifa_next) {
+    if (entry->ifa_addr == nullptr) continue;
+    IpRange range{.base = {}, .prefix = 0};
+    range.base.family = entry->ifa_addr->sa_family;
+    if (range.base.family == AF_INET) {
+      const auto* in4 = reinterpret_cast<const sockaddr_in*>(entry->ifa_addr);
+      std::memcpy(range.base.bytes.data(), &in4->sin_addr, 4);
+      range.prefix = 32;
+    } else if (range.base.family == AF_INET6) {
+      const auto* in6 = reinterpret_cast<const sockaddr_in6*>(entry->ifa_addr);
+      std::memcpy(range.base.bytes.data(), &in6->sin6_addr, 16);
+      range.prefix = 128;
+    } else {
+      continue;
+    }
+    own.push_back(range);
+  }
+  auto is_own = [&](const IpAddress& address) {
+    const bool listed_here = std::any_of(listed.begin(), listed.end(),
+                                         [&](const IpRange& r) { return contains(r, address); });
+    // contains() also matches an IPv4 address's mapped IPv6 form.
+    return !listed_here && std::any_of(own.begin(), own.end(),
+                                       [&](const IpRange& r) { return contains(r, address); });
+  };
+  for (auto it = addresses.allowed.begin(); it != addresses.allowed.end();) {
+    if (is_own(*it)) {
+      addresses.refused.emplace_back(*it, AddressKind::ThisHost);
+      it = addresses.allowed.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return core::ok_status();
 }
 
 bool destination_allowed(const GuardedAddresses& addresses) {

@@ -36,6 +36,13 @@ GuardedAddresses guard_addresses(const std::vector<IpAddress>& addresses,
 core::Result<GuardedAddresses> resolve_guarded(const std::string& host,
                                                const std::vector<IpRange>& listed);
 
+// Moves every allowed address that is one of this host's own (assigned to
+// one of its interfaces in the caller's network namespace) and not listed to
+// refused, as ThisHost. The guard's classes cannot see these: a public
+// address of the host's is Public, yet connecting to it from the host's
+// namespace reaches every service the host binds to any address.
+core::Status refuse_own_addresses(GuardedAddresses& addresses, const std::vector<IpRange>& listed);
+
 // Whether a destination may be reached: something allowed, nothing refused.
 bool destination_allowed(const GuardedAddresses& addresses);
 

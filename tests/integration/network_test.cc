@@ -407,6 +407,37 @@ TEST_F(NetworkTest, ProxyRecordsHoldNoSecret) {
   EXPECT_TRUE(recorded) << "the refusal is recorded, redacted";
 }
 
+// A command that opens connection after connection to the proxy must not
+// grow the supervisor's memory and the audit log without bound: past a
+// limit the decisions are counted in one record, not recorded one by one.
+TEST_F(NetworkTest, AFloodOfProxyRequestsLeavesABoundedAuditThatCountsThem) {
+  constexpr int kRequests = 1500;
+  std::ofstream(workspace_.path() / "flood.py") << R"PY(
+import socket, sys
+refused = 0
+for _ in range(int(sys.argv[1])):
+    s = socket.create_connection(('127.0.0.1', 3128), timeout=8)
+    s.sendall(b'GET http://evil.example.test/ HTTP/1.1\r\n\r\n')
+    refused += s.recv(64).startswith(b'HTTP/1.1 403')
+    s.close()
+print('refused', refused)
+)PY";
+  const auto result = testing::run_cli(
+      {"run", "--allow-weaker", "limits", "--changes", "discard", "-w", workspace_.path().string(),
+       "--net", "proxy", "--allow-domain", "api.example.test", "--", "python3",
+       "/workspace/flood.py", std::to_string(kRequests)},
+      "", cli_env());
+  ASSERT_EQ(result.exit_code, 0) << result.out << result.err.substr(0, 2000);
+  EXPECT_NE(result.out.find("refused " + std::to_string(kRequests)), std::string::npos)
+      << result.out;
+  const auto records = network_records();
+  EXPECT_LE(records.size(), 1001u);
+  ASSERT_FALSE(records.empty());
+  const std::string summary = records.back().value("detail", "");
+  EXPECT_NE(summary.find("500 more"), std::string::npos) << records.back().dump();
+  EXPECT_LT(result.err.size(), 200u * 1024) << "the summary on stderr is bounded too";
+}
+
 // Through `pulsebox serve --local`: the server's sandbox started ahead has
 // the proxy's listener, and the server runs the proxy.
 TEST_F(NetworkTest, ProxyWorksThroughTheServer) {
@@ -509,6 +540,49 @@ TEST_F(ConnectedNetworkTest, AllowlistPassesOnlyTheListedDestinationsPortsAndPro
   EXPECT_NE(line_of(result.out, "v6").find("ok hello from api6"), std::string::npos) << result.out;
   EXPECT_EQ(evil.connections(), 0);
   EXPECT_NE(result.err.find("--net allowlist (" + setup() + ")"), std::string::npos) << result.err;
+}
+
+// The host side of the veth is the sandbox's next hop: its IPv4 gateway,
+// its link-local fe80::1 and its ULA address must be refused like any other
+// unlisted destination, or the host's services bound to any address are in
+// reach.
+TEST_F(RootNetworkTest, AllowlistRefusesTheHostSideOfTheVethOnEveryAddress) {
+  TcpServer api(kApi, "api"), host("::", "host");
+  std::ofstream(workspace_.path() / "gateways.py") << R"PY(
+import socket, struct, sys
+port = int(sys.argv[1])
+def probe(name, family, address):
+    s = socket.socket(family, socket.SOCK_STREAM)
+    s.settimeout(8)
+    try:
+        s.connect(address)
+        print(name, 'ok')
+    except OSError as e:
+        print(name, 'refused', type(e).__name__)
+for line in open('/proc/net/route').read().splitlines()[1:]:
+    fields = line.split()
+    if fields[1] == '00000000':
+        gateway = socket.inet_ntoa(struct.pack('<I', int(fields[2], 16)))
+        probe('gateway4', socket.AF_INET, (gateway, port))
+for line in open('/proc/net/if_inet6').read().splitlines():
+    hexaddr, _, _, scope, _, name = line.split()
+    if name != 'lo' and scope == '00':
+        packed = bytes.fromhex(hexaddr)[:15] + b'\x01'
+        probe('ula', socket.AF_INET6, (socket.inet_ntop(socket.AF_INET6, packed), port))
+for index, name in socket.if_nameindex():
+    if name != 'lo':
+        probe('linklocal', socket.AF_INET6, ('fe80::1', port, 0, index))
+)PY";
+  const auto result = testing::run_cli(
+      {"run", "--allow-weaker", "limits", "--changes", "discard", "-w", workspace_.path().string(),
+       "--net", "allowlist", "--allow", std::string(kApi) + ":" + std::to_string(api.port()), "--",
+       "python3", "/workspace/gateways.py", std::to_string(host.port())},
+      "", cli_env());
+  ASSERT_EQ(result.exit_code, 0) << result.out << result.err;
+  for (const char* name : {"gateway4", "ula", "linklocal"})
+    EXPECT_NE(line_of(result.out, name).find(" refused "), std::string::npos) << result.out;
+  EXPECT_EQ(result.out.find("TimeoutError"), std::string::npos) << "refused at once";
+  EXPECT_EQ(host.connections(), 0);
 }
 
 TEST_F(ConnectedNetworkTest, AllowlistRefusesTheSameHostOnAnotherPortAndUdpByTheRules) {

@@ -321,6 +321,38 @@ TEST_F(ProxyTest, GuardRefusesAnAllowedNameThatResolvesToAnUnlistedLinkLocalAddr
   EXPECT_TRUE(read_until(fd.get(), "\r\n\r\n").starts_with("HTTP/1.1 200 "));
 }
 
+TEST_F(ProxyTest, ANameResolvingToThisHostsOwnAddressIsRefusedUnlessListed) {
+  // A name may resolve to a public address that is the host's own: the proxy
+  // runs in the host's namespace, so it would reach every host service bound
+  // to any address. The hook plays a resolver that found such an address
+  // public (kUnlistedAddress is on this namespace's lo).
+  TestServer own(kUnlistedAddress, TestServer::Mode::Echo);
+  auto public_answer = [](const std::string&, const std::vector<IpRange>&) {
+    return core::Result<GuardedAddresses>(
+        GuardedAddresses{.allowed = {*parse_ip_address(kUnlistedAddress)}, .refused = {}});
+  };
+  start([&](ProxyConfig& config) { config.resolve = public_answer; });
+  const std::string answer =
+      ask("CONNECT api.example.test:" + std::to_string(own.port()) + " HTTP/1.1\r\n\r\n");
+  EXPECT_TRUE(answer.starts_with("HTTP/1.1 403 ")) << answer;
+  EXPECT_NE(answer.find("169.254.20.3 (this host's own)"), std::string::npos) << answer;
+  EXPECT_EQ(own.accepted(), 0);
+  const auto records = records_.wait_for(1);
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_FALSE(records[0].allowed);
+
+  // Listed with --allow, the host's own address is the user's choice.
+  proxy_->stop();
+  start([&](ProxyConfig& config) {
+    config.resolve = public_answer;
+    config.listed.push_back(*parse_ip_range(kUnlistedAddress));
+  });
+  UniqueFd fd = client();
+  send_text(fd.get(),
+            "CONNECT api.example.test:" + std::to_string(own.port()) + " HTTP/1.1\r\n\r\n");
+  EXPECT_TRUE(read_until(fd.get(), "\r\n\r\n").starts_with("HTTP/1.1 200 "));
+}
+
 TEST_F(ProxyTest, ANameWithOneRefusedAddressIsRefusedWhole) {
   // A rebinding answer: one address the guard allows, one it refuses.
   TestServer echo(kServerAddress, TestServer::Mode::Echo);

@@ -32,6 +32,8 @@ namespace {
 constexpr int kHandoverTimeoutMs = 10000;
 constexpr std::string_view kTablePrefix = "pulsebox-";
 constexpr std::string_view kVethPrefix = "pbx";
+// The decisions a run records one by one; past it they are counted.
+constexpr std::size_t kMaxRecordedAccesses = 1000;
 // 169.254.192.0/18 in /30s: 4096 runs at once on one host.
 constexpr std::uint32_t kVethSlots = 4096;
 
@@ -214,7 +216,13 @@ core::Status start_proxy(SandboxRun& run, const ExecutionRequest& request) {
     access.bytes_up = record.bytes_up;
     access.bytes_down = record.bytes_down;
     const std::lock_guard hold(target->accesses_mutex);
-    target->accesses.push_back(std::move(access));
+    if (target->accesses.size() < kMaxRecordedAccesses) {
+      target->accesses.push_back(std::move(access));
+      return;
+    }
+    ++(access.allowed ? target->beyond_allowed : target->beyond_refused);
+    target->beyond.bytes_up += access.bytes_up;
+    target->beyond.bytes_down += access.bytes_down;
   };
   PB_TRY(proxy, network::HttpProxy::start(std::move(config)));
   net.proxy = std::move(proxy);
@@ -402,6 +410,10 @@ core::Status plan_network(SandboxRun& run, const ExecutionRequest& request) {
     const NetworkRule& rule = policy.rules[i];
     if (network::parse_ip_range(rule.destination)) continue;
     auto resolved = network::resolve_guarded(rule.destination, listed);
+    if (resolved) {
+      // The veth delivers packets for the host's own addresses to the host.
+      if (auto own = network::refuse_own_addresses(*resolved, listed); !own) resolved = own.error();
+    }
     NetworkAccess access;
     access.method = "resolve";
     access.host = rule.destination;  // the facade scrubs what it records
@@ -451,6 +463,25 @@ core::Status make_network(SandboxRun& run, const ExecutionRequest& request,
 
 void stop_network(SandboxRun& run) {
   if (run.network && run.network->proxy) run.network->proxy->stop();
+}
+
+std::vector<NetworkAccess> take_accesses(RunNetwork& net) {
+  const std::lock_guard hold(net.accesses_mutex);
+  std::vector<NetworkAccess> accesses = std::move(net.accesses);
+  net.accesses.clear();
+  if (const std::uint64_t more = net.beyond_allowed + net.beyond_refused; more > 0) {
+    NetworkAccess summary = net.beyond;
+    summary.method = "more";
+    summary.host = "(past the first " + std::to_string(kMaxRecordedAccesses) + ")";
+    summary.allowed = net.beyond_refused == 0;
+    summary.reason = std::to_string(more) + " more proxy decisions, counted here (" +
+                     std::to_string(net.beyond_allowed) + " allowed, " +
+                     std::to_string(net.beyond_refused) +
+                     " refused; the bytes are theirs): the first " +
+                     std::to_string(kMaxRecordedAccesses) + " are recorded one by one";
+    accesses.push_back(std::move(summary));
+  }
+  return accesses;
 }
 
 void tear_down_network(SandboxRun& run) {

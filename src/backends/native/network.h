@@ -68,7 +68,11 @@ struct RunNetwork {
   std::string nat_table;  // the host's nftables table for this run
   pid_t pasta = -1;
   std::mutex accesses_mutex;
+  // The first kMaxRecordedAccesses decisions one by one; the rest counted in
+  // `beyond` (the command controls how many there are).
   std::vector<NetworkAccess> accesses;
+  std::uint64_t beyond_allowed = 0, beyond_refused = 0;
+  NetworkAccess beyond;
 
   RunNetwork();
   ~RunNetwork();
@@ -86,6 +90,9 @@ core::Status make_network(SandboxRun& run, const ExecutionRequest& request,
                           const NetworkHostFacts& facts);
 // After the run: stops the proxy (its last records are then in accesses).
 void stop_network(SandboxRun& run);
+// After stop_network: the run's decisions, with one record counting those
+// past the limit.
+std::vector<NetworkAccess> take_accesses(RunNetwork& net);
 // At teardown (idempotent): the NAT table and the host side of the veth.
 void tear_down_network(SandboxRun& run);
 // reconcile(): the NAT tables whose veth is gone. A table is named after

@@ -355,11 +355,7 @@ void NativeHost::start_and_supervise(SandboxRun& run, const ExecutionRequest& re
   // The proxy's last connections close with the sandbox: their records last.
   stop_network(run);
   result.network = std::string(to_string(run.network->setup));
-  {
-    const std::lock_guard hold(run.network->accesses_mutex);
-    result.network_accesses = std::move(run.network->accesses);
-    run.network->accesses.clear();
-  }
+  result.network_accesses = take_accesses(*run.network);
   runtime::record_elapsed(result, start);
 }
 
