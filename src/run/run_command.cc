@@ -118,6 +118,10 @@ void print_summary(const ProcessResult& result, const std::string& workspace,
   }
   std::size_t refused = 0;
   for (const auto& access : result.network_accesses) {
+    if (access.method == "more") {  // the decisions past the recorded ones, counted
+      err << "pulsebox: network: " << core::escape_for_terminal(access.reason, true) << "\n";
+      continue;
+    }
     if (access.allowed || refused++ >= 5) continue;
     err << "pulsebox: network: refused " << core::escape_for_terminal(access.host, true)
         << (access.port ? ":" + std::to_string(access.port) : "") << ": "

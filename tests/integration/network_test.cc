@@ -744,7 +744,8 @@ TEST_F(RootNetworkTest, NothingIsLeftAfterARunAKilledSupervisorAndReconcile) {
   }
   EXPECT_TRUE(gone) << links();
   EXPECT_NE(tables().find("pulsebox-"), std::string::npos) << "left for reconcile: " << tables();
-  const auto reconciled = testing::run_cli({"reconcile"}, "", cli_env());
+  const auto reconciled =
+      testing::run_cli({"reconcile", "-w", workspace_.path().string()}, "", cli_env());
   EXPECT_EQ(reconciled.exit_code, 0) << reconciled.out << reconciled.err;
   EXPECT_EQ(tables().find("pulsebox-"), std::string::npos) << tables();
 }
@@ -797,7 +798,9 @@ TEST_F(ConnectedNetworkTest, PastaEndsWithItsRunAndWithAKilledSupervisor) {
     left = testing::processes_with_marker(marker);
   }
   EXPECT_EQ(left, 0) << "pasta or the sandbox outlived the supervisor";
-  EXPECT_EQ(testing::run_cli({"reconcile"}, "", env).exit_code, 0);
+  const auto reconciled =
+      testing::run_cli({"reconcile", "-w", workspace_.path().string()}, "", env);
+  EXPECT_EQ(reconciled.exit_code, 0) << reconciled.err;
 }
 
 TEST_F(RootNetworkTest, AllWithoutForwardingNeedsAllowWeakerAndSaysWhy) {

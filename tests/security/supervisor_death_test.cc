@@ -58,7 +58,8 @@ TEST_F(SupervisorDeathTest, AKilledSupervisorLeavesNoProcessOfItsSandbox) {
   }
   EXPECT_EQ(left, 0) << "processes of the sandbox outlived its supervisor";
   // What the killed run left (its cgroup, its lock) goes now.
-  const auto reconciled = testing::run_cli({"reconcile"}, "", env);
+  const auto reconciled =
+      testing::run_cli({"reconcile", "-w", workspace_.path().string()}, "", env);
   EXPECT_EQ(reconciled.exit_code, 0) << reconciled.err;
 }
 

@@ -262,7 +262,14 @@ core::Status make_veth(SandboxRun& run, const ExecutionRequest& request,
     const std::string table = std::string(kTablePrefix) + plan.host_name;
     std::vector<linux_api::LinkAddress> subnets = {plan.sandbox_addresses[0],
                                                    plan.sandbox_addresses[1]};
-    PB_CHECK(linux_api::install_masquerade(table, plan.host_name, subnets));
+    auto installed = linux_api::install_masquerade(table, plan.host_name, subnets);
+    if (!installed && installed.error().error_number() == EEXIST) {
+      // A killed run's, left for reconcile: its veth had this name, which
+      // was free when this run's was made, so that run is gone.
+      PB_CHECK(linux_api::delete_table(table));
+      installed = linux_api::install_masquerade(table, plan.host_name, subnets);
+    }
+    PB_CHECK(std::move(installed));
     net.nat_table = table;
   }
   net.route_socket.reset();

@@ -28,7 +28,8 @@ std::string log_text(const fs::path& log) {
   std::ostringstream text;
   text << in.rdbuf();
   std::string result = text.str();
-  while (!result.empty() && (result.back() == '\n' || result.back() == ' ')) result.pop_back();
+  while (!result.empty() && (result.back() == '\n' || result.back() == ' '))
+    result.pop_back();
   for (char& c : result) {
     if (c == '\n') c = ';';
   }
@@ -53,10 +54,10 @@ core::Result<pid_t> start_pasta(const std::string& program, pid_t sandbox_pid,
   const fs::path pid_file = run_dir / "pasta.pid";
   const fs::path log = run_dir / "pasta.log";
   const std::string pid_text = std::to_string(sandbox_pid);
-  std::vector<std::string> storage = {program,   "--config-net", "--foreground", "--quiet",
-                                      "--pid",   pid_file.string(), "--tcp-ports", "none",
-                                      "--udp-ports", "none", "--tcp-ns", "none", "--udp-ns", "none",
-                                      "--no-map-gw", "--ns-ifname", "eth0", pid_text};
+  std::vector<std::string> storage = {
+      program,       "--config-net", "--foreground", "--quiet",     "--pid",    pid_file.string(),
+      "--tcp-ports", "none",         "--udp-ports",  "none",        "--tcp-ns", "none",
+      "--udp-ns",    "none",         "--no-map-gw",  "--ns-ifname", "eth0",     pid_text};
   std::vector<char*> argv;
   for (auto& argument : storage)
     argv.push_back(argument.data());
@@ -83,11 +84,11 @@ core::Result<pid_t> start_pasta(const std::string& program, pid_t sandbox_pid,
   for (;;) {
     int status = 0;
     if (::waitpid(pid, &status, WNOHANG) == pid) {
-      return Error(ErrorKind::kUnavailable, "network",
-                   "pasta ended before the sandbox's network was up (exit status " +
-                       std::to_string(WIFEXITED(status) ? WEXITSTATUS(status)
-                                                        : 128 + WTERMSIG(status)) +
-                       "): " + log_text(log));
+      return Error(
+          ErrorKind::kUnavailable, "network",
+          "pasta ended before the sandbox's network was up (exit status " +
+              std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status)) +
+              "): " + log_text(log));
     }
     std::error_code ec;
     if (fs::file_size(pid_file, ec) > 0 && !ec) return pid;
