@@ -803,6 +803,34 @@ TEST_F(ConnectedNetworkTest, PastaEndsWithItsRunAndWithAKilledSupervisor) {
   EXPECT_EQ(reconciled.exit_code, 0) << reconciled.err;
 }
 
+// The static CLI runs its nftables helper with root's privileges: never a
+// copy that others may write.
+TEST_F(RootNetworkTest, AWritableNftablesHelperIsNotRun) {
+  const fs::path dir = scratch_.path() / "bin";
+  fs::create_directories(dir);
+  fs::copy_file(binary_, dir / "pulsebox");
+  fs::copy_file(fs::path(binary_).parent_path() / "pulsebox-nft", dir / "pulsebox-nft");
+  fs::permissions(dir / "pulsebox-nft", fs::perms(0777));
+  std::vector<std::string> args = {"run",
+                                   "--allow-weaker",
+                                   "limits",
+                                   "--changes",
+                                   "discard",
+                                   "-w",
+                                   workspace_.path().string(),
+                                   "--net",
+                                   "allowlist",
+                                   "--allow",
+                                   kApi,
+                                   "--",
+                                   "true"};
+  ::setenv("PULSEBOX_BIN", (dir / "pulsebox").c_str(), 1);  // run_cli's binary
+  const auto refused = testing::run_cli(args, "", cli_env());
+  ::setenv("PULSEBOX_BIN", binary_.c_str(), 1);
+  EXPECT_NE(refused.exit_code, 0);
+  EXPECT_NE(refused.err.find("others may write it"), std::string::npos) << refused.err;
+}
+
 TEST_F(RootNetworkTest, AllWithoutForwardingNeedsAllowWeakerAndSaysWhy) {
   const auto refused = run({"--net", "all"}, {});
   EXPECT_NE(refused.exit_code, 0) << refused.out;
