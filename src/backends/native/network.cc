@@ -469,7 +469,16 @@ core::Status make_network(SandboxRun& run, const ExecutionRequest& request,
 }
 
 void stop_network(SandboxRun& run) {
-  if (run.network && run.network->proxy) run.network->proxy->stop();
+  if (!run.network) return;
+  RunNetwork& net = *run.network;
+  if (net.proxy) net.proxy->stop();
+  // The command's processes are gone (init reported after ending them):
+  // nothing more goes out. The NAT table goes now, while the sandbox's
+  // namespace still stands: once init exits, the kernel's removal of that
+  // namespace holds the routing lock, which the deletion would wait for.
+  stop_pasta(net.pasta);
+  net.pasta = -1;
+  if (!net.nat_table.empty() && linux_api::delete_table(net.nat_table)) net.nat_table.clear();
 }
 
 std::vector<NetworkAccess> take_accesses(RunNetwork& net) {
@@ -492,16 +501,11 @@ std::vector<NetworkAccess> take_accesses(RunNetwork& net) {
 }
 
 void tear_down_network(SandboxRun& run) {
-  if (!run.network) return;
+  // stop_network() again: a run that never got to its end (a failed setup)
+  // still has its proxy, pasta and NAT table. The veth needs nothing: the
+  // kernel removes the pair with the sandbox's namespace (nothing else holds
+  // it: the supervisor closed its sockets).
   stop_network(run);
-  RunNetwork& net = *run.network;
-  stop_pasta(net.pasta);
-  net.pasta = -1;
-  // The veth needs nothing: the kernel removes the pair with the sandbox's
-  // namespace (nothing else holds it: the supervisor closed its sockets).
-  // Deleting it here would wait for that removal, which holds the
-  // routing lock while it runs.
-  if (!net.nat_table.empty() && linux_api::delete_table(net.nat_table)) net.nat_table.clear();
 }
 
 std::vector<std::string> reconcile_network() {
