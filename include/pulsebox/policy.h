@@ -128,7 +128,8 @@ class PULSEBOX_API ActionPolicy {
   std::shared_ptr<const ActionPolicy> parent_;
 };
 
-// The normalisation described above; nullopt only if ICU fails.
+// The normalisation described above (NFC, `\` to `/`, root-locale full lower
+// case); nullopt only if the Unicode library fails.
 PULSEBOX_API std::optional<std::string> normalize_policy_target(std::string_view target);
 
 // fnmatch-style glob on UTF-8 text (see above); linear in practice, and never

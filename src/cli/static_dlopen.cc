@@ -1,9 +1,8 @@
-// The static CLI never loads shared objects: ICU's plugin loader and
-// OpenSSL's DSO support reference dlopen, and glibc's static dlopen would
-// load a second libc from the host's files (only safe with the exact glibc
-// version the binary was linked with). The link sends their calls here
-// (-Wl,--wrap=dlopen,--wrap=dlerror in meson.build): such a load fails
-// cleanly, as if the file were missing.
+// The static CLI never loads shared objects: OpenSSL's DSO support references
+// dlopen, and glibc's static dlopen would load a second libc from the host's
+// files (only safe with the exact glibc version the binary was linked with).
+// The link sends their calls here (-Wl,--wrap=dlopen,--wrap=dlerror in
+// meson.build): such a load fails cleanly, as if the file were missing.
 extern "C" {
 
 void* __wrap_dlopen(const char* /*file*/, int /*mode*/) {

@@ -1,9 +1,8 @@
-#include <unicode/locid.h>
-#include <unicode/normalizer2.h>
-#include <unicode/unistr.h>
+#include <algorithm>
 
 #include "core/byte_names.h"
 #include "core/text.h"
+#include "core/unicode_case.h"
 #include "pulsebox/policy.h"
 
 namespace pulsebox {
@@ -66,20 +65,13 @@ std::optional<std::string> normalize_policy_target(std::string_view target) {
   // two names share a spelling (a replacement character would merge them).
   const std::string spelled =
       core::is_valid_utf8(target) ? std::string(target) : core::spell_malformed_utf8(target);
-  UErrorCode status = U_ZERO_ERROR;
-  const icu::Normalizer2* nfc = icu::Normalizer2::getNFCInstance(status);
-  if (U_FAILURE(status)) return std::nullopt;
-  icu::UnicodeString text =
-      nfc->normalize(icu::UnicodeString::fromUTF8(
-                         icu::StringPiece(spelled.data(), static_cast<int32_t>(spelled.size()))),
-                     status);
-  if (U_FAILURE(status)) return std::nullopt;
-  text.findAndReplace(icu::UnicodeString(u'\\'), icu::UnicodeString(u'/'));
-  text.toLower(icu::Locale::getRoot());
-  std::string lowered;
-  text.toUTF8String(lowered);
+  auto composed = core::nfc(spelled);
+  if (!composed) return std::nullopt;
+  std::replace(composed->begin(), composed->end(), '\\', '/');
+  const auto lowered = core::full_lower(*composed);
+  if (!lowered) return std::nullopt;
 
-  std::string_view view = lowered;
+  std::string_view view = *lowered;
   if (view.size() >= 2 && view[1] == ':' && view[0] >= 'a' && view[0] <= 'z') view.remove_prefix(2);
   std::string collapsed;
   collapsed.reserve(view.size());
