@@ -583,8 +583,30 @@ core::Status TransactionStore::check_entry_policy(const Draft& draft, const Entr
   return core::ok_status();
 }
 
+namespace {
+
+// Links `source` as the blob `blob_path`; false when the file system will
+// not (another one: EXDEV, ...), and the blob is then written as a copy.
+// The name must still be the inode that was read and scanned.
+core::Result<bool> link_blob(const TransactionStore::BlobSource& source,
+                             const std::filesystem::path& blob_path) {
+  if (::linkat(source.dir, source.name.c_str(), AT_FDCWD, blob_path.c_str(), 0) != 0) {
+    return false;
+  }
+  struct stat linked {};
+  if (::lstat(blob_path.c_str(), &linked) != 0 || linked.st_dev != source.st.st_dev ||
+      linked.st_ino != source.st.st_ino) {
+    ::unlink(blob_path.c_str());
+    return Error(ErrorKind::kSecurity, "workspace",
+                 core::quote_name(source.name) + " was replaced while it was read");
+  }
+  return true;
+}
+
+}  // namespace
+
 core::Status TransactionStore::stage(Draft& draft, Entry entry, std::string_view bytes,
-                                     bool check_policy) {
+                                     bool check_policy, const BlobSource* source) {
   PB_TRY(path, check_relative_path(entry.path));
   entry.path = path;
   if (entry.op == StagedOp::Write) {
@@ -637,18 +659,25 @@ core::Status TransactionStore::stage(Draft& draft, Entry entry, std::string_view
   if (entry.op == StagedOp::Write) {
     entry.blob = std::to_string(draft.next_blob++);
     const auto blob_path = tx_dir(draft.id) / "blobs" / entry.blob;
-    UniqueFd fd(::open(blob_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
-    if (!fd) return Error::from_errno("workspace", "create " + blob_path.string());
-    PB_CHECK(core::write_all(fd.get(), bytes, blob_path.string()));
-    // The blob is renamed into place at commit, so it gets its final mode
-    // and modification time now.
-    if (::fchmod(fd.get(), entry.mode) != 0) {
-      return Error::from_errno("workspace", "chmod " + blob_path.string());
+    bool linked = false;
+    if (source != nullptr) {
+      PB_TRY(done, link_blob(*source, blob_path));
+      linked = done;
     }
-    if (entry.mtime_ns != 0) {
-      const timespec times[2] = {{0, UTIME_OMIT}, to_timespec(entry.mtime_ns)};
-      if (::futimens(fd.get(), times) != 0) {
-        return Error::from_errno("workspace", "set the time of " + blob_path.string());
+    if (!linked) {
+      UniqueFd fd(::open(blob_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+      if (!fd) return Error::from_errno("workspace", "create " + blob_path.string());
+      PB_CHECK(core::write_all(fd.get(), bytes, blob_path.string()));
+      // The blob is renamed into place at commit, so it gets its final mode
+      // and modification time now (a linked one has them already).
+      if (::fchmod(fd.get(), entry.mode) != 0) {
+        return Error::from_errno("workspace", "chmod " + blob_path.string());
+      }
+      if (entry.mtime_ns != 0) {
+        const timespec times[2] = {{0, UTIME_OMIT}, to_timespec(entry.mtime_ns)};
+        if (::futimens(fd.get(), times) != 0) {
+          return Error::from_errno("workspace", "set the time of " + blob_path.string());
+        }
       }
     }
     entry.size = bytes.size();
