@@ -83,6 +83,7 @@ struct Walker {
   Draft& draft;
   std::uint64_t max_file_bytes;
   bool full_copy;                            // the upper side is a whole copy
+  bool take_files;                           // ImportOptions::take_upper_files
   std::vector<std::string>& linked_sources;  // upper files linked as blobs
   // Files with more than one link, by (device, inode): the first path met.
   std::map<std::pair<dev_t, ino_t>, std::string> linked = {};
@@ -103,7 +104,7 @@ struct Walker {
   // namespaces before its changes are read. A whole copy (the host
   // backend's) is always copied.
   bool may_link(int fd, const struct stat& st) const {
-    if (full_copy || st.st_nlink != 1 || (st.st_mode & 07000) != 0) return false;
+    if (!take_files || full_copy || st.st_nlink != 1 || (st.st_mode & 07000) != 0) return false;
     if (::flistxattr(fd, nullptr, 0) != 0) return false;
     int flags = 0;
     if (::ioctl(fd, FS_IOC_GETFLAGS, &flags) == 0 &&
@@ -292,11 +293,11 @@ struct Walker {
 core::Status import_upper_directory(TransactionStore& store, Draft& draft,
                                     const std::filesystem::path& upper,
                                     const std::filesystem::path& lower,
-                                    std::uint64_t max_file_bytes, bool full_copy,
+                                    std::uint64_t max_file_bytes, bool full_copy, bool take_files,
                                     std::vector<std::string>& linked) {
   PB_TRY(upper_fd, core::open_directory(upper));
   PB_TRY(lower_fd, core::open_directory(lower));
-  Walker walker{store, draft, max_file_bytes, full_copy, linked};
+  Walker walker{store, draft, max_file_bytes, full_copy, take_files, linked};
   return walker.walk(upper_fd.get(), lower_fd.get(), full_copy || is_opaque(upper_fd.get()), "", 0);
 }
 

@@ -243,7 +243,7 @@ ImportResult import_into_new_transaction(TransactionStore& store,
   Draft draft = core::value_or_throw(store.load(id));
   std::vector<std::string> linked;
   auto imported = workspace::import_upper_directory(store, draft, upper, lower, max_file_bytes,
-                                                    full_copy, linked);
+                                                    full_copy, options.take_upper_files, linked);
   if (imported.ok() && run_started) mark_changed_during_run(draft, *run_started);
   if (imported.ok() && draft.entries.empty()) imported = store.discard(id);
   if (!imported.ok()) {

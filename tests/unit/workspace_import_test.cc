@@ -201,7 +201,8 @@ TEST_F(WorkspaceImportTest, AnUpperFileIsLinkedOnlyWhenACopyWouldBeTheSame) {
   const std::int64_t plain_time = mtime_ns(upper() / "plain.txt");
 
   Workspace workspace(ws());
-  const auto tx = workspace.import_overlay(upper(), ws(), ImportOptions{}).transaction;
+  const auto tx =
+      workspace.import_overlay(upper(), ws(), ImportOptions{.take_upper_files = true}).transaction;
   ASSERT_TRUE(tx.has_value());
   // A linked file's upper name is gone once the transaction is saved (the
   // run directory's removal must not touch the committed file); the
@@ -229,6 +230,19 @@ TEST_F(WorkspaceImportTest, AnUpperFileIsLinkedOnlyWhenACopyWouldBeTheSame) {
   EXPECT_NE(lstat_of(ws() / "one").st_ino, inode["one"]);
   EXPECT_NE(lstat_of(ws() / "two").st_ino, inode["one"]);
   EXPECT_EQ(lstat_of(ws() / "one").st_nlink, 1u);
+}
+
+// A layer that is kept (a session's) is never taken from: copies only.
+TEST_F(WorkspaceImportTest, AKeptLayerIsCopiedAndLeftWhole) {
+  write_file(upper() / "plain.txt", "plain\n");
+  const ino_t inode = lstat_of(upper() / "plain.txt").st_ino;
+  Workspace workspace(ws());
+  const auto tx = workspace.import_overlay(upper(), ws(), ImportOptions{}).transaction;
+  ASSERT_TRUE(tx.has_value());
+  EXPECT_EQ(lstat_of(upper() / "plain.txt").st_nlink, 1u);
+  workspace.commit(*tx);
+  EXPECT_EQ(read_file(upper() / "plain.txt"), "plain\n");
+  EXPECT_NE(lstat_of(ws() / "plain.txt").st_ino, inode);
 }
 
 // Each swap with a symlink whose target lies outside the workspace: the
