@@ -12,7 +12,7 @@ every side:
   - `cp -a` of the same tree to a fresh directory on the same file system,
     then `sync`: wall time and cp's ru_maxrss.
 The ratio (import + commit) / (cp -a + sync) is the target (<= 1.0).
-Usage: tools/benchmarks/commit_speed.py [--sizes 1000,10000,100000] [--rounds N]
+Usage: tools/benchmarks/commit_speed.py [--sizes 1000,10000,100000] [--rounds N] [--bin PULSEBOX]
 """
 import argparse
 import os
@@ -103,7 +103,11 @@ def main():
     parser.add_argument("--sizes", default="1000,10000,100000")
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--dir", default=None, help="where to make the workspaces")
+    parser.add_argument("--bin", default=None, help="another pulsebox binary (to compare builds)")
     args = parser.parse_args()
+    if args.bin:
+        global BIN
+        BIN = os.path.abspath(args.bin)
     print("== commits at copy speed: import + commit vs cp -a + sync (ms; peak RSS MB)")
     print(f"{'files':>7} {'import':>9} {'commit':>9} {'cp+sync':>9} {'ratio':>6} "
           f"{'run RSS':>8} {'commit RSS':>11} {'cp RSS':>7}")
