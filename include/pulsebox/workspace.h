@@ -129,6 +129,13 @@ struct ImportOptions {
   // them, while the values were known), each with the redacted content diff
   // shows instead: flagged as if `secrets` had matched them.
   std::map<std::string, std::string> known_secrets;
+  // The upper directory is a finished run's own and is removed after the
+  // import (nothing else will read it, no process of the run is left): its
+  // files may become the staged copies as they are (hard links, on the
+  // same file system) where that is exactly what a copy would be, and
+  // their names are then removed from it. Never for a layer that is kept
+  // (a session's).
+  bool take_upper_files = false;
 };
 
 struct ImportResult {

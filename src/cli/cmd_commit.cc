@@ -182,7 +182,10 @@ int run_commit(const Options& options) {
           throw SandboxConfigError(outcome.id +
                                    ": held changes are not a transaction; see `pulsebox changes`");
         }
-        const TransactionInfo info = ws.describe(outcome.id);
+        // describe() reads the whole manifest once more: only when its
+        // answer is needed (a selection, or the audit's word on secrets).
+        TransactionInfo info;
+        if (!paths.empty() || options.allow_secrets) info = ws.describe(outcome.id);
         const std::vector<std::string> selected = selection_for(info, paths);
         if (!paths.empty() && selected.empty()) {
           outcome.status = "nothing_selected";

@@ -146,13 +146,18 @@ std::vector<std::filesystem::path> remove_crashed_runs(
 }
 
 Status write_file_atomic(const std::filesystem::path& path, std::string_view bytes, unsigned mode) {
+  return write_file_atomic(path, mode, [&](int fd) { return write_all(fd, bytes, path.string()); });
+}
+
+Status write_file_atomic(const std::filesystem::path& path, unsigned mode,
+                         const std::function<Status(int fd)>& write) {
   const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : ".";
   const std::string tmp_name =
       "." + path.filename().string() + ".tmp-" + random_hex(8) + "-" + std::to_string(::getpid());
   const std::filesystem::path tmp = dir / tmp_name;
   UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode));
   if (!fd) return Error::from_errno("io", "cannot create " + tmp.string());
-  Status written = write_all(fd.get(), bytes, tmp.string());
+  Status written = write(fd.get());
   if (written.ok() && ::fsync(fd.get()) != 0) {
     written = Error::from_errno("io", "fsync " + tmp.string());
   }

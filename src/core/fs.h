@@ -36,6 +36,10 @@ Result<std::string> read_regular_file(const std::filesystem::path& path, std::ui
 // over `path` and fsyncs the directory: readers see the old or the new file.
 Status write_file_atomic(const std::filesystem::path& path, std::string_view bytes,
                          unsigned mode = 0644);
+// The same, with the content written by `write` to the temporary file's
+// descriptor (in pieces, for a file too large to build in memory first).
+Status write_file_atomic(const std::filesystem::path& path, unsigned mode,
+                         const std::function<Status(int fd)>& write);
 
 Status write_all(int fd, std::string_view bytes, std::string_view what);
 

@@ -46,6 +46,13 @@ JsonNesting json_nesting(std::string_view text, std::size_t limit) {
 
 Result<nlohmann::json> parse_json(std::string_view text, std::string_view source,
                                   std::size_t max_depth) {
+  return parse_json_streaming(text, source, {}, {}, max_depth);
+}
+
+Result<nlohmann::json> parse_json_streaming(std::string_view text, std::string_view source,
+                                            std::string_view stream_key,
+                                            const std::function<void(nlohmann::json&)>& each,
+                                            std::size_t max_depth) {
   const std::string name(source);
   if (const JsonNesting nesting = json_nesting(text, max_depth); nesting.depth > max_depth) {
     const TextPosition at = position_of_offset(text, nesting.offset_past_limit);
@@ -56,7 +63,21 @@ Result<nlohmann::json> parse_json(std::string_view text, std::string_view source
                      " (this document needs only a few)");
   }
   try {
-    return nlohmann::json::parse(text.begin(), text.end());
+    if (!each) return nlohmann::json::parse(text.begin(), text.end());
+    // Events at depth 1 are the top-level object's keys and values; an
+    // object ending at depth 2 is an element of one of its arrays.
+    bool in_array = false;
+    const nlohmann::json::parser_callback_t callback =
+        [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+          using Event = nlohmann::json::parse_event_t;
+          if (depth == 1 && event == Event::key) in_array = parsed == stream_key;
+          if (depth == 2 && event == Event::object_end && in_array) {
+            each(parsed);
+            return false;  // handed over: not kept in the document
+          }
+          return true;
+        };
+    return nlohmann::json::parse(text.begin(), text.end(), callback);
   } catch (const nlohmann::json::parse_error& error) {
     const TextPosition at = position_of_offset(text, error.byte > 0 ? error.byte - 1 : 0);
     std::string what = error.what();

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <nlohmann/json_fwd.hpp>
 #include <string_view>
 
@@ -37,5 +38,17 @@ JsonNesting json_nesting(std::string_view text, std::size_t limit = kMaxJsonDept
 //   "<source>: invalid JSON: a number is out of range"
 Result<nlohmann::json> parse_json(std::string_view text, std::string_view source,
                                   std::size_t max_depth = kMaxJsonDepth);
+
+// Like parse_json, but each object in the top-level object's array
+// `stream_key` is passed to `each` as soon as it is parsed and left out of
+// the result (the array stays, without those objects; anything else in it
+// stays too). A manifest of 100,000 entries is then never held as one
+// document: the caller keeps only what it converts each entry into. `each`
+// records what is wrong with an object rather than throw (a JSON exception
+// from it would be reported as the text's own syntax error).
+Result<nlohmann::json> parse_json_streaming(std::string_view text, std::string_view source,
+                                            std::string_view stream_key,
+                                            const std::function<void(nlohmann::json&)>& each,
+                                            std::size_t max_depth = kMaxJsonDepth);
 
 }  // namespace pulsebox::core

@@ -29,6 +29,9 @@ void Sandbox::import_changes(Run& run, ProcessResult& result) {
   import.origin = run.id + ": " + run.command;
   import.run_started = run.started;
   import.secrets = &scrubber_;
+  // The run's upper directory is removed after this (or kept whole as held
+  // changes when the import fails).
+  import.take_upper_files = true;
   ImportResult imported;
   try {
     imported = outcome.changes_dir_is_full_copy

@@ -159,13 +159,6 @@ core::Status TransactionStore::apply(const Draft& draft, int root_fd,
 
 namespace {
 
-json draft_entries_json(const Draft& draft) {
-  json steps = json::array();
-  for (const auto& [path, entry] : draft.entries)
-    steps.push_back(entry_to_json(entry));
-  return steps;
-}
-
 // Splits `draft` for a partial commit: the selected entries, and the new
 // directories (beneath_new_directory) they lie in, which they cannot do
 // without, go to `part`; the rest stays in `draft`.
@@ -239,7 +232,8 @@ core::Result<std::vector<std::string>> TransactionStore::commit(
         ErrorKind::kRecovery, "workspace",
         "transaction " + id + " was interrupted while committing; run `pulsebox reconcile`");
   }
-  Draft rest = whole;
+  // Moved, not copied: a commit of everything holds its entries once.
+  Draft rest = std::move(whole);
   Draft draft = selected.empty() ? std::exchange(rest, Draft{}) : split_off(rest, selected);
   const bool partial = !rest.entries.empty();
 
@@ -259,7 +253,7 @@ core::Result<std::vector<std::string>> TransactionStore::commit(
   for (const auto& [path, entry] : draft.entries) {
     // Beneath a directory that replaces a symlink or file: that entry's own
     // check covers it, and looking the path up could follow the symlink.
-    if (beneath_new_directory(whole, path) && !entry.snapshot.exists()) continue;
+    if (beneath_new_directory(draft, path) && !entry.snapshot.exists()) continue;
     PB_TRY(now, take_snapshot(root_fd.get(), path));
     std::string why = describe_difference(entry.snapshot, now);
     if (!why.empty()) conflicts.emplace_back(path, std::move(why));
@@ -312,7 +306,7 @@ core::Result<std::vector<std::string>> TransactionStore::commit(
   // also writes what stays pending (remaining.json), so that a replay can
   // finish it.
   if (::syncfs(root_fd.get()) != 0) return Error::from_errno("workspace", "syncfs (blobs)");
-  json wal = {{"id", id}, {"steps", draft_entries_json(draft)}};
+  json wal = {{"id", id}};
   if (partial) {
     PB_CHECK(save(rest, "remaining.json"));
     wal["partial"] = true;
@@ -324,7 +318,7 @@ core::Result<std::vector<std::string>> TransactionStore::commit(
     }
     wal["refresh"] = std::move(names);
   }
-  PB_CHECK(core::write_file_atomic(dir / "wal.json", wal.dump(), 0600));
+  PB_CHECK(write_entries(dir / "wal.json", wal, "steps", draft.entries));
   failpoint("wal written");
   {
     UniqueFd ready(::open((dir / "READY").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600));
@@ -385,16 +379,21 @@ core::Status TransactionStore::replay(const std::string& id, int root_fd,
                                       std::size_t* temp_files_removed) {
   const auto dir = tx_dir(id);
   std::error_code ec;
-  PB_TRY(wal, read_json(dir / "wal.json"));
   Draft draft;
   draft.id = id;
+  const auto add = [&draft](Entry&& entry) {
+    std::string path = entry.path;
+    draft.entries.insert_or_assign(std::move(path), std::move(entry));
+  };
+  PB_TRY(wal, read_entries(dir / "wal.json", "steps", add));
   std::vector<std::string> refresh;
   try {
+    // Anything left in the array was not a step object.
     for (const auto& step : wal.at("steps")) {
       Entry entry = entry_from_json(step);
       if (const std::string problem = entry_problem(entry); !problem.empty())
         return corrupt(dir / "wal.json", problem);
-      draft.entries[entry.path] = std::move(entry);
+      add(std::move(entry));
     }
     for (const auto& item : wal.value("refresh", json::array())) {
       std::string path = core::get_name(item, "path");

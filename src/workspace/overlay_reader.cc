@@ -20,6 +20,8 @@
 // likewise (a lower symlink replaced by a directory is never entered).
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/xattr.h>
@@ -80,12 +82,37 @@ struct Walker {
   TransactionStore& store;
   Draft& draft;
   std::uint64_t max_file_bytes;
-  bool full_copy;  // the upper side is a whole copy
+  bool full_copy;                            // the upper side is a whole copy
+  bool take_files;                           // ImportOptions::take_upper_files
+  std::vector<std::string>& linked_sources;  // upper files linked as blobs
   // Files with more than one link, by (device, inode): the first path met.
   std::map<std::pair<dev_t, ino_t>, std::string> linked = {};
 
-  core::Status stage(Entry entry, std::string_view bytes = {}) {
-    return store.stage(draft, std::move(entry), bytes, /*check_policy=*/false);
+  core::Status stage(Entry entry, std::string_view bytes = {},
+                     const TransactionStore::BlobSource* source = nullptr) {
+    return store.stage(draft, std::move(entry), bytes, /*check_policy=*/false, source);
+  }
+
+  // Whether the upper file itself may become the blob (a hard link: no new
+  // inode, no copy of its bytes), which must then be exactly what a copy
+  // would be: one link (a second one stays a separate copy), no
+  // setuid/setgid bits, no extended attributes (file capabilities, ACLs,
+  // overlayfs's own), no immutable or append-only flag, and our own owner
+  // and group (a file of the sandbox's mapped user is given them first
+  // when we are root, as a copy would have them; otherwise it is copied).
+  // Nothing writes to it any more: the run's processes are gone with its
+  // namespaces before its changes are read. A whole copy (the host
+  // backend's) is always copied.
+  bool may_link(int fd, const struct stat& st) const {
+    if (!take_files || full_copy || st.st_nlink != 1 || (st.st_mode & 07000) != 0) return false;
+    if (::flistxattr(fd, nullptr, 0) != 0) return false;
+    int flags = 0;
+    if (::ioctl(fd, FS_IOC_GETFLAGS, &flags) == 0 &&
+        (flags & (FS_IMMUTABLE_FL | FS_APPEND_FL)) != 0) {
+      return false;
+    }
+    if (st.st_uid == ::geteuid() && st.st_gid == ::getegid()) return true;
+    return ::geteuid() == 0 && ::fchown(fd, 0, 0) == 0;
   }
 
   core::Status refuse(const std::string& path, std::string reason) {
@@ -194,7 +221,23 @@ struct Walker {
       entry.op = StagedOp::Write;
       entry.mode = mode;
       entry.mtime_ns = mtime_of(st);
-      return stage(std::move(entry), bytes);
+      // The inode as it was read (fd), not as the name was first looked up.
+      struct stat opened {};
+      if (::fstat(fd.get(), &opened) != 0) return Error::from_errno("overlay", "stat " + path);
+      if (opened.st_ino != st.st_ino || opened.st_dev != st.st_dev ||
+          static_cast<std::uint64_t>(opened.st_size) != bytes.size() ||
+          mtime_of(opened) != entry.mtime_ns || (opened.st_mode & 07777) != mode ||
+          !may_link(fd.get(), opened)) {
+        return stage(std::move(entry), bytes);
+      }
+      const TransactionStore::BlobSource source{upper, name, opened};
+      PB_CHECK(stage(std::move(entry), bytes, &source));
+      if (opened.st_nlink == 1) {
+        // Still one link: copied (another file system); otherwise linked.
+        struct stat now {};
+        if (::fstat(fd.get(), &now) == 0 && now.st_nlink > 1) linked_sources.push_back(path);
+      }
+      return core::ok_status();
     }
     if (S_ISLNK(st.st_mode)) {
       PB_TRY(target, read_link(upper, name));
@@ -250,11 +293,35 @@ struct Walker {
 core::Status import_upper_directory(TransactionStore& store, Draft& draft,
                                     const std::filesystem::path& upper,
                                     const std::filesystem::path& lower,
-                                    std::uint64_t max_file_bytes, bool full_copy) {
+                                    std::uint64_t max_file_bytes, bool full_copy, bool take_files,
+                                    std::vector<std::string>& linked) {
   PB_TRY(upper_fd, core::open_directory(upper));
   PB_TRY(lower_fd, core::open_directory(lower));
-  Walker walker{store, draft, max_file_bytes, full_copy};
+  Walker walker{store, draft, max_file_bytes, full_copy, take_files, linked};
   return walker.walk(upper_fd.get(), lower_fd.get(), full_copy || is_opaque(upper_fd.get()), "", 0);
+}
+
+void release_linked(const std::filesystem::path& upper, const std::vector<std::string>& linked) {
+  auto upper_fd = core::open_directory(upper);
+  if (!upper_fd) return;
+  // Paths come directory by directory (the walk's order): one open each.
+  std::string open_dir = "\x01";  // no directory's name
+  UniqueFd dir;
+  for (const std::string& path : linked) {
+    const std::size_t slash = path.rfind('/');
+    const std::string parent = slash == std::string::npos ? "" : path.substr(0, slash);
+    if (parent != open_dir) {
+      open_dir = parent;
+      if (parent.empty()) {
+        dir = UniqueFd(::fcntl(upper_fd->get(), F_DUPFD_CLOEXEC, 0));
+      } else {
+        auto opened = open_beneath(upper_fd->get(), parent, O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
+        dir = opened ? std::move(*opened) : UniqueFd();
+      }
+    }
+    if (dir)
+      (void)::unlinkat(dir.get(), path.c_str() + (slash == std::string::npos ? 0 : slash + 1), 0);
+  }
 }
 
 }  // namespace pulsebox::workspace

@@ -4,14 +4,29 @@
 #include <cstdint>
 #include <filesystem>
 
+#include <string>
+#include <vector>
 #include "core/result.h"
+
 #include "workspace/transactions.h"
 
 namespace pulsebox::workspace {
 
+// With `take_files` (ImportOptions::take_upper_files), `linked` receives
+// the upper files that became their blobs as they are (hard links): once
+// the transaction is saved, release_linked() removes their names from the
+// upper directory. Until then, a failed import leaves the upper directory
+// whole (it may be kept as held changes).
 core::Status import_upper_directory(TransactionStore& store, Draft& draft,
                                     const std::filesystem::path& upper,
                                     const std::filesystem::path& lower,
-                                    std::uint64_t max_file_bytes, bool full_copy = false);
+                                    std::uint64_t max_file_bytes, bool full_copy, bool take_files,
+                                    std::vector<std::string>& linked);
+
+// Removes the `linked` names from `upper`, so that deleting the run's
+// directory later never touches the committed file (it would move its
+// ctime, which the next run's conflict check reads as a host change).
+// Best effort: a name left behind costs only that.
+void release_linked(const std::filesystem::path& upper, const std::vector<std::string>& linked);
 
 }  // namespace pulsebox::workspace

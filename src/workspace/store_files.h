@@ -8,6 +8,8 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
@@ -41,6 +43,16 @@ std::string entry_problem(const Entry& entry);
 core::Error corrupt(const std::filesystem::path& file, const std::string& why);
 // A manifest or write-ahead log, bounded and depth-checked.
 core::Result<nlohmann::json> read_json(const std::filesystem::path& file);
+// Reads a manifest or log like read_json, handing each entry of its array
+// `key` to `each` as soon as it is parsed (checked with entry_problem; the
+// first problem makes the file corrupt): the returned document lacks them,
+// so 100,000 entries are never one document in memory.
+core::Result<nlohmann::json> read_entries(const std::filesystem::path& file, std::string_view key,
+                                          const std::function<void(Entry&&)>& each);
+// Writes the object `head` with `entries` as its array `key` to `file`
+// (write_file_atomic), one entry's text at a time.
+core::Status write_entries(const std::filesystem::path& file, const nlohmann::json& head,
+                           std::string_view key, const std::map<std::string, Entry>& entries);
 core::Status fsync_path(const std::filesystem::path& path);
 // As root, a new entry takes the owner of the entry it replaced, or of the
 // directory it is made in.

@@ -156,6 +156,52 @@ core::Result<json> read_json(const std::filesystem::path& file) {
   return std::move(document).value();
 }
 
+core::Result<json> read_entries(const std::filesystem::path& file, std::string_view key,
+                                const std::function<void(Entry&&)>& each) {
+  auto text = core::read_regular_file(file, kMaxTransactionFileBytes, "transaction file");
+  if (!text) return corrupt(file, text.error().to_string());
+  std::string problem;
+  auto document = core::parse_json_streaming(*text, file.string(), key, [&](json& item) {
+    if (!problem.empty()) return;
+    try {
+      Entry entry = entry_from_json(item);
+      problem = entry_problem(entry);
+      if (problem.empty()) each(std::move(entry));
+    } catch (const json::exception& error) {
+      problem = error.what();
+    }
+  });
+  if (!document) return corrupt(file, document.error().to_string());
+  if (!problem.empty()) return corrupt(file, problem);
+  return std::move(document).value();
+}
+
+core::Status write_entries(const std::filesystem::path& file, const json& head,
+                           std::string_view key, const std::map<std::string, Entry>& entries) {
+  return core::write_file_atomic(file, 0600, [&](int fd) -> core::Status {
+    constexpr std::size_t kChunk = 1 << 16;
+    std::string buffer = json(std::string(key)).dump() + ":[";
+    buffer.insert(0, "{");
+    bool first = true;
+    for (const auto& [path, entry] : entries) {
+      buffer += first ? "\n" : ",\n";
+      first = false;
+      // Every string is valid UTF-8 (names go through core::put_name): a
+      // replacement here would change a name.
+      buffer += entry_to_json(entry).dump();
+      if (buffer.size() >= kChunk) {
+        PB_CHECK(core::write_all(fd, buffer, file.string()));
+        buffer.clear();
+      }
+    }
+    buffer += "]";
+    const std::string rest = head.dump(1);  // an object: "{...}"
+    if (rest.size() > 2) buffer += ",";
+    buffer.append(rest, 1);
+    return core::write_all(fd, buffer, file.string());
+  });
+}
+
 core::Status fsync_path(const std::filesystem::path& path) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd) return Error::from_errno("workspace", "open " + path.string());
@@ -391,21 +437,25 @@ core::Result<Draft> TransactionStore::load(const std::string& id, std::string_vi
         ErrorKind::kInvalidInput, "workspace",
         "no transaction \"" + id + "\" in " + root_.string() + " (see `pulsebox changes`)");
   }
-  PB_TRY(document, read_json(manifest));
   Draft draft;
+  std::string problem;
+  const auto add = [&](Entry&& entry) {
+    if (problem.empty()) problem = entry_problem(entry);
+    draft.total_bytes += entry.size;
+    if (!entry.base_blob.empty()) draft.base_bytes += entry.snapshot.size;
+    std::string path = entry.path;
+    draft.entries.insert_or_assign(std::move(path), std::move(entry));
+  };
+  PB_TRY(document, read_entries(manifest, "entries", add));
   try {
     draft.id = document.at("id").get<std::string>();
     draft.created = document.at("created").get<std::string>();
     draft.origin = document.contains("origin") ? core::get_name(document, "origin") : "";
     draft.next_blob = document.at("next_blob").get<std::uint64_t>();
-    for (const auto& item : document.at("entries")) {
-      Entry entry = entry_from_json(item);
-      if (const std::string problem = entry_problem(entry); !problem.empty())
-        return corrupt(manifest, problem);
-      draft.total_bytes += entry.size;
-      if (!entry.base_blob.empty()) draft.base_bytes += entry.snapshot.size;
-      draft.entries[entry.path] = std::move(entry);
-    }
+    // Anything left in the array was not an entry object.
+    for (const auto& item : document.at("entries"))
+      add(entry_from_json(item));
+    if (!problem.empty()) return corrupt(manifest, problem);
     for (const auto& item : document.value("refused", json::array()))
       draft.refused.push_back({core::get_name(item, "path"), core::get_name(item, "reason")});
     for (const auto& item : document.value("notes", json::array()))
@@ -418,14 +468,8 @@ core::Result<Draft> TransactionStore::load(const std::string& id, std::string_vi
 }
 
 core::Status TransactionStore::save(const Draft& draft, std::string_view file) const {
-  json entries = json::array();
-  for (const auto& [path, entry] : draft.entries)
-    entries.push_back(entry_to_json(entry));
-  json document = {{"version", 1},
-                   {"id", draft.id},
-                   {"created", draft.created},
-                   {"next_blob", draft.next_blob},
-                   {"entries", std::move(entries)}};
+  json document = {
+      {"version", 1}, {"id", draft.id}, {"created", draft.created}, {"next_blob", draft.next_blob}};
   core::put_name(document, "origin", draft.origin);  // a command line: bytes
   json refused = json::array();
   for (const RefusedChange& item : draft.refused) {
@@ -443,9 +487,8 @@ core::Status TransactionStore::save(const Draft& draft, std::string_view file) c
   }
   document["refused"] = std::move(refused);
   document["notes"] = std::move(notes);
-  // Every string is valid UTF-8 (names go through core::put_name): a
-  // replacement here would change a name.
-  return core::write_file_atomic(tx_dir(draft.id) / file, document.dump(1), 0600);
+  // The entries are written one at a time: never one document of them all.
+  return write_entries(tx_dir(draft.id) / file, document, "entries", draft.entries);
 }
 
 core::Status TransactionStore::discard(const std::string& id) {
@@ -540,8 +583,30 @@ core::Status TransactionStore::check_entry_policy(const Draft& draft, const Entr
   return core::ok_status();
 }
 
+namespace {
+
+// Links `source` as the blob `blob_path`; false when the file system will
+// not (another one: EXDEV, ...), and the blob is then written as a copy.
+// The name must still be the inode that was read and scanned.
+core::Result<bool> link_blob(const TransactionStore::BlobSource& source,
+                             const std::filesystem::path& blob_path) {
+  if (::linkat(source.dir, source.name.c_str(), AT_FDCWD, blob_path.c_str(), 0) != 0) {
+    return false;
+  }
+  struct stat linked {};
+  if (::lstat(blob_path.c_str(), &linked) != 0 || linked.st_dev != source.st.st_dev ||
+      linked.st_ino != source.st.st_ino) {
+    ::unlink(blob_path.c_str());
+    return Error(ErrorKind::kSecurity, "workspace",
+                 core::quote_name(source.name) + " was replaced while it was read");
+  }
+  return true;
+}
+
+}  // namespace
+
 core::Status TransactionStore::stage(Draft& draft, Entry entry, std::string_view bytes,
-                                     bool check_policy) {
+                                     bool check_policy, const BlobSource* source) {
   PB_TRY(path, check_relative_path(entry.path));
   entry.path = path;
   if (entry.op == StagedOp::Write) {
@@ -594,18 +659,25 @@ core::Status TransactionStore::stage(Draft& draft, Entry entry, std::string_view
   if (entry.op == StagedOp::Write) {
     entry.blob = std::to_string(draft.next_blob++);
     const auto blob_path = tx_dir(draft.id) / "blobs" / entry.blob;
-    UniqueFd fd(::open(blob_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
-    if (!fd) return Error::from_errno("workspace", "create " + blob_path.string());
-    PB_CHECK(core::write_all(fd.get(), bytes, blob_path.string()));
-    // The blob is renamed into place at commit, so it gets its final mode
-    // and modification time now.
-    if (::fchmod(fd.get(), entry.mode) != 0) {
-      return Error::from_errno("workspace", "chmod " + blob_path.string());
+    bool linked = false;
+    if (source != nullptr) {
+      PB_TRY(done, link_blob(*source, blob_path));
+      linked = done;
     }
-    if (entry.mtime_ns != 0) {
-      const timespec times[2] = {{0, UTIME_OMIT}, to_timespec(entry.mtime_ns)};
-      if (::futimens(fd.get(), times) != 0) {
-        return Error::from_errno("workspace", "set the time of " + blob_path.string());
+    if (!linked) {
+      UniqueFd fd(::open(blob_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+      if (!fd) return Error::from_errno("workspace", "create " + blob_path.string());
+      PB_CHECK(core::write_all(fd.get(), bytes, blob_path.string()));
+      // The blob is renamed into place at commit, so it gets its final mode
+      // and modification time now (a linked one has them already).
+      if (::fchmod(fd.get(), entry.mode) != 0) {
+        return Error::from_errno("workspace", "chmod " + blob_path.string());
+      }
+      if (entry.mtime_ns != 0) {
+        const timespec times[2] = {{0, UTIME_OMIT}, to_timespec(entry.mtime_ns)};
+        if (::futimens(fd.get(), times) != 0) {
+          return Error::from_errno("workspace", "set the time of " + blob_path.string());
+        }
       }
     }
     entry.size = bytes.size();

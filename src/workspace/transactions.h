@@ -8,6 +8,8 @@
 //   READY           the commit point: once it exists the commit is replayed
 #pragma once
 
+#include <sys/stat.h>
+
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -89,9 +91,21 @@ class TransactionStore {
   // reconcile() does; returns their ids. Cheap when there is none: no lock.
   core::Result<std::vector<std::string>> finish_decided();
 
+  // A file whose inode may become a Write's blob as it is (a hard link, no
+  // copy): `bytes` are its content, `st` its fstat, and its mode (no
+  // setuid/setgid bits) and modification time are the entry's. The caller
+  // vouches that nothing writes to it any more (overlay_reader.cc).
+  struct BlobSource {
+    int dir;
+    const std::string& name;
+    const struct stat& st;
+  };
+
   // Adds `entry` to the draft (snapshotting the path the first time), writing
-  // `bytes` to a blob for a Write. With check_policy, a DENY refuses it.
-  core::Status stage(Draft& draft, Entry entry, std::string_view bytes, bool check_policy);
+  // `bytes` to a blob for a Write (or linking `source` as the blob, when it
+  // is on the same file system). With check_policy, a DENY refuses it.
+  core::Status stage(Draft& draft, Entry entry, std::string_view bytes, bool check_policy,
+                     const BlobSource* source = nullptr);
 
   // Commits the selected entries (is_selected; empty: all) and the new
   // directories they lie in; the rest stays pending in the same transaction.

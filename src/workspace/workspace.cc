@@ -241,8 +241,9 @@ ImportResult import_into_new_transaction(TransactionStore& store,
   store.set_known_secrets(&options.known_secrets);
   const std::string id = core::value_or_throw(store.create(options.origin));
   Draft draft = core::value_or_throw(store.load(id));
-  auto imported =
-      workspace::import_upper_directory(store, draft, upper, lower, max_file_bytes, full_copy);
+  std::vector<std::string> linked;
+  auto imported = workspace::import_upper_directory(store, draft, upper, lower, max_file_bytes,
+                                                    full_copy, options.take_upper_files, linked);
   if (imported.ok() && run_started) mark_changed_during_run(draft, *run_started);
   if (imported.ok() && draft.entries.empty()) imported = store.discard(id);
   if (!imported.ok()) {
@@ -255,6 +256,7 @@ ImportResult import_into_new_transaction(TransactionStore& store,
   result.notes = draft.notes;
   if (draft.entries.empty()) return result;
   core::check_or_throw(store.save(draft));
+  workspace::release_linked(upper, linked);
   result.transaction = id;
   return result;
 }

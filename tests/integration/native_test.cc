@@ -787,21 +787,25 @@ TEST_F(NativeBackendTest, UnchangedStagingTreesAreReusedChangedOnesRemoved) {
   EXPECT_EQ(::llistxattr((pooled / "upper").c_str(), names, sizeof names), 0)
       << "the overlay's attributes (its uuid) are cleared";
 
-  // The next run takes it, and sees only its own changes.
-  const auto changed = run(sandbox, {"/workspace/probe", "write", "/workspace/new.txt", "x"});
+  // The next run takes it, and sees only its own changes. Its new file
+  // becomes the staged copy as it is (taken from upper/); its directory
+  // stays in upper/.
+  const auto changed =
+      run(sandbox, {"sh", "-c", "mkdir /workspace/d && echo x > /workspace/d/new.txt"});
   ASSERT_EQ(changed.exit_code, 0) << changed.termination_detail;
   ASSERT_TRUE(changed.transaction_id.has_value());
-  EXPECT_EQ(changed.changes.size(), 1u);
+  EXPECT_EQ(changed.changes.size(), 2u);
   EXPECT_FALSE(fs::exists(pooled)) << "taken by the run";
   std::vector<std::string> with_changes;
   for (const auto& name : entries(trash))
-    if (fs::exists(trash / name / "upper" / "new.txt")) with_changes.push_back(name);
+    if (fs::exists(trash / name / "upper" / "d")) with_changes.push_back(name);
   ASSERT_EQ(with_changes.size(), 1u);
+  EXPECT_FALSE(fs::exists(trash / with_changes[0] / "upper" / "d" / "new.txt"));
 
   ASSERT_EQ(run(sandbox, {"/workspace/probe", "sleep", "pool-test", "1"}).exit_code, 0);
   EXPECT_FALSE(fs::exists(trash / with_changes[0])) << "removed during the run";
   EXPECT_FALSE(fs::exists(pool / with_changes[0])) << "a tree with changes is never reused";
-  const auto fresh = run(sandbox, {"sh", "-c", "test ! -e /workspace/new.txt"});
+  const auto fresh = run(sandbox, {"sh", "-c", "test ! -e /workspace/d"});
   EXPECT_EQ(fresh.exit_code, 0) << "another run's change leaked into a later run";
 }
 

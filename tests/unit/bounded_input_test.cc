@@ -131,6 +131,35 @@ TEST(ParseJson, SyntaxErrorsNameTheLineAndColumn) {
   EXPECT_EQ(huge.error().message(), "p.json: invalid JSON: a number is out of range");
 }
 
+// A manifest's entries are handed over one at a time and left out of the
+// document, so 100,000 of them are never held as one; only the named
+// top-level array's objects are, and the checks of parse_json still hold.
+TEST(ParseJsonStreaming, HandsOverTheNamedArraysObjectsOnly) {
+  std::vector<std::string> seen;
+  auto document = parse_json_streaming(
+      R"({"id": "t", "entries": [{"path": "a", "entries": [{"path": "inner"}]}, 7, {"path": "b"}],)"
+      R"( "notes": [{"path": "n"}]})",
+      "m.json", "entries",
+      [&](nlohmann::json& item) { seen.push_back(item.at("path").get<std::string>()); });
+  ASSERT_TRUE(document.ok()) << document.error().message();
+  EXPECT_EQ(seen, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(document->at("entries"), nlohmann::json::parse("[7]"));  // left for the caller
+  EXPECT_EQ(document->at("notes").size(), 1u);
+  EXPECT_EQ(document->at("id"), "t");
+}
+
+TEST(ParseJsonStreaming, KeepsTheDepthLimitAndSyntaxErrors) {
+  int calls = 0;
+  const auto count = [&](nlohmann::json&) { ++calls; };
+  EXPECT_FALSE(
+      parse_json_streaming("{\"entries\": [" + nested(100000) + "]}", "m.json", "entries", count)
+          .ok());
+  auto bad = parse_json_streaming("{\"entries\": [{}, {]}", "m.json", "entries", count);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message().find("invalid JSON: syntax error"), std::string::npos);
+  EXPECT_EQ(calls, 1);  // the first object, before the error
+}
+
 nlohmann::json random_value(std::mt19937& random, int depth) {
   static const std::string kPieces[] = {"[", "]", "{", "}", "\"", "\\", "a", ":", ","};
   switch (depth > 6 ? 0 : random() % 4) {

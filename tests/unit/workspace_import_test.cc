@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/un.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -173,6 +174,75 @@ TEST_F(WorkspaceImportTest, HardLinksAreReported) {
   EXPECT_EQ(result.notes[0].note, "hard link to one: committed as a separate copy");
   workspace.commit(*result.transaction);
   EXPECT_EQ(read_file(ws() / "two"), "same inode\n");
+}
+
+// An upper file on the workspace's file system becomes its blob, and then
+// the committed file, as it is (a hard link: no copy), but only when that
+// is exactly what a copy would be; otherwise it is copied.
+TEST_F(WorkspaceImportTest, AnUpperFileIsLinkedOnlyWhenACopyWouldBeTheSame) {
+  write_file(upper() / "plain.txt", "plain\n");
+  write_file(upper() / "owned.txt", "owned by the sandbox's user\n");
+  write_file(upper() / "noted.txt", "with an extended attribute\n");
+  const bool has_xattr = ::setxattr((upper() / "noted.txt").c_str(), "user.note", "x", 1, 0) == 0;
+  write_file(upper() / "tool", "#!/bin/sh\n");
+  ASSERT_EQ(::chmod((upper() / "tool").c_str(), 04755), 0);
+  write_file(upper() / "one", "two names\n");
+  ASSERT_EQ(::link((upper() / "one").c_str(), (upper() / "two").c_str()), 0);
+  const bool root = ::geteuid() == 0;
+  if (root) {
+    ASSERT_EQ(::chown((upper() / "owned.txt").c_str(), 12345, 12345), 0);
+  }
+  std::map<std::string, ino_t> inode;
+  std::map<std::string, std::string> content;
+  for (const char* name : {"plain.txt", "owned.txt", "noted.txt", "tool", "one", "two"}) {
+    inode[name] = lstat_of(upper() / name).st_ino;
+    content[name] = read_file(upper() / name);
+  }
+  const std::int64_t plain_time = mtime_ns(upper() / "plain.txt");
+
+  Workspace workspace(ws());
+  const auto tx =
+      workspace.import_overlay(upper(), ws(), ImportOptions{.take_upper_files = true}).transaction;
+  ASSERT_TRUE(tx.has_value());
+  // A linked file's upper name is gone once the transaction is saved (the
+  // run directory's removal must not touch the committed file); the
+  // copied ones stay.
+  EXPECT_FALSE(fs::exists(upper() / "plain.txt"));
+  EXPECT_TRUE(fs::exists(upper() / "tool"));
+  EXPECT_TRUE(fs::exists(upper() / "two"));
+  workspace.commit(*tx);
+  for (const char* name : {"plain.txt", "owned.txt", "noted.txt", "tool", "one", "two"})
+    EXPECT_EQ(read_file(ws() / name), content[name]) << name;
+  EXPECT_EQ(lstat_of(ws() / "plain.txt").st_ino, inode["plain.txt"]);
+  EXPECT_EQ(mtime_ns(ws() / "plain.txt"), plain_time);
+  // As root a file of the sandbox's user is given root's owner first, then
+  // the directory's at commit, as a copy; otherwise it is our own already.
+  EXPECT_EQ(lstat_of(ws() / "owned.txt").st_ino, inode["owned.txt"]);
+  EXPECT_EQ(lstat_of(ws() / "owned.txt").st_uid, lstat_of(ws()).st_uid);
+  EXPECT_EQ(lstat_of(ws() / "owned.txt").st_gid, lstat_of(ws()).st_gid);
+  // Copied: attributes, setuid bits and other names never reach the workspace.
+  if (has_xattr) {
+    EXPECT_NE(lstat_of(ws() / "noted.txt").st_ino, inode["noted.txt"]);
+    EXPECT_LT(::getxattr((ws() / "noted.txt").c_str(), "user.note", nullptr, 0), 0);
+  }
+  EXPECT_NE(lstat_of(ws() / "tool").st_ino, inode["tool"]);
+  EXPECT_EQ(lstat_of(ws() / "tool").st_mode & 07777, 0755u);
+  EXPECT_NE(lstat_of(ws() / "one").st_ino, inode["one"]);
+  EXPECT_NE(lstat_of(ws() / "two").st_ino, inode["one"]);
+  EXPECT_EQ(lstat_of(ws() / "one").st_nlink, 1u);
+}
+
+// A layer that is kept (a session's) is never taken from: copies only.
+TEST_F(WorkspaceImportTest, AKeptLayerIsCopiedAndLeftWhole) {
+  write_file(upper() / "plain.txt", "plain\n");
+  const ino_t inode = lstat_of(upper() / "plain.txt").st_ino;
+  Workspace workspace(ws());
+  const auto tx = workspace.import_overlay(upper(), ws(), ImportOptions{}).transaction;
+  ASSERT_TRUE(tx.has_value());
+  EXPECT_EQ(lstat_of(upper() / "plain.txt").st_nlink, 1u);
+  workspace.commit(*tx);
+  EXPECT_EQ(read_file(upper() / "plain.txt"), "plain\n");
+  EXPECT_NE(lstat_of(ws() / "plain.txt").st_ino, inode);
 }
 
 // Each swap with a symlink whose target lies outside the workspace: the
