@@ -149,11 +149,13 @@ core::Result<LaunchedSandbox> launch_sandbox(LaunchPlan& plan, UniqueFd supervis
   core::trace_phase("launch: id maps written");
   if (false) {
   }
+  core::trace_phase("launch: before go");
   if (before_go) {
     if (auto placed = before_go(sandbox.pid, in_cgroup); !placed) {
       return abandon(std::move(placed).error().with_context("placing the sandbox in its cgroups"));
     }
   }
+  core::trace_phase("launch: placed in cgroups");
   if (auto sent = syscalls.send_go(sandbox.channel.get()); !sent) {
     return abandon(std::move(sent).error());
   }
