@@ -539,9 +539,11 @@ TEST(CliRunTest, CapabilitiesJson) {
 
 TEST(CliTest, ReconcileOnACleanWorkspace) {
   TempDir dir;
-  const auto run = run_cli({"reconcile", "-w", dir.path().string()});
+  TempDir state;  // its own: suites running beside it leave runs in theirs
+  const auto run = run_cli({"reconcile", "-w", dir.path().string()}, "",
+                           {"PULSEBOX_STATE_DIR=" + state.path().string()});
   EXPECT_EQ(run.exit_code, 0) << run.err;
-  EXPECT_NE(run.out.find("nothing to reconcile"), std::string::npos);
+  EXPECT_NE(run.out.find("nothing to reconcile"), std::string::npos) << run.out << run.err;
 }
 
 }  // namespace
