@@ -16,4 +16,14 @@ namespace pulsebox::linux_api {
 // socket they are given, and the caller keeps `fd`.
 core::Result<core::UniqueFd> adopt_netlink_socket(int fd, int protocol, const std::string& stage);
 
+// A std::unique_ptr deleter calling the C library's own free function for
+// its objects (libnl's rtnl_link_put, libnftnl's nftnl_rule_free, ...).
+template <auto Free>
+struct FreeWith {
+  template <class T>
+  void operator()(T* object) const {
+    Free(object);
+  }
+};
+
 }  // namespace pulsebox::linux_api

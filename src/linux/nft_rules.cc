@@ -29,17 +29,10 @@ namespace {
 
 const std::string kStage = "nftables";
 
-template <auto Free>
-struct Deleter {
-  template <class T>
-  void operator()(T* object) const {
-    Free(object);
-  }
-};
-using MnlPtr = std::unique_ptr<mnl_socket, Deleter<mnl_socket_close>>;
-using TablePtr = std::unique_ptr<nftnl_table, Deleter<nftnl_table_free>>;
-using ChainPtr = std::unique_ptr<nftnl_chain, Deleter<nftnl_chain_free>>;
-using RulePtr = std::unique_ptr<nftnl_rule, Deleter<nftnl_rule_free>>;
+using MnlPtr = std::unique_ptr<mnl_socket, FreeWith<mnl_socket_close>>;
+using TablePtr = std::unique_ptr<nftnl_table, FreeWith<nftnl_table_free>>;
+using ChainPtr = std::unique_ptr<nftnl_chain, FreeWith<nftnl_chain_free>>;
+using RulePtr = std::unique_ptr<nftnl_rule, FreeWith<nftnl_rule_free>>;
 
 core::Error out_of_memory(const char* what) {
   return core::Error(core::ErrorKind::kResource, kStage, what);

@@ -20,18 +20,11 @@ namespace {
 
 const std::string kStage = "veth";
 
-template <auto Free>
-struct Deleter {
-  template <class T>
-  void operator()(T* object) const {
-    Free(object);
-  }
-};
-using LinkPtr = std::unique_ptr<rtnl_link, Deleter<rtnl_link_put>>;
-using AddrPtr = std::unique_ptr<rtnl_addr, Deleter<rtnl_addr_put>>;
-using NlAddrPtr = std::unique_ptr<nl_addr, Deleter<nl_addr_put>>;
-using RoutePtr = std::unique_ptr<rtnl_route, Deleter<rtnl_route_put>>;
-using CachePtr = std::unique_ptr<nl_cache, Deleter<nl_cache_free>>;
+using LinkPtr = std::unique_ptr<rtnl_link, FreeWith<rtnl_link_put>>;
+using AddrPtr = std::unique_ptr<rtnl_addr, FreeWith<rtnl_addr_put>>;
+using NlAddrPtr = std::unique_ptr<nl_addr, FreeWith<nl_addr_put>>;
+using RoutePtr = std::unique_ptr<rtnl_route, FreeWith<rtnl_route_put>>;
+using CachePtr = std::unique_ptr<nl_cache, FreeWith<nl_cache_free>>;
 
 // A libnl socket that remembers the kernel's errno of the last failed
 // request: libnl folds errnos into its own codes (ENODEV and ENOENT both

@@ -1,10 +1,12 @@
 #include "network/address.h"
 
 #include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 
 #include <algorithm>
 #include <charconv>
+#include <cstring>
 
 namespace pulsebox::network {
 namespace {
@@ -175,6 +177,24 @@ std::string_view to_string(AddressKind kind) {
       return "this host's own";
   }
   return "reserved";
+}
+
+sockaddr_storage socket_address(const IpAddress& address, int port, socklen_t* length) {
+  sockaddr_storage storage{};
+  if (address.family == AF_INET) {
+    auto* in4 = reinterpret_cast<sockaddr_in*>(&storage);
+    in4->sin_family = AF_INET;
+    in4->sin_port = htons(static_cast<std::uint16_t>(port));
+    std::memcpy(&in4->sin_addr, address.bytes.data(), 4);
+    *length = sizeof(sockaddr_in);
+  } else {
+    auto* in6 = reinterpret_cast<sockaddr_in6*>(&storage);
+    in6->sin6_family = AF_INET6;
+    in6->sin6_port = htons(static_cast<std::uint16_t>(port));
+    std::memcpy(&in6->sin6_addr, address.bytes.data(), 16);
+    *length = sizeof(sockaddr_in6);
+  }
+  return storage;
 }
 
 }  // namespace pulsebox::network

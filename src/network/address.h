@@ -3,6 +3,8 @@
 // that the DNS-rebinding guard (network/resolver.h) decides on.
 #pragma once
 
+#include <sys/socket.h>
+
 #include <array>
 #include <cstdint>
 #include <optional>
@@ -37,6 +39,10 @@ std::string to_string(const IpRange& range);
 // Whether `range` holds `address`. An IPv4 range also holds the IPv4-mapped
 // IPv6 form of its addresses (::ffff:a.b.c.d reaches a.b.c.d).
 bool contains(const IpRange& range, const IpAddress& address);
+
+// `address` and `port` as a socket address for connect()/bind(); *length
+// gets its size.
+sockaddr_storage socket_address(const IpAddress& address, int port, socklen_t* length);
 
 enum class AddressKind {
   Public,

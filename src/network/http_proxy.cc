@@ -198,21 +198,8 @@ std::optional<std::pair<ProxyRequest, std::string>> HttpProxy::State::read_reque
 core::UniqueFd HttpProxy::State::connect_to(const std::vector<IpAddress>& addresses, int port,
                                             std::string& connected) {
   for (const auto& address : addresses) {
-    sockaddr_storage storage{};
     socklen_t length = 0;
-    if (address.family == AF_INET) {
-      auto* in4 = reinterpret_cast<sockaddr_in*>(&storage);
-      in4->sin_family = AF_INET;
-      in4->sin_port = htons(static_cast<std::uint16_t>(port));
-      std::memcpy(&in4->sin_addr, address.bytes.data(), 4);
-      length = sizeof(sockaddr_in);
-    } else {
-      auto* in6 = reinterpret_cast<sockaddr_in6*>(&storage);
-      in6->sin6_family = AF_INET6;
-      in6->sin6_port = htons(static_cast<std::uint16_t>(port));
-      std::memcpy(&in6->sin6_addr, address.bytes.data(), 16);
-      length = sizeof(sockaddr_in6);
-    }
+    sockaddr_storage storage = socket_address(address, port, &length);
     core::UniqueFd fd(::socket(address.family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
     if (!fd) continue;
     if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&storage), length) != 0) {

@@ -44,19 +44,13 @@
 #include "network/domain_pattern.h"
 #include "network/proxy_request.h"
 #include "network/resolver.h"
+#include "pulsebox/network.h"
 
 namespace pulsebox::network {
 
-struct ProxyRecord {
-  std::string method;
-  std::string host;
-  int port = 0;
-  bool allowed = false;
-  std::string reason;
-  std::vector<std::string> addresses;  // guarded addresses ("169.254.1.2")
-  std::uint64_t bytes_up = 0;          // to the destination
-  std::uint64_t bytes_down = 0;        // from the destination to the client
-};
+// One decision: the run's result carries it as it is (pulsebox/network.h).
+// bytes_up go to the destination, bytes_down come back to the client.
+using ProxyRecord = NetworkAccess;
 
 struct ProxyConfig {
   core::UniqueFd listener;             // listening, any namespace

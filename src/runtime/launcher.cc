@@ -147,8 +147,6 @@ core::Result<LaunchedSandbox> launch_sandbox(LaunchPlan& plan, UniqueFd supervis
     return abandon(std::move(written).error().with_context("writing the sandbox's id maps"));
   }
   core::trace_phase("launch: id maps written");
-  if (false) {
-  }
   core::trace_phase("launch: before go");
   if (before_go) {
     if (auto placed = before_go(sandbox.pid, in_cgroup); !placed) {

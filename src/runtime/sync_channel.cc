@@ -89,16 +89,6 @@ long receive_with_fds(int fd, ChildMessage& message, int flags, int* passed) noe
   return n;
 }
 
-long receive_with_fd(int fd, ChildMessage& message, int flags, int* passed) noexcept {
-  int all[kMaxPassedFds];
-  const long n = receive_with_fds(fd, message, flags, all);
-  *passed = all[0];
-  for (int i = 1; i < kMaxPassedFds; ++i) {
-    if (all[i] >= 0) linux_api::raw(SYS_close, all[i]);
-  }
-  return n;
-}
-
 }  // namespace
 
 void send_child_error(int fd, const char* stage, const char* detail, int error_number) noexcept {
@@ -220,23 +210,15 @@ std::optional<ChildMessage> receive_message_fds(int fd, int timeout_ms, int* pas
 }
 
 std::optional<ChildMessage> receive_message(int fd, int timeout_ms, int* passed) {
-  pollfd waiting{fd, POLLIN, 0};
-  int ready = 0;
-  do {
-    ready = ::poll(&waiting, 1, timeout_ms);
-  } while (ready < 0 && errno == EINTR);
-  if (ready <= 0) return std::nullopt;
-  ChildMessage message;
-  int received = -1;
-  const long n = receive_with_fd(fd, message, MSG_DONTWAIT, &received);
-  if (passed != nullptr) {
-    *passed = received;
-  } else if (received >= 0) {
-    ::close(received);
+  int all[kMaxPassedFds];
+  auto message = receive_message_fds(fd, timeout_ms, all);
+  for (int i = 0; i < kMaxPassedFds; ++i) {
+    if (i == 0 && passed != nullptr) {
+      *passed = all[0];
+    } else if (all[i] >= 0) {
+      ::close(all[i]);
+    }
   }
-  if (n != static_cast<long>(sizeof message)) return std::nullopt;
-  message.stage[sizeof message.stage - 1] = '\0';
-  message.detail[sizeof message.detail - 1] = '\0';
   return message;
 }
 

@@ -10,7 +10,6 @@
 #include <cstring>
 
 namespace pulsebox::testing {
-namespace {
 
 bool write_proc(const char* path, const std::string& text) {
   const int fd = ::open(path, O_WRONLY | O_CLOEXEC);
@@ -19,8 +18,6 @@ bool write_proc(const char* path, const std::string& text) {
   ::close(fd);
   return ok;
 }
-
-}  // namespace
 
 ChildOutcome run_in_namespaces(NamespaceKind kind, const std::function<int()>& fn) {
   int report[2];

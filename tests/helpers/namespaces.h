@@ -24,6 +24,9 @@ struct ChildOutcome {
 
 ChildOutcome run_in_namespaces(NamespaceKind kind, const std::function<int()>& fn);
 
+// Writes `text` to a /proc file in one write (uid_map, setgroups, ...).
+bool write_proc(const char* path, const std::string& text);
+
 // mount -t overlay with index=off,xino=off (and userxattr in a user namespace).
 // Returns 0 or the errno.
 int mount_overlay(const std::string& lower, const std::string& upper, const std::string& work,

@@ -1,5 +1,7 @@
 #include "helpers/private_network.h"
 
+#include "helpers/namespaces.h"
+
 #include <fcntl.h>
 #include <linux/capability.h>
 #include <net/if.h>
@@ -24,14 +26,6 @@ namespace pulsebox::testing {
 namespace {
 
 bool entered = false;
-
-bool write_proc(const char* path, const std::string& text) {
-  const int fd = ::open(path, O_WRONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  const bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
-  ::close(fd);
-  return ok;
-}
 
 std::string failure(const std::string& what) {
   return what + ": " + std::strerror(errno);

@@ -89,4 +89,13 @@ std::string run_concurrently(int clients, const std::function<std::string(int)>&
   return report;
 }
 
+bool poll_until(const std::function<bool()>& condition, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    if (condition()) return true;
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
 }  // namespace pulsebox::testing

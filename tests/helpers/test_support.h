@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -87,6 +88,10 @@ int processes_with_marker(const std::string& marker);
 // went wrong (an exception counts as its message). Returns the failures,
 // "client N: ..." per line; "" when all succeeded.
 std::string run_concurrently(int clients, const std::function<std::string(int)>& client);
+
+// Checks `condition` every 50 ms until it holds or `timeout` has passed;
+// returns whether it held (bounded waits for what another process does).
+bool poll_until(const std::function<bool()>& condition, std::chrono::milliseconds timeout);
 
 // Tests that need a kernel feature call this when it is missing: the test is
 // skipped with the reason printed, unless PULSEBOX_REQUIRE_FEATURES=1 (set by

@@ -32,6 +32,7 @@ namespace {
 
 using nlohmann::json;
 namespace fs = std::filesystem;
+using namespace std::chrono_literals;
 
 constexpr const char* kApi = "169.254.10.1";
 constexpr const char* kEvil = "169.254.10.2";
@@ -212,6 +213,17 @@ class NetworkTest : public testing::CliFixture {
     return records;
   }
 
+  // `pulsebox run FLAGS -- sleep 30` in the background (its output in the
+  // scratch directory's log): the pid of the supervisor, or -1.
+  pid_t start_sleeping_run(const std::vector<std::string>& flags) {
+    std::vector<std::string> args = {
+        binary_,   "run", "--allow-weaker",          "limits", "--changes",
+        "discard", "-w",  workspace_.path().string()};
+    args.insert(args.end(), flags.begin(), flags.end());
+    args.insert(args.end(), {"--", "sleep", "30"});
+    return testing::spawn(args, cli_env(), scratch_.path() / "background.log");
+  }
+
   static std::string url(const std::string& host, int port) {
     return "http://" + host + ":" + std::to_string(port) + "/via-proxy";
   }
@@ -341,17 +353,19 @@ TEST_F(NetworkTest, PipInstallsFromAnIndexThroughTheProxy) {
       ::waitpid(pid, nullptr, 0);
     }
   } stop{server};
-  for (int i = 0; i < 100; ++i) {  // until it listens (at most 10 s)
-    const int probe = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_port = htons(18080);
-    ::inet_pton(AF_INET, kIndex, &address.sin_addr);
-    const bool up = ::connect(probe, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0;
-    ::close(probe);
-    if (up) break;
-    ::usleep(100000);
-  }
+  testing::poll_until(  // until it listens
+      [] {
+        const int probe = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        sockaddr_in address{};
+        address.sin_family = AF_INET;
+        address.sin_port = htons(18080);
+        ::inet_pton(AF_INET, kIndex, &address.sin_addr);
+        const bool up =
+            ::connect(probe, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0;
+        ::close(probe);
+        return up;
+      },
+      10s);
   const auto result = testing::run_cli(
       {"run",
        "--allow-weaker",
@@ -694,55 +708,20 @@ TEST_F(RootNetworkTest, NothingIsLeftAfterARunAKilledSupervisorAndReconcile) {
   EXPECT_EQ(tables().find("pulsebox-"), std::string::npos) << tables();
   // The kernel removes the veth with the sandbox's namespace, in the
   // background once init has exited.
-  bool removed = false;
-  for (int i = 0; i < 100 && !removed; ++i) {  // at most 5 s
-    removed = links().find("pbx") == std::string::npos;
-    if (!removed) ::usleep(50000);
-  }
-  EXPECT_TRUE(removed) << links();
+  EXPECT_TRUE(testing::poll_until([] { return links().find("pbx") == std::string::npos; }, 5s))
+      << links();
 
   // A supervisor killed with SIGKILL mid-run: its sandbox dies with it
   // (PR_SET_PDEATHSIG), the veth with the namespace; the NAT table is left
   // for reconcile.
-  const auto args = std::vector<std::string>{binary_,
-                                             "run",
-                                             "--allow-weaker",
-                                             "limits",
-                                             "--changes",
-                                             "discard",
-                                             "-w",
-                                             workspace_.path().string(),
-                                             "--net",
-                                             "all",
-                                             "--",
-                                             "sleep",
-                                             "30"};
-  const pid_t supervisor = ::fork();
-  if (supervisor == 0) {
-    for (const auto& entry : cli_env())
-      ::putenv(::strdup(entry.c_str()));
-    std::vector<char*> argv;
-    for (const auto& arg : args)
-      argv.push_back(const_cast<char*>(arg.c_str()));
-    argv.push_back(nullptr);
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
-  }
+  const pid_t supervisor = start_sleeping_run({"--net", "all"});
   ASSERT_GT(supervisor, 0);
-  bool up = false;
-  for (int i = 0; i < 100 && !up; ++i) {  // until the veth exists (at most 10 s)
-    ::usleep(100000);
-    up = links().find("pbx") != std::string::npos;
-  }
-  ASSERT_TRUE(up) << links();
+  ASSERT_TRUE(testing::poll_until([] { return links().find("pbx") != std::string::npos; }, 10s))
+      << links();
   ::kill(supervisor, SIGKILL);
   ::waitpid(supervisor, nullptr, 0);
-  bool gone = false;
-  for (int i = 0; i < 100 && !gone; ++i) {
-    ::usleep(100000);
-    gone = links().find("pbx") == std::string::npos;
-  }
-  EXPECT_TRUE(gone) << links();
+  EXPECT_TRUE(testing::poll_until([] { return links().find("pbx") == std::string::npos; }, 10s))
+      << links();
   EXPECT_NE(tables().find("pulsebox-"), std::string::npos) << "left for reconcile: " << tables();
   const auto reconciled =
       testing::run_cli({"reconcile", "-w", workspace_.path().string()}, "", cli_env());
@@ -762,44 +741,15 @@ TEST_F(ConnectedNetworkTest, PastaEndsWithItsRunAndWithAKilledSupervisor) {
   EXPECT_NE(result.err.find("--net all (pasta)"), std::string::npos) << result.err;
   EXPECT_EQ(testing::processes_with_marker(marker), 0);
 
-  std::vector<std::string> args = {binary_,
-                                   "run",
-                                   "--allow-weaker",
-                                   "limits",
-                                   "--changes",
-                                   "discard",
-                                   "-w",
-                                   workspace_.path().string(),
-                                   "--net",
-                                   "all",
-                                   "--",
-                                   "sleep",
-                                   "30"};
-  const auto env = cli_env();
-  const pid_t supervisor = ::fork();
-  if (supervisor == 0) {
-    for (const auto& entry : env)
-      ::putenv(::strdup(entry.c_str()));
-    ::execv(binary_.c_str(), testing::c_strings(args).data());
-    ::_exit(127);
-  }
+  const pid_t supervisor = start_sleeping_run({"--net", "all"});
   ASSERT_GT(supervisor, 0);
-  bool up = false;
-  for (int i = 0; i < 200 && !up; ++i) {  // until pasta runs (at most 10 s)
-    ::usleep(50000);
-    up = testing::processes_with_marker(marker) > 0;
-  }
-  ASSERT_TRUE(up);
+  ASSERT_TRUE(testing::poll_until([&] { return testing::processes_with_marker(marker) > 0; }, 10s));
   ::kill(supervisor, SIGKILL);
   ::waitpid(supervisor, nullptr, 0);
-  int left = 1;
-  for (int i = 0; i < 200 && left > 0; ++i) {  // at most 10 s
-    ::usleep(50000);
-    left = testing::processes_with_marker(marker);
-  }
-  EXPECT_EQ(left, 0) << "pasta or the sandbox outlived the supervisor";
+  EXPECT_TRUE(testing::poll_until([&] { return testing::processes_with_marker(marker) == 0; }, 10s))
+      << "pasta or the sandbox outlived the supervisor";
   const auto reconciled =
-      testing::run_cli({"reconcile", "-w", workspace_.path().string()}, "", env);
+      testing::run_cli({"reconcile", "-w", workspace_.path().string()}, "", cli_env());
   EXPECT_EQ(reconciled.exit_code, 0) << reconciled.err;
 }
 

@@ -36,22 +36,7 @@ constexpr const char* kUnlistedAddress = "169.254.20.3";
 constexpr const char* kServerAddress6 = "fd00:20::2";
 
 sockaddr_storage socket_address(const std::string& text, int port, socklen_t& length) {
-  sockaddr_storage storage{};
-  const auto address = parse_ip_address(text).value();
-  if (address.family == AF_INET) {
-    auto* in4 = reinterpret_cast<sockaddr_in*>(&storage);
-    in4->sin_family = AF_INET;
-    in4->sin_port = htons(static_cast<std::uint16_t>(port));
-    std::memcpy(&in4->sin_addr, address.bytes.data(), 4);
-    length = sizeof(sockaddr_in);
-  } else {
-    auto* in6 = reinterpret_cast<sockaddr_in6*>(&storage);
-    in6->sin6_family = AF_INET6;
-    in6->sin6_port = htons(static_cast<std::uint16_t>(port));
-    std::memcpy(&in6->sin6_addr, address.bytes.data(), 16);
-    length = sizeof(sockaddr_in6);
-  }
-  return storage;
+  return network::socket_address(parse_ip_address(text).value(), port, &length);
 }
 
 // A listener on `address`, port chosen by the kernel; sets `port`.

@@ -98,7 +98,7 @@ std::vector<std::string> NativeHost::reconcile() {
     removed.push_back("the staging directory of crashed run " + path.filename().string() + " (" +
                       path.string() + ")");
   }
-  for (auto& what : reconcile_network())
+  for (auto& what : reconcile_network(network_facts()))
     removed.push_back("the " + what + " of a crashed run");
   return removed;
 }

@@ -127,7 +127,7 @@ linux_api::VethPlan veth_plan(std::uint32_t slot, pid_t sandbox_pid) {
 
 // The rules an allowlist gives the filter: each --allow as an address range
 // (a host name as the addresses plan_network resolved).
-core::Result<std::vector<linux_api::EgressRule>> egress_rules(
+std::vector<linux_api::EgressRule> egress_rules(
     const NetworkPolicy& policy, const std::vector<std::vector<network::IpAddress>>& resolved) {
   std::vector<linux_api::EgressRule> rules;
   for (std::size_t i = 0; i < policy.rules.size(); ++i) {
@@ -206,23 +206,14 @@ core::Status start_proxy(SandboxRun& run, const ExecutionRequest& request) {
   }
   RunNetwork* target = &net;
   config.on_record = [target](const network::ProxyRecord& record) {
-    NetworkAccess access;
-    access.method = record.method;
-    access.host = record.host;
-    access.port = record.port;
-    access.allowed = record.allowed;
-    access.reason = record.reason;
-    access.addresses = record.addresses;
-    access.bytes_up = record.bytes_up;
-    access.bytes_down = record.bytes_down;
     const std::lock_guard hold(target->accesses_mutex);
     if (target->accesses.size() < kMaxRecordedAccesses) {
-      target->accesses.push_back(std::move(access));
+      target->accesses.push_back(record);
       return;
     }
-    ++(access.allowed ? target->beyond_allowed : target->beyond_refused);
-    target->beyond.bytes_up += access.bytes_up;
-    target->beyond.bytes_down += access.bytes_down;
+    ++(record.allowed ? target->beyond_allowed : target->beyond_refused);
+    target->beyond.bytes_up += record.bytes_up;
+    target->beyond.bytes_down += record.bytes_down;
   };
   PB_TRY(proxy, network::HttpProxy::start(std::move(config)));
   net.proxy = std::move(proxy);
@@ -251,7 +242,7 @@ core::Status make_veth(SandboxRun& run, const ExecutionRequest& request,
   core::trace_phase("network: veth made");
   PB_CHECK(linux_api::configure_sandbox_side(net.route_socket.get(), plan));
   if (request.network.mode == NetworkMode::Allowlist) {
-    PB_TRY(rules, egress_rules(request.network, run.resolved_destinations));
+    const auto rules = egress_rules(request.network, run.resolved_destinations);
     // The host answers neighbour solicitations from its address on the
     // veth's prefix: replies to it must pass.
     PB_CHECK(linux_api::install_egress_filter(net.netfilter_socket.get(), rules,
@@ -282,7 +273,7 @@ core::Status make_pasta(SandboxRun& run, const ExecutionRequest& request,
   RunNetwork& net = *run.network;
   // The filter first: no packet leaves before it is in place.
   if (request.network.mode == NetworkMode::Allowlist) {
-    PB_TRY(rules, egress_rules(request.network, run.resolved_destinations));
+    const auto rules = egress_rules(request.network, run.resolved_destinations);
     PB_CHECK(linux_api::install_egress_filter(net.netfilter_socket.get(), rules));
   }
   net.route_socket.reset();
@@ -508,9 +499,9 @@ void tear_down_network(SandboxRun& run) {
   stop_network(run);
 }
 
-std::vector<std::string> reconcile_network() {
+std::vector<std::string> reconcile_network(const NetworkHostFacts& facts) {
   std::vector<std::string> removed;
-  if (!probe_network_host().veth) return removed;
+  if (!facts.veth) return removed;
   auto tables = linux_api::tables_with_prefix(kTablePrefix);
   if (!tables) return removed;
   auto links = linux_api::links_with_prefix(kVethPrefix);

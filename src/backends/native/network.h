@@ -100,6 +100,6 @@ void tear_down_network(SandboxRun& run);
 // its sandbox's namespace (the kernel removes the pair with it), so a table
 // without its veth belongs to no live run, whichever state directory
 // started it.
-std::vector<std::string> reconcile_network();
+std::vector<std::string> reconcile_network(const NetworkHostFacts& facts);
 
 }  // namespace pulsebox::backends::native
