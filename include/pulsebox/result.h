@@ -122,7 +122,8 @@ struct ChangesStatus {
 };
 
 struct ProcessResult {
-  std::string command;
+  std::string command;            // argv joined, for people
+  std::vector<std::string> argv;  // exact
   int exit_code = 0;
   std::optional<int> signal;  // set when the command died of a signal
   std::string stdout_data;

@@ -1,5 +1,7 @@
 #include "core/byte_names.h"
 
+#include <openssl/evp.h>
+
 #include "core/text.h"
 
 namespace pulsebox::core {
@@ -59,6 +61,15 @@ std::string spell_malformed_utf8(std::string_view bytes) {
     const char32_t private_use = 0x10FE00 + byte;
     out += encode_utf8(std::u32string_view(&private_use, 1));
   });
+}
+
+std::string to_base64(std::string_view bytes) {
+  std::string out(4 * ((bytes.size() + 2) / 3), '\0');
+  const int written = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                                      reinterpret_cast<const unsigned char*>(bytes.data()),
+                                      static_cast<int>(bytes.size()));
+  out.resize(static_cast<std::size_t>(written));
+  return out;
 }
 
 std::string to_hex(std::string_view bytes) {

@@ -27,6 +27,8 @@ std::string escape_malformed_utf8(std::string_view bytes);
 std::string spell_malformed_utf8(std::string_view bytes);
 
 std::string to_hex(std::string_view bytes);
+// Standard base64 with padding (RFC 4648).
+std::string to_base64(std::string_view bytes);
 // nullopt unless `hex` is an even number of hex digits.
 std::optional<std::string> from_hex(std::string_view hex);
 

@@ -3,6 +3,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/byte_names.h"
+#include "model/result_json.h"
+#include "protocol/version.h"
 
 namespace pulsebox {
 
@@ -94,6 +96,15 @@ std::string_view to_string(ChangesOutcome outcome) {
 
 namespace {
 
+void put_output(nlohmann::ordered_json& out, const std::string& key, const std::string& bytes) {
+  if (core::is_valid_utf8(bytes)) {
+    out[key] = bytes;
+    return;
+  }
+  out[key] = core::escape_malformed_utf8(bytes);
+  out[key + "_base64"] = core::to_base64(bytes);
+}
+
 nlohmann::ordered_json path_reasons(const std::vector<PathReason>& items, const char* what) {
   auto out = nlohmann::ordered_json::array();
   for (const PathReason& item : items) {
@@ -107,14 +118,22 @@ nlohmann::ordered_json path_reasons(const std::vector<PathReason>& items, const 
 
 }  // namespace
 
-std::string to_json(const ProcessResult& result) {
+namespace model {
+
+nlohmann::ordered_json result_object(const ProcessResult& result) {
   using json = nlohmann::ordered_json;
   json out;
+  out["v"] = protocol::kProtocolVersion;
   out["command"] = result.command;
+  json argv = json::array();
+  for (const auto& word : result.argv)
+    argv.push_back(core::escape_malformed_utf8(word));
+  out["argv"] = std::move(argv);
   out["exit_code"] = result.exit_code;
   out["signal"] = result.signal ? json(*result.signal) : json(nullptr);
-  out["stdout"] = result.stdout_data;
-  out["stderr"] = result.stderr_data;
+  // Output that is not UTF-8 goes exact as base64 beside the readable text.
+  put_output(out, "stdout", result.stdout_data);
+  put_output(out, "stderr", result.stderr_data);
   out["duration_ms"] = result.duration_ms;
   out["timed_out"] = result.timed_out;
   out["truncated"] = result.truncated;
@@ -168,7 +187,14 @@ std::string to_json(const ProcessResult& result) {
   changes_status["detail"] = status.detail;
   out["changes_status"] = std::move(changes_status);
   out["pid"] = result.pid;
-  return out.dump(-1, ' ', false, json::error_handler_t::replace);
+  return out;
+}
+
+}  // namespace model
+
+std::string to_json(const ProcessResult& result) {
+  return model::result_object(result).dump(-1, ' ', false,
+                                           nlohmann::ordered_json::error_handler_t::replace);
 }
 
 }  // namespace pulsebox

@@ -11,6 +11,7 @@
 #include "core/terminal.h"
 #include "core/text.h"
 #include "core/trace.h"
+#include "protocol/messages.h"
 #include "pulsebox/error.h"
 #include "pulsebox/sandbox.h"
 #include "run/raw_terminal.h"
@@ -201,12 +202,64 @@ void print_run_error(const RunIo& io, std::string_view message) {
                         "an error");
 }
 
+// ASK decisions as events: the request, then the answer, whoever gave it
+// (-y, --approve-with, or the carrier's client when it asks).
+Approver approver_with_events(Approver decide, const RunEvents& events, const std::string& run_id,
+                              unsigned timeout_seconds) {
+  if (!decide && !events.wait_for_answer) return {};  // refused, as without events
+  auto asked = std::make_shared<int>(0);
+  return [decide = std::move(decide), &events, run_id, timeout_seconds,
+          asked](const ApprovalRequest& request) {
+    const std::string approval_id = "approval-" + std::to_string(++*asked);
+    events.write(protocol::approval_request_event(run_id, approval_id, request, timeout_seconds));
+    ApprovalAnswer answer;
+    if (decide) {
+      answer = decide(request);
+    } else {
+      const std::optional<bool> given = events.wait_for_answer(approval_id, timeout_seconds);
+      answer = {
+          .approved = given.value_or(false),
+          .approver = "the client",
+          .detail = given ? "" : "no answer within " + std::to_string(timeout_seconds) + " s"};
+    }
+    events.write(protocol::approval_event(run_id, approval_id, answer));
+    return answer;
+  };
+}
+
 }  // namespace
 
-int execute_run(const RunOptions& o, const RunIo& io) {
+int execute_run(const RunOptions& o, const RunIo& given_io) {
+  // --events without a carrier of its own: JSON lines on the run's stdout.
+  RunEvents stdout_events;
+  RunIo io = given_io;
+  if (io.events == nullptr && o.events) {
+    stdout_events.write = [fd = io.out_fd](std::string_view message) {
+      return core::write_all(fd, std::string(message) + "\n", "an event").ok();
+    };
+    io.events = &stdout_events;
+  }
+  const RunEvents* events = io.events;
+  const std::string run_id = events == nullptr              ? std::string()
+                             : events->execution_id.empty() ? "run-" + core::random_hex(16)
+                                                            : events->execution_id;
+  auto report = [&](const std::exception& error, const std::string& message) {
+    if (events != nullptr) {
+      protocol::ProtocolError refused = protocol::error_from_exception(error);
+      refused.message = message;
+      events->write(protocol::error_event(run_id, refused));
+    } else {
+      print_run_error(io, message);
+    }
+    return kExitRefused;
+  };
   try {
     if (o.command.empty())
       bad_input("no command given (pulsebox run [OPTIONS] -- COMMAND [ARG...])");
+    if (events != nullptr && (o.json || o.terminal)) {
+      bad_input(o.json ? "--events and --json both choose the output: give one of them"
+                       : "-t: a terminal's output cannot travel as events; drop -t");
+    }
     core::trace_phase("cli: parsed");
     // The profile, the flags and the workspace's config file, in that order.
     RunOptions effective = o;
@@ -215,18 +268,27 @@ int execute_run(const RunOptions& o, const RunIo& io) {
                                  [&io](const std::string& name) { return run_getenv(io, name); });
     effective.workspace_rules = settings.workspace_rules;
     SandboxOptions options = build_sandbox_options(effective, io);
+    if (events != nullptr)
+      options.approver =
+          approver_with_events(std::move(options.approver), *events, run_id, o.approve_timeout);
     core::trace_phase("cli: options built");
     const RunPlace place = run_place(o);
     Sandbox sandbox(std::move(options));
     core::trace_phase("cli: sandbox constructed");
     if (const std::string& why = sandbox.audit().key_warning(); !why.empty()) {
-      print_run_error(io, "warning: the audit log is not keyed: " + why +
-                              "; name a private file outside the workspace with "
-                              "PULSEBOX_AUDIT_KEY or --audit-key to key it");
+      const std::string warning = "warning: the audit log is not keyed: " + why +
+                                  "; name a private file outside the workspace with "
+                                  "PULSEBOX_AUDIT_KEY or --audit-key to key it";
+      if (events != nullptr) {
+        events->write(protocol::warning_event(run_id, warning));
+      } else {
+        print_run_error(io, warning);
+      }
     }
     ExecuteOptions execute;
     execute.cwd = place.cwd;
     execute.cancel_fd = io.cancel_fd;
+    execute.execution_id = run_id;
     // -t: the user's terminal is read by the relay, so no stdin source.
     auto stdin_source = StdinSource::open(o.terminal ? -1 : io.in_fd, o.interactive);
     if (!stdin_source) bad_input("stdin: " + stdin_source.error().to_string());
@@ -242,26 +304,53 @@ int execute_run(const RunOptions& o, const RunIo& io) {
       execute.terminal_input_fd = io.in_fd;
       execute.terminal_resize_fd = raw_terminal->resize_fd();
     }
-    if (!o.json) {
+    // Output chunks may end inside a UTF-8 character: each stream keeps
+    // its unfinished one for its next chunk.
+    protocol::Utf8Joiner stdout_text, stderr_text;
+    if (events != nullptr) {
+      execute.on_output = [&](OutputStream stream, std::string_view bytes) {
+        auto& joiner = stream == OutputStream::Stdout ? stdout_text : stderr_text;
+        const std::string text = joiner.take(bytes);
+        if (!text.empty()) events->write(protocol::output_event(run_id, stream, text));
+      };
+      std::error_code ec;
+      const auto workspace = std::filesystem::absolute(place.workspace, ec).lexically_normal();
+      events->write(protocol::started_event(run_id, o.command, workspace.string(), place.cwd));
+    } else if (!o.json) {
       execute.on_output = [&io](OutputStream stream, std::string_view text) {
         (void)core::write_all(stream == OutputStream::Stdout ? io.out_fd : io.err_fd, text,
                               "output");
       };
     }
-    const ProcessResult result = as_reported(sandbox.execute(o.command, execute));
+    ProcessResult result = as_reported(sandbox.execute(o.command, execute));
+    // Streamed already, as output events: not sent twice.
+    if (events != nullptr) {
+      result.stdout_data.clear();
+      result.stderr_data.clear();
+    }
     raw_terminal.reset();  // the summary is for a terminal in its normal mode
-    if (o.json) {
+    const int status = exit_status_for(result);
+    if (events != nullptr) {
+      for (auto [stream, joiner] : {std::pair{OutputStream::Stdout, &stdout_text},
+                                    std::pair{OutputStream::Stderr, &stderr_text}}) {
+        if (const std::string rest = joiner->finish(); !rest.empty()) {
+          events->write(protocol::output_event(run_id, stream, rest));
+        }
+      }
+      if (result.transaction_id || result.changes_status.session || result.changes_status.held_id) {
+        events->write(protocol::changes_event(run_id, result));
+      }
+      events->write(protocol::result_event(run_id, result, status));
+    } else if (o.json) {
       (void)core::write_all(io.out_fd, to_json(result) + "\n", "the result");
     } else {
       print_summary(result, place.workspace.string(), o.net, io);
     }
-    return exit_status_for(result);
+    return status;
   } catch (const SandboxConfigError& error) {
-    print_run_error(io, with_flag(error));
-    return kExitRefused;
+    return report(error, with_flag(error));
   } catch (const SandboxError& error) {
-    print_run_error(io, error.what());
-    return kExitRefused;
+    return report(error, error.what());
   }
 }
 

@@ -39,10 +39,12 @@ struct RunOptions {
   std::vector<std::string> env_files;  // --env-file: NAME=VALUE lines, before --env
   std::vector<std::string> secrets;
   std::string policy_file;
+  std::string policy_json;  // the protocol's "policy": the file's JSON, inline
   std::string seccomp = "default";
   std::string changes = "keep";
   std::string session;
   bool json = false;
+  bool events = false;  // --events: protocol events on stdout (docs/protocol.md)
   std::vector<std::string> allow_weaker;
   std::string audit_log;
   std::string audit_key;
@@ -80,6 +82,19 @@ void add_run_options(CLI::App& command, RunOptions& options);
 std::vector<std::string> run_command_line(std::vector<std::string> before,
                                           const std::optional<std::vector<std::string>>& after);
 
+// A run that reports as protocol events (docs/protocol.md) instead of text:
+// `run --events`, the local server's JSON requests, pulsebox-http.
+struct RunEvents {
+  // One message per call; false when the reader is gone.
+  std::function<bool(std::string_view message)> write;
+  // "approvals": "ask": waits up to `timeout_seconds` for the answer to
+  // `approval_id` from the carrier; nullopt when none came. Empty: ASK
+  // decisions are made as without events (-y, --approve-with, or refused).
+  std::function<std::optional<bool>(const std::string& approval_id, unsigned timeout_seconds)>
+      wait_for_answer;
+  std::string execution_id;  // "": one is made
+};
+
 struct RunIo {
   // The user's stdin (run/stdin_source.h says what the command gets); -1:
   // none, the command reads /dev/null.
@@ -96,6 +111,9 @@ struct RunIo {
   // Where a terminal may be asked to approve an ASK decision (with err_fd,
   // both terminals); -1: never (a server's run has no terminal of its own).
   int prompt_fd = -1;
+  // Events instead of the summary and "pulsebox: ..." errors. Null: text,
+  // or events on out_fd when RunOptions::events is set.
+  const RunEvents* events = nullptr;
 };
 
 // The exit status when pulsebox itself refused or failed (docs/cli.md).

@@ -210,6 +210,10 @@ SandboxOptions build_sandbox_options(const RunOptions& o, const RunIo& io) {
     auto loaded = policy::load_policy_file(o.policy_file);
     if (!loaded) bad_input(loaded.error().to_string());
     options.policy = std::move(loaded).value();
+  } else if (!o.policy_json.empty()) {
+    auto parsed = policy::parse_policy_json(o.policy_json, "policy");
+    if (!parsed) bad_input("--policy: " + parsed.error().to_string());
+    options.policy = std::move(parsed).value();
   } else {
     options.policy.add_rule({ActionType::Shell, "*", Decision::Allow, "pulsebox run"});
     if (*mode != NetworkMode::DenyAll) {
@@ -380,6 +384,9 @@ void add_run_options(CLI::App& command, RunOptions& options) {
   command.add_option("--session", o.session,
                      "Run in session NAME: see its earlier runs' changes, add this one's");
   command.add_flag("--json", o.json, "Print one JSON result instead of streaming output");
+  command.add_flag("--events", o.events,
+                   "Print protocol events as JSON lines on stdout: started, output, approvals, "
+                   "changes, result (docs/protocol.md)");
   command.add_option("--allow-weaker", o.allow_weaker,
                      "network, secrets, filesystem, limits, syscalls or all: run even if not "
                      "strongly enforced here (repeatable)");
