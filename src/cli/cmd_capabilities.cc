@@ -4,53 +4,13 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "backends/capabilities_json.h"
 #include "cli/commands.h"
 #include "cli/output.h"
 #include "pulsebox/backend.h"
 
 namespace pulsebox::cli {
 namespace {
-
-struct Row {
-  std::string what;
-  Capability capability;
-};
-
-std::vector<Row> rows_for(const Backend& backend) {
-  std::vector<Row> rows;
-  for (auto mode : {NetworkMode::DenyAll, NetworkMode::LocalhostOnly, NetworkMode::Allowlist,
-                    NetworkMode::Proxy, NetworkMode::AllowAll}) {
-    NetworkPolicy policy;
-    policy.mode = mode;
-    rows.push_back({"network." + std::string(to_string(mode)), backend.network_capability(policy)});
-  }
-  for (auto mode : {SecretMode::DenyAll, SecretMode::AllowExplicit, SecretMode::AllowAll}) {
-    rows.push_back(
-        {"secrets." + std::string(to_string(mode)), backend.secrets_capability({mode, {}})});
-  }
-  rows.push_back({"filesystem", backend.filesystem_capability()});
-  for (LimitKind kind : kAllLimitKinds) {
-    rows.push_back({"limits." + std::string(to_string(kind)), backend.limit_capability(kind)});
-  }
-  for (const char* profile : {"default", "strict", "permissive", "unconfined"}) {
-    rows.push_back({"syscalls." + std::string(profile), backend.syscall_capability(profile)});
-  }
-  rows.push_back({"process_containment", backend.process_containment_capability()});
-  return rows;
-}
-
-nlohmann::json backend_json(const Backend& backend) {
-  const Availability availability = backend.availability();
-  nlohmann::json out = {{"available", availability.available},
-                        {"reason", availability.reason},
-                        {"unsafe", backend.is_unsafe()}};
-  for (const auto& row : rows_for(backend)) {
-    out["capabilities"][row.what] = {{"level", std::string(to_string(row.capability.level))},
-                                     {"reason", row.capability.reason},
-                                     {"fix", row.capability.fix}};
-  }
-  return out;
-}
 
 void print_backend(const Backend& backend, bool colour) {
   const Availability availability = backend.availability();
@@ -60,7 +20,7 @@ void print_backend(const Backend& backend, bool colour) {
     return;
   }
   std::cout << availability.reason << "\n";
-  for (const auto& row : rows_for(backend)) {
+  for (const auto& row : backends::capability_rows(backend)) {
     const bool strong = row.capability.level == EnforcementLevel::StronglyEnforced;
     const std::string level(to_string(row.capability.level));
     std::cout << "  " << row.what
@@ -82,8 +42,8 @@ int run_capabilities(bool json) {
   auto host = make_host_backend();
   if (json) {
     nlohmann::json out;
-    out["backends"]["native"] = backend_json(*native);
-    out["backends"]["host"] = backend_json(*host);
+    out["backends"]["native"] = backends::capabilities_json(*native);
+    out["backends"]["host"] = backends::capabilities_json(*host);
     out["backends"]["remote"] = {{"available", false}, {"reason", remote_reason}};
     std::cout << out.dump(2) << "\n";
     return kExitOk;

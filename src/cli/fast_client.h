@@ -43,7 +43,8 @@ void pulsebox_fast_client(long* initial_stack);
 std::size_t pulsebox_fast_encode_request(char* out, std::size_t capacity, char** argv, int first,
                                          int argc, char** envp, const char* cwd,
                                          unsigned umask_value, const char* identity);
-// The identity of /proc/self/exe as server::binary_identity() writes it,
-// into `out` (NUL-terminated); false when it cannot be read or does not fit.
+// The client's identity as server::binary_identity() writes it
+// (PULSEBOX_CLIENT_IDENTITY), into `out` (NUL-terminated); false when it
+// does not fit.
 bool pulsebox_fast_binary_identity(char* out, std::size_t capacity);
 }

@@ -150,10 +150,15 @@ ProtocolError error_from_exception(const std::exception& error) {
     // or the facade named its stage.
     const std::string message = config->what();
     const auto end = message.find_first_of(" :\"=");
-    if (message.rfind("--", 0) == 0) out.field = field_for_flag(message.substr(0, end));
+    if (message.rfind("--", 0) == 0) {
+      out.field = field_for_flag(message.substr(0, end));
+      // Named as the protocol names it: "limits.memory: ...", not the flag.
+      if (!out.field.empty()) out.message = out.field + message.substr(end);
+    }
     if (out.field.empty()) out.field = field_for_flag("--" + config->stage());
     if (out.field.empty()) out.code = ErrorCode::InvalidRequest;
-  } else if (const auto* conflict = dynamic_cast<const SandboxConcurrentModificationError*>(&error)) {
+  } else if (const auto* conflict =
+                 dynamic_cast<const SandboxConcurrentModificationError*>(&error)) {
     out.code = ErrorCode::Conflict;
     out.paths = conflict->paths();
   } else if (dynamic_cast<const SandboxUnsupportedPolicyError*>(&error) != nullptr) {
@@ -220,8 +225,7 @@ std::string changes_event(const std::string& run_id, const ProcessResult& result
   return dump(out);
 }
 
-std::string result_event(const std::string& run_id, const ProcessResult& result,
-                         int exit_status) {
+std::string result_event(const std::string& run_id, const ProcessResult& result, int exit_status) {
   Json out = envelope("result", run_id);
   out["exit_status"] = exit_status;
   out["result"] = model::result_object(result);
@@ -250,9 +254,12 @@ std::string Utf8Joiner::take(std::string_view chunk) {
     const auto byte = static_cast<unsigned char>(text[size - back]);
     if ((byte & 0xC0) == 0x80) continue;  // a continuation byte: look further back
     std::size_t length = 1;
-    if ((byte & 0xE0) == 0xC0) length = 2;
-    else if ((byte & 0xF0) == 0xE0) length = 3;
-    else if ((byte & 0xF8) == 0xF0) length = 4;
+    if ((byte & 0xE0) == 0xC0)
+      length = 2;
+    else if ((byte & 0xF0) == 0xE0)
+      length = 3;
+    else if ((byte & 0xF8) == 0xF0)
+      length = 4;
     if (length > back) {
       pending_ = text.substr(size - back);
       text.resize(size - back);

@@ -17,8 +17,8 @@
 #include <string_view>
 #include <vector>
 
-#include "pulsebox/result.h"
 #include "protocol/version.h"
+#include "pulsebox/result.h"
 #include "pulsebox/sandbox.h"
 
 namespace pulsebox::protocol {
@@ -53,7 +53,7 @@ int http_status(ErrorCode code);
 struct ProtocolError {
   ErrorCode code = ErrorCode::Internal;
   std::string message;
-  std::string field;  // "" when no single field is concerned
+  std::string field;               // "" when no single field is concerned
   std::vector<std::string> paths;  // Conflict: the paths that changed
 };
 

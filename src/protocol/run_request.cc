@@ -81,10 +81,10 @@ std::optional<std::string> from_base64(std::string_view text) {
 
 RunRequest parse(const json& body) {
   if (!body.is_object()) refuse("", "a run request is a JSON object");
-  only_keys(body, "",
-            {"v", "request", "argv", "workspace", "workspace_upload", "cwd", "env", "secrets",
-             "limits", "network", "policy", "seccomp", "changes", "session", "allow_weaker",
-             "approvals", "stdin", "stdin_base64", "execution_id", "profile"});
+  only_keys(body, "", {"v",         "request", "argv",         "workspace",    "workspace_upload",
+                       "cwd",       "env",     "secrets",      "limits",       "network",
+                       "policy",    "seccomp", "changes",      "session",      "allow_weaker",
+                       "approvals", "stdin",   "stdin_base64", "execution_id", "profile"});
   if (!body.contains("v") || body["v"] != kProtocolVersion) {
     refuse("v", "this server speaks protocol version " + std::to_string(kProtocolVersion));
   }
@@ -116,10 +116,14 @@ RunRequest parse(const json& body) {
     if (!limits.is_object()) refuse("limits", "expected an object");
     only_keys(limits, "limits.",
               {"memory", "swap", "pids", "cpus", "timeout", "cpu_time", "max_output", "disk"});
-    const std::pair<const char*, std::string*> fields[] = {
-        {"memory", &o.memory},   {"swap", &o.swap},         {"pids", &o.pids},
-        {"cpus", &o.cpus},       {"timeout", &o.timeout},   {"cpu_time", &o.cpu_time},
-        {"max_output", &o.max_output}, {"disk", &o.disk}};
+    const std::pair<const char*, std::string*> fields[] = {{"memory", &o.memory},
+                                                           {"swap", &o.swap},
+                                                           {"pids", &o.pids},
+                                                           {"cpus", &o.cpus},
+                                                           {"timeout", &o.timeout},
+                                                           {"cpu_time", &o.cpu_time},
+                                                           {"max_output", &o.max_output},
+                                                           {"disk", &o.disk}};
     for (const auto& [name, target] : fields) {
       if (limits.contains(name)) *target = limit_text(limits[name], std::string("limits.") + name);
     }
@@ -148,14 +152,19 @@ RunRequest parse(const json& body) {
   }
   if (body.contains("changes")) o.changes = text(body["changes"], "changes");
   if (body.contains("session")) o.session = text(body["session"], "session");
-  if (body.contains("allow_weaker")) o.allow_weaker = text_list(body["allow_weaker"], "allow_weaker");
+  if (body.contains("allow_weaker"))
+    o.allow_weaker = text_list(body["allow_weaker"], "allow_weaker");
   if (body.contains("profile")) o.profile = text(body["profile"], "profile");
   if (body.contains("approvals")) {
     const std::string mode = text(body["approvals"], "approvals");
-    if (mode == "deny") out.approvals = ApprovalMode::Deny;
-    else if (mode == "allow") out.approvals = ApprovalMode::Allow;
-    else if (mode == "ask") out.approvals = ApprovalMode::Ask;
-    else refuse("approvals", "expected deny, allow or ask");
+    if (mode == "deny")
+      out.approvals = ApprovalMode::Deny;
+    else if (mode == "allow")
+      out.approvals = ApprovalMode::Allow;
+    else if (mode == "ask")
+      out.approvals = ApprovalMode::Ask;
+    else
+      refuse("approvals", "expected deny, allow or ask");
   }
   if (body.contains("stdin") && body.contains("stdin_base64")) {
     refuse("stdin_base64", "give stdin or stdin_base64, not both");

@@ -28,8 +28,8 @@ enum class ApprovalMode {
 };
 
 struct RunRequest {
-  run::RunOptions options;  // workspace left empty unless "workspace" was given
-  std::string workspace;    // "workspace": a path on the server's machine
+  run::RunOptions options;       // workspace left empty unless "workspace" was given
+  std::string workspace;         // "workspace": a path on the server's machine
   std::string workspace_upload;  // "workspace_upload": "sha256:HEX" of an upload
   // "secrets": NAME -> VALUE, given to the command and scrubbed from
   // everything it writes; the run's environment as the secret policy sees it.

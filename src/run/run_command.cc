@@ -246,7 +246,7 @@ int execute_run(const RunOptions& o, const RunIo& given_io) {
   auto report = [&](const std::exception& error, const std::string& message) {
     if (events != nullptr) {
       protocol::ProtocolError refused = protocol::error_from_exception(error);
-      refused.message = message;
+      if (refused.field.empty()) refused.message = message;
       events->write(protocol::error_event(run_id, refused));
     } else {
       print_run_error(io, message);

@@ -1,5 +1,9 @@
 #include "server/local_server.h"
 
+#include "protocol/messages.h"
+#include "pulsebox/version.h"
+#include "server/json_connection.h"
+
 #include <fcntl.h>
 #include <linux/capability.h>
 #include <malloc.h>
@@ -180,6 +184,8 @@ class Server {
   // its parent thread, and each keeps its own working directory and parser.
   void work();
   void handle(UniqueFd connection, RunParser& parser);
+  void handle_json(UniqueFd connection);
+  protocol::Json health();
   // Serves one request; returns the reply.
   RunReply serve_request(int connection, RunParser& parser);
   backends::NativeRuntime& runtime_for(bool subordinate_ids);
@@ -192,7 +198,11 @@ class Server {
   // The connections waiting for a worker, and the workers.
   std::mutex queue_mutex_;
   std::condition_variable queue_changed_;
-  std::vector<UniqueFd> queue_;
+  struct Pending {
+    UniqueFd connection;
+    bool json = false;  // the protocol socket's (json_connection.h)
+  };
+  std::vector<Pending> queue_;
   std::vector<std::thread> workers_;
   int idle_workers_ = 0;
   int active_ = 0;  // connections taken and not yet answered
@@ -219,10 +229,14 @@ void Server::work() {
     queue_changed_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
     --idle_workers_;
     if (queue_.empty()) return;  // stopping, nothing left
-    UniqueFd connection = std::move(queue_.back());
+    Pending pending = std::move(queue_.back());
     queue_.pop_back();
     lock.unlock();
-    if (own_fs) {
+    UniqueFd connection = std::move(pending.connection);
+    if (pending.json) {
+      ::umask(022);
+      handle_json(std::move(connection));
+    } else if (own_fs) {
       handle(std::move(connection), parser);
     } else {
       (void)send_message(connection.get(),
@@ -268,7 +282,7 @@ RunReply Server::serve_request(int connection, RunParser& parser) {
   if (message->fds.size() != 4)
     return fallback("the request carried no working directory, output and stdin");
   if (request.client_binary != binary_ || binary_.empty()) {
-    return fallback("the client runs another pulsebox binary than this server");
+    return fallback("the client is another pulsebox release than this server");
   }
   core::trace_phase("server: request read");
   auto options = parser.parse(request.args);
@@ -325,6 +339,35 @@ void Server::handle(UniqueFd connection, RunParser& parser) {
   (void)send_message(connection.get(), encode(reply));
   core::trace_phase("server: replied");
   core::trace_flush();
+}
+
+protocol::Json Server::health() {
+  protocol::Json out;
+  out["v"] = protocol::kProtocolVersion;
+  out["status"] = "ok";
+  out["version"] = std::string(version());
+  const std::lock_guard guard(queue_mutex_);
+  out["runs"] = {{"active", active_ - static_cast<int>(queue_.size())}, {"queued", queue_.size()}};
+  return out;
+}
+
+void Server::handle_json(UniqueFd connection) {
+  if (const std::string refused = refusal_for(connection.get(), identity_); !refused.empty()) {
+    const protocol::ProtocolError error{
+        protocol::ErrorCode::Forbidden,
+        "this server serves its own user's clients only: " + refused,
+        "",
+        {}};
+    (void)core::write_all(connection.get(), protocol::error_response(error) + "\n", "a reply");
+    if (options_.verbose) say("refused a protocol client: " + refused);
+    return;
+  }
+  JsonConnectionContext context;
+  context.caller = {.identity = "uid " + std::to_string(::geteuid()), .uid = ::geteuid()};
+  context.backend = [this] { return runtime_for(false).make_backend(); };
+  context.health = [this] { return health(); };
+  const int code = serve_json_connection(connection.get(), context);
+  if (options_.verbose) say("protocol request: exit " + std::to_string(code));
 }
 
 int Server::serve() {
@@ -403,6 +446,30 @@ int Server::serve() {
     return kExitCannotStart;
   }
 
+  // The protocol's socket beside it (docs/protocol.md), for any client of
+  // this user: newline-delimited JSON.
+  const fs::path json_path = protocol_socket_path(socket_path);
+  sockaddr_un json_address{};
+  json_address.sun_family = AF_UNIX;
+  if (json_path.string().size() >= sizeof json_address.sun_path) {
+    say("the protocol socket path " + json_path.string() +
+        " is too long; choose a shorter --socket");
+    return kExitCannotStart;
+  }
+  std::memcpy(json_address.sun_path, json_path.c_str(), json_path.string().size());
+  UniqueFd json_listener(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  ::unlink(json_path.c_str());
+  const mode_t before = ::umask(0177);
+  const int json_bound =
+      json_listener ? ::bind(json_listener.get(), reinterpret_cast<sockaddr*>(&json_address),
+                             sizeof json_address)
+                    : -1;
+  ::umask(before);
+  if (json_bound != 0 || ::listen(json_listener.get(), 128) != 0) {
+    say("cannot listen on " + json_path.string() + ": " + core::describe_errno(errno));
+    return kExitCannotStart;
+  }
+
   // The default run's sandbox, started ahead: the first run is warm too.
   runtime_for(false).start_ahead(NetworkPolicy{}, ResourcePolicy{});
   say("serving pulsebox runs of uid " + std::to_string(::geteuid()) + " on " +
@@ -411,13 +478,15 @@ int Server::serve() {
 
   bool draining = false;
   for (;;) {
-    pollfd fds[] = {{draining ? -1 : listener.get(), POLLIN, 0}, {signals.get(), POLLIN, 0}};
+    pollfd fds[] = {{draining ? -1 : listener.get(), POLLIN, 0},
+                    {signals.get(), POLLIN, 0},
+                    {draining ? -1 : json_listener.get(), POLLIN, 0}};
     if (draining) {
       std::unique_lock guard(queue_mutex_);
       if (active_ == 0) break;
       guard.unlock();
-      if (::poll(fds, 2, 100) < 0 && errno != EINTR) break;
-    } else if (::poll(fds, 2, -1) < 0) {
+      if (::poll(fds, 3, 100) < 0 && errno != EINTR) break;
+    } else if (::poll(fds, 3, -1) < 0) {
       if (errno == EINTR) continue;
       say("poll: " + core::describe_errno(errno));
       break;
@@ -432,18 +501,23 @@ int Server::serve() {
       }
       draining = true;
       ::unlink(socket_path.c_str());
+      ::unlink(json_path.c_str());
       listener.reset();
+      json_listener.reset();
       say(std::string("got ") + strsignal(static_cast<int>(info.ssi_signo)) +
           ": no new runs; waiting for the runs still going (signal again to end them)");
       continue;
     }
-    if (draining || (fds[0].revents & POLLIN) == 0) continue;
-    UniqueFd connection(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
+    if (draining) continue;
+    const bool json = (fds[2].revents & POLLIN) != 0;
+    if (!json && (fds[0].revents & POLLIN) == 0) continue;
+    UniqueFd connection(
+        ::accept4(json ? json_listener.get() : listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
     if (!connection) continue;
     {
       const std::lock_guard guard(queue_mutex_);
       ++active_;
-      queue_.push_back(std::move(connection));
+      queue_.push_back({std::move(connection), json});
       // A worker for each connection no idle one will take.
       if (queue_.size() > static_cast<std::size_t>(idle_workers_)) {
         workers_.emplace_back([this] { work(); });
@@ -457,6 +531,7 @@ int Server::serve() {
   }
   runtimes_.clear();  // the sandboxes started ahead are torn down
   ::unlink(socket_path.c_str());
+  ::unlink(json_path.c_str());
   say("stopped");
   return 0;
 }
@@ -465,6 +540,14 @@ int Server::serve() {
 
 fs::path default_socket_path(const fs::path& state_dir) {
   return state_dir / "server.sock";
+}
+
+fs::path protocol_socket_path(const fs::path& socket_path) {
+  std::string path = socket_path.string();
+  if (path.size() > 5 && path.compare(path.size() - 5, 5, ".sock") == 0) {
+    return path.substr(0, path.size() - 5) + ".json.sock";
+  }
+  return path + ".json";
 }
 
 int serve_locally(const LocalServerOptions& options) {

@@ -27,6 +27,10 @@ struct LocalServerOptions {
 
 // The socket a client of this state directory looks for.
 std::filesystem::path default_socket_path(const std::filesystem::path& state_dir);
+// The protocol's socket beside it (docs/protocol.md "Local socket"): any
+// client of the same user, newline-delimited JSON. <dir>/server.json.sock
+// for <dir>/server.sock.
+std::filesystem::path protocol_socket_path(const std::filesystem::path& socket_path);
 
 // Returns the exit status for `pulsebox serve` (0 after a signal, 125 when
 // it could not start: the reason is printed).

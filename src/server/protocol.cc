@@ -130,11 +130,7 @@ core::Result<RunReply> decode_reply(std::string_view bytes) {
 }
 
 std::string binary_identity() {
-  struct stat st {};
-  if (::stat("/proc/self/exe", &st) != 0) return "";
-  return std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) + ":" +
-         std::to_string(st.st_size) + ":" + std::to_string(st.st_mtim.tv_sec) + "." +
-         std::to_string(st.st_mtim.tv_nsec);
+  return PULSEBOX_CLIENT_IDENTITY;
 }
 
 int send_message(int socket, std::string_view bytes, const std::vector<int>& fds) {

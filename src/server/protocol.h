@@ -53,9 +53,9 @@ std::string encode(const RunReply& reply);
 core::Result<RunRequest> decode_request(std::string_view bytes);
 core::Result<RunReply> decode_reply(std::string_view bytes);
 
-// This process's executable as "dev:inode:size:mtime": a server answers
-// only clients that run the very same binary (an upgrade in between makes
-// the client run by itself, never with a server of another version).
+// PULSEBOX_CLIENT_IDENTITY: a server answers clients of the same release
+// and protocol version (any binary of it: a Python or Go client speaks the
+// JSON protocol socket instead, docs/protocol.md).
 std::string binary_identity();
 
 // One message with up to `fds.size()` descriptors (SCM_RIGHTS). 0 or errno.

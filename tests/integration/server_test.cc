@@ -268,21 +268,41 @@ TEST_F(ServerTest, ConcurrentClientsAreServedAtOnce) {
   EXPECT_EQ(served_runs(), 12) << server_log();
 }
 
-TEST_F(ServerTest, AnotherBinaryOrUserNamespaceRunsByItself) {
+TEST_F(ServerTest, AnotherReleaseOrUserNamespaceRunsByItself) {
   start_server();
-  // A copy of the binary is another binary: the client runs in-process.
+  // A copy of the binary is the same release: served (the identity is the
+  // release and the protocol, not the file).
   const fs::path copy = scratch_ / "pulsebox-copy";
   fs::copy_file(binary_, copy);
   fs::permissions(copy, fs::perms(0755));
   ::setenv("PULSEBOX_BIN", copy.c_str(), 1);
-  auto result = run({"-w", workspace_.path().string(), "--", "echo", "alone"}, env());
+  auto result = run({"-w", workspace_.path().string(), "--", "echo", "served"}, env());
   ::setenv("PULSEBOX_BIN", binary_.c_str(), 1);
   EXPECT_EQ(result.exit_code, 0) << result.err;
-  EXPECT_EQ(result.out, "alone\n");
-  EXPECT_EQ(served_runs(), 0) << server_log();
-  EXPECT_NE(server_log().find("fallback: the client runs another pulsebox binary"),
-            std::string::npos)
-      << server_log();
+  EXPECT_EQ(result.out, "served\n");
+  EXPECT_EQ(served_runs(), 1) << server_log();
+
+  // Another release is answered with a fallback: its flags may mean other things.
+  core::UniqueFd connection(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  std::strncpy(address.sun_path, socket().c_str(), sizeof address.sun_path - 1);
+  ASSERT_EQ(::connect(connection.get(), reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+  server::RunRequest request;
+  request.args = {"-w", workspace_.path().string(), "--", "true"};
+  request.client_binary = "pulsebox 0.0.1 local protocol 1";
+  core::UniqueFd here(::open(".", O_PATH | O_DIRECTORY | O_CLOEXEC));
+  ASSERT_EQ(server::send_message(connection.get(), server::encode(request),
+                                 {here.get(), STDOUT_FILENO, STDERR_FILENO, STDIN_FILENO}),
+            0);
+  const auto reply = server::receive_message(connection.get(), 64 * 1024, 0);
+  ASSERT_TRUE(reply.has_value());
+  const auto decoded = server::decode_reply(reply->bytes);
+  ASSERT_TRUE(decoded) << decoded.error().to_string();
+  EXPECT_EQ(decoded.value().kind, server::ReplyKind::Fallback);
+  EXPECT_NE(decoded.value().reason.find("another pulsebox release"), std::string::npos)
+      << decoded.value().reason;
+  EXPECT_EQ(served_runs(), 1) << server_log();
 
   // A client in another user namespace (unshare -U: ids mean other things
   // there) is not served either. Whether the run then works in there by
@@ -291,7 +311,7 @@ TEST_F(ServerTest, AnotherBinaryOrUserNamespaceRunsByItself) {
                               binary_ + " run -w " + workspace_.path().string() +
                               " -- true >/dev/null 2>&1";
   (void)std::system(command.c_str());
-  EXPECT_EQ(served_runs(), 0) << server_log();
+  EXPECT_EQ(served_runs(), 1) << server_log();
   EXPECT_NE(server_log().find("fallback: the client is in another user namespace"),
             std::string::npos)
       << server_log();
