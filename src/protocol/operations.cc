@@ -154,7 +154,8 @@ std::variant<fs::path, ProtocolError> caller_workspace(const json& body, const C
 
 OperationResult handle_operation(std::string_view name, const json& body, const Caller& caller) {
   if (!body.is_object()) {
-    return {reply(), ProtocolError{ErrorCode::InvalidRequest, "a request is a JSON object", "", {}}};
+    return {reply(),
+            ProtocolError{ErrorCode::InvalidRequest, "a request is a JSON object", "", {}}};
   }
   if (!body.contains("v") || body["v"] != kProtocolVersion) {
     return {reply(), ProtocolError{ErrorCode::InvalidRequest,
@@ -164,8 +165,9 @@ OperationResult handle_operation(std::string_view name, const json& body, const 
                                    {}}};
   }
   if (!is_operation(name)) {
-    return {reply(), ProtocolError{ErrorCode::NotFound, "no request \"" + std::string(name) + "\"",
-                                   "request", {}}};
+    return {reply(),
+            ProtocolError{
+                ErrorCode::NotFound, "no request \"" + std::string(name) + "\"", "request", {}}};
   }
   try {
     if (name == "capabilities") return {capabilities(), std::nullopt};

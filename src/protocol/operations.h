@@ -42,6 +42,6 @@ OperationResult handle_operation(std::string_view name, const nlohmann::json& bo
 // owns (its uid, when known, else this process's), or the error naming
 // the field.
 std::variant<std::filesystem::path, ProtocolError> caller_workspace(const nlohmann::json& body,
-                                                                     const Caller& caller);
+                                                                    const Caller& caller);
 
 }  // namespace pulsebox::protocol

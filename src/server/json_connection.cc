@@ -48,7 +48,8 @@ bool send_line(int fd, std::string_view message) {
 // Reads up to the first newline; what came after it stays in `rest`.
 std::optional<std::string> read_first_line(int fd, std::string& rest, std::string& why) {
   std::string buffer;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kFirstLineTimeoutMs);
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(kFirstLineTimeoutMs);
   char chunk[65536];
   for (;;) {
     if (const auto end = buffer.find('\n'); end != std::string::npos) {
@@ -82,7 +83,9 @@ std::optional<std::string> read_first_line(int fd, std::string& rest, std::strin
 class ClientListener {
  public:
   ClientListener(int fd, std::string already_read, int stop_fd)
-      : fd_(fd), stop_fd_(stop_fd), cancel_(::eventfd(0, EFD_CLOEXEC)),
+      : fd_(fd),
+        stop_fd_(stop_fd),
+        cancel_(::eventfd(0, EFD_CLOEXEC)),
         done_(::eventfd(0, EFD_CLOEXEC)) {
     pending_ = std::move(already_read);
     take_lines();
@@ -108,7 +111,8 @@ class ClientListener {
   void listen() {
     char chunk[4096];
     for (;;) {
-      pollfd fds[3] = {{fd_, POLLIN | POLLRDHUP, 0}, {done_.get(), POLLIN, 0}, {stop_fd_, POLLIN, 0}};
+      pollfd fds[3] = {
+          {fd_, POLLIN | POLLRDHUP, 0}, {done_.get(), POLLIN, 0}, {stop_fd_, POLLIN, 0}};
       if (::poll(fds, stop_fd_ >= 0 ? 3 : 2, -1) < 0) {
         if (errno == EINTR) continue;
         return cancel();

@@ -1,0 +1,320 @@
+// The protocol (docs/protocol.md) on its two local carriers, for real:
+// `pulsebox run --events`, and the local server's JSON socket. Every
+// message is checked against docs/schema/. Runs as root and as an
+// ordinary user (tools/check).
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "core/unique_fd.h"
+#include "helpers/cli_fixture.h"
+#include "helpers/cli_runner.h"
+#include "helpers/local_server.h"
+#include "helpers/schema_check.h"
+#include "helpers/test_support.h"
+
+namespace pulsebox {
+namespace {
+
+using nlohmann::json;
+using testing::lines_of;
+using testing::schema_problems;
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+std::vector<json> parsed(const std::vector<std::string>& lines) {
+  std::vector<json> out;
+  for (const auto& line : lines)
+    out.push_back(json::parse(line));
+  return out;
+}
+
+std::vector<json> of_kind(const std::vector<json>& events, const std::string& kind) {
+  std::vector<json> out;
+  for (const auto& event : events)
+    if (event["event"] == kind) out.push_back(event);
+  return out;
+}
+
+class EventsTest : public testing::CliFixture {
+ protected:
+  testing::CliRun run(const std::vector<std::string>& flags, const std::vector<std::string>& command) {
+    std::vector<std::string> args = {"run", "--events", "--allow-weaker", "limits",
+                                     "-w", workspace_.path().string()};
+    args.insert(args.end(), flags.begin(), flags.end());
+    args.push_back("--");
+    args.insert(args.end(), command.begin(), command.end());
+    return testing::run_cli(args, "", cli_env());
+  }
+};
+
+TEST_F(EventsTest, ARunIsStartedOutputChangesAndResult) {
+  const auto result =
+      run({}, {"sh", "-c", "echo out; echo err >&2; echo new > b.txt; exit 3"});
+  EXPECT_EQ(result.exit_code, 3) << result.err;
+  const auto lines = lines_of(result.out);
+  EXPECT_EQ(schema_problems("event", lines), "");
+  const auto events = parsed(lines);
+  ASSERT_GE(events.size(), 4u) << result.out;
+  EXPECT_EQ(events.front()["event"], "started");
+  EXPECT_EQ(events.front()["argv"][0], "sh");
+  EXPECT_EQ(events.back()["event"], "result");
+  EXPECT_EQ(events.back()["exit_status"], 3);
+  EXPECT_EQ(events.back()["result"]["exit_code"], 3);
+  std::string out, err;
+  for (const auto& event : of_kind(events, "output"))
+    (event["stream"] == "stdout" ? out : err) += event["data"].get<std::string>();
+  EXPECT_EQ(out, "out\n");
+  EXPECT_EQ(err, "err\n");
+  const auto changes = of_kind(events, "changes");
+  ASSERT_EQ(changes.size(), 1u) << result.out;
+  EXPECT_EQ(changes[0]["changes"][0]["path"], "b.txt");
+  EXPECT_EQ(changes[0]["transaction_id"], events.back()["result"]["transaction_id"]);
+  // Everything is in the events: stderr has nothing for people.
+  EXPECT_EQ(result.err, "");
+}
+
+TEST_F(EventsTest, OutputThatIsNotTextTravelsExactly) {
+  const auto result = run({}, {"sh", "-c", "printf '\\377\\376'"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const auto lines = lines_of(result.out);
+  EXPECT_EQ(schema_problems("event", lines), "");
+  const auto output = of_kind(parsed(lines), "output");
+  ASSERT_EQ(output.size(), 1u) << result.out;
+  EXPECT_EQ(output[0]["data_base64"], "//4=");
+}
+
+TEST_F(EventsTest, ARefusedRequestIsAnErrorEventNamingItsField) {
+  const auto result = run({"--memory", "12x"}, {"true"});
+  EXPECT_EQ(result.exit_code, 125);
+  const auto lines = lines_of(result.out);
+  ASSERT_EQ(lines.size(), 1u) << result.out;
+  EXPECT_EQ(schema_problems("event", lines), "");
+  const json error = json::parse(lines[0])["error"];
+  EXPECT_EQ(error["code"], "invalid_field");
+  EXPECT_EQ(error["field"], "limits.memory");
+  EXPECT_EQ(error["message"].get<std::string>().rfind("limits.memory: ", 0), 0u) << error;
+}
+
+TEST_F(EventsTest, TheJsonResultMatchesItsSchemaAndKeepsArgv) {
+  const auto result = testing::run_cli({"run", "--json", "--allow-weaker", "limits", "-w",
+                                        workspace_.path().string(), "--", "echo", "a b", "c"},
+                                       "", cli_env());
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_EQ(schema_problems("result", lines_of(result.out)), "");
+  EXPECT_EQ(json::parse(result.out)["argv"], json({"echo", "a b", "c"}));
+}
+
+// The local server's protocol socket.
+class ProtocolSocketTest : public testing::CliFixture {
+ protected:
+  void SetUp() override {
+    CliFixture::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    testing::write_file(workspace_ / "a.txt", "original\n");
+    const std::string started =
+        server_.start(binary_, cli_env(true), state_.path() / "server.sock", scratch_.path() / "log");
+    ASSERT_EQ(started, "");
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (!fs::exists(socket())) {
+      ASSERT_LT(std::chrono::steady_clock::now(), deadline) << server_.log();
+      std::this_thread::sleep_for(5ms);
+    }
+  }
+
+  fs::path socket() const { return state_.path() / "server.json.sock"; }
+
+  core::UniqueFd connect() const {
+    core::UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    std::strncpy(address.sun_path, socket().c_str(), sizeof address.sun_path - 1);
+    if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) return {};
+    return fd;
+  }
+
+  static void send_line(int fd, const json& message) {
+    const std::string line = message.dump() + "\n";
+    ASSERT_EQ(::send(fd, line.data(), line.size(), MSG_NOSIGNAL), static_cast<ssize_t>(line.size()));
+  }
+
+  // Lines until the server closes, or until `until` returns true for one.
+  static std::vector<std::string> read_lines(int fd,
+                                             const std::function<bool(const json&)>& until = {}) {
+    std::vector<std::string> lines;
+    std::string buffer;
+    char chunk[4096];
+    const auto deadline = std::chrono::steady_clock::now() + 60s;
+    while (std::chrono::steady_clock::now() < deadline) {
+      for (auto end = buffer.find('\n'); end != std::string::npos; end = buffer.find('\n')) {
+        lines.push_back(buffer.substr(0, end));
+        buffer.erase(0, end + 1);
+        if (until && until(json::parse(lines.back()))) return lines;
+      }
+      const ssize_t n = ::recv(fd, chunk, sizeof chunk, 0);
+      if (n <= 0) break;
+      buffer.append(chunk, static_cast<std::size_t>(n));
+    }
+    return lines;
+  }
+
+  std::vector<std::string> request(const json& message) const {
+    const auto fd = connect();
+    EXPECT_TRUE(fd) << server_.log();
+    if (!fd) return {};
+    send_line(fd.get(), message);
+    return read_lines(fd.get());
+  }
+
+  json run_request(const std::vector<std::string>& argv) const {
+    return {{"v", 1},
+            {"request", "run"},
+            {"argv", argv},
+            {"workspace", workspace_.path().string()},
+            {"allow_weaker", {"limits"}}};
+  }
+
+  testing::LocalServer server_;
+};
+
+TEST_F(ProtocolSocketTest, ARunWithStdinAndItsChangesReviewedAndCommitted) {
+  json run = run_request({"sh", "-c", "cat a.txt; cat > b.txt"});
+  run["stdin"] = "from the client\n";
+  const auto lines = request(run);
+  EXPECT_EQ(schema_problems("request", {run.dump()}), "");
+  EXPECT_EQ(schema_problems("event", lines), "");
+  const auto events = parsed(lines);
+  ASSERT_FALSE(events.empty()) << server_.log();
+  ASSERT_EQ(events.back()["event"], "result") << events.back();
+  EXPECT_EQ(events.back()["exit_status"], 0);
+  const std::string transaction = events.back()["result"]["transaction_id"];
+  EXPECT_EQ(of_kind(events, "output").at(0)["data"], "original\n");
+
+  const json workspace = workspace_.path().string();
+  std::vector<std::string> replies;
+  for (const json& message :
+       {json{{"v", 1}, {"request", "health"}}, json{{"v", 1}, {"request", "capabilities"}},
+        json{{"v", 1}, {"request", "changes"}, {"workspace", workspace}},
+        json{{"v", 1}, {"request", "diff"}, {"workspace", workspace}, {"transaction", transaction}},
+        json{{"v", 1}, {"request", "read_file"}, {"workspace", workspace}, {"path", "a.txt"}},
+        json{{"v", 1}, {"request", "commit"}, {"workspace", workspace}, {"transaction", transaction}}}) {
+    EXPECT_EQ(schema_problems("request", {message.dump()}), "") << message;
+    const auto reply = request(message);
+    ASSERT_EQ(reply.size(), 1u) << message;
+    replies.push_back(reply[0]);
+    EXPECT_FALSE(json::parse(reply[0]).contains("error")) << reply[0];
+  }
+  EXPECT_EQ(schema_problems("reply", replies), "");
+  EXPECT_NE(replies[3].find("+from the client"), std::string::npos) << replies[3];
+  EXPECT_EQ(json::parse(replies[4])["data"], "original\n");
+  EXPECT_EQ(testing::read_file(workspace_ / "b.txt"), "from the client\n");
+}
+
+TEST_F(ProtocolSocketTest, RefusalsAreErrorsWithACodeAndAField) {
+  std::vector<std::string> errors;
+  auto expect = [&](const json& message, const std::string& code, const json& field) {
+    const auto reply = request(message);
+    ASSERT_EQ(reply.size(), 1u) << message;
+    const json got = json::parse(reply[0]);
+    EXPECT_EQ(got["error"]["code"], code) << reply[0];
+    EXPECT_EQ(got["error"]["field"], field) << reply[0];
+    errors.push_back(reply[0]);
+  };
+  json unknown = run_request({"true"});
+  unknown["limits"] = {{"memroy", "1G"}};
+  expect(unknown, "invalid_field", "limits.memroy");
+  json wrong_version = run_request({"true"});
+  wrong_version["v"] = 2;
+  expect(wrong_version, "invalid_request", "v");
+  expect(json{{"v", 1}, {"request", "diff"}, {"workspace", workspace_.path().string()}},
+         "invalid_field", "transaction");
+  expect(json{{"v", 1}, {"request", "diff"}, {"workspace", "relative"}, {"transaction", "x"}},
+         "invalid_field", "workspace");
+  expect(json{{"v", 1}, {"request", "launch"}}, "not_found", "request");
+  // A workspace of another user's: forbidden, whoever asks.
+  const fs::path theirs = scratch_.path() / "theirs";
+  fs::create_directory(theirs);
+  if (::geteuid() == 0) {
+    ASSERT_EQ(::chown(theirs.c_str(), 65534, 65534), 0);
+  }
+  const std::string other = ::geteuid() == 0 ? theirs.string() : std::string("/");
+  json foreign = run_request({"true"});
+  foreign["workspace"] = other;
+  const auto reply = request(foreign);
+  ASSERT_EQ(reply.size(), 1u);
+  EXPECT_EQ(json::parse(reply[0])["error"]["code"], "forbidden") << reply[0];
+  EXPECT_EQ(schema_problems("event", reply), "");
+  // Errors of runs are error events; those of other requests, replies.
+  std::vector<std::string> events(errors.begin(), errors.begin() + 2);
+  std::vector<std::string> replies(errors.begin() + 2, errors.end());
+  EXPECT_EQ(schema_problems("event", events), "");
+  EXPECT_EQ(schema_problems("reply", replies), "");
+}
+
+TEST_F(ProtocolSocketTest, AnAskIsAnsweredOverTheConnection) {
+  for (const std::string decision : {"allow", "deny"}) {
+    json run = run_request({"sh", "-c", "echo the-command-ran"});
+    run["approvals"] = "ask";
+    run["policy"] = json::parse(R"({"rules": [{"action": "shell", "target": "*",
+        "decision": "ask", "reason": "a person reviews every command"}]})");
+    EXPECT_EQ(schema_problems("request", {run.dump()}), "");
+    const auto fd = connect();
+    ASSERT_TRUE(fd);
+    send_line(fd.get(), run);
+    auto lines = read_lines(fd.get(), [](const json& e) { return e["event"] == "approval_request"; });
+    ASSERT_FALSE(lines.empty()) << server_.log();
+    const json asked = json::parse(lines.back());
+    ASSERT_EQ(asked["event"], "approval_request") << lines.back();
+    const json answer = {{"v", 1},
+                         {"request", "approval"},
+                         {"run_id", asked["run_id"]},
+                         {"approval_id", asked["approval_id"]},
+                         {"decision", decision}};
+    EXPECT_EQ(schema_problems("request", {answer.dump()}), "");
+    send_line(fd.get(), answer);
+    const auto rest = read_lines(fd.get());
+    lines.insert(lines.end(), rest.begin(), rest.end());
+    EXPECT_EQ(schema_problems("event", lines), "");
+    const auto events = parsed(lines);
+    ASSERT_EQ(of_kind(events, "approval").size(), 1u);
+    EXPECT_EQ(of_kind(events, "approval")[0]["decision"], decision);
+    if (decision == "allow") {
+      EXPECT_EQ(events.back()["event"], "result");
+      EXPECT_EQ(of_kind(events, "output").at(0)["data"], "the-command-ran\n");
+    } else {
+      EXPECT_EQ(events.back()["event"], "error");
+      EXPECT_EQ(events.back()["error"]["code"], "policy_denied");
+      EXPECT_TRUE(of_kind(events, "output").empty());
+    }
+  }
+}
+
+TEST_F(ProtocolSocketTest, AClientThatHangsUpHasItsRunCancelled) {
+  auto fd = connect();
+  ASSERT_TRUE(fd);
+  send_line(fd.get(), run_request({"sh", "-c", "echo begun; exec sleep 60"}));
+  const auto lines = read_lines(fd.get(), [](const json& e) { return e["event"] == "output"; });
+  ASSERT_FALSE(lines.empty());
+  const std::string run_id = json::parse(lines.back())["run_id"];
+  const auto closed_at = std::chrono::steady_clock::now();
+  fd.reset();
+  // The audit log records the run's end as cancelled, long before the sleep's.
+  const auto audit = workspace_ / ".agent/logs/audit.jsonl";
+  const bool ended = testing::poll_until(
+      [&] {
+        const std::string log = testing::read_file(audit);
+        return log.find(run_id) != std::string::npos && log.find("cancelled") != std::string::npos;
+      },
+      20s);
+  EXPECT_TRUE(ended) << testing::read_file(audit);
+  EXPECT_LT(std::chrono::steady_clock::now() - closed_at, 30s);
+}
+
+}  // namespace
+}  // namespace pulsebox
