@@ -22,7 +22,7 @@
 #include <sstream>
 #include <thread>
 
-#include "helpers/cli_runner.h"
+#include "helpers/bounded_cli.h"
 #include "helpers/test_support.h"
 #include "http/http_server.h"
 #include "http/listen_address.h"
@@ -271,7 +271,8 @@ TEST_F(HttpServerTest, UnixSocketIdentityIsThePeersUidAndTheSocketIsPrivate) {
   ASSERT_EQ(who->status, 200);
   const auto body = nlohmann::json::parse(who->body);
   EXPECT_EQ(body["transport"], "unix");
-  EXPECT_EQ(body["uid"], ::geteuid());
+  ASSERT_TRUE(body.contains("uid")) << body.dump();
+  EXPECT_EQ(body.at("uid"), ::geteuid());
 }
 
 TEST_F(HttpServerTest, AFileInTheSocketsPlaceIsNotReplaced) {
@@ -483,16 +484,21 @@ TEST_F(HttpServerTest, SigtermCancelsARunThatOutlivesTheGrace) {
 // The real program, through the CLI as a user starts it.
 TEST_F(HttpServerTest, TheCliRefusesATokenFileOthersCanRead) {
   const std::string token = write_token(dir_, 0644);
-  const auto result = testing::run_cli(
-      {"serve", "--listen", "unix:" + socket_path().string(), "--token-file", token});
+  // Bounded: a server that wrongly starts would serve until killed.
+  const testing::Bounds bounds{.deadline = 10s, .max_address_space = 8ull << 30};
+  const auto result = testing::run_cli_bounded(
+      {"serve", "--listen", "unix:" + socket_path().string(), "--token-file", token}, {}, bounds);
+  EXPECT_FALSE(result.timed_out);
   EXPECT_NE(result.exit_code, 0);
   EXPECT_NE(result.err.find(token), std::string::npos) << result.err;
   EXPECT_NE(result.err.find("chmod 600"), std::string::npos) << result.err;
   EXPECT_FALSE(fs::exists(socket_path()));
 
   const std::string short_token = write_token(dir_, 0600, "too-short");
-  const auto refused = testing::run_cli(
-      {"serve", "--listen", "unix:" + socket_path().string(), "--token-file", short_token});
+  const auto refused = testing::run_cli_bounded(
+      {"serve", "--listen", "unix:" + socket_path().string(), "--token-file", short_token}, {},
+      bounds);
+  EXPECT_FALSE(refused.timed_out);
   EXPECT_NE(refused.exit_code, 0);
   EXPECT_NE(refused.err.find("at least 32"), std::string::npos) << refused.err;
 }
