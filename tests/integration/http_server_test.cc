@@ -392,6 +392,46 @@ TEST_F(HttpServerTest, TlsServesHealthWithTheCertificate) {
   EXPECT_EQ(missing->status, 401);
 }
 
+TEST_F(HttpServerTest, ATlsClientThatLeavesCancelsItsRun) {
+  const std::string cert = (dir_ / "cert.pem").string(), key = (dir_ / "key.pem").string();
+  const std::string command =
+      "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost "
+      "-addext subjectAltName=IP:127.0.0.1 -keyout " +
+      key + " -out " + cert + " 2>/dev/null";
+  ASSERT_EQ(std::system(command.c_str()), 0) << command;
+  FakeRuns runs;
+  runs.lines = 200;
+  ServerConfig config = unix_config();
+  config.listen = "127.0.0.1:0";
+  config.tls_cert = cert;
+  config.tls_key = key;
+  InProcessServer server(config, &runs);
+  ASSERT_EQ(server.error(), "");
+  const std::string address = server->address();
+  {
+    httplib::SSLClient client("127.0.0.1", std::stoi(address.substr(address.rfind(':') + 1)));
+    client.set_ca_cert_path(cert.c_str());
+    client.enable_server_certificate_verification(true);
+    httplib::Request request;
+    request.method = "POST";
+    request.path = "/v1/runs";
+    request.headers = bearer(kToken);
+    std::string received;
+    // Leaves after the first line: the client closes its connection.
+    request.content_receiver = [&](const char* data, size_t length, uint64_t, uint64_t) {
+      received.append(data, length);
+      return received.find(R"("n":0)") == std::string::npos;
+    };
+    httplib::Response response;
+    httplib::Error error = httplib::Error::Success;
+    client.send(request, response, error);
+    EXPECT_NE(received.find(R"({"event":"line","n":0})"), std::string::npos) << received;
+  }
+  EXPECT_TRUE(poll_until([&] { return runs.cancelled == 1; }, 5s))
+      << "the run's cancel fd did not fire after its TLS client left";
+  EXPECT_EQ(runs.finished, 0);
+}
+
 // The server in a child process of its own, so that SIGTERM reaches its
 // signalfd thread and nothing of this test process.
 pid_t serve_in_child(const ServerConfig& config, FakeRuns& runs) {
