@@ -221,6 +221,8 @@ void HttpServer::install_common_handlers() {
           spdlog::warn("audit: unauthorized request from {} ({} {}): {} bearer token",
                        this_request.client.describe(), request.method, loggable_path(request.path),
                        request.has_header("Authorization") ? "wrong" : "no");
+          audit("http_auth", request, "deny",
+                request.has_header("Authorization") ? "wrong bearer token" : "no bearer token");
           answer_error(response, 401, "unauthorized",
                        "a valid bearer token is required (Authorization: Bearer <token>)",
                        "Authorization");
@@ -283,13 +285,16 @@ void HttpServer::post_run(const std::string& pattern, RunHandler handler) {
     const int socket = this_request.socket;
     switch (slots_.acquire([socket] { return peer_hung_up(socket); })) {
       case RunSlots::Admission::kRun:
+        audit("http_run", request, "allow", "");
         break;
       case RunSlots::Admission::kBusy:
+        audit("http_run", request, "busy", "every run slot is taken and the queue is full");
         answer_error(response, 503, "busy",
                      "every run slot is taken and the queue is full; retry later");
         response.set_header("Retry-After", "1");
         return;
       case RunSlots::Admission::kShuttingDown:
+        audit("http_run", request, "shutting_down", "");
         answer_error(response, 503, "shutting_down", "the server is shutting down");
         return;
       case RunSlots::Admission::kClientGone:
@@ -319,6 +324,17 @@ void HttpServer::post_run(const std::string& pattern, RunHandler handler) {
           return true;
         });
   });
+}
+
+void HttpServer::audit(std::string_view action, const httplib::Request& request,
+                       std::string_view decision, std::string_view detail) {
+  if (!auditor_) return;
+  const std::string target = request.method + " " + loggable_path(request.path);
+  auditor_(AuditEvent{.client = this_request.client,
+                      .action = action,
+                      .target = target,
+                      .decision = decision,
+                      .detail = detail});
 }
 
 void HttpServer::cancel_all_runs() {

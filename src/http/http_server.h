@@ -58,6 +58,17 @@ using RouteHandler =
     std::function<void(const httplib::Request&, httplib::Response&, const ClientIdentity&)>;
 using RunHandler = std::function<void(RunStream&)>;
 
+// What the server itself audits: requests refused for their token, and runs
+// admitted or turned away. The owner writes them to its audit log.
+struct AuditEvent {
+  const ClientIdentity& client;
+  std::string_view action;    // "http_auth" | "http_run"
+  std::string_view target;    // "METHOD /path" (no query)
+  std::string_view decision;  // "deny" | "allow" | "busy" | "shutting_down"
+  std::string_view detail;
+};
+using Auditor = std::function<void(const AuditEvent&)>;
+
 // {"v":1,"error":{"code":...,"message":...[,"field":...]}}
 std::string error_body(std::string_view code, std::string_view message,
                        std::string_view field = {});
@@ -76,6 +87,8 @@ class HttpServer {
   // A streamed run: admitted into a run slot (or queued, or refused 503),
   // answered as chunked application/x-ndjson.
   void post_run(const std::string& pattern, RunHandler handler);
+  // Before serve(); unset, nothing is audited (only logged).
+  void set_auditor(Auditor auditor) { auditor_ = std::move(auditor); }
 
   // Serves until a shutdown completes.
   core::Status serve();
@@ -95,12 +108,15 @@ class HttpServer {
   void install_common_handlers();
   void cancel_all_runs();
   void finish_shutdown();
+  void audit(std::string_view action, const httplib::Request& request, std::string_view decision,
+             std::string_view detail);
 
   ServerConfig config_;
   BearerToken token_;
   ListenAddress listen_;
   std::string address_;
   std::unique_ptr<httplib::Server> server_;
+  Auditor auditor_;
   RunSlots slots_;
   std::atomic<bool> shutting_down_{false};
   std::atomic<bool> serving_done_{false};

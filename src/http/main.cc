@@ -14,6 +14,7 @@
 #include "http/http_server.h"
 #include "http/routes.h"
 #include "http/shutdown_signals.h"
+#include "pulsebox/audit.h"
 
 int main(int argc, char** argv) {
   using namespace pulsebox::http;
@@ -66,6 +67,37 @@ int main(int argc, char** argv) {
   if (!server.ok()) {
     std::fprintf(stderr, "pulsebox-http: %s\n", server.error().to_string().c_str());
     return 1;
+  }
+  // The server's own audit log, beside the runs' state; each line carries
+  // the client's identity, never the token.
+  std::unique_ptr<pulsebox::AuditLog> audit_log;
+  if (state_dir.empty()) {
+    spdlog::warn("no --state-dir: refused requests are logged but not audited");
+  } else {
+    try {
+      audit_log = std::make_unique<pulsebox::AuditLog>(
+          std::filesystem::path(state_dir) / "audit" / "http.jsonl", nullptr,
+          pulsebox::AuditLog::Options{.key = pulsebox::default_audit_key_location()});
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "pulsebox-http: --state-dir: the audit log: %s\n", e.what());
+      return 1;
+    }
+    if (!audit_log->key_warning().empty()) spdlog::warn("audit log: {}", audit_log->key_warning());
+    server.value()->set_auditor([log = audit_log.get()](const AuditEvent& event) {
+      pulsebox::AuditRecord record{.action = std::string(event.action),
+                                   .target = std::string(event.target),
+                                   .decision = std::string(event.decision),
+                                   .detail = std::string(event.detail)};
+      record.extra = {{"transport", event.client.transport},
+                      {"client_address", event.client.address}};
+      if (event.client.uid) record.extra.emplace_back("uid", std::int64_t{*event.client.uid});
+      if (event.client.pid) record.extra.emplace_back("pid", std::int64_t{*event.client.pid});
+      try {
+        log->record(record);
+      } catch (const std::exception& e) {
+        spdlog::error("audit log: {}", e.what());
+      }
+    });
   }
   register_routes(*server.value(), Services{.state_dir = state_dir, .run = {}});
   std::atomic_ref(running).store(server.value().get());

@@ -551,6 +551,7 @@ TEST_F(HttpServerTest, TheCliServesUntilSigtermAndRemovesItsSocket) {
   if (pid == 0) {
     const int null = ::open("/dev/null", O_WRONLY);
     ::dup2(null, 2);
+    ::setenv("PULSEBOX_STATE_DIR", (dir_ / "state").c_str(), 1);
     ::execl(bin, bin, "serve", "--listen", ("unix:" + socket_path().string()).c_str(),
             "--token-file", token.c_str(), "--max-runs", "3", static_cast<char*>(nullptr));
     ::_exit(127);
@@ -566,9 +567,25 @@ TEST_F(HttpServerTest, TheCliServesUntilSigtermAndRemovesItsSocket) {
   ASSERT_TRUE(runs);
   EXPECT_EQ(runs->status, 501);
   EXPECT_EQ(nlohmann::json::parse(runs->body)["error"]["code"], "not_implemented");
+  auto refused = client.Get("/v1/health", bearer(kWrongToken));
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->status, 401);
   ::kill(pid, SIGTERM);
   EXPECT_EQ(wait_exit(pid, 10s), 0);
   EXPECT_FALSE(fs::exists(socket_path()));
+
+  // The refusal is audited with the client's identity, without the token.
+  const std::string audit = testing::read_file(dir_ / "state" / "audit" / "http.jsonl");
+  const auto lines = testing::read_lines(dir_ / "state" / "audit" / "http.jsonl");
+  ASSERT_EQ(lines.size(), 1u) << audit;
+  const auto record = nlohmann::json::parse(lines[0]);
+  EXPECT_EQ(record["action"], "http_auth");
+  EXPECT_EQ(record["decision"], "deny");
+  EXPECT_EQ(record["target"], "GET /v1/health");
+  EXPECT_EQ(record["transport"], "unix");
+  EXPECT_EQ(record["uid"], ::geteuid());
+  EXPECT_EQ(audit.find(kWrongToken.substr(0, 16)), std::string::npos) << audit;
+  EXPECT_EQ(audit.find(kToken.substr(0, 16)), std::string::npos) << audit;
 }
 
 }  // namespace
