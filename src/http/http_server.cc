@@ -305,12 +305,14 @@ void HttpServer::post_run(const std::string& pattern, RunHandler handler) {
     ClientIdentity client = this_request.client;
     response.set_chunked_content_provider(
         "application/x-ndjson", [run, &request, client, &handler](size_t, httplib::DataSink& sink) {
+          std::mutex write_mutex;  // a run may write from several threads
           RunStream stream{.request = request,
                            .client = client,
                            .cancel_fd = run->cancel_fd(),
-                           .write_line = [&sink](std::string_view json_line) {
+                           .write_line = [&sink, &write_mutex](std::string_view json_line) {
                              std::string line(json_line);
                              line += '\n';
+                             const std::lock_guard lock(write_mutex);
                              return sink.is_writable() && sink.write(line.data(), line.size());
                            }};
           try {

@@ -43,8 +43,9 @@ struct ServerConfig {
   std::chrono::seconds shutdown_grace{30};
 };
 
-// What a run handler gets. write_line() sends one JSON line (it adds the
-// newline) and returns false once the client is gone. cancel_fd becomes
+// What a run handler gets. write_line() sends one JSON value, which must not
+// contain a newline (it adds one), from any thread, and returns false once
+// the client is gone; once the handler returns, the response ends. cancel_fd becomes
 // readable when the client hangs up or the server's shutdown grace is over:
 // the handler must then stop its run and return.
 struct RunStream {

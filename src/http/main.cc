@@ -91,7 +91,8 @@ int main(int argc, char** argv) {
       record.extra = {{"transport", event.client.transport},
                       {"client_address", event.client.address}};
       if (event.client.uid) record.extra.emplace_back("uid", std::int64_t{*event.client.uid});
-      if (event.client.pid) record.extra.emplace_back("pid", std::int64_t{*event.client.pid});
+      if (event.client.pid)
+        record.extra.emplace_back("client_pid", std::int64_t{*event.client.pid});
       try {
         log->record(record);
       } catch (const std::exception& e) {
