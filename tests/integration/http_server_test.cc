@@ -366,6 +366,43 @@ TEST_F(HttpServerTest, RunsBeyondTheSlotsAndTheQueueAreTurnedAwayBusy) {
   EXPECT_EQ(runs.started, 2);
 }
 
+size_t open_fds() {
+  return static_cast<size_t>(std::distance(fs::directory_iterator("/proc/self/fd"), {}));
+}
+
+TEST_F(HttpServerTest, TwoHundredRunsFromTwentyClientsAllEndAndLeaveNothing) {
+  FakeRuns runs;
+  runs.lines = 3;
+  runs.gap = 5ms;
+  ServerConfig config = unix_config();
+  config.max_runs = 4;
+  config.max_queue = 32;
+  const size_t fds_before = open_fds();
+  {
+    InProcessServer server(config, &runs);
+    ASSERT_EQ(server.error(), "");
+    const std::string failures = testing::run_concurrently(20, [&](int) -> std::string {
+      for (int i = 0; i < 10; ++i) {
+        RawClient client = RawClient::unix_socket(socket_path());
+        if (!client.connected() || !client.send_request("POST", "/v1/runs")) return "cannot send";
+        const std::string& answer = client.read_to_end(10s);
+        const bool complete = answer.find(R"({"event":"line","n":2})") != std::string::npos &&
+                              answer.find(R"({"event":"result","final":true})"
+                                          "\n\r\n0\r\n\r\n") != std::string::npos;
+        if (!complete) return "run " + std::to_string(i) + " answered: " + answer;
+      }
+      return "";
+    });
+    EXPECT_EQ(failures, "");
+    EXPECT_EQ(runs.finished, 200);
+    EXPECT_EQ(runs.cancelled, 0);
+    EXPECT_EQ(server->run_counts().active, 0u);
+    EXPECT_EQ(server->run_counts().queued, 0u);
+    EXPECT_TRUE(server.stop());
+  }
+  EXPECT_EQ(open_fds(), fds_before) << "descriptors left behind";
+}
+
 TEST_F(HttpServerTest, TlsServesHealthWithTheCertificate) {
   const std::string cert = (dir_ / "cert.pem").string(), key = (dir_ / "key.pem").string();
   const std::string command =
