@@ -1,24 +1,71 @@
 // pulsebox serve --local [--socket PATH] [--no-prestart] [--verbose]
-// (see docs/cli.md and server/local_server.h). The remote backend's
-// server (--listen ... --token-file ...) is not part of this build yet.
+// (see docs/cli.md and server/local_server.h), and
+// pulsebox serve --listen ADDR --token-file F [...]: the protocol over HTTP,
+// served by the pulsebox-http helper this command runs in its place (this
+// executable is static, and Debian's HTTP library is a shared one).
+#include <unistd.h>
+
+#include <cstring>
 #include <memory>
 
 #include "backends/native_runtime.h"
 #include "cli/commands.h"
 #include "cli/output.h"
+#include "core/libexec_helper.h"
 #include "server/local_server.h"
 
 namespace pulsebox::cli {
+namespace {
+
+struct ServeOptions {
+  bool local = false;
+  std::string socket;
+  bool no_prestart = false;
+  bool verbose = false;
+  std::string listen;
+  std::string token_file;
+  std::string tls_cert;
+  std::string tls_key;
+  std::string max_runs;
+  std::string max_queue;
+  std::string shutdown_grace;
+};
+
+// Replaces this process with `pulsebox-http serve` and the same options;
+// returns only on failure.
+int exec_http_server(const ServeOptions& o) {
+  auto helper = core::find_libexec_helper("pulsebox-http", "http", "serve");
+  if (!helper.ok()) {
+    print_error("serve --listen: " + helper.error().to_string());
+    return kExitUsage;
+  }
+  std::vector<std::string> args = {helper.value(), "serve",        "--listen",
+                                   o.listen,       "--token-file", o.token_file};
+  const std::pair<const char*, const std::string*> optional[] = {
+      {"--tls-cert", &o.tls_cert},
+      {"--tls-key", &o.tls_key},
+      {"--max-runs", &o.max_runs},
+      {"--max-queue", &o.max_queue},
+      {"--shutdown-grace", &o.shutdown_grace}};
+  for (const auto& [flag, value] : optional) {
+    if (value->empty()) continue;
+    args.push_back(flag);
+    args.push_back(*value);
+  }
+  args.push_back("--state-dir");
+  args.push_back(std::filesystem::absolute(backends::default_state_dir()).string());
+  std::vector<char*> argv;
+  for (std::string& arg : args)
+    argv.push_back(arg.data());
+  argv.push_back(nullptr);
+  ::execv(argv[0], argv.data());
+  print_error("serve --listen: cannot run " + helper.value() + ": " + std::strerror(errno));
+  return kExitUsage;
+}
+
+}  // namespace
 
 void register_serve_command(CLI::App& app, int& exit_code) {
-  struct ServeOptions {
-    bool local = false;
-    std::string socket;
-    bool no_prestart = false;
-    bool verbose = false;
-    std::string listen;
-    std::string token_file;
-  };
   auto o = std::make_shared<ServeOptions>();
   CLI::App* serve = app.add_subcommand(
       "serve",
@@ -33,19 +80,34 @@ void register_serve_command(CLI::App& app, int& exit_code) {
   serve->add_flag("--no-prestart", o->no_prestart,
                   "Do not start each run's sandbox ahead (it then starts when the run does)");
   serve->add_flag("--verbose", o->verbose, "One line per run on stderr");
-  serve->add_option("--listen", o->listen, "unix:PATH or tcp:127.0.0.1:PORT (remote backend)");
-  serve->add_option("--token-file", o->token_file, "The remote backend's token");
+  serve->add_option("--listen", o->listen,
+                    "Serve the protocol over HTTP on unix:/PATH or HOST:PORT (loopback unless "
+                    "TLS is given; docs/protocol.md)");
+  serve->add_option("--token-file", o->token_file,
+                    "With --listen: the bearer token every request must carry (mode 0600, "
+                    "at least 32 bytes)");
+  serve->add_option("--tls-cert", o->tls_cert, "With --listen: PEM certificate, to serve HTTPS");
+  serve->add_option("--tls-key", o->tls_key, "With --listen: the certificate's PEM key");
+  serve->add_option("--max-runs", o->max_runs, "With --listen: runs at once (default: the CPUs)");
+  serve->add_option("--max-queue", o->max_queue,
+                    "With --listen: runs waiting for a slot (default 64)");
+  serve->add_option("--shutdown-grace", o->shutdown_grace,
+                    "With --listen: seconds runs get to finish after SIGTERM (default 30)");
   serve->callback([o, &exit_code] {
-    if (!o->local) {
-      print_error(
-          "serve: the remote backend's server (--listen, --token-file) is not part of this build "
-          "yet; `pulsebox serve --local` serves this user's own runs on this machine");
+    if (o->local && (!o->listen.empty() || !o->token_file.empty())) {
+      print_error("serve: --local takes no --listen or --token-file (it listens on --socket)");
       exit_code = kExitUsage;
       return;
     }
-    if (!o->listen.empty() || !o->token_file.empty()) {
-      print_error("serve: --local takes no --listen or --token-file (it listens on --socket)");
-      exit_code = kExitUsage;
+    if (!o->local) {
+      if (o->listen.empty() || o->token_file.empty()) {
+        print_error(
+            "serve: say --local (this user's runs on this machine) or --listen ADDR "
+            "--token-file FILE (the protocol over HTTP)");
+        exit_code = kExitUsage;
+        return;
+      }
+      exit_code = exec_http_server(*o);
       return;
     }
     server::LocalServerOptions options;

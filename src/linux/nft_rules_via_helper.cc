@@ -13,6 +13,7 @@
 #include <fstream>
 
 #include "core/fs.h"
+#include "core/libexec_helper.h"
 #include "core/unique_fd.h"
 #include "linux/nft_rules.h"
 #include "linux/nft_wire.h"
@@ -29,48 +30,11 @@ using core::ErrorKind;
 
 constexpr std::size_t kMaxAnswer = 1 << 20;
 
-// In a user namespace that does not map root, root's files show as the
-// overflow uid: that owner is root's there. Outside one, no owner is.
-uid_t unmapped_owner() {
-  std::ifstream map("/proc/self/uid_map");
-  std::string inside, outside, count;
-  map >> inside >> outside >> count;
-  if (inside == "0" && outside == "0") return static_cast<uid_t>(-2);  // the initial namespace
-  std::ifstream overflow("/proc/sys/kernel/overflowuid");
-  long uid = -1;
-  return overflow >> uid ? static_cast<uid_t>(uid) : static_cast<uid_t>(-2);
-}
-
-core::Result<std::string> helper_path() {
-  std::error_code ec;
-  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
-  for (const fs::path& candidate : {ec ? fs::path() : self.parent_path() / "pulsebox-nft",
-                                    fs::path(PULSEBOX_LIBEXEC_DIR) / "pulsebox-nft"}) {
-    struct stat st {};
-    if (candidate.empty() || ::stat(candidate.c_str(), &st) != 0) continue;
-    // Run with this process's privileges: only a file root or this user
-    // owns, that nobody else may write.
-    const bool owner_trusted =
-        st.st_uid == 0 || st.st_uid == ::geteuid() || st.st_uid == unmapped_owner();
-    const bool trusted =
-        owner_trusted && (st.st_mode & (S_IWGRP | S_IWOTH)) == 0 && S_ISREG(st.st_mode);
-    if (!trusted) {
-      return Error(ErrorKind::kSecurity, "nftables",
-                   candidate.string() +
-                       " is not owned by root or this user, or others may write it: not run");
-    }
-    if (::access(candidate.c_str(), X_OK) == 0) return candidate.string();
-  }
-  return Error(ErrorKind::kUnavailable, "nftables",
-               "the pulsebox-nft helper is missing (looked beside " + self.string() + " and in " +
-                   PULSEBOX_LIBEXEC_DIR + "): reinstall pulsebox");
-}
-
 // Runs the helper with `arguments`, `request` on its stdin and `socket` (if
 // >= 0) as its fd 3; returns its output's lines.
 core::Result<std::vector<std::string>> run_helper(const std::vector<std::string>& arguments,
                                                   const std::string& request, int socket) {
-  PB_TRY(path, helper_path());
+  PB_TRY(path, core::find_libexec_helper("pulsebox-nft", "", "nftables"));
   core::UniqueFd input(::memfd_create("pulsebox-nft-request", MFD_CLOEXEC));
   if (!input) return Error::from_errno("nftables", "memfd_create");
   PB_CHECK(core::write_all(input.get(), request, "the helper's request"));

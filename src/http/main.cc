@@ -1,0 +1,111 @@
+// pulsebox-http serve --listen ADDR --token-file F [--tls-cert F --tls-key F]
+//   [--max-runs N] [--max-queue N] [--shutdown-grace SECONDS] [--state-dir DIR]
+// The protocol over HTTP (http/http_server.h). `pulsebox serve --listen`
+// runs this program: the pulsebox CLI is static and cannot link the HTTP
+// library. Logs go to stderr; exit 0 after a graceful shutdown, 2 for bad
+// arguments, 1 when the server cannot start.
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <iostream>
+
+#include "http/http_server.h"
+#include "http/routes.h"
+#include "http/shutdown_signals.h"
+#include "pulsebox/audit.h"
+
+int main(int argc, char** argv) {
+  using namespace pulsebox::http;
+  CLI::App app("pulsebox-http: the pulsebox protocol over HTTP", "pulsebox-http");
+  app.require_subcommand(1);
+  CLI::App* serve = app.add_subcommand("serve", "Serve the protocol until SIGTERM or SIGINT");
+  ServerConfig config;
+  unsigned grace_seconds = static_cast<unsigned>(config.shutdown_grace.count());
+  std::string tls_cert, tls_key, state_dir;
+  serve
+      ->add_option("--listen", config.listen,
+                   "unix:/path/to/socket, or HOST:PORT (loopback unless TLS is given)")
+      ->required();
+  serve
+      ->add_option("--token-file", config.token_file,
+                   "The bearer token every request must carry (mode 0600, owned by this user, "
+                   "at least 32 bytes)")
+      ->required();
+  serve->add_option("--tls-cert", tls_cert, "PEM certificate: serve HTTPS");
+  serve->add_option("--tls-key", tls_key, "PEM private key of --tls-cert");
+  serve->add_option("--max-runs", config.max_runs, "Runs at once (default: the CPUs)")
+      ->check(CLI::PositiveNumber);
+  serve->add_option("--max-queue", config.max_queue, "Runs waiting for a slot (default 64)");
+  serve->add_option("--shutdown-grace", grace_seconds,
+                    "Seconds runs get to finish after SIGTERM before they are cancelled");
+  serve->add_option("--state-dir", state_dir, "pulsebox's state directory");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  spdlog::set_default_logger(spdlog::stderr_logger_mt("pulsebox-http"));
+  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e%z pulsebox-http %l: %v");
+  if (!tls_cert.empty()) config.tls_cert = tls_cert;
+  if (!tls_key.empty()) config.tls_key = tls_key;
+  config.shutdown_grace = std::chrono::seconds(grace_seconds);
+
+  // Before any thread starts, so that every thread has them blocked.
+  HttpServer* running = nullptr;
+  std::atomic<bool> stop_requested{false};
+  if (auto watched = watch_shutdown_signals([&] {
+        stop_requested = true;
+        if (HttpServer* server = std::atomic_ref(running).load()) server->begin_shutdown();
+      });
+      !watched.ok()) {
+    std::fprintf(stderr, "pulsebox-http: %s\n", watched.error().to_string().c_str());
+    return 1;
+  }
+  auto server = HttpServer::create(config);
+  if (!server.ok()) {
+    std::fprintf(stderr, "pulsebox-http: %s\n", server.error().to_string().c_str());
+    return 1;
+  }
+  // The server's own audit log, beside the runs' state; each line carries
+  // the client's identity, never the token.
+  std::unique_ptr<pulsebox::AuditLog> audit_log;
+  if (state_dir.empty()) {
+    spdlog::warn("no --state-dir: refused requests are logged but not audited");
+  } else {
+    try {
+      audit_log = std::make_unique<pulsebox::AuditLog>(
+          std::filesystem::path(state_dir) / "audit" / "http.jsonl", nullptr,
+          pulsebox::AuditLog::Options{.key = pulsebox::default_audit_key_location()});
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "pulsebox-http: --state-dir: the audit log: %s\n", e.what());
+      return 1;
+    }
+    if (!audit_log->key_warning().empty()) spdlog::warn("audit log: {}", audit_log->key_warning());
+    server.value()->set_auditor([log = audit_log.get()](const AuditEvent& event) {
+      pulsebox::AuditRecord record{.action = std::string(event.action),
+                                   .target = std::string(event.target),
+                                   .decision = std::string(event.decision),
+                                   .detail = std::string(event.detail)};
+      record.extra = {{"transport", event.client.transport},
+                      {"client_address", event.client.address}};
+      if (event.client.uid) record.extra.emplace_back("uid", std::int64_t{*event.client.uid});
+      if (event.client.pid)
+        record.extra.emplace_back("client_pid", std::int64_t{*event.client.pid});
+      try {
+        log->record(record);
+      } catch (const std::exception& e) {
+        spdlog::error("audit log: {}", e.what());
+      }
+    });
+  }
+  register_routes(*server.value(), Services{.state_dir = state_dir, .run = {}});
+  std::atomic_ref(running).store(server.value().get());
+  if (stop_requested) server.value()->begin_shutdown();
+  if (auto served = server.value()->serve(); !served.ok()) {
+    std::fprintf(stderr, "pulsebox-http: %s\n", served.error().to_string().c_str());
+    return 1;
+  }
+  return 0;
+}
