@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -179,6 +180,13 @@ Status write_file_atomic(const std::filesystem::path& path, unsigned mode,
 void move_above_stdio(UniqueFd& fd) {
   if (fd.get() >= 3) return;
   fd.reset(::fcntl(fd.get(), F_DUPFD_CLOEXEC, 3));
+}
+
+UniqueFd read_only_memory_file(std::string_view bytes, const char* name) {
+  UniqueFd memory(::memfd_create(name, MFD_CLOEXEC));
+  if (!memory || !write_all(memory.get(), bytes, "a memory file").ok()) return UniqueFd();
+  const std::string path = "/proc/self/fd/" + std::to_string(memory.get());
+  return UniqueFd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
 }
 
 }  // namespace pulsebox::core

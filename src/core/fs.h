@@ -43,6 +43,10 @@ Status write_file_atomic(const std::filesystem::path& path, unsigned mode,
 
 Status write_all(int fd, std::string_view bytes, std::string_view what);
 
+// A file in memory holding `bytes`, opened read-only (a run's stdin given as
+// data: the sandbox may read it, never write it). Invalid on failure.
+UniqueFd read_only_memory_file(std::string_view bytes, const char* name);
+
 Result<UniqueFd> open_directory(const std::filesystem::path& path);
 
 // Creates `path` if needed and takes an exclusive flock on it. A run's lock

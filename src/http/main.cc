@@ -13,8 +13,10 @@
 
 #include "http/http_server.h"
 #include "http/routes.h"
+#include "http/run_service.h"
 #include "http/shutdown_signals.h"
 #include "pulsebox/audit.h"
+#include "pulsebox/backend.h"
 
 int main(int argc, char** argv) {
   using namespace pulsebox::http;
@@ -41,6 +43,12 @@ int main(int argc, char** argv) {
   serve->add_option("--shutdown-grace", grace_seconds,
                     "Seconds runs get to finish after SIGTERM before they are cancelled");
   serve->add_option("--state-dir", state_dir, "pulsebox's state directory");
+  RunMaxima maxima;
+  serve->add_option("--max-memory", maxima.memory, "The most memory a run may ask for (e.g. 4G)");
+  serve->add_option("--max-pids", maxima.pids, "The most processes a run may ask for");
+  serve->add_option("--max-cpus", maxima.cpus, "The most CPUs a run may ask for (e.g. 2)");
+  serve->add_option("--max-timeout", maxima.timeout, "The longest a run may ask for (e.g. 30m)");
+  serve->add_option("--max-disk", maxima.disk, "The most disk a run may write (e.g. 10G)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -100,7 +108,19 @@ int main(int argc, char** argv) {
       }
     });
   }
-  register_routes(*server.value(), Services{.state_dir = state_dir, .run = {}});
+  // Runs left by a server that ended without cleaning up, before new ones.
+  if (!state_dir.empty()) {
+    pulsebox::NativeBackendOptions native;
+    native.state_dir = state_dir;
+    try {
+      for (const auto& line : pulsebox::make_native_backend(native)->reconcile())
+        spdlog::info("reconcile: {}", line);
+    } catch (const std::exception& e) {
+      spdlog::warn("reconcile: {}", e.what());
+    }
+  }
+  RunService runs(RunServiceOptions{.state_dir = state_dir, .maxima = maxima, .find_upload = {}});
+  register_routes(*server.value(), Services{.state_dir = state_dir, .runs = &runs});
   std::atomic_ref(running).store(server.value().get());
   if (stop_requested) server.value()->begin_shutdown();
   if (auto served = server.value()->serve(); !served.ok()) {

@@ -1,20 +1,24 @@
-// The protocol's routes on the HTTP carrier. The services behind them are
-// the owner's: the run service streams a run's events (docs/protocol.md).
+// The protocol's routes on the HTTP carrier (docs/protocol.md "HTTP"):
+//   POST /v1/runs                          a run, its events streamed (NDJSON)
+//   POST /v1/runs/<run_id>/approvals       an answer to its approval_request
+//   POST /v1/<request>                     capabilities, changes, diff,
+//                                          commit, discard, read_file
+//   GET  /v1/capabilities
+//   GET  /v1/health                        (the server's own: http_server.h)
 #pragma once
 
 #include <filesystem>
 
 #include "http/http_server.h"
+#include "http/run_service.h"
 
 namespace pulsebox::http {
 
 struct Services {
   std::filesystem::path state_dir;
-  // POST /v1/runs; unset, the route answers 501 not_implemented.
-  RunHandler run;
+  RunService* runs = nullptr;  // unset: runs answer 501 not_implemented
 };
 
-// GET /v1/health is the server's own (http_server.h); these are the rest.
 void register_routes(HttpServer& server, const Services& services);
 
 }  // namespace pulsebox::http

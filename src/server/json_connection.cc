@@ -166,14 +166,6 @@ class ClientListener {
   std::thread thread_;
 };
 
-// The run's stdin as a read-only file holding `bytes`.
-UniqueFd stdin_file(const std::string& bytes) {
-  UniqueFd memory(::memfd_create("pulsebox-stdin", MFD_CLOEXEC));
-  if (!memory || !core::write_all(memory.get(), bytes, "stdin").ok()) return UniqueFd();
-  const std::string path = "/proc/self/fd/" + std::to_string(memory.get());
-  return UniqueFd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-}
-
 int serve_run(int fd, const nlohmann::json& body, std::string rest,
               const JsonConnectionContext& context) {
   auto refuse = [fd](const ProtocolError& error) {
@@ -197,7 +189,7 @@ int serve_run(int fd, const nlohmann::json& body, std::string rest,
   if (request.approvals == protocol::ApprovalMode::Allow) options.yes = true;
   UniqueFd stdin_fd;
   if (request.stdin_bytes) {
-    stdin_fd = stdin_file(*request.stdin_bytes);
+    stdin_fd = core::read_only_memory_file(*request.stdin_bytes, "pulsebox-stdin");
     if (!stdin_fd) return refuse({ErrorCode::Internal, "cannot hold the run's stdin", "stdin", {}});
   }
 
