@@ -31,6 +31,7 @@ constexpr std::size_t kChunkBytes = 1 << 16;
 // Bytes after the end-of-archive blocks (a writer's block padding) are read
 // so the sha256 covers the whole stream, but only this many.
 constexpr std::uint64_t kMaxTrailingBytes = 1 << 20;
+constexpr std::uint64_t kEndOfArchiveBytes = 1024;
 // How much of a hostile name an error message shows.
 constexpr std::size_t kShownNameBytes = 256;
 
@@ -260,6 +261,9 @@ class Extractor {
     PB_TRY(piece, source_());
     if (piece.empty()) at_end_ = true;
     hasher_.update(piece);
+    const std::size_t last_non_zero = piece.find_last_not_of('\0');
+    trailing_zeros_ = last_non_zero == std::string_view::npos ? trailing_zeros_ + piece.size()
+                                                              : piece.size() - last_non_zero - 1;
     return piece;
   }
 
@@ -273,6 +277,14 @@ class Extractor {
                      "more than " + std::to_string(kMaxTrailingBytes) +
                          " bytes follow the end of the archive");
       }
+    }
+    // libarchive takes a stream cut between two entries for a whole one;
+    // tar's end-of-archive marker (two zero blocks, then zero padding) is
+    // what tells them apart.
+    if (trailing_zeros_ < kEndOfArchiveBytes) {
+      return Error(ErrorKind::kInvalidInput, "archive",
+                   "the archive stops after the entry " + shown(last_name_) +
+                       " without tar's end-of-archive blocks: it is truncated");
     }
     return core::ok_status();
   }
@@ -474,6 +486,7 @@ class Extractor {
   core::Sha256 hasher_;
   std::optional<Error> source_error_;
   bool at_end_ = false;
+  std::uint64_t trailing_zeros_ = 0;  // zero bytes at the end of what was read so far
   UniqueFd root_;
   std::unordered_map<std::string, Node> nodes_;
   std::vector<DirectoryMetadata> directories_;

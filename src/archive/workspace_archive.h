@@ -36,8 +36,9 @@
 //   kInvalidInput: duplicate entries, names over max_path_bytes or deeper
 //                  than max_depth, input that is not a tar archive (only
 //                  ustar, pax and GNU tar, uncompressed, are read), a
-//                  truncated or damaged archive, a destination that is not
-//                  an empty directory;
+//                  truncated or damaged archive (also one cut between two
+//                  entries: it must end with tar's end-of-archive blocks),
+//                  a destination that is not an empty directory;
 //   kResource:     more than max_entries entries or max_total_bytes bytes
 //                  of file content (counted before anything past them is
 //                  written).

@@ -235,6 +235,20 @@ TEST(WorkspaceArchive, FifosAreSkippedAndListed) {
   EXPECT_EQ(written.summary.files, 1u);
 }
 
+TEST(WorkspaceArchive, UnreadableFilesAreSkippedAndListed) {
+  if (::geteuid() == 0) GTEST_SKIP() << "root reads every file";
+  TempDir temp;
+  fs::create_directories(temp / "src");
+  write_file(temp / "src/closed", "c");
+  ::chmod((temp / "src/closed").c_str(), 0);
+  write_file(temp / "src/open", "o");
+  const Written written = write_tree(temp / "src");
+  ASSERT_EQ(written.summary.skipped.size(), 1u);
+  EXPECT_EQ(written.summary.skipped[0].first, "closed");
+  EXPECT_NE(written.summary.skipped[0].second.find("unreadable"), std::string::npos);
+  EXPECT_EQ(written.summary.files, 1u);
+}
+
 TEST(WorkspaceArchive, ASinkErrorStopsTheWriter) {
   TempDir temp;
   make_tree(temp / "src");
@@ -354,7 +368,7 @@ TEST_F(HostileArchive, SymlinkToAnAbsoluteTargetIsRefused) {
 
 TEST_F(HostileArchive, EntryThroughAnExtractedSymlinkIsRefused) {
   // The symlink stays inside the tree, so it is accepted; what goes through it is not.
-  auto error = refused(tar_of({{.name = "sub", .type = AE_IFDIR},
+  auto error = refused(tar_of({{.name = "sub", .type = AE_IFDIR, .mode = 0755},
                                {.name = "link", .type = AE_IFLNK, .link = "sub"},
                                {.name = "link/passwd", .content = "x"}}),
                        "link/passwd");
@@ -449,11 +463,27 @@ TEST_F(HostileArchive, GarbageAndTruncatedArchivesAreClearErrors) {
   EXPECT_NE(truncated.error().to_string().find("second"), std::string::npos)
       << truncated.error().to_string();
   EXPECT_TRUE(nothing_beside_destination());
+
+  // Cut where the second entry's header starts: libarchive alone would
+  // see a whole archive of one entry.
+  fs::remove_all(temp_ / "dest");
+  fs::create_directory(temp_ / "dest");
+  auto cut = extract_bytes(whole.substr(0, 1024), temp_ / "dest");
+  ASSERT_FALSE(cut.ok());
+  EXPECT_NE(cut.error().message().find("after the entry first without tar's end-of-archive"),
+            std::string::npos)
+      << cut.error().to_string();
+
+  fs::remove_all(temp_ / "dest");
+  fs::create_directory(temp_ / "dest");
+  auto empty = extract_bytes("", temp_ / "dest");
+  EXPECT_FALSE(empty.ok());
+  EXPECT_TRUE(nothing_beside_destination());
 }
 
 TEST_F(HostileArchive, Utf8PaxNamesAreReadInAnyLocale) {
   const std::string bytes =
-      tar_of({{.name = "d\xc3\xa9j\xc3\xa0", .type = AE_IFDIR},
+      tar_of({{.name = "d\xc3\xa9j\xc3\xa0", .type = AE_IFDIR, .mode = 0755},
               {.name = "d\xc3\xa9j\xc3\xa0/\xc3\xa9t\xc3\xa9", .content = "x"}},
              /*pax_utf8_names=*/true);
   ASSERT_NE(bytes.find("path=d\xc3\xa9j\xc3\xa0"), std::string::npos);
