@@ -4,7 +4,6 @@
 #include <archive_entry.h>
 #include <dirent.h>
 #include <fcntl.h>
-#include <locale.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -13,6 +12,7 @@
 #include <optional>
 #include <unordered_map>
 
+#include "archive/utf8_locale.h"
 #include "archive/workspace_archive.h"
 #include "core/fs.h"
 #include "core/sha256.h"
@@ -171,28 +171,6 @@ core::Status check_empty_directory(int fd, const std::filesystem::path& path) {
   }
   return core::ok_status();
 }
-
-// pax names are UTF-8 and libarchive converts them to the locale's charset:
-// in the C locale any non-ASCII name would fail. A UTF-8 locale for this
-// thread makes that conversion a check; names in "hdrcharset=BINARY" pax
-// headers and in ustar/GNU headers are bytes, taken as they are anyway.
-class Utf8ThreadLocale {
- public:
-  Utf8ThreadLocale() : locale_(::newlocale(LC_CTYPE_MASK, "C.UTF-8", nullptr)) {
-    if (locale_ != nullptr) previous_ = ::uselocale(locale_);
-  }
-  ~Utf8ThreadLocale() {
-    if (locale_ == nullptr) return;
-    ::uselocale(previous_);
-    ::freelocale(locale_);
-  }
-  Utf8ThreadLocale(const Utf8ThreadLocale&) = delete;
-  Utf8ThreadLocale& operator=(const Utf8ThreadLocale&) = delete;
-
- private:
-  locale_t locale_;
-  locale_t previous_ = nullptr;
-};
 
 class Extractor {
  public:

@@ -11,6 +11,7 @@
 #include <set>
 #include <unordered_set>
 
+#include "archive/utf8_locale.h"
 #include "archive/workspace_archive.h"
 #include "core/sha256.h"
 #include "core/text.h"
@@ -27,8 +28,13 @@ namespace {
 
 constexpr std::size_t kChunkBytes = 1 << 16;
 
+// archive_write_free would otherwise finish an archive left open by an
+// error: flush, end-of-archive blocks, more calls to a sink that failed.
 struct WriteArchiveFree {
-  void operator()(::archive* handle) const { archive_write_free(handle); }
+  void operator()(::archive* handle) const {
+    archive_write_fail(handle);
+    archive_write_free(handle);
+  }
 };
 struct EntryFree {
   void operator()(::archive_entry* entry) const { archive_entry_free(entry); }
@@ -80,12 +86,11 @@ class TreeWriter {
     handle_.reset(archive_write_new());
     if (!handle_) return Error(ErrorKind::kResource, "archive", "archive_write_new failed");
     ::archive* a = handle_.get();
-    // Names are bytes: BINARY keeps them exact and the stream independent of
-    // the locale (the UTF-8 default converts from the locale's charset and
-    // fails on a name that is not in it). Its price: a pax header on every
-    // entry, and GNU tar warns that it ignores "hdrcharset".
+    // Restricted pax: a plain ustar header unless the entry needs more (a
+    // long or non-ASCII name, a large size). The option hdrcharset=BINARY
+    // would keep every name as bytes too, but puts a pax header (1 KB) on
+    // every entry, which well-nigh doubles the stream of many small files.
     if (archive_write_set_format_pax_restricted(a) != ARCHIVE_OK ||
-        archive_write_set_format_option(a, "pax", "hdrcharset", "BINARY") != ARCHIVE_OK ||
         archive_write_add_filter_none(a) != ARCHIVE_OK ||
         archive_write_set_bytes_in_last_block(a, 1) != ARCHIVE_OK ||
         archive_write_open2(a, this, nullptr, &TreeWriter::write_callback, nullptr, nullptr) !=
@@ -240,7 +245,13 @@ class TreeWriter {
     archive_entry_set_mtime(entry.get(), st.st_mtim.tv_sec, 0);
     archive_entry_set_size(entry.get(), size);
     if (symlink_target != nullptr) archive_entry_copy_symlink(entry.get(), symlink_target);
-    if (archive_write_header(handle_.get(), entry.get()) != ARCHIVE_OK) {
+    const int status = archive_write_header(handle_.get(), entry.get());
+    // A name that is not UTF-8 cannot be converted for pax's "path" record:
+    // libarchive warns and writes its bytes with hdrcharset=BINARY, which
+    // is what we want; any other warning is an error.
+    const bool bytes_name = !core::is_valid_utf8(path) ||
+                            (symlink_target != nullptr && !core::is_valid_utf8(symlink_target));
+    if (status != ARCHIVE_OK && !(status == ARCHIVE_WARN && bytes_name)) {
       return archive_error("writing the entry " + core::quote_name(path));
     }
     return core::ok_status();
@@ -279,7 +290,6 @@ class TreeWriter {
   const ArchiveSink& sink_;
   const WriteOptions& options_;
   std::vector<char> buffer_;
-  std::unique_ptr<::archive, WriteArchiveFree> handle_;
   core::Sha256 hasher_;
   std::optional<Error> sink_error_;
   WriteSummary summary_;
@@ -287,6 +297,8 @@ class TreeWriter {
   std::set<std::string> wanted_;
   std::unordered_set<std::string> ancestors_;
   std::unordered_set<std::string> found_;
+  // Last: freed first, while what its callback uses is still there.
+  std::unique_ptr<::archive, WriteArchiveFree> handle_;
 };
 
 }  // namespace
@@ -294,6 +306,7 @@ class TreeWriter {
 core::Result<WriteSummary> write_tree_archive(const std::filesystem::path& root,
                                               const ArchiveSink& sink,
                                               const WriteOptions& options) {
+  const Utf8ThreadLocale utf8;
   TreeWriter writer(sink, options);
   return writer.run(root);
 }

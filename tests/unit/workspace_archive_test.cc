@@ -100,6 +100,7 @@ void make_tree(const fs::path& root) {
   write_file(root / "setuid", "s");
   ::chmod((root / "setuid").c_str(), 04755);
   write_file(root / std::string("caf\xe9-latin1"), "not utf-8 name\n");
+  write_file(root / "\xc3\xa9t\xc3\xa9", "utf-8 name\n");
   fs::create_symlink("a/b/c/deep.txt", root / "link");
   fs::create_symlink("../empty", root / "a/up-link");
   set_mtime(root / "a/b/c/deep.txt", 1000000000);
@@ -111,10 +112,13 @@ TEST(WorkspaceArchive, RoundTripKeepsTreeModesNamesAndTimes) {
   TempDir temp;
   make_tree(temp / "src");
   const Written written = write_tree(temp / "src");
-  EXPECT_EQ(written.summary.files, 6u);
+  EXPECT_EQ(written.summary.files, 7u);
   EXPECT_EQ(written.summary.directories, 3u);  // a, a/b, a/b/c
   EXPECT_EQ(written.summary.symlinks, 2u);
-  EXPECT_EQ(written.summary.bytes, (5u << 20) + 5 + 10 + 1 + 15);
+  EXPECT_EQ(written.summary.bytes, (5u << 20) + 5 + 10 + 1 + 15 + 11);
+  // Names that are UTF-8 go as pax "path" records, others as bytes.
+  EXPECT_NE(written.bytes.find("path=\xc3\xa9t\xc3\xa9\n"), std::string::npos);
+  EXPECT_NE(written.bytes.find("hdrcharset=BINARY\n"), std::string::npos);
   EXPECT_TRUE(written.summary.skipped.empty());
   EXPECT_EQ(written.summary.sha256, core::sha256_hex(written.bytes));
 
@@ -122,7 +126,7 @@ TEST(WorkspaceArchive, RoundTripKeepsTreeModesNamesAndTimes) {
   auto extracted = extract_bytes(written.bytes, temp / "dest");
   ASSERT_TRUE(extracted.ok()) << extracted.error().to_string();
   EXPECT_EQ(extracted->sha256, written.summary.sha256);
-  EXPECT_EQ(extracted->files, 6u);
+  EXPECT_EQ(extracted->files, 7u);
   EXPECT_EQ(extracted->directories, 3u);
   EXPECT_EQ(extracted->symlinks, 2u);
   EXPECT_EQ(extracted->bytes, written.summary.bytes);
@@ -133,6 +137,7 @@ TEST(WorkspaceArchive, RoundTripKeepsTreeModesNamesAndTimes) {
   EXPECT_EQ(mode_of(temp / "dest/a/script.sh") & 07777, 0750u);
   EXPECT_EQ(mode_of(temp / "dest/setuid") & 07777, 0755u);
   EXPECT_EQ(read_file(temp / "dest" / std::string("caf\xe9-latin1")), "not utf-8 name\n");
+  EXPECT_EQ(read_file(temp / "dest/\xc3\xa9t\xc3\xa9"), "utf-8 name\n");
   EXPECT_EQ(mtime_of(temp / "dest/a/b/c/deep.txt"), 1000000000);
   EXPECT_EQ(mtime_of(temp / "dest/link"), 1100000000);
   EXPECT_EQ(mtime_of(temp / "dest/a/b"), 1200000000);
@@ -172,6 +177,7 @@ TEST(WorkspaceArchive, SameTreeGivesTheSameBytesAndATouchedFileDoesNot) {
   set_mtime(temp / "copy" / std::string("caf\xe9-latin1"),
             mtime_of(temp / "src" / std::string("caf\xe9-latin1")));
   set_mtime(temp / "copy/a/up-link", mtime_of(temp / "src/a/up-link"));
+  set_mtime(temp / "copy/\xc3\xa9t\xc3\xa9", mtime_of(temp / "src/\xc3\xa9t\xc3\xa9"));
   set_mtime(temp / "copy/a/b/c", mtime_of(temp / "src/a/b/c"));
   set_mtime(temp / "copy/a", mtime_of(temp / "src/a"));
   EXPECT_EQ(write_tree(temp / "copy").summary.sha256, first.summary.sha256);
@@ -224,6 +230,21 @@ TEST(WorkspaceArchive, ExcludedTopLevelNamesStayHome) {
   EXPECT_EQ(read_file(temp / "dest/sub/.agent/kept"), "kept");
 }
 
+TEST(WorkspaceArchive, HardLinksTravelAsSeparateFiles) {
+  TempDir temp;
+  fs::create_directories(temp / "src");
+  write_file(temp / "src/a", "shared");
+  fs::create_hard_link(temp / "src/a", temp / "src/b");
+  const Written written = write_tree(temp / "src");
+  EXPECT_EQ(written.summary.files, 2u);
+  fs::create_directory(temp / "dest");
+  auto extracted = extract_bytes(written.bytes, temp / "dest");
+  ASSERT_TRUE(extracted.ok()) << extracted.error().to_string();
+  EXPECT_EQ(read_file(temp / "dest/b"), "shared");
+  EXPECT_EQ(fs::hard_link_count(temp / "dest/a"), 1u);
+  EXPECT_EQ(fs::hard_link_count(temp / "dest/b"), 1u);
+}
+
 TEST(WorkspaceArchive, FifosAreSkippedAndListed) {
   TempDir temp;
   fs::create_directories(temp / "src/d");
@@ -252,9 +273,12 @@ TEST(WorkspaceArchive, UnreadableFilesAreSkippedAndListed) {
 TEST(WorkspaceArchive, ASinkErrorStopsTheWriter) {
   TempDir temp;
   make_tree(temp / "src");
-  auto summary = write_tree_archive(temp / "src", [](std::string_view) -> core::Status {
+  int calls = 0;
+  auto summary = write_tree_archive(temp / "src", [&](std::string_view) -> core::Status {
+    ++calls;
     return core::Error(core::ErrorKind::kIo, "test", "the peer went away");
   });
+  EXPECT_EQ(calls, 1);  // and none when the writer is freed
   ASSERT_FALSE(summary.ok());
   EXPECT_NE(summary.error().to_string().find("the peer went away"), std::string::npos);
 }
