@@ -311,6 +311,19 @@ class Extractor {
       }
       return entry_error(ErrorKind::kInvalidInput, name, "a duplicate of an earlier entry");
     }
+    // Checks of the entry itself come before its parents are made.
+    const char* target = archive_entry_symlink(entry);
+    if (type == AE_IFLNK) {
+      PB_CHECK(
+          check_symlink_target(name, target != nullptr ? target : "", parts.size() - 1, limits_));
+    }
+    if (type == AE_IFREG) {
+      const la_int64_t declared = archive_entry_size_is_set(entry) ? archive_entry_size(entry) : 0;
+      if (declared < 0) return entry_error(ErrorKind::kInvalidInput, name, "a negative size");
+      if (static_cast<std::uint64_t>(declared) > limits_.max_total_bytes - summary_.bytes) {
+        return too_many_bytes(name);
+      }
+    }
     PB_TRY(parent_fd, open_parent(name, parts));
     const std::string& last = parts.back();
     switch (type) {
@@ -321,9 +334,6 @@ class Extractor {
         ++summary_.directories;
         return core::ok_status();
       case AE_IFLNK: {
-        const char* target = archive_entry_symlink(entry);
-        const std::string_view target_view = target != nullptr ? target : "";
-        PB_CHECK(check_symlink_target(name, target_view, parts.size() - 1, limits_));
         if (::symlinkat(target, parent_fd, last.c_str()) != 0) return create_failed(name);
         const timespec times[2] = {{0, UTIME_OMIT}, {archive_entry_mtime(entry), 0}};
         ::utimensat(parent_fd, last.c_str(), times, AT_SYMLINK_NOFOLLOW);  // best effort
@@ -352,11 +362,6 @@ class Extractor {
 
   core::Status extract_file(::archive_entry* entry, std::string_view name, int parent_fd,
                             const std::string& last) {
-    const la_int64_t declared = archive_entry_size_is_set(entry) ? archive_entry_size(entry) : 0;
-    if (declared < 0) return entry_error(ErrorKind::kInvalidInput, name, "a negative size");
-    if (static_cast<std::uint64_t>(declared) > limits_.max_total_bytes - summary_.bytes) {
-      return too_many_bytes(name);
-    }
     UniqueFd fd(::openat(parent_fd, last.c_str(),
                          O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC, 0600));
     if (!fd) return create_failed(name);

@@ -403,6 +403,7 @@ TEST_F(HostileArchive, EntryThroughAnExtractedSymlinkIsRefused) {
 
 TEST_F(HostileArchive, SymlinkClimbingOutIsRefused) {
   refused(tar_of({{.name = "a/link", .type = AE_IFLNK, .link = "../../sentinel"}}), "a/link:");
+  EXPECT_TRUE(fs::is_empty(temp_ / "dest"));  // refused before its parent was made
   fs::remove_all(temp_ / "dest");
   fs::create_directory(temp_ / "dest");
   refused(tar_of({{.name = "up", .type = AE_IFLNK, .link = ".."}}), "up:");
