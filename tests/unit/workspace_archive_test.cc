@@ -10,8 +10,10 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <locale.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -245,13 +247,23 @@ TEST(WorkspaceArchive, HardLinksTravelAsSeparateFiles) {
   EXPECT_EQ(fs::hard_link_count(temp / "dest/b"), 1u);
 }
 
-TEST(WorkspaceArchive, FifosAreSkippedAndListed) {
+TEST(WorkspaceArchive, FifosAndSocketsAreSkippedAndListed) {
   TempDir temp;
   fs::create_directories(temp / "src/d");
   ASSERT_EQ(::mkfifo((temp / "src/d/pipe").c_str(), 0600), 0);
+  const int listener = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(listener, 0);
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  const std::string socket_path = (temp / "src/d/sock").string();
+  ASSERT_LT(socket_path.size(), sizeof(address.sun_path));
+  std::memcpy(address.sun_path, socket_path.c_str(), socket_path.size() + 1);
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+  ::close(listener);
   write_file(temp / "src/d/file", "f");
   const Written written = write_tree(temp / "src");
-  const std::vector<std::pair<std::string, std::string>> skipped = {{"d/pipe", "it is a fifo"}};
+  const std::vector<std::pair<std::string, std::string>> skipped = {{"d/pipe", "it is a fifo"},
+                                                                    {"d/sock", "it is a socket"}};
   EXPECT_EQ(written.summary.skipped, skipped);
   EXPECT_EQ(written.summary.files, 1u);
 }
