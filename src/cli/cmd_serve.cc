@@ -29,6 +29,7 @@ struct ServeOptions {
   std::string max_runs;
   std::string max_queue;
   std::string shutdown_grace;
+  std::string max_memory, max_pids, max_cpus, max_timeout, max_disk;
 };
 
 // Replaces this process with `pulsebox-http serve` and the same options;
@@ -46,7 +47,12 @@ int exec_http_server(const ServeOptions& o) {
       {"--tls-key", &o.tls_key},
       {"--max-runs", &o.max_runs},
       {"--max-queue", &o.max_queue},
-      {"--shutdown-grace", &o.shutdown_grace}};
+      {"--shutdown-grace", &o.shutdown_grace},
+      {"--max-memory", &o.max_memory},
+      {"--max-pids", &o.max_pids},
+      {"--max-cpus", &o.max_cpus},
+      {"--max-timeout", &o.max_timeout},
+      {"--max-disk", &o.max_disk}};
   for (const auto& [flag, value] : optional) {
     if (value->empty()) continue;
     args.push_back(flag);
@@ -93,6 +99,14 @@ void register_serve_command(CLI::App& app, int& exit_code) {
                     "With --listen: runs waiting for a slot (default 64)");
   serve->add_option("--shutdown-grace", o->shutdown_grace,
                     "With --listen: seconds runs get to finish after SIGTERM (default 30)");
+  serve->add_option("--max-memory", o->max_memory,
+                    "With --listen: the most memory a run may have (e.g. 4G; asked-for limits "
+                    "above it are clamped, and the run told)");
+  serve->add_option("--max-pids", o->max_pids, "With --listen: the most processes a run may have");
+  serve->add_option("--max-cpus", o->max_cpus, "With --listen: the most CPUs a run may have");
+  serve->add_option("--max-timeout", o->max_timeout,
+                    "With --listen: the longest a run may take (e.g. 30m)");
+  serve->add_option("--max-disk", o->max_disk, "With --listen: the most disk a run may write");
   serve->callback([o, &exit_code] {
     if (o->local && (!o->listen.empty() || !o->token_file.empty())) {
       print_error("serve: --local takes no --listen or --token-file (it listens on --socket)");

@@ -78,7 +78,7 @@ void answer_error(httplib::Response& response, int status, std::string_view code
 
 std::string error_body(std::string_view code, std::string_view message, std::string_view field) {
   nlohmann::json error = {{"code", code}, {"message", message}};
-  if (!field.empty()) error["field"] = field;
+  error["field"] = field.empty() ? nlohmann::json(nullptr) : nlohmann::json(field);
   return nlohmann::json{{"v", 1}, {"error", std::move(error)}}.dump();
 }
 

@@ -146,8 +146,7 @@ void RunService::run(RunStream& stream) {
   events.write = stream.write_line;
   if (request.approvals == protocol::ApprovalMode::Ask) {
     events.wait_for_answer = [approvals, cancel = stream.cancel_fd](
-                                 const std::string& id,
-                                 unsigned timeout) -> std::optional<bool> {
+                                 const std::string& id, unsigned timeout) -> std::optional<bool> {
       std::unique_lock lock(approvals->mutex);
       approvals->changed.wait_for(lock, std::chrono::seconds(timeout),
                                   [&] { return approvals->answers.count(id) != 0; });

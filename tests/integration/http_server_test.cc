@@ -23,6 +23,7 @@
 #include <thread>
 
 #include "helpers/bounded_cli.h"
+#include "helpers/schema_check.h"
 #include "helpers/test_support.h"
 #include "http/http_server.h"
 #include "http/listen_address.h"
@@ -600,10 +601,13 @@ TEST_F(HttpServerTest, TheCliServesUntilSigtermAndRemovesItsSocket) {
   ASSERT_TRUE(health);
   EXPECT_EQ(health->status, 200);
   EXPECT_EQ(nlohmann::json::parse(health->body)["runs"]["max"], 3);
+  // A run refused before it begins: one error event, naming the field.
   auto runs = client.Post("/v1/runs", bearer(kToken), "{}", "application/json");
   ASSERT_TRUE(runs);
-  EXPECT_EQ(runs->status, 501);
-  EXPECT_EQ(nlohmann::json::parse(runs->body)["error"]["code"], "not_implemented");
+  EXPECT_EQ(runs->status, 200);
+  EXPECT_EQ(testing::schema_problems("event", testing::lines_of(runs->body)), "");
+  EXPECT_EQ(nlohmann::json::parse(runs->body)["error"]["code"], "invalid_request");
+  EXPECT_EQ(nlohmann::json::parse(runs->body)["error"]["field"], "v");
   auto refused = client.Get("/v1/health", bearer(kWrongToken));
   ASSERT_TRUE(refused);
   EXPECT_EQ(refused->status, 401);
@@ -613,16 +617,143 @@ TEST_F(HttpServerTest, TheCliServesUntilSigtermAndRemovesItsSocket) {
 
   // The refusal is audited with the client's identity, without the token.
   const std::string audit = testing::read_file(dir_ / "state" / "audit" / "http.jsonl");
-  const auto lines = testing::read_lines(dir_ / "state" / "audit" / "http.jsonl");
-  ASSERT_EQ(lines.size(), 1u) << audit;
-  const auto record = nlohmann::json::parse(lines[0]);
-  EXPECT_EQ(record["action"], "http_auth");
+  nlohmann::json record;
+  for (const auto& line : testing::read_lines(dir_ / "state" / "audit" / "http.jsonl")) {
+    if (nlohmann::json::parse(line)["action"] == "http_auth") record = nlohmann::json::parse(line);
+  }
+  ASSERT_FALSE(record.is_null()) << audit;
   EXPECT_EQ(record["decision"], "deny");
   EXPECT_EQ(record["target"], "GET /v1/health");
   EXPECT_EQ(record["transport"], "unix");
   EXPECT_EQ(record["uid"], ::geteuid());
   EXPECT_EQ(audit.find(kWrongToken.substr(0, 16)), std::string::npos) << audit;
   EXPECT_EQ(audit.find(kToken.substr(0, 16)), std::string::npos) << audit;
+}
+
+// A loopback port nobody listens on now.
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t size = sizeof address;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&address), size) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &size) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  ::close(fd);
+  return ntohs(address.sin_port);
+}
+
+// Real runs through `pulsebox serve --listen` on a unix socket: events
+// checked against docs/schema/, limits clamped to the server's maxima, the
+// review requests, and what a TCP caller may not name.
+class ServedRunsTest : public HttpServerTest {
+ protected:
+  void SetUp() override {
+    HttpServerTest::SetUp();
+    // The state directory below it must be reachable by the sandbox's ids.
+    fs::permissions(dir_.path(), fs::perms(0711));
+    workspace_ = dir_ / "ws";
+    fs::create_directory(workspace_);
+    testing::write_file(workspace_ / "a.txt", "original\n");
+  }
+  void TearDown() override {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGTERM);
+      EXPECT_EQ(wait_exit(pid_, 30s), 0);
+    }
+  }
+  void serve(const std::string& listen) {
+    const std::string token = write_token(dir_, 0600);
+    const char* bin = std::getenv("PULSEBOX_BIN");
+    ASSERT_NE(bin, nullptr);
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      const int log = ::open((dir_ / "log").c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+      ::dup2(log, 2);
+      ::setenv("PULSEBOX_STATE_DIR", (dir_ / "state").c_str(), 1);
+      ::execl(bin, bin, "serve", "--listen", listen.c_str(), "--token-file", token.c_str(),
+              "--max-memory", "1G", static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+  }
+  std::string log() const { return testing::read_file(dir_ / "log"); }
+
+  nlohmann::json run_body(const std::vector<std::string>& argv) const {
+    return {{"v", 1},
+            {"argv", argv},
+            {"workspace", workspace_.string()},
+            {"allow_weaker", {"limits"}},
+            {"limits", {{"memory", "8G"}}}};
+  }
+
+  fs::path workspace_;
+  pid_t pid_ = -1;
+};
+
+TEST_F(ServedRunsTest, ARunOverTheUnixSocketStreamsItsEventsAndIsReviewed) {
+  serve("unix:" + socket_path().string());
+  ASSERT_TRUE(poll_until([&] { return fs::exists(socket_path()); }, 10s)) << log();
+  httplib::ClientImpl client(socket_path().string(), 80);
+  client.set_address_family(AF_UNIX);
+  client.set_read_timeout(60, 0);
+  const auto body = run_body({"sh", "-c", "cat a.txt; echo new > b.txt"});
+  EXPECT_EQ(testing::schema_problems("request", {body.dump()}), "");
+  auto response = client.Post("/v1/runs", bearer(kToken), body.dump(), "application/json");
+  ASSERT_TRUE(response) << log();
+  EXPECT_EQ(response->status, 200);
+  const auto lines = testing::lines_of(response->body);
+  EXPECT_EQ(testing::schema_problems("event", lines), "");
+  ASSERT_GE(lines.size(), 4u) << response->body;
+  // The 8G asked for was clamped to the server's 1G, and it said so.
+  EXPECT_EQ(nlohmann::json::parse(lines[0])["event"], "warning") << lines[0];
+  EXPECT_NE(lines[0].find("limits.memory: 8G asked, 1G"), std::string::npos) << lines[0];
+  const auto result = nlohmann::json::parse(lines.back());
+  ASSERT_EQ(result["event"], "result") << response->body;
+  EXPECT_EQ(result["exit_status"], 0);
+  EXPECT_NE(response->body.find("\"data\":\"original\\n\""), std::string::npos) << response->body;
+  const std::string transaction = result["result"]["transaction_id"];
+
+  std::vector<std::string> replies;
+  for (const char* route : {"/v1/diff", "/v1/commit"}) {
+    const nlohmann::json request = {
+        {"v", 1}, {"workspace", workspace_.string()}, {"transaction", transaction}};
+    auto reply = client.Post(route, bearer(kToken), request.dump(), "application/json");
+    ASSERT_TRUE(reply);
+    EXPECT_EQ(reply->status, 200) << reply->body;
+    replies.push_back(reply->body);
+  }
+  auto capabilities = client.Get("/v1/capabilities", bearer(kToken));
+  ASSERT_TRUE(capabilities);
+  replies.push_back(capabilities->body);
+  EXPECT_EQ(testing::schema_problems("reply", replies), "");
+  EXPECT_EQ(testing::read_file(workspace_ / "b.txt"), "new\n");
+  // Without the token: 401, nothing run.
+  auto refused = client.Post("/v1/runs", bearer(kWrongToken), body.dump(), "application/json");
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->status, 401);
+  EXPECT_EQ(testing::schema_problems("reply", {refused->body}), "") << refused->body;
+}
+
+TEST_F(ServedRunsTest, ATcpCallerNamesNoPathOfTheServersMachine) {
+  const int port = free_port();
+  serve("127.0.0.1:" + std::to_string(port));
+  httplib::Client client("127.0.0.1", port);
+  ASSERT_TRUE(poll_until([&] { return static_cast<bool>(client.Get("/v1/health")); }, 10s))
+      << log();
+  auto response =
+      client.Post("/v1/runs", bearer(kToken), run_body({"true"}).dump(), "application/json");
+  ASSERT_TRUE(response);
+  const auto lines = testing::lines_of(response->body);
+  EXPECT_EQ(testing::schema_problems("event", lines), "");
+  ASSERT_EQ(lines.size(), 1u) << response->body;
+  EXPECT_EQ(nlohmann::json::parse(lines[0])["error"]["code"], "forbidden");
+  auto diff = client.Post("/v1/diff", bearer(kToken),
+                          R"({"v":1,"workspace":"/","transaction":"x"})", "application/json");
+  ASSERT_TRUE(diff);
+  EXPECT_EQ(diff->status, 403) << diff->body;
 }
 
 }  // namespace

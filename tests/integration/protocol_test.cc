@@ -44,9 +44,10 @@ std::vector<json> of_kind(const std::vector<json>& events, const std::string& ki
 
 class EventsTest : public testing::CliFixture {
  protected:
-  testing::CliRun run(const std::vector<std::string>& flags, const std::vector<std::string>& command) {
-    std::vector<std::string> args = {"run", "--events", "--allow-weaker", "limits",
-                                     "-w", workspace_.path().string()};
+  testing::CliRun run(const std::vector<std::string>& flags,
+                      const std::vector<std::string>& command) {
+    std::vector<std::string> args = {"run",    "--events", "--allow-weaker",
+                                     "limits", "-w",       workspace_.path().string()};
     args.insert(args.end(), flags.begin(), flags.end());
     args.push_back("--");
     args.insert(args.end(), command.begin(), command.end());
@@ -55,8 +56,7 @@ class EventsTest : public testing::CliFixture {
 };
 
 TEST_F(EventsTest, ARunIsStartedOutputChangesAndResult) {
-  const auto result =
-      run({}, {"sh", "-c", "echo out; echo err >&2; echo new > b.txt; exit 3"});
+  const auto result = run({}, {"sh", "-c", "echo out; echo err >&2; echo new > b.txt; exit 3"});
   EXPECT_EQ(result.exit_code, 3) << result.err;
   const auto lines = lines_of(result.out);
   EXPECT_EQ(schema_problems("event", lines), "");
@@ -118,8 +118,8 @@ class ProtocolSocketTest : public testing::CliFixture {
     CliFixture::SetUp();
     if (IsSkipped() || HasFatalFailure()) return;
     testing::write_file(workspace_ / "a.txt", "original\n");
-    const std::string started =
-        server_.start(binary_, cli_env(true), state_.path() / "server.sock", scratch_.path() / "log");
+    const std::string started = server_.start(binary_, cli_env(true), state_.path() / "server.sock",
+                                              scratch_.path() / "log");
     ASSERT_EQ(started, "");
     const auto deadline = std::chrono::steady_clock::now() + 10s;
     while (!fs::exists(socket())) {
@@ -141,7 +141,8 @@ class ProtocolSocketTest : public testing::CliFixture {
 
   static void send_line(int fd, const json& message) {
     const std::string line = message.dump() + "\n";
-    ASSERT_EQ(::send(fd, line.data(), line.size(), MSG_NOSIGNAL), static_cast<ssize_t>(line.size()));
+    ASSERT_EQ(::send(fd, line.data(), line.size(), MSG_NOSIGNAL),
+              static_cast<ssize_t>(line.size()));
   }
 
   // Lines until the server closes, or until `until` returns true for one.
@@ -203,7 +204,10 @@ TEST_F(ProtocolSocketTest, ARunWithStdinAndItsChangesReviewedAndCommitted) {
         json{{"v", 1}, {"request", "changes"}, {"workspace", workspace}},
         json{{"v", 1}, {"request", "diff"}, {"workspace", workspace}, {"transaction", transaction}},
         json{{"v", 1}, {"request", "read_file"}, {"workspace", workspace}, {"path", "a.txt"}},
-        json{{"v", 1}, {"request", "commit"}, {"workspace", workspace}, {"transaction", transaction}}}) {
+        json{{"v", 1},
+             {"request", "commit"},
+             {"workspace", workspace},
+             {"transaction", transaction}}}) {
     EXPECT_EQ(schema_problems("request", {message.dump()}), "") << message;
     const auto reply = request(message);
     ASSERT_EQ(reply.size(), 1u) << message;
@@ -267,7 +271,8 @@ TEST_F(ProtocolSocketTest, AnAskIsAnsweredOverTheConnection) {
     const auto fd = connect();
     ASSERT_TRUE(fd);
     send_line(fd.get(), run);
-    auto lines = read_lines(fd.get(), [](const json& e) { return e["event"] == "approval_request"; });
+    auto lines =
+        read_lines(fd.get(), [](const json& e) { return e["event"] == "approval_request"; });
     ASSERT_FALSE(lines.empty()) << server_.log();
     const json asked = json::parse(lines.back());
     ASSERT_EQ(asked["event"], "approval_request") << lines.back();
