@@ -151,8 +151,8 @@ TEST(ResultTest, JsonShapeFollowsTheCliContract) {
   result.transaction_id = "tx-1";
   result.changes = {{"src/a.cc", ChangeKind::Modified}, {"b", ChangeKind::Deleted}};
   const auto json = nlohmann::json::parse(to_json(result));
-  for (const char* key : {"command", "exit_code", "signal", "stdout", "stderr", "duration_ms",
-                          "timed_out", "truncated", "termination_reason", "metrics",
+  for (const char* key : {"v", "command", "argv", "exit_code", "signal", "stdout", "stderr",
+                          "duration_ms", "timed_out", "truncated", "termination_reason", "metrics",
                           "isolation_level", "enforcement", "transaction_id", "changes"}) {
     EXPECT_TRUE(json.contains(key)) << key;
   }
@@ -165,7 +165,10 @@ TEST(ResultTest, JsonShapeFollowsTheCliContract) {
   }
   EXPECT_EQ(json["termination_reason"], "oom");
   EXPECT_EQ(json["signal"], 9);
-  EXPECT_EQ(json["stderr"], "bad\xef\xbf\xbd");  // invalid UTF-8 replaced, not thrown
+  // Output that is not UTF-8: readable text, and the exact bytes beside it.
+  EXPECT_EQ(json["stderr"], "bad\\xff");
+  EXPECT_EQ(json["stderr_base64"], "YmFk/w==");
+  EXPECT_FALSE(json.contains("stdout_base64"));
   EXPECT_EQ(json["enforcement"]["network"], "strongly_enforced");
   EXPECT_EQ(json["enforcement"]["syscalls"], "unsupported");
   EXPECT_EQ(json["changes"][1]["kind"], "deleted");
