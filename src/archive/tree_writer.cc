@@ -28,13 +28,13 @@ namespace {
 
 constexpr std::size_t kChunkBytes = 1 << 16;
 
-// archive_write_free would otherwise finish an archive left open by an
-// error: flush, end-of-archive blocks, more calls to a sink that failed.
+// archive_write_free finishes an archive left open by an error (flush,
+// end-of-archive blocks): the writer's callback refuses those bytes once
+// the writer is abandoned (TreeWriter::abandoned_), so the sink is never
+// called again. (archive_write_fail would skip that close, and with it the
+// freeing of libarchive's block buffer.)
 struct WriteArchiveFree {
-  void operator()(::archive* handle) const {
-    archive_write_fail(handle);
-    archive_write_free(handle);
-  }
+  void operator()(::archive* handle) const { archive_write_free(handle); }
 };
 struct EntryFree {
   void operator()(::archive_entry* entry) const { archive_entry_free(entry); }
@@ -73,6 +73,12 @@ class TreeWriter {
  public:
   TreeWriter(const ArchiveSink& sink, const WriteOptions& options)
       : sink_(sink), options_(options), buffer_(kChunkBytes) {}
+  ~TreeWriter() {
+    abandoned_ = true;
+    handle_.reset();
+  }
+  TreeWriter(const TreeWriter&) = delete;
+  TreeWriter& operator=(const TreeWriter&) = delete;
 
   core::Result<WriteSummary> run(const std::filesystem::path& root) {
     if (options_.only_paths) PB_CHECK(select_paths(*options_.only_paths));
@@ -111,6 +117,7 @@ class TreeWriter {
 
   static la_ssize_t write_callback(::archive*, void* self_pointer, const void* bytes, size_t size) {
     auto* self = static_cast<TreeWriter*>(self_pointer);
+    if (self->abandoned_ || self->sink_error_) return -1;
     const std::string_view piece(static_cast<const char*>(bytes), size);
     self->hasher_.update(piece);
     auto status = self->sink_(piece);
@@ -297,6 +304,7 @@ class TreeWriter {
   std::set<std::string> wanted_;
   std::unordered_set<std::string> ancestors_;
   std::unordered_set<std::string> found_;
+  bool abandoned_ = false;  // set when the writer goes: its callback takes nothing more
   // Last: freed first, while what its callback uses is still there.
   std::unique_ptr<::archive, WriteArchiveFree> handle_;
 };

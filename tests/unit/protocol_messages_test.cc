@@ -36,7 +36,8 @@ TEST(OutputEventTest, TextIsDataAndBytesAreBase64) {
 }
 
 TEST(RunRequestTest, FieldsBecomeTheRunsOptions) {
-  const auto parsed = parse_run_request(std::string_view(R"({"v":1,"request":"run","argv":["make","-j2"],
+  const auto parsed =
+      parse_run_request(std::string_view(R"({"v":1,"request":"run","argv":["make","-j2"],
       "cwd":"sub","env":{"CI":"1"},"secrets":{"TOKEN":"s3cr3t"},
       "limits":{"memory":"1G","pids":64,"cpus":1.5},"network":{"mode":"proxy",
       "allow_domains":["pypi.org"]},"policy":{"rules":[]},"changes":"discard",
