@@ -31,6 +31,8 @@ void register_run_command(CLI::App& app, int& exit_code);
 // The arguments after "--" on the command line: run's command, the review
 // commands' paths.
 void set_run_command(std::vector<std::string> command);
+// `run`'s own arguments as given (after "run"): a remote run hands them on.
+void set_run_arguments(std::vector<std::string> arguments);
 const std::vector<std::string>& arguments_after_dashes();
 void register_capabilities_command(CLI::App& app, int& exit_code);
 void register_config_commands(CLI::App& app, int& exit_code);

@@ -69,6 +69,7 @@ int main(int argc, char** argv) {
       {{"session"}, register_session_commands},
   };
   const std::string_view first = argc > 1 ? argv[1] : "";
+  if (first == "run") set_run_arguments(std::vector<std::string>(argv + 2, argv + argc));
   const Command* named = nullptr;
   for (const Command& command : commands) {
     if (std::find(command.names.begin(), command.names.end(), first) != command.names.end())

@@ -12,6 +12,7 @@
 #include <iostream>
 
 #include "http/http_server.h"
+#include "http/remote_run.h"
 #include "http/routes.h"
 #include "http/run_service.h"
 #include "http/shutdown_signals.h"
@@ -20,6 +21,9 @@
 
 int main(int argc, char** argv) {
   using namespace pulsebox::http;
+  // `pulsebox run` on a remote server: the CLI runs this in its place
+  // (http/remote_run.h), with run's own arguments.
+  if (argc > 1 && std::string_view(argv[1]) == "remote-run") return remote_run(argc - 2, argv + 2);
   CLI::App app("pulsebox-http: the pulsebox protocol over HTTP", "pulsebox-http");
   app.require_subcommand(1);
   CLI::App* serve = app.add_subcommand("serve", "Serve the protocol until SIGTERM or SIGINT");
