@@ -51,9 +51,9 @@ int exec_remote_run() {
   }
   char self[4096];
   const ssize_t length = ::readlink("/proc/self/exe", self, sizeof self - 1);
-  std::vector<std::string> args = {helper.value(), "remote-run", "--cli",
-                                   length > 0 ? std::string(self, static_cast<std::size_t>(length))
-                                              : std::string()};
+  std::vector<std::string> args = {
+      helper.value(), "remote-run", "--cli",
+      length > 0 ? std::string(self, static_cast<std::size_t>(length)) : std::string()};
   args.insert(args.end(), run_arguments().begin(), run_arguments().end());
   std::vector<char*> argv;
   for (auto& arg : args)

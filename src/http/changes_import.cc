@@ -43,13 +43,14 @@ core::Result<UniqueFd> parent_directory(int root_fd, int lower_fd, const std::st
     if (lower && ::fstatat(lower.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
         S_ISDIR(st.st_mode)) {
       mode = st.st_mode & 07777;
-      lower_next.reset(::openat(lower.get(), name.c_str(),
-                                O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      lower_next.reset(
+          ::openat(lower.get(), name.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     }
     if (::mkdirat(here.get(), name.c_str(), mode) != 0 && errno != EEXIST) {
       return Error(ErrorKind::kIo, "remote", "making " + relative + " in the changes", errno);
     }
-    UniqueFd next(::openat(here.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    UniqueFd next(
+        ::openat(here.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     if (!next) {
       return Error(ErrorKind::kSecurity, "remote",
                    "the changes' " + relative + " is not a directory", errno);
@@ -73,14 +74,16 @@ core::Status mark_deletions(const fs::path& upper, const fs::path& workspace,
     return Error(ErrorKind::kIo, "remote", "opening the changes' directories", errno);
   }
   if (!deleted.is_array()) {
-    return Error(ErrorKind::kInvalidInput, "remote", "the changes' manifest: deleted is not a list");
+    return Error(ErrorKind::kInvalidInput, "remote",
+                 "the changes' manifest: deleted is not a list");
   }
   for (const auto& item : deleted) {
     std::string raw;
     try {
       raw = core::get_name(item, "path");
     } catch (const std::exception&) {
-      return Error(ErrorKind::kInvalidInput, "remote", "the changes' manifest: a deletion has no path");
+      return Error(ErrorKind::kInvalidInput, "remote",
+                   "the changes' manifest: a deletion has no path");
     }
     PB_TRY(path, workspace::check_relative_path(raw));
     if (path == ".agent" || path.rfind(".agent/", 0) == 0) continue;  // never the local .agent/
@@ -91,7 +94,8 @@ core::Status mark_deletions(const fs::path& upper, const fs::path& workspace,
     struct stat st {};
     if (::fstatat(parent.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
       if (!S_ISDIR(st.st_mode)) continue;  // replaced by a file or link: that says it
-      UniqueFd opaque(::openat(parent.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      UniqueFd opaque(
+          ::openat(parent.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
       if (!opaque || ::fsetxattr(opaque.get(), "user.overlay.opaque", "y", 1, 0) != 0) {
         return Error(ErrorKind::kIo, "remote", "marking " + path + " as replaced", errno);
       }
@@ -115,8 +119,9 @@ core::Result<ImportResult> import_remote_changes(const ChangesArchive& archive,
   PB_TRY(extracted, archive::extract_archive(tar.get(), upper));
   (void)extracted;
   // The manifest, then out of the tree: it is no change of the workspace.
-  UniqueFd manifest_fd(::openat(UniqueFd(::open(upper.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC)).get(),
-                                kManifest, O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  UniqueFd manifest_fd(
+      ::openat(UniqueFd(::open(upper.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC)).get(), kManifest,
+               O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
   if (!manifest_fd) {
     return Error(ErrorKind::kInvalidInput, "remote",
                  std::string("the server's changes have no ") + kManifest);
@@ -129,8 +134,9 @@ core::Result<ImportResult> import_remote_changes(const ChangesArchive& archive,
     return Error(ErrorKind::kInvalidInput, "remote",
                  std::string(kManifest) + ": not a version 1 manifest");
   }
-  PB_CHECK(mark_deletions(upper, workspace, manifest.contains("deleted") ? manifest["deleted"]
-                                                                          : nlohmann::json::array()));
+  PB_CHECK(
+      mark_deletions(upper, workspace,
+                     manifest.contains("deleted") ? manifest["deleted"] : nlohmann::json::array()));
   Workspace local(workspace);
   try {
     return local.import_overlay(upper, workspace, options);

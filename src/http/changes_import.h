@@ -14,7 +14,7 @@
 namespace pulsebox::http {
 
 struct ChangesArchive {
-  std::filesystem::path tar;  // the export, received into a file
+  std::filesystem::path tar;       // the export, received into a file
   std::filesystem::path work_dir;  // empty scratch directory on the workspace's file system
 };
 

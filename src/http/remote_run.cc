@@ -58,7 +58,8 @@ core::Result<json> run_request(const run::RunOptions& o, const std::string& uplo
   for (const auto& item : o.env) {
     const auto eq = item.find('=');
     if (eq == std::string::npos || eq == 0)
-      return core::Error(core::ErrorKind::kInvalidInput, "remote", "--env \"" + item + "\": expected NAME=VALUE");
+      return core::Error(core::ErrorKind::kInvalidInput, "remote",
+                         "--env \"" + item + "\": expected NAME=VALUE");
     out["env"][item.substr(0, eq)] = item.substr(eq + 1);
   }
   for (const auto& name : o.secrets) {
@@ -69,10 +70,14 @@ core::Result<json> run_request(const run::RunOptions& o, const std::string& uplo
     }
     out["secrets"][name] = value;
   }
-  const std::pair<const char*, const std::string*> limits[] = {
-      {"memory", &o.memory}, {"swap", &o.swap},         {"pids", &o.pids},
-      {"cpus", &o.cpus},     {"timeout", &o.timeout},   {"cpu_time", &o.cpu_time},
-      {"max_output", &o.max_output}, {"disk", &o.disk}};
+  const std::pair<const char*, const std::string*> limits[] = {{"memory", &o.memory},
+                                                               {"swap", &o.swap},
+                                                               {"pids", &o.pids},
+                                                               {"cpus", &o.cpus},
+                                                               {"timeout", &o.timeout},
+                                                               {"cpu_time", &o.cpu_time},
+                                                               {"max_output", &o.max_output},
+                                                               {"disk", &o.disk}};
   for (const auto& [name, value] : limits)
     if (!value->empty()) out["limits"][name] = *value;
   out["network"] = {{"mode", o.net}};
@@ -138,8 +143,11 @@ void audit(const fs::path& workspace, const std::string& action, const std::stri
   try {
     AuditLog log(workspace / ".agent" / "logs" / "audit.jsonl", nullptr,
                  AuditLog::Options{.key = default_audit_key_location()});
-    log.record(AuditRecord{.action = action, .target = target, .decision = decision,
-                           .isolation_level = "remote_container", .detail = detail});
+    log.record(AuditRecord{.action = action,
+                           .target = target,
+                           .decision = decision,
+                           .isolation_level = "remote_container",
+                           .detail = detail});
   } catch (const std::exception& error) {
     say(std::string("warning: the audit log: ") + error.what());
   }
@@ -190,8 +198,8 @@ void take_event(const std::string& line, Events& seen) {
   } else if (kind == "warning") {
     say(event.value("message", ""));
   } else if (kind == "approval") {
-    say("approval " + event.value("approval_id", "") + ": " + event.value("decision", "") +
-        " by " + event.value("approver", ""));
+    say("approval " + event.value("approval_id", "") + ": " + event.value("decision", "") + " by " +
+        event.value("approver", ""));
   } else if (kind == "error") {
     say(event["error"].value("message", "the server refused the run"));
   }
@@ -279,8 +287,8 @@ int remote_run(int argc, char** argv) {
     return kRefused;
   }
   if (health->status != 200) {
-    say("the server at " + url + " answered " + std::to_string(health->status) + " to health: " +
-        health->body.substr(0, 200));
+    say("the server at " + url + " answered " + std::to_string(health->status) +
+        " to health: " + health->body.substr(0, 200));
     return kRefused;
   }
 
@@ -328,10 +336,10 @@ int remote_run(int argc, char** argv) {
     if (!put || (put->status != 200 && put->status != 201)) {
       const json body = put ? json::parse(put->body, nullptr, false) : json();
       say("sending the workspace to " + url + " failed: " +
-          (!failure.empty()                ? failure
+          (!failure.empty()                             ? failure
            : body.is_object() && body.contains("error") ? body["error"].value("message", "")
-           : put                            ? "status " + std::to_string(put->status)
-                                            : httplib::to_string(put.error())));
+           : put                                        ? "status " + std::to_string(put->status)
+                                                        : httplib::to_string(put.error())));
       return kRefused;
     }
     uploaded = true;
@@ -363,8 +371,9 @@ int remote_run(int argc, char** argv) {
   auto answered = client.send(post);
   if (!answered || answered->status != 200) {
     say("the run on " + url + " failed: " +
-        (answered ? "status " + std::to_string(answered->status) + " " + answered->body.substr(0, 200)
-                  : httplib::to_string(answered.error())));
+        (answered
+             ? "status " + std::to_string(answered->status) + " " + answered->body.substr(0, 200)
+             : httplib::to_string(answered.error())));
     return kRefused;
   }
   if (seen.result.is_null()) {
@@ -405,7 +414,8 @@ int remote_run(int argc, char** argv) {
         return run::kExitChangesNotKept;
       }
     }
-    const std::string origin = "remote " + result.value("argv", json::array()).dump() + " on " + url;
+    const std::string origin =
+        "remote " + result.value("argv", json::array()).dump() + " on " + url;
     auto imported = import_remote_changes(
         {tar, scratch}, root,
         ImportOptions{.origin = origin, .run_started = run_started, .take_upper_files = true});

@@ -14,8 +14,10 @@ using core::ErrorKind;
 std::string from_environment(const char* name) {
   const char* value = std::getenv(name);
   std::string text = value != nullptr ? value : "";
-  while (!text.empty() && (text.back() == ' ' || text.back() == '\n')) text.pop_back();
-  while (!text.empty() && text.front() == ' ') text.erase(0, 1);
+  while (!text.empty() && (text.back() == ' ' || text.back() == '\n'))
+    text.pop_back();
+  while (!text.empty() && text.front() == ' ')
+    text.erase(0, 1);
   return text;
 }
 

@@ -345,7 +345,8 @@ void add_run_options(CLI::App& command, RunOptions& options) {
                      "Host directory kept as the sandbox's HOME (/home/sandbox) between runs, "
                      "made 0700 if missing (default: a fresh private directory each run)");
   command.add_option("--backend", o.backend,
-                     "native, host (needs --unsafe-host) or remote (PULSE_REMOTE_URL, PULSE_REMOTE_TOKEN: docs/protocol.md)");
+                     "native, host (needs --unsafe-host) or remote (PULSE_REMOTE_URL, "
+                     "PULSE_REMOTE_TOKEN: docs/protocol.md)");
   command.add_flag("--unsafe-host", o.unsafe_host, "Allow running unsandboxed on this host");
   command.add_option("--net,--network", o.net,
                      "none, localhost, allowlist, proxy or all (default: none; docs/network.md)");

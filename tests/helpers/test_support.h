@@ -93,6 +93,9 @@ std::string run_concurrently(int clients, const std::function<std::string(int)>&
 // returns whether it held (bounded waits for what another process does).
 bool poll_until(const std::function<bool()>& condition, std::chrono::milliseconds timeout);
 
+// A TCP port on 127.0.0.1 that nothing listens on at the moment, or -1.
+int free_loopback_port();
+
 // Tests that need a kernel feature call this when it is missing: the test is
 // skipped with the reason printed, unless PULSEBOX_REQUIRE_FEATURES=1 (set by
 // CI, whose machines have every feature), where the skip becomes a failure.

@@ -630,22 +630,6 @@ TEST_F(HttpServerTest, TheCliServesUntilSigtermAndRemovesItsSocket) {
   EXPECT_EQ(audit.find(kToken.substr(0, 16)), std::string::npos) << audit;
 }
 
-// A loopback port nobody listens on now.
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t size = sizeof address;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&address), size) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &size) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  ::close(fd);
-  return ntohs(address.sin_port);
-}
-
 // Real runs through `pulsebox serve --listen` on a unix socket: events
 // checked against docs/schema/, limits clamped to the server's maxima, the
 // review requests, and what a TCP caller may not name.
@@ -738,7 +722,7 @@ TEST_F(ServedRunsTest, ARunOverTheUnixSocketStreamsItsEventsAndIsReviewed) {
 }
 
 TEST_F(ServedRunsTest, ATcpCallerNamesNoPathOfTheServersMachine) {
-  const int port = free_port();
+  const int port = testing::free_loopback_port();
   serve("127.0.0.1:" + std::to_string(port));
   httplib::Client client("127.0.0.1", port);
   ASSERT_TRUE(poll_until([&] { return static_cast<bool>(client.Get("/v1/health")); }, 10s))

@@ -28,18 +28,6 @@ using namespace std::chrono_literals;
 
 const std::string kToken = "remote-test-token-0123456789abcdef0123456789";
 
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t size = sizeof address;
-  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&address), size) == 0 &&
-                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &size) == 0;
-  ::close(fd);
-  return ok ? ntohs(address.sin_port) : -1;
-}
-
 class RemoteTest : public testing::CliFixture {
  protected:
   void SetUp() override {
@@ -52,7 +40,7 @@ class RemoteTest : public testing::CliFixture {
     const fs::path token = scratch_ / "token";
     testing::write_file(token, kToken);
     fs::permissions(token, fs::perms(0600));
-    port_ = free_port();
+    port_ = testing::free_loopback_port();
     ASSERT_GT(port_, 0);
     server_ = testing::spawn({binary_, "serve", "--listen", "127.0.0.1:" + std::to_string(port_),
                               "--token-file", token.string()},
@@ -90,7 +78,8 @@ class RemoteTest : public testing::CliFixture {
     env.push_back("PULSE_REMOTE_TOKEN=" + token);
     return env;
   }
-  testing::CliRun run(const std::vector<std::string>& flags, const std::vector<std::string>& command,
+  testing::CliRun run(const std::vector<std::string>& flags,
+                      const std::vector<std::string>& command,
                       const std::vector<std::string>& env) const {
     std::vector<std::string> args = {"run", "--allow-weaker", "limits", "-w",
                                      workspace_.path().string()};
@@ -160,10 +149,10 @@ TEST_F(RemoteTest, JsonAndEventsReportTheRemoteRunAndTheLocalTransaction) {
 }
 
 TEST_F(RemoteTest, AHostChangeDuringTheRemoteRunIsAConflictNotOverwritten) {
-  const pid_t client = testing::spawn(
-      {binary_, "run", "--allow-weaker", "limits", "-w", workspace_.path().string(), "--", "sh",
-       "-c", "sleep 2; echo remote > a.txt"},
-      remote_env(), scratch_ / "client.log");
+  const pid_t client =
+      testing::spawn({binary_, "run", "--allow-weaker", "limits", "-w", workspace_.path().string(),
+                      "--", "sh", "-c", "sleep 2; echo remote > a.txt"},
+                     remote_env(), scratch_ / "client.log");
   ASSERT_GT(client, 0);
   std::this_thread::sleep_for(1s);  // the upload is done, the command sleeps
   testing::write_file(workspace_ / "a.txt", "edited here meanwhile\n");
@@ -189,7 +178,8 @@ TEST_F(RemoteTest, AWrongTokenIsAnErrorAndNothingRuns) {
 
 TEST_F(RemoteTest, AnUnreachableServerFallsBackOnlyWhenTheEnvironmentChoseIt) {
   auto env = cli_env();
-  env.push_back("PULSE_REMOTE_URL=http://127.0.0.1:" + std::to_string(free_port()));
+  env.push_back("PULSE_REMOTE_URL=http://127.0.0.1:" +
+                std::to_string(testing::free_loopback_port()));
   env.push_back("PULSE_REMOTE_TOKEN=" + kToken);
   const auto fell_back = run({}, {"cat", "a.txt"}, env);
   EXPECT_EQ(fell_back.exit_code, 0) << fell_back.err;

@@ -90,6 +90,17 @@ class ServerTest : public testing::CliFixture {
   }
 
   std::string server_log() const { return testing::read_file(log_); }
+
+  // A raw connection to the fast path's socket (a client of our own making).
+  core::UniqueFd connect_fast_path() const {
+    core::UniqueFd connection(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    std::strncpy(address.sun_path, socket().c_str(), sizeof address.sun_path - 1);
+    if (::connect(connection.get(), reinterpret_cast<sockaddr*>(&address), sizeof address) != 0)
+      return {};
+    return connection;
+  }
   int served_runs() const {
     int count = 0;
     const std::string log = server_log();
@@ -283,11 +294,8 @@ TEST_F(ServerTest, AnotherReleaseOrUserNamespaceRunsByItself) {
   EXPECT_EQ(served_runs(), 1) << server_log();
 
   // Another release is answered with a fallback: its flags may mean other things.
-  core::UniqueFd connection(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
-  sockaddr_un address{};
-  address.sun_family = AF_UNIX;
-  std::strncpy(address.sun_path, socket().c_str(), sizeof address.sun_path - 1);
-  ASSERT_EQ(::connect(connection.get(), reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+  const core::UniqueFd connection = connect_fast_path();
+  ASSERT_TRUE(connection) << server_log();
   server::RunRequest request;
   request.args = {"-w", workspace_.path().string(), "--", "true"};
   request.client_binary = "pulsebox 0.0.1 local protocol 1";
@@ -321,11 +329,8 @@ TEST_F(ServerTest, AnotherReleaseOrUserNamespaceRunsByItself) {
 // is not run with /dev/null in its place: the server answers fallback.
 TEST_F(ServerTest, ARequestWithoutStdinFallsBack) {
   start_server();
-  core::UniqueFd connection(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
-  sockaddr_un address{};
-  address.sun_family = AF_UNIX;
-  std::strncpy(address.sun_path, socket().c_str(), sizeof address.sun_path - 1);
-  ASSERT_EQ(::connect(connection.get(), reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+  const core::UniqueFd connection = connect_fast_path();
+  ASSERT_TRUE(connection) << server_log();
   server::RunRequest request;
   request.args = {"-w", workspace_.path().string(), "--", "cat"};
   request.client_binary = server::binary_identity();
