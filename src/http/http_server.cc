@@ -74,6 +74,22 @@ void answer_error(httplib::Response& response, int status, std::string_view code
   response.set_content(error_body(code, message, field), "application/json");
 }
 
+// The compiled library listens with a backlog of 5: on a unix socket a
+// sixth client connecting at once is refused (EAGAIN) rather than queued.
+// listen() again on the bound socket raises it; svr_sock_ is httplib's
+// protected listening socket.
+template <class Base>
+class Backlogged : public Base {
+ public:
+  using Base::Base;
+  void raise_backlog() { (void)::listen(this->svr_sock_, SOMAXCONN); }
+};
+
+void raise_backlog(httplib::Server& server) {
+  if (auto* plain = dynamic_cast<Backlogged<PeerAwareServer>*>(&server)) plain->raise_backlog();
+  if (auto* tls = dynamic_cast<Backlogged<httplib::SSLServer>*>(&server)) tls->raise_backlog();
+}
+
 }  // namespace
 
 std::string error_body(std::string_view code, std::string_view message, std::string_view field) {
@@ -164,8 +180,8 @@ core::Result<std::unique_ptr<HttpServer>> HttpServer::create(const ServerConfig&
   }
   std::unique_ptr<HttpServer> server(new HttpServer(config, std::move(token), std::move(listen)));
   if (config.tls_cert) {
-    auto tls =
-        std::make_unique<httplib::SSLServer>(config.tls_cert->c_str(), config.tls_key->c_str());
+    auto tls = std::make_unique<Backlogged<httplib::SSLServer>>(config.tls_cert->c_str(),
+                                                                config.tls_key->c_str());
     if (!tls->is_valid()) {
       return Error(ErrorKind::kInvalidInput, "--tls-cert",
                    "cannot use the certificate " + *config.tls_cert + " with the key " +
@@ -173,7 +189,7 @@ core::Result<std::unique_ptr<HttpServer>> HttpServer::create(const ServerConfig&
     }
     server->server_ = std::move(tls);
   } else {
-    server->server_ = std::make_unique<PeerAwareServer>(
+    server->server_ = std::make_unique<Backlogged<PeerAwareServer>>(
         server->listen_.kind == ListenAddress::Kind::kUnix ? server->listen_.path : "");
   }
   server->install_common_handlers();
@@ -191,6 +207,7 @@ core::Status HttpServer::bind() {
     const bool bound = server_->bind_to_port(listen_.path, 1);  // (the port is unused)
     ::umask(previous);
     if (!bound) return Error::from_errno("--listen", "cannot listen on " + listen_.path);
+    raise_backlog(*server_);
     ::chmod(listen_.path.c_str(), 0600);
     address_ = "unix:" + listen_.path;
     return core::Status();
@@ -198,6 +215,7 @@ core::Status HttpServer::bind() {
   const int port = listen_.port == 0
                        ? server_->bind_to_any_port(listen_.host)
                        : (server_->bind_to_port(listen_.host, listen_.port) ? listen_.port : -1);
+  if (port >= 0) raise_backlog(*server_);
   const std::string host =
       listen_.host.find(':') != std::string::npos ? "[" + listen_.host + "]" : listen_.host;
   if (port < 0) {

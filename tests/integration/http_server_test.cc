@@ -145,6 +145,11 @@ class RawClient {
            static_cast<ssize_t>(request.size());
   }
 
+  bool send_raw(const std::string& bytes) {
+    return ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) ==
+           static_cast<ssize_t>(bytes.size());
+  }
+
   // Reads until `needle` has arrived, end of file, or `timeout`; returns all
   // read so far.
   const std::string& read_until(const std::string& needle, std::chrono::milliseconds timeout) {
@@ -738,6 +743,102 @@ TEST_F(ServedRunsTest, ATcpCallerNamesNoPathOfTheServersMachine) {
                           R"({"v":1,"workspace":"/","transaction":"x"})", "application/json");
   ASSERT_TRUE(diff);
   EXPECT_EQ(diff->status, 403) << diff->body;
+}
+
+// Real runs under load: 200 from 20 clients at once, each with its own
+// output, and nothing left of them on the server afterwards.
+TEST_F(ServedRunsTest, TwoHundredRealRunsFromTwentyClientsAreAllRightAndLeaveNothing) {
+  serve("unix:" + socket_path().string());
+  ASSERT_TRUE(poll_until([&] { return fs::exists(socket_path()); }, 10s)) << log();
+  std::atomic<int> right{0};
+  std::mutex failures_mutex;
+  std::string failures;
+  std::vector<std::thread> clients;
+  for (int c = 0; c < 20; ++c) {
+    clients.emplace_back([&, c] {
+      httplib::ClientImpl client(socket_path().string(), 80);
+      client.set_address_family(AF_UNIX);
+      client.set_read_timeout(120, 0);
+      for (int i = 0; i < 10; ++i) {
+        const std::string word = "run-" + std::to_string(c) + "-" + std::to_string(i);
+        auto body = run_body({"echo", word});
+        body["changes"] = "discard";
+        auto response = client.Post("/v1/runs", bearer(kToken), body.dump(), "application/json");
+        const std::string expected = "\"data\":\"" + word + "\\n\"";
+        if (response && response->status == 200 &&
+            response->body.find(expected) != std::string::npos &&
+            response->body.find("\"event\":\"result\"") != std::string::npos) {
+          ++right;
+        } else {
+          const std::lock_guard lock(failures_mutex);
+          failures +=
+              word + ": " + (response ? response->body.substr(0, 300) : "no response") + "\n";
+        }
+      }
+    });
+  }
+  for (auto& client : clients)
+    client.join();
+  EXPECT_EQ(right.load(), 200) << failures << log();
+  // Every run's state is gone from the server's state directory.
+  std::vector<std::string> left;
+  if (fs::exists(dir_ / "state" / "runs")) {
+    for (const auto& entry : fs::directory_iterator(dir_ / "state" / "runs"))
+      left.push_back(entry.path().filename());
+  }
+  EXPECT_TRUE(left.empty()) << left.size() << " runs left, e.g. " << left.front();
+}
+
+// A client that goes away mid-run has its sandbox killed, and SIGTERM under
+// load lets the runs that finish deliver their results.
+TEST_F(ServedRunsTest, AGoneClientsRunIsKilledAndSigtermLosesNoFinishedResult) {
+  serve("unix:" + socket_path().string());
+  ASSERT_TRUE(poll_until([&] { return fs::exists(socket_path()); }, 10s)) << log();
+  {
+    auto raw = RawClient::unix_socket(socket_path());
+    ASSERT_TRUE(raw.connected());
+    const std::string body = run_body({"sh", "-c", "echo begun; exec sleep 60"}).dump();
+    raw.send_raw("POST /v1/runs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + kToken +
+                 "\r\nContent-Type: application/json\r\nContent-Length: " +
+                 std::to_string(body.size()) + "\r\n\r\n" + body);
+    ASSERT_NE(raw.read_until("begun", 30s).find("begun"), std::string::npos) << log();
+  }  // the client hangs up
+  const auto audit = workspace_ / ".agent/logs/audit.jsonl";
+  EXPECT_TRUE(poll_until(
+      [&] { return testing::read_file(audit).find("cancelled") != std::string::npos; }, 20s))
+      << testing::read_file(audit);
+
+  // Three runs on a server of (at least) two slots: the runs that began
+  // finish and deliver their results; one still queued, if any, is told
+  // shutting_down. Nothing ends without an answer.
+  std::vector<std::thread> clients;
+  std::atomic<int> finished{0};
+  std::atomic<int> told_shutting_down{0};
+  for (int c = 0; c < 3; ++c) {
+    clients.emplace_back([&] {
+      httplib::ClientImpl client(socket_path().string(), 80);
+      client.set_address_family(AF_UNIX);
+      client.set_read_timeout(60, 0);
+      auto response =
+          client.Post("/v1/runs", bearer(kToken),
+                      run_body({"sh", "-c", "sleep 1; echo finished"}).dump(), "application/json");
+      if (response && response->body.find("finished\\n") != std::string::npos &&
+          response->body.find("\"event\":\"result\"") != std::string::npos) {
+        ++finished;
+      } else if (response && response->status == 503 &&
+                 response->body.find("shutting_down") != std::string::npos) {
+        ++told_shutting_down;
+      }
+    });
+  }
+  std::this_thread::sleep_for(500ms);  // the runs have begun
+  ::kill(pid_, SIGTERM);
+  for (auto& client : clients)
+    client.join();
+  EXPECT_GE(finished.load(), 2) << log();
+  EXPECT_EQ(finished.load() + told_shutting_down.load(), 3) << log();
+  EXPECT_EQ(wait_exit(pid_, 30s), 0) << log();
+  pid_ = -1;
 }
 
 }  // namespace
