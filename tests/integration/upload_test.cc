@@ -407,6 +407,51 @@ TEST_F(UploadTest, UploadsBeyondTheMaximumEvictTheLeastRecentlyUsed) {
   EXPECT_EQ(leftovers(), std::vector<std::string>{});
 }
 
+TEST_F(UploadTest, AnUploadARunIsUsingIsNotEvicted) {
+  serve({"--max-uploads", "2"});
+  std::vector<Tar> tars;
+  for (int i = 0; i < 4; ++i) {
+    testing::write_file(workspace_ / "n.txt", std::to_string(i));
+    tars.push_back(tar_of(workspace_));
+  }
+  auto stored = put(tars[0], tars[0].hex);
+  ASSERT_TRUE(stored);
+  ASSERT_EQ(stored->status, 201);
+  // A run holds upload 0 while 1, 2 and 3 arrive: 0 is the least recently
+  // used once 1 is in, but in use, so 1 goes instead.
+  const nlohmann::json run = {{"v", 1},
+                              {"argv", {"sh", "-c", "touch started; sleep 3"}},
+                              {"workspace_upload", "sha256:" + tars[0].hex},
+                              {"allow_weaker", {"limits"}}};
+  std::string events;
+  std::thread runner([&] {
+    httplib::Client other("127.0.0.1", port_);
+    other.set_read_timeout(60, 0);
+    auto ran = other.Post("/v1/runs", bearer(kToken), run.dump(), "application/json");
+    if (ran) events = ran->body;
+  });
+  // The run has its lease once its sandbox is being made.
+  ASSERT_TRUE(poll_until(
+      [&] {
+        return log().find("http_run") != std::string::npos ||
+               fs::exists(uploads() / tars[0].hex / ".agent");
+      },
+      20s));
+  std::this_thread::sleep_for(300ms);
+  for (int i = 1; i < 4; ++i) {
+    std::this_thread::sleep_for(20ms);
+    auto more = put(tars[i], tars[i].hex);
+    ASSERT_TRUE(more);
+    EXPECT_EQ(more->status, 201) << more->body;
+  }
+  runner.join();
+  EXPECT_NE(events.find("\"event\":\"result\""), std::string::npos) << events << log();
+  EXPECT_TRUE(fs::exists(uploads() / tars[0].hex)) << "evicted while a run used it";
+  EXPECT_FALSE(fs::exists(uploads() / tars[1].hex));
+  EXPECT_TRUE(fs::exists(uploads() / tars[2].hex));
+  EXPECT_TRUE(fs::exists(uploads() / tars[3].hex));
+}
+
 // Not a check: the cost of shipping a 100 MB workspace the first time and
 // the second (run with --gtest_also_run_disabled_tests).
 TEST_F(UploadTest, DISABLED_MeasureShippingAHundredMegabyteWorkspace) {
