@@ -101,7 +101,9 @@ core::Result<std::unique_ptr<UploadStore>> UploadStore::open(const fs::path& dir
 }
 
 bool UploadStore::has(const std::string& hex) const {
-  return is_hex_name(hex) && is_real_directory(dir_ / hex);
+  struct stat st {};
+  return is_hex_name(hex) && is_real_directory(dir_ / hex) &&
+         ::lstat(lock_path(dir_, hex).c_str(), &st) == 0;
 }
 
 core::Result<UploadStore::Stored> UploadStore::receive(const std::string& hex,

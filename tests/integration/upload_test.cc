@@ -446,7 +446,8 @@ TEST_F(UploadTest, AnUploadARunIsUsingIsNotEvicted) {
   }
   runner.join();
   EXPECT_NE(events.find("\"event\":\"result\""), std::string::npos) << events << log();
-  EXPECT_TRUE(fs::exists(uploads() / tars[0].hex)) << "evicted while a run used it";
+  // (The directory alone would not do: a run's changes recreate its .agent/.)
+  EXPECT_TRUE(fs::exists(uploads() / tars[0].hex / "a.txt")) << "evicted while a run used it";
   EXPECT_FALSE(fs::exists(uploads() / tars[1].hex));
   EXPECT_TRUE(fs::exists(uploads() / tars[2].hex));
   EXPECT_TRUE(fs::exists(uploads() / tars[3].hex));
