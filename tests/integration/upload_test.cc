@@ -226,7 +226,10 @@ TEST_F(UploadTest, AnUploadedWorkspaceRunsOverTcpAndItsChangesComeBackAsATar) {
   replies.push_back(known->body);
 
   const nlohmann::json run = {{"v", 1},
-                              {"argv", {"sh", "-c", "cat a.txt; echo new > b.txt; rm gone.txt"}},
+                              {"argv",
+                               {"sh", "-c",
+                                "cat a.txt; echo new > b.txt; rm gone.txt; mkdir -p d/e; "
+                                "echo deep > d/e/f.txt; ln -s a.txt link; chmod 600 sub/keep.txt"}},
                               {"workspace_upload", name},
                               {"allow_weaker", {"limits"}}};
   EXPECT_EQ(testing::schema_problems("request", {run.dump()}), "");
@@ -274,6 +277,14 @@ TEST_F(UploadTest, AnUploadedWorkspaceRunsOverTcpAndItsChangesComeBackAsATar) {
   ASSERT_TRUE(extracted.ok()) << extracted.error().to_string();
   EXPECT_EQ(testing::read_file(upper / "b.txt"), "new\n");
   EXPECT_FALSE(fs::exists(upper / "a.txt"));  // unchanged: not in the upper tree
+  EXPECT_EQ(testing::read_file(upper / "d" / "e" / "f.txt"), "deep\n");
+  EXPECT_TRUE(fs::is_directory(fs::symlink_status(upper / "d" / "e")));
+  EXPECT_EQ(fs::read_symlink(upper / "link"), "a.txt");
+  // A mode change comes with the file's content, in its new mode.
+  EXPECT_EQ(testing::read_file(upper / "sub" / "keep.txt"), "kept\n");
+  struct stat st {};
+  ASSERT_EQ(::lstat((upper / "sub" / "keep.txt").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
   const std::string manifest = testing::read_file(upper / ".pulsebox-changes.json");
   replies.push_back(manifest);
   const auto parsed = nlohmann::json::parse(manifest);
