@@ -317,6 +317,18 @@ TEST_F(UploadTest, TheSameUploadAgainIsAcceptedAndAWrongHashIsRefused) {
   ASSERT_TRUE(second);
   EXPECT_EQ(second->status, 200) << second->body;
   EXPECT_EQ(testing::schema_problems("reply", {first->body, second->body}), "");
+  // Chunked, without a length, as a client streaming its archive sends it.
+  auto chunked = client_->Put(
+      "/v1/workspaces/sha256:" + tar.hex, bearer(kToken),
+      [&](std::size_t offset, httplib::DataSink& sink) {
+        const std::size_t size = std::min<std::size_t>(1000, tar.bytes.size() - offset);
+        sink.write(tar.bytes.data() + offset, size);
+        if (offset + size == tar.bytes.size()) sink.done();
+        return true;
+      },
+      "application/x-tar");
+  ASSERT_TRUE(chunked);
+  EXPECT_EQ(chunked->status, 200) << chunked->body;
 
   const std::string other(64, 'e');
   auto wrong = put(tar, other);
