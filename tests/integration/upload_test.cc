@@ -407,6 +407,33 @@ TEST_F(UploadTest, AWrongTokenOnPutIsRefusedBeforeTheBodyIsRead) {
   EXPECT_EQ(asked->status, 401);
 }
 
+// Only uploads stream: every other body is still at most 64 MiB, refused
+// from its Content-Length before it is read.
+TEST_F(UploadTest, AnyOtherRequestBodyIsStillAtMost64MiB) {
+  serve();
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<std::uint16_t>(port_));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+  const std::string request =
+      "POST /v1/changes HTTP/1.1\r\nHost: pulsebox\r\nAuthorization: Bearer " + kToken +
+      "\r\nContent-Length: " + std::to_string((64 << 20) + 1) +
+      "\r\nContent-Type: application/json\r\n\r\n{";
+  ASSERT_EQ(::send(fd, request.data(), request.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(request.size()));
+  timeval timeout{.tv_sec = 10, .tv_usec = 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+  char buffer[4096];
+  const ssize_t got = ::recv(fd, buffer, sizeof buffer, 0);
+  ::close(fd);
+  ASSERT_GT(got, 0);
+  const std::string response(buffer, static_cast<std::size_t>(got));
+  EXPECT_EQ(response.substr(0, 12), "HTTP/1.1 413") << response;
+  EXPECT_NE(response.find("too_large"), std::string::npos) << response;
+}
+
 TEST_F(UploadTest, UploadsBeyondTheMaximumEvictTheLeastRecentlyUsed) {
   serve({"--max-uploads", "2"});
   std::vector<Tar> tars;
