@@ -27,9 +27,9 @@ inline constexpr const char* kChangesManifest = ".pulsebox-changes.json";
 //            a directory with that mode
 //   Delete   {"path"[, "path_hex"]} in the manifest's "deleted"
 // Parent directories no entry names get the mode they have in `root`
-// (0755 when not there). Errors: kNotFound-like kInvalidInput naming the
-// transaction when there is none; kInvalidInput when it holds a path
-// .pulsebox-changes.json at the top.
+// (0755 when not there). Errors: kInvalidInput when there is no such
+// transaction, when it changes a top-level .pulsebox-changes.json, or when
+// a mode change concerns something no longer in `root`.
 core::Status materialise_changes(const std::filesystem::path& root, const std::string& id,
                                  const std::filesystem::path& upper);
 

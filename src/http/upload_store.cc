@@ -162,6 +162,13 @@ core::Result<UploadStore::Stored> UploadStore::receive(const std::string& hex,
   if (::rename(tree.path().c_str(), (dir_ / hex).c_str()) == 0) {
     tree.release();
     stored.created = true;
+    // An eviction of an earlier copy may have unlinked the lock file we
+    // opened: the tree in place needs one.
+    struct stat st {};
+    if (::fstat(lock.get(), &st) == 0 && st.st_nlink == 0) {
+      UniqueFd again(
+          ::open(lock_path(dir_, hex).c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
+    }
   } else if (errno == EEXIST || errno == ENOTEMPTY) {
     stored.created = false;  // the same content arrived meanwhile: ours goes
   } else {

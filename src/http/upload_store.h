@@ -11,8 +11,11 @@
 //
 // Usage:
 //   PB_TRY(store, UploadStore::open(state_dir / "uploads", limits));
-//   auto stored = store->receive(hex, [&](const core::Status::...) ...);
+//   auto stored = store->receive(hex, [&](const archive::ArchiveSink& sink) {
+//     return read_request_body_into(sink);  // false: the client went away
+//   });
 //   if (auto lease = store->acquire(hex)) run_in(lease->root());  // kept while held
+//   store->evict();
 #pragma once
 
 #include <cstdint>
