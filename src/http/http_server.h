@@ -67,9 +67,9 @@ using StreamingHandler = std::function<void(const httplib::Request&, httplib::Re
 // admitted or turned away. The owner writes them to its audit log.
 struct AuditEvent {
   const ClientIdentity& client;
-  std::string_view action;    // "http_auth" | "http_run"
+  std::string_view action;    // "http_auth" | "http_run" | "http_upload" | "http_export"
   std::string_view target;    // "METHOD /path" (no query)
-  std::string_view decision;  // "deny" | "allow" | "busy" | "shutting_down"
+  std::string_view decision;  // "deny" | "allow" | "busy" | "shutting_down" | "refused"
   std::string_view detail;
 };
 using Auditor = std::function<void(const AuditEvent&)>;
@@ -98,6 +98,10 @@ class HttpServer {
   void post_run(const std::string& pattern, RunHandler handler);
   // Before serve(); unset, nothing is audited (only logged).
   void set_auditor(Auditor auditor) { auditor_ = std::move(auditor); }
+  // What a route audits itself (an upload, an export), with the client's identity.
+  void audit(const AuditEvent& event) const {
+    if (auditor_) auditor_(event);
+  }
 
   // Serves until a shutdown completes.
   core::Status serve();

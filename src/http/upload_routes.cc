@@ -66,9 +66,20 @@ class Scratch {
   bool made_ = false;
 };
 
-void receive(UploadStore& uploads, const httplib::Request& request, httplib::Response& response,
-             const ClientIdentity& client, const httplib::ContentReader& reader) {
+void audit(const HttpServer& server, const ClientIdentity& client, std::string_view action,
+           const std::string& target, std::string_view decision, const std::string& detail) {
+  server.audit(AuditEvent{.client = client,
+                          .action = action,
+                          .target = target,
+                          .decision = decision,
+                          .detail = detail});
+}
+
+void receive(const HttpServer& server, UploadStore& uploads, const httplib::Request& request,
+             httplib::Response& response, const ClientIdentity& client,
+             const httplib::ContentReader& reader) {
   const std::string hex = request.matches[1].str();
+  const std::string target = "sha256:" + hex;
   auto stored = uploads.receive(hex, [&](const archive::ArchiveSink& sink) {
     return reader([&](const char* data, std::size_t size) {
       return sink(std::string_view(data, size)).ok();
@@ -77,10 +88,14 @@ void receive(UploadStore& uploads, const httplib::Request& request, httplib::Res
   if (!stored.ok()) {
     spdlog::info("upload sha256:{} from {} refused: {}", hex.substr(0, 12), client.describe(),
                  stored.error().message());
+    audit(server, client, "http_upload", target, "refused", stored.error().message());
     // Its body may not have been read to the end.
     response.set_header("Connection", "close");
     return fail(response, stored.error(), "workspace_upload");
   }
+  audit(server, client, "http_upload", target, "allow",
+        std::to_string(stored.value().files) + " files, " + std::to_string(stored.value().bytes) +
+            " bytes" + (stored.value().created ? "" : " (kept already)"));
   const std::size_t evicted = uploads.evict();
   spdlog::info("upload sha256:{} from {}: {} files, {} bytes{}{}", hex.substr(0, 12),
                client.describe(), stored.value().files, stored.value().bytes,
@@ -94,8 +109,8 @@ void receive(UploadStore& uploads, const httplib::Request& request, httplib::Res
   response.set_content(body.dump(), "application/json");
 }
 
-void export_changes(UploadStore& uploads, const httplib::Request& request,
-                    httplib::Response& response) {
+void export_changes(const HttpServer& server, UploadStore& uploads, const httplib::Request& request,
+                    httplib::Response& response, const ClientIdentity& client) {
   auto parsed = core::parse_json(request.body, "the request");
   if (!parsed || !parsed.value().is_object()) {
     return fail(response, ErrorCode::InvalidRequest, "an export request is a JSON object", "");
@@ -174,7 +189,11 @@ void export_changes(UploadStore& uploads, const httplib::Request& request,
         if (n <= 0) return false;
         return sink.write(buffer, static_cast<std::size_t>(n));
       },
-      [held, transaction](bool success) {
+      [&server, held, transaction, client, target = "sha256:" + *hex](bool success) {
+        audit(server, client, "http_export", target + " " + transaction,
+              success ? "allow" : "refused",
+              success ? "sent; the transaction is discarded on the server"
+                      : "not sent whole; the transaction is kept");
         if (!success) return;  // kept: the client may ask again
         try {
           Workspace(held->root()).discard(transaction);
@@ -199,13 +218,16 @@ void register_upload_routes(HttpServer& server, UploadStore& uploads) {
     response.set_content(body.dump(), "application/json");
   });
   server.put_streaming(
-      kUploadRoute, [&uploads](const httplib::Request& request, httplib::Response& response,
-                               const ClientIdentity& client, const httplib::ContentReader& reader) {
-        receive(uploads, request, response, client, reader);
+      kUploadRoute,
+      [&server, &uploads](const httplib::Request& request, httplib::Response& response,
+                          const ClientIdentity& client, const httplib::ContentReader& reader) {
+        receive(server, uploads, request, response, client, reader);
       });
   server.post("/v1/export",
-              [&uploads](const httplib::Request& request, httplib::Response& response,
-                         const ClientIdentity&) { export_changes(uploads, request, response); });
+              [&server, &uploads](const httplib::Request& request, httplib::Response& response,
+                                  const ClientIdentity& client) {
+                export_changes(server, uploads, request, response, client);
+              });
 }
 
 }  // namespace pulsebox::http

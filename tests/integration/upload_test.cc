@@ -18,6 +18,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -291,17 +292,34 @@ TEST_F(UploadTest, AnUploadedWorkspaceRunsOverTcpAndItsChangesComeBackAsATar) {
   EXPECT_EQ(parsed["transaction"], transaction);
   EXPECT_EQ(parsed["deleted"], nlohmann::json::parse(R"([{"path":"gone.txt"}])")) << manifest;
 
-  // The client has it now: the server's copy is gone, the upload stays.
-  auto after =
-      post("/v1/changes", {{"v", 1}, {"workspace_upload", name}, {"transaction", transaction}});
-  ASSERT_TRUE(after);
-  EXPECT_EQ(after->status, 404) << after->body;
+  // The client has it now: the server's copy goes (once the response has
+  // been sent whole, on the server's side of a connection the client has
+  // left), the upload stays.
+  const nlohmann::json asked = {{"v", 1}, {"workspace_upload", name}, {"transaction", transaction}};
+  EXPECT_TRUE(poll_until(
+      [&] {
+        auto after = post("/v1/changes", asked);
+        return after && after->status == 404;
+      },
+      5s));
   auto again =
       post("/v1/export", {{"v", 1}, {"workspace_upload", name}, {"transaction", transaction}});
   ASSERT_TRUE(again);
   EXPECT_EQ(again->status, 404) << again->body;
   replies.push_back(again->body);
   EXPECT_EQ(testing::schema_problems("reply", replies), "");
+  // Audited with the client's identity: the upload, and the export once sent.
+  std::map<std::string, nlohmann::json> audited;
+  for (const auto& line : testing::read_lines(dir_ / "state" / "audit" / "http.jsonl")) {
+    const auto record = nlohmann::json::parse(line);
+    audited[record["action"].get<std::string>() + " " + record["decision"].get<std::string>()] =
+        record;
+  }
+  ASSERT_TRUE(audited.count("http_upload allow")) << log();
+  EXPECT_EQ(audited["http_upload allow"]["target"], name);
+  EXPECT_EQ(audited["http_upload allow"]["transport"], "tcp");
+  ASSERT_TRUE(audited.count("http_export allow")) << log();
+  EXPECT_EQ(audited["http_export allow"]["target"], name + " " + transaction);
   EXPECT_EQ(testing::read_file(uploads() / tar.hex / "a.txt"), "original\n");
   EXPECT_TRUE(fs::exists(uploads() / tar.hex / "gone.txt"));
   EXPECT_EQ(leftovers(), std::vector<std::string>{});
