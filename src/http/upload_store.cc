@@ -194,8 +194,9 @@ core::Result<UploadStore::Stored> UploadStore::unpack(const std::string& hex, in
     return Error(ErrorKind::kSecurity, "workspace_upload",
                  "\".agent\": the archive holds pulsebox's own directory; leave it out");
   }
-  // The sandbox's ids (root's own in a user namespace) must reach the tree.
-  if (::chmod(temp_tree.c_str(), 0755) != 0) return Error::from_errno("workspace_upload", "chmod");
+  // The server's uid alone: its sandboxes run as it (or as root mapped to it),
+  // and no other user of the machine reads a caller's workspace.
+  if (::chmod(temp_tree.c_str(), 0700) != 0) return Error::from_errno("workspace_upload", "chmod");
   return Stored{.created = false, .files = summary.files, .bytes = summary.bytes};
 }
 

@@ -3,7 +3,7 @@
 // is kept under the SHA-256 of its stream, so an unchanged workspace is not
 // sent again. On disk, under <state>/uploads/ (0711: sandboxes reach the
 // trees through it, nobody lists it):
-//   <hex>/          the tree (0755), a run's workspace; its .agent/ holds
+//   <hex>/          the tree (0700), a run's workspace; its .agent/ holds
 //                   the transactions of runs on it
 //   <hex>.lock      flock shared while a run or a request uses the tree,
 //                   exclusive to evict it; its mtime is the last use
