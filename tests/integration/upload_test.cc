@@ -220,6 +220,12 @@ TEST_F(UploadTest, AnUploadedWorkspaceRunsOverTcpAndItsChangesComeBackAsATar) {
   EXPECT_EQ(uploaded->status, 201) << uploaded->body;
   replies.push_back(uploaded->body);
   EXPECT_EQ(nlohmann::json::parse(uploaded->body)["files"], 3) << uploaded->body;
+  // Only the server's uid reads the tree.
+  struct stat kept {};
+  ASSERT_EQ(::lstat((uploads() / tar.hex).c_str(), &kept), 0);
+  EXPECT_EQ(kept.st_mode & 07777, 0700u);
+  ASSERT_EQ(::lstat(uploads().c_str(), &kept), 0);
+  EXPECT_EQ(kept.st_mode & 07777, 0711u);
   auto known = get(tar.hex);
   ASSERT_TRUE(known);
   EXPECT_EQ(known->status, 200);
