@@ -34,6 +34,12 @@ unsigned tree_directory_mode(int root_fd, const std::string& relative) {
 // without following a symlink; `name` receives the last component.
 core::Result<UniqueFd> make_parent(int upper_fd, int root_fd, const std::string& relative,
                                    std::string* name) {
+  // The store checked it already; the export does not depend on that.
+  if (auto checked = workspace::check_relative_path(relative); !checked || *checked != relative) {
+    return Error(
+        ErrorKind::kSecurity, "export",
+        "\"" + core::escape_malformed_utf8(relative) + "\": not a path beneath the workspace");
+  }
   UniqueFd current(::fcntl(upper_fd, F_DUPFD_CLOEXEC, 0));
   if (!current) return Error::from_errno("export", "dup");
   std::size_t start = 0;
