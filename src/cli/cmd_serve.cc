@@ -30,6 +30,7 @@ struct ServeOptions {
   std::string max_queue;
   std::string shutdown_grace;
   std::string max_memory, max_pids, max_cpus, max_timeout, max_disk;
+  std::string max_upload, max_upload_files, max_uploads;
 };
 
 // Replaces this process with `pulsebox-http serve` and the same options;
@@ -52,7 +53,10 @@ int exec_http_server(const ServeOptions& o) {
       {"--max-pids", &o.max_pids},
       {"--max-cpus", &o.max_cpus},
       {"--max-timeout", &o.max_timeout},
-      {"--max-disk", &o.max_disk}};
+      {"--max-disk", &o.max_disk},
+      {"--max-upload", &o.max_upload},
+      {"--max-upload-files", &o.max_upload_files},
+      {"--max-uploads", &o.max_uploads}};
   for (const auto& [flag, value] : optional) {
     if (value->empty()) continue;
     args.push_back(flag);
@@ -107,6 +111,15 @@ void register_serve_command(CLI::App& app, int& exit_code) {
   serve->add_option("--max-timeout", o->max_timeout,
                     "With --listen: the longest a run may take (e.g. 30m)");
   serve->add_option("--max-disk", o->max_disk, "With --listen: the most disk a run may write");
+  serve->add_option("--max-upload", o->max_upload,
+                    "With --listen: the most file content an uploaded workspace may hold "
+                    "(default 1G)");
+  serve->add_option("--max-upload-files", o->max_upload_files,
+                    "With --listen: the most entries an uploaded workspace may hold "
+                    "(default 200000)");
+  serve->add_option("--max-uploads", o->max_uploads,
+                    "With --listen: uploaded workspaces kept, the least recently used beyond "
+                    "evicted (default 16)");
   serve->callback([o, &exit_code] {
     if (o->local && (!o->listen.empty() || !o->token_file.empty())) {
       print_error("serve: --local takes no --listen or --token-file (it listens on --socket)");

@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "core/unique_fd.h"
@@ -231,7 +232,9 @@ void HttpServer::install_common_handlers() {
   // runs and the queue, and some for health checks and refusals.
   const std::size_t threads = std::size_t{slots_.counts().max} + config_.max_queue + 8;
   server_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  server_->set_payload_max_length(kMaxRequestBody);
+  // httplib's one limit applies to streamed bodies too: it is lifted, and
+  // the routes that read whole bodies are held to kMaxRequestBody below.
+  server_->set_payload_max_length(std::numeric_limits<std::size_t>::max());
   server_->set_pre_routing_handler(
       [this](const httplib::Request& request, httplib::Response& response) {
         scope_request(request);
@@ -249,6 +252,14 @@ void HttpServer::install_common_handlers() {
         }
         if (shutting_down_) {
           answer_error(response, 503, "shutting_down", "the server is shutting down");
+          return httplib::Server::HandlerResponse::Handled;
+        }
+        // Only PUT routes stream their bodies (put_streaming).
+        if (request.method != "PUT" && request.has_header("Content-Length") &&
+            request.get_header_value<std::uint64_t>("Content-Length") > kMaxRequestBody) {
+          answer_error(response, 413, "too_large",
+                       "a request body is at most " + std::to_string(kMaxRequestBody) + " bytes");
+          response.set_header("Connection", "close");
           return httplib::Server::HandlerResponse::Handled;
         }
         return httplib::Server::HandlerResponse::Unhandled;
@@ -294,6 +305,14 @@ void HttpServer::post(const std::string& pattern, RouteHandler handler) {
   server_->Post(pattern, [handler = std::move(handler)](const httplib::Request& request,
                                                         httplib::Response& response) {
     handler(request, response, this_request.client);
+  });
+}
+
+void HttpServer::put_streaming(const std::string& pattern, StreamingHandler handler) {
+  server_->Put(pattern, [handler = std::move(handler)](const httplib::Request& request,
+                                                       httplib::Response& response,
+                                                       const httplib::ContentReader& reader) {
+    handler(request, response, this_request.client, reader);
   });
 }
 

@@ -58,14 +58,18 @@ struct RunStream {
 using RouteHandler =
     std::function<void(const httplib::Request&, httplib::Response&, const ClientIdentity&)>;
 using RunHandler = std::function<void(RunStream&)>;
+// A request whose body is not read before the handler: it reads it in
+// pieces through the reader (an upload, too large to hold in memory).
+using StreamingHandler = std::function<void(const httplib::Request&, httplib::Response&,
+                                            const ClientIdentity&, const httplib::ContentReader&)>;
 
 // What the server itself audits: requests refused for their token, and runs
 // admitted or turned away. The owner writes them to its audit log.
 struct AuditEvent {
   const ClientIdentity& client;
-  std::string_view action;    // "http_auth" | "http_run"
+  std::string_view action;    // "http_auth" | "http_run" | "http_upload" | "http_export"
   std::string_view target;    // "METHOD /path" (no query)
-  std::string_view decision;  // "deny" | "allow" | "busy" | "shutting_down"
+  std::string_view decision;  // "deny" | "allow" | "busy" | "shutting_down" | "refused"
   std::string_view detail;
 };
 using Auditor = std::function<void(const AuditEvent&)>;
@@ -85,11 +89,19 @@ class HttpServer {
 
   void get(const std::string& pattern, RouteHandler handler);
   void post(const std::string& pattern, RouteHandler handler);
+  // PUT with the body streamed to the handler, after the token check (a
+  // refused request's body is never read). Its size is the handler's to
+  // bound; every other route's body is at most 64 MiB.
+  void put_streaming(const std::string& pattern, StreamingHandler handler);
   // A streamed run: admitted into a run slot (or queued, or refused 503),
   // answered as chunked application/x-ndjson.
   void post_run(const std::string& pattern, RunHandler handler);
   // Before serve(); unset, nothing is audited (only logged).
   void set_auditor(Auditor auditor) { auditor_ = std::move(auditor); }
+  // What a route audits itself (an upload, an export), with the client's identity.
+  void audit(const AuditEvent& event) const {
+    if (auditor_) auditor_(event);
+  }
 
   // Serves until a shutdown completes.
   core::Status serve();

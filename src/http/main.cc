@@ -1,5 +1,6 @@
 // pulsebox-http serve --listen ADDR --token-file F [--tls-cert F --tls-key F]
 //   [--max-runs N] [--max-queue N] [--shutdown-grace SECONDS] [--state-dir DIR]
+//   [--max-upload SIZE] [--max-upload-files N] [--max-uploads N]
 // The protocol over HTTP (http/http_server.h). `pulsebox serve --listen`
 // runs this program: the pulsebox CLI is static and cannot link the HTTP
 // library. Logs go to stderr; exit 0 after a graceful shutdown, 2 for bad
@@ -16,6 +17,8 @@
 #include "http/routes.h"
 #include "http/run_service.h"
 #include "http/shutdown_signals.h"
+#include "http/upload_store.h"
+#include "model/limits_parse.h"
 #include "pulsebox/audit.h"
 #include "pulsebox/backend.h"
 
@@ -53,10 +56,30 @@ int main(int argc, char** argv) {
   serve->add_option("--max-cpus", maxima.cpus, "The most CPUs a run may ask for (e.g. 2)");
   serve->add_option("--max-timeout", maxima.timeout, "The longest a run may ask for (e.g. 30m)");
   serve->add_option("--max-disk", maxima.disk, "The most disk a run may write (e.g. 10G)");
+  UploadLimits upload_limits;
+  std::string max_upload;
+  serve->add_option("--max-upload", max_upload,
+                    "The most file content an uploaded workspace may hold (default 1G)");
+  serve
+      ->add_option("--max-upload-files", upload_limits.max_files,
+                   "The most entries an uploaded workspace may hold (default 200000)")
+      ->check(CLI::PositiveNumber);
+  serve
+      ->add_option("--max-uploads", upload_limits.max_uploads,
+                   "Uploaded workspaces kept; the least recently used beyond go (default 16)")
+      ->check(CLI::PositiveNumber);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
+  }
+  if (!max_upload.empty()) {
+    auto parsed = pulsebox::model::parse_size(max_upload, "--max-upload");
+    if (!parsed) {
+      std::fprintf(stderr, "pulsebox-http: %s\n", parsed.error().to_string().c_str());
+      return 2;
+    }
+    upload_limits.max_bytes = parsed.value();
   }
   spdlog::set_default_logger(spdlog::stderr_logger_mt("pulsebox-http"));
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e%z pulsebox-http %l: %v");
@@ -123,8 +146,33 @@ int main(int argc, char** argv) {
       spdlog::warn("reconcile: {}", e.what());
     }
   }
-  RunService runs(RunServiceOptions{.state_dir = state_dir, .maxima = maxima, .find_upload = {}});
-  register_routes(*server.value(), Services{.state_dir = state_dir, .runs = &runs});
+  // Uploaded workspaces live in the state directory; without one, none.
+  std::unique_ptr<UploadStore> uploads;
+  if (!state_dir.empty()) {
+    auto opened = UploadStore::open(std::filesystem::path(state_dir) / "uploads", upload_limits);
+    if (!opened.ok()) {
+      std::fprintf(stderr, "pulsebox-http: %s\n", opened.error().to_string().c_str());
+      return 1;
+    }
+    uploads = std::move(opened).value();
+  }
+  RunServiceOptions run_options{.state_dir = state_dir, .maxima = maxima, .find_upload = {}};
+  if (uploads) {
+    run_options.find_upload =
+        [store = uploads.get()](
+            const std::string& name) -> std::optional<RunServiceOptions::FoundUpload> {
+      const auto hex = upload_hex(name);
+      if (!hex) return std::nullopt;
+      auto lease = store->acquire(*hex);
+      if (!lease) return std::nullopt;
+      const std::filesystem::path root = lease->root();
+      return RunServiceOptions::FoundUpload{
+          .root = root, .in_use = std::make_shared<const UploadLease>(std::move(*lease))};
+    };
+  }
+  RunService runs(std::move(run_options));
+  register_routes(*server.value(),
+                  Services{.state_dir = state_dir, .runs = &runs, .uploads = uploads.get()});
   std::atomic_ref(running).store(server.value().get());
   if (stop_requested) server.value()->begin_shutdown();
   if (auto served = server.value()->serve(); !served.ok()) {

@@ -4,6 +4,7 @@
 //   POST /v1/<request>                     capabilities, changes, diff,
 //                                          commit, discard, read_file
 //   GET  /v1/capabilities
+//   GET, PUT /v1/workspaces/sha256:<hex>, POST /v1/export   (upload_routes.h)
 //   GET  /v1/health                        (the server's own: http_server.h)
 #pragma once
 
@@ -11,12 +12,14 @@
 
 #include "http/http_server.h"
 #include "http/run_service.h"
+#include "http/upload_store.h"
 
 namespace pulsebox::http {
 
 struct Services {
   std::filesystem::path state_dir;
-  RunService* runs = nullptr;  // unset: runs answer 501 not_implemented
+  RunService* runs = nullptr;      // unset: runs answer 501 not_implemented
+  UploadStore* uploads = nullptr;  // unset: no uploads (their routes are 404)
 };
 
 void register_routes(HttpServer& server, const Services& services);

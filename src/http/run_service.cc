@@ -104,9 +104,10 @@ void RunService::run(RunStream& stream) {
   if (!parsed) return refuse(parsed.error);
   protocol::RunRequest& request = *parsed.request;
   run::RunOptions options = std::move(request.options);
+  // Held until the run ends: the upload is not evicted under it.
+  std::optional<RunServiceOptions::FoundUpload> found;
   if (!request.workspace_upload.empty()) {
-    const auto found =
-        options_.find_upload ? options_.find_upload(request.workspace_upload) : std::nullopt;
+    if (options_.find_upload) found = options_.find_upload(request.workspace_upload);
     if (!found) {
       return refuse({ErrorCode::NotFound,
                      "workspace_upload: no upload " + request.workspace_upload +
@@ -114,7 +115,7 @@ void RunService::run(RunStream& stream) {
                      "workspace_upload",
                      {}});
     }
-    options.workspace = found->string();
+    options.workspace = found->root.string();
   } else if (!stream.client.uid) {
     return refuse({ErrorCode::Forbidden,
                    "workspace: a client over " + stream.client.transport +

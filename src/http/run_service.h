@@ -35,8 +35,13 @@ struct RunMaxima {
 struct RunServiceOptions {
   std::filesystem::path state_dir;
   RunMaxima maxima;
-  // Where uploaded workspaces are unpacked (the upload service's), or "".
-  std::function<std::optional<std::filesystem::path>(const std::string& upload)> find_upload;
+  // The tree of an uploaded workspace ("sha256:HEX"), held in use (not
+  // evicted) while `in_use` lives; nullopt when there is none.
+  struct FoundUpload {
+    std::filesystem::path root;
+    std::shared_ptr<const void> in_use;
+  };
+  std::function<std::optional<FoundUpload>(const std::string& upload)> find_upload;
 };
 
 class RunService {
