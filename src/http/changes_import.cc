@@ -114,6 +114,9 @@ core::Result<ImportResult> import_remote_changes(const ChangesArchive& archive,
                                                  const fs::path& workspace,
                                                  const ImportOptions& options) {
   const fs::path upper = archive.work_dir / "upper";
+  if (::mkdir(upper.c_str(), 0700) != 0) {
+    return Error(ErrorKind::kIo, "remote", "making " + upper.string(), errno);
+  }
   UniqueFd tar(::open(archive.tar.c_str(), O_RDONLY | O_CLOEXEC));
   if (!tar) return Error(ErrorKind::kIo, "remote", "opening the received changes", errno);
   PB_TRY(extracted, archive::extract_archive(tar.get(), upper));
