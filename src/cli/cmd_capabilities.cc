@@ -1,5 +1,6 @@
 // pulsebox capabilities [--json]: what this host enforces, per backend,
 // dimension, mode and limit, with the reason and the fix for every gap.
+#include <cstdlib>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -37,20 +38,30 @@ void print_backend(const Backend& backend, bool colour) {
 
 int run_capabilities(bool json) {
   const bool colour = stdout_is_colour_terminal();
-  const char* remote_reason = "the remote backend is not part of this build yet";
+  // The remote backend is a server's: what it enforces is that server's
+  // `capabilities` (GET /v1/capabilities); here only whether one is named.
+  const char* url = std::getenv("PULSE_REMOTE_URL");
+  const bool remote_named = url != nullptr && url[0] != '\0';
+  const std::string remote_reason =
+      remote_named ? "PULSE_REMOTE_URL=" + std::string(url) +
+                         " (a pulsebox serve --listen server; its own capabilities say what it "
+                         "enforces, and it is reached when a run starts)"
+                   : "no server named: set PULSE_REMOTE_URL and PULSE_REMOTE_TOKEN to a pulsebox "
+                     "serve --listen server (docs/protocol.md)";
   auto native = make_native_backend();
   auto host = make_host_backend();
   if (json) {
     nlohmann::json out;
     out["backends"]["native"] = backends::capabilities_json(*native);
     out["backends"]["host"] = backends::capabilities_json(*host);
-    out["backends"]["remote"] = {{"available", false}, {"reason", remote_reason}};
+    out["backends"]["remote"] = {{"available", remote_named}, {"reason", remote_reason}};
     std::cout << out.dump(2) << "\n";
     return kExitOk;
   }
   print_backend(*native, colour);
   std::cout << paint("remote", Colour::Bold, colour) << ": "
-            << paint("unavailable", Colour::Red, colour) << ": " << remote_reason << "\n\n";
+            << (remote_named ? std::string() : paint("unavailable", Colour::Red, colour) + ": ")
+            << remote_reason << "\n\n";
   print_backend(*host, colour);
   return kExitOk;
 }

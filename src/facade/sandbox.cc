@@ -149,8 +149,11 @@ void Sandbox::initialize() {
     return use(make_host_backend());
   }
   if (name == "native") return use(make_native_backend(options_.native));
-  if (name == "remote")
-    refuse("remote", "the remote backend is not part of this build of pulsebox yet");
+  if (name == "remote") {
+    refuse("remote",
+           "the library's API does not reach a remote server yet; `pulsebox run --backend "
+           "remote` does (docs/protocol.md)");
+  }
   if (!name.empty()) {
     throw SandboxConfigError("unknown backend \"" + name + "\" (expected native, host or remote)");
   }
@@ -158,11 +161,19 @@ void Sandbox::initialize() {
   std::string tried;
   const char* remote = std::getenv("PULSE_REMOTE_URL");
   if (remote != nullptr && remote[0] != '\0') {
-    tried = "remote (PULSE_REMOTE_URL is set): not part of this build yet; ";
+    tried = "remote (PULSE_REMOTE_URL is set): the library's API does not reach it; ";
   }
   auto native = make_native_backend(options_.native);
   const Availability native_availability = native->availability();
-  if (native_availability.available) return use(std::move(native));
+  if (native_availability.available) {
+    // Never silently: the audit log says the remote server was not used.
+    if (!tried.empty()) {
+      init_record("remote", "deny", "native",
+                  "PULSE_REMOTE_URL is set, but the library's API does not reach a remote server "
+                  "(`pulsebox run` does): running with the native backend");
+    }
+    return use(std::move(native));
+  }
   tried += "native: " + native_availability.reason;
   if (options_.unsafe_host_execution) {
     init_record("host", "allow", "host_unsafe",
