@@ -780,7 +780,11 @@ TEST_F(ServedRunsTest, TwoHundredRealRunsFromTwentyClientsAreAllRightAndLeaveNot
   for (auto& client : clients)
     client.join();
   EXPECT_EQ(right.load(), 200) << failures << log();
-  // Every run's state is gone from the server's state directory.
+  // Once the server has stopped (runs are torn down after their results go
+  // out), every run's state is gone from its state directory.
+  ::kill(pid_, SIGTERM);
+  EXPECT_EQ(wait_exit(pid_, 30s), 0) << log();
+  pid_ = -1;
   std::vector<std::string> left;
   if (fs::exists(dir_ / "state" / "runs")) {
     for (const auto& entry : fs::directory_iterator(dir_ / "state" / "runs"))
