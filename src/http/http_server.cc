@@ -193,6 +193,8 @@ core::Result<std::unique_ptr<HttpServer>> HttpServer::create(const ServerConfig&
     server->server_ = std::make_unique<Backlogged<PeerAwareServer>>(
         server->listen_.kind == ListenAddress::Kind::kUnix ? server->listen_.path : "");
   }
+  // Responses go out in pieces (headers, then event chunks): each at once.
+  server->server_->set_tcp_nodelay(true);
   server->install_common_handlers();
   PB_CHECK(server->bind());
   return server;

@@ -69,6 +69,9 @@ core::Result<std::unique_ptr<httplib::Client>> make_remote_client(const RemoteTa
   client->set_read_timeout(24 * 3600, 0);  // a run may be silent for long
   client->set_write_timeout(300, 0);
   client->set_keep_alive(true);
+  // A request goes as headers then body in two writes: without this, Nagle's
+  // algorithm holds the body until the server's delayed ACK.
+  client->set_tcp_nodelay(true);
   return client;
 }
 
