@@ -48,6 +48,15 @@ int wait_for(pid_t pid, std::chrono::milliseconds timeout) {
   }
 }
 
+int wait_or_kill(pid_t pid, std::chrono::milliseconds timeout) {
+  const int code = wait_for(pid, timeout);
+  if (code != -1) return code;
+  ::kill(pid, SIGKILL);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return -1;
+}
+
 LocalServer::~LocalServer() {
   if (pid_ > 0) stop();
 }

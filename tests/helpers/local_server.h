@@ -20,6 +20,9 @@ pid_t spawn(const std::vector<std::string>& argv, const std::vector<std::string>
 // Waits for `pid` up to `timeout`: its exit code (128+N for signal N), or -1
 // when it still runs.
 int wait_for(pid_t pid, std::chrono::milliseconds timeout);
+// wait_for(), and a process still running after `timeout` is killed
+// (SIGKILL) and reaped: -1 then. Nothing is left behind either way.
+int wait_or_kill(pid_t pid, std::chrono::milliseconds timeout);
 
 // `pulsebox serve --local --verbose` on the state directory `env` names.
 // Stopped (SIGTERM, then waited for) on destruction.

@@ -23,6 +23,7 @@
 #include <thread>
 
 #include "helpers/bounded_cli.h"
+#include "helpers/local_server.h"
 #include "helpers/schema_check.h"
 #include "helpers/test_support.h"
 #include "http/http_server.h"
@@ -492,16 +493,6 @@ pid_t serve_in_child(const ServerConfig& config, FakeRuns& runs) {
   ::_exit(server.value()->serve().ok() ? 0 : 5);
 }
 
-int wait_exit(pid_t pid, std::chrono::milliseconds timeout) {
-  int status = 0;
-  if (!poll_until([&] { return ::waitpid(pid, &status, WNOHANG) == pid; }, timeout)) {
-    ::kill(pid, SIGKILL);
-    ::waitpid(pid, &status, 0);
-    return -1;
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
 TEST_F(HttpServerTest, SigtermLetsARunFinishRefusesNewRequestsAndExitsClean) {
   FakeRuns runs;
   runs.lines = 20;
@@ -537,7 +528,7 @@ TEST_F(HttpServerTest, SigtermLetsARunFinishRefusesNewRequestsAndExitsClean) {
       << stream;
   EXPECT_EQ(stream.find("cancelled"), std::string::npos) << stream;
   EXPECT_NE(stream.find("\r\n0\r\n\r\n"), std::string::npos) << "the chunked body ended";
-  EXPECT_EQ(wait_exit(server, 10s), 0);
+  EXPECT_EQ(testing::wait_or_kill(server, 10s), 0);
   EXPECT_FALSE(fs::exists(socket_path()));
 }
 
@@ -559,7 +550,7 @@ TEST_F(HttpServerTest, SigtermCancelsARunThatOutlivesTheGrace) {
                         "\n"),
             std::string::npos)
       << stream;
-  EXPECT_EQ(wait_exit(server, 10s), 0);
+  EXPECT_EQ(testing::wait_or_kill(server, 10s), 0);
   EXPECT_LT(std::chrono::steady_clock::now() - start, 8s);
   EXPECT_FALSE(fs::exists(socket_path()));
 }
@@ -617,7 +608,7 @@ TEST_F(HttpServerTest, TheCliServesUntilSigtermAndRemovesItsSocket) {
   ASSERT_TRUE(refused);
   EXPECT_EQ(refused->status, 401);
   ::kill(pid, SIGTERM);
-  EXPECT_EQ(wait_exit(pid, 10s), 0);
+  EXPECT_EQ(testing::wait_or_kill(pid, 10s), 0);
   EXPECT_FALSE(fs::exists(socket_path()));
 
   // The refusal is audited with the client's identity, without the token.
@@ -651,7 +642,7 @@ class ServedRunsTest : public HttpServerTest {
   void TearDown() override {
     if (pid_ > 0) {
       ::kill(pid_, SIGTERM);
-      EXPECT_EQ(wait_exit(pid_, 30s), 0);
+      EXPECT_EQ(testing::wait_or_kill(pid_, 30s), 0);
     }
   }
   void serve(const std::string& listen) {
@@ -783,7 +774,7 @@ TEST_F(ServedRunsTest, TwoHundredRealRunsFromTwentyClientsAreAllRightAndLeaveNot
   // Once the server has stopped (runs are torn down after their results go
   // out), every run's state is gone from its state directory.
   ::kill(pid_, SIGTERM);
-  EXPECT_EQ(wait_exit(pid_, 30s), 0) << log();
+  EXPECT_EQ(testing::wait_or_kill(pid_, 30s), 0) << log();
   pid_ = -1;
   std::vector<std::string> left;
   if (fs::exists(dir_ / "state" / "runs")) {
@@ -841,7 +832,7 @@ TEST_F(ServedRunsTest, AGoneClientsRunIsKilledAndSigtermLosesNoFinishedResult) {
     client.join();
   EXPECT_GE(finished.load(), 2) << log();
   EXPECT_EQ(finished.load() + told_shutting_down.load(), 3) << log();
-  EXPECT_EQ(wait_exit(pid_, 30s), 0) << log();
+  EXPECT_EQ(testing::wait_or_kill(pid_, 30s), 0) << log();
   pid_ = -1;
 }
 

@@ -24,6 +24,7 @@
 
 #include "archive/workspace_archive.h"
 #include "core/sha256.h"
+#include "helpers/local_server.h"
 #include "helpers/schema_check.h"
 #include "helpers/test_support.h"
 
@@ -100,31 +101,6 @@ Tar raw_tar(const std::vector<RawEntry>& entries) {
   return tar;
 }
 
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t size = sizeof address;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&address), size) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &size) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  ::close(fd);
-  return ntohs(address.sin_port);
-}
-
-int wait_exit(pid_t pid, std::chrono::milliseconds timeout) {
-  int status = 0;
-  if (!poll_until([&] { return ::waitpid(pid, &status, WNOHANG) == pid; }, timeout)) {
-    ::kill(pid, SIGKILL);
-    ::waitpid(pid, &status, 0);
-    return -1;
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
 class UploadTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -139,7 +115,7 @@ class UploadTest : public ::testing::Test {
   void TearDown() override {
     if (pid_ > 0) {
       ::kill(pid_, SIGTERM);
-      EXPECT_EQ(wait_exit(pid_, 30s), 0) << log();
+      EXPECT_EQ(testing::wait_or_kill(pid_, 30s), 0) << log();
     }
   }
 
@@ -149,7 +125,7 @@ class UploadTest : public ::testing::Test {
     ::chmod(token.c_str(), 0600);
     const char* bin = std::getenv("PULSEBOX_BIN");
     ASSERT_NE(bin, nullptr);
-    port_ = free_port();
+    port_ = testing::free_loopback_port();
     std::vector<std::string> args = {
         bin,           "serve", "--listen", "127.0.0.1:" + std::to_string(port_), "--token-file",
         token.string()};
