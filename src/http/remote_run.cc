@@ -17,6 +17,7 @@
 #include "core/text.h"
 #include "http/changes_import.h"
 #include "http/remote_target.h"
+#include "protocol/run_request.h"
 #include "pulsebox/audit.h"
 #include "pulsebox/error.h"
 #include "pulsebox/workspace.h"
@@ -70,16 +71,9 @@ core::Result<json> run_request(const run::RunOptions& o, const std::string& uplo
     }
     out["secrets"][name] = value;
   }
-  const std::pair<const char*, const std::string*> limits[] = {{"memory", &o.memory},
-                                                               {"swap", &o.swap},
-                                                               {"pids", &o.pids},
-                                                               {"cpus", &o.cpus},
-                                                               {"timeout", &o.timeout},
-                                                               {"cpu_time", &o.cpu_time},
-                                                               {"max_output", &o.max_output},
-                                                               {"disk", &o.disk}};
-  for (const auto& [name, value] : limits)
-    if (!value->empty()) out["limits"][name] = *value;
+  for (const protocol::LimitField& field : protocol::limit_fields()) {
+    if (!(o.*field.value).empty()) out["limits"][field.name] = o.*field.value;
+  }
   out["network"] = {{"mode", o.net}};
   if (!o.allow.empty()) out["network"]["allow"] = o.allow;
   if (!o.allow_domains.empty()) out["network"]["allow_domains"] = o.allow_domains;

@@ -114,18 +114,14 @@ RunRequest parse(const json& body) {
   if (body.contains("limits")) {
     const json& limits = body["limits"];
     if (!limits.is_object()) refuse("limits", "expected an object");
-    only_keys(limits, "limits.",
-              {"memory", "swap", "pids", "cpus", "timeout", "cpu_time", "max_output", "disk"});
-    const std::pair<const char*, std::string*> fields[] = {{"memory", &o.memory},
-                                                           {"swap", &o.swap},
-                                                           {"pids", &o.pids},
-                                                           {"cpus", &o.cpus},
-                                                           {"timeout", &o.timeout},
-                                                           {"cpu_time", &o.cpu_time},
-                                                           {"max_output", &o.max_output},
-                                                           {"disk", &o.disk}};
-    for (const auto& [name, target] : fields) {
-      if (limits.contains(name)) *target = limit_text(limits[name], std::string("limits.") + name);
+    std::set<std::string> known;
+    for (const LimitField& field : limit_fields())
+      known.insert(field.name);
+    only_keys(limits, "limits.", known);
+    for (const LimitField& field : limit_fields()) {
+      if (limits.contains(field.name)) {
+        o.*field.value = limit_text(limits[field.name], std::string("limits.") + field.name);
+      }
     }
   }
   if (body.contains("network")) {
@@ -186,6 +182,19 @@ RunRequest parse(const json& body) {
 }
 
 }  // namespace
+
+const std::vector<LimitField>& limit_fields() {
+  using run::RunOptions;
+  static const std::vector<LimitField> kFields = {{"memory", &RunOptions::memory},
+                                                  {"swap", &RunOptions::swap},
+                                                  {"pids", &RunOptions::pids},
+                                                  {"cpus", &RunOptions::cpus},
+                                                  {"timeout", &RunOptions::timeout},
+                                                  {"cpu_time", &RunOptions::cpu_time},
+                                                  {"max_output", &RunOptions::max_output},
+                                                  {"disk", &RunOptions::disk}};
+  return kFields;
+}
 
 ParsedRunRequest parse_run_request(const nlohmann::json& body) {
   ParsedRunRequest out;

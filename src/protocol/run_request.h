@@ -46,6 +46,13 @@ struct ParsedRunRequest {
   explicit operator bool() const { return request.has_value(); }
 };
 
+// The request's "limits" fields and the run options they set, in order.
+struct LimitField {
+  const char* name;                     // "memory"
+  std::string run::RunOptions::*value;  // &RunOptions::memory
+};
+const std::vector<LimitField>& limit_fields();
+
 ParsedRunRequest parse_run_request(std::string_view body);
 ParsedRunRequest parse_run_request(const nlohmann::json& body);
 
