@@ -51,6 +51,26 @@ ClientIdentity identify(int socket, const std::string& unix_path) {
   return client;
 }
 
+// A response sent before the request's body was read (a refused token) is
+// lost if the socket is closed with that body unread: the kernel answers
+// the unread bytes with a reset, which can overtake the response. So the
+// writing side is shut first, and what the client still sends is read and
+// dropped (bounded in time and bytes) before the close, as web servers'
+// "lingering close" does.
+void close_lingering(int sock) {
+  ::shutdown(sock, SHUT_WR);
+  char sink[16384];
+  std::size_t drained = 0;
+  for (int round = 0; round < 20 && drained < (8u << 20); ++round) {
+    pollfd entry{sock, POLLIN, 0};
+    if (::poll(&entry, 1, 50) <= 0) break;
+    const ssize_t n = ::recv(sock, sink, sizeof sink, MSG_DONTWAIT);
+    if (n <= 0) break;  // the client closed too: nothing more can arrive
+    drained += static_cast<std::size_t>(n);
+  }
+  ::close(sock);
+}
+
 }  // namespace
 
 std::string ClientIdentity::describe() const {
@@ -79,8 +99,7 @@ bool PeerAwareServer::process_and_close_socket(socket_t sock) {
     if (!ok || connection_closed) break;
   }
   this_threads_connection = nullptr;
-  ::shutdown(sock, SHUT_RDWR);
-  ::close(sock);
+  close_lingering(sock);
   return ok;
 }
 

@@ -121,11 +121,10 @@ class ProtocolSocketTest : public testing::CliFixture {
     const std::string started = server_.start(binary_, cli_env(true), state_.path() / "server.sock",
                                               scratch_.path() / "log");
     ASSERT_EQ(started, "");
-    const auto deadline = std::chrono::steady_clock::now() + 10s;
-    while (!fs::exists(socket())) {
-      ASSERT_LT(std::chrono::steady_clock::now(), deadline) << server_.log();
-      std::this_thread::sleep_for(5ms);
-    }
+    // Up when a connection is taken (the socket's file exists a moment
+    // before the server listens on it).
+    ASSERT_TRUE(testing::poll_until([&] { return static_cast<bool>(connect()); }, 10s))
+        << server_.log();
   }
 
   fs::path socket() const { return state_.path() / "server.json.sock"; }
