@@ -256,7 +256,15 @@ void HttpServer::install_common_handlers() {
           answer_error(response, 503, "shutting_down", "the server is shutting down");
           return httplib::Server::HandlerResponse::Handled;
         }
-        // Only PUT routes stream their bodies (put_streaming).
+        // Only PUT routes stream their bodies (put_streaming); any other
+        // body is read whole, so it must say its length up front.
+        if (request.method != "PUT" && request.has_header("Transfer-Encoding")) {
+          answer_error(response, 411, "too_large",
+                       "a request body other than an upload needs a Content-Length (at most " +
+                           std::to_string(kMaxRequestBody) + " bytes), not chunked encoding");
+          response.set_header("Connection", "close");
+          return httplib::Server::HandlerResponse::Handled;
+        }
         if (request.method != "PUT" && request.has_header("Content-Length") &&
             request.get_header_value<std::uint64_t>("Content-Length") > kMaxRequestBody) {
           answer_error(response, 413, "too_large",

@@ -31,6 +31,10 @@ using nlohmann::json;
 
 constexpr int kRefused = run::kExitRefused;
 constexpr std::size_t kMaxStdinBytes = 16 << 20;
+constexpr std::size_t kMaxEventBytes = 16 << 20;
+// The extractor's default limits (1 GiB of content, 200,000 entries) with a
+// tar header and padding for each entry.
+constexpr std::uint64_t kMaxExportBytes = (1ULL << 30) + 200000ULL * 1536;
 
 void say(const std::string& line) {
   (void)core::write_all(STDERR_FILENO, "pulsebox: " + core::escape_for_terminal(line, true) + "\n",
@@ -356,6 +360,10 @@ int remote_run(int argc, char** argv) {
   post.set_header("Content-Type", "application/json");
   post.content_receiver = [&](const char* data, std::size_t size, std::uint64_t, std::uint64_t) {
     pending.append(data, size);
+    if (pending.size() > kMaxEventBytes) {
+      say("the server at " + url + " sent an event line over 16 MiB: the run's stream is dropped");
+      return false;
+    }
     for (auto end = pending.find('\n'); end != std::string::npos; end = pending.find('\n')) {
       take_event(pending.substr(0, end), seen);
       pending.erase(0, end + 1);
@@ -393,8 +401,12 @@ int remote_run(int argc, char** argv) {
       export_request.body =
           json{{"v", 1}, {"workspace_upload", upload}, {"transaction", remote_tx}}.dump();
       export_request.set_header("Content-Type", "application/json");
+      std::uint64_t received = 0;
       export_request.content_receiver = [&](const char* data, std::size_t size, std::uint64_t,
                                             std::uint64_t) {
+        // What the extractor would refuse anyway is not stored first.
+        received += size;
+        if (received > kMaxExportBytes) return false;
         out.write(data, static_cast<std::streamsize>(size));
         return static_cast<bool>(out);
       };

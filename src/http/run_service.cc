@@ -115,6 +115,17 @@ void RunService::run(RunStream& stream) {
                      "workspace_upload",
                      {}});
     }
+    // An upload is shared by everyone who sends the same content and is
+    // found by its hash: a run may not change it (its changes come back
+    // through an export, and are committed where the workspace lives).
+    if (options.changes == "commit" || !options.session.empty()) {
+      return refuse({ErrorCode::Forbidden,
+                     std::string(options.session.empty() ? "changes: commit" : "session") +
+                         ": a run on an upload keeps its changes as a transaction to export "
+                         "(changes keep or discard); an upload itself never changes",
+                     options.session.empty() ? "changes" : "session",
+                     {}});
+    }
     options.workspace = found->root.string();
   } else if (!stream.client.uid) {
     return refuse({ErrorCode::Forbidden,

@@ -437,6 +437,64 @@ TEST_F(UploadTest, AnyOtherRequestBodyIsStillAtMost64MiB) {
   EXPECT_NE(response.find("too_large"), std::string::npos) << response;
 }
 
+// An upload is found by its hash by everyone who sends the same content: a
+// run on it that could commit (or keep a session in it) would hand the next
+// client a poisoned workspace under the old name. Attack review, #21.
+TEST_F(UploadTest, ARunOnAnUploadNeverChangesTheUpload) {
+  serve();
+  const Tar tar = tar_of(workspace_);
+  auto uploaded = put(tar, tar.hex);
+  ASSERT_TRUE(uploaded) << log();
+  ASSERT_EQ(uploaded->status, 201) << uploaded->body;
+  const std::string before = testing::read_file(uploads() / tar.hex / "a.txt");
+  for (const auto& [field, value] :
+       {std::pair<std::string, std::string>{"changes", "commit"}, {"session", "poison"}}) {
+    const nlohmann::json run = {{"v", 1},
+                                {"argv", {"sh", "-c", "echo POISONED > a.txt; ln -s / rootlink"}},
+                                {"workspace_upload", "sha256:" + tar.hex},
+                                {"allow_weaker", {"limits"}},
+                                {field, value}};
+    auto ran = client_->Post("/v1/runs", bearer(kToken), run.dump(), "application/json");
+    ASSERT_TRUE(ran) << log();
+    const auto lines = testing::lines_of(ran->body);
+    EXPECT_EQ(testing::schema_problems("event", lines), "");
+    ASSERT_EQ(lines.size(), 1u) << ran->body;
+    const auto error = nlohmann::json::parse(lines[0])["error"];
+    EXPECT_EQ(error["code"], "forbidden") << ran->body;
+    EXPECT_EQ(error["field"], field) << ran->body;
+  }
+  EXPECT_EQ(testing::read_file(uploads() / tar.hex / "a.txt"), before);
+  EXPECT_FALSE(fs::is_symlink(uploads() / tar.hex / "rootlink"));
+}
+
+// Any body but an upload's is read whole: without a length up front (chunked)
+// it could grow the server's memory without bound. Attack review, #21.
+TEST_F(UploadTest, AChunkedBodyIsRefusedOnEveryRouteButAnUpload) {
+  serve();
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<std::uint16_t>(port_));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+  const std::string request = "POST /v1/diff HTTP/1.1\r\nHost: pulsebox\r\nAuthorization: Bearer " +
+                              kToken +
+                              "\r\nTransfer-Encoding: chunked\r\nContent-Type: "
+                              "application/json\r\n\r\n100000\r\n{";
+  ASSERT_EQ(::send(fd, request.data(), request.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(request.size()));
+  timeval timeout{.tv_sec = 10, .tv_usec = 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+  std::string response;
+  char buffer[4096];
+  for (ssize_t got; response.find("Content-Length") == std::string::npos &&
+                    (got = ::recv(fd, buffer, sizeof buffer, 0)) > 0;) {
+    response.append(buffer, static_cast<std::size_t>(got));
+  }
+  ::close(fd);
+  EXPECT_EQ(response.substr(0, 12), "HTTP/1.1 411") << response;
+}
+
 TEST_F(UploadTest, UploadsBeyondTheMaximumEvictTheLeastRecentlyUsed) {
   serve({"--max-uploads", "2"});
   std::vector<Tar> tars;
