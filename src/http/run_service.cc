@@ -89,8 +89,11 @@ std::shared_ptr<RunService::Approvals> RunService::approvals_for(const std::stri
   for (auto it = approvals_.begin(); it != approvals_.end();) {
     it = it->second.expired() ? approvals_.erase(it) : std::next(it);
   }
-  if (auto found = approvals_.find(run_id); found != approvals_.end()) return found->second.lock();
-  if (!create) return nullptr;
+  const auto found = approvals_.find(run_id);
+  if (!create) return found != approvals_.end() ? found->second.lock() : nullptr;
+  // One live run per id: a second one would take over the first one's
+  // approvals (and whose uid may answer them).
+  if (found != approvals_.end()) return nullptr;
   auto made = std::make_shared<Approvals>();
   approvals_[run_id] = made;
   return made;
@@ -152,6 +155,12 @@ void RunService::run(RunStream& stream) {
     return refuse(protocol::error_from_exception(error));
   }
   std::shared_ptr<Approvals> approvals = approvals_for(run_id, true);
+  if (!approvals) {
+    return refuse({ErrorCode::InvalidField,
+                   "execution_id: a run with the id " + run_id + " is going on; choose another",
+                   "execution_id",
+                   {}});
+  }
   approvals->uid = stream.client.uid;
   run::RunEvents events;
   events.execution_id = run_id;

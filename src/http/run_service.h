@@ -56,6 +56,8 @@ class RunService {
 
  private:
   struct Approvals;
+  // create: a new entry for the run, or null when a live run has the id;
+  // else the live run's entry, or null.
   std::shared_ptr<Approvals> approvals_for(const std::string& run_id, bool create);
 
   RunServiceOptions options_;

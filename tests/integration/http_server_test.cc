@@ -836,5 +836,42 @@ TEST_F(ServedRunsTest, AGoneClientsRunIsKilledAndSigtermLosesNoFinishedResult) {
   pid_ = -1;
 }
 
+// A run's id names whose approvals an answer is for: a second live run may
+// not take it over. Attack review, #21.
+TEST_F(ServedRunsTest, AnIdOfALiveRunIsNotTakenOver) {
+  serve("unix:" + socket_path().string());
+  ASSERT_TRUE(poll_until([&] { return fs::exists(socket_path()); }, 10s)) << log();
+  auto first_body = run_body({"sh", "-c", "sleep 2; echo first"});
+  first_body["execution_id"] = "job-1";
+  std::string first;
+  std::thread runner([&] {
+    httplib::ClientImpl client(socket_path().string(), 80);
+    client.set_address_family(AF_UNIX);
+    client.set_read_timeout(60, 0);
+    if (auto response =
+            client.Post("/v1/runs", bearer(kToken), first_body.dump(), "application/json"))
+      first = response->body;
+  });
+  httplib::ClientImpl client(socket_path().string(), 80);
+  client.set_address_family(AF_UNIX);
+  client.set_read_timeout(60, 0);
+  ASSERT_TRUE(poll_until(
+      [&] {
+        auto health = client.Get("/v1/health", bearer(kToken));
+        return health && nlohmann::json::parse(health->body)["runs"]["active"] == 1;
+      },
+      10s));
+  auto second_body = run_body({"echo", "second"});
+  second_body["execution_id"] = "job-1";
+  auto second = client.Post("/v1/runs", bearer(kToken), second_body.dump(), "application/json");
+  runner.join();
+  ASSERT_TRUE(second);
+  const auto lines = testing::lines_of(second->body);
+  EXPECT_EQ(testing::schema_problems("event", lines), "");
+  ASSERT_EQ(lines.size(), 1u) << second->body;
+  EXPECT_EQ(nlohmann::json::parse(lines[0])["error"]["field"], "execution_id") << second->body;
+  EXPECT_NE(first.find("first\\n"), std::string::npos) << first;
+}
+
 }  // namespace
 }  // namespace pulsebox
