@@ -55,11 +55,7 @@ int exec_remote_run() {
       helper.value(), "remote-run", "--cli",
       length > 0 ? std::string(self, static_cast<std::size_t>(length)) : std::string()};
   args.insert(args.end(), run_arguments().begin(), run_arguments().end());
-  std::vector<char*> argv;
-  for (auto& arg : args)
-    argv.push_back(arg.data());
-  argv.push_back(nullptr);
-  ::execv(argv[0], argv.data());
+  core::exec_program(args);
   print_error("the remote backend: cannot run " + helper.value() + ": " + std::strerror(errno));
   return run::kExitRefused;
 }

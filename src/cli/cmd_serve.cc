@@ -64,11 +64,7 @@ int exec_http_server(const ServeOptions& o) {
   }
   args.push_back("--state-dir");
   args.push_back(std::filesystem::absolute(backends::default_state_dir()).string());
-  std::vector<char*> argv;
-  for (std::string& arg : args)
-    argv.push_back(arg.data());
-  argv.push_back(nullptr);
-  ::execv(argv[0], argv.data());
+  core::exec_program(args);
   print_error("serve --listen: cannot run " + helper.value() + ": " + std::strerror(errno));
   return kExitUsage;
 }

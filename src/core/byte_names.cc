@@ -72,6 +72,21 @@ std::string to_base64(std::string_view bytes) {
   return out;
 }
 
+std::optional<std::string> from_base64(std::string_view text) {
+  if (text.size() % 4 != 0) return std::nullopt;
+  std::string out(text.size() / 4 * 3, '\0');
+  const int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                                reinterpret_cast<const unsigned char*>(text.data()),
+                                static_cast<int>(text.size()));
+  if (n < 0) return std::nullopt;
+  std::size_t size = static_cast<std::size_t>(n);
+  // EVP_DecodeBlock counts the padding as zero bytes.
+  if (!text.empty() && text.back() == '=') --size;
+  if (text.size() >= 2 && text[text.size() - 2] == '=') --size;
+  out.resize(size);
+  return out;
+}
+
 std::string to_hex(std::string_view bytes) {
   std::string out;
   out.reserve(bytes.size() * 2);

@@ -27,8 +27,10 @@ std::string escape_malformed_utf8(std::string_view bytes);
 std::string spell_malformed_utf8(std::string_view bytes);
 
 std::string to_hex(std::string_view bytes);
-// Standard base64 with padding (RFC 4648).
+// Standard base64 with padding (RFC 4648), and back: nullopt unless `text`
+// is padded base64.
 std::string to_base64(std::string_view bytes);
+std::optional<std::string> from_base64(std::string_view text);
 // nullopt unless `hex` is an even number of hex digits.
 std::optional<std::string> from_hex(std::string_view hex);
 

@@ -57,4 +57,12 @@ Result<std::string> find_libexec_helper(std::string_view name, std::string_view 
                    " and in " + PULSEBOX_LIBEXEC_DIR + "): reinstall pulsebox");
 }
 
+void exec_program(std::vector<std::string> argv) {
+  std::vector<char*> pointers;
+  for (std::string& arg : argv)
+    pointers.push_back(arg.data());
+  pointers.push_back(nullptr);
+  ::execv(pointers[0], pointers.data());
+}
+
 }  // namespace pulsebox::core

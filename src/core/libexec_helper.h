@@ -5,6 +5,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/result.h"
 
@@ -16,5 +17,9 @@ namespace pulsebox::core {
 // the component in errors.
 Result<std::string> find_libexec_helper(std::string_view name, std::string_view build_subdir,
                                         std::string_view stage);
+
+// Replaces this process with argv[0] run with `argv` (execv); returns only
+// when that failed, with errno set.
+void exec_program(std::vector<std::string> argv);
 
 }  // namespace pulsebox::core

@@ -13,6 +13,7 @@
 #include "core/unique_fd.h"
 #include "http/peer_aware_server.h"
 #include "http/unix_socket_path.h"
+#include "protocol/messages.h"
 #include "pulsebox_config.h"
 
 namespace pulsebox::http {
@@ -69,10 +70,13 @@ void fire(int event_fd) {
   [[maybe_unused]] const ssize_t n = ::write(event_fd, &one, sizeof one);
 }
 
-void answer_error(httplib::Response& response, int status, std::string_view code,
-                  std::string_view message, std::string_view field = {}) {
+// The protocol's error object (protocol/messages.h), with the HTTP status
+// the transport answers.
+void answer_error(httplib::Response& response, int status, protocol::ErrorCode code,
+                  std::string message, std::string field = {}) {
   response.status = status;
-  response.set_content(error_body(code, message, field), "application/json");
+  response.set_content(protocol::error_response({code, std::move(message), std::move(field), {}}),
+                       "application/json");
 }
 
 // The compiled library listens with a backlog of 5: on a unix socket a
@@ -92,12 +96,6 @@ void raise_backlog(httplib::Server& server) {
 }
 
 }  // namespace
-
-std::string error_body(std::string_view code, std::string_view message, std::string_view field) {
-  nlohmann::json error = {{"code", code}, {"message", message}};
-  error["field"] = field.empty() ? nlohmann::json(nullptr) : nlohmann::json(field);
-  return nlohmann::json{{"v", 1}, {"error", std::move(error)}}.dump();
-}
 
 // One admitted run: its slot, its cancel eventfd, and a thread that fires
 // the eventfd when the client hangs up (POLLRDHUP on the connection).
@@ -237,54 +235,57 @@ void HttpServer::install_common_handlers() {
   // httplib's one limit applies to streamed bodies too: it is lifted, and
   // the routes that read whole bodies are held to kMaxRequestBody below.
   server_->set_payload_max_length(std::numeric_limits<std::size_t>::max());
-  server_->set_pre_routing_handler(
-      [this](const httplib::Request& request, httplib::Response& response) {
-        scope_request(request);
-        if (!token_.accepts(request.get_header_value("Authorization"))) {
-          spdlog::warn("audit: unauthorized request from {} ({} {}): {} bearer token",
-                       this_request.client.describe(), request.method, loggable_path(request.path),
-                       request.has_header("Authorization") ? "wrong" : "no");
-          audit("http_auth", request, "deny",
-                request.has_header("Authorization") ? "wrong bearer token" : "no bearer token");
-          answer_error(response, 401, "unauthorized",
-                       "a valid bearer token is required (Authorization: Bearer <token>)",
-                       "Authorization");
-          response.set_header("WWW-Authenticate", "Bearer");
-          return httplib::Server::HandlerResponse::Handled;
-        }
-        if (shutting_down_) {
-          answer_error(response, 503, "shutting_down", "the server is shutting down");
-          return httplib::Server::HandlerResponse::Handled;
-        }
-        // Only PUT routes stream their bodies (put_streaming); any other
-        // body is read whole, so it must say its length up front.
-        if (request.method != "PUT" && request.has_header("Transfer-Encoding")) {
-          answer_error(response, 411, "too_large",
-                       "a request body other than an upload needs a Content-Length (at most " +
-                           std::to_string(kMaxRequestBody) + " bytes), not chunked encoding");
-          response.set_header("Connection", "close");
-          return httplib::Server::HandlerResponse::Handled;
-        }
-        if (request.method != "PUT" && request.has_header("Content-Length") &&
-            request.get_header_value<std::uint64_t>("Content-Length") > kMaxRequestBody) {
-          answer_error(response, 413, "too_large",
-                       "a request body is at most " + std::to_string(kMaxRequestBody) + " bytes");
-          response.set_header("Connection", "close");
-          return httplib::Server::HandlerResponse::Handled;
-        }
-        return httplib::Server::HandlerResponse::Unhandled;
-      });
+  server_->set_pre_routing_handler([this](const httplib::Request& request,
+                                          httplib::Response& response) {
+    scope_request(request);
+    if (!token_.accepts(request.get_header_value("Authorization"))) {
+      spdlog::warn("audit: unauthorized request from {} ({} {}): {} bearer token",
+                   this_request.client.describe(), request.method, loggable_path(request.path),
+                   request.has_header("Authorization") ? "wrong" : "no");
+      audit("http_auth", request, "deny",
+            request.has_header("Authorization") ? "wrong bearer token" : "no bearer token");
+      answer_error(response, 401, protocol::ErrorCode::Unauthorized,
+                   "a valid bearer token is required (Authorization: Bearer <token>)",
+                   "Authorization");
+      response.set_header("WWW-Authenticate", "Bearer");
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    if (shutting_down_) {
+      answer_error(response, 503, protocol::ErrorCode::ShuttingDown, "the server is shutting down");
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    // Only PUT routes stream their bodies (put_streaming); any other
+    // body is read whole, so it must say its length up front.
+    if (request.method != "PUT" && request.has_header("Transfer-Encoding")) {
+      answer_error(response, 411, protocol::ErrorCode::TooLarge,
+                   "a request body other than an upload needs a Content-Length (at most " +
+                       std::to_string(kMaxRequestBody) + " bytes), not chunked encoding");
+      response.set_header("Connection", "close");
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    if (request.method != "PUT" && request.has_header("Content-Length") &&
+        request.get_header_value<std::uint64_t>("Content-Length") > kMaxRequestBody) {
+      answer_error(response, 413, protocol::ErrorCode::TooLarge,
+                   "a request body is at most " + std::to_string(kMaxRequestBody) + " bytes");
+      response.set_header("Connection", "close");
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
   server_->set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request&,
                                                                      httplib::Response& response) {
     if (!response.body.empty() || response.content_length_ > 0)
       return httplib::Server::HandlerResponse::Unhandled;
-    answer_error(response, response.status, response.status == 404 ? "not_found" : "bad_request",
+    answer_error(response, response.status,
+                 response.status == 404 ? protocol::ErrorCode::NotFound
+                                        : protocol::ErrorCode::InvalidRequest,
                  response.status == 404 ? "no such endpoint" : "the request was not understood");
     return httplib::Server::HandlerResponse::Handled;
   }));
   server_->set_exception_handler(
       [](const httplib::Request&, httplib::Response& response, std::exception_ptr) {
-        answer_error(response, 500, "internal", "the server failed to handle the request");
+        answer_error(response, 500, protocol::ErrorCode::Internal,
+                     "the server failed to handle the request");
       });
   server_->set_logger([](const httplib::Request& request, const httplib::Response& response) {
     const auto elapsed =
@@ -336,16 +337,18 @@ void HttpServer::post_run(const std::string& pattern, RunHandler handler) {
         break;
       case RunSlots::Admission::kBusy:
         audit("http_run", request, "busy", "every run slot is taken and the queue is full");
-        answer_error(response, 503, "busy",
+        answer_error(response, 503, protocol::ErrorCode::Busy,
                      "every run slot is taken and the queue is full; retry later");
         response.set_header("Retry-After", "1");
         return;
       case RunSlots::Admission::kShuttingDown:
         audit("http_run", request, "shutting_down", "");
-        answer_error(response, 503, "shutting_down", "the server is shutting down");
+        answer_error(response, 503, protocol::ErrorCode::ShuttingDown,
+                     "the server is shutting down");
         return;
       case RunSlots::Admission::kClientGone:
-        answer_error(response, 499, "client_gone", "the client left while queued");
+        // Nobody reads it: the client is gone. The status says so in the log.
+        answer_error(response, 499, protocol::ErrorCode::Busy, "the client left while queued");
         return;
     }
     auto run = std::make_shared<ActiveRun>(*this, socket);
@@ -366,7 +369,8 @@ void HttpServer::post_run(const std::string& pattern, RunHandler handler) {
             handler(stream);
           } catch (const std::exception& e) {
             spdlog::error("run of {}: the handler failed: {}", client.describe(), e.what());
-            stream.write_line(error_body("internal", "the run failed inside the server"));
+            stream.write_line(protocol::error_event(
+                "", {protocol::ErrorCode::Internal, "the run failed inside the server", "", {}}));
           }
           sink.done();
           run->end();

@@ -74,10 +74,6 @@ struct AuditEvent {
 };
 using Auditor = std::function<void(const AuditEvent&)>;
 
-// {"v":1,"error":{"code":...,"message":...[,"field":...]}}
-std::string error_body(std::string_view code, std::string_view message,
-                       std::string_view field = {});
-
 class HttpServer {
  public:
   // Reads the token, checks the address, binds (a unix socket is made 0600

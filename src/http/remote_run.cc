@@ -14,9 +14,11 @@
 #include "core/byte_names.h"
 #include "core/fs.h"
 #include "core/json_parse.h"
+#include "core/libexec_helper.h"
 #include "core/text.h"
 #include "http/changes_import.h"
 #include "http/remote_target.h"
+#include "policy/policy_json.h"
 #include "protocol/run_request.h"
 #include "pulsebox/audit.h"
 #include "pulsebox/error.h"
@@ -82,10 +84,9 @@ core::Result<json> run_request(const run::RunOptions& o, const std::string& uplo
   if (!o.allow.empty()) out["network"]["allow"] = o.allow;
   if (!o.allow_domains.empty()) out["network"]["allow_domains"] = o.allow_domains;
   if (!o.policy_file.empty()) {
-    std::ifstream in(o.policy_file);
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    PB_TRY(policy, core::parse_json(text, o.policy_file));
-    out["policy"] = policy;
+    // Checked here, where the file is: its errors name its line.
+    PB_TRY(policy, policy::load_policy_file(o.policy_file));
+    out["policy"] = json::parse(policy::policy_to_json(policy));
   }
   out["seccomp"] = o.seccomp;
   out["changes"] = "keep";  // brought home, then committed or discarded here
@@ -112,28 +113,11 @@ core::Result<json> run_request(const run::RunOptions& o, const std::string& uplo
   return out;
 }
 
+// An output event's bytes; base64 that does not decode is shown as it came.
 std::string decode_output(const json& event) {
   if (event.contains("data")) return event["data"].get<std::string>();
   const std::string text = event.value("data_base64", "");
-  std::string out(text.size() / 4 * 3 + 3, '\0');
-  // Standard base64 from our own encoder; padding counted off the end.
-  static const std::string alphabet =
-      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::size_t size = 0;
-  unsigned value = 0;
-  int bits = -8;
-  for (char c : text) {
-    const auto at = alphabet.find(c);
-    if (at == std::string::npos) break;
-    value = (value << 6) | static_cast<unsigned>(at);
-    bits += 6;
-    if (bits >= 0) {
-      out[size++] = static_cast<char>((value >> bits) & 0xFF);
-      bits -= 8;
-    }
-  }
-  out.resize(size);
-  return out;
+  return core::from_base64(text).value_or(text);
 }
 
 void audit(const fs::path& workspace, const std::string& action, const std::string& decision,
@@ -161,11 +145,7 @@ int fall_back(const std::string& cli, const std::vector<std::string>& args,
         "PULSE_REMOTE_URL=" + url + " does not answer (" + why + "); ran with the native backend");
   std::vector<std::string> argv = {cli, "run", "--backend", "native"};
   argv.insert(argv.end(), args.begin(), args.end());
-  std::vector<char*> pointers;
-  for (auto& arg : argv)
-    pointers.push_back(arg.data());
-  pointers.push_back(nullptr);
-  ::execv(cli.c_str(), pointers.data());
+  core::exec_program(argv);
   say("cannot run " + cli + ": " + core::describe_errno(errno));
   return kRefused;
 }

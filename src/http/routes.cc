@@ -90,22 +90,12 @@ void operation(const std::string& name, const httplib::Request& request,
 }  // namespace
 
 void register_routes(HttpServer& server, const Services& services) {
-  if (services.runs != nullptr) {
-    server.post_run("/v1/runs", [runs = services.runs](RunStream& stream) { runs->run(stream); });
-    server.post(R"(/v1/runs/([A-Za-z0-9._-]{1,64})/approvals)",
-                [runs = services.runs](const httplib::Request& request, httplib::Response& response,
-                                       const ClientIdentity& client) {
-                  runs->answer(request, response, client);
-                });
-  } else {
-    server.post("/v1/runs",
-                [](const httplib::Request&, httplib::Response& response, const ClientIdentity&) {
-                  response.status = 501;
-                  response.set_content(error_body("not_implemented",
-                                                  "runs over HTTP are not part of this build yet"),
-                                       "application/json");
-                });
-  }
+  server.post_run("/v1/runs", [runs = services.runs](RunStream& stream) { runs->run(stream); });
+  server.post(R"(/v1/runs/([A-Za-z0-9._-]{1,64})/approvals)",
+              [runs = services.runs](const httplib::Request& request, httplib::Response& response,
+                                     const ClientIdentity& client) {
+                runs->answer(request, response, client);
+              });
   for (const char* name : {"capabilities", "changes", "diff", "commit", "discard", "read_file"}) {
     server.post(
         std::string("/v1/") + name,

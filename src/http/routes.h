@@ -18,7 +18,7 @@ namespace pulsebox::http {
 
 struct Services {
   std::filesystem::path state_dir;
-  RunService* runs = nullptr;      // unset: runs answer 501 not_implemented
+  RunService* runs = nullptr;      // required
   UploadStore* uploads = nullptr;  // unset: no uploads (their routes are 404)
 };
 

@@ -144,7 +144,6 @@ void RunService::run(RunStream& stream) {
     if (auto* refused = std::get_if<ProtocolError>(&workspace)) return refuse(*refused);
     options.workspace = std::get<std::filesystem::path>(workspace).string();
   }
-  if (request.approvals == protocol::ApprovalMode::Allow) options.yes = true;
   // The run's id is chosen here, so that answers can find it.
   const std::string run_id =
       request.execution_id.empty() ? "run-" + core::random_hex(16) : request.execution_id;
@@ -166,8 +165,8 @@ void RunService::run(RunStream& stream) {
   events.execution_id = run_id;
   events.write = stream.write_line;
   if (request.approvals == protocol::ApprovalMode::Ask) {
-    events.wait_for_answer = [approvals, cancel = stream.cancel_fd](
-                                 const std::string& id, unsigned timeout) -> std::optional<bool> {
+    events.wait_for_answer = [approvals](const std::string& id,
+                                         unsigned timeout) -> std::optional<bool> {
       std::unique_lock lock(approvals->mutex);
       approvals->changed.wait_for(lock, std::chrono::seconds(timeout),
                                   [&] { return approvals->answers.count(id) != 0; });
@@ -178,23 +177,13 @@ void RunService::run(RunStream& stream) {
   }
   for (const std::string& change : clamped)
     stream.write_line(protocol::warning_event(run_id, change));
-  run::RunIo io;
-  io.in_fd = -1;
-  io.out_fd = -1;
-  io.err_fd = -1;
   core::UniqueFd stdin_file;
-  if (request.stdin_bytes) {
-    stdin_file = core::read_only_memory_file(*request.stdin_bytes, "pulsebox-stdin");
-    if (!stdin_file) {
-      return refuse({ErrorCode::Internal, "cannot hold the run's stdin", "stdin", {}});
-    }
-    io.in_fd = stdin_file.get();
-  }
-  io.environment = &request.secret_environment;
-  io.native_backend = runtime_->make_backend();
-  io.cancel_fd = stream.cancel_fd;
-  io.events = &events;
-  (void)run::execute_run(options, io);
+  auto io = protocol::carrier_io(request, stdin_file);
+  if (!io) return refuse({ErrorCode::Internal, "cannot hold the run's stdin", "stdin", {}});
+  io->native_backend = runtime_->make_backend();
+  io->cancel_fd = stream.cancel_fd;
+  io->events = &events;
+  (void)run::execute_run(options, *io);
 }
 
 void RunService::answer(const httplib::Request& request, httplib::Response& response,

@@ -4,10 +4,10 @@
 // "v": kProtocolVersion.
 //
 // Usage:
-//   EventWriter write = [](std::string_view line) { ... return delivered; };
-//   write(started_event(run_id, argv, workspace));
-//   write(output_event(run_id, OutputStream::Stdout, "text"));
-//   write(error_event(ProtocolError{ErrorCode::InvalidField, "...", "limits.memory"}));
+//   send(started_event(run_id, argv, workspace, cwd));
+//   send(output_event(run_id, OutputStream::Stdout, "text"));
+//   send(error_event(run_id, {ErrorCode::InvalidField, "limits.memory: ...", "limits.memory",
+//   {}}));
 #pragma once
 
 #include <exception>
@@ -24,10 +24,6 @@
 namespace pulsebox::protocol {
 
 using Json = nlohmann::ordered_json;
-
-// Delivers one message (a JSON object, without its newline); false when the
-// reader is gone.
-using EventWriter = std::function<bool(std::string_view message)>;
 
 // The stable codes; docs/protocol.md lists each with its HTTP status.
 enum class ErrorCode {

@@ -1,11 +1,11 @@
 // A protocol run request as run options (run_request.h).
 #include "protocol/run_request.h"
 
-#include <openssl/evp.h>
-
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "core/byte_names.h"
+#include "core/fs.h"
 #include "core/json_parse.h"
 
 namespace pulsebox::protocol {
@@ -62,21 +62,6 @@ std::string limit_text(const json& value, const std::string& field) {
     return out;
   }
   refuse(field, "expected a number or a string such as \"512M\" or \"30s\"");
-}
-
-std::optional<std::string> from_base64(std::string_view text) {
-  if (text.size() % 4 != 0) return std::nullopt;
-  std::string out(text.size() / 4 * 3, '\0');
-  const int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                                reinterpret_cast<const unsigned char*>(text.data()),
-                                static_cast<int>(text.size()));
-  if (n < 0) return std::nullopt;
-  std::size_t size = static_cast<std::size_t>(n);
-  // EVP_DecodeBlock counts the padding as zero bytes.
-  if (!text.empty() && text.back() == '=') --size;
-  if (text.size() >= 2 && text[text.size() - 2] == '=') --size;
-  out.resize(size);
-  return out;
 }
 
 RunRequest parse(const json& body) {
@@ -153,21 +138,23 @@ RunRequest parse(const json& body) {
   if (body.contains("profile")) o.profile = text(body["profile"], "profile");
   if (body.contains("approvals")) {
     const std::string mode = text(body["approvals"], "approvals");
-    if (mode == "deny")
+    if (mode == "deny") {
       out.approvals = ApprovalMode::Deny;
-    else if (mode == "allow")
+    } else if (mode == "allow") {
       out.approvals = ApprovalMode::Allow;
-    else if (mode == "ask")
+      o.yes = true;  // the caller's own -y
+    } else if (mode == "ask") {
       out.approvals = ApprovalMode::Ask;
-    else
+    } else {
       refuse("approvals", "expected deny, allow or ask");
+    }
   }
   if (body.contains("stdin") && body.contains("stdin_base64")) {
     refuse("stdin_base64", "give stdin or stdin_base64, not both");
   }
   if (body.contains("stdin")) out.stdin_bytes = text(body["stdin"], "stdin");
   if (body.contains("stdin_base64")) {
-    out.stdin_bytes = from_base64(text(body["stdin_base64"], "stdin_base64"));
+    out.stdin_bytes = core::from_base64(text(body["stdin_base64"], "stdin_base64"));
     if (!out.stdin_bytes) refuse("stdin_base64", "not base64");
   }
   if (body.contains("execution_id")) {
@@ -207,6 +194,20 @@ ParsedRunRequest parse_run_request(const nlohmann::json& body) {
     out.error = {ErrorCode::InvalidRequest, error.what(), "", {}};
   }
   return out;
+}
+
+std::optional<run::RunIo> carrier_io(const RunRequest& request, core::UniqueFd& stdin_file) {
+  run::RunIo io;
+  io.in_fd = -1;
+  io.out_fd = -1;
+  io.err_fd = -1;
+  if (request.stdin_bytes) {
+    stdin_file = core::read_only_memory_file(*request.stdin_bytes, "pulsebox-stdin");
+    if (!stdin_file) return std::nullopt;
+    io.in_fd = stdin_file.get();
+  }
+  io.environment = &request.secret_environment;
+  return io;
 }
 
 ParsedRunRequest parse_run_request(std::string_view body) {

@@ -16,6 +16,7 @@
 #include <string_view>
 #include <variant>
 
+#include "core/unique_fd.h"
 #include "protocol/messages.h"
 #include "run/run_command.h"
 
@@ -54,6 +55,12 @@ struct LimitField {
 const std::vector<LimitField>& limit_fields();
 
 ParsedRunRequest parse_run_request(std::string_view body);
+
+// The run's I/O on a protocol carrier: no terminal, no output descriptors
+// (everything is an event), stdin from the request (held open in
+// `stdin_file` for the run), the request's secrets as the environment the
+// secret policy reads. nullopt when the stdin cannot be held.
+std::optional<run::RunIo> carrier_io(const RunRequest& request, core::UniqueFd& stdin_file);
 ParsedRunRequest parse_run_request(const nlohmann::json& body);
 
 }  // namespace pulsebox::protocol

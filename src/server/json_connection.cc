@@ -186,12 +186,9 @@ int serve_run(int fd, const nlohmann::json& body, std::string rest,
   if (auto* refused = std::get_if<ProtocolError>(&workspace)) return refuse(*refused);
   run::RunOptions options = std::move(request.options);
   options.workspace = std::get<std::filesystem::path>(workspace).string();
-  if (request.approvals == protocol::ApprovalMode::Allow) options.yes = true;
-  UniqueFd stdin_fd;
-  if (request.stdin_bytes) {
-    stdin_fd = core::read_only_memory_file(*request.stdin_bytes, "pulsebox-stdin");
-    if (!stdin_fd) return refuse({ErrorCode::Internal, "cannot hold the run's stdin", "stdin", {}});
-  }
+  UniqueFd stdin_file;
+  auto io = protocol::carrier_io(request, stdin_file);
+  if (!io) return refuse({ErrorCode::Internal, "cannot hold the run's stdin", "stdin", {}});
 
   ClientListener listener(fd, std::move(rest), context.stop_fd);
   std::mutex write_mutex;
@@ -206,15 +203,10 @@ int serve_run(int fd, const nlohmann::json& body, std::string rest,
       return listener.wait_for(id, timeout);
     };
   }
-  run::RunIo io;
-  io.in_fd = stdin_fd ? stdin_fd.get() : -1;
-  io.out_fd = -1;
-  io.err_fd = -1;
-  io.environment = &request.secret_environment;
-  if (context.backend) io.native_backend = context.backend();
-  io.cancel_fd = listener.cancel_fd();
-  io.events = &events;
-  return run::execute_run(options, io);
+  if (context.backend) io->native_backend = context.backend();
+  io->cancel_fd = listener.cancel_fd();
+  io->events = &events;
+  return run::execute_run(options, *io);
 }
 
 }  // namespace

@@ -51,6 +51,31 @@ namespace {
 
 constexpr int kExitCannotStart = 125;
 
+constexpr std::size_t kSocketPathBytes = sizeof(sockaddr_un{}.sun_path);
+
+// A unix socket of this user's alone (0600 from the start: no moment
+// another user could connect) listening at `path`, which fits sun_path;
+// a crashed server's socket there is replaced (the caller holds the lock
+// beside it). Invalid, with errno set, on failure.
+UniqueFd listen_private(const fs::path& path, int type) {
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  std::memcpy(address.sun_path, path.c_str(), path.string().size());
+  UniqueFd listener(::socket(AF_UNIX, type | SOCK_CLOEXEC, 0));
+  if (!listener) return listener;
+  ::unlink(path.c_str());
+  const mode_t previous = ::umask(0177);
+  const int bound = ::bind(listener.get(), reinterpret_cast<sockaddr*>(&address), sizeof address);
+  const int bind_errno = errno;
+  ::umask(previous);
+  if (bound != 0) {
+    errno = bind_errno;
+    return UniqueFd();
+  }
+  if (::listen(listener.get(), 128) != 0) return UniqueFd();
+  return listener;
+}
+
 void say(const std::string& line) {
   const std::string text = "pulsebox serve: " + line + "\n";
   (void)core::write_all(STDERR_FILENO, text, "a message");
@@ -373,16 +398,13 @@ void Server::handle_json(UniqueFd connection) {
 int Server::serve() {
   const fs::path socket_path =
       options_.socket_path.empty() ? default_socket_path(options_.state_dir) : options_.socket_path;
-  sockaddr_un address{};
-  address.sun_family = AF_UNIX;
-  if (socket_path.string().size() >= sizeof address.sun_path) {
+  if (socket_path.string().size() >= kSocketPathBytes) {
     say("the socket path " + socket_path.string() + " is longer than " +
-        std::to_string(sizeof address.sun_path - 1) +
+        std::to_string(kSocketPathBytes - 1) +
         " bytes; choose a shorter one with --socket (the clients look for <state "
         "directory>/server.sock, or PULSEBOX_SERVER=PATH)");
     return kExitCannotStart;
   }
-  std::memcpy(address.sun_path, socket_path.c_str(), socket_path.string().size());
   // The socket's directory is this user's alone (the state directory's
   // rules), so nobody else can put a socket of theirs in its place.
   try {
@@ -435,13 +457,8 @@ int Server::serve() {
   ::pthread_sigmask(SIG_BLOCK, &stops, nullptr);
   UniqueFd signals(::signalfd(-1, &stops, SFD_CLOEXEC));
 
-  UniqueFd listener(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
-  ::unlink(socket_path.c_str());          // a crashed server's: the lock above is ours
-  const mode_t previous = ::umask(0177);  // the socket: 0600 from the start
-  const int bound =
-      listener ? ::bind(listener.get(), reinterpret_cast<sockaddr*>(&address), sizeof address) : -1;
-  ::umask(previous);
-  if (!signals || bound != 0 || ::listen(listener.get(), 128) != 0) {
+  UniqueFd listener = listen_private(socket_path, SOCK_SEQPACKET);
+  if (!signals || !listener) {
     say("cannot listen on " + socket_path.string() + ": " + core::describe_errno(errno));
     return kExitCannotStart;
   }
@@ -449,23 +466,13 @@ int Server::serve() {
   // The protocol's socket beside it (docs/protocol.md), for any client of
   // this user: newline-delimited JSON.
   const fs::path json_path = protocol_socket_path(socket_path);
-  sockaddr_un json_address{};
-  json_address.sun_family = AF_UNIX;
-  if (json_path.string().size() >= sizeof json_address.sun_path) {
+  if (json_path.string().size() >= kSocketPathBytes) {
     say("the protocol socket path " + json_path.string() +
         " is too long; choose a shorter --socket");
     return kExitCannotStart;
   }
-  std::memcpy(json_address.sun_path, json_path.c_str(), json_path.string().size());
-  UniqueFd json_listener(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  ::unlink(json_path.c_str());
-  const mode_t before = ::umask(0177);
-  const int json_bound =
-      json_listener ? ::bind(json_listener.get(), reinterpret_cast<sockaddr*>(&json_address),
-                             sizeof json_address)
-                    : -1;
-  ::umask(before);
-  if (json_bound != 0 || ::listen(json_listener.get(), 128) != 0) {
+  UniqueFd json_listener = listen_private(json_path, SOCK_STREAM);
+  if (!json_listener) {
     say("cannot listen on " + json_path.string() + ": " + core::describe_errno(errno));
     return kExitCannotStart;
   }

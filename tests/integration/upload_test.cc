@@ -18,6 +18,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -172,6 +173,32 @@ class UploadTest : public ::testing::Test {
   httplib::Result post(const std::string& route, const nlohmann::json& body) {
     EXPECT_EQ(testing::schema_problems("request", {body.dump()}), "") << body.dump();
     return client_->Post(route, bearer(kToken), body.dump(), "application/json");
+  }
+
+  // Bytes no HTTP client library would send, and the answer read until
+  // `until` has come (or 10 s of silence, or the end).
+  std::string raw_exchange(const std::string& request, const std::string& until) const {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(static_cast<std::uint16_t>(port_));
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    std::string response;
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
+        ::send(fd, request.data(), request.size(), MSG_NOSIGNAL) !=
+            static_cast<ssize_t>(request.size())) {
+      ::close(fd);
+      return "connect or send failed: " + std::string(std::strerror(errno));
+    }
+    timeval timeout{.tv_sec = 10, .tv_usec = 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+    char buffer[4096];
+    for (ssize_t got; response.find(until) == std::string::npos &&
+                      (got = ::recv(fd, buffer, sizeof buffer, 0)) > 0;) {
+      response.append(buffer, static_cast<std::size_t>(got));
+    }
+    ::close(fd);
+    return response;
   }
 
   TempDir dir_;
@@ -411,28 +438,11 @@ TEST_F(UploadTest, AWrongTokenOnPutIsRefusedBeforeTheBodyIsRead) {
 // from its Content-Length before it is read.
 TEST_F(UploadTest, AnyOtherRequestBodyIsStillAtMost64MiB) {
   serve();
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(static_cast<std::uint16_t>(port_));
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
-  const std::string request =
-      "POST /v1/changes HTTP/1.1\r\nHost: pulsebox\r\nAuthorization: Bearer " + kToken +
-      "\r\nContent-Length: " + std::to_string((64 << 20) + 1) +
-      "\r\nContent-Type: application/json\r\n\r\n{";
-  ASSERT_EQ(::send(fd, request.data(), request.size(), MSG_NOSIGNAL),
-            static_cast<ssize_t>(request.size()));
-  timeval timeout{.tv_sec = 10, .tv_usec = 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
-  // Until the error's code has come (or the receive timeout).
-  std::string response;
-  char buffer[4096];
-  for (ssize_t got; response.find("too_large") == std::string::npos &&
-                    (got = ::recv(fd, buffer, sizeof buffer, 0)) > 0;) {
-    response.append(buffer, static_cast<std::size_t>(got));
-  }
-  ::close(fd);
+  const std::string response =
+      raw_exchange("POST /v1/changes HTTP/1.1\r\nHost: pulsebox\r\nAuthorization: Bearer " +
+                       kToken + "\r\nContent-Length: " + std::to_string((64 << 20) + 1) +
+                       "\r\nContent-Type: application/json\r\n\r\n{",
+                   "too_large");
   EXPECT_EQ(response.substr(0, 12), "HTTP/1.1 413") << response;
   EXPECT_NE(response.find("too_large"), std::string::npos) << response;
 }
@@ -471,27 +481,10 @@ TEST_F(UploadTest, ARunOnAnUploadNeverChangesTheUpload) {
 // it could grow the server's memory without bound. Attack review, #21.
 TEST_F(UploadTest, AChunkedBodyIsRefusedOnEveryRouteButAnUpload) {
   serve();
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(static_cast<std::uint16_t>(port_));
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
-  const std::string request = "POST /v1/diff HTTP/1.1\r\nHost: pulsebox\r\nAuthorization: Bearer " +
-                              kToken +
-                              "\r\nTransfer-Encoding: chunked\r\nContent-Type: "
-                              "application/json\r\n\r\n100000\r\n{";
-  ASSERT_EQ(::send(fd, request.data(), request.size(), MSG_NOSIGNAL),
-            static_cast<ssize_t>(request.size()));
-  timeval timeout{.tv_sec = 10, .tv_usec = 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
-  std::string response;
-  char buffer[4096];
-  for (ssize_t got; response.find("Content-Length") == std::string::npos &&
-                    (got = ::recv(fd, buffer, sizeof buffer, 0)) > 0;) {
-    response.append(buffer, static_cast<std::size_t>(got));
-  }
-  ::close(fd);
+  const std::string response = raw_exchange(
+      "POST /v1/diff HTTP/1.1\r\nHost: pulsebox\r\nAuthorization: Bearer " + kToken +
+          "\r\nTransfer-Encoding: chunked\r\nContent-Type: application/json\r\n\r\n100000\r\n{",
+      "Content-Length");
   EXPECT_EQ(response.substr(0, 12), "HTTP/1.1 411") << response;
 }
 
