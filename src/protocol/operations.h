@@ -1,6 +1,6 @@
 // The protocol's requests other than run (docs/protocol.md): capabilities,
-// changes, diff, commit, discard and read_file, answered the same way on
-// every carrier. Each names a workspace on the server's machine, which the
+// changes, diff, commit, discard, read_file, create_transaction,
+// stage_write and stage_delete, answered the same way on every carrier. Each names a workspace on the server's machine, which the
 // caller must own.
 //
 // Usage:
