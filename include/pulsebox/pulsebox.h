@@ -62,8 +62,9 @@
  * thread. Callbacks run on the thread that called pulsebox_sandbox_run,
  * during that call, and must not call into the same sandbox.
  *
- * Stability: PULSEBOX_ABI_VERSION counts incompatible changes of this ABI;
- * the shared library's soname (libpulsebox.so.0) changes with it. Within one
+ * Stability: PULSEBOX_ABI_VERSION counts incompatible changes of this ABI
+ * (pulsebox_abi_version() gives the loaded library's); the soname,
+ * libpulsebox.so.0, changes only with one. Within one
  * ABI version functions and enum values are only added, and
  * pulsebox_run_options only grows at its end (its struct_size says which
  * fields the caller knows). Link with `pkg-config --cflags --libs pulsebox`.
