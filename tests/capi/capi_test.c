@@ -352,6 +352,36 @@ static void test_transactions_of_the_caller(void) {
   CHECK(read_back, "status %d: %s", status, message);
 }
 
+static void test_cancel_fd_cancels_the_run(void) {
+  const char* ws = workspace("cancel");
+  CHECK(ws != NULL, "workspace");
+  pulsebox_sandbox* sandbox = NULL;
+  pulsebox_error* error = NULL;
+  pulsebox_status status = pulsebox_sandbox_new(ws, "{" WEAKER "}", &sandbox, &error);
+  CHECK(status == PULSEBOX_OK, "new: %s", message_of(error));
+  int cancel[2];
+  CHECK(pipe(cancel) == 0, "pipe");
+  /* Readable before the run starts: cancelled at once. */
+  CHECK(write(cancel[1], "x", 1) == 1, "write");
+  pulsebox_run_options options;
+  pulsebox_run_options_init(&options);
+  options.cancel_fd = cancel[0];
+  const char* argv[] = {"sleep", "5", NULL};
+  pulsebox_result* result = NULL;
+  status = pulsebox_sandbox_run(sandbox, argv, &options, &result, &error);
+  const char* reason = pulsebox_result_termination_reason(result);
+  const int cancelled = status == PULSEBOX_OK && reason != NULL && strcmp(reason, "cancelled") == 0;
+  char message[300];
+  snprintf(message, sizeof message, "status %d, reason %s: %s", status,
+           reason == NULL ? "NULL" : reason, message_of(error));
+  pulsebox_result_free(result);
+  pulsebox_error_free(error);
+  pulsebox_sandbox_free(sandbox);
+  close(cancel[0]);
+  close(cancel[1]);
+  CHECK(cancelled, "%s", message);
+}
+
 static void run_case(const char* name, void (*test)(void)) {
   current = case_count++;
   case_names[current] = name;
@@ -436,6 +466,7 @@ int main(int argc, char** argv) {
   run_case("policy_deny", test_policy_deny);
   run_case("commit_conflict_names_the_path", test_commit_conflict_names_the_path);
   run_case("transactions_of_the_caller", test_transactions_of_the_caller);
+  run_case("cancel_fd_cancels_the_run", test_cancel_fd_cancels_the_run);
   printf("1..%d\n", case_count);
 
   int failures = 0;
