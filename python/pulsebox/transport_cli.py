@@ -1,0 +1,189 @@
+"""Transport without a server: `pulsebox run --events` for runs, `pulsebox request` for the rest."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import tempfile
+from collections.abc import AsyncIterator
+from typing import Any
+
+from .errors import SandboxConfigError, SandboxError, SandboxUnsupportedPolicyError
+from .transport_socket import LINE_LIMIT
+
+_LIMIT_FLAGS = {"memory": "--memory", "swap": "--swap", "pids": "--pids", "cpus": "--cpus",
+                "timeout": "--timeout", "cpu_time": "--cpu-time", "max_output": "--max-output",
+                "disk": "--disk"}
+_DURATIONS = {"timeout", "cpu_time"}
+
+
+def _limit_text(name: str, value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if name in _DURATIONS and float(value) != int(value):
+        return f"{round(float(value) * 1000)}ms"
+    return str(int(value)) if float(value) == int(value) else str(value)
+
+
+def run_flags(request: dict[str, Any], env: dict[str, str]) -> tuple[list[str], list[str]]:
+    """`pulsebox run` flags for a run request, and temp files to remove after it.
+
+    Secrets go in `env` (the child's environment) and are named by `--secret NAME`,
+    so no value is on a command line.
+    """
+    flags: list[str] = ["--events"]
+    temps: list[str] = []
+    handled = {"v", "request", "argv", "stdin", "stdin_base64"}
+    if "workspace" in request:
+        flags += ["--workspace", request["workspace"]]
+    if request.get("cwd"):
+        flags += ["--cwd", request["cwd"]]
+    for name, value in (request.get("env") or {}).items():
+        flags += ["--env", f"{name}={value}"]
+    for name, value in (request.get("secrets") or {}).items():
+        env[name] = value
+        flags += ["--secret", name]
+    for name, value in (request.get("limits") or {}).items():
+        flags += [_LIMIT_FLAGS[name], _limit_text(name, value)]
+    network = request.get("network") or {}
+    if "mode" in network:
+        flags += ["--net", network["mode"]]
+    for dest in network.get("allow", []):
+        flags += ["--allow", dest]
+    for domain in network.get("allow_domains", []):
+        flags += ["--allow-domain", domain]
+    if "policy" in request:
+        # --policy takes a regular file; 0600 in a private temp dir.
+        fd, path = tempfile.mkstemp(prefix="pulsebox-policy-", suffix=".json")
+        with os.fdopen(fd, "w") as out:
+            json.dump(request["policy"], out)
+        temps.append(path)
+        flags += ["--policy", path]
+    for key, flag in (("seccomp", "--seccomp"), ("changes", "--changes"), ("session", "--session"),
+                      ("profile", "--profile")):
+        if key in request:
+            flags += [flag, str(request[key])]
+    for dim in request.get("allow_weaker", []):
+        flags += ["--allow-weaker", dim]
+    approvals = request.get("approvals", "deny")
+    if approvals == "allow":
+        flags.append("-y")
+    elif approvals == "ask":
+        raise SandboxUnsupportedPolicyError(
+            "approvals through a callback need the server transport (`run --events` asks nobody): "
+            "use transport=\"server\" (start_server=True starts one), or approvals=\"allow\"/\"deny\"",
+            code="unsupported_policy", field="approvals")
+    handled |= {"workspace", "cwd", "env", "secrets", "limits", "network", "policy", "seccomp",
+                "changes", "session", "profile", "allow_weaker", "approvals", "execution_id"}
+    unknown = set(request) - handled
+    if unknown:
+        raise SandboxConfigError(f"{sorted(unknown)[0]}: not supported by `pulsebox run --events`",
+                                 code="invalid_field", field=sorted(unknown)[0])
+    return flags, temps
+
+
+class CliRun:
+    """A `pulsebox run --events` child; closing it before the end cancels the run (SIGTERM, then SIGKILL)."""
+
+    def __init__(self, proc: asyncio.subprocess.Process, temps: list[str]) -> None:
+        self._proc = proc
+        self._temps = temps
+        self.pid = proc.pid
+        self.stderr = b""
+        self._stderr_task = asyncio.ensure_future(self._drain_stderr())
+
+    async def _drain_stderr(self) -> None:
+        assert self._proc.stderr is not None
+        self.stderr = await self._proc.stderr.read(1 << 20)
+        while await self._proc.stderr.read(1 << 16):
+            pass
+
+    async def events(self) -> AsyncIterator[dict[str, Any]]:
+        assert self._proc.stdout is not None
+        while True:
+            line = await self._proc.stdout.readline()
+            if not line:
+                break
+            yield json.loads(line)
+        await self._proc.wait()
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._stderr_task, 5)
+
+    @property
+    def returncode(self) -> int | None:
+        return self._proc.returncode
+
+    async def answer(self, approval_id: str, allow: bool) -> None:
+        raise SandboxError("`pulsebox run --events` takes no approval answers", code="invalid_request")
+
+    async def close(self) -> None:
+        try:
+            if self._proc.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    self._proc.send_signal(signal.SIGTERM)
+                try:
+                    await asyncio.wait_for(self._proc.wait(), 5)
+                except asyncio.TimeoutError:
+                    with contextlib.suppress(ProcessLookupError):
+                        self._proc.kill()
+                    await asyncio.wait_for(self._proc.wait(), 5)
+        finally:
+            self._stderr_task.cancel()
+            for path in self._temps:
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
+
+
+class CliTransport:
+    name = "cli"
+
+    def __init__(self, pulsebox_bin: str, extra_env: dict[str, str] | None = None,
+                 extra_flags: list[str] | None = None) -> None:
+        self.pulsebox_bin = pulsebox_bin
+        self.extra_env = dict(extra_env or {})
+        self.extra_flags = list(extra_flags or [])
+
+    def _env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(self.extra_env)
+        return env
+
+    async def open_run(self, request: dict[str, Any]) -> CliRun:
+        env = self._env()
+        flags, temps = run_flags(request, env)
+        stdin_data = None
+        if "stdin" in request:
+            stdin_data = request["stdin"].encode()
+        elif "stdin_base64" in request:
+            import base64
+            stdin_data = base64.b64decode(request["stdin_base64"])
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                self.pulsebox_bin, "run", *self.extra_flags, *flags, "--", *request["argv"],
+                stdin=subprocess.PIPE if stdin_data is not None else subprocess.DEVNULL,
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, limit=LINE_LIMIT)
+        except OSError:
+            for path in temps:
+                os.unlink(path)
+            raise
+        if stdin_data is not None:
+            assert proc.stdin is not None
+            proc.stdin.write(stdin_data)
+            with contextlib.suppress(ConnectionError):
+                await proc.stdin.drain()
+            proc.stdin.close()
+        return CliRun(proc, temps)
+
+    def request(self, request: dict[str, Any], timeout: float = 60.0) -> dict[str, Any]:
+        proc = subprocess.run([self.pulsebox_bin, "request"], input=json.dumps(request) + "\n",
+                              capture_output=True, text=True, env=self._env(), timeout=timeout)
+        line = proc.stdout.split("\n", 1)[0]
+        if not line:
+            raise SandboxError(
+                f"`pulsebox request` exited {proc.returncode} without a reply: {proc.stderr.strip()}",
+                code="internal")
+        return json.loads(line)

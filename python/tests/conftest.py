@@ -1,0 +1,133 @@
+"""Fixtures: the real pulsebox binaries, a private state directory, servers started and stopped by pid."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+PYTHON_DIR = Path(__file__).resolve().parents[1]
+REPO = PYTHON_DIR.parent
+sys.path.insert(0, str(PYTHON_DIR))
+
+import pulsebox  # noqa: E402
+
+
+def _binary() -> str:
+    named = os.environ.get("PULSEBOX_BIN")
+    if named:
+        return named
+    built = REPO / "build" / "src" / "cli" / "pulsebox"
+    if built.exists():
+        return str(built)
+    pytest.exit("set PULSEBOX_BIN to the pulsebox binary (build/src/cli/pulsebox)", returncode=2)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def pulsebox_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """PULSEBOX_BIN, a state dir of this session, an audit key, NO_COLOR; no remote or server named."""
+    base = tmp_path_factory.mktemp("pulsebox")
+    env = {
+        "PULSEBOX_BIN": _binary(),
+        "PULSEBOX_STATE_DIR": str(base / "state"),
+        "PULSEBOX_AUDIT_KEY": os.environ.get("PULSEBOX_AUDIT_KEY") or str(base / "audit.key"),
+        "NO_COLOR": "1",
+    }
+    saved = {k: os.environ.get(k) for k in [*env, "PULSEBOX_SERVER", "PULSE_REMOTE_URL",
+                                            "PULSE_REMOTE_TOKEN", "PULSE_REMOTE_CA"]}
+    for name in ("PULSEBOX_SERVER", "PULSE_REMOTE_URL", "PULSE_REMOTE_TOKEN", "PULSE_REMOTE_CA"):
+        os.environ.pop(name, None)
+    os.environ.update(env)
+    yield env
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "a.txt").write_text("original\n")
+    return ws
+
+
+@pytest.fixture
+def local_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A `pulsebox serve --local` of this test's own state dir; stopped by its pid at the end."""
+    monkeypatch.setenv("PULSEBOX_STATE_DIR", str(tmp_path / "server-state"))
+    server = pulsebox.LocalServer()
+    pid = server.start(timeout=15)
+    assert pid is not None and server.running()
+    yield server
+    server.stop()
+    assert server._proc.poll() is not None
+
+
+def make(workspace: Path, **kwargs) -> pulsebox.Sandbox:
+    """A Sandbox that also works for an ordinary user without cgroups (as the C++ suites pass
+    --allow-weaker limits)."""
+    kwargs.setdefault("allow_weaker", ["limits"])
+    return pulsebox.Sandbox(workspace, **kwargs)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def remote_server(tmp_path: Path):
+    """`pulsebox serve --listen 127.0.0.1:PORT --token-file F` with its own state dir; stopped by pid."""
+    token = os.urandom(24).hex()
+    token_file = tmp_path / "token"
+    fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    os.write(fd, token.encode())
+    os.close(fd)
+    port = free_port()
+    env = dict(os.environ, PULSEBOX_STATE_DIR=str(tmp_path / "remote-state"))
+    log = open(tmp_path / "remote.log", "wb")
+    proc = subprocess.Popen([os.environ["PULSEBOX_BIN"], "serve", "--listen", f"127.0.0.1:{port}",
+                             "--token-file", str(token_file)], env=env, stdout=log, stderr=log,
+                            stdin=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                break
+        assert proc.poll() is None, (tmp_path / "remote.log").read_text()
+        time.sleep(0.02)
+    else:
+        proc.kill()
+        pytest.fail("pulsebox serve --listen did not listen: " + (tmp_path / "remote.log").read_text())
+    yield f"http://127.0.0.1:{port}", token
+    proc.terminate()
+    try:
+        proc.wait(15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(5)
+    log.close()
+
+
+def processes_with_arg(marker: str) -> list[int]:
+    """pids whose command line holds `marker` (a unique argument of the test's own command)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            args = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if marker.encode() in args:
+            found.append(int(entry))
+    return found
