@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import inspect
 import os
 import stat
@@ -282,42 +283,15 @@ class Sandbox:
         execution = SandboxExecution(execution_id)
         self.last_execution = execution
         execution.transition(LifecycleState.STARTING)
-        cmd_str = command if isinstance(command, str) else " ".join(command)
-        stdout: list[str] = []
-        stderr: list[str] = []
-        started = time.monotonic()
+        events = self.stream(command, cwd, env, execution_id=execution_id, session=session,
+                             stdin=stdin, on_output=on_output)
         try:
-            async for event in self.stream(command, cwd, env, execution_id=execution_id,
-                                           session=session, stdin=stdin, on_output=on_output):
-                kind = event.get("event")
-                if kind == "started":
-                    execution.transition(LifecycleState.RUNNING)
-                elif kind == "output":
-                    (stdout if event["stream"] == "stdout" else stderr).append(event["data"])
-                elif kind == "result":
-                    result = result_from_run(event, "", "")
-                    result.stdout = self.scrubber.redact("".join(stdout))
-                    result.stderr = self.scrubber.redact("".join(stderr))
-                    result.command = cmd_str
-                    execution.transition(LifecycleState.COMPLETING if result.exit_code == 0
-                                         and not result.timed_out else LifecycleState.FAILED)
-                    return result
-                elif kind == "error":
-                    error = event["error"]
-                    execution.transition(LifecycleState.FAILED)
-                    if error.get("code") == "policy_denied" and self.shell_denied == "result":
-                        return ProcessResult(command=cmd_str, exit_code=-1, stdout="",
-                                             stderr=SHELL_DENIED, duration_ms=0.0,
-                                             run_id=event.get("run_id"), raw={"error": error})
-                    raise error_from_protocol(error, operation="execute_command")
-            execution.transition(LifecycleState.FAILED)
-            run = self.last_run
-            detail = getattr(run, "stderr", b"").decode(errors="replace").strip()
-            raise SandboxError(f"pulsebox ended the run without a result"
-                               f"{' (exit ' + str(run.returncode) + ')' if getattr(run, 'returncode', None) is not None else ''}"
-                               f"{': ' + detail if detail else ''}", code="internal")
+            # aclosing: leaving early (a result, an error, a cancel) ends the run at once.
+            async with contextlib.aclosing(events):
+                return await self._collect(events, execution,
+                                           command if isinstance(command, str) else " ".join(command))
         except asyncio.CancelledError:
-            if execution.state in (LifecycleState.RUNNING,):
+            if execution.state == LifecycleState.RUNNING:
                 execution.transition(LifecycleState.STOPPING)
             raise
         finally:
@@ -325,7 +299,41 @@ class Sandbox:
                 execution.transition(LifecycleState.FAILED)
             execution.transition(LifecycleState.CLEANING)
             execution.transition(LifecycleState.FINALIZED)
-            self.last_duration_ms = (time.monotonic() - started) * 1000.0
+
+    async def _collect(self, events: AsyncIterator[dict[str, Any]], execution: SandboxExecution,
+                       cmd_str: str) -> ProcessResult:
+        stdout: list[str] = []
+        stderr: list[str] = []
+        async for event in events:
+            kind = event.get("event")
+            if kind == "started":
+                execution.transition(LifecycleState.RUNNING)
+            elif kind == "output":
+                (stdout if event["stream"] == "stdout" else stderr).append(event["data"])
+            elif kind == "result":
+                result = result_from_run(event, "", "")
+                # Scrubbed again as a whole: a value may straddle two chunks.
+                result.stdout = self.scrubber.redact("".join(stdout))
+                result.stderr = self.scrubber.redact("".join(stderr))
+                result.command = cmd_str
+                ok = result.exit_code == 0 and not result.timed_out
+                execution.transition(LifecycleState.COMPLETING if ok else LifecycleState.FAILED)
+                return result
+            elif kind == "error":
+                error = event["error"]
+                execution.transition(LifecycleState.FAILED)
+                if error.get("code") == "policy_denied" and self.shell_denied == "result":
+                    return ProcessResult(command=cmd_str, exit_code=-1, stdout="", stderr=SHELL_DENIED,
+                                         duration_ms=0.0, run_id=event.get("run_id"),
+                                         raw={"error": error})
+                raise error_from_protocol(error, operation="execute_command")
+        execution.transition(LifecycleState.FAILED)
+        run = self.last_run
+        status = getattr(run, "returncode", None)
+        detail = getattr(run, "stderr", b"").decode(errors="replace").strip()
+        raise SandboxError("pulsebox ended the run without a result"
+                           + (f" (exit {status})" if status is not None else "")
+                           + (f": {detail}" if detail else ""), code="internal")
 
     # -- review requests ----------------------------------------------------
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import socket
 import subprocess
 import sys
@@ -31,7 +33,9 @@ def _binary() -> str:
 @pytest.fixture(scope="session", autouse=True)
 def pulsebox_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     """PULSEBOX_BIN, a state dir of this session, an audit key, NO_COLOR; no remote or server named."""
-    base = tmp_path_factory.mktemp("pulsebox")
+    # Sandboxes' unprivileged ids must be able to search the state directory's parents.
+    base = Path(tempfile.mkdtemp(prefix="pbpy-"))
+    base.chmod(0o711)
     env = {
         "PULSEBOX_BIN": _binary(),
         "PULSEBOX_STATE_DIR": str(base / "state"),
@@ -44,6 +48,7 @@ def pulsebox_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
         os.environ.pop(name, None)
     os.environ.update(env)
     yield env
+    shutil.rmtree(base, ignore_errors=True)
     for name, value in saved.items():
         if value is None:
             os.environ.pop(name, None)
@@ -52,17 +57,26 @@ def pulsebox_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 
 
 @pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    ws = tmp_path / "ws"
+def scratch(pulsebox_env: dict[str, str]) -> Path:
+    """A directory of this test that sandboxes' ids may search (pytest's tmp_path is 0700)."""
+    base = Path(pulsebox_env["PULSEBOX_STATE_DIR"]).parent
+    path = Path(tempfile.mkdtemp(prefix="t", dir=base))
+    path.chmod(0o711)
+    return path
+
+
+@pytest.fixture
+def workspace(scratch: Path) -> Path:
+    ws = scratch / "ws"
     ws.mkdir()
     (ws / "a.txt").write_text("original\n")
     return ws
 
 
 @pytest.fixture
-def local_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+def local_server(scratch: Path, monkeypatch: pytest.MonkeyPatch):
     """A `pulsebox serve --local` of this test's own state dir; stopped by its pid at the end."""
-    monkeypatch.setenv("PULSEBOX_STATE_DIR", str(tmp_path / "server-state"))
+    monkeypatch.setenv("PULSEBOX_STATE_DIR", str(scratch / "ss"))
     server = pulsebox.LocalServer()
     pid = server.start(timeout=15)
     assert pid is not None and server.running()
@@ -85,7 +99,8 @@ def free_port() -> int:
 
 
 @pytest.fixture
-def remote_server(tmp_path: Path):
+def remote_server(scratch: Path):
+    tmp_path = scratch
     """`pulsebox serve --listen 127.0.0.1:PORT --token-file F` with its own state dir; stopped by pid."""
     token = os.urandom(24).hex()
     token_file = tmp_path / "token"
