@@ -279,3 +279,12 @@ def test_remote_from_the_environment_and_a_wrong_token(remote_server, workspace,
         sandbox.transport.http_get("health")
     with pytest.raises(pulsebox.SandboxError):
         run(sandbox.execute_command("true"))
+
+
+def test_run_after_review_request(local_server, workspace):
+    """A run after a review request on the same workspace, both through the server's socket
+    (the review request keys the audit log with the server's key; the run must find it too)."""
+    sandbox = make(workspace, transport="server")
+    assert run(sandbox.execute_command("true")).exit_code == 0
+    assert sandbox.read_file("a.txt") == "original\n"
+    assert run(sandbox.execute_command("true")).exit_code == 0
