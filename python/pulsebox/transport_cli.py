@@ -94,6 +94,7 @@ class CliRun:
         self._temps = temps
         self.pid = proc.pid
         self.stderr = b""
+        self._ended = False  # the last event (result or error) was read
         self._stderr_task = asyncio.ensure_future(self._drain_stderr())
 
     async def _drain_stderr(self) -> None:
@@ -108,7 +109,10 @@ class CliRun:
             line = await self._proc.stdout.readline()
             if not line:
                 break
-            yield json.loads(line)
+            event = json.loads(line)
+            self._ended = event.get("event") in ("result", "error")
+            yield event
+        self._ended = True
         await self._proc.wait()
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(self._stderr_task, 5)
@@ -122,6 +126,10 @@ class CliRun:
 
     async def close(self) -> None:
         try:
+            if self._ended and self._proc.returncode is None:
+                # After its last event pulsebox is finishing: let it, signal only if it hangs.
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self._proc.wait(), 10)
             if self._proc.returncode is None:
                 with contextlib.suppress(ProcessLookupError):
                     self._proc.send_signal(signal.SIGTERM)
