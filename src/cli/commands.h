@@ -25,6 +25,7 @@ inline int check_failure_status(const core::Error& error) {
 void register_policy_commands(CLI::App& app, int& exit_code);
 void register_audit_commands(CLI::App& app, int& exit_code);
 void register_scrub_command(CLI::App& app, int& exit_code);
+void register_request_command(CLI::App& app, int& exit_code);
 void register_changes_commands(CLI::App& app, int& exit_code);
 void register_session_commands(CLI::App& app, int& exit_code);
 void register_run_command(CLI::App& app, int& exit_code);

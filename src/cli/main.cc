@@ -60,6 +60,7 @@ int main(int argc, char** argv) {
       {{"policy"}, register_policy_commands},
       {{"audit"}, register_audit_commands},
       {{"scrub"}, register_scrub_command},
+      {{"request"}, register_request_command},
       {{"run"}, register_run_command},
       {{"changes", "diff", "commit", "discard", "reconcile"}, register_changes_commands},
       {{"capabilities"}, register_capabilities_command},

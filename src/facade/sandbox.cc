@@ -1,9 +1,11 @@
 #include "pulsebox/sandbox.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 
 #include "core/agent_dir.h"
@@ -307,6 +309,15 @@ void Sandbox::stage_write(const std::string& tx, std::string_view path, std::str
                                0, "secrets");
   }
   workspace_.stage_write(tx, path, bytes, mode);
+  // As the reference's commit does: directories the path needs are made.
+  // After the write, whose staging validated the path.
+  for (auto end = path.find('/'); end != std::string_view::npos; end = path.find('/', end + 1)) {
+    const std::string parent(path.substr(0, end));
+    struct stat st {};
+    if (::lstat((workspace_.root() / parent).c_str(), &st) != 0 && errno == ENOENT) {
+      workspace_.stage_mkdir(tx, parent);
+    }
+  }
   audit_->record({.action = "write-staged",
                   .target = target,
                   .decision = std::string(to_string(evaluation.decision)),

@@ -96,7 +96,8 @@ void register_routes(HttpServer& server, const Services& services) {
                                      const ClientIdentity& client) {
                 runs->answer(request, response, client);
               });
-  for (const char* name : {"capabilities", "changes", "diff", "commit", "discard", "read_file"}) {
+  for (const char* name : {"capabilities", "changes", "diff", "commit", "discard", "read_file",
+                           "create_transaction", "stage_write", "stage_delete"}) {
     server.post(
         std::string("/v1/") + name,
         [name = std::string(name), uploads = services.uploads](

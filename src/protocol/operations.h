@@ -1,7 +1,7 @@
 // The protocol's requests other than run (docs/protocol.md): capabilities,
-// changes, diff, commit, discard and read_file, answered the same way on
-// every carrier. Each names a workspace on the server's machine, which the
-// caller must own.
+// changes, diff, commit, discard, read_file, create_transaction,
+// stage_write and stage_delete, answered the same way on every carrier. Each names a workspace on
+// the server's machine, which the caller must own.
 //
 // Usage:
 //   const Caller caller{.identity = "uid 1000", .uid = 1000};

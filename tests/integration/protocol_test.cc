@@ -219,6 +219,117 @@ TEST_F(ProtocolSocketTest, ARunWithStdinAndItsChangesReviewedAndCommitted) {
   EXPECT_EQ(testing::read_file(workspace_ / "b.txt"), "from the client\n");
 }
 
+// The reference's transaction API as requests: a transaction made, a write
+// and a delete staged under the caller's policy, reviewed and committed.
+TEST_F(ProtocolSocketTest, ATransactionIsStagedReviewedAndCommittedByRequests) {
+  testing::write_file(workspace_ / "old.txt", "old\n");
+  const json workspace = workspace_.path().string();
+  const json allow_writes = {{"rules",
+                              {{{"action", "write"}, {"target", "*"}, {"decision", "allow"}},
+                               {{"action", "delete"}, {"target", "*"}, {"decision", "allow"}}}}};
+  std::vector<std::string> sent;
+  std::vector<std::string> replies;
+  auto ask = [&](const json& message) {
+    sent.push_back(message.dump());
+    const auto reply = request(message);
+    EXPECT_EQ(reply.size(), 1u) << message;
+    replies.push_back(reply.empty() ? "{}" : reply[0]);
+    return json::parse(replies.back());
+  };
+  const json made = ask({{"v", 1}, {"request", "create_transaction"}, {"workspace", workspace}});
+  ASSERT_TRUE(made.contains("transaction")) << made;
+  const std::string tx = made["transaction"];
+  json write = {{"v", 1},
+                {"request", "stage_write"},
+                {"workspace", workspace},
+                {"transaction", tx},
+                {"path", "src/new.txt"},
+                {"data", "new\n"}};
+  // Without a policy, the reference defaults: writes are denied.
+  EXPECT_EQ(ask(write)["error"]["code"], "policy_denied");
+  write["policy"] = allow_writes;
+  write["secrets"] = {{"TOKEN", "value-of-the-token"}};
+  write["data"] = "leak value-of-the-token\n";
+  const json leak = ask(write);
+  EXPECT_EQ(leak["error"]["code"], "security") << leak;
+  EXPECT_EQ(leak["error"]["field"], "data") << leak;
+  write["data"] = "new\n";
+  EXPECT_EQ(ask(write)["staged"], "write");
+  json binary = write;
+  binary.erase("data");
+  binary["path"] = "bin.dat";
+  binary["data_base64"] = "AP8K";  // 00 ff 0a
+  binary["mode"] = 0755;
+  EXPECT_EQ(ask(binary)["staged"], "write");
+  const json remove = {{"v", 1},
+                       {"request", "stage_delete"},
+                       {"workspace", workspace},
+                       {"transaction", tx},
+                       {"path", "old.txt"},
+                       {"policy", allow_writes}};
+  EXPECT_EQ(ask(remove)["staged"], "delete");
+  json stray = remove;
+  stray["mode"] = 0644;
+  EXPECT_EQ(ask(stray)["error"]["field"], "mode");
+  sent.pop_back();  // refused by the schema too
+  const json diff =
+      ask({{"v", 1}, {"request", "diff"}, {"workspace", workspace}, {"transaction", tx}});
+  EXPECT_NE(diff.value("diff", "").find("+new"), std::string::npos) << diff;
+  const json committed =
+      ask({{"v", 1}, {"request", "commit"}, {"workspace", workspace}, {"transaction", tx}});
+  // src/ was made for src/new.txt, as the reference's commit makes it.
+  EXPECT_EQ(committed.value("committed", json::array()).size(), 4u) << committed;
+  EXPECT_EQ(testing::read_file(workspace_ / "src/new.txt"), "new\n");
+  EXPECT_EQ(testing::read_file(workspace_ / "bin.dat"), std::string("\0\xff\n", 3));
+  EXPECT_EQ(fs::status(workspace_ / "bin.dat").permissions() & fs::perms::all,
+            static_cast<fs::perms>(0755));
+  EXPECT_FALSE(fs::exists(workspace_ / "old.txt"));
+  EXPECT_EQ(schema_problems("request", sent), "");
+  EXPECT_EQ(schema_problems("reply", replies), "");
+}
+
+// `pulsebox request`: the same requests with no server, one JSON line each
+// way; exit 125 with an error reply.
+TEST_F(EventsTest, RequestsWithoutAServerAnswerOneLine) {
+  testing::write_file(workspace_ / "a.txt", "text TOKENVALUE1234\n");
+  const std::string workspace = workspace_.path().string();
+  auto ask = [&](const json& message) {
+    auto result = testing::run_cli({"request"}, message.dump() + "\n", cli_env());
+    EXPECT_EQ(schema_problems("reply", {result.out}), "") << result.out;
+    return result;
+  };
+  const auto read = ask({{"v", 1},
+                         {"request", "read_file"},
+                         {"workspace", workspace},
+                         {"path", "a.txt"},
+                         {"secrets", {{"T", "TOKENVALUE1234"}}}});
+  EXPECT_EQ(read.exit_code, 0) << read.out << read.err;
+  EXPECT_EQ(json::parse(read.out)["data"], "text [REDACTED_SECRET]\n");
+  const auto denied = ask({{"v", 1},
+                           {"request", "read_file"},
+                           {"workspace", workspace},
+                           {"path", "a.txt"},
+                           {"policy", {{"defaults", {{"read", "deny"}}}}}});
+  EXPECT_EQ(denied.exit_code, 125);
+  EXPECT_EQ(json::parse(denied.out)["error"]["code"], "policy_denied") << denied.out;
+  const auto made = ask({{"v", 1}, {"request", "create_transaction"}, {"workspace", workspace}});
+  ASSERT_EQ(made.exit_code, 0) << made.out << made.err;
+  const auto bad_policy = ask({{"v", 1},
+                               {"request", "stage_delete"},
+                               {"workspace", workspace},
+                               {"transaction", json::parse(made.out)["transaction"]},
+                               {"path", "a.txt"},
+                               {"policy", {{"rules", {{{"action", "delete"}}}}}}});
+  EXPECT_EQ(bad_policy.exit_code, 125);
+  EXPECT_EQ(json::parse(bad_policy.out)["error"]["field"], "policy") << bad_policy.out;
+  const auto run = ask({{"v", 1}, {"request", "run"}, {"argv", {"true"}}});
+  EXPECT_EQ(run.exit_code, 125);
+  EXPECT_EQ(json::parse(run.out)["error"]["field"], "request") << run.out;
+  const auto garbage = testing::run_cli({"request"}, "{not json", cli_env());
+  EXPECT_EQ(garbage.exit_code, 125);
+  EXPECT_EQ(json::parse(garbage.out)["error"]["code"], "invalid_request") << garbage.out;
+}
+
 TEST_F(ProtocolSocketTest, RefusalsAreErrorsWithACodeAndAField) {
   std::vector<std::string> errors;
   auto expect = [&](const json& message, const std::string& code, const json& field) {
