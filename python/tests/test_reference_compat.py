@@ -2,8 +2,8 @@
 
 Each test's docstring says "matches" (the reference's documented behaviour,
 as it is) or "differs: ..." (and the option that gives the reference's
-behaviour). The review methods go through the local server's socket here;
-test_transports.py covers the other transports.
+behaviour). Each runs on the local server's socket and on `pulsebox run
+--events` with `pulsebox request`; test_transports.py covers the remote one.
 """
 
 from __future__ import annotations
@@ -31,13 +31,16 @@ def run(coroutine):
     return asyncio.run(asyncio.wait_for(coroutine, 60))
 
 
-@pytest.fixture
-def sandbox(local_server, workspace) -> pulsebox.Sandbox:
+@pytest.fixture(params=["server", "cli"])
+def sandbox(request, workspace) -> pulsebox.Sandbox:
+    """On the local server's socket, and on `run --events` + `pulsebox request`."""
+    if request.param == "server":
+        request.getfixturevalue("local_server")
     (workspace / "src").mkdir()
     (workspace / "src" / "main.py").write_text("print('hi')\n")
     (workspace / "private").mkdir()
     (workspace / "private" / "key").write_text("k\n")
-    return make(workspace, policy=AGENT_POLICY, transport="server")
+    return make(workspace, policy=AGENT_POLICY, transport=request.param)
 
 
 def test_constructor(workspace):
@@ -131,10 +134,14 @@ def test_execute_command_cwd_and_env(sandbox, workspace):
 
 
 def test_execute_command_execution_id(sandbox):
-    """matches: execution_id names the run (the run's id on the server transport; on
-    `run --events` pulsebox names the run itself: the CLI has no flag for it)."""
+    """matches on the server transport: execution_id names the run.
+    differs on `run --events`: the CLI has no flag for it, so pulsebox names the run there
+    (transport="server" gives the reference's behaviour)."""
     result = run(sandbox.execute_command("true", execution_id="agent-step-7"))
-    assert result.run_id == "agent-step-7"
+    if sandbox.transport.name == "server":
+        assert result.run_id == "agent-step-7"
+    else:
+        assert result.run_id and result.run_id != "agent-step-7"
 
 
 def test_execute_command_timeout(sandbox):

@@ -266,6 +266,10 @@ def test_a_remote_server_runs_the_command_and_its_changes_come_back(remote_serve
     assert result.isolation_level == "remote_container"
     assert result.raw["remote"]["url"] == url
     assert result.changes == [{"kind": "added", "path": "r.txt"}] and result.transaction
+    # The changes came back as a local transaction: reviewed and committed here.
+    assert "+remote" in sandbox.preview_changes(result.transaction)
+    assert sandbox.commit_transaction(result.transaction) == ["r.txt"]
+    assert (workspace / "r.txt").read_text() == "remote\n"
 
 
 def test_remote_from_the_environment_and_a_wrong_token(remote_server, workspace, monkeypatch):
