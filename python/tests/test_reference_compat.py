@@ -74,6 +74,11 @@ def test_initialize(workspace):
         run(missing.initialize())
     with pytest.raises(pulsebox.SandboxUnsupportedPolicyError, match="unsafe_host_execution"):
         run(pulsebox.Sandbox(workspace, backend="host").initialize())
+    host = pulsebox.Sandbox(workspace, backend="host", unsafe_host_execution=True,
+                            allow_weaker=["all"])
+    result = run(host.execute_command("echo on-the-host"))
+    assert result.stdout == "on-the-host\n" and result.isolation_level == "host_unsafe"
+    assert result.enforcement["filesystem"] == "unsupported"
 
 
 def test_execute_command_initializes_and_returns_a_process_result(sandbox):

@@ -292,3 +292,12 @@ def test_run_after_review_request(local_server, workspace):
     assert run(sandbox.execute_command("true")).exit_code == 0
     assert sandbox.read_file("a.txt") == "original\n"
     assert run(sandbox.execute_command("true")).exit_code == 0
+
+
+def test_a_policy_the_host_cannot_enforce_strongly_is_refused(any_transport):
+    """NETWORK ALLOW_ALL is at best partially enforced by the native backend (a sandbox with the
+    host's network can reach what the host reaches): refused unless allow_weaker names network."""
+    any_transport.network_policy = pulsebox.NetworkPolicy(pulsebox.NetworkMode.ALLOW_ALL)
+    with pytest.raises(pulsebox.SandboxUnsupportedPolicyError) as caught:
+        run(any_transport.execute_command("true"))
+    assert caught.value.code == "unsupported_policy" and "network" in str(caught.value)
