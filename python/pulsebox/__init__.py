@@ -4,7 +4,7 @@ The `Sandbox` facade has the reference agent's API (`pulse.sandbox.api`) by
 the same names; see python/README.md for where it deliberately differs.
 """
 
-from .errors import (SandboxCancelledError, SandboxConcurrentModificationError, SandboxConfigError,
+from .errors import (SandboxConcurrentModificationError, SandboxConfigError,
                      SandboxError, SandboxForbiddenError, SandboxNotFoundError, SandboxPermissionError,
                      SandboxSecurityError, SandboxUnavailableError, SandboxUnsupportedPolicyError,
                      error_from_protocol)
@@ -26,7 +26,7 @@ __all__ = [
     "ALLOWED_TRANSITIONS", "ActionType", "CoWTransaction", "ExecutionMetrics", "InvalidTransitionError",
     "LifecycleState", "LocalServer", "NetworkEnforcementLevel", "NetworkMode", "NetworkPolicy",
     "NetworkProtocol", "NetworkRule", "PolicyDecision", "PolicyRule", "ProcessResult",
-    "ResourceLimits", "ResourcePolicy", "Sandbox", "SandboxCancelledError",
+    "ResourceLimits", "ResourcePolicy", "Sandbox",
     "SandboxConcurrentModificationError", "SandboxConfigError", "SandboxError", "SandboxExecution",
     "SandboxForbiddenError", "SandboxNotFoundError", "SandboxPermissionError", "SandboxPolicy",
     "SandboxSecurityError", "SandboxUnavailableError", "SandboxUnsupportedPolicyError",

@@ -64,10 +64,6 @@ class SandboxNotFoundError(SandboxError, LookupError):
     """No such transaction, run, request or file."""
 
 
-class SandboxCancelledError(SandboxError):
-    """The run was cancelled by the client."""
-
-
 _BY_CODE: dict[str, type[SandboxError]] = {
     "invalid_request": SandboxConfigError,
     "invalid_field": SandboxConfigError,

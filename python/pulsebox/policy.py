@@ -13,7 +13,7 @@ import fnmatch
 import json
 import re
 import unicodedata
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 

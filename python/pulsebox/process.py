@@ -31,7 +31,6 @@ class ProcessResult:
     isolation_level: str | None = None
     exit_status: int | None = None
     run_id: str | None = None
-    cancelled: bool = False
     raw: dict[str, Any] = field(default_factory=dict)
 
 

@@ -8,15 +8,15 @@ import contextlib
 import inspect
 import os
 import stat
-import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Union
 
-from .errors import (SandboxCancelledError, SandboxConfigError, SandboxError,
-                     SandboxPermissionError, SandboxSecurityError, SandboxUnsupportedPolicyError,
+from .errors import (SandboxConfigError, SandboxError,
+                     SandboxPermissionError, SandboxSecurityError, SandboxUnavailableError,
+                     SandboxUnsupportedPolicyError,
                      error_from_protocol)
 from .lifecycle import LifecycleState, SandboxExecution
 from .limits import ResourcePolicy
@@ -154,6 +154,11 @@ class Sandbox:
             self.server = LocalServer(binary)
             if self.start_server:
                 self.server.start()
+            elif not self.server.running():
+                raise SandboxUnavailableError(
+                    f"no pulsebox server answers at {self.server.json_socket}: start one with "
+                    "`pulsebox serve --local`, pass start_server=True, or use transport=\"cli\"",
+                    code="unavailable")
             self.transport = self.server.transport()
         else:
             flags: list[str] = []

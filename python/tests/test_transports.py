@@ -4,7 +4,6 @@ streaming, callbacks, approvals, cancellation, sessions, the sync wrapper, error
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 import uuid
 
@@ -209,7 +208,9 @@ def test_cancelling_a_run_ends_it_and_its_sandbox(any_transport):
     while processes_with_arg(marker) and time.monotonic() < deadline:
         time.sleep(0.02)
     assert processes_with_arg(marker) == []
-    assert any_transport.last_execution.state == pulsebox.LifecycleState.FINALIZED
+    moves = [new for _, _, new in any_transport.last_execution.history]
+    assert moves[-3:] == [pulsebox.LifecycleState.STOPPING, pulsebox.LifecycleState.CLEANING,
+                          pulsebox.LifecycleState.FINALIZED]
 
 
 def test_a_session_sees_its_earlier_runs_changes(any_transport, workspace):
@@ -247,6 +248,12 @@ def test_auto_uses_a_running_server_and_start_server_starts_one(scratch, monkeyp
     finally:
         run(sandbox.close())
     assert sandbox.server._proc.poll() is not None
+
+
+def test_the_server_transport_without_a_server_is_unavailable(scratch, monkeypatch, workspace):
+    monkeypatch.setenv("PULSEBOX_STATE_DIR", str(scratch / "none"))
+    with pytest.raises(pulsebox.SandboxUnavailableError, match="start_server=True"):
+        run(make(workspace, transport="server").initialize())
 
 
 def test_a_missing_binary_is_unavailable(workspace):
