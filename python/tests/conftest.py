@@ -98,32 +98,59 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture
-def remote_server(scratch: Path):
+def _tls_files(directory: Path) -> tuple[Path, Path]:
+    """A self-signed certificate for 127.0.0.1 (the test's own CA) and its key."""
+    cert, key = directory / "cert.pem", directory / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
+                    "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1", "-addext",
+                    "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+                   check=True, capture_output=True, timeout=60)
+    return cert, key
+
+
+@pytest.fixture(params=["tcp"])
+def remote_server(request, scratch: Path):
+    """`pulsebox serve --listen` (127.0.0.1:PORT, unix:/PATH or TLS) with a 0600 token file and
+    its own state dir; yields (url, token, ca file or None); stopped by its pid."""
     tmp_path = scratch
-    """`pulsebox serve --listen 127.0.0.1:PORT --token-file F` with its own state dir; stopped by pid."""
     token = os.urandom(24).hex()
     token_file = tmp_path / "token"
     fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     os.write(fd, token.encode())
     os.close(fd)
-    port = free_port()
-    env = dict(os.environ, PULSEBOX_STATE_DIR=str(tmp_path / "remote-state"))
-    log = open(tmp_path / "remote.log", "wb")
-    proc = subprocess.Popen([os.environ["PULSEBOX_BIN"], "serve", "--listen", f"127.0.0.1:{port}",
-                             "--token-file", str(token_file)], env=env, stdout=log, stderr=log,
-                            stdin=subprocess.DEVNULL, start_new_session=True)
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline:
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                break
-        assert proc.poll() is None, (tmp_path / "remote.log").read_text()
-        time.sleep(0.02)
+    ca = None
+    extra: list[str] = []
+    if request.param == "unix":
+        listen = url = f"unix:{tmp_path / 'http.sock'}"
     else:
-        proc.kill()
-        pytest.fail("pulsebox serve --listen did not listen: " + (tmp_path / "remote.log").read_text())
-    yield f"http://127.0.0.1:{port}", token
+        port = free_port()
+        listen = f"127.0.0.1:{port}"
+        url = f"{'https' if request.param == 'tls' else 'http'}://127.0.0.1:{port}"
+        if request.param == "tls":
+            cert, key = _tls_files(tmp_path)
+            ca = str(cert)
+            extra = ["--tls-cert", str(cert), "--tls-key", str(key)]
+    env = dict(os.environ, PULSEBOX_STATE_DIR=str(tmp_path / "rs"))
+    log = open(tmp_path / "remote.log", "wb")
+    proc = subprocess.Popen([os.environ["PULSEBOX_BIN"], "serve", "--listen", listen,
+                             "--token-file", str(token_file), *extra], env=env, stdout=log,
+                            stderr=log, stdin=subprocess.DEVNULL, start_new_session=True)
+
+    def listening() -> bool:
+        if request.param == "unix":
+            with socket.socket(socket.AF_UNIX) as s:
+                return s.connect_ex(listen[len("unix:"):]) == 0
+        with socket.socket() as s:
+            return s.connect_ex(("127.0.0.1", port)) == 0
+
+    deadline = time.monotonic() + 15
+    while not listening():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            proc.wait(5)
+            pytest.fail("pulsebox serve --listen did not listen: " + (tmp_path / "remote.log").read_text())
+        time.sleep(0.02)
+    yield url, token, ca
     proc.terminate()
     try:
         proc.wait(15)

@@ -262,9 +262,10 @@ def test_a_missing_binary_is_unavailable(workspace):
         run(sandbox.initialize())
 
 
+@pytest.mark.parametrize("remote_server", ["tcp", "unix", "tls"], indirect=True)
 def test_a_remote_server_runs_the_command_and_its_changes_come_back(remote_server, workspace):
-    url, token = remote_server
-    sandbox = make(workspace, remote_url=url, remote_token=token)
+    url, token, ca = remote_server
+    sandbox = make(workspace, remote_url=url, remote_token=token, remote_ca=ca)
     run(sandbox.initialize())
     assert sandbox.transport.name == "remote"
     assert sandbox.transport.http_get("health")["status"] == "ok"
@@ -280,7 +281,7 @@ def test_a_remote_server_runs_the_command_and_its_changes_come_back(remote_serve
 
 
 def test_remote_from_the_environment_and_a_wrong_token(remote_server, workspace, monkeypatch):
-    url, token = remote_server
+    url, token, _ = remote_server
     monkeypatch.setenv("PULSE_REMOTE_URL", url)
     monkeypatch.setenv("PULSE_REMOTE_TOKEN", "wrong-" + token)
     sandbox = make(workspace)
