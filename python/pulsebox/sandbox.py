@@ -98,6 +98,9 @@ class Sandbox:
         self.secret_policy = secret_policy
         if backend is not None and not isinstance(backend, str):
             raise TypeError("backend: pulsebox takes a backend name (\"native\", \"remote\", \"host\")")
+        if backend not in (None, "native", "remote", "host"):
+            raise SandboxConfigError(f"backend={backend!r}: expected \"native\", \"remote\" or \"host\"",
+                                     code="invalid_field", field="backend")
         self.backend = backend
         self.audit_log_path = Path(audit_log_path) if audit_log_path else None
         self._unsafe_host_execution = unsafe_host_execution
@@ -137,13 +140,21 @@ class Sandbox:
         token = self.remote_token or env_token
         choice = self.transport_choice
         if choice == "auto":
-            if self.backend == "remote" or url or token:
+            if self.backend == "remote" or (self.backend is None and (url or token)):
                 choice = "remote"
             elif self.backend == "host" or self.audit_log_path:
                 choice = "cli"
             else:
                 server = LocalServer(binary) if os.environ.get("PULSEBOX_SERVER") != "off" else None
                 choice = "server" if server and (self.start_server or server.running()) else "cli"
+        if choice != "cli" and self.backend == "host":
+            raise SandboxConfigError("backend=\"host\" runs through `pulsebox run` only: "
+                                     "use transport=\"cli\" (or \"auto\")", code="invalid_field",
+                                     field="backend")
+        if choice != "remote" and self.backend == "remote":
+            raise SandboxConfigError(f"backend=\"remote\" with transport={choice!r}: use "
+                                     "transport=\"remote\" (or \"auto\")", code="invalid_field",
+                                     field="backend")
         if choice != "cli" and self.audit_log_path:
             raise SandboxConfigError("audit_log_path is honoured by the cli transport only (a server "
                                      "keeps the workspace's audit log)", code="invalid_field",
@@ -162,6 +173,9 @@ class Sandbox:
             self.transport = self.server.transport()
         else:
             flags: list[str] = []
+            if self.backend == "native":
+                # Not remote even when PULSE_REMOTE_URL is set (the CLI would follow it).
+                flags += ["--backend", "native"]
             if self.backend == "host":
                 if not self._unsafe_host_execution:
                     raise SandboxUnsupportedPolicyError(

@@ -256,6 +256,19 @@ def test_the_server_transport_without_a_server_is_unavailable(scratch, monkeypat
         run(make(workspace, transport="server").initialize())
 
 
+def test_backend_native_stays_local_with_a_remote_in_the_environment(workspace, monkeypatch):
+    monkeypatch.setenv("PULSE_REMOTE_URL", "http://127.0.0.1:9")
+    monkeypatch.setenv("PULSE_REMOTE_TOKEN", "x" * 40)
+    sandbox = make(workspace, backend="native")
+    result = run(sandbox.execute_command("true"))
+    assert sandbox.transport.name == "cli" and result.isolation_level == "native"
+    with pytest.raises(pulsebox.SandboxConfigError, match="backend"):
+        pulsebox.Sandbox(workspace, backend="docker")
+    with pytest.raises(pulsebox.SandboxConfigError, match="transport"):
+        run(pulsebox.Sandbox(workspace, backend="host", unsafe_host_execution=True,
+                             transport="server").initialize())
+
+
 def test_a_missing_binary_is_unavailable(workspace):
     sandbox = pulsebox.Sandbox(workspace, pulsebox_bin="/nonexistent/pulsebox")
     with pytest.raises(pulsebox.SandboxUnavailableError, match="pulsebox_bin"):
