@@ -204,7 +204,7 @@ class Sandbox:
     def _run_request(self, command: str | list[str], cwd: Path | str | None,
                      env: dict[str, str] | None, execution_id: str | None,
                      session: str | None, stdin: str | bytes | None) -> dict[str, Any]:
-        argv = ["/bin/sh", "-c", command] if isinstance(command, str) else [str(a) for a in command]
+        argv = _argv(command)
         request: dict[str, Any] = {"v": 1, "request": "run", "argv": argv,
                                    "workspace": str(self.workspace_root), "changes": self.changes}
         if cwd is not None:
@@ -308,7 +308,8 @@ class Sandbox:
             # aclosing: leaving early (a result, an error, a cancel) ends the run at once.
             async with contextlib.aclosing(events):
                 return await self._collect(events, execution,
-                                           command if isinstance(command, str) else " ".join(command))
+                                           command if isinstance(command, str) else " ".join(command),
+                                           _argv(command))
         except asyncio.CancelledError:
             if execution.state == LifecycleState.RUNNING:
                 execution.transition(LifecycleState.STOPPING)
@@ -319,8 +320,14 @@ class Sandbox:
             execution.transition(LifecycleState.CLEANING)
             execution.transition(LifecycleState.FINALIZED)
 
+    def _shell_denied_for(self, argv: list[str]) -> bool:
+        """Whether the policy refused SHELL for argv (not NETWORK or SECRETS, also policy_denied)."""
+        # The server's target is the argv joined; an ASK refused counts as a denial.
+        return (self.policy is not None
+                and self.policy.evaluate(ActionType.SHELL, " ".join(argv)) != PolicyDecision.ALLOW)
+
     async def _collect(self, events: AsyncIterator[dict[str, Any]], execution: SandboxExecution,
-                       cmd_str: str) -> ProcessResult:
+                       cmd_str: str, argv: list[str]) -> ProcessResult:
         stdout: list[str] = []
         stderr: list[str] = []
         async for event in events:
@@ -341,7 +348,8 @@ class Sandbox:
             elif kind == "error":
                 error = event["error"]
                 execution.transition(LifecycleState.FAILED)
-                if error.get("code") == "policy_denied" and self.shell_denied == "result":
+                if (error.get("code") == "policy_denied" and self.shell_denied == "result"
+                        and self._shell_denied_for(argv)):
                     return ProcessResult(command=cmd_str, exit_code=-1, stdout="", stderr=SHELL_DENIED,
                                          duration_ms=0.0, run_id=event.get("run_id"),
                                          raw={"error": error})
@@ -457,6 +465,11 @@ class Sandbox:
 
     def list_transactions(self) -> list[dict[str, Any]]:
         return list(self._request({"request": "changes"}, operation="changes").get("transactions", []))
+
+
+def _argv(command: str | list[str]) -> list[str]:
+    """A string runs through a shell, as the reference's does; a list as it is."""
+    return ["/bin/sh", "-c", command] if isinstance(command, str) else [str(a) for a in command]
 
 
 def _safe_read(path: Path) -> bytes:

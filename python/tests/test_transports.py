@@ -114,6 +114,15 @@ def test_a_policy_deny_of_shell_is_the_references_result_or_a_permission_error(a
     assert caught.value.code == "policy_denied"
 
 
+def test_a_denial_of_network_is_an_error_not_the_shell_result(any_transport):
+    """The reference's policy defaults deny NETWORK: asking for a network with them is refused
+    by name (policy_denied), never reported as "Policy denied shell execution."."""
+    any_transport.policy = SandboxPolicy(rules=ALLOW_SHELL)
+    any_transport.network_policy = pulsebox.NetworkPolicy(pulsebox.NetworkMode.LOCALHOST_ONLY)
+    with pytest.raises(pulsebox.SandboxPermissionError, match="network"):
+        run(any_transport.execute_command("true"))
+
+
 def test_an_unknown_field_is_refused_by_name(local_server, workspace):
     async def go():
         channel = await SocketTransport(local_server.json_socket).open_run(
