@@ -28,6 +28,8 @@ using core::paint;
   throw SandboxConfigError(message);
 }
 
+}  // namespace
+
 int exit_status_for(const ProcessResult& result) {
   switch (result.termination_reason) {
     case TerminationReason::Timeout:
@@ -54,6 +56,8 @@ ProcessResult as_reported(ProcessResult result) {
   }
   return result;
 }
+
+namespace {
 
 std::string signal_name(int signal) {
   const char* abbreviation = ::sigabbrev_np(signal);

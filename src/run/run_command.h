@@ -142,6 +142,12 @@ struct RunPlace {
 };
 RunPlace run_place(const RunOptions& options);
 
+// The result as `pulsebox run` reports it (a timeout is exit 124; the
+// signal stays in `signal`), and the exit status it then exits with
+// (124, 125, 123: the changes were not kept as asked, else the command's).
+ProcessResult as_reported(ProcessResult result);
+int exit_status_for(const ProcessResult& result);
+
 // Runs the command; returns the exit status `pulsebox run` exits with.
 // Errors are printed on io.err_fd ("pulsebox: ..."), never thrown.
 int execute_run(const RunOptions& options, const RunIo& io);

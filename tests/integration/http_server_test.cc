@@ -710,6 +710,29 @@ TEST_F(ServedRunsTest, ARunOverTheUnixSocketStreamsItsEventsAndIsReviewed) {
   replies.push_back(capabilities->body);
   EXPECT_EQ(testing::schema_problems("reply", replies), "");
   EXPECT_EQ(testing::read_file(workspace_ / "b.txt"), "new\n");
+  // The transaction API as routes: made, staged under the caller's policy, committed.
+  auto post = [&](const std::string& route, const nlohmann::json& request) {
+    auto reply = client.Post(route, bearer(kToken), request.dump(), "application/json");
+    EXPECT_TRUE(reply) << route;
+    EXPECT_EQ(testing::schema_problems("reply", {reply ? reply->body : ""}), "");
+    return reply ? nlohmann::json::parse(reply->body) : nlohmann::json();
+  };
+  const nlohmann::json workspace = workspace_.string();
+  const std::string staged =
+      post("/v1/create_transaction", {{"v", 1}, {"workspace", workspace}})["transaction"];
+  const nlohmann::json allow = {
+      {"rules", {{{"action", "write"}, {"target", "*"}, {"decision", "allow"}}}}};
+  EXPECT_EQ(post("/v1/stage_write", {{"v", 1},
+                                     {"workspace", workspace},
+                                     {"transaction", staged},
+                                     {"path", "c.txt"},
+                                     {"data", "staged\n"},
+                                     {"policy", allow}})["staged"],
+            "write");
+  EXPECT_EQ(post("/v1/commit",
+                 {{"v", 1}, {"workspace", workspace}, {"transaction", staged}})["committed"],
+            nlohmann::json::array({"c.txt"}));
+  EXPECT_EQ(testing::read_file(workspace_ / "c.txt"), "staged\n");
   // Without the token: 401, nothing run.
   auto refused = client.Post("/v1/runs", bearer(kWrongToken), body.dump(), "application/json");
   ASSERT_TRUE(refused);
