@@ -5,13 +5,14 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import errno
 import inspect
 import os
 import stat
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Union
 
 from .errors import (SandboxConfigError, SandboxError,
@@ -390,10 +391,10 @@ class Sandbox:
     def read_bytes(self, relative_path: str) -> bytes:
         """A workspace file's bytes through the READ policy (scrubbed by the server)."""
         self._check_policy(ActionType.READ, relative_path, "read")
-        external = self._external_path(relative_path)
-        if external is not None:
-            return _safe_read(external)
-        reply = self._request({"request": "read_file", "path": relative_path, **self._review_extras()},
+        where = self._resolve_read(relative_path)
+        if not isinstance(where, str):
+            return _safe_read_under(*where, name=relative_path)
+        reply = self._request({"request": "read_file", "path": where, **self._review_extras()},
                               operation="read_file", path=relative_path)
         if "data_base64" in reply:
             return base64.b64decode(reply["data_base64"])
@@ -403,15 +404,22 @@ class Sandbox:
         """A workspace file as text (the reference's read_file; non-UTF-8 bytes replaced)."""
         return self.scrubber.redact(self.read_bytes(relative_path).decode("utf-8", errors="replace"))
 
-    def _external_path(self, name: str) -> Path | None:
-        path = Path(name)
+    def _resolve_read(self, name: str) -> tuple[Path, tuple[str, ...]] | str:
+        """An allowed external file as (its allowed root, the names below it), or the
+        workspace-relative name the server reads."""
+        path = PurePosixPath(name)
         if not path.is_absolute():
-            return None
+            return name
+        if ".." in path.parts:
+            raise SandboxSecurityError(f"{name}: \"..\" is not allowed in a path to read",
+                                       operation="read_file", path=name)
         for allowed in self.allowed_external_reads:
-            if path == allowed or allowed in path.parents:
-                return path
-        if path == self.workspace_root or self.workspace_root in path.parents:
-            return None
+            for form in dict.fromkeys((allowed, allowed.resolve())):
+                if path == form or PurePosixPath(form) in path.parents:
+                    return allowed.resolve(), path.relative_to(form).parts
+        for form in dict.fromkeys((self.workspace_root, self.workspace_root.resolve())):
+            if PurePosixPath(form) in path.parents:
+                return str(path.relative_to(form))
         raise SandboxSecurityError(f"{name} is outside the workspace and allowed_external_reads",
                                    operation="read_file", path=name)
 
@@ -472,17 +480,40 @@ def _argv(command: str | list[str]) -> list[str]:
     return ["/bin/sh", "-c", command] if isinstance(command, str) else [str(a) for a in command]
 
 
-def _safe_read(path: Path) -> bytes:
-    """Read a file without following a final symlink, regular files up to MAX_FILE_SIZE only."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+def _safe_read_under(root: Path, names: tuple[str, ...], *, name: str) -> bytes:
+    """Read root/names... opening each name below root without following links (a link
+    swapped in between a check and the open cannot lead out), a regular file up to
+    MAX_FILE_SIZE only."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
+        for index, part in enumerate(names):
+            last = index == len(names) - 1
+            try:
+                child = os.open(part, flags | (os.O_NONBLOCK if last else os.O_DIRECTORY), dir_fd=fd)
+            except OSError as error:
+                if error.errno in (errno.ELOOP, errno.ENOTDIR):
+                    raise SandboxSecurityError(f"{name}: {part} is a link (or not a directory); "
+                                               "links are not followed", operation="read_file",
+                                               path=name) from None
+                raise
+            os.close(fd)
+            fd = child
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise SandboxSecurityError(f"{path} is not a regular file", operation="read_file", path=str(path))
+            raise SandboxSecurityError(f"{name} is not a regular file", operation="read_file", path=name)
         if info.st_size > MAX_FILE_SIZE:
-            raise SandboxSecurityError(f"{path} is {info.st_size} bytes, over {MAX_FILE_SIZE}",
-                                       operation="read_file", path=str(path))
-        with os.fdopen(fd, "rb", closefd=False) as f:
-            return f.read(MAX_FILE_SIZE + 1)
+            raise SandboxSecurityError(f"{name} is {info.st_size} bytes, over {MAX_FILE_SIZE}",
+                                       operation="read_file", path=name)
+        data = os.read(fd, MAX_FILE_SIZE + 1)
+        chunks = [data]
+        while data and sum(map(len, chunks)) <= MAX_FILE_SIZE:
+            data = os.read(fd, 1 << 20)
+            chunks.append(data)
+        content = b"".join(chunks)
+        if len(content) > MAX_FILE_SIZE:
+            raise SandboxSecurityError(f"{name} grew over {MAX_FILE_SIZE} bytes while read",
+                                       operation="read_file", path=name)
+        return content
     finally:
         os.close(fd)

@@ -176,6 +176,7 @@ def test_read_file(sandbox, workspace, scratch):
     scrubbed of registered secrets; a path outside the workspace is refused, except under
     allowed_external_reads."""
     assert sandbox.read_file("src/main.py") == "print('hi')\n"
+    assert sandbox.read_file(str(workspace / "src" / "main.py")) == "print('hi')\n"
     with pytest.raises(PermissionError):
         sandbox.read_file("private/key")
     outside = scratch / "outside.txt"
@@ -252,3 +253,21 @@ def test_discard_transaction(sandbox, workspace):
     sandbox.discard_transaction(tx)
     assert all(t["id"] != tx for t in sandbox.list_transactions())
     assert (workspace / "src" / "main.py").read_text() == "print('hi')\n"
+
+
+def test_read_file_outside_stays_under_allowed_external_reads(sandbox, scratch):
+    """matches the reference's path validator: `..` and links cannot leave an allowed external
+    path (each component is opened without following links, so a link swapped in is refused)."""
+    allowed = scratch / "shared"
+    allowed.mkdir()
+    (allowed / "sub").mkdir()
+    (allowed / "sub" / "notes.txt").write_text("notes\n")
+    (scratch / "private.txt").write_text("not yours\n")
+    (allowed / "link.txt").symlink_to(scratch / "private.txt")
+    (allowed / "dirlink").symlink_to(scratch)
+    sandbox.allowed_external_reads = [allowed.resolve()]
+    assert sandbox.read_file(str(allowed / "sub" / "notes.txt")) == "notes\n"
+    for name in (f"{allowed}/../private.txt", f"{allowed}/sub/../../private.txt",
+                 f"{allowed}/link.txt", f"{allowed}/dirlink/private.txt"):
+        with pytest.raises(pulsebox.SandboxSecurityError):
+            sandbox.read_file(name)
