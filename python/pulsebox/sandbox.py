@@ -277,13 +277,28 @@ class Sandbox:
                         if inspect.isawaitable(outcome):
                             await outcome
                 elif kind == "approval_request" and self.approver is not None:
-                    answer = self.approver(event)
-                    if inspect.isawaitable(answer):
-                        answer = await answer
-                    await run.answer(event["approval_id"], bool(answer))
+                    await run.answer(event["approval_id"], await self._ask(event))
                 yield event
         finally:
             await run.close()
+
+    async def _ask(self, request: dict[str, Any]) -> bool:
+        """The approver's answer; a synchronous approver runs in a thread (it may block on a
+        person), and one that has not answered within the request's timeout has denied."""
+        assert self.approver is not None
+        async def answer() -> bool:
+            if inspect.iscoroutinefunction(self.approver):
+                decision = await self.approver(request)
+            else:
+                decision = await asyncio.to_thread(self.approver, request)
+                if inspect.isawaitable(decision):
+                    decision = await decision
+            return bool(decision)
+        timeout = request.get("timeout_seconds") or None
+        try:
+            return await asyncio.wait_for(answer(), timeout)
+        except asyncio.TimeoutError:
+            return False
 
     async def execute_command(
         self,

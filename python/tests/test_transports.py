@@ -4,6 +4,7 @@ streaming, callbacks, approvals, cancellation, sessions, the sync wrapper, error
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 import uuid
 
@@ -178,9 +179,17 @@ def test_an_ask_goes_to_the_approver_on_the_server_transport(local_server, works
     assert len(asked) == 1 and asked[0]["action"] == "shell" and "approve-me" in asked[0]["target"]
 
 
-def test_a_sync_approver_works_too(local_server, workspace):
-    sandbox = make(workspace, transport="server", policy=ASK_ECHO, approver=lambda request: True)
+def test_a_sync_approver_runs_off_the_event_loop(local_server, workspace):
+    """A synchronous approver may block (on a person): it runs in a thread, not the loop's."""
+    threads = []
+
+    def approver(request: dict) -> bool:
+        threads.append(threading.current_thread())
+        return True
+
+    sandbox = make(workspace, transport="server", policy=ASK_ECHO, approver=approver)
     assert run(sandbox.execute_command(["echo", "approve-me"])).exit_code == 0
+    assert threads and threads[0] is not threading.main_thread()
 
 
 def test_an_approver_on_the_cli_transport_is_refused_not_ignored(workspace):
