@@ -161,7 +161,11 @@ class Sandbox:
                                      "keeps the workspace's audit log)", code="invalid_field",
                                      field="audit_log_path")
         if choice == "remote":
-            self.transport = RemoteTransport(binary, url, token, self.remote_ca or env_ca)
+            # Chosen by the environment alone: the reference's fallback to a local backend.
+            fallback = (self.backend is None and not self.remote_url and not self.remote_token
+                        and self.transport_choice == "auto")
+            self.transport = RemoteTransport(binary, url, token, self.remote_ca or env_ca,
+                                             fallback=fallback)
         elif choice == "server":
             self.server = LocalServer(binary)
             if self.start_server:

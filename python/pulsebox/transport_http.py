@@ -49,7 +49,8 @@ def http_connection(url: str, ca_file: str | None, timeout: float) -> http.clien
 class RemoteTransport(CliTransport):
     name = "remote"
 
-    def __init__(self, pulsebox_bin: str, url: str, token: str, ca_file: str | None = None) -> None:
+    def __init__(self, pulsebox_bin: str, url: str, token: str, ca_file: str | None = None,
+                 *, fallback: bool = False) -> None:
         if not url or not token:
             raise SandboxConfigError("a remote server needs both remote_url (PULSE_REMOTE_URL) and "
                                      "remote_token (PULSE_REMOTE_TOKEN)", code="invalid_field",
@@ -57,7 +58,9 @@ class RemoteTransport(CliTransport):
         env = {"PULSE_REMOTE_URL": url, "PULSE_REMOTE_TOKEN": token}
         if ca_file:
             env["PULSE_REMOTE_CA"] = ca_file
-        super().__init__(pulsebox_bin, env, ["--backend", "remote"])
+        # Without --backend the CLI takes the remote from the environment and, as the
+        # reference does, runs natively (audited) when nobody answers there.
+        super().__init__(pulsebox_bin, env, [] if fallback else ["--backend", "remote"])
         self.url, self.token, self.ca_file = url, token, ca_file
         self._local = CliTransport(pulsebox_bin)
 

@@ -92,6 +92,12 @@ def make(workspace: Path, **kwargs) -> pulsebox.Sandbox:
     return pulsebox.Sandbox(workspace, **kwargs)
 
 
+@pytest.fixture
+def free_tcp_port() -> int:
+    """A loopback port nothing listens on (bound, then released)."""
+    return free_port()
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -287,6 +287,23 @@ def test_backend_native_stays_local_with_a_remote_in_the_environment(workspace, 
                              transport="server").initialize())
 
 
+def test_a_remote_named_by_the_environment_falls_back_as_the_references(workspace, monkeypatch,
+                                                                        free_tcp_port):
+    """Nobody answers at PULSE_REMOTE_URL: the run is native (the CLI says so on stderr and in
+    the audit log), as the reference falls back to a local engine; remote_url= or
+    backend="remote" asks for the remote only, and that is an error."""
+    url = f"http://127.0.0.1:{free_tcp_port}"
+    monkeypatch.setenv("PULSE_REMOTE_URL", url)
+    monkeypatch.setenv("PULSE_REMOTE_TOKEN", "x" * 40)
+    sandbox = make(workspace)
+    result = run(sandbox.execute_command("echo here"))
+    assert sandbox.transport.name == "remote" and result.isolation_level == "native"
+    assert result.stdout == "here\n"
+    for strict in (make(workspace, backend="remote"), make(workspace, remote_url=url)):
+        with pytest.raises(pulsebox.SandboxError, match="does not answer"):
+            run(strict.execute_command("true"))
+
+
 def test_a_missing_binary_is_unavailable(workspace):
     sandbox = pulsebox.Sandbox(workspace, pulsebox_bin="/nonexistent/pulsebox")
     with pytest.raises(pulsebox.SandboxUnavailableError, match="pulsebox_bin"):
