@@ -29,21 +29,50 @@ def _limit_text(name: str, value: Any) -> str:
     return str(int(value)) if float(value) == int(value) else str(value)
 
 
-def run_flags(request: dict[str, Any], env: dict[str, str]) -> tuple[list[str], list[str]]:
+def _private_file(prefix: str, text: str) -> str:
+    fd, path = tempfile.mkstemp(prefix=prefix)  # 0600
+    with os.fdopen(fd, "w") as out:
+        out.write(text)
+    return path
+
+
+def run_flags(request: dict[str, Any], env: dict[str, str], *,
+              remote: bool = False) -> tuple[list[str], list[str]]:
     """`pulsebox run` flags for a run request, and temp files to remove after it.
 
-    Secrets go in `env` (the child's environment) and are named by `--secret NAME`,
-    so no value is on a command line.
+    Values stay off the command line, which every user of the machine may read:
+    secrets go in `env` (the child's environment), named by `--secret NAME`, and
+    env in a 0600 --env-file. A remote run takes no --env-file (its values
+    travel with the request), nor does a value an --env-file line cannot hold
+    (a newline, a trailing CR): those go as --env.
     """
-    flags: list[str] = ["--events"]
     temps: list[str] = []
+    try:
+        return _run_flags(request, env, remote, temps), temps
+    except BaseException:
+        for path in temps:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+        raise
+
+
+def _run_flags(request: dict[str, Any], env: dict[str, str], remote: bool,
+               temps: list[str]) -> list[str]:
+    flags: list[str] = ["--events"]
     handled = {"v", "request", "argv", "stdin", "stdin_base64"}
     if "workspace" in request:
         flags += ["--workspace", request["workspace"]]
     if request.get("cwd"):
         flags += ["--cwd", request["cwd"]]
+    lines = []
     for name, value in (request.get("env") or {}).items():
-        flags += ["--env", f"{name}={value}"]
+        if remote or "\n" in value or value.endswith("\r") or "=" in name or not name.strip():
+            flags += ["--env", f"{name}={value}"]
+        else:
+            lines.append(f"{name}={value}\n")
+    if lines:
+        temps.append(_private_file("pulsebox-env-", "".join(lines)))
+        flags += ["--env-file", temps[-1]]
     for name, value in (request.get("secrets") or {}).items():
         env[name] = value
         flags += ["--secret", name]
@@ -57,12 +86,9 @@ def run_flags(request: dict[str, Any], env: dict[str, str]) -> tuple[list[str], 
     for domain in network.get("allow_domains", []):
         flags += ["--allow-domain", domain]
     if "policy" in request:
-        # --policy takes a regular file; 0600 in a private temp dir.
-        fd, path = tempfile.mkstemp(prefix="pulsebox-policy-", suffix=".json")
-        with os.fdopen(fd, "w") as out:
-            json.dump(request["policy"], out)
-        temps.append(path)
-        flags += ["--policy", path]
+        # --policy takes a regular file.
+        temps.append(_private_file("pulsebox-policy-", json.dumps(request["policy"])))
+        flags += ["--policy", temps[-1]]
     for key, flag in (("seccomp", "--seccomp"), ("changes", "--changes"), ("session", "--session"),
                       ("profile", "--profile")):
         if key in request:
@@ -83,7 +109,7 @@ def run_flags(request: dict[str, Any], env: dict[str, str]) -> tuple[list[str], 
     if unknown:
         raise SandboxConfigError(f"{sorted(unknown)[0]}: not supported by `pulsebox run --events`",
                                  code="invalid_field", field=sorted(unknown)[0])
-    return flags, temps
+    return flags
 
 
 class CliRun:
@@ -160,9 +186,14 @@ class CliTransport:
         env.update(self.extra_env)
         return env
 
+    def _may_go_remote(self, env: dict[str, str]) -> bool:
+        if "--backend" in self.extra_flags:
+            return self.extra_flags[self.extra_flags.index("--backend") + 1] == "remote"
+        return bool(env.get("PULSE_REMOTE_URL") or env.get("PULSE_REMOTE_TOKEN"))
+
     async def open_run(self, request: dict[str, Any]) -> CliRun:
         env = self._env()
-        flags, temps = run_flags(request, env)
+        flags, temps = run_flags(request, env, remote=self._may_go_remote(env))
         stdin_data = None
         if "stdin" in request:
             stdin_data = request["stdin"].encode()

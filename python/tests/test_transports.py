@@ -4,6 +4,7 @@ streaming, callbacks, approvals, cancellation, sessions, the sync wrapper, error
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 import time
 import uuid
@@ -72,6 +73,31 @@ def test_stream_yields_events_in_order_and_on_output_sees_each_chunk(any_transpo
     assert kinds[0] == "started" and kinds[-1] == "result" and "output" in kinds
     assert "".join(t for s, t in seen if s == "stdout") == "one\n"
     assert "".join(t for s, t in seen if s == "stderr") == "two\n"
+
+
+def test_env_and_secret_values_stay_off_the_cli_command_line(workspace, monkeypatch):
+    """Every user of the machine may read a process's command line: `run --events` gets env
+    values in a 0600 --env-file and secrets through its environment; the files are gone after."""
+    monkeypatch.setenv("PY_CLI_SECRET", "secret-value-5678")
+    sandbox = make(workspace, transport="cli", secret_policy=pulsebox.SecretPolicy(
+        pulsebox.SecretMode.ALLOW_EXPLICIT, ["PY_CLI_SECRET"]), policy=SandboxPolicy(
+        rules=[*ALLOW_SHELL, PolicyRule("secrets", "*", PolicyDecision.ALLOW)]))
+    seen = {}
+
+    async def go():
+        async for event in sandbox.stream('echo "$PLAIN"; test -n "$PY_CLI_SECRET"; sleep 0.3',
+                                          env={"PLAIN": "env-value-1234"}):
+            if event["event"] == "output" and "cmdline" not in seen:
+                seen["cmdline"] = open(f"/proc/{sandbox.last_run.pid}/cmdline", "rb").read()
+                seen["files"] = list(sandbox.last_run._temps)
+            if event["event"] == "result":
+                seen["exit"] = event["result"]["exit_code"]
+
+    run(go())
+    assert seen["exit"] == 0
+    assert b"env-value-1234" not in seen["cmdline"] and b"secret-value-5678" not in seen["cmdline"]
+    assert b"--env-file" in seen["cmdline"] and seen["files"]
+    assert not any(os.path.exists(path) for path in seen["files"])
 
 
 def test_an_async_on_output_callback_is_awaited(workspace):
