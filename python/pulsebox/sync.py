@@ -49,3 +49,10 @@ class SyncSandbox:
     def __getattr__(self, name: str) -> Any:
         # read_file, stage_write, commit_transaction, ...: already synchronous.
         return getattr(self.sandbox, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # sync.policy = ... sets the sandbox's policy, as on a Sandbox.
+        if name in ("sandbox", "_loop"):
+            object.__setattr__(self, name, value)
+        else:
+            setattr(self.sandbox, name, value)

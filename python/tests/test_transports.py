@@ -273,6 +273,9 @@ def test_the_sync_wrapper_runs_and_streams(workspace):
         assert sandbox.execute_command("echo sync").stdout == "sync\n"
         kinds = [event["event"] for event in sandbox.stream(["echo", "x"]) if event["event"] != "warning"]
         assert kinds[0] == "started" and kinds[-1] == "result"
+        sandbox.policy = SandboxPolicy()  # reaches the Sandbox: SHELL denied
+        assert sandbox.execute_command("echo no").exit_code == -1
+        assert sandbox.read_file("a.txt") == "original\n"
 
 
 def test_auto_uses_a_running_server_and_start_server_starts_one(scratch, monkeypatch, workspace):
