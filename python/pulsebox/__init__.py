@@ -13,7 +13,7 @@ from .limits import ExecutionMetrics, ResourceLimits, ResourcePolicy
 from .network import NetworkEnforcementLevel, NetworkMode, NetworkPolicy, NetworkProtocol, NetworkRule
 from .policy import ActionType, PolicyDecision, PolicyRule, SandboxPolicy
 from .process import ProcessResult
-from .sandbox import Sandbox, Transaction
+from .sandbox import Sandbox, SandboxSession, Transaction
 from .secrets import SecretEnforcementLevel, SecretMode, SecretPolicy, SecretScrubber
 from .sync import SyncSandbox
 from .transport_socket import LocalServer
@@ -29,7 +29,7 @@ __all__ = [
     "ResourceLimits", "ResourcePolicy", "Sandbox",
     "SandboxConcurrentModificationError", "SandboxConfigError", "SandboxError", "SandboxExecution",
     "SandboxForbiddenError", "SandboxNotFoundError", "SandboxPermissionError", "SandboxPolicy",
-    "SandboxSecurityError", "SandboxUnavailableError", "SandboxUnsupportedPolicyError",
+    "SandboxSecurityError", "SandboxSession", "SandboxUnavailableError", "SandboxUnsupportedPolicyError",
     "SecretEnforcementLevel", "SecretMode", "SecretPolicy", "SecretScrubber", "SyncSandbox",
     "Transaction", "error_from_protocol",
 ]

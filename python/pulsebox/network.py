@@ -82,6 +82,14 @@ class NetworkPolicy:
                     "NetworkPolicy.proxy_url: pulsebox runs its own filtering proxy and cannot "
                     "chain to an external one; leave proxy_url unset and list host names as rules",
                     code="unsupported_policy", field="network")
+            narrowed = [r for r in self.rules if r.port is not None or r.protocol != NetworkProtocol.ANY]
+            if narrowed:
+                # The proxy lets a name through on the ports it serves; dropping the
+                # port from the rule would allow more than was asked.
+                raise SandboxUnsupportedPolicyError(
+                    f"NetworkRule({narrowed[0].destination!r}, port=..., protocol=...): PROXY mode "
+                    "allows host names, not ports or protocols; use ALLOWLIST for those",
+                    code="unsupported_policy", field="network")
             network["allow_domains"] = [rule.destination for rule in self.rules]
         elif self.rules:
             raise SandboxUnsupportedPolicyError(

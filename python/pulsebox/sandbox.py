@@ -9,6 +9,7 @@ import errno
 import inspect
 import os
 import stat
+import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
@@ -35,6 +36,15 @@ SHELL_DENIED = "Policy denied shell execution."
 
 Approver = Callable[[dict[str, Any]], Union[bool, Awaitable[bool]]]
 OutputCallback = Callable[[str, str], Union[None, Awaitable[None]]]
+
+
+@dataclass
+class SandboxSession:
+    """The reference's record of an agent session (pulsebox's sessions are named: `session=`)."""
+
+    session_id: str
+    workspace_root: Path
+    created_at: float = field(default_factory=time.time)
 
 
 @dataclass

@@ -89,6 +89,8 @@ def test_network_policy_maps_to_the_protocol():
     assert allow == {"mode": "allowlist", "allow": ["10.0.0.1:443/tcp", "[fd00::1]"]}
     proxy = NetworkPolicy(NetworkMode.PROXY, [NetworkRule("pypi.org")]).to_protocol()
     assert proxy == {"mode": "proxy", "allow_domains": ["pypi.org"]}
+    with pytest.raises(pulsebox.SandboxUnsupportedPolicyError, match="ALLOWLIST"):
+        NetworkPolicy(NetworkMode.PROXY, [NetworkRule("pypi.org", 443)]).to_protocol()
     with pytest.raises(pulsebox.SandboxUnsupportedPolicyError, match="proxy_url"):
         NetworkPolicy(NetworkMode.PROXY, proxy_url="http://corp:3128").to_protocol()
 

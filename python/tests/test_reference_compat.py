@@ -57,6 +57,8 @@ def test_constructor(workspace):
     assert sandbox.workspace_root == workspace.resolve()
     with pytest.raises(TypeError):
         pulsebox.Sandbox(workspace, backend=object())
+    session = pulsebox.SandboxSession("s1", workspace)
+    assert session.session_id == "s1" and session.created_at > 0
 
 
 def test_initialize(workspace):
