@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 
+#include "cli/cancel_on_signal.h"
 #include "cli/commands.h"
 #include "cli/output.h"
 #include "core/libexec_helper.h"
@@ -88,6 +89,8 @@ void register_run_command(CLI::App& app, int& exit_code) {
     }
     run::RunIo io;
     io.prompt_fd = STDIN_FILENO;  // asked only when it and stderr are terminals
+    const CancelOnSignal cancel;
+    io.cancel_fd = cancel.fd();
     exit_code = run::execute_run(*o, io);
   });
 }

@@ -93,6 +93,7 @@ core::Result<json> run_request(const run::RunOptions& o, const std::string& uplo
   if (!o.allow_weaker.empty()) out["allow_weaker"] = o.allow_weaker;
   out["approvals"] = o.yes ? "allow" : "deny";
   if (!o.profile.empty()) out["profile"] = o.profile;
+  if (!o.execution_id.empty()) out["execution_id"] = o.execution_id;
   // The command's stdin: what this process has, unless it is a terminal.
   if (::isatty(STDIN_FILENO) != 1) {
     std::string data;

@@ -159,11 +159,8 @@ RunRequest parse(const json& body) {
   }
   if (body.contains("execution_id")) {
     out.execution_id = text(body["execution_id"], "execution_id");
-    const bool plain = !out.execution_id.empty() && out.execution_id.size() <= 64 &&
-                       out.execution_id.find_first_not_of(
-                           "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.") ==
-                           std::string::npos;
-    if (!plain) refuse("execution_id", "expected 1 to 64 letters, digits, '-', '_' or '.'");
+    if (!run::is_valid_execution_id(out.execution_id))
+      refuse("execution_id", "expected 1 to 64 letters, digits, '-', '_' or '.'");
   }
   return out;
 }
@@ -207,6 +204,7 @@ std::optional<run::RunIo> carrier_io(const RunRequest& request, core::UniqueFd& 
     io.in_fd = stdin_file.get();
   }
   io.environment = &request.secret_environment;
+  io.audit_key_of_this_process = true;
   return io;
 }
 

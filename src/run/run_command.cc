@@ -30,6 +30,13 @@ using core::paint;
 
 }  // namespace
 
+bool is_valid_execution_id(std::string_view id) {
+  return !id.empty() && id.size() <= 64 &&
+         id.find_first_not_of(
+             "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.") ==
+             std::string_view::npos;
+}
+
 int exit_status_for(const ProcessResult& result) {
   switch (result.termination_reason) {
     case TerminationReason::Timeout:
@@ -244,9 +251,11 @@ int execute_run(const RunOptions& o, const RunIo& given_io) {
     io.events = &stdout_events;
   }
   const RunEvents* events = io.events;
-  const std::string run_id = events == nullptr              ? std::string()
-                             : events->execution_id.empty() ? "run-" + core::random_hex(16)
-                                                            : events->execution_id;
+  // The carrier's id, else --execution-id, else a new one (the facade
+  // makes it when no events need it first).
+  std::string run_id = events != nullptr ? events->execution_id : std::string();
+  if (run_id.empty()) run_id = o.execution_id;
+  if (run_id.empty() && events != nullptr) run_id = "run-" + core::random_hex(16);
   auto report = [&](const std::exception& error, const std::string& message) {
     if (events != nullptr) {
       protocol::ProtocolError refused = protocol::error_from_exception(error);

@@ -29,6 +29,7 @@ struct RunOptions {
   std::string workspace;  // "": the workspace the current directory lies in, else "."
   bool allow_system_dir = false;
   std::string cwd;
+  std::string execution_id;  // --execution-id; "": one is made
   std::string backend;
   bool unsafe_host = false;
   std::string net = "none";
@@ -104,6 +105,10 @@ struct RunIo {
   // The environment --secret names are read from, and NO_COLOR; null: this
   // process's.
   const std::map<std::string, std::string>* environment = nullptr;
+  // A protocol carrier's run: `environment` is only the request's secrets,
+  // so the audit key is found in this process's environment (the
+  // server's), as its review requests find it.
+  bool audit_key_of_this_process = false;
   // The backend of a native run (a server's, shared with other runs); null:
   // the facade makes its own.
   std::shared_ptr<Backend> native_backend;
@@ -147,6 +152,10 @@ RunPlace run_place(const RunOptions& options);
 // (124, 125, 123: the changes were not kept as asked, else the command's).
 ProcessResult as_reported(ProcessResult result);
 int exit_status_for(const ProcessResult& result);
+
+// A run's id as the protocol and --execution-id take it: 1 to 64 of
+// A-Z a-z 0-9 - _ .
+bool is_valid_execution_id(std::string_view id);
 
 // Runs the command; returns the exit status `pulsebox run` exits with.
 // Errors are printed on io.err_fd ("pulsebox: ..."), never thrown.

@@ -319,6 +319,8 @@ SandboxOptions build_sandbox_options(const RunOptions& o, const RunIo& io) {
   // The run's own environment (a server's client's), not this process's.
   if (!o.audit_key.empty()) {
     options.audit_key = AuditKeyLocation{std::filesystem::absolute(o.audit_key), true, ""};
+  } else if (io.audit_key_of_this_process) {
+    options.audit_key = audit::key_location([](const char* name) { return std::getenv(name); });
   } else {
     options.audit_key =
         audit::key_location([&io](const char* name) { return run_getenv(io, name); });
@@ -418,6 +420,13 @@ void add_run_options(CLI::App& command, RunOptions& options) {
       .add_option("--approve-timeout", o.approve_timeout,
                   "Seconds --approve-with may take before it counts as a denial (default 60)")
       ->check(CLI::Range(1u, 3600u));
+  command
+      .add_option("--execution-id", o.execution_id,
+                  "The run's id in its result, events and audit records (default: a new one)")
+      ->check([](const std::string& id) {
+        return is_valid_execution_id(id) ? std::string()
+                                         : "expected 1 to 64 letters, digits, '-', '_' or '.'";
+      });
   // stdin and terminals (run/stdin_source.h).
   command.add_flag("-i,--interactive", o.interactive,
                    "Relay a terminal on stdin to the command (without -i a pipe or file passes, "

@@ -2,9 +2,12 @@
 // `pulsebox run --events`, and the local server's JSON socket. Every
 // message is checked against docs/schema/. Runs as root and as an
 // ordinary user (tools/check).
+#include <fcntl.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -112,6 +115,83 @@ TEST_F(EventsTest, TheJsonResultMatchesItsSchemaAndKeepsArgv) {
 }
 
 // The local server's protocol socket.
+TEST_F(EventsTest, AnExecutionIdNamesTheRunEverywhere) {
+  const auto result = run({"--execution-id", "agent-step.7"}, {"true"});
+  EXPECT_EQ(result.exit_code, 0) << result.err;
+  for (const json& event : parsed(lines_of(result.out)))
+    EXPECT_EQ(event["run_id"], "agent-step.7") << event;
+  EXPECT_NE(testing::read_file(workspace_ / ".agent/logs/audit.jsonl").find("agent-step.7"),
+            std::string::npos);
+  const auto refused = run({"--execution-id", "no/slash"}, {"true"});
+  EXPECT_EQ(refused.exit_code, 125);
+  EXPECT_NE(refused.err.find("--execution-id"), std::string::npos) << refused.err;
+}
+
+// SIGTERM to an in-process run cancels it as a hung-up client does: the
+// result says so, and so does the audit log (the signal's default action
+// left neither).
+TEST_F(EventsTest, SigtermCancelsTheRunAndItsResultSaysSo) {
+  int out[2];
+  ASSERT_EQ(::pipe2(out, O_CLOEXEC), 0);
+  std::vector<std::string> args = {binary_,
+                                   "run",
+                                   "--events",
+                                   "--allow-weaker",
+                                   "limits",
+                                   "-w",
+                                   workspace_.path().string(),
+                                   "--",
+                                   "sh",
+                                   "-c",
+                                   "echo up; exec sleep 60"};
+  std::vector<std::string> env = cli_env();
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::dup2(out[1], STDOUT_FILENO);
+    const int null = ::open("/dev/null", O_RDONLY);
+    ::dup2(null, STDIN_FILENO);
+    std::vector<char*> argv, envp;
+    for (auto& arg : args)
+      argv.push_back(arg.data());
+    argv.push_back(nullptr);
+    for (auto& item : env)
+      envp.push_back(item.data());
+    envp.push_back(nullptr);
+    ::execve(argv[0], argv.data(), envp.data());
+    ::_exit(127);
+  }
+  ::close(out[1]);
+  std::string text;
+  char chunk[4096];
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  bool signalled = false;
+  while (std::chrono::steady_clock::now() < deadline) {
+    pollfd p{out[0], POLLIN, 0};
+    if (::poll(&p, 1, 200) <= 0) continue;
+    const ssize_t n = ::read(out[0], chunk, sizeof chunk);
+    if (n <= 0) break;
+    text.append(chunk, static_cast<std::size_t>(n));
+    if (!signalled && text.find("\"data\":\"up\\n\"") != std::string::npos) {
+      ::kill(child, SIGTERM);
+      signalled = true;
+    }
+  }
+  ::close(out[0]);
+  if (std::chrono::steady_clock::now() >= deadline) ::kill(child, SIGKILL);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(signalled) << text;
+  ASSERT_TRUE(WIFEXITED(status)) << "ended by signal " << WTERMSIG(status) << "\n" << text;
+  const auto events = parsed(lines_of(text));
+  ASSERT_FALSE(events.empty());
+  ASSERT_EQ(events.back()["event"], "result") << text;
+  EXPECT_EQ(events.back()["result"]["termination_reason"], "cancelled") << text;
+  EXPECT_EQ(WEXITSTATUS(status), events.back()["exit_status"]);
+  EXPECT_NE(testing::read_file(workspace_ / ".agent/logs/audit.jsonl").find("cancelled"),
+            std::string::npos);
+}
+
 class ProtocolSocketTest : public testing::CliFixture {
  protected:
   void SetUp() override {
@@ -328,6 +408,23 @@ TEST_F(EventsTest, RequestsWithoutAServerAnswerOneLine) {
   const auto garbage = testing::run_cli({"request"}, "{not json", cli_env());
   EXPECT_EQ(garbage.exit_code, 125);
   EXPECT_EQ(json::parse(garbage.out)["error"]["code"], "invalid_request") << garbage.out;
+}
+
+// A run after a review request on the same workspace: the review request
+// keyed the workspace's audit log with the server's key, and the run must
+// find that key too (it looked in the request's environment, which has
+// none, and was refused).
+TEST_F(ProtocolSocketTest, ARunAfterAReviewRequestFindsTheServersAuditKey) {
+  const json workspace = workspace_.path().string();
+  for (int round = 0; round < 2; ++round) {
+    const auto run = request(run_request({"true"}));
+    ASSERT_FALSE(run.empty());
+    EXPECT_EQ(json::parse(run.back())["event"], "result") << run.back();
+    const auto read =
+        request({{"v", 1}, {"request", "read_file"}, {"workspace", workspace}, {"path", "a.txt"}});
+    ASSERT_EQ(read.size(), 1u);
+    EXPECT_EQ(json::parse(read[0])["data"], "original\n") << read[0];
+  }
 }
 
 TEST_F(ProtocolSocketTest, RefusalsAreErrorsWithACodeAndAField) {
