@@ -4,6 +4,7 @@ streaming, callbacks, approvals, cancellation, sessions, the sync wrapper, error
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import threading
 import time
@@ -255,6 +256,17 @@ def test_cancelling_a_run_ends_it_and_its_sandbox(any_transport):
     moves = [new for _, _, new in any_transport.last_execution.history]
     assert moves[-3:] == [pulsebox.LifecycleState.STOPPING, pulsebox.LifecycleState.CLEANING,
                           pulsebox.LifecycleState.FINALIZED]
+    # The workspace's audit log says so (the server may write it a moment after the close).
+    log = any_transport.workspace_root / ".agent" / "logs" / "audit.jsonl"
+
+    def cancelled_records() -> list[dict]:
+        records = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+        return [r for r in records if r["action"] == "shell" and "cancelled" in (r["detail"] or "")]
+
+    deadline = time.monotonic() + 10
+    while not cancelled_records() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert [r["target"] for r in cancelled_records()] == [f"sleep {marker}"]
 
 
 def test_a_session_sees_its_earlier_runs_changes(any_transport, workspace):
