@@ -90,7 +90,7 @@ def _run_flags(request: dict[str, Any], env: dict[str, str], remote: bool,
         temps.append(_private_file("pulsebox-policy-", json.dumps(request["policy"])))
         flags += ["--policy", temps[-1]]
     for key, flag in (("seccomp", "--seccomp"), ("changes", "--changes"), ("session", "--session"),
-                      ("profile", "--profile")):
+                      ("profile", "--profile"), ("execution_id", "--execution-id")):
         if key in request:
             flags += [flag, str(request[key])]
     for dim in request.get("allow_weaker", []):

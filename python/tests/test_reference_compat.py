@@ -140,14 +140,10 @@ def test_execute_command_cwd_and_env(sandbox, workspace):
 
 
 def test_execute_command_execution_id(sandbox):
-    """matches on the server transport: execution_id names the run.
-    differs on `run --events`: the CLI has no flag for it, so pulsebox names the run there
-    (transport="server" gives the reference's behaviour)."""
+    """matches: execution_id names the run (its id in the result, events and audit records)."""
     result = run(sandbox.execute_command("true", execution_id="agent-step-7"))
-    if sandbox.transport.name == "server":
-        assert result.run_id == "agent-step-7"
-    else:
-        assert result.run_id and result.run_id != "agent-step-7"
+    assert result.run_id == "agent-step-7"
+    assert run(sandbox.execute_command("true")).run_id.startswith("py-")
 
 
 def test_execute_command_timeout(sandbox):
