@@ -38,9 +38,29 @@ constexpr std::size_t kMaxEventBytes = 16 << 20;
 // tar header and padding for each entry.
 constexpr std::uint64_t kMaxExportBytes = (1ULL << 30) + 200000ULL * 1536;
 
+// --events: nothing for people; what would be a line on stderr is an event.
+bool events_mode = false;
+
 void say(const std::string& line) {
+  if (events_mode) {
+    (void)core::write_all(STDOUT_FILENO, protocol::warning_event("", line) + "\n", "an event");
+    return;
+  }
   (void)core::write_all(STDERR_FILENO, "pulsebox: " + core::escape_for_terminal(line, true) + "\n",
                         "a message");
+}
+
+// The run is refused before the server took it: an error event with
+// --events (docs/protocol.md), else a line on stderr; exit 125.
+int refuse(const std::string& message,
+           protocol::ErrorCode code = protocol::ErrorCode::Unavailable) {
+  if (!events_mode) {
+    say(message);
+    return kRefused;
+  }
+  (void)core::write_all(STDOUT_FILENO, protocol::error_event("", {code, message, "", {}}) + "\n",
+                        "an event");
+  return kRefused;
 }
 
 // What a remote run cannot do: the server's machine has other files.
@@ -147,8 +167,7 @@ int fall_back(const std::string& cli, const std::vector<std::string>& args,
   std::vector<std::string> argv = {cli, "run", "--backend", "native"};
   argv.insert(argv.end(), args.begin(), args.end());
   core::exec_program(argv);
-  say("cannot run " + cli + ": " + core::describe_errno(errno));
-  return kRefused;
+  return refuse("cannot run " + cli + ": " + core::describe_errno(errno));
 }
 
 struct Events {
@@ -205,45 +224,41 @@ int remote_run(int argc, char** argv) {
     }
     flags.push_back(args[i]);
   }
+  events_mode = std::find(flags.begin(), flags.end(), "--events") != flags.end();
   std::reverse(flags.begin(), flags.end());
   try {
     parser.parse(flags);
     o.command = run::run_command_line(parser.remaining(), tail);
   } catch (const CLI::Error& error) {
-    say(error.what());
-    return kRefused;
+    return refuse(error.what(), protocol::ErrorCode::InvalidRequest);
   }
+  events_mode = o.events;
   if (o.command.empty()) {
-    say("no command given (pulsebox run [OPTIONS] -- COMMAND [ARG...])");
-    return kRefused;
+    return refuse("no command given (pulsebox run [OPTIONS] -- COMMAND [ARG...])",
+                  protocol::ErrorCode::InvalidRequest);
   }
   if (const std::string why = unsupported(o); !why.empty()) {
-    say("the remote backend: " + why);
-    return kRefused;
+    return refuse("the remote backend: " + why, protocol::ErrorCode::InvalidRequest);
   }
   const bool chosen_by_flag = o.backend == "remote";
   run::RunPlace place;
   try {
     place = run::run_place(o);
   } catch (const std::exception& error) {
-    say(error.what());
-    return kRefused;
+    return refuse(error.what());
   }
   std::error_code ec;
   const fs::path root = fs::canonical(place.workspace, ec);
   if (ec) {
-    say("--workspace " + place.workspace.string() + ": " + ec.message());
-    return kRefused;
+    return refuse("--workspace " + place.workspace.string() + ": " + ec.message());
   }
   auto target = remote_target_from_environment();
   if (!target) {
-    say(target.error().message());
-    return kRefused;
+    return refuse(target.error().message());
   }
   auto made = make_remote_client(target.value());
   if (!made) {
-    say(made.error().message());
-    return kRefused;
+    return refuse(made.error().message());
   }
   httplib::Client& client = *made.value();
   const std::string& url = target.value().url;
@@ -255,20 +270,19 @@ int remote_run(int argc, char** argv) {
                                 ? "nothing accepts connections there"
                                 : httplib::to_string(health.error());
     if (chosen_by_flag || cli.empty()) {
-      say("--backend remote: the server at " + url + " does not answer (" + why + ")");
-      return kRefused;
+      return refuse("--backend remote: the server at " + url + " does not answer (" + why + ")");
     }
     return fall_back(cli, args, root, url, why);
   }
   if (health->status == 401) {
-    say("the server at " + url + " refused the token (PULSE_REMOTE_TOKEN): nothing was run");
     audit(root, "remote_run", "deny", url, "the server refused the token");
-    return kRefused;
+    return refuse(
+        "the server at " + url + " refused the token (PULSE_REMOTE_TOKEN): nothing was run",
+        protocol::ErrorCode::Unauthorized);
   }
   if (health->status != 200) {
-    say("the server at " + url + " answered " + std::to_string(health->status) +
-        " to health: " + health->body.substr(0, 200));
-    return kRefused;
+    return refuse("the server at " + url + " answered " + std::to_string(health->status) +
+                  " to health: " + health->body.substr(0, 200));
   }
 
   // 2. The workspace: sent only when the server does not have this content.
@@ -279,8 +293,7 @@ int remote_run(int argc, char** argv) {
   auto hashed = archive::write_tree_archive(
       root, [](std::string_view) { return core::ok_status(); }, tree_options);
   if (!hashed) {
-    say("reading the workspace: " + hashed.error().to_string());
-    return kRefused;
+    return refuse("reading the workspace: " + hashed.error().to_string());
   }
   for (const auto& [path, why] : hashed.value().skipped)
     say("not sent: " + core::quote_name(path) + " (" + why + ")");
@@ -288,9 +301,8 @@ int remote_run(int argc, char** argv) {
   bool uploaded = false;
   auto known = client.Get("/v1/workspaces/" + upload);
   if (!known || (known->status != 200 && known->status != 404)) {
-    say("the server at " + url + " did not say whether it has the workspace" +
-        (known ? ": " + known->body.substr(0, 200) : ""));
-    return kRefused;
+    return refuse("the server at " + url + " did not say whether it has the workspace" +
+                  (known ? ": " + known->body.substr(0, 200) : ""));
   }
   if (known->status == 404) {
     std::string failure;
@@ -314,12 +326,12 @@ int remote_run(int argc, char** argv) {
         "application/x-tar");
     if (!put || (put->status != 200 && put->status != 201)) {
       const json body = put ? json::parse(put->body, nullptr, false) : json();
-      say("sending the workspace to " + url + " failed: " +
-          (!failure.empty()                             ? failure
-           : body.is_object() && body.contains("error") ? body["error"].value("message", "")
-           : put                                        ? "status " + std::to_string(put->status)
-                                                        : httplib::to_string(put.error())));
-      return kRefused;
+      return refuse("sending the workspace to " + url + " failed: " +
+                    (!failure.empty() ? failure
+                     : body.is_object() && body.contains("error")
+                         ? body["error"].value("message", "")
+                     : put ? "status " + std::to_string(put->status)
+                           : httplib::to_string(put.error())));
     }
     uploaded = true;
   }
@@ -327,8 +339,7 @@ int remote_run(int argc, char** argv) {
   // 3. The run, its events as they come.
   auto request = run_request(o, upload, place.cwd);
   if (!request) {
-    say(request.error().message());
-    return kRefused;
+    return refuse(request.error().message());
   }
   Events seen;
   seen.events_out = o.events;
@@ -353,15 +364,16 @@ int remote_run(int argc, char** argv) {
   };
   auto answered = client.send(post);
   if (!answered || answered->status != 200) {
-    say("the run on " + url + " failed: " +
-        (answered
-             ? "status " + std::to_string(answered->status) + " " + answered->body.substr(0, 200)
-             : httplib::to_string(answered.error())));
-    return kRefused;
+    return refuse("the run on " + url + " failed: " +
+                  (answered ? "status " + std::to_string(answered->status) + " " +
+                                  answered->body.substr(0, 200)
+                            : httplib::to_string(answered.error())));
   }
   if (seen.result.is_null()) {
-    if (seen.error.is_null()) say("the connection to " + url + " ended before the run's result");
-    return kRefused;
+    if (seen.error.is_null()) {
+      return refuse("the connection to " + url + " ended before the run's result");
+    }
+    return kRefused;  // the server's error event, passed on or said
   }
   json result = seen.result["result"];
   int status = seen.result.value("exit_status", kRefused);

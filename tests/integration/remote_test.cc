@@ -168,6 +168,11 @@ TEST_F(RemoteTest, AWrongTokenIsAnErrorAndNothingRuns) {
   EXPECT_EQ(refused.exit_code, 125);
   EXPECT_NE(refused.err.find("refused the token"), std::string::npos) << refused.err;
   EXPECT_EQ(refused.out, "");
+  const auto as_events = run({"--events"}, {"true"}, remote_env("wrong-token"));
+  EXPECT_EQ(as_events.exit_code, 125);
+  EXPECT_EQ(as_events.err, "");
+  EXPECT_NE(as_events.out.find("\"code\":\"unauthorized\""), std::string::npos) << as_events.out;
+  EXPECT_EQ(testing::schema_problems("event", testing::lines_of(as_events.out)), "");
   auto no_token = cli_env();
   no_token.push_back("PULSE_REMOTE_URL=" + url());
   const auto missing = run({}, {"true"}, no_token);
@@ -192,6 +197,14 @@ TEST_F(RemoteTest, AnUnreachableServerFallsBackOnlyWhenTheEnvironmentChoseIt) {
   const auto explicit_remote = run({"--backend", "remote"}, {"cat", "a.txt"}, env);
   EXPECT_EQ(explicit_remote.exit_code, 125);
   EXPECT_EQ(explicit_remote.out, "");
+  // --events: nothing for people; the refusal is an error event.
+  const auto as_events = run({"--backend", "remote", "--events"}, {"cat", "a.txt"}, env);
+  EXPECT_EQ(as_events.exit_code, 125);
+  EXPECT_EQ(as_events.err, "");
+  const auto lines = testing::lines_of(as_events.out);
+  ASSERT_EQ(lines.size(), 1u) << as_events.out;
+  EXPECT_EQ(testing::schema_problems("event", lines), "");
+  EXPECT_EQ(nlohmann::json::parse(lines[0])["error"]["code"], "unavailable") << lines[0];
 }
 
 }  // namespace
