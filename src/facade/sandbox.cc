@@ -36,6 +36,17 @@ std::filesystem::path default_audit_path(const SandboxOptions& options) {
   return options.workspace / ".agent" / "logs" / "audit.jsonl";
 }
 
+// The path the policy is asked about: the file a spelling names, as the
+// path checks resolve it ("./a" and "a//b" are "a" and "a/b"), so that no
+// spelling escapes a rule. A path the checks refuse is asked about as given
+// (its read or staging is refused anyway).
+std::string policy_target(std::string_view path) {
+  const std::size_t slashes = std::min(path.find_first_not_of('/'), path.size());
+  auto normal = workspace::check_relative_path(path.substr(slashes));
+  if (!normal) return std::string(path);
+  return slashes > 0 ? "/" + *normal : *normal;
+}
+
 }  // namespace
 
 Sandbox::Sandbox(SandboxOptions options)
@@ -272,7 +283,8 @@ PolicyEvaluation Sandbox::require_not_denied(ActionType action, const std::strin
 
 std::string Sandbox::read_file(std::string_view relative_path) {
   const std::string target(relative_path);
-  const PolicyEvaluation evaluation = require_not_denied(ActionType::Read, target);
+  const PolicyEvaluation evaluation =
+      require_not_denied(ActionType::Read, policy_target(relative_path));
   PathValidator validator(options_.workspace,
                           {.allowed_external_reads = options_.allowed_external_reads});
   std::string bytes;
@@ -299,7 +311,8 @@ std::string Sandbox::create_transaction() {
 void Sandbox::stage_write(const std::string& tx, std::string_view path, std::string_view bytes,
                           unsigned mode) {
   const std::string target(path);
-  const PolicyEvaluation evaluation = require_not_denied(ActionType::Write, target);
+  const std::string normal = policy_target(path);
+  const PolicyEvaluation evaluation = require_not_denied(ActionType::Write, normal);
   if (scrubber_.contains_secret(bytes)) {
     audit_->record({.action = "write",
                     .target = target,
@@ -311,8 +324,8 @@ void Sandbox::stage_write(const std::string& tx, std::string_view path, std::str
   workspace_.stage_write(tx, path, bytes, mode);
   // As the reference's commit does: directories the path needs are made.
   // After the write, whose staging validated the path.
-  for (auto end = path.find('/'); end != std::string_view::npos; end = path.find('/', end + 1)) {
-    const std::string parent(path.substr(0, end));
+  for (auto end = normal.find('/'); end != std::string::npos; end = normal.find('/', end + 1)) {
+    const std::string parent = normal.substr(0, end);
     struct stat st {};
     if (::lstat((workspace_.root() / parent).c_str(), &st) != 0 && errno == ENOENT) {
       workspace_.stage_mkdir(tx, parent);
@@ -326,7 +339,7 @@ void Sandbox::stage_write(const std::string& tx, std::string_view path, std::str
 
 void Sandbox::stage_delete(const std::string& tx, std::string_view path) {
   const std::string target(path);
-  const PolicyEvaluation evaluation = require_not_denied(ActionType::Delete, target);
+  const PolicyEvaluation evaluation = require_not_denied(ActionType::Delete, policy_target(path));
   workspace_.stage_delete(tx, path);
   audit_->record({.action = "delete-staged",
                   .target = target,
