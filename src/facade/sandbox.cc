@@ -9,6 +9,7 @@
 #include <cstdlib>
 
 #include "core/agent_dir.h"
+#include "core/fs.h"
 #include "core/sandbox_home.h"
 #include "core/text.h"
 #include "core/throw_error.h"
@@ -45,6 +46,27 @@ std::string policy_target(std::string_view path) {
   auto normal = workspace::check_relative_path(path.substr(slashes));
   if (!normal) return std::string(path);
   return slashes > 0 ? "/" + *normal : *normal;
+}
+
+// Where `relative` leads beneath `root` with its symlinks followed (as a
+// read follows them), or nullopt when it does not open (the read then says
+// why). A path that opens but whose place cannot be told is refused.
+std::optional<std::string> resolved_location(const std::filesystem::path& root,
+                                             const std::string& relative) {
+  auto root_fd = core::open_directory(root);
+  if (!root_fd) return std::nullopt;
+  auto fd = workspace::open_beneath(root_fd.value().get(), relative, O_PATH);
+  if (!fd) return std::nullopt;
+  std::error_code ec;
+  const auto where =
+      std::filesystem::read_symlink("/proc/self/fd/" + std::to_string(fd.value().get()), ec);
+  const auto inside = where.lexically_relative(root);
+  if (ec || inside.empty() || *inside.begin() == "..") {
+    throw SandboxSecurityError(
+        "refusing to read " + relative + ": cannot tell where it leads (is /proc mounted?)", 0,
+        "path");
+  }
+  return inside.string();
 }
 
 }  // namespace
@@ -283,8 +305,16 @@ PolicyEvaluation Sandbox::require_not_denied(ActionType action, const std::strin
 
 std::string Sandbox::read_file(std::string_view relative_path) {
   const std::string target(relative_path);
-  const PolicyEvaluation evaluation =
-      require_not_denied(ActionType::Read, policy_target(relative_path));
+  const std::string normal = policy_target(relative_path);
+  PolicyEvaluation evaluation = require_not_denied(ActionType::Read, normal);
+  // The rule holds wherever a symlink in the workspace leads, too (the
+  // reference reads with O_NOFOLLOW; this read follows symlinks beneath the root).
+  if (!normal.empty() && normal.front() != '/') {
+    if (const auto resolved = resolved_location(options_.workspace, normal);
+        resolved && *resolved != normal) {
+      evaluation = require_not_denied(ActionType::Read, *resolved);
+    }
+  }
   PathValidator validator(options_.workspace,
                           {.allowed_external_reads = options_.allowed_external_reads});
   std::string bytes;
