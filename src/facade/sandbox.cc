@@ -307,12 +307,24 @@ std::string Sandbox::read_file(std::string_view relative_path) {
   const std::string target(relative_path);
   const std::string normal = policy_target(relative_path);
   PolicyEvaluation evaluation = require_not_denied(ActionType::Read, normal);
-  // The rule holds wherever a symlink in the workspace leads, too (the
-  // reference reads with O_NOFOLLOW; this read follows symlinks beneath the root).
   if (!normal.empty() && normal.front() != '/') {
-    if (const auto resolved = resolved_location(options_.workspace, normal);
-        resolved && *resolved != normal) {
+    // The rule holds wherever a symlink in the workspace leads, too (the
+    // reference reads with O_NOFOLLOW; this read follows symlinks beneath the root).
+    const auto resolved = resolved_location(options_.workspace, normal);
+    if (resolved && *resolved != normal) {
       evaluation = require_not_denied(ActionType::Read, *resolved);
+    }
+    // pulsebox's own files are hidden from the command and never read here:
+    // a staged file's raw bytes (a secret's value, which only diff shows,
+    // redacted) or the audit log.
+    for (const std::string& place : {normal, resolved.value_or(normal)}) {
+      if (!is_own_path(place)) continue;
+      const std::string why = "refusing to read " + target + ": " +
+                              (place == normal ? "" : "it resolves to " + place + ", ") +
+                              "pulsebox's own (.agent: transactions and audit log); review "
+                              "staged changes with diff";
+      audit_->record({.action = "read", .target = target, .decision = "deny", .detail = why});
+      throw SandboxSecurityError(why, 0, "path");
     }
   }
   PathValidator validator(options_.workspace,
@@ -332,6 +344,15 @@ std::string Sandbox::read_file(std::string_view relative_path) {
                   .decision = std::string(to_string(evaluation.decision)),
                   .detail = "read " + std::to_string(bytes.size()) + " bytes"});
   return std::move(scrubbed.text);
+}
+
+bool Sandbox::is_own_path(const std::string& relative) const {
+  // In any case: a case-insensitive file system's .AGENT is .agent.
+  if (core::ascii_lower(relative.substr(0, relative.find('/'))) == ".agent") return true;
+  return std::any_of(hidden_workspace_paths_.begin(), hidden_workspace_paths_.end(),
+                     [&relative](const std::string& hidden) {
+                       return relative == hidden || relative.starts_with(hidden + "/");
+                     });
 }
 
 std::string Sandbox::create_transaction() {
