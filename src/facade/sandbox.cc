@@ -372,16 +372,30 @@ void Sandbox::stage_write(const std::string& tx, std::string_view path, std::str
     throw SandboxSecurityError("refusing to stage " + target + ": it contains a registered secret",
                                0, "secrets");
   }
-  workspace_.stage_write(tx, path, bytes, mode);
-  // As the reference's commit does: directories the path needs are made.
-  // After the write, whose staging validated the path.
-  for (auto end = normal.find('/'); end != std::string::npos; end = normal.find('/', end + 1)) {
-    const std::string parent = normal.substr(0, end);
-    struct stat st {};
-    if (::lstat((workspace_.root() / parent).c_str(), &st) != 0 && errno == ENOENT) {
-      workspace_.stage_mkdir(tx, parent);
+  // As the reference's commit does, the directories the path needs are
+  // made. Each parent is a directory in the workspace (a symlink to one
+  // counts) or absent: anything else cannot be one at commit, so it is
+  // refused before anything is staged.
+  std::vector<std::string> missing;
+  if (workspace::check_relative_path(path)) {
+    for (auto end = normal.find('/'); end != std::string::npos; end = normal.find('/', end + 1)) {
+      const std::string parent = normal.substr(0, end);
+      const auto at = workspace_.root() / parent;
+      struct stat st {};
+      if (::lstat(at.c_str(), &st) != 0 && errno == ENOENT) {
+        missing.push_back(parent);
+        continue;
+      }
+      if (::stat(at.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) continue;
+      core::throw_error(Error(ErrorKind::kInvalidInput, "path",
+                              "refusing to stage " + target + ": " + parent +
+                                  " is not a directory in the workspace (a file or a dangling "
+                                  "symlink), and a staged write cannot make it one"));
     }
   }
+  workspace_.stage_write(tx, path, bytes, mode);
+  for (const std::string& parent : missing)
+    workspace_.stage_mkdir(tx, parent);
   audit_->record({.action = "write-staged",
                   .target = target,
                   .decision = std::string(to_string(evaluation.decision)),

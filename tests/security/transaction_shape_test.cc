@@ -91,5 +91,28 @@ TEST_F(TransactionShapeTest, ADeletionStagedOverStagedChildrenReplacesThem) {
   EXPECT_FALSE(ask({{"request", "changes"}}).contains("error"));
 }
 
+// The facade stages the directories a write needs, as the reference's
+// commit makes them; a parent that is a file or a dangling symlink in the
+// workspace cannot become one, and was staged past before (the commit then
+// wedged as above).
+TEST_F(TransactionShapeTest, AWriteBeneathAFileOrADanglingSymlinkOfTheWorkspaceIsRefused) {
+  testing::write_file(workspace_ / "d", "a file\n");
+  fs::create_symlink("nowhere", workspace_ / "dl");
+  const std::string tx = create();
+  for (const std::string path : {"d/f", "dl/f", "dl/sub/f"}) {
+    const json refused = stage_write(tx, path, "child\n");
+    ASSERT_TRUE(refused.contains("error")) << path << ": " << refused;
+    EXPECT_NE(refused["error"]["message"].get<std::string>().find("not a directory"),
+              std::string::npos)
+        << refused;
+  }
+  ASSERT_FALSE(stage_write(tx, "ok/f", "fine\n").contains("error"));
+  const json committed = ask({{"request", "commit"}, {"transaction", tx}});
+  EXPECT_FALSE(committed.contains("error")) << committed;
+  EXPECT_EQ(testing::read_file(workspace_ / "ok" / "f"), "fine\n");
+  EXPECT_EQ(testing::read_file(workspace_ / "d"), "a file\n");
+  EXPECT_FALSE(ask({{"request", "changes"}}).contains("error"));
+}
+
 }  // namespace
 }  // namespace pulsebox
