@@ -153,7 +153,7 @@ typedef int (*pulsebox_approval_fn)(void* user_data, const char* request_json);
 typedef struct pulsebox_run_options {
   size_t struct_size;       /* sizeof(pulsebox_run_options): set by pulsebox_run_options_init */
   const char* cwd;          /* relative to the workspace; NULL: the workspace */
-  const char* execution_id; /* 1-64 of [A-Za-z0-9._-]; NULL: one is made */
+  const char* execution_id; /* [A-Za-z0-9][A-Za-z0-9._-]{0,63}, not *.lock; NULL: one is made */
   const char* stdin_data;   /* the command's stdin; NULL: /dev/null */
   size_t stdin_length;
   int cancel_fd; /* readable or hung up: the run is cancelled; -1: none. Not owned */

@@ -226,6 +226,9 @@ class PULSEBOX_API Sandbox {
   std::string command_text(const std::vector<std::string>& argv) const;
   // Audits and throws PolicyDenied on DENY; ASK and ALLOW pass (as in the reference).
   PolicyEvaluation require_not_denied(ActionType action, const std::string& target);
+  // Whether a workspace-relative path is pulsebox's own (.agent/, an audit
+  // log kept in the workspace), which read_file never reads.
+  bool is_own_path(const std::string& relative) const;
 
   SandboxOptions options_;
   SecretScrubber scrubber_;

@@ -9,6 +9,7 @@
 #include <cstdlib>
 
 #include "core/agent_dir.h"
+#include "core/fs.h"
 #include "core/sandbox_home.h"
 #include "core/text.h"
 #include "core/throw_error.h"
@@ -34,6 +35,38 @@ EnforcementLevel weakest(EnforcementLevel a, EnforcementLevel b) {
 std::filesystem::path default_audit_path(const SandboxOptions& options) {
   if (!options.audit_log_path.empty()) return options.audit_log_path;
   return options.workspace / ".agent" / "logs" / "audit.jsonl";
+}
+
+// The path the policy is asked about: the file a spelling names, as the
+// path checks resolve it ("./a" and "a//b" are "a" and "a/b"), so that no
+// spelling escapes a rule. A path the checks refuse is asked about as given
+// (its read or staging is refused anyway).
+std::string policy_target(std::string_view path) {
+  const std::size_t slashes = std::min(path.find_first_not_of('/'), path.size());
+  auto normal = workspace::check_relative_path(path.substr(slashes));
+  if (!normal) return std::string(path);
+  return slashes > 0 ? "/" + *normal : *normal;
+}
+
+// Where `relative` leads beneath `root` with its symlinks followed (as a
+// read follows them), or nullopt when it does not open (the read then says
+// why). A path that opens but whose place cannot be told is refused.
+std::optional<std::string> resolved_location(const std::filesystem::path& root,
+                                             const std::string& relative) {
+  auto root_fd = core::open_directory(root);
+  if (!root_fd) return std::nullopt;
+  auto fd = workspace::open_beneath(root_fd.value().get(), relative, O_PATH);
+  if (!fd) return std::nullopt;
+  std::error_code ec;
+  const auto where =
+      std::filesystem::read_symlink("/proc/self/fd/" + std::to_string(fd.value().get()), ec);
+  const auto inside = where.lexically_relative(root);
+  if (ec || inside.empty() || *inside.begin() == "..") {
+    throw SandboxSecurityError(
+        "refusing to read " + relative + ": cannot tell where it leads (is /proc mounted?)", 0,
+        "path");
+  }
+  return inside.string();
 }
 
 }  // namespace
@@ -272,7 +305,28 @@ PolicyEvaluation Sandbox::require_not_denied(ActionType action, const std::strin
 
 std::string Sandbox::read_file(std::string_view relative_path) {
   const std::string target(relative_path);
-  const PolicyEvaluation evaluation = require_not_denied(ActionType::Read, target);
+  const std::string normal = policy_target(relative_path);
+  PolicyEvaluation evaluation = require_not_denied(ActionType::Read, normal);
+  if (!normal.empty() && normal.front() != '/') {
+    // The rule holds wherever a symlink in the workspace leads, too (the
+    // reference reads with O_NOFOLLOW; this read follows symlinks beneath the root).
+    const auto resolved = resolved_location(options_.workspace, normal);
+    if (resolved && *resolved != normal) {
+      evaluation = require_not_denied(ActionType::Read, *resolved);
+    }
+    // pulsebox's own files are hidden from the command and never read here:
+    // a staged file's raw bytes (a secret's value, which only diff shows,
+    // redacted) or the audit log.
+    for (const std::string& place : {normal, resolved.value_or(normal)}) {
+      if (!is_own_path(place)) continue;
+      const std::string why = "refusing to read " + target + ": " +
+                              (place == normal ? "" : "it resolves to " + place + ", ") +
+                              "pulsebox's own (.agent: transactions and audit log); review "
+                              "staged changes with diff";
+      audit_->record({.action = "read", .target = target, .decision = "deny", .detail = why});
+      throw SandboxSecurityError(why, 0, "path");
+    }
+  }
   PathValidator validator(options_.workspace,
                           {.allowed_external_reads = options_.allowed_external_reads});
   std::string bytes;
@@ -292,6 +346,15 @@ std::string Sandbox::read_file(std::string_view relative_path) {
   return std::move(scrubbed.text);
 }
 
+bool Sandbox::is_own_path(const std::string& relative) const {
+  // In any case: a case-insensitive file system's .AGENT is .agent.
+  if (core::ascii_lower(relative.substr(0, relative.find('/'))) == ".agent") return true;
+  return std::any_of(hidden_workspace_paths_.begin(), hidden_workspace_paths_.end(),
+                     [&relative](const std::string& hidden) {
+                       return relative == hidden || relative.starts_with(hidden + "/");
+                     });
+}
+
 std::string Sandbox::create_transaction() {
   return workspace_.create_transaction("api");
 }
@@ -299,7 +362,8 @@ std::string Sandbox::create_transaction() {
 void Sandbox::stage_write(const std::string& tx, std::string_view path, std::string_view bytes,
                           unsigned mode) {
   const std::string target(path);
-  const PolicyEvaluation evaluation = require_not_denied(ActionType::Write, target);
+  const std::string normal = policy_target(path);
+  const PolicyEvaluation evaluation = require_not_denied(ActionType::Write, normal);
   if (scrubber_.contains_secret(bytes)) {
     audit_->record({.action = "write",
                     .target = target,
@@ -308,16 +372,30 @@ void Sandbox::stage_write(const std::string& tx, std::string_view path, std::str
     throw SandboxSecurityError("refusing to stage " + target + ": it contains a registered secret",
                                0, "secrets");
   }
-  workspace_.stage_write(tx, path, bytes, mode);
-  // As the reference's commit does: directories the path needs are made.
-  // After the write, whose staging validated the path.
-  for (auto end = path.find('/'); end != std::string_view::npos; end = path.find('/', end + 1)) {
-    const std::string parent(path.substr(0, end));
-    struct stat st {};
-    if (::lstat((workspace_.root() / parent).c_str(), &st) != 0 && errno == ENOENT) {
-      workspace_.stage_mkdir(tx, parent);
+  // As the reference's commit does, the directories the path needs are
+  // made. Each parent is a directory in the workspace (a symlink to one
+  // counts) or absent: anything else cannot be one at commit, so it is
+  // refused before anything is staged.
+  std::vector<std::string> missing;
+  if (workspace::check_relative_path(path)) {
+    for (auto end = normal.find('/'); end != std::string::npos; end = normal.find('/', end + 1)) {
+      const std::string parent = normal.substr(0, end);
+      const auto at = workspace_.root() / parent;
+      struct stat st {};
+      if (::lstat(at.c_str(), &st) != 0 && errno == ENOENT) {
+        missing.push_back(parent);
+        continue;
+      }
+      if (::stat(at.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) continue;
+      core::throw_error(Error(ErrorKind::kInvalidInput, "path",
+                              "refusing to stage " + target + ": " + parent +
+                                  " is not a directory in the workspace (a file or a dangling "
+                                  "symlink), and a staged write cannot make it one"));
     }
   }
+  workspace_.stage_write(tx, path, bytes, mode);
+  for (const std::string& parent : missing)
+    workspace_.stage_mkdir(tx, parent);
   audit_->record({.action = "write-staged",
                   .target = target,
                   .decision = std::string(to_string(evaluation.decision)),
@@ -326,7 +404,7 @@ void Sandbox::stage_write(const std::string& tx, std::string_view path, std::str
 
 void Sandbox::stage_delete(const std::string& tx, std::string_view path) {
   const std::string target(path);
-  const PolicyEvaluation evaluation = require_not_denied(ActionType::Delete, target);
+  const PolicyEvaluation evaluation = require_not_denied(ActionType::Delete, policy_target(path));
   workspace_.stage_delete(tx, path);
   audit_->record({.action = "delete-staged",
                   .target = target,

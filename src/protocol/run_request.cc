@@ -160,7 +160,9 @@ RunRequest parse(const json& body) {
   if (body.contains("execution_id")) {
     out.execution_id = text(body["execution_id"], "execution_id");
     if (!run::is_valid_execution_id(out.execution_id))
-      refuse("execution_id", "expected 1 to 64 letters, digits, '-', '_' or '.'");
+      refuse("execution_id",
+             "expected 1 to 64 letters, digits, '-', '_' or '.', starting with a letter or digit "
+             "and not ending in \".lock\"");
   }
   return out;
 }

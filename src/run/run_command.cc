@@ -31,10 +31,15 @@ using core::paint;
 }  // namespace
 
 bool is_valid_execution_id(std::string_view id) {
-  return !id.empty() && id.size() <= 64 &&
+  // The id names files and a cgroup: one plain name, never "." or "..",
+  // and never another run's <id>.lock.
+  constexpr std::string_view kAlnum =
+      "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+  return !id.empty() && id.size() <= 64 && kAlnum.find(id.front()) != std::string_view::npos &&
          id.find_first_not_of(
              "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.") ==
-             std::string_view::npos;
+             std::string_view::npos &&
+         !id.ends_with(".lock");
 }
 
 int exit_status_for(const ProcessResult& result) {

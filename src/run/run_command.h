@@ -154,7 +154,7 @@ ProcessResult as_reported(ProcessResult result);
 int exit_status_for(const ProcessResult& result);
 
 // A run's id as the protocol and --execution-id take it: 1 to 64 of
-// A-Z a-z 0-9 - _ .
+// A-Z a-z 0-9 - _ . starting with a letter or digit, not ending in ".lock".
 bool is_valid_execution_id(std::string_view id);
 
 // Runs the command; returns the exit status `pulsebox run` exits with.

@@ -424,8 +424,10 @@ void add_run_options(CLI::App& command, RunOptions& options) {
       .add_option("--execution-id", o.execution_id,
                   "The run's id in its result, events and audit records (default: a new one)")
       ->check([](const std::string& id) {
-        return is_valid_execution_id(id) ? std::string()
-                                         : "expected 1 to 64 letters, digits, '-', '_' or '.'";
+        return is_valid_execution_id(id)
+                   ? std::string()
+                   : "expected 1 to 64 letters, digits, '-', '_' or '.', starting with a letter or "
+                     "digit and not ending in \".lock\"";
       });
   // stdin and terminals (run/stdin_source.h).
   command.add_flag("-i,--interactive", o.interactive,

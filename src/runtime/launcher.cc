@@ -101,6 +101,13 @@ core::Result<LaunchedSandbox> launch_sandbox(LaunchPlan& plan, UniqueFd supervis
   // The thread stays in clone3 until init exits; only a failed clone3
   // returns at once.
   sandbox.init_parent = std::thread([clone, &syscalls] {
+    // init starts with this thread's signal mask, on this process's memory:
+    // with every signal blocked, no handler of pulsebox's (a run's
+    // cancel-on-signal) runs there before init resets them all to the
+    // defaults and unblocks them (run_sandbox_init). This thread needs none.
+    sigset_t all;
+    ::sigfillset(&all);
+    ::pthread_sigmask(SIG_SETMASK, &all, nullptr);
     long result = syscalls.clone3_init(*clone);
     if (result == -ENOSYS || result == -E2BIG) {
       clone->without_clone3 = true;

@@ -609,6 +609,25 @@ core::Status TransactionStore::stage(Draft& draft, Entry entry, std::string_view
                                      bool check_policy, const BlobSource* source) {
   PB_TRY(path, check_relative_path(entry.path));
   entry.path = path;
+  // One tree: nothing is staged beneath a path the transaction makes a file,
+  // a symlink or nothing (its commit could not apply it, and would fail past
+  // its commit point).
+  for (auto slash = entry.path.find('/'); slash != std::string::npos;
+       slash = entry.path.find('/', slash + 1)) {
+    const auto above = draft.entries.find(entry.path.substr(0, slash));
+    if (above == draft.entries.end()) continue;
+    const NodeType above_type = type_after(above->second);
+    if (above_type == NodeType::Directory) continue;
+    // Beneath a staged symlink the commit would write through it.
+    const bool symlink = above_type == NodeType::Symlink;
+    const char* as = above->second.op == StagedOp::Delete ? " for deletion"
+                     : symlink                            ? " as a symlink"
+                                                          : " as a file";
+    return Error(symlink ? ErrorKind::kSecurity : ErrorKind::kInvalidInput, "workspace",
+                 "refusing to stage " + core::quote_name(entry.path) + ": transaction " + draft.id +
+                     " stages " + core::quote_name(above->first) + as +
+                     "; stage a directory there first");
+  }
   if (entry.op == StagedOp::Write) {
     if (bytes.size() > limits_.max_file_bytes) {
       return Error(ErrorKind::kResource, "workspace",
@@ -706,9 +725,29 @@ core::Status TransactionStore::stage(Draft& draft, Entry entry, std::string_view
       std::filesystem::remove(tx_dir(draft.id) / "redacted" / it->second.blob, ec);
     }
   }
+  if (type_after(entry) != NodeType::Directory) drop_beneath(draft, entry.path);
   draft.total_bytes += entry.size;
   draft.entries[entry.path] = std::move(entry);
   return core::ok_status();
+}
+
+void TransactionStore::drop_beneath(Draft& draft, const std::string& path) {
+  // A file, symlink or deletion staged over staged children replaces them,
+  // as it would on a file system.
+  const std::string prefix = path + "/";
+  std::error_code ec;
+  for (auto it = draft.entries.lower_bound(prefix);
+       it != draft.entries.end() && it->first.starts_with(prefix);) {
+    const Entry& child = it->second;
+    draft.total_bytes -= child.size;
+    if (!child.blob.empty()) {
+      std::filesystem::remove(tx_dir(draft.id) / "blobs" / child.blob, ec);
+      std::filesystem::remove(tx_dir(draft.id) / "redacted" / child.blob, ec);
+    }
+    if (!child.base_blob.empty())
+      std::filesystem::remove(tx_dir(draft.id) / "base" / child.base_blob, ec);
+    it = draft.entries.erase(it);
+  }
 }
 
 core::Status TransactionStore::keep_base(Draft& draft, Entry& entry, int root_fd) {

@@ -139,6 +139,7 @@ class TransactionStore {
   core::Status replay(const std::string& id, int root_fd, std::size_t* temp_files_removed);
   // Keeps the base content of a file being staged for the first time.
   core::Status keep_base(Draft& draft, Entry& entry, int root_fd);
+  void drop_beneath(Draft& draft, const std::string& path);
   // The end of a decided partial commit: remaining.json becomes the
   // manifest, with `refresh` (directories the commit changed below)
   // snapshotted again. Idempotent, for a replay.

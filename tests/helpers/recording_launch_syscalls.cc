@@ -1,5 +1,6 @@
 #include "helpers/recording_launch_syscalls.h"
 
+#include <signal.h>
 #include <sys/eventfd.h>
 
 #include <unistd.h>
@@ -9,6 +10,24 @@
 #include <utility>
 
 namespace pulsebox::testing {
+namespace {
+
+// The catchable signals the calling thread has not blocked: a clone with
+// CLONE_VM starts its child with them, on this process's memory.
+std::vector<int> unblocked_signals() {
+  sigset_t blocked;
+  ::pthread_sigmask(SIG_BLOCK, nullptr, &blocked);
+  std::vector<int> out;
+  for (int signal = 1; signal < NSIG; ++signal) {
+    // (32 up to SIGRTMIN are the C library's own, which it never blocks.)
+    if (signal >= 32 && signal < SIGRTMIN) continue;
+    if (signal != SIGKILL && signal != SIGSTOP && sigismember(&blocked, signal) == 0)
+      out.push_back(signal);
+  }
+  return out;
+}
+
+}  // namespace
 
 RecordingLaunchSyscalls::~RecordingLaunchSyscalls() = default;
 
@@ -93,6 +112,7 @@ long RecordingLaunchSyscalls::clone3_init(runtime::InitClone& init) {
   call.cgroup = init.args.cgroup;
   call.exit_signal = init.args.exit_signal;
   call.has_stack = init.args.stack != 0 && init.args.stack_size != 0;
+  call.unblocked = unblocked_signals();
   record(std::move(call));
   if (const int error = failure("clone3")) return -error;
   return start_init(init, (init.args.flags & CLONE_PARENT_SETTID) != 0);
@@ -103,6 +123,7 @@ long RecordingLaunchSyscalls::clone_init(runtime::InitClone& init) {
   call.step = "clone";
   call.flags = init.clone_flags;
   call.has_stack = init.stack_top != nullptr;
+  call.unblocked = unblocked_signals();
   record(std::move(call));
   if (const int error = failure("clone")) return -error;
   // clone() shares one argument between CLONE_PIDFD and CLONE_PARENT_SETTID:

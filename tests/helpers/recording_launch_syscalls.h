@@ -52,6 +52,7 @@ class RecordingLaunchSyscalls final : public runtime::LaunchSyscalls {
     int fd = -1;                    // the pidfd or channel it was given
     bool in_cgroup = false;         // before_go's argument
     linux_api::IdMaps id_maps;      // write_id_maps's argument
+    std::vector<int> unblocked;     // clone3, clone: signals the calling thread left unblocked
   };
 
   RecordingLaunchSyscalls() = default;

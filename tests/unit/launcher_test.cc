@@ -88,6 +88,25 @@ TEST_F(LauncherTest, InitIsBornInItsCgroupThenMapsThenBeforeGoThenGo) {
   EXPECT_EQ(sandbox.channel.get(), channel_);
 }
 
+// init shares this process's memory (CLONE_VM) until it has reset every
+// handler: a signal it took before then (Ctrl-C reaches the whole process
+// group) would run pulsebox's handler there, such as `pulsebox run`'s
+// cancel-on-signal, whose "second signal" flag would then end pulsebox at
+// the user's first Ctrl-C without cancelling. So it is cloned with every
+// signal blocked, and unblocks them once their handlers are the defaults.
+TEST_F(LauncherTest, InitIsClonedWithEverySignalBlocked) {
+  auto launched = launch();
+  ASSERT_TRUE(launched.ok()) << launched.error().to_string();
+  EXPECT_EQ(fake_.first("clone3").unblocked, std::vector<int>{});
+}
+
+TEST_F(LauncherTest, WithoutClone3InitIsClonedWithEverySignalBlockedToo) {
+  fake_.fail("clone3", ENOSYS);
+  auto launched = launch();
+  ASSERT_TRUE(launched.ok()) << launched.error().to_string();
+  EXPECT_EQ(fake_.first("clone").unblocked, std::vector<int>{});
+}
+
 TEST_F(LauncherTest, WithoutACgroupInitIsNotClonedIntoOne) {
   auto launched = launch();
   ASSERT_TRUE(launched.ok()) << launched.error().to_string();
