@@ -122,6 +122,7 @@ struct ChangesStatus {
 };
 
 struct ProcessResult {
+  std::string execution_id;       // the run's id (ExecuteOptions::execution_id, or made)
   std::string command;            // argv joined, for people
   std::vector<std::string> argv;  // exact
   int exit_code = 0;

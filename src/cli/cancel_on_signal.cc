@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 
 namespace pulsebox::cli {
 namespace {
@@ -15,6 +16,7 @@ std::atomic<bool> signalled{false};
 
 // Async-signal-safe: a write and, the second time, the default action.
 void on_signal(int signal) {
+  const int saved_errno = errno;
   if (signalled.exchange(true)) {
     ::signal(signal, SIG_DFL);
     ::raise(signal);
@@ -25,6 +27,7 @@ void on_signal(int signal) {
     const char byte = 1;
     (void)!::write(fd, &byte, 1);
   }
+  errno = saved_errno;
 }
 
 }  // namespace

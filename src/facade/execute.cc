@@ -79,6 +79,7 @@ ProcessResult Sandbox::execute(const std::vector<std::string>& argv,
   run.prepared = backend_->prepare(request);
   decide_enforcement(run);
   ProcessResult result = run_and_scrub(run, request, options);
+  result.execution_id = run.id;
   result.argv = argv;
   import_changes(run, result);
   clean_up(run);

@@ -169,6 +169,7 @@ nlohmann::ordered_json result_object(const ProcessResult& result) {
       {"syscalls", std::string(to_string(result.enforcement.syscalls))},
   };
   out["transaction_id"] = result.transaction_id ? json(*result.transaction_id) : json(nullptr);
+  if (!result.execution_id.empty()) out["execution_id"] = result.execution_id;
   json changes = json::array();
   for (const Change& change : result.changes) {
     json item = {{"kind", std::string(to_string(change.kind))}};
