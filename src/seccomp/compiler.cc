@@ -39,15 +39,16 @@ bool needs_listener(const Profile& profile) {
                      [](const Rule& rule) { return is_kill(rule.action); });
 }
 
-std::uint32_t scmp_action(Action action, int errno_ret) {
+std::uint32_t scmp_action(Action action, int errno_ret, KillActions kill_actions) {
   switch (action) {
     case Action::Allow:
       return SCMP_ACT_ALLOW;
     case Action::Errno:
       return SCMP_ACT_ERRNO(static_cast<std::uint32_t>(errno_ret));
     case Action::KillProcess:
+      return kill_actions == KillActions::Kernel ? SCMP_ACT_KILL_PROCESS : SCMP_ACT_NOTIFY;
     case Action::KillThread:
-      return SCMP_ACT_NOTIFY;
+      return kill_actions == KillActions::Kernel ? SCMP_ACT_KILL_THREAD : SCMP_ACT_NOTIFY;
     case Action::Trap:
       return SCMP_ACT_TRAP;
     case Action::Log:
@@ -124,12 +125,27 @@ std::string cache_key(const Profile& profile) {
   return cache_key(std::string_view(profile.text));
 }
 
-core::Result<std::shared_ptr<const CompiledFilter>> compile(const Profile& profile, Layout layout) {
-  const std::uint32_t default_action = scmp_action(profile.default_action, profile.default_errno);
+namespace {
+
+unsigned int load_flags(std::uint32_t filter_flags) {
+  unsigned int flags = 0;
+  if (filter_flags & kFlagTsync) flags |= SECCOMP_FILTER_FLAG_TSYNC;
+  if (filter_flags & kFlagLog) flags |= SECCOMP_FILTER_FLAG_LOG;
+  if (filter_flags & kFlagSpecAllow) flags |= SECCOMP_FILTER_FLAG_SPEC_ALLOW;
+  return flags;
+}
+
+}  // namespace
+
+core::Result<std::shared_ptr<const CompiledFilter>> compile(const Profile& profile, Layout layout,
+                                                            KillActions kill_actions) {
+  const std::uint32_t default_action =
+      scmp_action(profile.default_action, profile.default_errno, kill_actions);
   std::unique_ptr<void, ContextDeleter> ctx(::seccomp_init(default_action));
   if (!ctx) return Error(ErrorKind::kInternal, "seccomp", "seccomp_init failed");
   auto filter = std::make_shared<CompiledFilter>();
-  filter->uses_listener = needs_listener(profile);
+  filter->uses_listener = kill_actions == KillActions::Notify && needs_listener(profile);
+  filter->load_flags = load_flags(profile.filter_flags);
   // A syscall from an architecture the profile does not list ends the process.
   ::seccomp_attr_set(ctx.get(), SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
   // no_new_privs is set by pulsebox itself, earlier.
@@ -145,7 +161,7 @@ core::Result<std::shared_ptr<const CompiledFilter>> compile(const Profile& profi
     if (rc < 0 && rc != -EEXIST) return compile_error(profile, "adding " + arch_name, rc);
   }
   for (const auto& rule : profile.rules) {
-    const std::uint32_t action = scmp_action(rule.action, rule.errno_ret);
+    const std::uint32_t action = scmp_action(rule.action, rule.errno_ret, kill_actions);
     if (action == default_action && rule.args.empty()) continue;  // nothing to add
     std::vector<scmp_arg_cmp> args;
     for (const auto& check : rule.args) {
@@ -178,7 +194,10 @@ core::Result<std::shared_ptr<const CompiledFilter>> compile(const Profile& profi
               0) != static_cast<ssize_t>(filter->program.size() * sizeof(sock_filter))) {
     return Error::from_errno("seccomp", "reading the BPF program");
   }
-  filter->key = cache_key(profile);
+  // Another program from the same text: another key.
+  filter->key = kill_actions == KillActions::Notify
+                    ? cache_key(profile)
+                    : core::sha256_hex(cache_key(profile) + "\nkernel-kill");
   return std::shared_ptr<const CompiledFilter>(std::move(filter));
 }
 

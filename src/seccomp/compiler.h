@@ -6,6 +6,8 @@
 // SCMP_ACT_NOTIFY: the supervisor holds the listener, learns which syscall
 // was attempted, and kills the whole sandbox before the call runs. A result
 // can then name the syscall, which a kernel-side kill cannot tell anyone.
+// A process with no supervisor (an OCI container) asks for
+// KillActions::Kernel instead: the kernel kills, and no listener is needed.
 #pragma once
 
 #include <linux/filter.h>
@@ -26,7 +28,14 @@ struct CompiledFilter {
   std::vector<sock_filter> program;
   bool uses_listener = false;  // some action is a kill (compiled as notify)
   std::string key;
+  // SECCOMP_FILTER_FLAG_* for seccomp(2) when the program is loaded (the
+  // profile's OCI `flags`; they are not part of the program).
+  unsigned int load_flags = 0;
 };
+
+// How the profile's kill actions are compiled: as notifications to a
+// supervisor (pulsebox's own sandboxes), or as the kernel's own kills.
+enum class KillActions { Notify, Kernel };
 
 // How libseccomp lays the syscall checks out. A binary tree (the default)
 // halves the load time of a long profile such as `default` (the kernel
@@ -36,8 +45,9 @@ struct CompiledFilter {
 enum class Layout { BinaryTree, Linear };
 
 // Compiles without any cache.
-core::Result<std::shared_ptr<const CompiledFilter>> compile(const Profile& profile,
-                                                            Layout layout = Layout::BinaryTree);
+core::Result<std::shared_ptr<const CompiledFilter>> compile(
+    const Profile& profile, Layout layout = Layout::BinaryTree,
+    KillActions kill_actions = KillActions::Notify);
 
 // The cache key: SHA-256 of the profile text, the native architecture, the
 // kernel release (minKernel conditions), the libseccomp version and this

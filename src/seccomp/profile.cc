@@ -44,6 +44,12 @@ constexpr std::pair<std::string_view, ArgOp> kOps[] = {
     {"SCMP_CMP_GE", ArgOp::GreaterOrEqual},     {"SCMP_CMP_GT", ArgOp::GreaterThan},
     {"SCMP_CMP_MASKED_EQ", ArgOp::MaskedEqual},
 };
+// SECCOMP_FILTER_FLAG_NEW_LISTENER and _WAIT_KILLABLE_RECV need an agent.
+constexpr std::pair<std::string_view, std::uint32_t> kFlags[] = {
+    {"SECCOMP_FILTER_FLAG_TSYNC", kFlagTsync},
+    {"SECCOMP_FILTER_FLAG_LOG", kFlagLog},
+    {"SECCOMP_FILTER_FLAG_SPEC_ALLOW", kFlagSpecAllow},
+};
 constexpr std::string_view kArchitectures[] = {
     "SCMP_ARCH_X86_64", "SCMP_ARCH_X86",      "SCMP_ARCH_X32",        "SCMP_ARCH_AARCH64",
     "SCMP_ARCH_ARM",    "SCMP_ARCH_RISCV64",  "SCMP_ARCH_S390X",      "SCMP_ARCH_PPC64LE",
@@ -73,9 +79,20 @@ bool kernel_at_least(const std::string& version) {
 class Parser {
  public:
   // `text` must outlive the parser.
-  Parser(std::string_view text, std::string source) : text_(text), source_(std::move(source)) {}
+  Parser(std::string_view text, std::string source, ParseOptions options)
+      : text_(text), source_(std::move(source)), oci_(options.format == Format::Oci) {}
 
   Error error(const std::string& path, const std::string& message) const {
+    // An OCI profile is a subtree of config.json: its own lines mean nothing.
+    if (oci_) {
+      // A refusal says what to do itself; anything else points to the spec.
+      const bool refused = message.find("not supported") != std::string::npos;
+      return Error(refused ? ErrorKind::kUnsupported : ErrorKind::kInvalidInput, "seccomp",
+                   source_ + (path.empty() ? "" : "." + path) + ": " + message +
+                       (message.find("; ") == std::string::npos
+                            ? "; correct it (runtime-spec config-linux.md, seccomp)"
+                            : ""));
+    }
     std::string where = source_;
     if (auto line = core::json_value_line(text_, path)) where += ":" + std::to_string(*line);
     return Error(
@@ -109,6 +126,11 @@ class Parser {
       if (name == text) return action;
     }
     if (text == "SCMP_ACT_NOTIFY") {
+      if (oci_) {
+        return error(path,
+                     "SCMP_ACT_NOTIFY: not supported: pulsebox oci runs no seccomp agents; "
+                     "use another action");
+      }
       return error(path, "SCMP_ACT_NOTIFY is reserved: pulsebox supervises the sandbox itself");
     }
     std::string list;
@@ -157,9 +179,26 @@ class Parser {
 
   core::Result<Profile> parse(const json& root) {
     Profile profile;
-    PB_CHECK(check_keys(root, "",
-                        {"defaultAction", "defaultErrnoRet", "architectures", "archMap", "syscalls",
-                         "flags", "listenerPath", "listenerMetadata"}));
+    if (oci_) {
+      PB_CHECK(check_keys(root, "",
+                          {"defaultAction", "defaultErrnoRet", "architectures", "syscalls", "flags",
+                           "listenerPath", "listenerMetadata"}));
+      for (const char* agent_key : {"listenerPath", "listenerMetadata"}) {
+        if (root.contains(agent_key)) {
+          return error(agent_key,
+                       "not supported: pulsebox oci runs no seccomp agents; remove it from the "
+                       "config");
+        }
+      }
+      if (root.contains("flags")) {
+        PB_TRY(flags, flags_at(root["flags"], "flags"));
+        profile.filter_flags = flags;
+      }
+    } else {
+      PB_CHECK(check_keys(root, "",
+                          {"defaultAction", "defaultErrnoRet", "architectures", "archMap",
+                           "syscalls", "flags", "listenerPath", "listenerMetadata"}));
+    }
     if (!root.contains("defaultAction")) return error("", "missing \"defaultAction\"");
     PB_TRY(default_action, action_at(root["defaultAction"], "defaultAction"));
     profile.default_action = default_action;
@@ -192,10 +231,40 @@ class Parser {
     return profile;
   }
 
+  core::Result<std::uint32_t> flags_at(const json& value, const std::string& path) const {
+    if (!value.is_array()) return error(path, "expected an array of strings");
+    std::uint32_t flags = 0;
+    for (std::size_t i = 0; i < value.size(); ++i) {
+      const std::string item = path + "[" + std::to_string(i) + "]";
+      PB_TRY(name, string_at(value[i], item));
+      bool known = false;
+      for (const auto& [flag_name, bit] : kFlags) {
+        if (flag_name == name) {
+          flags |= bit;
+          known = true;
+        }
+      }
+      if (!known) {
+        std::string list;
+        for (const auto& [flag_name, bit] : kFlags)
+          list += (list.empty() ? "" : ", ") + std::string(flag_name);
+        return error(item, "not supported: \"" + name +
+                               "\" (pulsebox oci runs no seccomp "
+                               "agents); use one of " +
+                               list);
+      }
+    }
+    return flags;
+  }
+
   core::Result<std::optional<Rule>> parse_rule(const json& entry, const std::string& path) {
-    PB_CHECK(check_keys(
-        entry, path,
-        {"names", "name", "action", "errnoRet", "args", "comment", "includes", "excludes"}));
+    if (oci_) {
+      PB_CHECK(check_keys(entry, path, {"names", "action", "errnoRet", "args"}));
+    } else {
+      PB_CHECK(check_keys(
+          entry, path,
+          {"names", "name", "action", "errnoRet", "args", "comment", "includes", "excludes"}));
+    }
     Rule rule;
     if (entry.contains("names")) {
       const auto& names = entry["names"];
@@ -206,7 +275,7 @@ class Parser {
         PB_TRY(name, string_at(names[i], path + ".names[" + std::to_string(i) + "]"));
         rule.names.push_back(name);
       }
-    } else if (entry.contains("name")) {
+    } else if (!oci_ && entry.contains("name")) {
       PB_TRY(name, string_at(entry["name"], path + ".name"));
       rule.names.push_back(name);
     } else {
@@ -282,6 +351,7 @@ class Parser {
  private:
   std::string_view text_;
   std::string source_;
+  bool oci_ = false;
 };
 
 }  // namespace
@@ -300,10 +370,36 @@ std::string_view to_string(ArgOp op) {
   return "?";
 }
 
-core::Result<Profile> parse_profile(std::string_view text, const std::string& source) {
+std::vector<std::string> oci_action_names() {
+  std::vector<std::string> names;
+  for (const auto& [name, action] : kActions)
+    names.emplace_back(name);
+  return names;
+}
+
+std::vector<std::string> oci_operator_names() {
+  std::vector<std::string> names;
+  for (const auto& [name, op] : kOps)
+    names.emplace_back(name);
+  return names;
+}
+
+std::vector<std::string> oci_architecture_names() {
+  return {std::begin(kArchitectures), std::end(kArchitectures)};
+}
+
+std::vector<std::string> oci_flag_names() {
+  std::vector<std::string> names;
+  for (const auto& [name, bit] : kFlags)
+    names.emplace_back(name);
+  return names;
+}
+
+core::Result<Profile> parse_profile(std::string_view text, const std::string& source,
+                                    ParseOptions options) {
   PB_TRY(root, core::parse_json(text, source));
   try {
-    Parser parser(text, source);
+    Parser parser(text, source, options);
     PB_TRY(profile, parser.parse(root));
     profile.name = source;
     profile.text = std::string(text);

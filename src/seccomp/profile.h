@@ -17,6 +17,14 @@
 // no capabilities (entries that *include* caps are dropped, those that
 // *exclude* caps kept), runs on this machine's architecture, and on this
 // kernel (minKernel).
+//
+// With ParseOptions{.format = Format::Oci} the text is an OCI runtime-spec
+// `linux.seccomp` object (an OCI runtime's container): only its keys are
+// accepted (Docker's includes, excludes, archMap, comment and name are not),
+// nothing is resolved against capabilities, `flags` are honoured, and what
+// needs a seccomp agent (SCMP_ACT_NOTIFY, listenerPath, listenerMetadata) is
+// refused. Errors then read "<source>.<path>: <why>" with no line, e.g.
+//   "config.json: linux.seccomp.syscalls[2].action: ..."
 #pragma once
 
 #include <cstdint>
@@ -54,6 +62,13 @@ struct Rule {
   std::string comment;
 };
 
+// seccomp(2) SECCOMP_FILTER_FLAG_* bits an OCI profile may ask for.
+enum FilterFlag : std::uint32_t {
+  kFlagTsync = 1u << 0,      // SECCOMP_FILTER_FLAG_TSYNC
+  kFlagLog = 1u << 1,        // SECCOMP_FILTER_FLAG_LOG
+  kFlagSpecAllow = 1u << 2,  // SECCOMP_FILTER_FLAG_SPEC_ALLOW
+};
+
 struct Profile {
   std::string name;  // "default", or the file's path
   Action default_action = Action::Errno;
@@ -61,13 +76,27 @@ struct Profile {
   std::vector<std::string> architectures;  // "SCMP_ARCH_X86_64", ...
   std::vector<Rule> rules;                 // conditions already resolved
   std::string text;                        // the JSON as read (the cache key's input)
+  std::uint32_t filter_flags = 0;          // FilterFlag bits (OCI format only)
 };
+
+enum class Format { Docker, Oci };
+struct ParseOptions {
+  Format format = Format::Docker;
+};
+
+// The names of the OCI actions, operators, architectures and flags accepted,
+// for an OCI runtime's features document.
+std::vector<std::string> oci_action_names();
+std::vector<std::string> oci_operator_names();
+std::vector<std::string> oci_architecture_names();
+std::vector<std::string> oci_flag_names();
 
 std::string_view to_string(Action action);
 std::string_view to_string(ArgOp op);
 
 // Parses and validates `text`; `source` names it in errors.
-core::Result<Profile> parse_profile(std::string_view text, const std::string& source);
+core::Result<Profile> parse_profile(std::string_view text, const std::string& source,
+                                    ParseOptions options = {});
 
 // "default", "strict", "permissive" (built in), else a file path.
 core::Result<Profile> load_profile(const std::string& name_or_path);

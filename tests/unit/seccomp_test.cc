@@ -483,5 +483,87 @@ TEST(SeccompProfile, ThePermissiveProfileRefusesTiocstiWithHighBitsSet) {
   EXPECT_EQ(decision("permissive", "ioctl", {0, 0x5401 /*TCGETS*/, 0}), SECCOMP_RET_ALLOW);
 }
 
+// An OCI runtime has no supervisor: its kills are the kernel's own.
+TEST(SeccompCompiler, KernelKillActionsNeedNoListener) {
+  auto profile = parse_profile(R"({"defaultAction": "SCMP_ACT_ALLOW", "syscalls": [
+      {"names": ["ptrace"], "action": "SCMP_ACT_KILL_PROCESS"},
+      {"names": ["kcmp"], "action": "SCMP_ACT_KILL_THREAD"}]})",
+                               "p.json");
+  ASSERT_TRUE(profile.ok()) << profile.error().message();
+  const auto on = [](const CompiledFilter& filter, const char* syscall) {
+    seccomp_data data{};
+    data.arch = AUDIT_ARCH_X86_64;
+    data.nr = ::seccomp_syscall_resolve_name(syscall);
+    return run_program(filter.program, data) & SECCOMP_RET_ACTION_FULL;
+  };
+  auto notify = compile(profile.value());
+  ASSERT_TRUE(notify.ok());
+  EXPECT_TRUE(notify.value()->uses_listener);
+  EXPECT_EQ(on(*notify.value(), "ptrace"), SECCOMP_RET_USER_NOTIF);
+  EXPECT_EQ(on(*notify.value(), "kcmp"), SECCOMP_RET_USER_NOTIF);
+
+  auto kernel = compile(profile.value(), Layout::BinaryTree, KillActions::Kernel);
+  ASSERT_TRUE(kernel.ok());
+  EXPECT_FALSE(kernel.value()->uses_listener);
+  EXPECT_EQ(on(*kernel.value(), "ptrace"), SECCOMP_RET_KILL_PROCESS);
+  EXPECT_EQ(on(*kernel.value(), "kcmp"), SECCOMP_RET_KILL_THREAD);
+  EXPECT_EQ(on(*kernel.value(), "read"), SECCOMP_RET_ALLOW);
+  EXPECT_NE(kernel.value()->key, notify.value()->key);
+}
+
+TEST(SeccompProfile, OciFormatAcceptsOnlyOciKeysAndHonoursFlags) {
+  const ParseOptions oci{.format = Format::Oci};
+  auto parsed = parse_profile(
+      R"({"defaultAction": "SCMP_ACT_ERRNO", "flags": ["SECCOMP_FILTER_FLAG_TSYNC",
+          "SECCOMP_FILTER_FLAG_SPEC_ALLOW"], "syscalls": [{"names": ["read"], "action":
+          "SCMP_ACT_ALLOW", "args": [{"index": 0, "value": 0, "op": "SCMP_CMP_EQ"}]}]})",
+      "config.json: linux.seccomp", oci);
+  ASSERT_TRUE(parsed.ok()) << parsed.error().message();
+  EXPECT_EQ(parsed->filter_flags, kFlagTsync | kFlagSpecAllow);
+  auto filter = compile(parsed.value(), Layout::BinaryTree, KillActions::Kernel);
+  ASSERT_TRUE(filter.ok());
+  EXPECT_EQ(filter.value()->load_flags,
+            unsigned{SECCOMP_FILTER_FLAG_TSYNC | SECCOMP_FILTER_FLAG_SPEC_ALLOW});
+  // The Docker format keeps ignoring flags, as before.
+  EXPECT_EQ(parse_profile(R"({"defaultAction": "SCMP_ACT_ALLOW", "flags": ["x"]})", "p.json")
+                ->filter_flags,
+            0u);
+
+  const auto oci_error = [&](std::string_view text) {
+    auto result = parse_profile(text, "config.json: linux.seccomp", oci);
+    return result.ok() ? std::string("(parsed)") : result.error().message();
+  };
+  // Docker-only keys are unknown in an OCI profile, whatever the Docker parser does.
+  for (const char* key : {"includes", "excludes", "comment", "name"}) {
+    const std::string text = std::string(R"({"defaultAction": "SCMP_ACT_ALLOW", "syscalls": [)") +
+                             R"({"names": ["read"], "action": "SCMP_ACT_ALLOW", ")" + key +
+                             R"(": {}}]})";
+    EXPECT_EQ(
+        oci_error(text).rfind(
+            std::string("config.json: linux.seccomp.syscalls[0].") + key + ": unknown key", 0),
+        0u)
+        << oci_error(text);
+  }
+  EXPECT_EQ(oci_error(R"({"defaultAction": "SCMP_ACT_ALLOW", "archMap": []})")
+                .rfind("config.json: linux.seccomp.archMap: unknown key", 0),
+            0u);
+  EXPECT_EQ(oci_error(R"({"defaultAction": "SCMP_ACT_NOTIFY"})"),
+            "config.json: linux.seccomp.defaultAction: SCMP_ACT_NOTIFY: not supported: pulsebox "
+            "oci runs no seccomp agents; use another action");
+  EXPECT_EQ(oci_error(R"({"defaultAction": "SCMP_ACT_ALLOW", "listenerPath": "/s"})")
+                .rfind("config.json: linux.seccomp.listenerPath: not supported", 0),
+            0u);
+  EXPECT_EQ(
+      oci_error(
+          R"({"defaultAction": "SCMP_ACT_ALLOW", "flags": ["SECCOMP_FILTER_FLAG_NEW_LISTENER"]})")
+          .rfind("config.json: linux.seccomp.flags[0]: not supported", 0),
+      0u);
+  // Docker's profile still takes its own keys.
+  EXPECT_TRUE(parse_profile(R"({"defaultAction": "SCMP_ACT_ALLOW", "archMap": [], "syscalls": [
+      {"names": ["read"], "action": "SCMP_ACT_ALLOW", "comment": "c"}]})",
+                            "p.json")
+                  .ok());
+}
+
 }  // namespace
 }  // namespace pulsebox::seccomp
