@@ -1,5 +1,7 @@
 #include "oci/spec/field_reader.h"
 
+#include <algorithm>
+
 #include "oci/spec/spec_refusals.h"
 
 namespace pulsebox::oci::spec {
@@ -63,6 +65,16 @@ core::Result<std::int64_t> as_i64(const ReadContext& ctx, const json& value,
   }
   if (!value.is_number_integer()) return wrong_type(ctx, path, "an integer", value);
   return value.get<std::int64_t>();
+}
+
+bool has_dot_dot(std::string_view path) {
+  std::size_t start = 0;
+  while (start <= path.size()) {
+    const std::size_t end = std::min(path.find('/', start), path.size());
+    if (path.substr(start, end - start) == "..") return true;
+    start = end + 1;
+  }
+  return false;
 }
 
 core::Status expect_array(const ReadContext& ctx, const json* value, std::string_view path) {

@@ -73,6 +73,11 @@ core::Result<std::uint64_t> as_u64(const ReadContext& ctx, const nlohmann::json&
                                    std::string_view path, std::uint64_t max = UINT64_MAX);
 core::Result<std::int64_t> as_i64(const ReadContext& ctx, const nlohmann::json& value,
                                   std::string_view path);
+// Whether `path` has a ".." component. Paths inside the container are
+// resolved in its root whatever they say, but one that climbs is never what
+// a config means, so it is refused rather than reinterpreted.
+bool has_dot_dot(std::string_view path);
+
 // Checks `value` is an array (null is an empty one).
 core::Status expect_array(const ReadContext& ctx, const nlohmann::json* value,
                           std::string_view path);

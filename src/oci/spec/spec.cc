@@ -276,11 +276,13 @@ core::Result<Mount> read_mount(const ReadContext& ctx, const json& value, std::s
   PB_CHECK(reader.status());
   Mount mount;
   PB_TRY(destination, reader.string("destination"));
-  if (!destination || destination->empty() || destination->front() != '/') {
-    return reader.error(
-        reader.child_path("destination"),
-        destination ? "\"" + *destination + "\" is not an absolute path" : std::string("missing"),
-        "give an absolute path inside the container");
+  if (!destination || destination->empty() || destination->front() != '/' ||
+      has_dot_dot(*destination)) {
+    return reader.error(reader.child_path("destination"),
+                        destination
+                            ? "\"" + *destination + "\" is not an absolute path without \"..\""
+                            : std::string("missing"),
+                        "give an absolute path inside the container");
   }
   mount.destination = std::move(*destination);
   PB_TRY(type, reader.string("type"));

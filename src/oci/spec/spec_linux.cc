@@ -337,7 +337,7 @@ core::Result<std::vector<Device>> read_devices(const ReadContext& ctx, const jso
                           "give c, b, u or p");
     }
     device.type = (*type)[0];
-    if (!path || path->rfind("/dev/", 0) != 0 || path->find("/../") != std::string::npos) {
+    if (!path || path->rfind("/dev/", 0) != 0 || has_dot_dot(*path)) {
       return reader.error(reader.child_path("path"),
                           path ? "\"" + *path + "\" is not under /dev" : std::string("missing"),
                           "give the device's path under /dev");
@@ -361,9 +361,9 @@ core::Result<std::vector<std::string>> absolute_paths(const ReadContext& ctx, Fi
                                                       std::string_view key) {
   PB_TRY(paths, reader.strings(key));
   for (std::size_t i = 0; i < paths.size(); ++i) {
-    if (paths[i].empty() || paths[i].front() != '/') {
+    if (paths[i].empty() || paths[i].front() != '/' || has_dot_dot(paths[i])) {
       return invalid(ctx, indexed(reader.child_path(key), i),
-                     "\"" + paths[i] + "\" is not an absolute path",
+                     "\"" + paths[i] + "\" is not an absolute path without \"..\"",
                      "give an absolute path inside the container");
     }
   }
