@@ -144,8 +144,7 @@ core::Result<std::uint64_t> capability_set(const ReadContext& ctx, FieldReader& 
   return bits;
 }
 
-core::Result<Process> read_process(const ReadContext& ctx, const json& value, std::string path,
-                                   bool top_level) {
+core::Result<Process> read_process(const ReadContext& ctx, const json& value, std::string path) {
   FieldReader reader(ctx, value, path, "process");
   PB_CHECK(reader.status());
   Process process;
@@ -265,7 +264,6 @@ core::Result<Process> read_process(const ReadContext& ctx, const json& value, st
     }
     process.oom_score_adj = static_cast<int>(number);
   }
-  (void)top_level;
   PB_CHECK(reader.finish());
   return process;
 }
@@ -385,7 +383,7 @@ core::Result<Spec> read_document(const ReadContext& ctx, std::string_view text,
     return reader.error("root", "missing", "give root.path, the container's root filesystem");
   }
   if (const json* process = reader.take("process")) {
-    PB_TRY(parsed, read_process(ctx, *process, "process", true));
+    PB_TRY(parsed, read_process(ctx, *process, "process"));
     spec.process = std::move(parsed);
   } else {
     return reader.error("process", "missing: create needs the process to run",
@@ -448,7 +446,7 @@ core::Result<Process> parse_process(std::string_view text, std::string_view sour
   ReadContext ctx{std::string(source)};
   try {
     PB_TRY(root, core::parse_json(text, source));
-    return read_process(ctx, root, "", false);
+    return read_process(ctx, root, "");
   } catch (const json::exception& e) {
     return invalid(ctx, "", e.what(), "correct the process file");
   }
