@@ -1,0 +1,136 @@
+// The OCI container's process, launched by hand (oci/launch/spawn.h) from a
+// plan: it must be set up exactly as the plan says before `start`, stay
+// put until the fifo is written, and then be the program itself as pid 1.
+// Runs as root (no user namespace, a non-root uid) and as an ordinary user
+// (a user namespace mapping the caller to 0).
+#include <linux/capability.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include <gtest/gtest.h>
+
+#include "helpers/oci_launch_support.h"
+#include "helpers/test_support.h"
+
+namespace pulsebox {
+namespace {
+
+namespace fs = std::filesystem;
+
+// `text` holds `part`; the whole text is printed when not.
+::testing::AssertionResult has(const std::string& text, const std::string& part) {
+  if (text.find(part) != std::string::npos) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "no \"" << part << "\" in:\n" << text;
+}
+
+constexpr std::uint64_t kKeptCaps =
+    (std::uint64_t{1} << CAP_CHOWN) | (std::uint64_t{1} << CAP_NET_BIND_SERVICE);
+
+class OciLaunchTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::string why = testing::oci_launch_unavailable();
+    PULSEBOX_SKIP_UNLESS(why.empty(), why);
+    root_ = dir_ / "rootfs";
+    testing::make_busybox_root(root_);
+  }
+
+  testing::TempDir dir_;
+  fs::path root_;
+};
+
+TEST_F(OciLaunchTest, ProcessSeesWhatThePlanSays) {
+  // A directory to mask (with a secret in it), a file to mask, a directory
+  // made read-only, and a writable cwd: every one writable by the uid
+  // inside, so that only the mounts can make them read-only or empty.
+  testing::write_file(root_ / "secret" / "key", "top secret\n");
+  testing::write_file(root_ / "etc" / "shadowish", "hash\n");
+  fs::create_directories(root_ / "data");
+  fs::create_directories(root_ / "work");
+  for (const fs::path& p : {root_, root_ / "data", root_ / "work"})
+    fs::permissions(p, fs::perms::all);
+
+  const std::string script =
+      "echo pid=$$; echo host=$(hostname); echo cwd=$(pwd); echo ids=$(id -u):$(id -g);"
+      "echo groups=$(id -G);"
+      "grep -E '^(CapEff|CapBnd|NoNewPrivs):' /proc/self/status;"
+      "echo masked_dir=$(ls -A /secret | wc -l); echo masked_file=[$(cat /etc/shadowish)];"
+      "touch /data/x 2>/dev/null && echo data=rw || echo data=ro;"
+      "touch /rootfile 2>/dev/null && echo root=rw || echo root=ro;"
+      "touch /tmp/x && echo tmp=rw; umask; exit 7";
+  auto plan = testing::busybox_plan(root_, script);
+  linux_api::MountStep tmp;
+  tmp.op = linux_api::MountOp::Tmpfs;
+  tmp.target = "/tmp";
+  tmp.data = "mode=1777";
+  tmp.stage = "mounting /tmp";
+  plan.mounts.push_back(tmp);
+  plan.hostname = "pulsebox-oci-test";
+  plan.cwd = "/work";
+  plan.masked_paths = {"/secret", "/etc/shadowish", "/no/such/path"};
+  plan.readonly_paths = {"/data"};
+  plan.root_readonly = true;
+  plan.umask = 027;
+  plan.no_new_privileges = true;
+  plan.capabilities = {kKeptCaps, kKeptCaps, kKeptCaps, kKeptCaps, kKeptCaps};
+  const bool as_root = ::geteuid() == 0;
+  if (as_root) {
+    plan.uid = 1000;
+    plan.gid = 1000;
+    plan.additional_gids = {1001, 1002};
+  }
+
+  const auto run = testing::launch_busybox(plan);
+  ASSERT_EQ(run.setup_error, "");
+  EXPECT_EQ(run.before_start, "") << "the program ran before start";
+  const std::string& out = run.output;
+  EXPECT_TRUE(has(out, "pid=1\n"));
+  EXPECT_TRUE(has(out, "host=pulsebox-oci-test\n"));
+  EXPECT_TRUE(has(out, "cwd=/work\n"));
+  EXPECT_TRUE(has(out, as_root ? "ids=1000:1000\n" : "ids=0:0\n"));
+  if (as_root) EXPECT_TRUE(has(out, "groups=1000 1001 1002\n"));
+  // Root keeps its bounding set through execve, another uid its ambient
+  // set: both are the two capabilities kept.
+  EXPECT_TRUE(has(out, "CapEff:\t0000000000000401\n"));
+  EXPECT_TRUE(has(out, "CapBnd:\t0000000000000401\n"));
+  EXPECT_TRUE(has(out, "NoNewPrivs:\t1\n"));
+  EXPECT_TRUE(has(out, "masked_dir=0\n"));
+  EXPECT_TRUE(has(out, "masked_file=[]\n"));
+  EXPECT_TRUE(has(out, "data=ro\n"));
+  EXPECT_TRUE(has(out, "root=ro\n"));
+  EXPECT_TRUE(has(out, "tmp=rw\n"));
+  EXPECT_TRUE(has(out, "0027\n"));
+  EXPECT_FALSE(has(out, "top secret"));
+  ASSERT_TRUE(WIFEXITED(run.wait_status)) << run.wait_status << "\n" << out;
+  EXPECT_EQ(WEXITSTATUS(run.wait_status), 7) << out;
+  // Nothing was written into the image through the read-only mounts.
+  EXPECT_FALSE(fs::exists(root_ / "data" / "x"));
+  EXPECT_FALSE(fs::exists(root_ / "rootfile"));
+  EXPECT_EQ(testing::read_file(root_ / "secret" / "key"), "top secret\n");
+}
+
+TEST_F(OciLaunchTest, FailedStepComesBackAsData) {
+  auto plan = testing::busybox_plan(root_, "echo should not run");
+  plan.cwd = "/does-not-exist";
+  const auto run = testing::launch_busybox(plan);
+  EXPECT_EQ(run.setup_stage, "changing to the working directory");
+  EXPECT_EQ(run.setup_errno, ENOENT);
+  EXPECT_TRUE(has(run.setup_error, "/does-not-exist"));
+  EXPECT_EQ(run.output, "");
+  EXPECT_TRUE(WIFEXITED(run.wait_status) || WIFSIGNALED(run.wait_status));
+}
+
+TEST_F(OciLaunchTest, MissingProgramIsReportedAfterStart) {
+  auto plan = testing::busybox_plan(root_, "");
+  plan.exec_candidates = {"/bin/no-such-program"};
+  const auto run = testing::launch_busybox(plan);
+  ASSERT_EQ(run.setup_error, "");
+  ASSERT_TRUE(WIFEXITED(run.wait_status)) << run.wait_status;
+  EXPECT_EQ(WEXITSTATUS(run.wait_status), 127);
+}
+
+}  // namespace
+}  // namespace pulsebox
