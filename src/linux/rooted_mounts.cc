@@ -349,6 +349,12 @@ int mask_path_in_root(int root_fd, const char* path) noexcept {
   return error;
 }
 
+int bind_fd_in_root(int root_fd, int source_fd, const char* target) noexcept {
+  const long tree =
+      raw(SYS_open_tree, source_fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
+  return attach_in_root(root_fd, tree, target, CreateInRoot::File, 0600);
+}
+
 int make_read_only_in_root(int root_fd, const char* path) noexcept {
   const long target = open_in_root(root_fd, path, CreateInRoot::None, 0);
   if (target == -ENOENT) return 0;

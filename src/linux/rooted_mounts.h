@@ -38,4 +38,8 @@ int mask_path_in_root(int root_fd, const char* path) noexcept;
 // nosuid, nodev. A path that does not exist is left alone.
 int make_read_only_in_root(int root_fd, const char* path) noexcept;
 
+// Binds the file `source_fd` is open on (a pty's slave for /dev/console)
+// onto `target` inside the root, made as a file if missing.
+int bind_fd_in_root(int root_fd, int source_fd, const char* target) noexcept;
+
 }  // namespace pulsebox::linux_api

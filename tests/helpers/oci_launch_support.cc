@@ -4,11 +4,13 @@
 #include <poll.h>
 #include <sched.h>
 #include <sys/mount.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
 
 #include "helpers/test_support.h"
 #include "linux/caps.h"
@@ -58,7 +60,7 @@ void make_busybox_root(const fs::path& root) {
   fs::create_directories(root / "bin");
   fs::copy_file(kBusybox, root / "bin" / "busybox", fs::copy_options::overwrite_existing);
   for (const char* applet : {"sh", "cat", "echo", "grep", "hostname", "id", "ls", "pwd", "touch",
-                             "wc", "mount", "stat", "sleep"}) {
+                             "readlink", "test", "wc", "mount", "stat", "sleep"}) {
     fs::create_symlink("busybox", root / "bin" / applet);
   }
   for (const char* dir : {"proc", "dev", "tmp"})
@@ -96,7 +98,38 @@ oci::launch::ContainerPlan busybox_plan(const fs::path& root, const std::string&
   return plan;
 }
 
-OciLaunch launch_busybox(oci::launch::ContainerPlan plan) {
+void add_devpts(oci::launch::ContainerPlan& plan) {
+  MountStep pts = step(MountOp::Devpts, "/dev/pts", "mounting devpts");
+  pts.data = "newinstance,ptmxmode=0666,mode=0620";
+  plan.mounts.push_back(pts);
+  MountStep ptmx = step(MountOp::Symlink, "/dev/ptmx", "linking /dev/ptmx");
+  ptmx.source = "pts/ptmx";
+  plan.mounts.push_back(ptmx);
+}
+
+// The master and its name from the console socket, or -1.
+int receive_master(int socket, std::string& name) {
+  pollfd readable{socket, POLLIN, 0};
+  if (::poll(&readable, 1, kHandshakeMs) <= 0) return -1;
+  char payload[256] = {};
+  iovec data{payload, sizeof payload - 1};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr header{};
+  header.msg_iov = &data;
+  header.msg_iovlen = 1;
+  header.msg_control = control;
+  header.msg_controllen = sizeof control;
+  const ssize_t n = ::recvmsg(socket, &header, MSG_CMSG_CLOEXEC);
+  const cmsghdr* item = CMSG_FIRSTHDR(&header);
+  if (n <= 0 || item == nullptr || item->cmsg_type != SCM_RIGHTS) return -1;
+  name.assign(payload, static_cast<std::size_t>(n));
+  int master = -1;
+  std::memcpy(&master, CMSG_DATA(item), sizeof master);
+  return master;
+}
+
+OciLaunch launch_busybox(oci::launch::ContainerPlan plan, bool console) {
+  plan.seal();  // this copy's argv points into this copy's strings
   OciLaunch result;
   TempDir state;
   const fs::path fifo = state / "exec.fifo";
@@ -118,9 +151,18 @@ OciLaunch launch_busybox(oci::launch::ContainerPlan plan) {
   plan.stdio[0] = null;
   plan.stdio[1] = output[1];
   plan.stdio[2] = output[1];
+  int console_pair[2] = {-1, -1};
+  if (console && ::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, console_pair) != 0) {
+    result.setup_error = "socketpair for the console failed";
+    return result;
+  }
+  plan.console_socket_fd = console_pair[1];
   auto spawned = oci::launch::spawn_container(plan);
-  for (const int fd : {fifo_read, fifo_write, null, output[1]})
-    ::close(fd);
+  for (const int fd : {fifo_read, fifo_write, null, output[1], console_pair[1]})
+    if (fd >= 0) ::close(fd);
+  // With a console, the output is read from its master.
+  int read_from = output[0];
+  int master = -1;
   if (!spawned.ok()) {
     ::close(output[0]);
     result.setup_error = spawned.error().to_string();
@@ -135,16 +177,22 @@ OciLaunch launch_busybox(oci::launch::ContainerPlan plan) {
     result.setup_errno = status.error().error_number();
     result.setup_error = status.error().to_string();
     (void)process.kill();
+  } else if (console && (master = receive_master(console_pair[0], result.console_name)) < 0) {
+    result.setup_error = "no pseudo-terminal master came on the console socket";
+    (void)process.kill();
   } else {
+    if (master >= 0) read_from = master;
     // Set up and detached: nothing may run before `start` writes the fifo.
-    pollfd readable{output[0], POLLIN, 0};
-    if (::poll(&readable, 1, 300) > 0) result.before_start = read_until_eof(output[0], 1000);
+    pollfd readable{read_from, POLLIN, 0};
+    if (::poll(&readable, 1, 300) > 0) result.before_start = read_until_eof(read_from, 1000);
     const int start = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
     if (start < 0 || ::write(start, "0", 1) != 1) result.setup_error = "writing the fifo failed";
     if (start >= 0) ::close(start);
-    result.output = read_until_eof(output[0], kHandshakeMs);
+    result.output = read_until_eof(read_from, kHandshakeMs);
   }
   ::close(output[0]);
+  if (master >= 0) ::close(master);
+  if (console_pair[0] >= 0) ::close(console_pair[0]);
   siginfo_t info{};
   if (::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(process.pidfd()), &info,
                WEXITED) == 0) {

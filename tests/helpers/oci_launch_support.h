@@ -33,10 +33,16 @@ struct OciLaunch {
   std::string before_start;  // output seen before the fifo was written
   std::string output;        // stdout and stderr after start
   int wait_status = -1;
+  std::string console_name;  // with a console: the name sent with the master
 };
 
 // spawn, Go, Ready, Detach; then the fifo is written and the output read
 // to its end. A failed setup is returned as data (the process is killed).
-OciLaunch launch_busybox(oci::launch::ContainerPlan plan);
+// With `console`, a console socket is passed, the master received on it,
+// and the output read from the master.
+OciLaunch launch_busybox(oci::launch::ContainerPlan plan, bool console = false);
+
+// A devpts at /dev/pts and /dev/ptmx leading to it, for a console.
+void add_devpts(oci::launch::ContainerPlan& plan);
 
 }  // namespace pulsebox::testing

@@ -123,6 +123,25 @@ TEST_F(OciLaunchTest, FailedStepComesBackAsData) {
   EXPECT_TRUE(WIFEXITED(run.wait_status) || WIFSIGNALED(run.wait_status));
 }
 
+TEST_F(OciLaunchTest, ConsoleMasterComesOnTheSocket) {
+  auto plan =
+      testing::busybox_plan(root_,
+                            "echo tty=$(readlink /proc/self/fd/0); test -t 1 && echo on-a-tty; "
+                            "stat -c console=%t:%T /dev/console");
+  testing::add_devpts(plan);
+  plan.console_rows = 40;
+  plan.console_columns = 100;
+  const auto run = testing::launch_busybox(plan, /*console=*/true);
+  ASSERT_EQ(run.setup_error, "");
+  EXPECT_EQ(run.console_name.rfind("/dev/pts/", 0), 0U) << run.console_name;
+  EXPECT_TRUE(has(run.output, "tty=" + run.console_name + "\r\n"));
+  EXPECT_TRUE(has(run.output, "on-a-tty\r\n"));
+  // /dev/console is the pty's slave (major 136, in hex 88).
+  EXPECT_TRUE(has(run.output, "console=88:"));
+  ASSERT_TRUE(WIFEXITED(run.wait_status)) << run.wait_status;
+  EXPECT_EQ(WEXITSTATUS(run.wait_status), 0);
+}
+
 TEST_F(OciLaunchTest, MissingProgramIsReportedAfterStart) {
   auto plan = testing::busybox_plan(root_, "");
   plan.exec_candidates = {"/bin/no-such-program"};

@@ -10,6 +10,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -18,6 +19,7 @@
 #include <cerrno>
 
 #include "linux/caps.h"
+#include "linux/pty.h"
 #include "linux/rooted_mounts.h"
 #include "linux/seccomp_filter.h"
 #include "linux/syscalls.h"
@@ -84,6 +86,43 @@ PULSEBOX_CHILD_CODE void wait_for_start_byte(const ContainerPlan& plan,
   }
 }
 
+// The console (design §2.5): a pty of the container's devpts as the
+// controlling terminal and fds 0-2, bound on /dev/console, its master sent
+// on the console socket.
+PULSEBOX_CHILD_CODE void set_up_console(const ContainerPlan& plan, int root_fd,
+                                        const Failure& fail) noexcept {
+  check(fail, "starting a session for the console", raw(SYS_setsid));
+  winsize size{};
+  size.ws_row = plan.console_rows;
+  size.ws_col = plan.console_columns;
+  int master = -1;
+  int slave = -1;
+  if (const int e = linux_api::open_controlling_pty(size, &master, &slave); e != 0)
+    fail("opening the console's pseudo-terminal", e);
+  unsigned number = 0;
+  check(fail, "naming the console's pseudo-terminal", raw(SYS_ioctl, master, TIOCGPTN, &number));
+  char name[32] = "/dev/pts/";
+  char digits[12];
+  int count = 0;
+  do {
+    digits[count++] = static_cast<char>('0' + number % 10);
+    number /= 10;
+  } while (number != 0);
+  int n = 9;
+  while (count > 0)
+    name[n++] = digits[--count];
+  name[n] = '\0';
+  if (const int e = linux_api::bind_fd_in_root(root_fd, slave, "/dev/console"); e != 0)
+    fail("binding the console on /dev/console", e, name);
+  for (int fd = 0; fd < 3; ++fd)
+    check(fail, "connecting the console to stdin, stdout and stderr", raw(SYS_dup2, slave, fd));
+  if (const int e = linux_api::send_console_master(plan.console_socket_fd, master, name); e != 0)
+    fail("sending the console to the console socket", e);
+  raw(SYS_close, master);
+  raw(SYS_close, slave);
+  raw(SYS_close, plan.console_socket_fd);
+}
+
 }  // namespace
 
 [[noreturn]] PULSEBOX_CHILD_CODE void run_container_init(const ContainerPlan& plan,
@@ -100,8 +139,8 @@ PULSEBOX_CHILD_CODE void wait_for_start_byte(const ContainerPlan& plan,
     else if (plan.stdio[fd] == fd)
       raw(SYS_fcntl, fd, F_SETFD, 0);
   }
-  const int keep[] = {channel, plan.exec_fifo_fd, plan.exec_fifo_writer_fd};
-  runtime::close_all_except(3U + static_cast<unsigned>(plan.preserved_fds), keep, 3);
+  const int keep[] = {channel, plan.exec_fifo_fd, plan.exec_fifo_writer_fd, plan.console_socket_fd};
+  runtime::close_all_except(3U + static_cast<unsigned>(plan.preserved_fds), keep, 4);
 
   // 2. The parent has written the id maps (and v1 cgroups): the rest of
   // the namespaces, the cgroup namespace once the cgroups are joined.
@@ -147,6 +186,8 @@ PULSEBOX_CHILD_CODE void wait_for_start_byte(const ContainerPlan& plan,
   check(fail, "pivot_root", raw(SYS_pivot_root, ".", "."));
   check(fail, "detaching the old root", raw(SYS_umount2, ".", MNT_DETACH));
   check(fail, "entering /", raw(SYS_chdir, "/"));
+  // Before root.readonly, which would forbid making /dev/console.
+  if (plan.console_socket_fd >= 0) set_up_console(plan, static_cast<int>(root_fd), fail);
 
   // 7. maskedPaths, readonlyPaths, root.readonly (root_fd is / now).
   for (const auto& path : plan.masked_paths) {

@@ -84,6 +84,14 @@ struct ContainerPlan {
   // return POLLHUP forever); it is required with a fifo.
   int exec_fifo_fd = -1;
   int exec_fifo_writer_fd = -1;
+  // process.terminal: the --console-socket connection (made by create, a
+  // host path). After pivot_root the process opens a pty in the
+  // container's devpts (/dev/ptmx must lead there), makes the slave its
+  // controlling terminal, fds 0-2 and /dev/console, and sends the master
+  // on this socket (design §2.5). -1: no terminal.
+  int console_socket_fd = -1;
+  unsigned short console_rows = 0;  // consoleSize; 0: the pty's default
+  unsigned short console_columns = 0;
 
   // The program: its argv and envp, and the paths to try in order (PATH was
   // searched by the planner). seal() fills the pointer arrays.

@@ -53,7 +53,8 @@ core::Status check_plan(const ContainerPlan& plan) {
     return invalid("the exec fifo needs both its read end and a write end");
   if (plan.seccomp_program.size() > 0xffff) return invalid("the seccomp program is too long");
   const int first_free = 3 + plan.preserved_fds;
-  for (const int fd : {plan.exec_fifo_fd, plan.exec_fifo_writer_fd, plan.cgroup_fd}) {
+  for (const int fd :
+       {plan.exec_fifo_fd, plan.exec_fifo_writer_fd, plan.cgroup_fd, plan.console_socket_fd}) {
     if (fd >= 0 && fd < first_free)
       return invalid("descriptor " + std::to_string(fd) + " is inside the preserved range");
   }
