@@ -3,12 +3,18 @@
 // put until the fifo is written, and then be the program itself as pid 1.
 // Runs as root (no user namespace, a non-root uid) and as an ordinary user
 // (a user namespace mapping the caller to 0).
+#include <linux/audit.h>
 #include <linux/capability.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstddef>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -138,6 +144,43 @@ TEST_F(OciLaunchTest, ConsoleMasterComesOnTheSocket) {
   EXPECT_TRUE(has(run.output, "on-a-tty\r\n"));
   // /dev/console is the pty's slave (major 136, in hex 88).
   EXPECT_TRUE(has(run.output, "console=88:"));
+  ASSERT_TRUE(WIFEXITED(run.wait_status)) << run.wait_status;
+  EXPECT_EQ(WEXITSTATUS(run.wait_status), 0);
+}
+
+// Without no_new_privs (podman's default) the filter is loaded while the
+// process still holds CAP_SYS_ADMIN, before the id switch: the steps after
+// it must still pass, and the program runs under it.
+TEST_F(OciLaunchTest, SeccompFilterAppliesWithoutNoNewPrivs) {
+  auto plan = testing::busybox_plan(root_,
+                                    "mkdir /tmp/d 2>/dev/null; echo mkdir=$?;"
+                                    "grep -E '^(Seccomp|NoNewPrivs):' /proc/self/status");
+  linux_api::MountStep tmp;
+  tmp.op = linux_api::MountOp::Tmpfs;
+  tmp.target = "/tmp";
+  plan.mounts.push_back(tmp);
+  const auto deny = [](unsigned number) {
+    return std::vector<sock_filter>{
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, number, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA))};
+  };
+  plan.seccomp_program = {BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, arch)),
+                          BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
+                          BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+                          BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr))};
+  for (const unsigned number : {SYS_mkdir, SYS_mkdirat}) {
+    const auto check = deny(number);
+    plan.seccomp_program.insert(plan.seccomp_program.end(), check.begin(), check.end());
+  }
+  plan.seccomp_program.push_back(BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW));
+  plan.no_new_privileges = false;
+  plan.capabilities = {kKeptCaps, kKeptCaps, kKeptCaps, kKeptCaps, kKeptCaps};
+  const auto run = testing::launch_busybox(plan);
+  ASSERT_EQ(run.setup_error, "");
+  EXPECT_TRUE(has(run.output, "mkdir=1\n"));
+  EXPECT_TRUE(has(run.output, "Seccomp:\t2\n"));
+  EXPECT_TRUE(has(run.output, "NoNewPrivs:\t0\n"));
+  EXPECT_FALSE(fs::exists(root_ / "tmp" / "d"));
   ASSERT_TRUE(WIFEXITED(run.wait_status)) << run.wait_status;
   EXPECT_EQ(WEXITSTATUS(run.wait_status), 0);
 }

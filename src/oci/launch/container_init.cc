@@ -128,10 +128,8 @@ PULSEBOX_CHILD_CODE void set_up_console(const ContainerPlan& plan, int root_fd,
 [[noreturn]] PULSEBOX_CHILD_CODE void run_container_init(const ContainerPlan& plan,
                                                          int channel) noexcept {
   const Failure fail{channel};
-  // 1. Die with create; keep /proc/<pid>/exe (the pulsebox binary) out of
-  // reach of anything in the container until execve; nothing inherited.
+  // 1. Die with create; nothing inherited.
   raw(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
-  raw(SYS_prctl, PR_SET_DUMPABLE, 0, 0, 0, 0);
   runtime::reset_signals();
   for (int fd = 0; fd < 3; ++fd) {
     if (plan.stdio[fd] >= 0 && plan.stdio[fd] != fd)
@@ -145,6 +143,11 @@ PULSEBOX_CHILD_CODE void set_up_console(const ContainerPlan& plan, int root_fd,
   // 2. The parent has written the id maps (and v1 cgroups): the rest of
   // the namespaces, the cgroup namespace once the cgroups are joined.
   if (!runtime::wait_for_go(channel)) exit_now(kSetupFailed);  // create is gone
+  // Keeps /proc/<pid>/exe (the pulsebox binary) and /proc/<pid>/mem out of
+  // reach of anything in the container until execve. Not before Go: an
+  // ordinary user's create could not write the id maps of an undumpable
+  // process (its /proc files belong to root then).
+  raw(SYS_prctl, PR_SET_DUMPABLE, 0, 0, 0, 0);
   if (plan.unshare_namespaces != 0) {
     check(fail, "creating the mount, network, ipc and uts namespaces",
           raw(SYS_unshare, plan.unshare_namespaces));
