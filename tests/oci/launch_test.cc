@@ -97,7 +97,9 @@ TEST_F(OciLaunchTest, ProcessSeesWhatThePlanSays) {
   EXPECT_TRUE(has(out, "host=pulsebox-oci-test\n"));
   EXPECT_TRUE(has(out, "cwd=/work\n"));
   EXPECT_TRUE(has(out, as_root ? "ids=1000:1000\n" : "ids=0:0\n"));
-  if (as_root) EXPECT_TRUE(has(out, "groups=1000 1001 1002\n"));
+  if (as_root) {
+    EXPECT_TRUE(has(out, "groups=1000 1001 1002\n"));
+  }
   // Root keeps its bounding set through execve, another uid its ambient
   // set: both are the two capabilities kept.
   EXPECT_TRUE(has(out, "CapEff:\t0000000000000401\n"));
