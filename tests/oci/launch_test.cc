@@ -3,6 +3,7 @@
 // put until the fifo is written, and then be the program itself as pid 1.
 // Runs as root (no user namespace, a non-root uid) and as an ordinary user
 // (a user namespace mapping the caller to 0).
+#include <fcntl.h>
 #include <linux/audit.h>
 #include <linux/capability.h>
 #include <linux/filter.h>
@@ -20,6 +21,7 @@
 
 #include "helpers/oci_launch_support.h"
 #include "helpers/test_support.h"
+#include "linux/cgroup.h"
 
 namespace pulsebox {
 namespace {
@@ -184,6 +186,26 @@ TEST_F(OciLaunchTest, SeccompFilterAppliesWithoutNoNewPrivs) {
   EXPECT_TRUE(has(run.output, "NoNewPrivs:\t0\n"));
   ASSERT_TRUE(WIFEXITED(run.wait_status)) << run.wait_status;
   EXPECT_EQ(WEXITSTATUS(run.wait_status), 0);
+}
+
+// CLONE_INTO_CGROUP: the process starts in the unified leaf it is given (a
+// leaf of this test's own, removed afterwards).
+TEST_F(OciLaunchTest, StartsInTheGivenCgroup) {
+  PULSEBOX_SKIP_UNLESS_ROOT("makes a cgroup of its own in the unified hierarchy");
+  const std::string unified = linux_api::discover_cgroups().unified_mount;
+  PULSEBOX_SKIP_UNLESS(!unified.empty(), "no cgroup2 hierarchy mounted");
+  const std::string name = "pulsebox-test-oci-" + std::to_string(::getpid());
+  const fs::path leaf = fs::path(unified) / name;
+  ASSERT_TRUE(fs::create_directory(leaf)) << leaf;
+  const int leaf_fd = ::open(leaf.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  ASSERT_GE(leaf_fd, 0);
+  auto plan = testing::busybox_plan(root_, "grep '^0::' /proc/self/cgroup");
+  plan.cgroup_fd = leaf_fd;
+  const auto run = testing::launch_busybox(plan);
+  ::close(leaf_fd);
+  EXPECT_EQ(run.setup_error, "");
+  EXPECT_TRUE(has(run.output, "0::/" + name + "\n"));
+  EXPECT_EQ(::rmdir(leaf.c_str()), 0) << leaf;
 }
 
 TEST_F(OciLaunchTest, MissingProgramIsReportedAfterStart) {
