@@ -212,6 +212,23 @@ bool is_directory(long fd) noexcept {
   return raw(SYS_newfstatat, fd, "", &status, AT_EMPTY_PATH) == 0 && S_ISDIR(status.st_mode);
 }
 
+// The directory of `target`'s last component, resolved (and made) in the
+// root; *name is where that component starts in `target`. -errno on error.
+long open_parent_in_root(int root_fd, const char* target, std::size_t* name) noexcept {
+  char parent[PATH_MAX];
+  const std::size_t n = length(target);
+  if (n + 1 > sizeof parent) return -ENAMETOOLONG;
+  std::size_t slash = n;
+  while (slash > 0 && target[slash - 1] != '/')
+    --slash;
+  if (slash == n) return -EINVAL;  // no last component
+  for (std::size_t k = 0; k < slash; ++k)
+    parent[k] = target[k];
+  parent[slash] = '\0';
+  *name = slash;
+  return open_in_root(root_fd, slash == 0 ? "/" : parent, CreateInRoot::Directory, 0755);
+}
+
 int apply(int root_fd, const MountStep& step) noexcept {
   const char* target = step.target.c_str();
   switch (step.op) {
@@ -233,21 +250,11 @@ int apply(int root_fd, const MountStep& step) noexcept {
     case MountOp::Symlink: {
       // The link's directory is resolved in the root; the link itself is
       // made there by name.
-      char parent[PATH_MAX];
-      const std::size_t n = length(target);
-      if (n + 1 > sizeof parent) return ENAMETOOLONG;
-      std::size_t slash = n;
-      while (slash > 0 && target[slash - 1] != '/')
-        --slash;
-      if (slash == n) return EINVAL;  // ends in '/'
-      for (std::size_t k = 0; k < slash; ++k)
-        parent[k] = target[k];
-      parent[slash] = '\0';
-      const long directory =
-          open_in_root(root_fd, slash == 0 ? "/" : parent, CreateInRoot::Directory, 0755);
+      std::size_t name = 0;
+      const long directory = open_parent_in_root(root_fd, target, &name);
       if (directory < 0) return raw_error(directory);
       const int error =
-          raw_error(raw(SYS_symlinkat, step.source.c_str(), directory, target + slash));
+          raw_error(raw(SYS_symlinkat, step.source.c_str(), directory, target + name));
       close_fd(directory);
       return error == EEXIST ? 0 : error;
     }
@@ -281,6 +288,26 @@ int apply(int root_fd, const MountStep& step) noexcept {
           root_fd,
           new_filesystem("devpts", step.data.c_str(), MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC),
           target, CreateInRoot::Directory, 0755);
+    case MountOp::Sysfs:
+      return attach_in_root(root_fd, new_filesystem("sysfs", "", mount_attributes(step.flags)),
+                            target, CreateInRoot::Directory, 0555);
+    case MountOp::Mqueue:
+      return attach_in_root(root_fd, new_filesystem("mqueue", "", mount_attributes(step.flags)),
+                            target, CreateInRoot::Directory, 01777);
+    case MountOp::MakeDevice: {
+      // The node is made by name in its directory, resolved in the root;
+      // mknodat never follows a symlink in the last component.
+      std::size_t name = 0;
+      const long directory = open_parent_in_root(root_fd, target, &name);
+      if (directory < 0) return raw_error(directory);
+      int error = raw_error(raw(SYS_mknodat, directory, target + name, step.mode, step.device));
+      if (error == 0 && step.uid >= 0) {
+        error = raw_error(
+            raw(SYS_fchownat, directory, target + name, step.uid, step.gid, AT_SYMLINK_NOFOLLOW));
+      }
+      close_fd(directory);
+      return error;
+    }
     case MountOp::Overlay:
       return EINVAL;
     case MountOp::AttachFd: {

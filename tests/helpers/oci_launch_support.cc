@@ -60,7 +60,7 @@ void make_busybox_root(const fs::path& root) {
   fs::create_directories(root / "bin");
   fs::copy_file(kBusybox, root / "bin" / "busybox", fs::copy_options::overwrite_existing);
   for (const char* applet : {"sh", "cat", "echo", "grep", "hostname", "id", "ls", "pwd", "touch",
-                             "readlink", "test", "mkdir", "wc", "mount", "stat", "sleep"}) {
+                             "readlink", "test", "mkdir", "head", "wc", "mount", "stat", "sleep"}) {
     fs::create_symlink("busybox", root / "bin" / applet);
   }
   for (const char* dir : {"proc", "dev", "tmp"})

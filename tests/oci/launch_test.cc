@@ -8,8 +8,10 @@
 #include <linux/capability.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -206,6 +208,41 @@ TEST_F(OciLaunchTest, StartsInTheGivenCgroup) {
   EXPECT_EQ(run.setup_error, "");
   EXPECT_TRUE(has(run.output, "0::/" + name + "\n"));
   EXPECT_EQ(::rmdir(leaf.c_str()), 0) << leaf;
+}
+
+// sysfs and mqueue in the container's own network and ipc namespaces; as
+// root (no user namespace) a device node made with mknod.
+TEST_F(OciLaunchTest, SysfsMqueueAndDevices) {
+  const bool as_root = ::geteuid() == 0;
+  auto plan = testing::busybox_plan(
+      root_,
+      "test -d /sys/class/net && echo sysfs=ok; grep -c ' /dev/mqueue mqueue ' /proc/self/mounts;"
+      "test -c /dev/zero && head -c 3 /dev/zero | wc -c");
+  linux_api::MountStep sys;
+  sys.op = linux_api::MountOp::Sysfs;
+  sys.target = "/sys";
+  sys.flags = MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC;
+  plan.mounts.push_back(sys);
+  linux_api::MountStep mqueue;
+  mqueue.op = linux_api::MountOp::Mqueue;
+  mqueue.target = "/dev/mqueue";
+  mqueue.flags = MS_NOSUID | MS_NODEV | MS_NOEXEC;
+  plan.mounts.push_back(mqueue);
+  if (as_root) {
+    linux_api::MountStep zero;
+    zero.op = linux_api::MountOp::MakeDevice;
+    zero.target = "/dev/zero";
+    zero.mode = S_IFCHR | 0666;
+    zero.device = makedev(1, 5);
+    plan.mounts.push_back(zero);
+  }
+  const auto run = testing::launch_busybox(plan);
+  ASSERT_EQ(run.setup_error, "");
+  EXPECT_TRUE(has(run.output, "sysfs=ok\n1\n"));
+  if (as_root) {
+    EXPECT_TRUE(has(run.output, "\n3\n"));
+  }
+  ASSERT_TRUE(WIFEXITED(run.wait_status)) << run.wait_status;
 }
 
 TEST_F(OciLaunchTest, MissingProgramIsReportedAfterStart) {
