@@ -17,16 +17,24 @@ namespace {
 
 namespace fs = std::filesystem;
 
-TEST(OciRootfsSymlinkTest, MountsUnderASymlinkToTheHostStayInTheRoot) {
-  const std::string why = testing::oci_launch_unavailable();
-  PULSEBOX_SKIP_UNLESS(why.empty(), why);
+// The image's /etc leads to `host` (its absolute path, or as many "../" as
+// climb from the root to / and then the path): every mount under /etc must
+// leave `host` untouched.
+void expect_host_untouched(bool relative) {
   testing::TempDir dir;
   testing::TempDir host;  // stands for the host's /etc
   testing::write_file(host / "passwd", "host file\n");
   const auto host_before = testing::listing(host.path());
   const fs::path root = dir / "rootfs";
   testing::make_busybox_root(root);
-  fs::create_symlink(host.path(), root / "etc");  // absolute: the host's path
+  std::string link = host.path().string();
+  if (relative) {
+    link = link.substr(1);
+    for (const auto& part : root) {
+      if (part != "/") link = "../" + link;
+    }
+  }
+  fs::create_symlink(link, root / "etc");
   testing::write_file(dir / "hosts", "10.0.0.1 from-the-bundle\n");
 
   const std::string script =
@@ -50,7 +58,7 @@ TEST(OciRootfsSymlinkTest, MountsUnderASymlinkToTheHostStayInTheRoot) {
   plan.masked_paths = {"/etc/passwd"};
 
   const auto run = testing::launch_busybox(plan);
-  ASSERT_EQ(run.setup_error, "");
+  ASSERT_EQ(run.setup_error, "") << "link " << link;
   EXPECT_NE(run.output.find("10.0.0.1 from-the-bundle"), std::string::npos) << run.output;
   EXPECT_NE(run.output.find("tmpfs=rw"), std::string::npos) << run.output;
   // The container never sees the host's file through its /etc.
@@ -65,6 +73,18 @@ TEST(OciRootfsSymlinkTest, MountsUnderASymlinkToTheHostStayInTheRoot) {
   const fs::path inside = root / host.path().relative_path();
   EXPECT_TRUE(fs::is_regular_file(inside / "hosts"));
   EXPECT_TRUE(fs::is_directory(inside / "sub" / "tmpfs"));
+}
+
+TEST(OciRootfsSymlinkTest, MountsUnderAnAbsoluteSymlinkToTheHostStayInTheRoot) {
+  const std::string why = testing::oci_launch_unavailable();
+  PULSEBOX_SKIP_UNLESS(why.empty(), why);
+  expect_host_untouched(/*relative=*/false);
+}
+
+TEST(OciRootfsSymlinkTest, MountsUnderADotDotSymlinkToTheHostStayInTheRoot) {
+  const std::string why = testing::oci_launch_unavailable();
+  PULSEBOX_SKIP_UNLESS(why.empty(), why);
+  expect_host_untouched(/*relative=*/true);
 }
 
 }  // namespace
