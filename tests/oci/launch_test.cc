@@ -9,6 +9,7 @@
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <sys/mount.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
@@ -70,7 +71,9 @@ TEST_F(OciLaunchTest, ProcessSeesWhatThePlanSays) {
       "echo masked_dir=$(ls -A /secret | wc -l); echo masked_file=[$(cat /etc/shadowish)];"
       "touch /data/x 2>/dev/null && echo data=rw || echo data=ro;"
       "touch /rootfile 2>/dev/null && echo root=rw || echo root=ro;"
-      "touch /tmp/x && echo tmp=rw; umask; exit 7";
+      "touch /tmp/x && echo tmp=rw; umask; echo nofile=$(ulimit -n);"
+      "echo domain=$(cat /proc/sys/kernel/domainname);"
+      "echo oom=$(cat /proc/self/oom_score_adj); exit 7";
   auto plan = testing::busybox_plan(root_, script);
   linux_api::MountStep tmp;
   tmp.op = linux_api::MountOp::Tmpfs;
@@ -84,6 +87,9 @@ TEST_F(OciLaunchTest, ProcessSeesWhatThePlanSays) {
   plan.readonly_paths = {"/data"};
   plan.root_readonly = true;
   plan.umask = 027;
+  plan.domainname = "pulsebox.test";
+  plan.rlimits = {{RLIMIT_NOFILE, 100, 200}};
+  plan.oom_score_adj = 500;
   plan.no_new_privileges = true;
   plan.capabilities = {kKeptCaps, kKeptCaps, kKeptCaps, kKeptCaps, kKeptCaps};
   const bool as_root = ::geteuid() == 0;
@@ -115,6 +121,9 @@ TEST_F(OciLaunchTest, ProcessSeesWhatThePlanSays) {
   EXPECT_TRUE(has(out, "root=ro\n"));
   EXPECT_TRUE(has(out, "tmp=rw\n"));
   EXPECT_TRUE(has(out, "0027\n"));
+  EXPECT_TRUE(has(out, "nofile=100\n"));
+  EXPECT_TRUE(has(out, "domain=pulsebox.test\n"));
+  EXPECT_TRUE(has(out, "oom=500\n"));
   EXPECT_FALSE(has(out, "top secret"));
   ASSERT_TRUE(WIFEXITED(run.wait_status)) << run.wait_status << "\n" << out;
   EXPECT_EQ(WEXITSTATUS(run.wait_status), 7) << out;

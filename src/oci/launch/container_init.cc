@@ -143,6 +143,10 @@ PULSEBOX_CHILD_CODE void set_up_console(const ContainerPlan& plan, int root_fd,
   // 2. The parent has written the id maps (and v1 cgroups): the rest of
   // the namespaces, the cgroup namespace once the cgroups are joined.
   if (!runtime::wait_for_go(channel)) exit_now(kSetupFailed);  // create is gone
+  // While the process is still dumpable: an undumpable one's /proc files
+  // belong to the host's root, which an ordinary user's container is not.
+  if (plan.oom_score_adj)
+    check(fail, "setting oom_score_adj", write_oom_score_adj(*plan.oom_score_adj));
   // Keeps /proc/<pid>/exe (the pulsebox binary) and /proc/<pid>/mem out of
   // reach of anything in the container until execve. Not before Go: an
   // ordinary user's create could not write the id maps of an undumpable
@@ -158,8 +162,6 @@ PULSEBOX_CHILD_CODE void set_up_console(const ContainerPlan& plan, int root_fd,
     check(fail, "joining a new session keyring",
           raw(SYS_keyctl, KEYCTL_JOIN_SESSION_KEYRING, nullptr));
   }
-  if (plan.oom_score_adj)
-    check(fail, "setting oom_score_adj", write_oom_score_adj(*plan.oom_score_adj));
 
   // 3-4. Nothing below propagates back to the host; the root is a mount
   // of its own (pivot_root needs one), opened as root_fd.

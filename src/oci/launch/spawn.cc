@@ -124,8 +124,11 @@ core::Status ContainerProcess::expect(runtime::ChildMessageKind kind, const char
         std::string("the container's process ended or did not answer while ") + waiting_for);
   }
   if (message->kind == runtime::ChildMessageKind::Error) {
-    // The child's own words: stage, detail and errno, as data.
-    return core::Error(core::ErrorKind::kIo, message->stage, message->detail,
+    // The child's own words, as data: stage() is its stage, the message
+    // "stage detail" (what to_string prints), error_number() its errno.
+    std::string text = message->stage;
+    if (message->detail[0] != '\0') text += std::string(" ") + message->detail;
+    return core::Error(core::ErrorKind::kIo, message->stage, std::move(text),
                        message->error_number);
   }
   if (message->kind != kind) {

@@ -11,8 +11,9 @@
 //   process->detach(timeout);                  // PDEATHSIG cleared; create may exit
 //
 // A failed setup step comes back from wait_ready (or detach) as a
-// core::Error whose stage(), error_number() and message() are the child's
-// {stage, errno, detail}. Nothing is killed on failure: kill() does it.
+// core::Error: stage() is the child's stage, error_number() its errno and
+// message() "stage detail" ("changing to the working directory /x").
+// Nothing is killed on failure: kill() does it.
 #pragma once
 
 #include <sys/types.h>
