@@ -66,6 +66,16 @@ int apply(const MountStep& step) noexcept {
       return mount("overlay", target, "overlay", step.flags, step.data.c_str());
     case MountOp::AttachFd:
       return raw_error(raw(SYS_move_mount, step.fd, "", AT_FDCWD, target, MOVE_MOUNT_F_EMPTY_PATH));
+    case MountOp::Sysfs:
+      return mount("sysfs", target, "sysfs", step.flags, nullptr);
+    case MountOp::Mqueue:
+      return mount("mqueue", target, "mqueue", step.flags, nullptr);
+    case MountOp::MakeDevice: {
+      const int error = raw_error(raw(SYS_mknodat, AT_FDCWD, target, step.mode, step.device));
+      if (error != 0 || step.uid < 0) return error;
+      return raw_error(
+          raw(SYS_fchownat, AT_FDCWD, target, step.uid, step.gid, AT_SYMLINK_NOFOLLOW));
+    }
   }
   return EINVAL;
 }

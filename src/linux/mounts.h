@@ -13,17 +13,21 @@
 namespace pulsebox::linux_api {
 
 enum class MountOp {
-  MakeDir,   // mkdir target (mode in `mode`), EEXIST is fine; with uid/gid >= 0 the
-             // new directory gets that owner and exactly `mode`
-  MakeFile,  // create an empty file as a bind-mount point
-  Symlink,   // symlink source -> target
-  Bind,      // bind-mount source on target (recursive)
-  ReadOnly,  // make target's mount read-only, nosuid, nodev (recursive if `recursive`)
-  Tmpfs,     // mount a tmpfs on target with `data` and `flags`
-  Proc,      // mount a fresh proc on target
-  Devpts,    // mount a new devpts instance on target
-  Overlay,   // mount overlayfs on target with `data`
-  AttachFd,  // attach the detached mount tree `fd` (open_tree) on target
+  MakeDir,     // mkdir target (mode in `mode`), EEXIST is fine; with uid/gid >= 0 the
+               // new directory gets that owner and exactly `mode`
+  MakeFile,    // create an empty file as a bind-mount point
+  Symlink,     // symlink source -> target
+  Bind,        // bind-mount source on target (recursive)
+  ReadOnly,    // make target's mount read-only, nosuid, nodev (recursive if `recursive`)
+  Tmpfs,       // mount a tmpfs on target with `data` and `flags`
+  Proc,        // mount a fresh proc on target
+  Devpts,      // mount a new devpts instance on target
+  Overlay,     // mount overlayfs on target with `data`
+  AttachFd,    // attach the detached mount tree `fd` (open_tree) on target
+  Sysfs,       // mount a sysfs on target with `flags` (needs its own network namespace)
+  Mqueue,      // mount an mqueue on target with `flags` (needs its own ipc namespace)
+  MakeDevice,  // mknod target: `mode` holds the type (S_IFCHR, S_IFBLK) and permissions,
+               // `device` the numbers (makedev); uid/gid >= 0 set its owner
 };
 
 struct MountStep {
@@ -36,6 +40,7 @@ struct MountStep {
   int fd = -1;
   int uid = -1;  // MakeDir: the new directory's owner (-1: the caller's)
   int gid = -1;
+  unsigned long device = 0;  // MakeDevice: makedev(major, minor)
   bool recursive = true;
   bool optional = false;  // a missing target/source (ENOENT) is not an error
   std::string stage;      // "mounting overlay on /workspace", for error reports

@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -36,6 +37,28 @@ PULSEBOX_CHILD_CODE int open_controlling_pty(const winsize& window, int* master,
   *master = static_cast<int>(opened);
   *slave = static_cast<int>(peer);
   return 0;
+}
+
+PULSEBOX_CHILD_CODE int send_console_master(int socket, int master, const char* name) noexcept {
+  std::size_t length = 0;
+  while (name[length] != '\0')
+    ++length;
+  iovec data{const_cast<char*>(name), length};
+  msghdr header{};
+  header.msg_iov = &data;
+  header.msg_iovlen = 1;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  header.msg_control = control;
+  header.msg_controllen = sizeof control;
+  cmsghdr* item = CMSG_FIRSTHDR(&header);
+  item->cmsg_level = SOL_SOCKET;
+  item->cmsg_type = SCM_RIGHTS;
+  item->cmsg_len = CMSG_LEN(sizeof(int));
+  __builtin_memcpy(CMSG_DATA(item), &master, sizeof master);
+  for (;;) {
+    const long sent = raw(SYS_sendmsg, socket, &header, MSG_NOSIGNAL);
+    if (sent != -EINTR) return raw_error(sent);
+  }
 }
 
 namespace {

@@ -18,6 +18,11 @@ namespace pulsebox::linux_api {
 PULSEBOX_CHILD_CODE int open_controlling_pty(const winsize& window, int* master,
                                              int* slave) noexcept;
 
+// Sends `master` over the unix socket `socket` (SCM_RIGHTS) with `name`
+// (the slave's path) as the payload: runc's console-socket protocol, which
+// conmon and containerd's shim receive. Child code. 0 or the errno.
+PULSEBOX_CHILD_CODE int send_console_master(int socket, int master, const char* name) noexcept;
+
 // Copies `input` (the user's terminal) into `master` and applies the size of
 // `input` to `master` whenever `resized` (a pipe a SIGWINCH handler writes)
 // is readable, until stop() or `input` ends. Not owned: the caller keeps

@@ -27,6 +27,7 @@
 #include "linux/pty.h"
 #include "linux/seccomp_filter.h"
 #include "linux/syscalls.h"
+#include "runtime/child_steps.h"
 #include "runtime/sync_channel.h"
 
 namespace pulsebox::runtime {
@@ -35,7 +36,6 @@ namespace {
 using linux_api::raw;
 using linux_api::raw_error;
 
-constexpr int kSetupFailed = 125;
 constexpr long kSigsetBytes = 8;  // the kernel's sigset_t
 
 constexpr std::uint64_t signal_bit(int signal) {
@@ -45,60 +45,6 @@ constexpr std::uint64_t signal_bit(int signal) {
 PULSEBOX_CHILD_CODE void mark(const LaunchPlan& plan, const char* label) noexcept {
   if (plan.trace != nullptr) plan.trace->mark(label);
 }
-
-[[noreturn]] PULSEBOX_CHILD_CODE void exit_now(int code) noexcept {
-  for (;;)
-    raw(SYS_exit_group, code);
-}
-
-// Closes every descriptor from `first` up except those in `keep` (at most 8).
-PULSEBOX_CHILD_CODE void close_all_except(unsigned first, const int* keep, int count) noexcept {
-  int sorted[8];
-  int n = 0;
-  for (int i = 0; i < count && n < 8; ++i) {
-    if (keep[i] < 0 || static_cast<unsigned>(keep[i]) < first) continue;
-    int j = n++;
-    while (j > 0 && sorted[j - 1] > keep[i]) {
-      sorted[j] = sorted[j - 1];
-      --j;
-    }
-    sorted[j] = keep[i];
-  }
-  unsigned next = first;
-  for (int i = 0; i < n; ++i) {
-    const auto fd = static_cast<unsigned>(sorted[i]);
-    if (fd > next) raw(SYS_close_range, next, fd - 1, 0);
-    next = fd + 1;
-  }
-  raw(SYS_close_range, next, ~0U, 0);
-}
-
-// The kernel's struct sigaction (no restorer is needed for SIG_DFL).
-struct KernelSigaction {
-  void (*handler)(int);
-  unsigned long flags;
-  void (*restorer)();
-  std::uint64_t mask;
-};
-
-PULSEBOX_CHILD_CODE void reset_signals() noexcept {
-  const KernelSigaction default_action{SIG_DFL, 0, nullptr, 0};
-  for (int signal = 1; signal <= 64; ++signal) {
-    if (signal == SIGKILL || signal == SIGSTOP) continue;
-    raw(SYS_rt_sigaction, signal, &default_action, nullptr, kSigsetBytes);
-  }
-  const std::uint64_t none = 0;
-  raw(SYS_rt_sigprocmask, SIG_SETMASK, &none, nullptr, kSigsetBytes);
-}
-
-struct Failure {
-  int channel;
-  [[noreturn]] PULSEBOX_CHILD_CODE void operator()(const char* stage, int error_number,
-                                                   const char* detail = "") const noexcept {
-    send_child_error(channel, stage, detail, error_number);
-    exit_now(kSetupFailed);
-  }
-};
 
 // Drops the supplementary groups (where the plan says so), then takes `gid`
 // and `uid`; the stages name each step in an error.

@@ -158,6 +158,16 @@ bool wait_for_start(int fd) noexcept {
   return wait_for(fd, ChildMessageKind::Start);
 }
 
+bool wait_for_detach(int fd) noexcept {
+  return wait_for(fd, ChildMessageKind::Detach);
+}
+
+void send_child_detached(int fd) noexcept {
+  ChildMessage message;
+  message.kind = ChildMessageKind::Detached;
+  send_message(fd, message);
+}
+
 bool wait_for_plan_ready(int fd, int* passed) noexcept {
   ChildMessage message;
   const long n = receive_with_fds(fd, message, 0, passed);
@@ -170,6 +180,10 @@ bool send_go(int fd) {
 
 bool send_start(int fd) {
   return send_kind(fd, ChildMessageKind::Start);
+}
+
+bool send_detach(int fd) {
+  return send_kind(fd, ChildMessageKind::Detach);
 }
 
 bool send_plan_ready(int fd, const int* passed, int count) {

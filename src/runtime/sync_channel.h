@@ -52,6 +52,8 @@ enum class ChildMessageKind : std::uint32_t {
   Changes = 7,
   Terminal = 8,
   Network = 9,
+  Detach = 10,    // OCI create -> container: the parent is about to exit
+  Detached = 11,  // container -> create: the parent-death signal is cleared
 };
 
 // The most descriptors one message carries (PlanReady: the idmapped
@@ -87,6 +89,10 @@ bool wait_for_go(int fd) noexcept;
 bool wait_for_plan_ready(int fd, int* passed) noexcept;
 // Blocks for Start; false on EOF or another message.
 bool wait_for_start(int fd) noexcept;
+// The OCI container's end of create (oci/launch/spawn.h): blocks for
+// Detach (false on EOF), and acknowledges it.
+bool wait_for_detach(int fd) noexcept;
+void send_child_detached(int fd) noexcept;
 
 // Supervisor side.
 bool send_go(int fd);
@@ -94,6 +100,7 @@ bool send_go(int fd);
 // kMaxPassedFds).
 bool send_plan_ready(int fd, const int* passed, int count);
 bool send_start(int fd);
+bool send_detach(int fd);
 // Every message already queued, without blocking.
 std::vector<ChildMessage> drain_messages(int fd);
 // Waits up to `timeout_ms` for one message; a descriptor sent with it lands

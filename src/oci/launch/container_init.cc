@@ -1,0 +1,290 @@
+// The steps follow design §2.1 in order; every error reaches `create`
+// because the fifo comes last. The process is a fork-style copy of create
+// (no CLONE_VM): it owns its memory and its errno, but it still allocates
+// nothing, since the copy of a multi-threaded parent may hold an allocator
+// lock no thread will ever release.
+#include "oci/launch/container_init.h"
+
+#include <fcntl.h>
+#include <linux/keyctl.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "linux/caps.h"
+#include "linux/pty.h"
+#include "linux/rooted_mounts.h"
+#include "linux/seccomp_filter.h"
+#include "linux/syscalls.h"
+#include "runtime/child_steps.h"
+#include "runtime/sync_channel.h"
+
+namespace pulsebox::oci::launch {
+namespace {
+
+using linux_api::raw;
+using linux_api::raw_error;
+using runtime::exit_now;
+using runtime::Failure;
+using runtime::kSetupFailed;
+
+PULSEBOX_CHILD_CODE void check(const Failure& fail, const char* stage, long result,
+                               const char* detail = "") noexcept {
+  if (result < 0) fail(stage, raw_error(result), detail);
+}
+
+// Writes `value` in decimal to /proc/self/oom_score_adj.
+PULSEBOX_CHILD_CODE long write_oom_score_adj(int value) noexcept {
+  char text[16];
+  int n = 0;
+  unsigned magnitude = value < 0 ? 0U - static_cast<unsigned>(value) : static_cast<unsigned>(value);
+  char digits[12];
+  int count = 0;
+  do {
+    digits[count++] = static_cast<char>('0' + magnitude % 10);
+    magnitude /= 10;
+  } while (magnitude != 0);
+  if (value < 0) text[n++] = '-';
+  while (count > 0)
+    text[n++] = digits[--count];
+  const long fd = raw(SYS_openat, AT_FDCWD, "/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return fd;
+  const long written = raw(SYS_write, fd, text, n);
+  raw(SYS_close, fd);
+  return written < 0 ? written : 0;
+}
+
+PULSEBOX_CHILD_CODE void load_seccomp(const ContainerPlan& plan, const Failure& fail) noexcept {
+  sock_fprog program{};
+  program.len = static_cast<unsigned short>(plan.seccomp_program.size());
+  program.filter = const_cast<sock_filter*>(plan.seccomp_program.data());
+  if (const int e = linux_api::install_seccomp_filter(program, false, nullptr); e != 0)
+    fail("loading the seccomp filter", e);
+}
+
+// Blocks until `start` writes its byte. The process's own write end keeps
+// the fifo from reporting end-of-file when a writer leaves without writing.
+PULSEBOX_CHILD_CODE void wait_for_start_byte(const ContainerPlan& plan,
+                                             const Failure& fail) noexcept {
+  for (;;) {
+    pollfd readable{plan.exec_fifo_fd, POLLIN, 0};
+    const long ready = raw(SYS_ppoll, &readable, 1, nullptr, nullptr, 8);
+    if (ready == -EINTR) continue;
+    check(fail, "waiting on the exec fifo", ready);
+    char byte = 0;
+    const long n = raw(SYS_read, plan.exec_fifo_fd, &byte, 1);
+    if (n == 1) return;
+    if (n == 0 || n == -EAGAIN || n == -EINTR) continue;
+    check(fail, "reading the exec fifo", n);
+  }
+}
+
+// The console (design §2.5): a pty of the container's devpts as the
+// controlling terminal and fds 0-2, bound on /dev/console, its master sent
+// on the console socket.
+PULSEBOX_CHILD_CODE void set_up_console(const ContainerPlan& plan, int root_fd,
+                                        const Failure& fail) noexcept {
+  check(fail, "starting a session for the console", raw(SYS_setsid));
+  winsize size{};
+  size.ws_row = plan.console_rows;
+  size.ws_col = plan.console_columns;
+  int master = -1;
+  int slave = -1;
+  if (const int e = linux_api::open_controlling_pty(size, &master, &slave); e != 0)
+    fail("opening the console's pseudo-terminal", e);
+  unsigned number = 0;
+  check(fail, "naming the console's pseudo-terminal", raw(SYS_ioctl, master, TIOCGPTN, &number));
+  char name[32] = "/dev/pts/";
+  char digits[12];
+  int count = 0;
+  do {
+    digits[count++] = static_cast<char>('0' + number % 10);
+    number /= 10;
+  } while (number != 0);
+  int n = 9;
+  while (count > 0)
+    name[n++] = digits[--count];
+  name[n] = '\0';
+  if (const int e = linux_api::bind_fd_in_root(root_fd, slave, "/dev/console"); e != 0)
+    fail("binding the console on /dev/console", e, name);
+  for (int fd = 0; fd < 3; ++fd)
+    check(fail, "connecting the console to stdin, stdout and stderr", raw(SYS_dup2, slave, fd));
+  if (const int e = linux_api::send_console_master(plan.console_socket_fd, master, name); e != 0)
+    fail("sending the console to the console socket", e);
+  raw(SYS_close, master);
+  raw(SYS_close, slave);
+  raw(SYS_close, plan.console_socket_fd);
+}
+
+}  // namespace
+
+[[noreturn]] PULSEBOX_CHILD_CODE void run_container_init(const ContainerPlan& plan,
+                                                         int channel) noexcept {
+  const Failure fail{channel};
+  // 1. Die with create; nothing inherited.
+  raw(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+  runtime::reset_signals();
+  for (int fd = 0; fd < 3; ++fd) {
+    if (plan.stdio[fd] >= 0 && plan.stdio[fd] != fd)
+      check(fail, "connecting stdin, stdout and stderr", raw(SYS_dup2, plan.stdio[fd], fd));
+    else if (plan.stdio[fd] == fd)
+      raw(SYS_fcntl, fd, F_SETFD, 0);
+  }
+  const int keep[] = {channel, plan.exec_fifo_fd, plan.exec_fifo_writer_fd, plan.console_socket_fd};
+  runtime::close_all_except(3U + static_cast<unsigned>(plan.preserved_fds), keep, 4);
+
+  // 2. The parent has written the id maps (and v1 cgroups): the rest of
+  // the namespaces, the cgroup namespace once the cgroups are joined.
+  if (!runtime::wait_for_go(channel)) exit_now(kSetupFailed);  // create is gone
+  // While the process is still dumpable: an undumpable one's /proc files
+  // belong to the host's root, which an ordinary user's container is not.
+  if (plan.oom_score_adj)
+    check(fail, "setting oom_score_adj", write_oom_score_adj(*plan.oom_score_adj));
+  // Keeps /proc/<pid>/exe (the pulsebox binary) and /proc/<pid>/mem out of
+  // reach of anything in the container until execve. Not before Go: an
+  // ordinary user's create could not write the id maps of an undumpable
+  // process (its /proc files belong to root then).
+  raw(SYS_prctl, PR_SET_DUMPABLE, 0, 0, 0, 0);
+  if (plan.unshare_namespaces != 0) {
+    check(fail, "creating the mount, network, ipc and uts namespaces",
+          raw(SYS_unshare, plan.unshare_namespaces));
+  }
+  if (plan.new_cgroup_namespace)
+    check(fail, "creating the cgroup namespace", raw(SYS_unshare, CLONE_NEWCGROUP));
+  if (plan.new_session_keyring) {
+    check(fail, "joining a new session keyring",
+          raw(SYS_keyctl, KEYCTL_JOIN_SESSION_KEYRING, nullptr));
+  }
+
+  // 3-4. Nothing below propagates back to the host; the root is a mount
+  // of its own (pivot_root needs one), opened as root_fd.
+  const unsigned long propagation =
+      plan.root_propagation != 0 ? plan.root_propagation : (MS_SLAVE | MS_REC);
+  check(fail, "setting the propagation of /",
+        raw(SYS_mount, nullptr, "/", nullptr, propagation, nullptr));
+  const long root_tree = raw(SYS_open_tree, AT_FDCWD, plan.rootfs.c_str(),
+                             OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+  check(fail, "binding the root on itself", root_tree, plan.rootfs.c_str());
+  check(fail, "binding the root on itself",
+        raw(SYS_move_mount, root_tree, "", AT_FDCWD, plan.rootfs.c_str(), MOVE_MOUNT_F_EMPTY_PATH),
+        plan.rootfs.c_str());
+  raw(SYS_close, root_tree);
+  const long root_fd =
+      raw(SYS_openat, AT_FDCWD, plan.rootfs.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  check(fail, "opening the root", root_fd, plan.rootfs.c_str());
+
+  // 5. Every step relative to root_fd (the image is hostile).
+  for (const auto& step : plan.mounts) {
+    if (const int e = linux_api::apply_rooted_mount_step(static_cast<int>(root_fd), step); e != 0)
+      fail(step.stage.empty() ? "mounting" : step.stage.c_str(), e, step.target.c_str());
+  }
+
+  // 6. The root becomes / and the old one is detached.
+  check(fail, "entering the root", raw(SYS_fchdir, root_fd));
+  check(fail, "pivot_root", raw(SYS_pivot_root, ".", "."));
+  check(fail, "detaching the old root", raw(SYS_umount2, ".", MNT_DETACH));
+  check(fail, "entering /", raw(SYS_chdir, "/"));
+  // Before root.readonly, which would forbid making /dev/console.
+  if (plan.console_socket_fd >= 0) set_up_console(plan, static_cast<int>(root_fd), fail);
+
+  // 7. maskedPaths, readonlyPaths, root.readonly (root_fd is / now).
+  for (const auto& path : plan.masked_paths) {
+    if (const int e = linux_api::mask_path_in_root(static_cast<int>(root_fd), path.c_str()); e != 0)
+      fail("masking a path", e, path.c_str());
+  }
+  for (const auto& path : plan.readonly_paths) {
+    if (const int e = linux_api::make_read_only_in_root(static_cast<int>(root_fd), path.c_str());
+        e != 0) {
+      fail("making a path read-only", e, path.c_str());
+    }
+  }
+  if (plan.root_readonly) {
+    mount_attr read_only{};
+    read_only.attr_set = MOUNT_ATTR_RDONLY;
+    check(fail, "making / read-only",
+          raw(SYS_mount_setattr, root_fd, "", AT_EMPTY_PATH, &read_only, sizeof read_only));
+  }
+  raw(SYS_close, root_fd);
+
+  // 8. The process's own settings.
+  if (!plan.hostname.empty()) {
+    check(fail, "setting the hostname",
+          raw(SYS_sethostname, plan.hostname.c_str(), plan.hostname.size()));
+  }
+  if (!plan.domainname.empty()) {
+    check(fail, "setting the domain name",
+          raw(SYS_setdomainname, plan.domainname.c_str(), plan.domainname.size()));
+  }
+  for (const auto& limit : plan.rlimits) {
+    const std::uint64_t values[2] = {limit.soft, limit.hard};
+    check(fail, "setting a resource limit", raw(SYS_prlimit64, 0, limit.resource, values, nullptr));
+  }
+  if (plan.personality)
+    check(fail, "setting the personality", raw(SYS_personality, *plan.personality));
+  if (plan.umask) raw(SYS_umask, *plan.umask);
+  check(fail, "changing to the working directory", raw(SYS_chdir, plan.cwd.c_str()),
+        plan.cwd.c_str());
+
+  // 9. Identity, capabilities, seccomp, in runc's order (design §2.2).
+  // Without no_new_privs the filter needs CAP_SYS_ADMIN: loaded while held.
+  const bool seccomp = !plan.seccomp_program.empty();
+  if (seccomp && !plan.no_new_privileges) load_seccomp(plan, fail);
+  if (const int e =
+          linux_api::drop_bounding_except(plan.capabilities.bounding, plan.last_capability);
+      e != 0) {
+    fail("dropping the bounding capability set", e);
+  }
+  check(fail, "keeping capabilities across the id switch",
+        raw(SYS_prctl, PR_SET_KEEPCAPS, 1, 0, 0, 0));
+  if (plan.set_groups) {
+    check(fail, "setting the additional groups",
+          raw(SYS_setgroups, plan.additional_gids.size(), plan.additional_gids.data()));
+  }
+  if (const int e = linux_api::sys_setresgid(plan.gid); e != 0) fail("switching to the gid", e);
+  if (const int e = linux_api::sys_setresuid(plan.uid); e != 0) fail("switching to the uid", e);
+  if (const int e = linux_api::apply_process_capabilities(plan.capabilities, plan.last_capability);
+      e != 0) {
+    fail("setting the capability sets", e);
+  }
+  check(fail, "clearing keepcaps", raw(SYS_prctl, PR_SET_KEEPCAPS, 0, 0, 0, 0));
+  // A change of ids clears the parent-death signal: armed again until Detach.
+  raw(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+  if (plan.no_new_privileges) {
+    check(fail, "setting no_new_privs", raw(SYS_prctl, PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0));
+    if (seccomp) load_seccomp(plan, fail);
+  }
+  if (runtime::send_child_ready(channel, -1) != 0) exit_now(kSetupFailed);
+  if (!runtime::wait_for_detach(channel)) exit_now(kSetupFailed);  // create is gone
+  raw(SYS_prctl, PR_SET_PDEATHSIG, 0, 0, 0, 0);
+  runtime::send_child_detached(channel);
+
+  // 10. Wait for `start`, then only stdio, preserved fds and the
+  // channel (CLOEXEC, to report a failed execve) are left.
+  if (plan.exec_fifo_fd >= 0) {
+    wait_for_start_byte(plan, fail);
+    raw(SYS_close, plan.exec_fifo_fd);
+    raw(SYS_close, plan.exec_fifo_writer_fd);
+  }
+  const int keep_for_exec[] = {channel};
+  runtime::close_all_except(3U + static_cast<unsigned>(plan.preserved_fds), keep_for_exec, 1);
+  // The planner searched PATH: each candidate in turn, keeping the most
+  // telling error (as execvp does: EACCES beats ENOENT).
+  int error_number = ENOENT;
+  for (const auto& candidate : plan.exec_candidates) {
+    const int e = raw_error(raw(SYS_execve, candidate.c_str(), plan.argv.data(), plan.envp.data()));
+    if (e != ENOENT && e != ENOTDIR) error_number = e;
+    if (e != ENOENT && e != ENOTDIR && e != EACCES) break;
+  }
+  runtime::send_child_error(channel, "executing", plan.args.empty() ? "" : plan.args[0].c_str(),
+                            error_number);
+  exit_now(error_number == ENOENT ? 127 : 126);
+}
+
+}  // namespace pulsebox::oci::launch

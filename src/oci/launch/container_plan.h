@@ -1,0 +1,116 @@
+// Everything an OCI container's process does between clone and execve, as
+// plain data (design §2.1). The glue from config.json (oci/spec) builds it;
+// spawn_container (spawn.h) clones a process that carries it out
+// (container_init.h). It is final before the clone: the child gets a copy
+// of it and the parent writes nothing into it afterwards.
+//
+// Paths in `mounts`, `masked_paths`, `readonly_paths` and `cwd` are inside
+// the container's root and are resolved there, never on the host; only a
+// Bind step's `source` and `rootfs` are host paths.
+#pragma once
+
+#include <linux/filter.h>
+#include <sys/types.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "linux/caps.h"
+#include "linux/mounts.h"
+#include "linux/userns.h"
+
+namespace pulsebox::oci::launch {
+
+// The kernel's struct rlimit64.
+struct Rlimit {
+  int resource = 0;
+  std::uint64_t soft = 0;
+  std::uint64_t hard = 0;
+};
+
+struct ContainerPlan {
+  // Namespaces. clone3 makes the user and pid namespaces; the process
+  // unshares the rest after Go (the cgroup namespace last).
+  std::uint64_t clone_namespaces = 0;    // CLONE_NEWUSER | CLONE_NEWPID
+  std::uint64_t unshare_namespaces = 0;  // CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS
+  bool new_cgroup_namespace = false;
+  // Written by spawn_container when clone_namespaces has CLONE_NEWUSER.
+  linux_api::IdMaps id_maps;
+  // The unified cgroup leaf to start in (CLONE_INTO_CGROUP), or -1.
+  int cgroup_fd = -1;
+  // KEYCTL_JOIN_SESSION_KEYRING unless --no-new-keyring.
+  bool new_session_keyring = true;
+
+  // The filesystem. `/` first gets `root_propagation` (runc's default
+  // rslave), then the root is bound on itself and everything below is
+  // made relative to it (linux/rooted_mounts.h).
+  std::string rootfs;                  // absolute host path
+  unsigned long root_propagation = 0;  // 0: MS_SLAVE | MS_REC
+  std::vector<linux_api::MountStep> mounts;
+  std::vector<std::string> masked_paths;
+  std::vector<std::string> readonly_paths;
+  bool root_readonly = false;
+
+  std::string hostname;
+  std::string domainname;
+  std::optional<int> oom_score_adj;
+  std::vector<Rlimit> rlimits;
+  std::optional<unsigned long> personality;
+  std::optional<mode_t> umask;
+  std::string cwd = "/";
+
+  // Identity and privileges (design §2.2).
+  uid_t uid = 0;
+  gid_t gid = 0;
+  bool set_groups = true;  // false where setgroups is denied (user namespace)
+  std::vector<gid_t> additional_gids;
+  linux_api::CapabilitySets capabilities;
+  int last_capability = 0;  // linux_api::prepare_capability_drop()
+  bool no_new_privileges = false;
+  // A compiled seccomp program (kills compiled as kernel kills); empty: none.
+  std::vector<sock_filter> seccomp_program;
+
+  // Descriptors. stdio[i] >= 0 becomes fd i (else the caller's fd i
+  // stays); fds 3 .. 3 + preserved_fds - 1 are passed on as they are. Every
+  // other descriptor of this plan must be above that range.
+  int stdio[3] = {-1, -1, -1};
+  int preserved_fds = 0;
+  // The exec fifo's read end (O_RDONLY | O_NONBLOCK): the process waits for
+  // one byte on it before execve; -1 starts at once. `exec_fifo_writer` is a
+  // write end the process holds while it waits, so that a writer that comes
+  // and goes without writing leaves no end-of-file behind (poll would
+  // return POLLHUP forever); it is required with a fifo.
+  int exec_fifo_fd = -1;
+  int exec_fifo_writer_fd = -1;
+  // process.terminal: the --console-socket connection (made by create, a
+  // host path). After pivot_root the process opens a pty in the
+  // container's devpts (/dev/ptmx must lead there), makes the slave its
+  // controlling terminal, fds 0-2 and /dev/console, and sends the master
+  // on this socket (design §2.5). -1: no terminal.
+  int console_socket_fd = -1;
+  unsigned short console_rows = 0;  // consoleSize; 0: the pty's default
+  unsigned short console_columns = 0;
+
+  // The program: its argv and envp, and the paths to try in order (PATH was
+  // searched by the planner). seal() fills the pointer arrays.
+  std::vector<std::string> args;
+  std::vector<std::string> env;
+  std::vector<std::string> exec_candidates;
+  std::vector<char*> argv;
+  std::vector<char*> envp;
+
+  void seal() {
+    argv.clear();
+    for (auto& arg : args)
+      argv.push_back(arg.data());
+    argv.push_back(nullptr);
+    envp.clear();
+    for (auto& entry : env)
+      envp.push_back(entry.data());
+    envp.push_back(nullptr);
+  }
+};
+
+}  // namespace pulsebox::oci::launch
