@@ -52,6 +52,13 @@ class OciCommand {
     return kExitOk;
   }
 
+  // A command refused before any work: the log is set up first, so the
+  // refusal reaches --log like any error.
+  int refuse(const char* name, const core::Error& error) {
+    if (auto status = setup(); !status.ok()) return fail(name, status.error());
+    return fail(name, error);
+  }
+
   int fail(const char* name, const core::Error& error) {
     const std::string message = std::string(name) + ": " + error.to_string();
     log_.write(oci::LogLevel::Error, message);
@@ -117,8 +124,8 @@ void add_not_yet(CLI::App* oci, std::shared_ptr<OciGlobals> globals, int& exit_c
   command->allow_extras();
   command->callback([globals, &exit_code, name] {
     OciCommand cmd(*globals);
-    exit_code = cmd.fail(name, core::Error(core::ErrorKind::kUnsupported, "oci",
-                                           "not implemented yet in this build of pulsebox oci"));
+    exit_code = cmd.refuse(name, core::Error(core::ErrorKind::kUnsupported, "oci",
+                                             "not implemented yet in this build of pulsebox oci"));
   });
 }
 
@@ -129,8 +136,8 @@ void add_refused(CLI::App* oci, std::shared_ptr<OciGlobals> globals, int& exit_c
   command->allow_extras();
   command->callback([globals, &exit_code, name, why] {
     OciCommand cmd(*globals);
-    exit_code = cmd.fail(name, core::Error(core::ErrorKind::kUnsupported, "oci",
-                                           std::string("not supported by pulsebox oci: ") + why));
+    exit_code = cmd.refuse(name, core::Error(core::ErrorKind::kUnsupported, "oci",
+                                             std::string("not supported by pulsebox oci: ") + why));
   });
 }
 

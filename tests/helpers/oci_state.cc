@@ -66,7 +66,9 @@ void write_oci_record(const std::filesystem::path& root, const std::string& id, 
   record.cgroup_leaves = cgroup_leaves;
   record.enforced = "test";
   ASSERT_TRUE(dir->write_record(record).ok());
-  if (with_fifo) ASSERT_EQ(::mkfifoat(dir->fd(), "exec.fifo", 0600), 0);
+  if (with_fifo) {
+    ASSERT_EQ(::mkfifoat(dir->fd(), "exec.fifo", 0600), 0);
+  }
 }
 
 CliRun run_oci(const std::filesystem::path& root, const std::vector<std::string>& args,

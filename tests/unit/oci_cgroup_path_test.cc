@@ -99,10 +99,10 @@ TEST(OciCgroupWrites, UnsetAndUnlimited) {
   EXPECT_TRUE(plan_cgroup_writes(r, false)->empty());
   r.memory_limit = -1;
   r.memory_swap = -1;
-  const auto v1 = as_map(*plan_cgroup_writes(r, false));
+  const auto v1 = as_map(plan_cgroup_writes(r, false).value());
   EXPECT_EQ(v1.at("memory:memory.limit_in_bytes"), "-1");
   EXPECT_EQ(v1.at("memory:memory.memsw.limit_in_bytes"), "-1");
-  const auto v2 = as_map(*plan_cgroup_writes(r, true));
+  const auto v2 = as_map(plan_cgroup_writes(r, true).value());
   EXPECT_EQ(v2.at("memory.max"), "max");
   EXPECT_EQ(v2.at("memory.swap.max"), "max");
 }

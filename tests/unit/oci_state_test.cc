@@ -147,11 +147,12 @@ TEST(OciProcess, ZombieIsNotAlive) {
   const pid_t child = ::fork();
   ASSERT_GE(child, 0);
   if (child == 0) ::_exit(0);
-  const auto start = process_start_time(child);
-  // Wait for it to become a zombie without reaping it.
+  // Wait for it to become a zombie without reaping it: /proc still shows it.
   siginfo_t info{};
   ASSERT_EQ(::waitid(P_PID, child, &info, WEXITED | WNOWAIT), 0);
-  if (start) EXPECT_FALSE(open_verified_pidfd({child, *start}).ok());
+  const auto start = process_start_time(child);
+  ASSERT_TRUE(start.has_value());
+  EXPECT_FALSE(open_verified_pidfd({child, *start}).ok());
   ::waitpid(child, nullptr, 0);
 }
 
@@ -232,10 +233,14 @@ TEST_F(OciStoreTest, CreateOpenRemove) {
     ASSERT_EQ(::stat((root_ / "c1" / "state.json").c_str(), &st), 0);
     EXPECT_EQ(st.st_mode & 07777, 0600u);
   }
-  auto reader = store->open("c1", false);
-  ASSERT_TRUE(reader.ok());
-  EXPECT_FALSE(reader->creator_holds_lock());
-  EXPECT_EQ(reader->read_record()->process.pid, 1234);
+  {
+    auto reader = store->open("c1", false);
+    ASSERT_TRUE(reader.ok());
+    EXPECT_FALSE(reader->creator_holds_lock());
+    EXPECT_EQ(reader->read_record()->process.pid, 1234);
+    // A reader's shared lock keeps reconcile away.
+    EXPECT_FALSE(store->try_open_exclusive("c1").ok());
+  }
   EXPECT_EQ(store->ids(), std::vector<std::string>{"c1"});
   auto owner = store->open("c1", true);
   ASSERT_TRUE(owner.ok());

@@ -22,8 +22,15 @@ core::Status kill(StateStore& store, std::string_view id, int signal, bool all) 
                              " has no cgroup to find its processes in; kill it without --all");
     return ContainerCgroup::from_record(record.cgroup_leaves).kill_all(signal);
   }
-  PB_TRY(pidfd, open_verified_pidfd(record.process));
-  if (linux_api::sys_pidfd_send_signal(pidfd.get(), signal) != 0) {
+  auto pidfd = open_verified_pidfd(record.process);
+  if (!pidfd) {
+    // It ended (or its pid went to another process) since the status check.
+    if (pidfd.error().kind() == core::ErrorKind::kUnavailable)
+      return core::Error(core::ErrorKind::kInvalidInput, "oci",
+                         "container " + std::string(id) + " is not running");
+    return std::move(pidfd).error();
+  }
+  if (linux_api::sys_pidfd_send_signal(pidfd->get(), signal) != 0) {
     if (errno == ESRCH)
       return core::Error(core::ErrorKind::kInvalidInput, "oci",
                          "container " + std::string(id) + " is not running");
