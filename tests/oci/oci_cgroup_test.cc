@@ -66,7 +66,9 @@ TEST_F(OciCgroupTest, LeafLimitsKillAndRemove) {
   if (host_.hybrid) {
     const std::string memory = host_.hierarchy_mounts["memory"] + "/" + subtree_ + "/c1";
     EXPECT_EQ(read(memory, "memory.limit_in_bytes"), "33554432");
-    if (swap) EXPECT_EQ(read(memory, "memory.memsw.limit_in_bytes"), "67108864");
+    if (swap) {
+      EXPECT_EQ(read(memory, "memory.memsw.limit_in_bytes"), "67108864");
+    }
     EXPECT_EQ(read(host_.hierarchy_mounts["pids"] + "/" + subtree_ + "/c1", "pids.max"), "16");
     EXPECT_EQ(read(host_.hierarchy_mounts["cpu"] + "/" + subtree_ + "/c1", "cpu.shares"), "512");
   } else {
