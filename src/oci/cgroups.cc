@@ -241,6 +241,33 @@ core::Result<ContainerCgroup> ContainerCgroup::create(const linux_api::CgroupHos
     cgroup.leaf_dirs_.push_back(leaf);
     if (key.empty()) cgroup.unified_leaf_ = leaf;
   }
+  // On cgroup v2 a controller's files appear in the leaf only when every
+  // level above it, from the hierarchy's root (or this process's own
+  // cgroup) down, enables it in cgroup.subtree_control.
+  if (v2 && !cgroup.unified_leaf_.empty()) {
+    std::string enable;  // "+memory +pids": one write per level
+    for (const auto& write : writes) {
+      const std::string controller = "+" + write.file.substr(0, write.file.find('.'));
+      if ((" " + enable + " ").find(" " + controller + " ") == std::string::npos)
+        enable += (enable.empty() ? "" : " ") + controller;
+    }
+    const auto& bases = path.from_own_cgroup ? host.own_cgroup_dirs : host.hierarchy_mounts;
+    std::string dir = bases.at("");
+    const auto parts = components(path.relative);
+    for (std::size_t i = 0; !enable.empty() && i < parts.size(); ++i) {
+      core::UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+      auto status = fd ? linux_api::write_limit(fd.get(), "cgroup.subtree_control", enable)
+                       : core::Status(core::Error::from_errno("cgroup", "opening " + dir));
+      if (!status.ok())
+        return fail(
+            unavailable("cannot enable " + enable + " in " + dir +
+                        "/cgroup.subtree_control for the container's limits: " +
+                        std::strerror(status.error().error_number()) +
+                        " (a cgroup holding processes cannot enable controllers for its children; "
+                        "give the container a linux.cgroupsPath in a delegated subtree)"));
+      dir += "/" + parts[i];
+    }
+  }
   if (!cgroup.unified_leaf_.empty()) {
     cgroup.unified_fd_.reset(
         ::open(cgroup.unified_leaf_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));

@@ -217,5 +217,31 @@ TEST_F(OciCgroupDirTest, MissingHierarchyIsRefusedWhenNeeded) {
   EXPECT_NE(cgroup.error().message().find("linux.resources.pids.limit"), std::string::npos);
 }
 
+// On cgroup v2 every level above the leaf enables the controllers the
+// limits need, from the hierarchy's root down.
+TEST(OciCgroupV2, EnablesControllersDownToTheLeaf) {
+  testing::TempDir temp;
+  linux_api::CgroupHost host;
+  host.pure_v2 = true;
+  host.hierarchy_mounts[""] = temp.path().string();
+  for (const fs::path& dir : {temp.path(), temp / "a", temp / "a" / "c1"}) {
+    fs::create_directories(dir);
+    testing::write_file(dir / "cgroup.subtree_control", "");
+    testing::write_file(dir / "cgroup.procs", "");
+  }
+  testing::write_file(temp / "a" / "c1" / "memory.max", "");
+  testing::write_file(temp / "a" / "c1" / "pids.max", "");
+  CgroupResources r;
+  r.memory_limit = 1 << 20;
+  r.pids_limit = 8;
+  auto cgroup = ContainerCgroup::create(host, {"a/c1", false}, r);
+  ASSERT_TRUE(cgroup.ok()) << cgroup.error().to_string();
+  EXPECT_EQ(testing::read_file(temp / "cgroup.subtree_control"), "+memory +pids");
+  EXPECT_EQ(testing::read_file(temp / "a" / "cgroup.subtree_control"), "+memory +pids");
+  EXPECT_EQ(testing::read_file(temp / "a" / "c1" / "cgroup.subtree_control"), "");
+  EXPECT_EQ(testing::read_file(temp / "a" / "c1" / "memory.max"), "1048576");
+  EXPECT_EQ(testing::read_file(temp / "a" / "c1" / "pids.max"), "8");
+}
+
 }  // namespace
 }  // namespace pulsebox::oci
