@@ -12,6 +12,7 @@
 #include "helpers/test_support.h"
 #include "linux/cgroup.h"
 #include "oci/cgroups.h"
+#include "oci/process_ref.h"
 
 namespace pulsebox {
 namespace {
@@ -112,6 +113,36 @@ TEST_F(OciCgroupTest, KillAllWithAnotherSignalGoesThroughPidfds) {
   EXPECT_EQ(first.wait_for_signal(), SIGTERM);
   EXPECT_EQ(second.wait_for_signal(), SIGTERM);
   EXPECT_TRUE(cgroup->remove().ok());
+}
+
+// Through the CLI, from a record naming real leaves: `kill --all` reaches
+// every process of the cgroup, and `delete` removes the leaves (and only
+// them).
+TEST_F(OciCgroupTest, CliKillAllAndDeleteTakeTheLeaves) {
+  auto path = oci::parse_cgroups_path("/" + subtree_ + "/c1", false, "c1");
+  ASSERT_TRUE(path.ok());
+  auto cgroup = oci::ContainerCgroup::create(host_, *path, {});
+  ASSERT_TRUE(cgroup.ok()) << cgroup.error().to_string();
+  testing::SleepChild init, other;
+  ASSERT_TRUE(cgroup->attach(init.pid(), false).ok());
+  ASSERT_TRUE(cgroup->attach(other.pid(), false).ok());
+  const auto start = oci::process_start_time(init.pid());
+  ASSERT_TRUE(start.has_value());
+  testing::TempDir temp;
+  const fs::path root = temp / "root";
+  testing::write_oci_record(root, "c1", init.pid(), *start, false, cgroup->leaf_dirs());
+
+  const auto kill = testing::run_oci(root, {"kill", "--all", "c1", "TERM"});
+  EXPECT_EQ(kill.exit_code, 0) << kill.err;
+  EXPECT_EQ(init.wait_for_signal(), SIGTERM);
+  EXPECT_EQ(other.wait_for_signal(), SIGTERM);
+
+  const auto remove = testing::run_oci(root, {"delete", "c1"});
+  EXPECT_EQ(remove.exit_code, 0) << remove.err;
+  EXPECT_FALSE(fs::exists(root / "c1"));
+  for (const auto& leaf : cgroup->leaf_dirs())
+    EXPECT_FALSE(fs::exists(leaf)) << leaf;
+  EXPECT_TRUE(fs::exists(host_.hierarchy_mounts[""] + "/" + subtree_));
 }
 
 }  // namespace
