@@ -221,6 +221,17 @@ void register_oci_command(CLI::App& app, int& exit_code) {
     });
   });
 
+  CLI::App* ps = oci->add_subcommand("ps", "List the processes in a container's cgroup");
+  ps->add_option("-f,--format", options->format, "table or json (a JSON array of pids)");
+  ps->add_option("id", options->id, "Container ID")->required();
+  ps->callback([globals, options, &exit_code] {
+    OciCommand cmd(*globals);
+    exit_code = cmd.run("ps", [&](oci::StateStore& store) -> core::Status {
+      PB_TRY(text, oci::commands::processes(store, options->id, options->format));
+      return print_out(text);
+    });
+  });
+
   CLI::App* reconcile = oci->add_subcommand(
       "reconcile", "Remove the stopped containers under --root, and what crashed commands left");
   reconcile->callback([globals, &exit_code] {
@@ -243,8 +254,7 @@ void register_oci_command(CLI::App& app, int& exit_code) {
            {"start", "Start a created container"},
            {"run", "Create and start a container"},
            {"exec", "Run a process in a container"},
-           {"features", "Print the runtime's features (runtime-spec features.md)"},
-           {"ps", "List a container's processes"}}) {
+           {"features", "Print the runtime's features (runtime-spec features.md)"}}) {
     add_not_yet(oci, globals, exit_code, name, description);
   }
   add_refused(oci, globals, exit_code, "pause",

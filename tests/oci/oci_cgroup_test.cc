@@ -6,6 +6,8 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <nlohmann/json.hpp>
 #include <random>
 
 #include "helpers/oci_state.h"
@@ -131,6 +133,15 @@ TEST_F(OciCgroupTest, CliKillAllAndDeleteTakeTheLeaves) {
   testing::TempDir temp;
   const fs::path root = temp / "root";
   testing::write_oci_record(root, "c1", init.pid(), *start, false, cgroup->leaf_dirs());
+
+  // containerd's `ctr task ps` reads a JSON array of pids.
+  const auto ps = testing::run_oci(root, {"ps", "--format", "json", "c1"});
+  ASSERT_EQ(ps.exit_code, 0) << ps.err;
+  auto listed = nlohmann::json::parse(ps.out).get<std::vector<pid_t>>();
+  std::sort(listed.begin(), listed.end());
+  auto expected = std::vector<pid_t>{init.pid(), other.pid()};
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(listed, expected);
 
   const auto kill = testing::run_oci(root, {"kill", "--all", "c1", "TERM"});
   EXPECT_EQ(kill.exit_code, 0) << kill.err;

@@ -86,6 +86,14 @@ TEST_F(OciStateCliTest, KillDefaultsToTermAndTakesNumbers) {
   EXPECT_NE(bad.err.find("invalid signal"), std::string::npos);
 }
 
+TEST_F(OciStateCliTest, PsNeedsACgroup) {
+  testing::write_oci_record(root_, "c1", child_.pid(), start_time_);
+  const auto run = run_oci(root_, {"ps", "--format", "json", "c1"});
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_NE(run.err.find("has no cgroup"), std::string::npos) << run.err;
+  EXPECT_EQ(run.out, "");
+}
+
 TEST_F(OciStateCliTest, DeleteRunningNeedsForce) {
   testing::write_oci_record(root_, "c1", child_.pid(), start_time_);
   const auto refused = run_oci(root_, {"delete", "c1"});
@@ -169,7 +177,7 @@ TEST_F(OciStateCliTest, RefusedAndNotYetCommands) {
     EXPECT_EQ(run.exit_code, 1) << name;
     EXPECT_NE(run.err.find("not supported by pulsebox oci"), std::string::npos) << run.err;
   }
-  for (const char* name : {"create", "start", "run", "exec", "features", "ps"}) {
+  for (const char* name : {"create", "start", "run", "exec", "features"}) {
     const auto run = run_oci(root_, {name, "--bundle", "/x", "c1"});
     EXPECT_EQ(run.exit_code, 1) << name;
     EXPECT_NE(run.err.find("not implemented yet"), std::string::npos) << run.err;

@@ -19,6 +19,11 @@ core::Result<std::string> state(StateStore& store, std::string_view id);
 // of state documents).
 core::Result<std::string> list(StateStore& store, std::string_view format);
 
+// `ps --format json|table ID`: the pids in the container's cgroup, as a JSON
+// array (what containerd's `ctr task ps` reads) or one per line under "PID".
+core::Result<std::string> processes(StateStore& store, std::string_view id,
+                                    std::string_view format);
+
 // Sends `signal` to the container's process through a verified pidfd, or
 // with `all` to every process of its cgroup. "container ID is not running"
 // unless it is created or running.
