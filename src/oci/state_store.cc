@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include <re2/re2.h>
+#include <signal.h>
+#include <stdio.h>
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -28,6 +30,9 @@ constexpr const char* kStateFile = "state.json";
 constexpr const char* kStateTemp = "state.json.tmp";
 constexpr const char* kLockFile = "lock";
 constexpr const char* kFifo = "exec.fifo";
+// A container directory being made: never a valid ID (IDs start with an
+// alphanumeric), so ids() and open() never see it.
+constexpr std::string_view kStagingPrefix = ".creating-";
 // What a container directory may hold; remove() unlinks these and refuses
 // anything else rather than guess.
 constexpr const char* kKnownFiles[] = {kStateTemp, kStateFile, "config.json", kFifo, kLockFile};
@@ -279,23 +284,66 @@ core::Result<StateStore> StateStore::open(const std::filesystem::path& root) {
 core::Result<ContainerDir> StateStore::create(std::string_view id) {
   if (!valid_container_id(id)) return bad_id(id);
   const std::string name(id);
-  if (::mkdirat(root_fd_.get(), name.c_str(), 0700) != 0) {
-    if (errno == EEXIST) return invalid("container " + name + " already exists");
-    return core::Error::from_errno("oci", "making the container directory " + name);
-  }
+  // The directory is made and locked under a staging name no ID can take,
+  // then renamed into place: `<id>` never exists unlocked, so a reconcile
+  // cannot take a fresh create's directory for a crashed one.
+  const std::string staging = staging_name(::getpid(), name);
+  if (::mkdirat(root_fd_.get(), staging.c_str(), 0700) != 0)
+    return core::Error::from_errno("oci", "making the container directory " + staging);
   ContainerDir dir;
   dir.id_ = name;
   dir.exclusive_ = true;
   dir.root_fd_.reset(::fcntl(root_fd_.get(), F_DUPFD_CLOEXEC, 3));
   dir.dir_fd_.reset(
-      ::openat(root_fd_.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      ::openat(root_fd_.get(), staging.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  const auto abandon = [&](core::Error error) -> core::Error {
+    ::unlinkat(root_fd_.get(), (staging + "/" + kLockFile).c_str(), 0);
+    ::unlinkat(root_fd_.get(), staging.c_str(), AT_REMOVEDIR);
+    return error;
+  };
   if (!dir.dir_fd_)
-    return core::Error::from_errno("oci", "opening the container directory " + name);
-  PB_TRY(lock, open_lock(dir.dir_fd_.get(), true));
-  if (::flock(lock.get(), LOCK_EX) != 0)
-    return core::Error::from_errno("oci", "locking the container directory " + name);
-  dir.lock_fd_ = std::move(lock);
+    return abandon(core::Error::from_errno("oci", "opening the container directory " + staging));
+  auto lock = open_lock(dir.dir_fd_.get(), true);
+  if (!lock) return abandon(std::move(lock).error());
+  if (::flock(lock->get(), LOCK_EX) != 0)
+    return abandon(core::Error::from_errno("oci", "locking the container directory " + name));
+  dir.lock_fd_ = std::move(*lock);
+  if (::renameat2(root_fd_.get(), staging.c_str(), root_fd_.get(), name.c_str(),
+                  RENAME_NOREPLACE) != 0) {
+    if (errno == EEXIST) return abandon(invalid("container " + name + " already exists"));
+    return abandon(core::Error::from_errno("oci", "renaming " + staging + " to " + name));
+  }
   return dir;
+}
+
+std::string StateStore::staging_name(pid_t creator, std::string_view id) {
+  return std::string(kStagingPrefix) + std::to_string(creator) + "-" + std::string(id);
+}
+
+std::vector<std::string> StateStore::remove_stale_staging() {
+  std::vector<std::string> removed;
+  std::vector<std::string> names;
+  core::UniqueFd listing(::openat(root_fd_.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (DIR* dir = listing ? ::fdopendir(listing.release()) : nullptr) {
+    while (const dirent* entry = ::readdir(dir)) {
+      if (std::string_view(entry->d_name).rfind(kStagingPrefix, 0) == 0)
+        names.emplace_back(entry->d_name);
+    }
+    ::closedir(dir);
+  }
+  for (const auto& name : names) {
+    // Only a creator that is gone: its pid no longer exists (a reused pid
+    // keeps the directory, which is the safe side).
+    const std::string rest = name.substr(std::string_view(kStagingPrefix).size());
+    const long creator = std::strtol(rest.c_str(), nullptr, 10);
+    if (creator <= 0 || ::kill(static_cast<pid_t>(creator), 0) == 0 || errno != ESRCH) continue;
+    core::UniqueFd fd(
+        ::openat(root_fd_.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!fd) continue;
+    ::unlinkat(fd.get(), kLockFile, 0);
+    if (::unlinkat(root_fd_.get(), name.c_str(), AT_REMOVEDIR) == 0) removed.push_back(name);
+  }
+  return removed;
 }
 
 core::Result<ContainerDir> StateStore::open(std::string_view id, bool exclusive) {

@@ -104,7 +104,8 @@ class StateStore {
   // $XDG_RUNTIME_DIR/pulsebox-oci (an error when that is unset).
   static core::Result<std::filesystem::path> default_root();
 
-  // mkdirat(<id>, 0700) and LOCK_EX on <id>/lock, held while the handle lives.
+  // <id>/ (0700) with LOCK_EX on <id>/lock, held while the handle lives;
+  // made under staging_name() and renamed into place already locked.
   // "container ID already exists" when it does.
   core::Result<ContainerDir> create(std::string_view id);
   // An existing container: "container ID does not exist" (kInvalidInput,
@@ -117,6 +118,11 @@ class StateStore {
   core::Result<ContainerDir> try_open_exclusive(std::string_view id);
   // The IDs of the directories in the root, sorted.
   std::vector<std::string> ids() const;
+  // Removes the staging directories of creates whose process is gone (one
+  // killed between its mkdir and its rename); returns their names.
+  std::vector<std::string> remove_stale_staging();
+  // ".creating-<pid>-<id>": where create makes and locks <id> first.
+  static std::string staging_name(pid_t creator, std::string_view id);
 
   const std::filesystem::path& root() const { return root_; }
 

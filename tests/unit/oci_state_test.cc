@@ -249,6 +249,38 @@ TEST_F(OciStoreTest, CreateOpenRemove) {
   EXPECT_TRUE(owner->remove().ok());  // idempotent
 }
 
+TEST_F(OciStoreTest, CreateLeavesNoStagingDirectory) {
+  auto store = StateStore::open(root_);
+  ASSERT_TRUE(store.ok());
+  auto dir = store->create("c1");
+  ASSERT_TRUE(dir.ok());
+  std::vector<std::string> entries;
+  for (const auto& entry : fs::directory_iterator(root_))
+    entries.push_back(entry.path().filename().string());
+  EXPECT_EQ(entries, std::vector<std::string>{"c1"});
+  EXPECT_TRUE(fs::exists(root_ / "c1" / "lock"));
+  // A second create of the ID leaves nothing behind either.
+  EXPECT_FALSE(store->create("c1").ok());
+  EXPECT_EQ(std::distance(fs::directory_iterator(root_), fs::directory_iterator()), 1);
+}
+
+TEST_F(OciStoreTest, StaleStagingOfADeadCreatorIsRemoved) {
+  auto store = StateStore::open(root_);
+  ASSERT_TRUE(store.ok());
+  const pid_t dead = ::fork();
+  ASSERT_GE(dead, 0);
+  if (dead == 0) ::_exit(0);
+  ASSERT_EQ(::waitpid(dead, nullptr, 0), dead);
+  const auto stale = StateStore::staging_name(dead, "c1");
+  const auto live = StateStore::staging_name(::getpid(), "c2");
+  testing::write_file(root_ / stale / "lock", "");
+  fs::create_directories(root_ / live);
+  EXPECT_TRUE(store->ids().empty());  // never taken for containers
+  EXPECT_EQ(store->remove_stale_staging(), std::vector<std::string>{stale});
+  EXPECT_FALSE(fs::exists(root_ / stale));
+  EXPECT_TRUE(fs::exists(root_ / live));  // its creator is alive
+}
+
 TEST_F(OciStoreTest, MissingIdWording) {
   auto store = StateStore::open(root_);
   ASSERT_TRUE(store.ok());

@@ -36,7 +36,8 @@ core::Status remove(StateStore& store, std::string_view id, bool force);
 
 // Runs the delete steps for every container whose lock is free and whose
 // status is stopped (records without a pid, directories without a record
-// included). Returns the IDs removed; `problems` gets one line per
+// included), and the staging directories of creates killed before their
+// rename. Returns what it removed; `problems` gets one line per
 // container that could not be.
 std::vector<std::string> reconcile(StateStore& store, std::vector<std::string>& problems);
 

@@ -55,7 +55,7 @@ core::Status remove(StateStore& store, std::string_view id, bool force) {
 }
 
 std::vector<std::string> reconcile(StateStore& store, std::vector<std::string>& problems) {
-  std::vector<std::string> removed;
+  std::vector<std::string> removed = store.remove_stale_staging();
   for (const auto& id : store.ids()) {
     auto dir = store.try_open_exclusive(id);
     if (!dir) continue;  // held: a create or delete at work, or gone meanwhile
