@@ -39,6 +39,10 @@ void register_capabilities_command(CLI::App& app, int& exit_code);
 void register_config_commands(CLI::App& app, int& exit_code);
 void register_seccomp_commands(CLI::App& app, int& exit_code);
 void register_serve_command(CLI::App& app, int& exit_code);
+// `oci ...`: the OCI runtime, also reached as `pulsebox-runc`.
+void register_oci_command(CLI::App& app, int& exit_code);
+// The name the OCI runtime is installed under (a symlink to pulsebox).
+inline constexpr const char* kOciRuntimeName = "pulsebox-runc";
 // `completion bash|zsh|fish|man`: generated from `app`'s own definitions,
 // so every other command must be registered when it runs.
 void register_completion_command(CLI::App& app, int& exit_code);

@@ -163,6 +163,13 @@ void pulsebox_fast_client(long* initial_stack) {
   char** argv = reinterpret_cast<char**>(initial_stack + 1);
   char** envp = argv + argc + 1;
   if (argc < 2 || !equal(argv[1], "run")) return;
+  // `pulsebox-runc run` is the OCI runtime's run (cli/main.cc), never a
+  // sandbox run for the server.
+  const char* program_name = argv[0];
+  for (const char* c = argv[0]; *c != '\0'; ++c) {
+    if (*c == '/') program_name = c + 1;
+  }
+  if (equal(program_name, "pulsebox-runc")) return;
   // A closed stdin: main() puts /dev/null there first (cli/main.cc).
   if (raw(SYS_fcntl, 0, F_GETFD) < 0) return;
   // Traced runs, and every case that needs a word to the user, are

@@ -30,6 +30,18 @@ int main(int argc, char** argv) {
   if (::fcntl(STDIN_FILENO, F_GETFD) < 0) (void)::open("/dev/null", O_RDONLY);
   pulsebox::core::trace_phase("main");
   using namespace pulsebox::cli;
+  // Called as pulsebox-runc (engines run it as a runc): `pulsebox oci ...`.
+  // Before the server shortcut, so `pulsebox-runc run` is never a sandbox run.
+  std::vector<char*> oci_argv;
+  const std::string_view program = argc > 0 ? argv[0] : "";
+  if (program.substr(program.rfind('/') + 1) == kOciRuntimeName) {
+    oci_argv.assign(argv, argv + argc);
+    static char oci_word[] = "oci";
+    oci_argv.insert(oci_argv.begin() + 1, oci_word);
+    oci_argv.push_back(nullptr);
+    argc += 1;
+    argv = oci_argv.data();
+  }
   // A resident server of this user does the run when there is one
   // (cli/server_client.h): before anything else is built.
   if (argc > 1 && std::string_view(argv[1]) == "run") {
@@ -67,6 +79,7 @@ int main(int argc, char** argv) {
       {{"config"}, register_config_commands},
       {{"seccomp"}, register_seccomp_commands},
       {{"serve"}, register_serve_command},
+      {{"oci"}, register_oci_command},
       {{"session"}, register_session_commands},
   };
   const std::string_view first = argc > 1 ? argv[1] : "";

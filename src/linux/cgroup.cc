@@ -237,6 +237,13 @@ CgroupHost discover_cgroups() {
         }
       } else if (fstype == "cgroup") {
         for (const auto& option : split(super, ',')) {
+          static const std::set<std::string> kNotControllers = {
+              "rw", "ro", "xattr", "noprefix", "clone_children", "cpuset_v2_mode", "favordynmods"};
+          if (!kNotControllers.count(option) && option.find('=') == std::string::npos &&
+              !host.hierarchy_mounts.count(option)) {
+            host.hierarchy_mounts[option] = point;
+            mount_roots[point] = root;
+          }
           if (option == "memory" || option == "pids" || option == "cpu" || option == "cpuacct") {
             v1_mounts[option] = point;
             mount_roots[point] = root;
@@ -269,6 +276,10 @@ CgroupHost discover_cgroups() {
     if (path.empty() || path == "/") return mount;
     return mount + path;
   };
+
+  if (!host.unified_mount.empty()) host.hierarchy_mounts[""] = host.unified_mount;
+  for (const auto& [key, mount] : host.hierarchy_mounts)
+    host.own_cgroup_dirs[key] = own_dir(mount, key);
 
   const bool is_root = ::geteuid() == 0;
   const std::string fix = delegation_fix(host.pure_v2);
@@ -363,6 +374,15 @@ CgroupHost discover_cgroups() {
     }
   }
   return host;
+}
+
+core::Status write_limit(int dir_fd, const char* file, std::string_view value) {
+  UniqueFd fd(::openat(dir_fd, file, O_WRONLY | O_CLOEXEC | O_NOFOLLOW));
+  if (!fd || ::write(fd.get(), value.data(), value.size()) != static_cast<ssize_t>(value.size())) {
+    return Error::from_errno("cgroup", "writing \"" + std::string(value) + "\" to " + file)
+        .with_kind(ErrorKind::kUnavailable);
+  }
+  return core::ok_status();
 }
 
 SandboxCgroup::~SandboxCgroup() {

@@ -31,8 +31,10 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/result.h"
@@ -65,6 +67,11 @@ struct CgroupHost {
   // An ordinary user on cgroup v2 whose own cgroup still holds this process:
   // create() moves the process into <own>/pulsebox-supervisor first.
   std::string move_self_to;
+  // Every mounted hierarchy (the OCI runtime places cgroupsPath under each
+  // one's root): a v1 controller's name, or "" for the unified one, -> its
+  // mount point; and this process's own cgroup directory in it.
+  std::map<std::string, std::string> hierarchy_mounts;
+  std::map<std::string, std::string> own_cgroup_dirs;
 
   const ControllerPlace& place(CgroupController controller) const;
   // "cgroup v2 at /sys/fs/cgroup" / "hybrid: v1 memory, pids, cpu ..."
@@ -73,6 +80,11 @@ struct CgroupHost {
 
 // Reads /proc/self/mountinfo and /proc/self/cgroup; changes nothing.
 CgroupHost discover_cgroups();
+
+// Writes `value` to the control file `file` of the cgroup directory `dir_fd`
+// (never creating it: a file the kernel did not make means the host lacks
+// the feature). kUnavailable naming the file on failure.
+core::Status write_limit(int dir_fd, const char* file, std::string_view value);
 
 struct CgroupSettings {
   std::optional<std::uint64_t> memory_max;

@@ -1,0 +1,74 @@
+// `delete [--force] ID` and `reconcile`: the same idempotent steps, so a
+// container left half made by a killed create, or half removed by a killed
+// delete, is removed by running them again.
+#include <poll.h>
+#include <signal.h>
+
+#include "linux/syscalls.h"
+#include "oci/cgroups.h"
+#include "oci/commands/commands.h"
+
+namespace pulsebox::oci::commands {
+
+namespace {
+
+constexpr int kExitWaitMs = 2000;
+
+// The delete steps on a directory held with LOCK_EX. `record` is null when
+// there is none (a create killed before writing it).
+core::Status destroy(ContainerDir& dir, const ContainerRecord* record) {
+  if (record != nullptr) {
+    // The process only through a verified pidfd: a reused pid is left alone.
+    if (auto pidfd = open_verified_pidfd(record->process)) {
+      (void)linux_api::sys_pidfd_send_signal(pidfd->get(), SIGKILL);
+      pollfd ready{pidfd->get(), POLLIN, 0};
+      if (::poll(&ready, 1, kExitWaitMs) != 1)
+        return core::Error(core::ErrorKind::kResource, "oci",
+                           "container " + dir.id() + ": process " +
+                               std::to_string(record->process.pid) +
+                               " did not end after SIGKILL; run delete again");
+    }
+    auto cgroup = ContainerCgroup::from_record(record->cgroup_leaves);
+    PB_CHECK(cgroup.kill_all(SIGKILL));
+    PB_CHECK(cgroup.remove());
+  }
+  return dir.remove();
+}
+
+}  // namespace
+
+core::Status remove(StateStore& store, std::string_view id, bool force) {
+  PB_TRY(dir, store.open(id, true));
+  auto record = dir.read_record();
+  if (record) {
+    if (!force && status_of(dir, *record) == Status::Running)
+      return core::Error(core::ErrorKind::kInvalidInput, "oci",
+                         "container " + std::string(id) + " is running: stop it first (kill " +
+                             std::string(id) + " KILL) or use --force");
+    return destroy(dir, &*record);
+  }
+  // A damaged record (not a missing one) is kept for a look unless forced.
+  if (!force && dir.has_record())
+    return std::move(record).error().with_context("delete " + std::string(id) +
+                                                  " (--force removes it)");
+  return destroy(dir, nullptr);
+}
+
+std::vector<std::string> reconcile(StateStore& store, std::vector<std::string>& problems) {
+  std::vector<std::string> removed = store.remove_stale_staging();
+  for (const auto& id : store.ids()) {
+    auto dir = store.try_open_exclusive(id);
+    if (!dir) continue;  // held: a create or delete at work, or gone meanwhile
+    auto record = dir->read_record();
+    if (record && status_of(*dir, *record) != Status::Stopped) continue;
+    const auto status = destroy(*dir, record ? &*record : nullptr);
+    if (status.ok()) {
+      removed.push_back(id);
+    } else {
+      problems.push_back(id + ": " + status.error().to_string());
+    }
+  }
+  return removed;
+}
+
+}  // namespace pulsebox::oci::commands
