@@ -250,11 +250,11 @@ void register_oci_command(CLI::App& app, int& exit_code) {
   });
 
   using Named = std::pair<const char*, const char*>;
-  for (const auto& [name, description] : std::initializer_list<Named>{
-           {"create", "Create a container from a bundle"},
-           {"start", "Start a created container"},
-           {"run", "Create and start a container"},
-           {"exec", "Run a process in a container"}}) {
+  for (const auto& [name, description] :
+       std::initializer_list<Named>{{"create", "Create a container from a bundle"},
+                                    {"start", "Start a created container"},
+                                    {"run", "Create and start a container"},
+                                    {"exec", "Run a process in a container"}}) {
     add_not_yet(oci, globals, exit_code, name, description);
   }
   // Built from the config reader's own tables, so it cannot promise more
