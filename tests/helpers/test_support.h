@@ -30,6 +30,12 @@ class TempDir {
   ~TempDir() {
     std::error_code ec;
     std::filesystem::remove_all(path_, ec);
+    if (!ec) return;
+    // A rootless run's overlay leaves a mode-000 work/work in the state
+    // directory's trash (the next run empties it): open every directory to
+    // its owner, then remove, so the ordinary-user pass leaves nothing in /tmp.
+    open_to_owner(path_);
+    std::filesystem::remove_all(path_, ec);
   }
   TempDir(const TempDir&) = delete;
   TempDir& operator=(const TempDir&) = delete;
@@ -38,6 +44,15 @@ class TempDir {
   std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
 
  private:
+  static void open_to_owner(const std::filesystem::path& dir) {
+    std::error_code ec;
+    std::filesystem::permissions(dir, std::filesystem::perms::owner_all,
+                                 std::filesystem::perm_options::add, ec);
+    for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+      if (entry.is_directory(ec) && !entry.is_symlink(ec)) open_to_owner(entry.path());
+    }
+  }
+
   std::filesystem::path path_;
 };
 
