@@ -2,6 +2,9 @@
 // on a busybox bundle (design §1.3, §1.7). As root the container gets a
 // cgroup under this test's own subtree; as an ordinary user a user
 // namespace and no cgroup.
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -9,6 +12,7 @@
 #include <random>
 #include <thread>
 
+#include "core/unique_fd.h"
 #include "helpers/oci_bundle.h"
 #include "helpers/oci_launch_support.h"
 #include "helpers/oci_state.h"
@@ -211,6 +215,62 @@ TEST_F(OciLifecycleTest, ARefusedConfigMakesNothing) {
   EXPECT_NE(created.err.find("not supported yet"), std::string::npos) << created.err;
   EXPECT_FALSE(fs::exists(root_ / "c1"));
   EXPECT_EQ(leftover_leaves(), std::vector<std::string>{});
+}
+
+TEST_F(OciLifecycleTest, ConsoleSocketGetsTheTerminal) {
+  auto b = bundle({"sh", "-c", "test -t 0 && test -t 1 && echo on-a-tty"});
+  b.config["process"]["terminal"] = true;
+  b.write();
+  const fs::path socket_path = temp_ / "console.sock";
+  core::UniqueFd listener(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  socket_path.string().copy(address.sun_path, sizeof address.sun_path - 1);
+  ASSERT_EQ(::bind(listener.get(), reinterpret_cast<const sockaddr*>(&address), sizeof address), 0);
+  ASSERT_EQ(::listen(listener.get(), 1), 0);
+
+  const auto created =
+      oci({"create", "--bundle", b.dir.string(), "--console-socket", socket_path.string(), "c1"});
+  ASSERT_EQ(created.exit_code, 0) << created.err;
+  core::UniqueFd connection(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
+  ASSERT_TRUE(connection);
+  std::string name;
+  core::UniqueFd master(testing::receive_master(connection.get(), name));
+  ASSERT_TRUE(master);
+  EXPECT_EQ(name.rfind("/dev/pts/", 0), 0u) << name;
+  ASSERT_EQ(oci({"start", "c1"}).exit_code, 0);
+  std::string seen;
+  for (int i = 0; i < 250 && seen.find("on-a-tty") == std::string::npos; ++i) {
+    pollfd readable{master.get(), POLLIN, 0};
+    if (::poll(&readable, 1, 20) <= 0) continue;
+    char buffer[256];
+    const ssize_t n = ::read(master.get(), buffer, sizeof buffer);
+    if (n <= 0) break;
+    seen.append(buffer, static_cast<std::size_t>(n));
+  }
+  EXPECT_NE(seen.find("on-a-tty"), std::string::npos) << seen;
+  EXPECT_TRUE(wait_for_status("c1", "stopped"));
+  EXPECT_EQ(oci({"delete", "c1"}).exit_code, 0);
+}
+
+TEST_F(OciLifecycleTest, JsonLogHasTheError) {
+  auto b = bundle({"sh", "-c", "echo never"});
+  b.config["process"]["cwd"] = "/no-such-dir";
+  b.write();
+  const fs::path log = temp_ / "log.json";
+  const auto created = oci(
+      {"--log", log.string(), "--log-format", "json", "create", "--bundle", b.dir.string(), "c1"});
+  EXPECT_EQ(created.exit_code, 1);
+  // containerd reads the last error line of the log.
+  std::string text = testing::read_file(log);
+  while (!text.empty() && text.back() == '\n')
+    text.pop_back();
+  const auto last = nlohmann::json::parse(text.substr(text.rfind('\n') + 1), nullptr, false);
+  ASSERT_TRUE(last.is_object()) << text;
+  EXPECT_EQ(last["level"], "error");
+  EXPECT_NE(last["msg"].get<std::string>().find("changing to the working directory"),
+            std::string::npos)
+      << text;
 }
 
 }  // namespace
