@@ -158,10 +158,11 @@ TEST_F(OciPodmanTest, RunRmEchoesHi) {
   EXPECT_EQ(result.output, "hi\n");
 }
 
-TEST_F(OciPodmanTest, ExitStatusAndOnlyLoopback) {
-  const auto result = run({}, "ls /sys/class/net; exit 7");
+TEST_F(OciPodmanTest, ExitStatusOnlyLoopbackAndSeccomp) {
+  const auto result = run({}, "ls /sys/class/net; grep -E '^Seccomp:' /proc/self/status; exit 7");
   EXPECT_EQ(result.exit_code, 7) << result.output;
-  EXPECT_EQ(result.output, "lo\n");
+  // Only lo, and podman's seccomp profile in force (mode 2: a filter).
+  EXPECT_EQ(result.output, "lo\nSeccomp:\t2\n");
 }
 
 TEST_F(OciPodmanTest, VolumeWriteIsSeenOnTheHost) {
