@@ -42,7 +42,8 @@ struct MountOptions {
   unsigned long flags = 0;  // MS_RDONLY, MS_NOSUID, ... as mount_setattr attributes take them
   bool bind = false;
   bool recursive = false;
-  std::string data;  // filesystem options: "mode=755,size=64k"
+  std::string data;      // filesystem options: "mode=755,size=64k"
+  bool copy_up = false;  // tmpcopyup
 };
 
 core::Result<MountOptions> read_mount_options(const spec::Mount& mount, const std::string& where) {
@@ -75,11 +76,10 @@ core::Result<MountOptions> read_mount_options(const spec::Mount& mount, const st
     }
     if (std::find(std::begin(kDefaults), std::end(kDefaults), option) != std::end(kDefaults))
       continue;
-    if (option == "tmpcopyup")
-      return not_yet(
-          where + ".options \"tmpcopyup\"",
-          "copying the image's directory into the tmpfs is milestone 1's next step; "
-          "remove the option (podman adds it with --read-only: use --read-only-tmpfs=false)");
+    if (option == "tmpcopyup") {
+      result.copy_up = true;
+      continue;
+    }
     if (spec::is_mount_flag_option(option))
       return not_yet(where + ".options \"" + option + "\"",
                      "this mount flag or propagation is not applied yet; remove it");
@@ -166,7 +166,21 @@ core::Status add_mount(const spec::Spec& spec, std::size_t index, const PlanInpu
                                              mount.type + "; remove the others");
     return core::ok_status();
   };
-  if (mount.type == "tmpfs") {
+  if (options.copy_up && mount.type != "tmpfs")
+    return core::Error(core::ErrorKind::kInvalidInput, "oci",
+                       "config.json: " + where + ".options \"tmpcopyup\": only for a tmpfs");
+  if (options.copy_up) {
+    if (spec.find_namespace(CLONE_NEWUSER) != nullptr)
+      return not_yet(where + ".options \"tmpcopyup\"",
+                     "the copy's owners are not shifted into a user namespace yet; remove it");
+    const auto fd = inputs.copy_up_fds.find(index);
+    if (fd == inputs.copy_up_fds.end())
+      return core::Error(core::ErrorKind::kInternal, "oci",
+                         "config.json: " + where + ": no tmpcopyup tree was made for it");
+    MountStep attach = step(MountOp::AttachFd, mount.destination, stage);
+    attach.fd = fd->second;
+    plan.mounts.push_back(std::move(attach));
+  } else if (mount.type == "tmpfs") {
     MountStep tmpfs = step(MountOp::Tmpfs, mount.destination, stage);
     tmpfs.flags = options.flags;
     tmpfs.data = options.data;
@@ -396,6 +410,24 @@ core::Result<launch::ContainerPlan> build_container_plan(const spec::Spec& spec,
   plan.new_session_keyring = inputs.new_session_keyring;
   plan.seal();
   return plan;
+}
+
+std::vector<std::size_t> copy_up_mounts(const spec::Spec& spec) {
+  std::vector<std::size_t> indexes;
+  for (std::size_t i = 0; i < spec.mounts.size(); ++i) {
+    const auto& options = spec.mounts[i].options;
+    if (std::find(options.begin(), options.end(), "tmpcopyup") != options.end())
+      indexes.push_back(i);
+  }
+  return indexes;
+}
+
+core::Result<std::pair<unsigned long, std::string>> mount_flags_and_data(const spec::Spec& spec,
+                                                                         std::size_t index) {
+  const spec::Mount& mount = spec.mounts.at(index);
+  PB_TRY(options, read_mount_options(
+                      mount, "mounts[" + std::to_string(index) + "] (" + mount.destination + ")"));
+  return std::make_pair(options.flags, options.data);
 }
 
 std::vector<spec::DeviceRule> device_rules(const spec::Spec& spec) {

@@ -13,7 +13,10 @@
 // silently ignored).
 #pragma once
 
+#include <cstddef>
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/result.h"
@@ -49,7 +52,16 @@ struct PlanInputs {
   // else of the host's hierarchies (runc's layout without a cgroup
   // namespace: a read-only tmpfs with one read-only bind per hierarchy).
   std::vector<CgroupView> cgroup_views;
+  // mounts[i] with `tmpcopyup`: the detached tmpfs create filled
+  // (tmpcopyup.h), attached in place of a new one.
+  std::map<std::size_t, int> copy_up_fds;
 };
+
+// The indexes of the mounts with `tmpcopyup`, for create to fill.
+std::vector<std::size_t> copy_up_mounts(const spec::Spec& spec);
+// A mount's flags (MS_NOSUID, ...) and filesystem data, as the plan reads them.
+core::Result<std::pair<unsigned long, std::string>> mount_flags_and_data(const spec::Spec& spec,
+                                                                         std::size_t index);
 
 // The plan for `spec` (read_spec's output). The program is looked up along
 // the PATH of process.env (runc's default PATH when it has none).

@@ -7,7 +7,10 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <sys/stat.h>
+
 #include <chrono>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <thread>
@@ -205,16 +208,47 @@ TEST_F(OciLifecycleTest, ARefusedConfigMakesNothing) {
   b.config["mounts"].push_back({{"destination", "/run"},
                                 {"type", "tmpfs"},
                                 {"source", "tmpfs"},
-                                {"options", {"nosuid", "tmpcopyup"}}});
+                                {"options", {"nosuid", "rshared"}}});
   b.write();
   const auto created = oci({"create", "--bundle", b.dir.string(), "c1"});
   EXPECT_EQ(created.exit_code, 1);
   // (The text log escapes the quotes around the option.)
   EXPECT_NE(created.err.find("mounts[6] (/run).options"), std::string::npos) << created.err;
-  EXPECT_NE(created.err.find("tmpcopyup"), std::string::npos) << created.err;
+  EXPECT_NE(created.err.find("rshared"), std::string::npos) << created.err;
   EXPECT_NE(created.err.find("not supported yet"), std::string::npos) << created.err;
   EXPECT_FALSE(fs::exists(root_ / "c1"));
   EXPECT_EQ(leftover_leaves(), std::vector<std::string>{});
+}
+
+// podman's --read-only puts tmpcopyup on /tmp, /run and /var/tmp: a tmpfs
+// that starts with the image's files, modes and owners; a symlink in the
+// image is copied as a link, never followed on the host.
+TEST_F(OciLifecycleTest, TmpcopyupStartsWithTheImagesFiles) {
+  PULSEBOX_SKIP_UNLESS_ROOT("tmpcopyup is not offered in a user namespace yet");
+  auto b = bundle({"sh", "-c",
+                   "cat /run/sub/marker; stat -c '%a %u %g' /run/sub/marker; "
+                   "readlink /run/host-link; touch /run/new && echo run-writable"});
+  const fs::path image_run = b.dir / "rootfs" / "run";
+  fs::create_directories(image_run / "sub");
+  { std::ofstream(image_run / "sub" / "marker") << "from the image\n"; }
+  ASSERT_EQ(::chown((image_run / "sub" / "marker").c_str(), 123, 456), 0);
+  ASSERT_EQ(::chmod((image_run / "sub" / "marker").c_str(), 0604), 0);
+  const fs::path host_secret = temp_ / "host-secret";
+  { std::ofstream(host_secret) << "host\n"; }
+  fs::create_symlink(host_secret, image_run / "host-link");
+  ::mkfifo((image_run / "fifo").c_str(), 0600);  // left out, and must not block the copy
+  b.config["mounts"].push_back({{"destination", "/run"},
+                                {"type", "tmpfs"},
+                                {"source", "tmpfs"},
+                                {"options", {"nosuid", "nodev", "tmpcopyup"}}});
+  b.write();
+  const auto run = oci({"run", "--bundle", b.dir.string(), "c1"});
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.out, "from the image\n604 123 456\n" + host_secret.string() + "\nrun-writable\n")
+      << run.err;
+  // The image itself is unchanged (the write went to the tmpfs).
+  EXPECT_FALSE(fs::exists(image_run / "new"));
+  EXPECT_EQ(testing::read_file(host_secret), "host\n");
 }
 
 TEST_F(OciLifecycleTest, ConsoleSocketGetsTheTerminal) {

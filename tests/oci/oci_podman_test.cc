@@ -184,10 +184,17 @@ TEST_F(OciPodmanTest, MemoryAndPidsLimitsAreTheContainersOwn) {
 }
 
 TEST_F(OciPodmanTest, ReadOnlyRoot) {
-  const auto result = run({"--read-only", "--read-only-tmpfs=false"},
-                          "touch /x 2>/dev/null && echo writable || echo read-only");
-  EXPECT_EQ(result.exit_code, 0) << result.output;
-  EXPECT_EQ(result.output, "read-only\n");
+  const auto plain = run({"--read-only", "--read-only-tmpfs=false"},
+                         "touch /x 2>/dev/null && echo writable || echo read-only");
+  EXPECT_EQ(plain.exit_code, 0) << plain.output;
+  EXPECT_EQ(plain.output, "read-only\n");
+  // podman's default --read-only-tmpfs: /tmp, /run and /var/tmp are
+  // tmpcopyup tmpfs mounts, writable on a read-only root.
+  const auto tmpfs = run({"--read-only"},
+                         "touch /x 2>/dev/null && echo writable || echo read-only; "
+                         "touch /tmp/x /run/x /var/tmp/x && echo tmp-writable");
+  EXPECT_EQ(tmpfs.exit_code, 0) << tmpfs.output;
+  EXPECT_EQ(tmpfs.output, "read-only\ntmp-writable\n");
 }
 
 }  // namespace

@@ -174,12 +174,39 @@ TEST(OciPlanBuilder, PodmanConfigWithoutPendingFeatures) {
   EXPECT_EQ(plan->masked_paths.front(), "/proc/acpi");
 }
 
-TEST(OciPlanBuilder, PendingFeaturesAreRefusedByPath) {
+TEST(OciPlanBuilder, TmpcopyupAttachesTheTreeCreateMade) {
   json config = read_data("podman-run-none-mem-pids-ro-v.config.json");
-  EXPECT_EQ(error_of(config),
-            "config.json: mounts[1] (/tmp).options \"tmpcopyup\": not supported yet by pulsebox "
-            "oci: copying the image's directory into the tmpfs is milestone 1's next step; "
-            "remove the option (podman adds it with --read-only: use --read-only-tmpfs=false)");
+  config["mounts"].erase(config["mounts"].size() - 1);  // the cgroup mount
+  // /tmp, /run and /var/tmp carry tmpcopyup: without their trees, nothing.
+  EXPECT_EQ(error_of(config), "config.json: mounts[1] (/tmp): no tmpcopyup tree was made for it");
+  PlanInputs inputs;
+  inputs.copy_up_fds = {{1, 21}, {3, 22}, {8, 23}};
+  auto plan = plan_of(config, inputs);
+  ASSERT_TRUE(plan.ok()) << plan.error().message();
+  const MountStep* tmp = find_step(*plan, "/tmp", MountOp::AttachFd);
+  ASSERT_NE(tmp, nullptr);
+  EXPECT_EQ(tmp->fd, 21);
+  EXPECT_EQ(find_step(*plan, "/tmp", MountOp::Tmpfs), nullptr);
+  const MountStep* var_tmp = find_step(*plan, "/var/tmp", MountOp::AttachFd);
+  ASSERT_NE(var_tmp, nullptr);
+  EXPECT_EQ(var_tmp->fd, 23);
+  EXPECT_EQ(copy_up_mounts(parse(config)), (std::vector<std::size_t>{1, 3, 8}));
+  auto flags = mount_flags_and_data(parse(config), 1);
+  ASSERT_TRUE(flags.ok());
+  EXPECT_EQ(flags->first, static_cast<unsigned long>(MS_NOSUID | MS_NODEV));
+
+  // The copy's owners are not shifted into a user namespace yet.
+  config["linux"]["namespaces"].push_back({{"type", "user"}});
+  config["linux"]["uidMappings"] = {{{"containerID", 0}, {"hostID", 1000}, {"size", 1}}};
+  config["linux"]["gidMappings"] = {{{"containerID", 0}, {"hostID", 1000}, {"size", 1}}};
+  EXPECT_NE(error_of(config, inputs)
+                .find("mounts[1] (/tmp).options \"tmpcopyup\": not "
+                      "supported yet"),
+            std::string::npos)
+      << error_of(config, inputs);
+}
+
+TEST(OciPlanBuilder, CgroupMountNeedsTheContainersCgroup) {
   // A cgroup mount needs the container's own cgroup (an ordinary user's
   // container without limits has none).
   json with_cgroup = podman_without_pending();

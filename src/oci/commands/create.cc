@@ -21,6 +21,7 @@
 #include "oci/commands/commands.h"
 #include "oci/plan_builder.h"
 #include "oci/spec/spec.h"
+#include "oci/tmpcopyup.h"
 
 namespace pulsebox::oci::commands {
 namespace {
@@ -236,7 +237,23 @@ core::Result<Created> create(StateStore& store, const CreateOptions& options) {
     cgroup_fd = std::move(moved).value();
   }
 
+  // tmpcopyup trees, filled here (the image is read by descriptor, inside
+  // the root) and attached by the process. Not in a user namespace: the
+  // plan refuses that before anything is read.
+  std::vector<core::UniqueFd> copy_ups;
   PlanInputs inputs;
+  if (!in_user_namespace) {
+    for (const std::size_t index : copy_up_mounts(spec)) {
+      auto flags_and_data = mount_flags_and_data(spec, index);
+      if (!flags_and_data) return undo(std::move(flags_and_data).error());
+      auto tree = make_tmpcopyup(spec.root_path.string(), spec.mounts[index].destination,
+                                 flags_and_data->second, flags_and_data->first);
+      if (tree) tree = above_preserved(std::move(tree).value(), options.preserve_fds);
+      if (!tree) return undo(std::move(tree).error());
+      inputs.copy_up_fds[index] = tree->get();
+      copy_ups.push_back(std::move(tree).value());
+    }
+  }
   inputs.preserved_fds = options.preserve_fds;
   inputs.exec_fifo_fd = fifo_read->get();
   inputs.exec_fifo_writer_fd = fifo_write->get();
@@ -254,6 +271,7 @@ core::Result<Created> create(StateStore& store, const CreateOptions& options) {
   fifo_write->reset();
   console.reset();
   cgroup_fd.reset();
+  copy_ups.clear();
   if (!spawned) return undo(std::move(spawned).error());
   launch::ContainerProcess process = std::move(spawned).value();
   undo.process = &process;
