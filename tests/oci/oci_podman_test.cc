@@ -183,6 +183,17 @@ TEST_F(OciPodmanTest, MemoryAndPidsLimitsAreTheContainersOwn) {
   EXPECT_EQ(result.output, "33554432\n16\n");
 }
 
+TEST_F(OciPodmanTest, MemoryAndPidsLimitsAreEnforced) {
+  // A hog past memory + swap (podman gives swap = 2 x memory) is killed.
+  const auto hog = run({"--memory", "32m"}, "head -c 300m /dev/zero | busybox tail > /dev/null");
+  EXPECT_EQ(hog.exit_code, 137) << hog.output;
+  // A bounded fork loop meets the pids limit.
+  const auto forks = run({"--pids-limit", "16"},
+                         "for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do "
+                         "sleep 2 & done; wait");
+  EXPECT_NE(forks.output.find("can't fork"), std::string::npos) << forks.output;
+}
+
 TEST_F(OciPodmanTest, ReadOnlyRoot) {
   const auto plain = run({"--read-only", "--read-only-tmpfs=false"},
                          "touch /x 2>/dev/null && echo writable || echo read-only");
