@@ -291,8 +291,11 @@ void register_oci_command(CLI::App& app, int& exit_code) {
                              "--no-pivot: pivot_root is required; remove the flag");
         if (!is_run) {
           PB_TRY(created, oci::commands::create(store, *create_options));
-          cmd.log().write(oci::LogLevel::Info,
-                          "create " + created.id + ": enforced " + created.enforced);
+          // Only into a --log file: runc prints nothing on success, and
+          // conmon and the shim pass create's stderr on to the user.
+          if (!cmd.log().to_stderr())
+            cmd.log().write(oci::LogLevel::Info,
+                            "create " + created.id + ": enforced " + created.enforced);
           return core::ok_status();
         }
         PB_TRY(code,
