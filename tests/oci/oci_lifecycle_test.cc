@@ -106,6 +106,7 @@ TEST_F(OciLifecycleTest, CreateStartKillDelete) {
   const auto created =
       oci({"create", "--bundle", b.dir.string(), "--pid-file", pid_file.string(), "c1"});
   ASSERT_EQ(created.exit_code, 0) << created.err;
+  EXPECT_EQ(created.err, "");  // nothing on success, as runc
 
   // Created: the pid file names the process, pid 1 of its own namespace,
   // which has not run the program yet.
