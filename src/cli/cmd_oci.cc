@@ -113,6 +113,27 @@ struct IdOptions {
   bool quiet = false;
 };
 
+struct RunFlags {
+  bool detach = false;
+  bool keep = false;
+  bool no_pivot = false;
+};
+
+// runc's create/run flags, as conmon and containerd's shim pass them.
+void add_create_options(CLI::App* command, oci::commands::CreateOptions& options) {
+  command->add_option("-b,--bundle", options.bundle, "The bundle directory (default .)");
+  command->add_option("--pid-file", options.pid_file, "Write the container's pid here");
+  command->add_option("--console-socket", options.console_socket,
+                      "Send the pseudo-terminal's master to this AF_UNIX socket");
+  command->add_option("--preserve-fds", options.preserve_fds,
+                      "Pass fds 3 .. 3+N-1 on to the container");
+  command->add_flag("--no-new-keyring", options.no_new_keyring,
+                    "Keep this session keyring (no new one)");
+  command->add_flag("--no-subreaper")
+      ->description("Accepted; has no effect (pulsebox oci reaps nothing)");
+  command->add_option("id", options.id, "Container ID")->required();
+}
+
 core::Status print_out(std::string_view text) {
   return core::write_all(STDOUT_FILENO, text, "stdout");
 }
@@ -249,14 +270,52 @@ void register_oci_command(CLI::App& app, int& exit_code) {
     });
   });
 
-  using Named = std::pair<const char*, const char*>;
-  for (const auto& [name, description] :
-       std::initializer_list<Named>{{"create", "Create a container from a bundle"},
-                                    {"start", "Start a created container"},
-                                    {"run", "Create and start a container"},
-                                    {"exec", "Run a process in a container"}}) {
-    add_not_yet(oci, globals, exit_code, name, description);
+  auto create_options = std::make_shared<oci::commands::CreateOptions>();
+  auto run_flags = std::make_shared<RunFlags>();
+  for (const char* name : {"create", "run"}) {
+    const bool is_run = std::string_view(name) == "run";
+    CLI::App* command = oci->add_subcommand(
+        name, is_run ? "Create and start a container, wait for it and delete it"
+                     : "Create a container from a bundle; it waits for `start`");
+    add_create_options(command, *create_options);
+    if (is_run) {
+      command->add_flag("-d,--detach", run_flags->detach, "Exit once the container started");
+      command->add_flag("--keep", run_flags->keep, "Do not delete the container after it exits");
+    }
+    command->callback([globals, create_options, run_flags, &exit_code, name, is_run] {
+      OciCommand cmd(*globals);
+      int status = 0;
+      exit_code = cmd.run(name, [&](oci::StateStore& store) -> core::Status {
+        if (run_flags->no_pivot)
+          return core::Error(core::ErrorKind::kUnsupported, "oci",
+                             "--no-pivot: pivot_root is required; remove the flag");
+        if (!is_run) {
+          PB_TRY(created, oci::commands::create(store, *create_options));
+          // Only into a --log file: runc prints nothing on success, and
+          // conmon and the shim pass create's stderr on to the user.
+          if (!cmd.log().to_stderr())
+            cmd.log().write(oci::LogLevel::Info,
+                            "create " + created.id + ": enforced " + created.enforced);
+          return core::ok_status();
+        }
+        PB_TRY(code,
+               oci::commands::run(store, *create_options, run_flags->detach, run_flags->keep));
+        status = code;
+        return core::ok_status();
+      });
+      if (exit_code == kExitOk) exit_code = status;
+    });
+    command->add_flag("--no-pivot", run_flags->no_pivot, "Refused: pivot_root is required");
   }
+
+  CLI::App* start = oci->add_subcommand("start", "Start a created container");
+  start->add_option("id", options->id, "Container ID")->required();
+  start->callback([globals, options, &exit_code] {
+    OciCommand cmd(*globals);
+    exit_code = cmd.run(
+        "start", [&](oci::StateStore& store) { return oci::commands::start(store, options->id); });
+  });
+  add_not_yet(oci, globals, exit_code, "exec", "Run a process in a container");
   // Built from the config reader's own tables, so it cannot promise more
   // than create reads.
   oci->add_subcommand("features", "Print the runtime's features (runtime-spec features.md)")

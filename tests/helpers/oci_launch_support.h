@@ -42,6 +42,10 @@ struct OciLaunch {
 // and the output read from the master.
 OciLaunch launch_busybox(oci::launch::ContainerPlan plan, bool console = false);
 
+// The pseudo-terminal master (and its name) a container sends on a console
+// socket, waited for a bounded time; -1 when none came.
+int receive_master(int socket, std::string& name);
+
 // A devpts at /dev/pts and /dev/ptmx leading to it, for a console.
 void add_devpts(oci::launch::ContainerPlan& plan);
 

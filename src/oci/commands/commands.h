@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/result.h"
+#include "oci/launch/spawn.h"
 #include "oci/state_store.h"
 
 namespace pulsebox::oci::commands {
@@ -33,6 +34,39 @@ core::Status kill(StateStore& store, std::string_view id, int signal, bool all);
 // the process to end, removes the cgroup leaves and the directory. A
 // running container needs `force`.
 core::Status remove(StateStore& store, std::string_view id, bool force);
+
+// `create` and `run`'s options (runc's flags).
+struct CreateOptions {
+  std::string id;
+  std::string bundle = ".";
+  std::string pid_file;
+  std::string console_socket;
+  int preserve_fds = 0;
+  bool no_new_keyring = false;
+};
+
+// A container set up and waiting on its exec fifo (design §1.3 steps 1-8):
+// the process is this one's child until this one exits.
+struct Created {
+  std::string id;
+  launch::ContainerProcess process;
+  std::string enforced;  // the enforcement report (§4), for the log
+};
+
+// Makes the container. On any failure what was made is removed again (the
+// process killed, the cgroup leaves and <id>/ removed) and the error says
+// which step failed.
+core::Result<Created> create(StateStore& store, const CreateOptions& options);
+
+// `start ID`: writes the byte the created container waits for on its exec
+// fifo (and removes the fifo, so the container reads as running).
+// "container ID is not created" otherwise.
+core::Status start(StateStore& store, std::string_view id);
+
+// `run`: create, start, wait for the process, delete (unless `keep`);
+// returns the container's exit status (128 + n after signal n). With
+// `detach` it returns 0 once started.
+core::Result<int> run(StateStore& store, const CreateOptions& options, bool detach, bool keep);
 
 // Runs the delete steps for every container whose lock is free and whose
 // status is stopped (records without a pid, directories without a record

@@ -137,8 +137,15 @@ PULSEBOX_CHILD_CODE void set_up_console(const ContainerPlan& plan, int root_fd,
     else if (plan.stdio[fd] == fd)
       raw(SYS_fcntl, fd, F_SETFD, 0);
   }
-  const int keep[] = {channel, plan.exec_fifo_fd, plan.exec_fifo_writer_fd, plan.console_socket_fd};
-  runtime::close_all_except(3U + static_cast<unsigned>(plan.preserved_fds), keep, 4);
+  // The detached trees the mount steps attach stay open too (spawn checked
+  // there are at most kMaxAttachFds).
+  int keep[4 + kMaxAttachFds] = {channel, plan.exec_fifo_fd, plan.exec_fifo_writer_fd,
+                                 plan.console_socket_fd};
+  int kept = 4;
+  for (const auto& step : plan.mounts) {
+    if (step.op == linux_api::MountOp::AttachFd && kept < 4 + kMaxAttachFds) keep[kept++] = step.fd;
+  }
+  runtime::close_all_except(3U + static_cast<unsigned>(plan.preserved_fds), keep, kept);
 
   // 2. The parent has written the id maps (and v1 cgroups): the rest of
   // the namespaces, the cgroup namespace once the cgroups are joined.

@@ -30,6 +30,10 @@ struct Rlimit {
   std::uint64_t hard = 0;
 };
 
+// The most AttachFd mount steps one plan may hold (their descriptors stay
+// open in the process until the mounts are made).
+inline constexpr int kMaxAttachFds = 16;
+
 struct ContainerPlan {
   // Namespaces. clone3 makes the user and pid namespaces; the process
   // unshares the rest after Go (the cgroup namespace last).

@@ -53,6 +53,14 @@ core::Status check_plan(const ContainerPlan& plan) {
     return invalid("the exec fifo needs both its read end and a write end");
   if (plan.seccomp_program.size() > 0xffff) return invalid("the seccomp program is too long");
   const int first_free = 3 + plan.preserved_fds;
+  int attached = 0;
+  for (const auto& step : plan.mounts) {
+    if (step.op != linux_api::MountOp::AttachFd) continue;
+    if (++attached > kMaxAttachFds) return invalid("too many detached mount trees to attach");
+    if (step.fd < first_free)
+      return invalid("a mount tree's descriptor " + std::to_string(step.fd) +
+                     " is inside the preserved range");
+  }
   for (const int fd :
        {plan.exec_fifo_fd, plan.exec_fifo_writer_fd, plan.cgroup_fd, plan.console_socket_fd}) {
     if (fd >= 0 && fd < first_free)

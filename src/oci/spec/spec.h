@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "core/result.h"
+#include "linux/caps.h"
 #include "linux/userns.h"
 #include "seccomp/profile.h"
 
@@ -40,10 +41,9 @@ namespace pulsebox::oci::spec {
 inline constexpr std::string_view kOciVersionMax = "1.2.1";
 inline constexpr std::string_view kOciVersionMin = "1.0.0";
 
-// Bit n is capability n (CAP_CHOWN = bit 0).
-struct CapabilitySets {
-  std::uint64_t bounding = 0, effective = 0, permitted = 0, inheritable = 0, ambient = 0;
-};
+// Bit n is capability n (CAP_CHOWN = bit 0); the launcher's own type, so
+// the sets reach the container's process without a translation.
+using CapabilitySets = linux_api::CapabilitySets;
 
 struct User {
   std::uint32_t uid = 0, gid = 0;

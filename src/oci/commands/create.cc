@@ -1,0 +1,327 @@
+// `create` (design §1.3): the state directory, config.json, the cgroup, the
+// exec fifo, the plan, the clone and its handshake, the pid file. Whatever
+// fails on the way takes back what was made: no half-built container stays.
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <filesystem>
+#include <optional>
+
+#include "core/fs.h"
+#include "linux/cgroup.h"
+#include "oci/cgroups.h"
+#include "oci/commands/commands.h"
+#include "oci/plan_builder.h"
+#include "oci/spec/spec.h"
+#include "oci/tmpcopyup.h"
+
+namespace pulsebox::oci::commands {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int kHandshakeMs = 30000;
+constexpr const char* kFifoName = "exec.fifo";
+
+core::Error io_error(const std::string& what) {
+  return core::Error::from_errno("oci", what);
+}
+
+// A descriptor above fds 0 .. 2 + preserved (the plan requires it), close-on-exec.
+core::Result<core::UniqueFd> above_preserved(core::UniqueFd fd, int preserved) {
+  if (!fd) return io_error("opening a descriptor for the container");
+  if (fd.get() >= 3 + preserved) return fd;
+  const int moved = ::fcntl(fd.get(), F_DUPFD_CLOEXEC, 3 + preserved);
+  if (moved < 0) return io_error("moving a descriptor above the preserved ones");
+  return core::UniqueFd(moved);
+}
+
+core::Result<core::UniqueFd> connect_console(const std::string& path) {
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  if (path.size() >= sizeof address.sun_path)
+    return core::Error(core::ErrorKind::kInvalidInput, "oci",
+                       "--console-socket " + path + ": the path is too long for a socket");
+  path.copy(address.sun_path, path.size());
+  core::UniqueFd socket(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!socket ||
+      ::connect(socket.get(), reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0)
+    return io_error("--console-socket " + path + ": connecting");
+  return socket;
+}
+
+core::Status write_config_copy(int dir_fd, const fs::path& bundle) {
+  PB_TRY(text,
+         core::read_regular_file(bundle / "config.json", spec::kMaxConfigBytes, "config.json"));
+  core::UniqueFd out(
+      ::openat(dir_fd, "config.json", O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+  if (!out) return io_error("copying config.json into the state directory");
+  return core::write_all(out.get(), text, "config.json");
+}
+
+// cgroup v1's device controller: each rule in order, a deny or an allow.
+core::Status write_v1_device_rules(const std::string& leaf,
+                                   const std::vector<spec::DeviceRule>& rules) {
+  PB_TRY(dir, core::open_directory(leaf));
+  for (const auto& rule : rules) {
+    const auto number = [](std::int64_t n) { return n < 0 ? std::string("*") : std::to_string(n); };
+    const std::string line =
+        std::string(1, rule.type) + (rule.type == 'a' ? ""
+                                                      : " " + number(rule.major) + ":" +
+                                                            number(rule.minor) + " " + rule.access);
+    auto written =
+        linux_api::write_limit(dir.get(), rule.allow ? "devices.allow" : "devices.deny", line);
+    if (!written.ok()) return std::move(written).error().with_context("linux.resources.devices");
+  }
+  return core::ok_status();
+}
+
+std::string hex(std::uint64_t value) {
+  char text[24];
+  std::snprintf(text, sizeof text, "%llx", static_cast<unsigned long long>(value));
+  return text;
+}
+
+// What is in force, as §4's one line.
+std::string enforcement_report(const launch::ContainerPlan& plan, const std::string& cgroup) {
+  std::string namespaces;
+  const std::pair<std::uint64_t, const char*> kNames[] = {
+      {CLONE_NEWUSER, "user"},   {CLONE_NEWPID, "pid"}, {CLONE_NEWNS, "mount"},
+      {CLONE_NEWNET, "network"}, {CLONE_NEWIPC, "ipc"}, {CLONE_NEWUTS, "uts"}};
+  for (const auto& [flag, name] : kNames) {
+    if (((plan.clone_namespaces | plan.unshare_namespaces) & flag) == 0) continue;
+    namespaces += (namespaces.empty() ? "" : ",") + std::string(name);
+  }
+  if (plan.new_cgroup_namespace) namespaces += ",cgroup";
+  return "namespaces=" + namespaces + ";cgroup=" + cgroup + ";seccomp=" +
+         (plan.seccomp_program.empty()
+              ? std::string("none")
+              : std::to_string(plan.seccomp_program.size()) + " instructions,kernel-kill") +
+         ";caps=" + hex(plan.capabilities.bounding) +
+         ";nnp=" + (plan.no_new_privileges ? "1" : "0") +
+         ";masked=" + std::to_string(plan.masked_paths.size()) +
+         ";readonly=" + std::to_string(plan.readonly_paths.size()) +
+         ";root=" + (plan.root_readonly ? "ro" : "rw");
+}
+
+bool has_limits(const CgroupResources& r) {
+  return r.memory_limit || r.memory_swap || r.memory_reservation || r.pids_limit || r.cpu_shares ||
+         r.cpu_quota || r.cpu_period;
+}
+
+// Takes back what create made, newest first.
+struct Undo {
+  ContainerDir* dir = nullptr;
+  ContainerCgroup* cgroup = nullptr;
+  launch::ContainerProcess* process = nullptr;
+
+  core::Error operator()(core::Error error) const {
+    if (process != nullptr) {
+      (void)process->kill();
+      siginfo_t info{};
+      ::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(process->pidfd()), &info, WEXITED);
+    }
+    if (cgroup != nullptr) (void)cgroup->remove();
+    if (dir != nullptr) (void)dir->remove();
+    return error;
+  }
+};
+
+}  // namespace
+
+core::Result<Created> create(StateStore& store, const CreateOptions& options) {
+  if (!valid_container_id(options.id))
+    return core::Error(core::ErrorKind::kInvalidInput, "oci",
+                       "container ID \"" + options.id +
+                           "\": use letters, digits and _ . + - (at most 128, not first)");
+  if (options.preserve_fds < 0)
+    return core::Error(core::ErrorKind::kInvalidInput, "oci", "--preserve-fds: must be >= 0");
+  std::error_code error;
+  const fs::path bundle = fs::absolute(options.bundle, error).lexically_normal();
+  // Every refusal of the config comes before anything is made.
+  PB_TRY(spec, spec::read_spec(bundle));
+  PB_TRY(limits, cgroup_resources(spec.linux.resources));
+  PB_TRY(cgroups_path, parse_cgroups_path(spec.linux.cgroups_path, false, options.id));
+  const bool in_user_namespace = spec.find_namespace(CLONE_NEWUSER) != nullptr;
+  const bool root = ::geteuid() == 0;
+
+  PB_TRY(dir, store.create(options.id));
+  Undo undo;
+  undo.dir = &dir;
+
+  ContainerRecord record;
+  record.id = options.id;
+  record.bundle = bundle.string();
+  record.rootfs = spec.root_path.string();
+  record.created = rfc3339_now();
+  record.owner = std::to_string(::geteuid());
+  record.annotations = spec.annotations;
+  if (auto status = dir.write_record(record); !status.ok()) return undo(status.error());
+  if (auto status = write_config_copy(dir.fd(), bundle); !status.ok()) return undo(status.error());
+
+  // The cgroup. An ordinary user without limits gets none (it may not be
+  // able to make one); root always does, so that kill --all, ps and the
+  // device rules have a place.
+  ContainerCgroup cgroup;
+  std::vector<CgroupView> cgroup_views;
+  std::string cgroup_report = "none(an ordinary user's container without limits)";
+  if (root || has_limits(limits)) {
+    const auto host = linux_api::discover_cgroups();
+    auto made = ContainerCgroup::create(host, cgroups_path, limits);
+    if (!made) return undo(std::move(made).error());
+    cgroup = std::move(made).value();
+    undo.cgroup = &cgroup;
+    record.cgroup_leaves = cgroup.leaf_dirs();
+    if (auto status = dir.write_record(record); !status.ok()) return undo(status.error());
+    for (const auto& leaf : cgroup.leaf_dirs()) {
+      for (const auto& [name, mount] : host.hierarchy_mounts) {
+        if (leaf.rfind(mount + "/", 0) != 0) continue;
+        cgroup_views.push_back({name.empty() && host.hybrid ? "unified" : name, leaf});
+      }
+    }
+    const auto devices = host.hierarchy_mounts.find("devices");
+    if (devices != host.hierarchy_mounts.end()) {
+      std::string leaf;
+      for (const auto& dir_path : cgroup.leaf_dirs()) {
+        if (dir_path.rfind(devices->second + "/", 0) == 0) leaf = dir_path;
+      }
+      // No leaf there would leave every device open to a root container.
+      if (leaf.empty())
+        return undo(core::Error(core::ErrorKind::kInternal, "oci",
+                                "no devices cgroup leaf was made for the container"));
+      if (auto status = write_v1_device_rules(leaf, device_rules(spec)); !status.ok())
+        return undo(status.error());
+      cgroup_report = "v1:" + std::to_string(cgroup.leaf_dirs().size()) + " leaves,devices";
+    } else if (!in_user_namespace) {
+      // Real root with CAP_MKNOD could open any device node it makes.
+      return undo(core::Error(core::ErrorKind::kUnsupported, "oci",
+                              "config.json: linux.resources.devices: the device rules need the "
+                              "cgroup v1 devices controller here (the cgroup v2 BPF filter is "
+                              "milestone 2); add a user namespace or use a host with it"));
+    } else {
+      cgroup_report = "v2";
+    }
+  }
+
+  // The exec fifo: create keeps a write end open only until the clone; the
+  // process holds both ends while it waits (spawn.h).
+  if (::mkfifoat(dir.fd(), kFifoName, 0600) != 0) return undo(io_error("making exec.fifo"));
+  auto fifo_read = above_preserved(
+      core::UniqueFd(::openat(dir.fd(), kFifoName, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW)),
+      options.preserve_fds);
+  if (!fifo_read) return undo(std::move(fifo_read).error());
+  auto fifo_write = above_preserved(
+      core::UniqueFd(::openat(dir.fd(), kFifoName, O_WRONLY | O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW)),
+      options.preserve_fds);
+  if (!fifo_write) return undo(std::move(fifo_write).error());
+  core::UniqueFd console;
+  if (!options.console_socket.empty()) {
+    auto connected = connect_console(options.console_socket);
+    if (connected) connected = above_preserved(std::move(connected).value(), options.preserve_fds);
+    if (!connected) return undo(std::move(connected).error());
+    console = std::move(connected).value();
+  }
+  core::UniqueFd cgroup_fd;
+  if (cgroup.unified_fd() >= 0) {
+    auto moved = above_preserved(core::UniqueFd(::fcntl(cgroup.unified_fd(), F_DUPFD_CLOEXEC, 0)),
+                                 options.preserve_fds);
+    if (!moved) return undo(std::move(moved).error());
+    cgroup_fd = std::move(moved).value();
+  }
+
+  // tmpcopyup trees, filled here (the image is read by descriptor, inside
+  // the root) and attached by the process. Not in a user namespace: the
+  // plan refuses that before anything is read.
+  std::vector<core::UniqueFd> copy_ups;
+  PlanInputs inputs;
+  if (!in_user_namespace) {
+    for (const std::size_t index : copy_up_mounts(spec)) {
+      auto flags_and_data = mount_flags_and_data(spec, index);
+      if (!flags_and_data) return undo(std::move(flags_and_data).error());
+      auto tree = make_tmpcopyup(spec.root_path.string(), spec.mounts[index].destination,
+                                 flags_and_data->second, flags_and_data->first);
+      if (tree) tree = above_preserved(std::move(tree).value(), options.preserve_fds);
+      if (!tree) return undo(std::move(tree).error());
+      inputs.copy_up_fds[index] = tree->get();
+      copy_ups.push_back(std::move(tree).value());
+    }
+  }
+  inputs.preserved_fds = options.preserve_fds;
+  inputs.exec_fifo_fd = fifo_read->get();
+  inputs.exec_fifo_writer_fd = fifo_write->get();
+  inputs.console_socket_fd = console.get();
+  inputs.cgroup_fd = cgroup_fd.get();
+  inputs.new_session_keyring = !options.no_new_keyring;
+  inputs.can_mknod = root;
+  inputs.cgroup_views = cgroup_views;
+  auto plan = build_container_plan(spec, inputs);
+  if (!plan) return undo(std::move(plan).error());
+  plan->seal();
+
+  auto spawned = launch::spawn_container(*plan);
+  fifo_read->reset();
+  fifo_write->reset();
+  console.reset();
+  cgroup_fd.reset();
+  copy_ups.clear();
+  if (!spawned) return undo(std::move(spawned).error());
+  launch::ContainerProcess process = std::move(spawned).value();
+  undo.process = &process;
+
+  record.process.pid = process.pid();
+  const auto start_time = process_start_time(process.pid());
+  if (!start_time)
+    return undo(core::Error(core::ErrorKind::kIo, "oci", "the container's process vanished"));
+  record.process.start_time = *start_time;
+  record.namespace_flags = plan->clone_namespaces | plan->unshare_namespaces |
+                           (plan->new_cgroup_namespace ? CLONE_NEWCGROUP : 0);
+  record.enforced = enforcement_report(*plan, cgroup_report);
+  if (auto status = dir.write_record(record); !status.ok()) return undo(status.error());
+  if (!record.cgroup_leaves.empty()) {
+    if (auto status = cgroup.attach(process.pid(), cgroup.unified_fd() >= 0); !status.ok())
+      return undo(status.error());
+  }
+
+  core::Status status = process.go();
+  if (status.ok()) status = process.wait_ready(kHandshakeMs);
+  if (!status.ok()) return undo(status.error().with_context("create " + options.id));
+
+  record.phase = ContainerRecord::Phase::Created;
+  if (auto written = dir.write_record(record); !written.ok()) return undo(written.error());
+  if (!options.pid_file.empty()) {
+    auto written = core::write_file_atomic(fs::absolute(options.pid_file, error),
+                                           std::to_string(process.pid()));
+    if (!written.ok()) return undo(std::move(written).error().with_context("--pid-file"));
+  }
+  if (auto detached = process.detach(kHandshakeMs); !detached.ok())
+    return undo(detached.error().with_context("create " + options.id));
+  return Created{options.id, std::move(process), record.enforced};
+}
+
+core::Status start(StateStore& store, std::string_view id) {
+  PB_TRY(dir, store.open(id, false));
+  PB_TRY(record, dir.read_record());
+  const Status status = status_of(dir, record);
+  if (status != Status::Created)
+    return core::Error(
+        core::ErrorKind::kInvalidInput, "oci",
+        "container " + std::string(id) + " is not created (it is " + status_name(status) + ")");
+  // The process holds the read end: a non-blocking open for writing works.
+  core::UniqueFd fifo(
+      ::openat(dir.fd(), kFifoName, O_WRONLY | O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW));
+  if (!fifo) return io_error("opening " + std::string(id) + "/exec.fifo");
+  // Gone before the byte: from here the container reads as running.
+  if (::unlinkat(dir.fd(), kFifoName, 0) != 0) return io_error("removing exec.fifo");
+  if (::write(fifo.get(), "0", 1) != 1) return io_error("writing exec.fifo");
+  return core::ok_status();
+}
+
+}  // namespace pulsebox::oci::commands

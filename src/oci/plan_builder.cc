@@ -1,0 +1,488 @@
+#include "oci/plan_builder.h"
+
+#include <sched.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+
+#include <algorithm>
+#include <set>
+#include <string_view>
+
+#include "linux/caps.h"
+#include "runtime/plan.h"
+#include "seccomp/compiler.h"
+
+namespace pulsebox::oci {
+namespace {
+
+using linux_api::MountOp;
+using linux_api::MountStep;
+
+// runc's PATH for a process.env without one.
+constexpr const char* kDefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+core::Error not_yet(const std::string& path, const std::string& why) {
+  return core::Error(core::ErrorKind::kUnsupported, "oci",
+                     "config.json: " + path + ": not supported yet by pulsebox oci: " + why);
+}
+
+struct DefaultDevice {
+  const char* path;
+  unsigned major, minor;
+};
+// runc's default devices, made in every container.
+constexpr DefaultDevice kDefaultDevices[] = {
+    {"/dev/null", 1, 3},   {"/dev/zero", 1, 5},    {"/dev/full", 1, 7},
+    {"/dev/random", 1, 8}, {"/dev/urandom", 1, 9}, {"/dev/tty", 5, 0},
+};
+
+// The options of one mount, told apart.
+struct MountOptions {
+  unsigned long flags = 0;  // MS_RDONLY, MS_NOSUID, ... as mount_setattr attributes take them
+  bool bind = false;
+  bool recursive = false;
+  std::string data;      // filesystem options: "mode=755,size=64k"
+  bool copy_up = false;  // tmpcopyup
+};
+
+core::Result<MountOptions> read_mount_options(const spec::Mount& mount, const std::string& where) {
+  MountOptions result;
+  for (const auto& option : mount.options) {
+    static const std::pair<std::string_view, unsigned long> kFlags[] = {
+        {"ro", MS_RDONLY},
+        {"nosuid", MS_NOSUID},
+        {"nodev", MS_NODEV},
+        {"noexec", MS_NOEXEC},
+        {"noatime", MS_NOATIME},
+        {"nodiratime", MS_NODIRATIME},
+        {"strictatime", MS_STRICTATIME},
+    };
+    // The kernel's defaults for a new mount, and private propagation, which
+    // an attached tree under the container's rslave / gets anyway.
+    static const std::string_view kDefaults[] = {"rw",      "defaults", "suid",     "dev",
+                                                 "exec",    "atime",    "diratime", "relatime",
+                                                 "private", "rprivate"};
+    if (option == "bind" || option == "rbind") {
+      result.bind = true;
+      result.recursive = result.recursive || option == "rbind";
+      continue;
+    }
+    const auto flag = std::find_if(std::begin(kFlags), std::end(kFlags),
+                                   [&](const auto& entry) { return entry.first == option; });
+    if (flag != std::end(kFlags)) {
+      result.flags |= flag->second;
+      continue;
+    }
+    if (std::find(std::begin(kDefaults), std::end(kDefaults), option) != std::end(kDefaults))
+      continue;
+    if (option == "tmpcopyup") {
+      result.copy_up = true;
+      continue;
+    }
+    if (spec::is_mount_flag_option(option))
+      return not_yet(where + ".options \"" + option + "\"",
+                     "this mount flag or propagation is not applied yet; remove it");
+    if (!result.data.empty()) result.data += ",";
+    result.data += option;
+  }
+  return result;
+}
+
+MountStep step(MountOp op, std::string target, std::string stage) {
+  MountStep result;
+  result.op = op;
+  result.target = std::move(target);
+  result.stage = std::move(stage);
+  return result;
+}
+
+// The container's own leaves only (never the host's tree): on v2 the leaf
+// itself, on a hybrid host a tmpfs holding one bind per hierarchy; all of
+// it read-only when the options say ro (podman's do).
+core::Status add_cgroup_mount(const spec::Mount& mount, const std::string& where,
+                              const MountOptions& options, const PlanInputs& inputs,
+                              launch::ContainerPlan& plan) {
+  if (inputs.cgroup_views.empty())
+    return not_yet(where,
+                   "the container has no cgroup of its own to show (an ordinary "
+                   "user's container without limits); remove the mount");
+  if (!options.data.empty())
+    return not_yet(where + ".options \"" + options.data + "\"", "cgroup mounts take no options");
+  const unsigned long attributes = options.flags | MS_NOSUID | MS_NODEV | MS_NOEXEC;
+  if (inputs.cgroup_views.size() == 1 && inputs.cgroup_views[0].name.empty()) {
+    MountStep bind = step(MountOp::Bind, mount.destination, "binding the container's cgroup");
+    bind.source = inputs.cgroup_views[0].leaf;
+    bind.recursive = false;
+    bind.flags = attributes;
+    plan.mounts.push_back(std::move(bind));
+    return core::ok_status();
+  }
+  MountStep tmpfs = step(MountOp::Tmpfs, mount.destination, "mounting a tmpfs for the cgroups");
+  tmpfs.flags = attributes & ~static_cast<unsigned long>(MS_RDONLY);
+  tmpfs.data = "mode=755";
+  plan.mounts.push_back(std::move(tmpfs));
+  for (const auto& view : inputs.cgroup_views) {
+    MountStep bind = step(MountOp::Bind, mount.destination + "/" + view.name,
+                          "binding the container's " + view.name + " cgroup");
+    bind.source = view.leaf;
+    bind.recursive = false;
+    bind.flags = attributes;
+    plan.mounts.push_back(std::move(bind));
+  }
+  if ((options.flags & MS_RDONLY) != 0) {
+    MountStep read_only =
+        step(MountOp::ReadOnly, mount.destination, "making the cgroup mount read-only");
+    plan.mounts.push_back(std::move(read_only));
+  }
+  return core::ok_status();
+}
+
+core::Status add_mount(const spec::Spec& spec, std::size_t index, const PlanInputs& inputs,
+                       launch::ContainerPlan& plan) {
+  const spec::Mount& mount = spec.mounts[index];
+  const std::string where = "mounts[" + std::to_string(index) + "] (" + mount.destination + ")";
+  PB_TRY(options, read_mount_options(mount, where));
+  const std::string stage = "mounting " + mount.destination;
+  if (options.bind || mount.type == "bind") {
+    if (!options.data.empty())
+      return not_yet(where + ".options \"" + options.data + "\"",
+                     "a bind mount takes no filesystem options; remove them");
+    MountStep bind = step(MountOp::Bind, mount.destination, "binding " + mount.destination);
+    // runc: a relative source is under the bundle.
+    std::filesystem::path source = mount.source;
+    if (source.is_relative()) source = spec.bundle / source;
+    bind.source = source.lexically_normal().string();
+    bind.recursive = options.recursive;
+    bind.flags = options.flags;
+    plan.mounts.push_back(std::move(bind));
+    return core::ok_status();
+  }
+  // Proc and devpts get fixed attributes (nosuid, nodev, noexec; devpts
+  // nosuid, noexec): an option asking for more is not applied yet.
+  const auto fixed = [&](unsigned long allowed) -> core::Status {
+    if ((options.flags & ~allowed) != 0)
+      return not_yet(where + ".options", "only nosuid, nodev and noexec are applied to " +
+                                             mount.type + "; remove the others");
+    return core::ok_status();
+  };
+  if (options.copy_up && mount.type != "tmpfs")
+    return core::Error(core::ErrorKind::kInvalidInput, "oci",
+                       "config.json: " + where + ".options \"tmpcopyup\": only for a tmpfs");
+  if (options.copy_up) {
+    if (spec.find_namespace(CLONE_NEWUSER) != nullptr)
+      return not_yet(where + ".options \"tmpcopyup\"",
+                     "the copy's owners are not shifted into a user namespace yet; remove it");
+    const auto fd = inputs.copy_up_fds.find(index);
+    if (fd == inputs.copy_up_fds.end())
+      return core::Error(core::ErrorKind::kInternal, "oci",
+                         "config.json: " + where + ": no tmpcopyup tree was made for it");
+    MountStep attach = step(MountOp::AttachFd, mount.destination, stage);
+    attach.fd = fd->second;
+    plan.mounts.push_back(std::move(attach));
+  } else if (mount.type == "tmpfs") {
+    MountStep tmpfs = step(MountOp::Tmpfs, mount.destination, stage);
+    tmpfs.flags = options.flags;
+    tmpfs.data = options.data;
+    plan.mounts.push_back(std::move(tmpfs));
+  } else if (mount.type == "proc") {
+    PB_CHECK(fixed(MS_NOSUID | MS_NODEV | MS_NOEXEC));
+    if (!options.data.empty())
+      return not_yet(where + ".options \"" + options.data + "\"", "proc takes no options yet");
+    plan.mounts.push_back(step(MountOp::Proc, mount.destination, stage));
+  } else if (mount.type == "devpts") {
+    PB_CHECK(fixed(MS_NOSUID | MS_NOEXEC));
+    MountStep devpts = step(MountOp::Devpts, mount.destination, stage);
+    devpts.data = options.data;
+    plan.mounts.push_back(std::move(devpts));
+  } else if (mount.type == "sysfs" || mount.type == "mqueue") {
+    if (!options.data.empty())
+      return not_yet(where + ".options \"" + options.data + "\"",
+                     mount.type + " takes no filesystem options");
+    MountStep fs =
+        step(mount.type == "sysfs" ? MountOp::Sysfs : MountOp::Mqueue, mount.destination, stage);
+    fs.flags = options.flags;
+    plan.mounts.push_back(std::move(fs));
+  } else if (mount.type == "cgroup" || mount.type == "cgroup2") {
+    PB_CHECK(add_cgroup_mount(mount, where, options, inputs, plan));
+  } else {
+    return not_yet(where + ".type \"" + mount.type + "\"",
+                   "use bind, tmpfs, proc, sysfs, devpts or mqueue");
+  }
+  return core::ok_status();
+}
+
+// A device node: made with mknod as real root, else the host's node of the
+// same path, type and numbers bound on it (mknod is refused in a user
+// namespace).
+core::Status add_device(const std::string& where, const std::string& path, char type,
+                        unsigned major, unsigned minor, unsigned mode, int uid, int gid,
+                        bool bind_host, launch::ContainerPlan& plan) {
+  if (bind_host) {
+    struct stat host {};
+    const bool character = type == 'c' || type == 'u';
+    if (::stat(path.c_str(), &host) != 0 ||
+        (character ? !S_ISCHR(host.st_mode) : !S_ISBLK(host.st_mode)) ||
+        ::major(host.st_rdev) != major || ::minor(host.st_rdev) != minor) {
+      return core::Error(core::ErrorKind::kUnsupported, "oci",
+                         "config.json: " + where + ": " + path +
+                             ": no host device with the same type and numbers to bind in a "
+                             "user namespace; remove the device or run as root");
+    }
+    MountStep bind = step(MountOp::Bind, path, "binding the device " + path);
+    bind.source = path;
+    bind.recursive = false;
+    plan.mounts.push_back(std::move(bind));
+    return core::ok_status();
+  }
+  MountStep node = step(MountOp::MakeDevice, path, "making the device " + path);
+  node.mode = (type == 'b' ? S_IFBLK : type == 'p' ? S_IFIFO : S_IFCHR) | (mode & 07777);
+  node.device = type == 'p' ? 0 : makedev(major, minor);
+  node.uid = uid;
+  node.gid = gid;
+  plan.mounts.push_back(std::move(node));
+  return core::ok_status();
+}
+
+core::Status add_devices(const spec::Spec& spec, bool bind_host, launch::ContainerPlan& plan) {
+  std::set<std::string> listed;
+  for (const auto& device : spec.linux.devices)
+    listed.insert(device.path);
+  for (const auto& device : kDefaultDevices) {
+    if (listed.count(device.path)) continue;  // linux.devices says how
+    PB_CHECK(add_device("the default devices", device.path, 'c', device.major, device.minor, 0666,
+                        -1, -1, bind_host, plan));
+  }
+  for (std::size_t i = 0; i < spec.linux.devices.size(); ++i) {
+    const auto& device = spec.linux.devices[i];
+    const std::string where = "linux.devices[" + std::to_string(i) + "]";
+    if (bind_host && device.type == 'p')
+      return not_yet(where, "a fifo device cannot be bound from the host in a user namespace");
+    PB_CHECK(add_device(where, device.path, device.type, static_cast<unsigned>(device.major),
+                        static_cast<unsigned>(device.minor), device.file_mode.value_or(0666),
+                        device.uid ? static_cast<int>(*device.uid) : -1,
+                        device.gid ? static_cast<int>(*device.gid) : -1, bind_host, plan));
+  }
+  // runc's /dev links; ptmx leads to the container's own devpts.
+  static const std::pair<const char*, const char*> kLinks[] = {
+      {"/dev/fd", "/proc/self/fd"},       {"/dev/stdin", "/proc/self/fd/0"},
+      {"/dev/stdout", "/proc/self/fd/1"}, {"/dev/stderr", "/proc/self/fd/2"},
+      {"/dev/ptmx", "pts/ptmx"},
+  };
+  for (const auto& [link, target] : kLinks) {
+    if (listed.count(link)) continue;
+    MountStep symlink = step(MountOp::Symlink, link, std::string("linking ") + link);
+    symlink.source = target;
+    plan.mounts.push_back(std::move(symlink));
+  }
+  return core::ok_status();
+}
+
+core::Status add_namespaces(const spec::Spec& spec, launch::ContainerPlan& plan) {
+  bool has_mount = false;
+  for (std::size_t i = 0; i < spec.linux.namespaces.size(); ++i) {
+    const auto& ns = spec.linux.namespaces[i];
+    if (!ns.path.empty())
+      return not_yet("linux.namespaces[" + std::to_string(i) + "].path",
+                     "joining an existing namespace is milestone 2; give no path (podman: "
+                     "--network none)");
+    switch (ns.clone_flag) {
+      case CLONE_NEWUSER:
+      case CLONE_NEWPID:
+        plan.clone_namespaces |= static_cast<std::uint64_t>(ns.clone_flag);
+        break;
+      case CLONE_NEWCGROUP:
+        plan.new_cgroup_namespace = true;
+        break;
+      case CLONE_NEWNS:
+        has_mount = true;
+        [[fallthrough]];
+      default:
+        plan.unshare_namespaces |= static_cast<std::uint64_t>(ns.clone_flag);
+    }
+  }
+  // Every rooted mount step and pivot_root happen in the container's own
+  // mount namespace, never the host's.
+  if (!has_mount)
+    return core::Error(core::ErrorKind::kUnsupported, "oci",
+                       "config.json: linux.namespaces: pulsebox oci needs a mount namespace; add "
+                       "{\"type\": \"mount\"}");
+  if (!spec.hostname.empty() && (plan.unshare_namespaces & CLONE_NEWUTS) == 0)
+    return core::Error(core::ErrorKind::kInvalidInput, "oci",
+                       "config.json: hostname: needs a uts namespace; add {\"type\": \"uts\"}");
+  if ((plan.clone_namespaces & CLONE_NEWUSER) != 0) {
+    plan.id_maps = spec.linux.id_maps;
+    plan.set_groups = !spec.linux.id_maps.deny_setgroups;
+  }
+  return core::ok_status();
+}
+
+core::Status add_process(const spec::Process& process, launch::ContainerPlan& plan) {
+  plan.uid = process.user.uid;
+  plan.gid = process.user.gid;
+  plan.additional_gids.assign(process.user.additional_gids.begin(),
+                              process.user.additional_gids.end());
+  if (process.user.umask) plan.umask = static_cast<mode_t>(*process.user.umask);
+  plan.cwd = process.cwd.empty() ? "/" : process.cwd;
+  plan.capabilities = process.capabilities;
+  plan.last_capability = linux_api::prepare_capability_drop().last_capability;
+  plan.no_new_privileges = process.no_new_privileges;
+  plan.oom_score_adj = process.oom_score_adj;
+  for (const auto& limit : process.rlimits)
+    plan.rlimits.push_back({limit.resource, limit.soft, limit.hard});
+  plan.args = process.args;
+  plan.env = process.env;
+  std::string path = kDefaultPath;
+  for (const auto& entry : process.env) {
+    if (entry.rfind("PATH=", 0) == 0) path = entry.substr(5);
+  }
+  plan.exec_candidates = runtime::exec_candidates(process.args.front(), path);
+  if (plan.exec_candidates.empty())
+    return core::Error(core::ErrorKind::kInvalidInput, "oci",
+                       "config.json: process.args[0] \"" + process.args.front() +
+                           "\": not found on the PATH of process.env (" + path +
+                           "); give an absolute path");
+  if (process.console_size) {
+    plan.console_rows = process.console_size->first;
+    plan.console_columns = process.console_size->second;
+  }
+  return core::ok_status();
+}
+
+}  // namespace
+
+core::Result<launch::ContainerPlan> build_container_plan(const spec::Spec& spec,
+                                                         const PlanInputs& inputs) {
+  if (!spec.process)
+    return core::Error(core::ErrorKind::kInvalidInput, "oci",
+                       "config.json: process: missing; create needs the container's process");
+  launch::ContainerPlan plan;
+  PB_CHECK(add_namespaces(spec, plan));
+  plan.rootfs = spec.root_path.string();
+  plan.root_readonly = spec.root_readonly;
+  if (!spec.linux.rootfs_propagation.empty())
+    return not_yet("linux.rootfsPropagation",
+                   "runc's default (rslave) is applied; remove the field");
+  if (!spec.linux.sysctl.empty())
+    return not_yet("linux.sysctl", "namespaced sysctls are milestone 2; remove them");
+  if (!spec.hooks.create_runtime.empty() || !spec.hooks.create_container.empty() ||
+      !spec.hooks.start_container.empty() || !spec.hooks.poststart.empty() ||
+      !spec.hooks.poststop.empty())
+    return not_yet("hooks", "hooks are milestone 2; remove them");
+
+  for (std::size_t i = 0; i < spec.mounts.size(); ++i)
+    PB_CHECK(add_mount(spec, i, inputs, plan));
+  const bool user_namespace = (plan.clone_namespaces & CLONE_NEWUSER) != 0;
+  PB_CHECK(add_devices(spec, user_namespace || !inputs.can_mknod, plan));
+  plan.masked_paths = spec.linux.masked_paths;
+  plan.readonly_paths = spec.linux.readonly_paths;
+  plan.hostname = spec.hostname;
+  plan.domainname = spec.domainname;
+  plan.personality = spec.linux.personality;
+
+  const spec::Process& process = *spec.process;
+  if (process.terminal && inputs.console_socket_fd < 0)
+    return core::Error(core::ErrorKind::kInvalidInput, "oci",
+                       "config.json: process.terminal is true: give --console-socket");
+  if (!process.terminal && inputs.console_socket_fd >= 0)
+    return core::Error(core::ErrorKind::kInvalidInput, "oci",
+                       "--console-socket: given, but process.terminal is false in config.json");
+  PB_CHECK(add_process(process, plan));
+
+  if (spec.linux.seccomp) {
+    // No supervisor stays with the container: the kernel kills.
+    PB_TRY(filter, seccomp::compile(*spec.linux.seccomp, seccomp::Layout::BinaryTree,
+                                    seccomp::KillActions::Kernel));
+    if (filter->load_flags != 0)
+      return not_yet("linux.seccomp.flags",
+                     "the filter's load flags are not passed to seccomp(2) "
+                     "yet; remove them");
+    plan.seccomp_program = filter->program;
+  }
+
+  for (int fd = 0; fd < 3; ++fd)
+    plan.stdio[fd] = inputs.stdio[fd];
+  plan.preserved_fds = inputs.preserved_fds;
+  plan.exec_fifo_fd = inputs.exec_fifo_fd;
+  plan.exec_fifo_writer_fd = inputs.exec_fifo_writer_fd;
+  plan.console_socket_fd = inputs.console_socket_fd;
+  plan.cgroup_fd = inputs.cgroup_fd;
+  plan.new_session_keyring = inputs.new_session_keyring;
+  plan.seal();
+  return plan;
+}
+
+std::vector<std::size_t> copy_up_mounts(const spec::Spec& spec) {
+  std::vector<std::size_t> indexes;
+  for (std::size_t i = 0; i < spec.mounts.size(); ++i) {
+    const auto& options = spec.mounts[i].options;
+    if (std::find(options.begin(), options.end(), "tmpcopyup") != options.end())
+      indexes.push_back(i);
+  }
+  return indexes;
+}
+
+core::Result<std::pair<unsigned long, std::string>> mount_flags_and_data(const spec::Spec& spec,
+                                                                         std::size_t index) {
+  const spec::Mount& mount = spec.mounts.at(index);
+  PB_TRY(options, read_mount_options(
+                      mount, "mounts[" + std::to_string(index) + "] (" + mount.destination + ")"));
+  return std::make_pair(options.flags, options.data);
+}
+
+std::vector<spec::DeviceRule> device_rules(const spec::Spec& spec) {
+  // Nothing is allowed unless a rule says so (runc's starting point too).
+  std::vector<spec::DeviceRule> rules(1);
+  rules.insert(rules.end(), spec.linux.resources.devices.begin(),
+               spec.linux.resources.devices.end());
+  const auto allow = [&](char type, std::int64_t major, std::int64_t minor) {
+    spec::DeviceRule rule;
+    rule.allow = true;
+    rule.type = type;
+    rule.major = major;
+    rule.minor = minor;
+    rule.access = "rwm";
+    rules.push_back(rule);
+  };
+  for (const auto& device : kDefaultDevices)
+    allow('c', device.major, device.minor);
+  allow('c', 5, 1);     // /dev/console
+  allow('c', 5, 2);     // /dev/ptmx
+  allow('c', 136, -1);  // the pts
+  for (const auto& device : spec.linux.devices) {
+    if (device.type == 'p') continue;  // a fifo is no device to the cgroup
+    allow(device.type == 'b' ? 'b' : 'c', device.major, device.minor);
+  }
+  return rules;
+}
+
+core::Result<CgroupResources> cgroup_resources(const spec::Resources& resources) {
+  CgroupResources result;
+  if (resources.memory) {
+    const auto& memory = *resources.memory;
+    if (memory.swappiness || memory.disable_oom_killer || memory.use_hierarchy ||
+        memory.check_before_update)
+      return not_yet("linux.resources.memory",
+                     "only limit, reservation and swap are applied; remove the others");
+    result.memory_limit = memory.limit;
+    result.memory_swap = memory.swap;
+    result.memory_reservation = memory.reservation;
+  }
+  result.pids_limit = resources.pids_limit;
+  if (resources.cpu) {
+    const auto& cpu = *resources.cpu;
+    if (cpu.burst || cpu.idle || !cpu.cpus.empty() || !cpu.mems.empty())
+      return not_yet("linux.resources.cpu",
+                     "only shares, quota and period are applied; remove the others");
+    result.cpu_shares = cpu.shares;
+    result.cpu_quota = cpu.quota;
+    result.cpu_period = cpu.period;
+  }
+  if (resources.block_io) return not_yet("linux.resources.blockIO", "remove it");
+  if (!resources.hugepage_limits.empty())
+    return not_yet("linux.resources.hugepageLimits", "remove them");
+  if (!resources.unified.empty()) return not_yet("linux.resources.unified", "remove it");
+  return result;
+}
+
+}  // namespace pulsebox::oci

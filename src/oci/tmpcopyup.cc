@@ -1,0 +1,179 @@
+#include "oci/tmpcopyup.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <string_view>
+#include <vector>
+
+#include "core/fs.h"
+
+namespace pulsebox::oci {
+namespace {
+
+constexpr int kMaxDepth = 64;
+constexpr long kMaxEntries = 100000;
+
+core::Error fail(const std::string& destination, const std::string& what) {
+  return core::Error::from_errno("oci", "tmpcopyup of " + destination + ": " + what);
+}
+
+unsigned long long attributes_of(unsigned long flags) {
+  unsigned long long attributes = 0;
+  if (flags & MS_RDONLY) attributes |= MOUNT_ATTR_RDONLY;
+  if (flags & MS_NOSUID) attributes |= MOUNT_ATTR_NOSUID;
+  if (flags & MS_NODEV) attributes |= MOUNT_ATTR_NODEV;
+  if (flags & MS_NOEXEC) attributes |= MOUNT_ATTR_NOEXEC;
+  if (flags & MS_NOATIME) attributes |= MOUNT_ATTR_NOATIME;
+  if (flags & MS_STRICTATIME) attributes |= MOUNT_ATTR_STRICTATIME;
+  if (flags & MS_NODIRATIME) attributes |= MOUNT_ATTR_NODIRATIME;
+  return attributes;
+}
+
+struct Copy {
+  const std::string& destination;
+  long entries = 0;
+
+  core::Status owner_and_mode(int dir, const char* name, const struct stat& source, bool link) {
+    const int at = (name[0] == '\0' ? AT_EMPTY_PATH : 0) | (link ? AT_SYMLINK_NOFOLLOW : 0);
+    if (::fchownat(dir, name, source.st_uid, source.st_gid, at) != 0)
+      return fail(destination, std::string("setting the owner of ") + name);
+    if (!link && name[0] != '\0' && ::fchmodat(dir, name, source.st_mode & 07777, 0) != 0)
+      return fail(destination, std::string("setting the mode of ") + name);
+    return core::ok_status();
+  }
+
+  core::Status file(int from, int to, const char* name, const struct stat& listed) {
+    core::UniqueFd in(::openat(from, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+    struct stat opened {};
+    // Swapped for something else since it was listed: left out.
+    if (!in || ::fstat(in.get(), &opened) != 0 || !S_ISREG(opened.st_mode) ||
+        opened.st_ino != listed.st_ino)
+      return core::ok_status();
+    core::UniqueFd out(
+        ::openat(to, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+    if (!out) return fail(destination, std::string("creating ") + name);
+    char buffer[65536];
+    for (;;) {
+      const ssize_t n = ::read(in.get(), buffer, sizeof buffer);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return fail(destination, std::string("reading ") + name);
+      if (n == 0) break;
+      PB_CHECK(
+          core::write_all(out.get(), std::string_view(buffer, static_cast<std::size_t>(n)), name));
+    }
+    return owner_and_mode(to, name, opened, false);
+  }
+
+  core::Status tree(int from, int to, int depth) {
+    if (depth > kMaxDepth)
+      return core::Error(core::ErrorKind::kResource, "oci",
+                         "tmpcopyup of " + destination + ": deeper than " +
+                             std::to_string(kMaxDepth) + " directories");
+    DIR* listing = ::fdopendir(::openat(from, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (listing == nullptr) return fail(destination, "listing a directory");
+    std::vector<std::string> names;
+    while (const dirent* entry = ::readdir(listing)) {
+      const std::string_view name = entry->d_name;
+      if (name != "." && name != "..") names.emplace_back(name);
+    }
+    ::closedir(listing);
+    for (const auto& name : names) {
+      if (++entries > kMaxEntries)
+        return core::Error(core::ErrorKind::kResource, "oci",
+                           "tmpcopyup of " + destination + ": more than " +
+                               std::to_string(kMaxEntries) + " entries");
+      struct stat listed {};
+      if (::fstatat(from, name.c_str(), &listed, AT_SYMLINK_NOFOLLOW) != 0) continue;
+      if (S_ISDIR(listed.st_mode)) {
+        if (::mkdirat(to, name.c_str(), 0700) != 0)
+          return fail(destination, "making the directory " + name);
+        core::UniqueFd sub_from(
+            ::openat(from, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+        core::UniqueFd sub_to(
+            ::openat(to, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+        if (!sub_from || !sub_to) continue;  // swapped since listed: left out
+        PB_CHECK(tree(sub_from.get(), sub_to.get(), depth + 1));
+        PB_CHECK(owner_and_mode(to, name.c_str(), listed, false));
+      } else if (S_ISLNK(listed.st_mode)) {
+        char target[4096];
+        const ssize_t n = ::readlinkat(from, name.c_str(), target, sizeof target - 1);
+        if (n < 0) continue;
+        target[n] = '\0';
+        if (::symlinkat(target, to, name.c_str()) != 0)
+          return fail(destination, "making the symlink " + name);
+        PB_CHECK(owner_and_mode(to, name.c_str(), listed, true));
+      } else if (S_ISREG(listed.st_mode)) {
+        PB_CHECK(file(from, to, name.c_str(), listed));
+      }
+    }
+    return core::ok_status();
+  }
+};
+
+}  // namespace
+
+core::Result<core::UniqueFd> make_tmpcopyup(const std::string& rootfs,
+                                            const std::string& destination, const std::string& data,
+                                            unsigned long flags) {
+  core::UniqueFd context(::fsopen("tmpfs", FSOPEN_CLOEXEC));
+  if (!context) return fail(destination, "fsopen tmpfs");
+  std::size_t start = 0;
+  while (start < data.size()) {
+    const std::size_t end = std::min(data.find(',', start), data.size());
+    const std::string option = data.substr(start, end - start);
+    start = end + 1;
+    if (option.empty()) continue;
+    const auto equals = option.find('=');
+    const int rc =
+        equals == std::string::npos
+            ? ::fsconfig(context.get(), FSCONFIG_SET_FLAG, option.c_str(), nullptr, 0)
+            : ::fsconfig(context.get(), FSCONFIG_SET_STRING, option.substr(0, equals).c_str(),
+                         option.substr(equals + 1).c_str(), 0);
+    if (rc != 0) return fail(destination, "the tmpfs option " + option);
+  }
+  if (::fsconfig(context.get(), FSCONFIG_CMD_CREATE, nullptr, nullptr, 0) != 0)
+    return fail(destination, "creating the tmpfs");
+  // Read-only only once it is filled: the attributes are set after the copy.
+  core::UniqueFd mount(::fsmount(context.get(), FSMOUNT_CLOEXEC,
+                                 static_cast<unsigned>(attributes_of(flags & ~MS_RDONLY))));
+  if (!mount) return fail(destination, "fsmount");
+
+  core::UniqueFd root(::open(rootfs.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!root) return fail(destination, "opening the root " + rootfs);
+  open_how how{};
+  how.flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC;
+  how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
+  core::UniqueFd source(
+      static_cast<int>(::syscall(SYS_openat2, root.get(), destination.c_str(), &how, sizeof how)));
+  if (!source) {
+    if (errno == ENOENT) return mount;  // nothing in the image there: an empty tmpfs
+    return fail(destination, "opening it in the root");
+  }
+  Copy copy{destination};
+  PB_CHECK(copy.tree(source.get(), mount.get(), 0));
+  // The tmpfs's root takes the image directory's owner and mode (the
+  // mount's descriptor is O_PATH: its mode is set through /proc).
+  struct stat top {};
+  const std::string self = "/proc/self/fd/" + std::to_string(mount.get());
+  if (::fstat(source.get(), &top) != 0 ||
+      ::fchownat(mount.get(), "", top.st_uid, top.st_gid, AT_EMPTY_PATH) != 0 ||
+      ::chmod(self.c_str(), top.st_mode & 07777) != 0)
+    return fail(destination, "setting the owner and mode of the tmpfs's root");
+  if ((flags & MS_RDONLY) != 0) {
+    mount_attr read_only{};
+    read_only.attr_set = MOUNT_ATTR_RDONLY;
+    if (::syscall(SYS_mount_setattr, mount.get(), "", AT_EMPTY_PATH, &read_only,
+                  sizeof read_only) != 0)
+      return fail(destination, "making the tmpfs read-only");
+  }
+  return mount;
+}
+
+}  // namespace pulsebox::oci
