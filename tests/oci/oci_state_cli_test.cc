@@ -238,7 +238,7 @@ TEST_F(OciStateCliTest, RuncName) {
   const auto version = testing::run_cli({"--version"});
   const auto state = testing::run_cli({"--root", root_.string(), "state", "c1"});
   // `run` through this name is the OCI runtime's, never a sandbox run.
-  const auto run = testing::run_cli({"run", "--bundle", "/x", "c9"});
+  const auto run = testing::run_cli({"--root", root_.string(), "run", "--bundle", "/x", "c9"});
   ::setenv("PULSEBOX_BIN", saved.c_str(), 1);
   EXPECT_EQ(version.exit_code, 0) << version.err;
   EXPECT_EQ(version.out.rfind("pulsebox-runc version ", 0), 0u) << version.out;
