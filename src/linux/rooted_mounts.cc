@@ -13,6 +13,19 @@
 #include "linux/syscalls.h"
 
 namespace pulsebox::linux_api {
+
+unsigned long long mount_attributes(unsigned long flags) noexcept {
+  unsigned long long attributes = 0;
+  if (flags & MS_RDONLY) attributes |= MOUNT_ATTR_RDONLY;
+  if (flags & MS_NOSUID) attributes |= MOUNT_ATTR_NOSUID;
+  if (flags & MS_NODEV) attributes |= MOUNT_ATTR_NODEV;
+  if (flags & MS_NOEXEC) attributes |= MOUNT_ATTR_NOEXEC;
+  if (flags & MS_NOATIME) attributes |= MOUNT_ATTR_NOATIME;
+  if (flags & MS_STRICTATIME) attributes |= MOUNT_ATTR_STRICTATIME;
+  if (flags & MS_NODIRATIME) attributes |= MOUNT_ATTR_NODIRATIME;
+  return attributes;
+}
+
 namespace {
 
 // As many symlinks as the kernel follows in one lookup (MAXSYMLINKS).
@@ -122,18 +135,6 @@ long walk(int root_fd, char* path, std::size_t size, CreateInRoot create, unsign
     parent = next;
     i = end;
   }
-}
-
-unsigned long long mount_attributes(unsigned long flags) noexcept {
-  unsigned long long attributes = 0;
-  if (flags & MS_RDONLY) attributes |= MOUNT_ATTR_RDONLY;
-  if (flags & MS_NOSUID) attributes |= MOUNT_ATTR_NOSUID;
-  if (flags & MS_NODEV) attributes |= MOUNT_ATTR_NODEV;
-  if (flags & MS_NOEXEC) attributes |= MOUNT_ATTR_NOEXEC;
-  if (flags & MS_NOATIME) attributes |= MOUNT_ATTR_NOATIME;
-  if (flags & MS_STRICTATIME) attributes |= MOUNT_ATTR_STRICTATIME;
-  if (flags & MS_NODIRATIME) attributes |= MOUNT_ATTR_NODIRATIME;
-  return attributes;
 }
 
 int set_attributes(long tree, unsigned long long attributes, bool recursive) noexcept {

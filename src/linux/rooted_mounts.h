@@ -17,6 +17,10 @@ namespace pulsebox::linux_api {
 
 enum class CreateInRoot { None, Directory, File };
 
+// The mount_setattr(2) attributes of MS_* flags (ro, nosuid, nodev, noexec,
+// atime options) for the new mount API.
+unsigned long long mount_attributes(unsigned long flags) noexcept;
+
 // An O_PATH descriptor for `path` (absolute or not, taken inside root_fd).
 // With `create`, missing components are made as directories (the last one
 // as `create` says, with `mode`); a dangling symlink is followed inside the

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/fs.h"
+#include "linux/rooted_mounts.h"
 
 namespace pulsebox::oci {
 namespace {
@@ -22,18 +23,6 @@ constexpr long kMaxEntries = 100000;
 
 core::Error fail(const std::string& destination, const std::string& what) {
   return core::Error::from_errno("oci", "tmpcopyup of " + destination + ": " + what);
-}
-
-unsigned long long attributes_of(unsigned long flags) {
-  unsigned long long attributes = 0;
-  if (flags & MS_RDONLY) attributes |= MOUNT_ATTR_RDONLY;
-  if (flags & MS_NOSUID) attributes |= MOUNT_ATTR_NOSUID;
-  if (flags & MS_NODEV) attributes |= MOUNT_ATTR_NODEV;
-  if (flags & MS_NOEXEC) attributes |= MOUNT_ATTR_NOEXEC;
-  if (flags & MS_NOATIME) attributes |= MOUNT_ATTR_NOATIME;
-  if (flags & MS_STRICTATIME) attributes |= MOUNT_ATTR_STRICTATIME;
-  if (flags & MS_NODIRATIME) attributes |= MOUNT_ATTR_NODIRATIME;
-  return attributes;
 }
 
 struct Copy {
@@ -141,8 +130,9 @@ core::Result<core::UniqueFd> make_tmpcopyup(const std::string& rootfs,
   if (::fsconfig(context.get(), FSCONFIG_CMD_CREATE, nullptr, nullptr, 0) != 0)
     return fail(destination, "creating the tmpfs");
   // Read-only only once it is filled: the attributes are set after the copy.
-  core::UniqueFd mount(::fsmount(context.get(), FSMOUNT_CLOEXEC,
-                                 static_cast<unsigned>(attributes_of(flags & ~MS_RDONLY))));
+  core::UniqueFd mount(
+      ::fsmount(context.get(), FSMOUNT_CLOEXEC,
+                static_cast<unsigned>(linux_api::mount_attributes(flags & ~MS_RDONLY))));
   if (!mount) return fail(destination, "fsmount");
 
   core::UniqueFd root(::open(rootfs.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
