@@ -188,6 +188,11 @@ TEST_F(OciContainerdTest, DetachedTaskPsKillDeleteLeaveNothing) {
   const auto killed = containerd_.ctr({"task", "kill", "-s", "9", id});
   EXPECT_EQ(killed.exit_code, 0) << killed.output;
   ASSERT_TRUE(wait_for_status(id, "STOPPED"));
+  // A kill that comes too late fails in runc's words, which the shim maps
+  // to "process already finished" rather than a failed kill.
+  const auto late = runtime({"kill", id, "9"});
+  EXPECT_NE(late.exit_code, 0);
+  EXPECT_NE(late.output.find("container not running"), std::string::npos) << late.output;
   const auto deleted = containerd_.ctr({"task", "delete", id});
   EXPECT_EQ(deleted.exit_code, 0) << deleted.output;
   const auto removed = containerd_.ctr({"containers", "rm", id});
