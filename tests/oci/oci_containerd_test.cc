@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <random>
+#include <sstream>
 #include <thread>
 
 #include "helpers/oci_engine.h"
@@ -205,6 +206,59 @@ TEST_F(OciContainerdTest, DetachedTaskPsKillDeleteLeaveNothing) {
     EXPECT_FALSE(fs::exists(leaf)) << leaf;
   }
   EXPECT_NE(::kill(pid, 0), 0);
+}
+
+TEST_F(OciContainerdTest, KillAllEndsEveryProcessOfTheTask) {
+  const std::string id = "t1";
+  const auto started = run({"-d"}, id, {"sh", "-c", "sleep 100 & sleep 100"});
+  ASSERT_EQ(started.exit_code, 0) << started.output;
+  ASSERT_TRUE(wait_for_status(id, "RUNNING"));
+  // Two processes: the background sleep and the last one, which sh runs in
+  // its own place (bounded wait for both to show).
+  std::vector<pid_t> pids;
+  for (int i = 0; i < 50 && pids.size() < 2; ++i) {
+    pids.clear();
+    std::istringstream lines(containerd_.ctr({"task", "ps", id}).output);
+    std::string line;
+    std::getline(lines, line);  // the header
+    while (std::getline(lines, line))
+      if (const pid_t pid = std::atoi(line.c_str()); pid > 0) pids.push_back(pid);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_EQ(pids.size(), 2u);
+  // Which is the container's pid 1 (NSpid ends in 1) and which the other.
+  const auto is_init = [](pid_t pid) {
+    const std::string status = testing::read_file("/proc/" + std::to_string(pid) + "/status");
+    const auto at = status.find("NSpid:");
+    const auto end = status.find('\n', at);
+    return at != std::string::npos && status.substr(at, end - at).ends_with("\t1");
+  };
+  const pid_t init = is_init(pids[0]) ? pids[0] : pids[1];
+  const pid_t other = init == pids[0] ? pids[1] : pids[0];
+  ASSERT_TRUE(is_init(init));
+  ASSERT_FALSE(is_init(other));
+  // TERM to every process in the container's cgroup: the background sleep
+  // dies of it, pid 1 (no handler) ignores it. A kill of pid 1 alone would
+  // leave the other one running.
+  const auto termed = containerd_.ctr({"task", "kill", "--all", "-s", "15", id});
+  EXPECT_EQ(termed.exit_code, 0) << termed.output;
+  bool gone = false;
+  for (int i = 0; i < 50 && !gone; ++i) {
+    // Gone, or a zombie of pid 1 (which never reaps it).
+    const std::string status = testing::read_file("/proc/" + std::to_string(other) + "/status");
+    gone = status.empty() || status.find("State:\tZ") != std::string::npos;
+    if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_TRUE(gone) << "kill --all did not reach pid " << other;
+  EXPECT_EQ(::kill(init, 0), 0);
+  const auto killed = containerd_.ctr({"task", "kill", "--all", "-s", "9", id});
+  EXPECT_EQ(killed.exit_code, 0) << killed.output;
+  ASSERT_TRUE(wait_for_status(id, "STOPPED"));
+  for (const pid_t pid : pids)
+    EXPECT_NE(::kill(pid, 0), 0) << pid;
+  EXPECT_EQ(containerd_.ctr({"task", "delete", id}).exit_code, 0);
+  EXPECT_EQ(containerd_.ctr({"containers", "rm", id}).exit_code, 0);
+  EXPECT_TRUE(fs::is_empty(containerd_.runtime_root()));
 }
 
 TEST_F(OciContainerdTest, TaskExecRunsInTheContainer) {
