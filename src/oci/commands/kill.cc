@@ -8,13 +8,23 @@
 
 namespace pulsebox::oci::commands {
 
+namespace {
+
+// Ends in runc's own words: containerd's shim matches "container not
+// running" to learn that the process already finished (a not-found, not a
+// failed kill).
+core::Error not_running(std::string_view id) {
+  return core::Error(core::ErrorKind::kInvalidInput, "oci",
+                     "container " + std::string(id) + " is not running (container not running)");
+}
+
+}  // namespace
+
 core::Status kill(StateStore& store, std::string_view id, int signal, bool all) {
   PB_TRY(dir, store.open(id, false));
   PB_TRY(record, dir.read_record());
   const Status status = status_of(dir, record);
-  if (status != Status::Created && status != Status::Running)
-    return core::Error(core::ErrorKind::kInvalidInput, "oci",
-                       "container " + std::string(id) + " is not running");
+  if (status != Status::Created && status != Status::Running) return not_running(id);
   if (all) {
     if (record.cgroup_leaves.empty())
       return core::Error(core::ErrorKind::kUnsupported, "oci",
@@ -25,15 +35,11 @@ core::Status kill(StateStore& store, std::string_view id, int signal, bool all) 
   auto pidfd = open_verified_pidfd(record.process);
   if (!pidfd) {
     // It ended (or its pid went to another process) since the status check.
-    if (pidfd.error().kind() == core::ErrorKind::kUnavailable)
-      return core::Error(core::ErrorKind::kInvalidInput, "oci",
-                         "container " + std::string(id) + " is not running");
+    if (pidfd.error().kind() == core::ErrorKind::kUnavailable) return not_running(id);
     return std::move(pidfd).error();
   }
   if (linux_api::sys_pidfd_send_signal(pidfd->get(), signal) != 0) {
-    if (errno == ESRCH)
-      return core::Error(core::ErrorKind::kInvalidInput, "oci",
-                         "container " + std::string(id) + " is not running");
+    if (errno == ESRCH) return not_running(id);
     return core::Error::from_errno("oci",
                                    "signalling process " + std::to_string(record.process.pid));
   }
