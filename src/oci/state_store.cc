@@ -198,11 +198,12 @@ core::Status ContainerDir::write_record(const ContainerRecord& record) const {
                              O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600));
   if (!fd) return core::Error::from_errno("oci", "writing " + id_ + "/" + kStateTemp);
   PB_CHECK(core::write_all(fd.get(), text, kStateTemp));
-  if (::fsync(fd.get()) != 0) return core::Error::from_errno("oci", "fsync of the state record");
+  // The rename makes the record whole or absent for any reader, whatever
+  // kills this process. There is no fsync: the record describes processes
+  // and cgroups, which a power loss ends too, and reconcile removes a
+  // record a reboot left empty or unreadable.
   if (::renameat(dir_fd_.get(), kStateTemp, dir_fd_.get(), kStateFile) != 0)
     return core::Error::from_errno("oci", "renaming the state record into place");
-  if (::fsync(dir_fd_.get()) != 0)
-    return core::Error::from_errno("oci", "fsync of the container directory");
   return core::ok_status();
 }
 

@@ -10,7 +10,7 @@
 //
 //   auto store = StateStore::open(root);            // mkdir 0700 + checks
 //   auto dir = store->create(id);                   // new <id>/, LOCK_EX held
-//   dir->write_record(record);                      // tmp + fsync + rename
+//   dir->write_record(record);                      // tmp + rename (no fsync: see write_record)
 //   auto dir = store->open(id, /*exclusive=*/false);
 //   Status s = status_of(*dir, *dir->read_record());
 #pragma once

@@ -5,6 +5,7 @@
 #include <spawn.h>
 #include <sys/wait.h>
 
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "helpers/cli_runner.h"
@@ -151,6 +152,10 @@ TEST_F(OciStateCliTest, ListAndReconcile) {
   ASSERT_EQ(gone.wait_for_signal(), SIGKILL);
   // A create killed right after its mkdir: no record at all.
   fs::create_directory(root_ / "half");
+  // What a power loss can leave (records are renamed into place unsynced):
+  // an empty state.json.
+  fs::create_directory(root_ / "torn");
+  std::ofstream(root_ / "torn" / "state.json").close();
 
   const auto json = run_oci(root_, {"list", "--format", "json"});
   ASSERT_EQ(json.exit_code, 0) << json.err;
@@ -167,6 +172,7 @@ TEST_F(OciStateCliTest, ListAndReconcile) {
   EXPECT_EQ(reconcile.exit_code, 0) << reconcile.err;
   EXPECT_FALSE(fs::exists(root_ / "dead"));
   EXPECT_FALSE(fs::exists(root_ / "half"));
+  EXPECT_FALSE(fs::exists(root_ / "torn"));
   EXPECT_TRUE(fs::exists(root_ / "live"));
   EXPECT_TRUE(child_.alive());
 }
