@@ -361,5 +361,71 @@ INSTANTIATE_TEST_SUITE_P(Phases, OciDeleteCrashTest,
                                             ::testing::Bool()),
                          phase_test_name);
 
+// `pulsebox reconcile` runs the OCI runtime's reconcile too and says how
+// many containers it removed.
+class PulseboxReconcileTest : public OciCrashTest {
+ protected:
+  testing::CliRun pulsebox_reconcile(const std::vector<std::string>& extra,
+                                     const std::vector<std::string>& env = {}) {
+    fs::create_directories(temp_ / "workspace");
+    std::vector<std::string> args = {"reconcile",
+                                     "-w",
+                                     (temp_ / "workspace").string(),
+                                     "--audit-log",
+                                     (temp_ / "audit.jsonl").string(),
+                                     "--audit-key",
+                                     (temp_ / "audit.key").string()};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return testing::run_cli(args, "", env);
+  }
+};
+
+TEST_F(PulseboxReconcileTest, RemovesACrashedCreate) {
+  ASSERT_TRUE(start_stopped_at("oci: pid recorded", create_args()));
+  ASSERT_NO_FATAL_FAILURE(kill_stopped());
+  const auto reconciled = pulsebox_reconcile({"--oci-root", root_.string()});
+  EXPECT_EQ(reconciled.exit_code, 0) << reconciled.err;
+  EXPECT_NE(reconciled.out.find("removed OCI container c1\n"), std::string::npos) << reconciled.out;
+  EXPECT_NE(reconciled.out.find("removed 1 OCI container from " + root_.string() + "\n"),
+            std::string::npos)
+      << reconciled.out;
+  expect_nothing_left();
+  // Again: nothing left to remove, and the JSON form says so.
+  const auto again = pulsebox_reconcile({"--oci-root", root_.string(), "--json"});
+  EXPECT_EQ(again.exit_code, 0) << again.err;
+  const auto json = nlohmann::json::parse(again.out, nullptr, false);
+  ASSERT_TRUE(json.is_object()) << again.out;
+  EXPECT_EQ(json["oci"]["root"], root_.string());
+  EXPECT_EQ(json["oci"]["removed"].size(), 0u);
+}
+
+TEST_F(PulseboxReconcileTest, KeepsALiveContainer) {
+  const auto created = run_oci_to_files(root_, create_args(), temp_ / "out", temp_ / "err");
+  ASSERT_EQ(created.exit_code, 0) << created.err;
+  const auto reconciled = pulsebox_reconcile({"--oci-root", root_.string()});
+  EXPECT_EQ(reconciled.exit_code, 0) << reconciled.err;
+  EXPECT_NE(reconciled.out.find("removed 0 OCI containers from "), std::string::npos)
+      << reconciled.out;
+  EXPECT_TRUE(fs::exists(root_ / kId));
+}
+
+// An ordinary user's default --root is $XDG_RUNTIME_DIR/pulsebox-oci (root's
+// is the machine's /run/pulsebox-oci, which this test leaves alone).
+TEST_F(PulseboxReconcileTest, UsesTheDefaultRoot) {
+  if (::geteuid() == 0) GTEST_SKIP() << "root's default --root is the machine's";
+  const fs::path runtime_dir = temp_ / "xdg";
+  fs::create_directories(runtime_dir);
+  fs::permissions(runtime_dir, fs::perms::owner_all, fs::perm_options::replace);
+  root_ = runtime_dir / "pulsebox-oci";
+  ASSERT_TRUE(start_stopped_at("oci: record written", create_args()));
+  ASSERT_NO_FATAL_FAILURE(kill_stopped());
+  const auto reconciled = pulsebox_reconcile({}, {"XDG_RUNTIME_DIR=" + runtime_dir.string()});
+  EXPECT_EQ(reconciled.exit_code, 0) << reconciled.err;
+  EXPECT_NE(reconciled.out.find("removed 1 OCI container from " + root_.string()),
+            std::string::npos)
+      << reconciled.out;
+  expect_nothing_left();
+}
+
 }  // namespace
 }  // namespace pulsebox
