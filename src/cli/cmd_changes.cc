@@ -1,6 +1,7 @@
-// pulsebox changes [--json] [--all] | reconcile [--json]   [-w DIR]
+// pulsebox changes [--json] [--all] | reconcile [--json] [--oci-root DIR]   [-w DIR]
 // and the registration of every review command (diff: cmd_diff.cc;
 // commit, discard: cmd_commit.cc). The shared parts are cli/review.h.
+#include <filesystem>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -11,6 +12,8 @@
 #include "cli/review.h"
 #include "core/byte_names.h"
 #include "core/text.h"
+#include "oci/commands/commands.h"
+#include "oci/state_store.h"
 #include "pulsebox/backend.h"
 #include "pulsebox/session.h"
 #include "pulsebox/workspace.h"
@@ -219,7 +222,38 @@ int run_changes(const Options& options) {
   });
 }
 
-int run_reconcile(const Options& options) {
+// The OCI runtime's part of reconcile: its stopped containers and what
+// crashed pulsebox-runc commands left, under `given` or the runtime's
+// default --root. A default root that does not exist (or an ordinary user
+// without $XDG_RUNTIME_DIR, who has none) has nothing to reconcile.
+struct OciReconcile {
+  std::string root;  // "": none here
+  std::vector<std::string> removed;
+  std::vector<std::string> problems;
+};
+
+OciReconcile reconcile_oci(const std::string& given) {
+  OciReconcile result;
+  std::filesystem::path root = given;
+  if (root.empty()) {
+    auto default_root = oci::StateStore::default_root();
+    if (!default_root || !std::filesystem::is_directory(*default_root)) return result;
+    root = *default_root;
+  } else if (!std::filesystem::is_directory(root)) {
+    result.problems.push_back("--oci-root " + given + ": not a directory");
+    return result;
+  }
+  result.root = root.string();
+  auto store = oci::StateStore::open(root);
+  if (!store) {
+    result.problems.push_back(store.error().to_string());
+    return result;
+  }
+  result.removed = oci::commands::reconcile(*store, result.problems);
+  return result;
+}
+
+int run_reconcile(const Options& options, const std::string& oci_root) {
   return review::guarded([&] {
     Workspace ws = review::open_workspace(options);
     review::Audit audit(ws, options);
@@ -239,6 +273,10 @@ int run_reconcile(const Options& options) {
                          std::to_string(report.removed_runs.size()) + " crashed runs' leftovers, " +
                          std::to_string(report.removed_temp_files) + " temporary files, " +
                          std::to_string(native.size()) + " native backend leftovers";
+    // Run after the workspace's part, so a workspace error stops before it.
+    const OciReconcile oci_part = reconcile_oci(oci_root);
+    if (!oci_part.root.empty())
+      detail += ", " + std::to_string(oci_part.removed.size()) + " OCI containers";
     std::vector<std::string> what = report.replayed;
     what.insert(what.end(), report.removed_staging.begin(), report.removed_staging.end());
     what.insert(what.end(), report.removed_runs.begin(), report.removed_runs.end());
@@ -248,10 +286,15 @@ int run_reconcile(const Options& options) {
                                   {"removed_staging", report.removed_staging},
                                   {"removed_temp_files", report.removed_temp_files},
                                   {"removed_runs", report.removed_runs},
-                                  {"native_backend", native}}
+                                  {"native_backend", native},
+                                  {"oci", oci_part.root.empty()
+                                              ? nlohmann::json(nullptr)
+                                              : nlohmann::json{{"root", oci_part.root},
+                                                               {"removed", oci_part.removed},
+                                                               {"problems", oci_part.problems}}}}
                        .dump()
                 << "\n";
-      return kExitOk;
+      return oci_part.problems.empty() ? kExitOk : kExitUsage;
     }
     for (const auto& removed : native)
       std::cout << "removed " << removed << "\n";
@@ -264,11 +307,20 @@ int run_reconcile(const Options& options) {
     if (report.removed_temp_files > 0) {
       std::cout << "removed " << report.removed_temp_files << " temporary files\n";
     }
+    for (const auto& id : oci_part.removed)
+      std::cout << "removed OCI container " << id << "\n";
+    if (!oci_part.root.empty()) {
+      std::cout << "removed " << oci_part.removed.size()
+                << (oci_part.removed.size() == 1 ? " OCI container" : " OCI containers") << " from "
+                << oci_part.root << "\n";
+    }
     if (report.replayed.empty() && report.removed_staging.empty() &&
-        report.removed_temp_files == 0 && native.empty()) {
+        report.removed_temp_files == 0 && native.empty() && oci_part.removed.empty()) {
       std::cout << "nothing to reconcile in " << ws.root().string() << "\n";
     }
-    return kExitOk;
+    for (const auto& problem : oci_part.problems)
+      print_error("OCI runtime: " + problem);
+    return oci_part.problems.empty() ? kExitOk : kExitUsage;
   });
 }
 
@@ -346,7 +398,12 @@ void register_changes_commands(CLI::App& app, int& exit_code) {
   add_workspace_option(reconcile, *options);
   add_audit_options(reconcile, *options);
   reconcile->add_flag("--json", options->json, "Print a JSON object");
-  reconcile->callback([options, &exit_code] { exit_code = run_reconcile(*options); });
+  auto oci_root = std::make_shared<std::string>();
+  reconcile->add_option("--oci-root", *oci_root,
+                        "The OCI runtime's state directory to reconcile too (default its "
+                        "--root: /run/pulsebox-oci, or $XDG_RUNTIME_DIR/pulsebox-oci)");
+  reconcile->callback(
+      [options, oci_root, &exit_code] { exit_code = run_reconcile(*options, *oci_root); });
 }
 
 }  // namespace pulsebox::cli

@@ -1,5 +1,6 @@
 #include "core/trace.h"
 
+#include <signal.h>
 #include <sys/resource.h>
 #include <time.h>
 
@@ -77,7 +78,23 @@ bool trace_enabled() {
   return enabled;
 }
 
+namespace {
+// PULSEBOX_TRACE_STOP_AT's phase, or null.
+const char* trace_stop_at() {
+  static const char* const phase = [] {
+    const char* value = std::getenv("PULSEBOX_TRACE_STOP_AT");
+    return value != nullptr && value[0] != '\0' ? value : nullptr;
+  }();
+  return phase;
+}
+}  // namespace
+
 void trace_phase(const char* name) {
+  if (const char* stop_at = trace_stop_at();
+      stop_at != nullptr && std::strcmp(name, stop_at) == 0) {
+    if (trace_enabled()) trace_flush();  // what led here is seen while it waits
+    ::raise(SIGSTOP);
+  }
   if (!trace_enabled()) return;
   trace_start_ms();
   add_line(monotonic_ms(), "", name);

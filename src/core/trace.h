@@ -5,6 +5,12 @@
 // for each request a server takes; the page faults so far; the process's
 // peak RSS at the flush). Off by default; when off, a call costs one cached
 // flag test. `name` must be a string literal (it is kept, not copied).
+//
+// A debugging aid beside it: with PULSEBOX_TRACE_STOP_AT=NAME, the
+// trace_phase(NAME) call stops the process (raise(SIGSTOP)) until a
+// SIGCONT, so a debugger can attach or a test can kill it right there
+// (tests/oci/oci_crash_test.cc kills `create` at each of its phases). It
+// works with or without PULSEBOX_TRACE.
 #pragma once
 
 #include <atomic>
@@ -13,6 +19,8 @@
 namespace pulsebox::core {
 
 bool trace_enabled();
+// Records NAME (with PULSEBOX_TRACE=1) and stops the process there when
+// PULSEBOX_TRACE_STOP_AT names it.
 void trace_phase(const char* name);
 // Times from here on count from the next trace_phase() of this thread (a
 // server, for each request).

@@ -64,8 +64,9 @@ core::Result<Created> create(StateStore& store, const CreateOptions& options);
 core::Status start(StateStore& store, std::string_view id);
 
 // `run`: create, start, wait for the process, delete (unless `keep`);
-// returns the container's exit status (128 + n after signal n). With
-// `detach` it returns 0 once started.
+// returns the container's exit status (128 + n after signal n). TERM, INT,
+// HUP, QUIT, USR1, USR2 and WINCH sent to this process meanwhile go on to
+// the container's. With `detach` it returns 0 once started.
 core::Result<int> run(StateStore& store, const CreateOptions& options, bool detach, bool keep);
 
 // Runs the delete steps for every container whose lock is free and whose

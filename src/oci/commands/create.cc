@@ -16,6 +16,7 @@
 #include <optional>
 
 #include "core/fs.h"
+#include "core/trace.h"
 #include "linux/cgroup.h"
 #include "oci/cgroups.h"
 #include "oci/commands/commands.h"
@@ -150,12 +151,17 @@ core::Result<Created> create(StateStore& store, const CreateOptions& options) {
   PB_TRY(spec, spec::read_spec(bundle));
   PB_TRY(limits, cgroup_resources(spec.linux.resources));
   PB_TRY(cgroups_path, parse_cgroups_path(spec.linux.cgroups_path, false, options.id));
+  // Each phase is also a crash point: PULSEBOX_TRACE_STOP_AT stops create
+  // there, and tests/oci/oci_crash_test.cc kills it and checks that delete
+  // and reconcile leave nothing behind.
+  core::trace_phase("oci: config read");
   const bool in_user_namespace = spec.find_namespace(CLONE_NEWUSER) != nullptr;
   const bool root = ::geteuid() == 0;
 
   PB_TRY(dir, store.create(options.id));
   Undo undo;
   undo.dir = &dir;
+  core::trace_phase("oci: dir locked");
 
   ContainerRecord record;
   record.id = options.id;
@@ -166,6 +172,7 @@ core::Result<Created> create(StateStore& store, const CreateOptions& options) {
   record.annotations = spec.annotations;
   if (auto status = dir.write_record(record); !status.ok()) return undo(status.error());
   if (auto status = write_config_copy(dir.fd(), bundle); !status.ok()) return undo(status.error());
+  core::trace_phase("oci: record written");
 
   // The cgroup. An ordinary user without limits gets none (it may not be
   // able to make one); root always does, so that kill --all, ps and the
@@ -209,6 +216,7 @@ core::Result<Created> create(StateStore& store, const CreateOptions& options) {
     } else {
       cgroup_report = "v2";
     }
+    core::trace_phase("oci: cgroup made");
   }
 
   // The exec fifo: create keeps a write end open only until the clone; the
@@ -236,6 +244,7 @@ core::Result<Created> create(StateStore& store, const CreateOptions& options) {
     if (!moved) return undo(std::move(moved).error());
     cgroup_fd = std::move(moved).value();
   }
+  core::trace_phase("oci: fifo made");
 
   // tmpcopyup trees, filled here (the image is read by descriptor, inside
   // the root) and attached by the process. Not in a user namespace: the
@@ -275,6 +284,7 @@ core::Result<Created> create(StateStore& store, const CreateOptions& options) {
   if (!spawned) return undo(std::move(spawned).error());
   launch::ContainerProcess process = std::move(spawned).value();
   undo.process = &process;
+  core::trace_phase("oci: maps written");
 
   record.process.pid = process.pid();
   const auto start_time = process_start_time(process.pid());
@@ -289,20 +299,29 @@ core::Result<Created> create(StateStore& store, const CreateOptions& options) {
     if (auto status = cgroup.attach(process.pid(), cgroup.unified_fd() >= 0); !status.ok())
       return undo(status.error());
   }
+  core::trace_phase("oci: pid recorded");
 
   core::Status status = process.go();
   if (status.ok()) status = process.wait_ready(kHandshakeMs);
   if (!status.ok()) return undo(status.error().with_context("create " + options.id));
+  core::trace_phase("oci: init ready");
 
-  record.phase = ContainerRecord::Phase::Created;
-  if (auto written = dir.write_record(record); !written.ok()) return undo(written.error());
   if (!options.pid_file.empty()) {
     auto written = core::write_file_atomic(fs::absolute(options.pid_file, error),
                                            std::to_string(process.pid()));
     if (!written.ok()) return undo(std::move(written).error().with_context("--pid-file"));
+    core::trace_phase("oci: pid file written");
   }
   if (auto detached = process.detach(kHandshakeMs); !detached.ok())
     return undo(detached.error().with_context("create " + options.id));
+  core::trace_phase("oci: detached");
+  // Only now, with the process detached, does the record say created: until
+  // then a create killed (its lock gone) leaves a "creating" record, which
+  // reads as stopped, and delete or reconcile kill the process through its
+  // pidfd, even one whose parent-death signal is still on its way.
+  record.phase = ContainerRecord::Phase::Created;
+  if (auto written = dir.write_record(record); !written.ok()) return undo(written.error());
+  core::trace_phase("oci: created recorded");
   return Created{options.id, std::move(process), record.enforced};
 }
 
@@ -318,8 +337,10 @@ core::Status start(StateStore& store, std::string_view id) {
   core::UniqueFd fifo(
       ::openat(dir.fd(), kFifoName, O_WRONLY | O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW));
   if (!fifo) return io_error("opening " + std::string(id) + "/exec.fifo");
+  core::trace_phase("oci: start fifo opened");
   // Gone before the byte: from here the container reads as running.
   if (::unlinkat(dir.fd(), kFifoName, 0) != 0) return io_error("removing exec.fifo");
+  core::trace_phase("oci: start fifo removed");
   if (::write(fifo.get(), "0", 1) != 1) return io_error("writing exec.fifo");
   return core::ok_status();
 }

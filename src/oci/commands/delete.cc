@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <signal.h>
 
+#include "core/trace.h"
 #include "linux/syscalls.h"
 #include "oci/cgroups.h"
 #include "oci/commands/commands.h"
@@ -28,9 +29,13 @@ core::Status destroy(ContainerDir& dir, const ContainerRecord* record) {
                                std::to_string(record->process.pid) +
                                " did not end after SIGKILL; run delete again");
     }
+    // Crash points (tests/oci/oci_crash_test.cc): a delete killed at any
+    // of them is finished by the next delete or reconcile.
+    core::trace_phase("oci: delete process killed");
     auto cgroup = ContainerCgroup::from_record(record->cgroup_leaves);
     PB_CHECK(cgroup.kill_all(SIGKILL));
     PB_CHECK(cgroup.remove());
+    core::trace_phase("oci: delete cgroup removed");
   }
   return dir.remove();
 }

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <string>
 
+#include "core/trace.h"
 #include "linux/clone.h"
 #include "linux/syscalls.h"
 #include "linux/userns.h"
@@ -105,6 +106,7 @@ core::Result<ContainerProcess> spawn_container(const ContainerPlan& plan) {
   }
   ContainerProcess process(static_cast<pid_t>(pid), core::UniqueFd(pidfd), std::move(parent_end));
   child_end.reset();
+  core::trace_phase("oci: cloned");  // a crash point of create (design §5)
   if ((plan.clone_namespaces & CLONE_NEWUSER) != 0) {
     if (auto written = linux_api::write_id_maps(static_cast<pid_t>(pid), plan.id_maps);
         !written.ok()) {

@@ -1,0 +1,179 @@
+// `pulsebox oci run` passes TERM, INT, HUP, QUIT, USR1, USR2 and WINCH on
+// to the container's pid 1 and exits with its status (design §1.7); the
+// container is deleted after it exits unless --keep; --detach returns once
+// it started.
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <thread>
+#include <tuple>
+
+#include "helpers/oci_bundle.h"
+#include "helpers/oci_launch_support.h"
+#include "helpers/oci_state.h"
+#include "helpers/test_support.h"
+#include "linux/cgroup.h"
+
+extern char** environ;
+
+namespace pulsebox {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::run_oci;
+
+constexpr const char* kId = "c1";
+
+class OciRunSignalTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (const auto why = testing::oci_launch_unavailable(); !why.empty()) GTEST_SKIP() << why;
+    if (::geteuid() == 0) {
+      host_ = linux_api::discover_cgroups();
+      std::random_device random;
+      subtree_ = "pulsebox-test-oci-" + std::to_string(random());
+    }
+  }
+  void TearDown() override {
+    if (run_pid_ > 0) {
+      ::kill(run_pid_, SIGKILL);
+      ::waitpid(run_pid_, nullptr, 0);
+    }
+    (void)run_oci(root_, {"delete", "--force", kId});
+    for (const auto& [key, mount] : host_.hierarchy_mounts) {
+      if (subtree_.empty()) break;
+      ::rmdir((fs::path(mount) / subtree_ / kId).c_str());
+      ::rmdir((fs::path(mount) / subtree_).c_str());
+    }
+  }
+
+  // A container whose shell says "ready" once its trap is set, then waits.
+  testing::OciBundle trapping_bundle(const std::string& signal, int status) {
+    const std::string script = "trap \"exit " + std::to_string(status) + "\" " + signal +
+                               "; echo ready; while :; do sleep 0.1; done";
+    return testing::make_oci_bundle(temp_ / "bundle", {"sh", "-c", script}, subtree_, kId);
+  }
+
+  // `pulsebox oci --root R run ARGS... --bundle B c1` in the background.
+  void start_run(const testing::OciBundle& bundle, const std::vector<std::string>& flags) {
+    const char* binary = std::getenv("PULSEBOX_BIN");
+    ASSERT_NE(binary, nullptr) << "PULSEBOX_BIN is not set (meson sets it)";
+    std::vector<std::string> full = {binary, "oci", "--root", root_.string(), "run"};
+    full.insert(full.end(), flags.begin(), flags.end());
+    for (const std::string& arg : {std::string("--bundle"), bundle.dir.string(), std::string(kId)})
+      full.push_back(arg);
+    std::vector<char*> argv;
+    for (auto& arg : full)
+      argv.push_back(arg.data());
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&actions, 1, out_.c_str(), O_WRONLY | O_CREAT | O_APPEND,
+                                     0600);
+    posix_spawn_file_actions_addopen(&actions, 2, err_.c_str(), O_WRONLY | O_CREAT | O_APPEND,
+                                     0600);
+    const int rc = ::posix_spawn(&run_pid_, binary, &actions, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    ASSERT_EQ(rc, 0) << "posix_spawn " << binary;
+  }
+
+  bool wait_for_output(const std::string& text) {
+    for (int i = 0; i < 500; ++i) {
+      if (testing::read_file(out_).find(text) != std::string::npos) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return false;
+  }
+
+  // run's exit code (128 + n after signal n), bounded by 30 s; -1 on timeout.
+  int wait_for_run() {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    int status = 0;
+    while (::waitpid(run_pid_, &status, WNOHANG) == 0) {
+      if (std::chrono::steady_clock::now() > deadline) return -1;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    run_pid_ = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+
+  std::vector<std::string> root_entries() {
+    std::vector<std::string> entries;
+    if (fs::exists(root_)) {
+      for (const auto& entry : fs::directory_iterator(root_))
+        entries.push_back(entry.path().filename());
+    }
+    return entries;
+  }
+
+  testing::TempDir temp_;
+  fs::path root_ = temp_ / "state";
+  fs::path out_ = temp_ / "out";
+  fs::path err_ = temp_ / "err";
+  linux_api::CgroupHost host_;
+  std::string subtree_;
+  pid_t run_pid_ = -1;
+};
+
+class OciRunForwardTest : public OciRunSignalTest,
+                          public ::testing::WithParamInterface<std::tuple<int, const char*>> {};
+
+// The signal reaches the container's trap: run exits with the trap's status
+// and the container is gone.
+TEST_P(OciRunForwardTest, SignalReachesContainer) {
+  const auto [signal, name] = GetParam();
+  const int status = signal == SIGTERM ? 5 : 30 + signal;
+  ASSERT_NO_FATAL_FAILURE(start_run(trapping_bundle(name, status), {}));
+  ASSERT_TRUE(wait_for_output("ready")) << testing::read_file(err_);
+  ASSERT_EQ(::kill(run_pid_, signal), 0);
+  EXPECT_EQ(wait_for_run(), status) << testing::read_file(err_);
+  EXPECT_TRUE(root_entries().empty());
+  for (const auto& [key, mount] : host_.hierarchy_mounts) {
+    if (subtree_.empty()) break;
+    EXPECT_FALSE(fs::exists(fs::path(mount) / subtree_ / kId)) << mount;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Signals, OciRunForwardTest,
+    ::testing::Values(std::make_tuple(SIGTERM, "TERM"), std::make_tuple(SIGINT, "INT"),
+                      std::make_tuple(SIGHUP, "HUP"), std::make_tuple(SIGQUIT, "QUIT"),
+                      std::make_tuple(SIGUSR1, "USR1"), std::make_tuple(SIGUSR2, "USR2"),
+                      std::make_tuple(SIGWINCH, "WINCH")),
+    [](const auto& param_info) { return std::string(std::get<1>(param_info.param)); });
+
+// --keep leaves the stopped container for `state` and `delete`.
+TEST_F(OciRunSignalTest, KeepLeavesStoppedContainer) {
+  ASSERT_NO_FATAL_FAILURE(start_run(trapping_bundle("TERM", 5), {"--keep"}));
+  ASSERT_TRUE(wait_for_output("ready")) << testing::read_file(err_);
+  ASSERT_EQ(::kill(run_pid_, SIGTERM), 0);
+  EXPECT_EQ(wait_for_run(), 5) << testing::read_file(err_);
+  const auto state = nlohmann::json::parse(run_oci(root_, {"state", kId}).out, nullptr, false);
+  ASSERT_TRUE(state.is_object());
+  EXPECT_EQ(state["status"], "stopped");
+  EXPECT_EQ(run_oci(root_, {"delete", kId}).exit_code, 0);
+  EXPECT_TRUE(root_entries().empty());
+}
+
+// --detach exits 0 once the container runs; it goes on without run.
+TEST_F(OciRunSignalTest, DetachReturnsOnceStarted) {
+  ASSERT_NO_FATAL_FAILURE(start_run(trapping_bundle("TERM", 5), {"--detach"}));
+  EXPECT_EQ(wait_for_run(), 0) << testing::read_file(err_);
+  ASSERT_TRUE(wait_for_output("ready"));
+  const auto state = nlohmann::json::parse(run_oci(root_, {"state", kId}).out, nullptr, false);
+  ASSERT_TRUE(state.is_object());
+  EXPECT_EQ(state["status"], "running");
+  EXPECT_EQ(run_oci(root_, {"kill", kId, "TERM"}).exit_code, 0);
+  EXPECT_EQ(run_oci(root_, {"delete", "--force", kId}).exit_code, 0);
+  EXPECT_TRUE(root_entries().empty());
+}
+
+}  // namespace
+}  // namespace pulsebox
