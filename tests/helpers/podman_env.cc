@@ -21,58 +21,6 @@ namespace pulsebox::testing {
 
 namespace fs = std::filesystem;
 
-ToolRun run_tool(const std::vector<std::string>& argv, const std::vector<std::string>& env,
-                 int timeout_s) {
-  ToolRun result;
-  int pipe_fds[2];
-  if (::pipe2(pipe_fds, O_CLOEXEC) != 0) return result;
-  std::vector<std::string> environment;
-  for (char** entry = environ; *entry != nullptr; ++entry)
-    environment.emplace_back(*entry);
-  environment.insert(environment.end(), env.begin(), env.end());
-  std::vector<char*> args, envp;
-  auto argv_copy = argv;
-  for (auto& arg : argv_copy)
-    args.push_back(arg.data());
-  args.push_back(nullptr);
-  for (auto& entry : environment)
-    envp.push_back(entry.data());
-  envp.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], 1);
-  posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], 2);
-  pid_t pid = -1;
-  const int rc = ::posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), envp.data());
-  posix_spawn_file_actions_destroy(&actions);
-  ::close(pipe_fds[1]);
-  if (rc != 0) {
-    ::close(pipe_fds[0]);
-    result.output = "posix_spawn failed";
-    return result;
-  }
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
-  for (;;) {
-    pollfd readable{pipe_fds[0], POLLIN, 0};
-    if (std::chrono::steady_clock::now() > deadline) {
-      ::kill(pid, SIGKILL);
-      result.output += "\n(killed after " + std::to_string(timeout_s) + " s)";
-      break;
-    }
-    if (::poll(&readable, 1, 200) <= 0) continue;
-    char buffer[4096];
-    const ssize_t n = ::read(pipe_fds[0], buffer, sizeof buffer);
-    if (n <= 0) break;
-    result.output.append(buffer, static_cast<std::size_t>(n));
-  }
-  ::close(pipe_fds[0]);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return result;
-}
-
 std::string PodmanEnv::unavailable() {
   if (::geteuid() != 0)
     return "skipped (needs root): podman with cgroupfs leaves under /libpod_parent";

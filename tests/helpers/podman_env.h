@@ -16,17 +16,9 @@
 #include <string>
 #include <vector>
 
+#include "helpers/oci_engine.h"  // ToolRun, run_tool
+
 namespace pulsebox::testing {
-
-struct ToolRun {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr together
-};
-
-// `argv` (searched in PATH) with `env` (NAME=VALUE) added, stdin /dev/null,
-// output collected; killed after `timeout_s`.
-ToolRun run_tool(const std::vector<std::string>& argv, const std::vector<std::string>& env,
-                 int timeout_s = 120);
 
 class PodmanEnv {
  public:
