@@ -444,6 +444,14 @@ std::vector<spec::DeviceRule> device_rules(const spec::Spec& spec) {
     rule.access = "rwm";
     rules.push_back(rule);
   };
+  // runc's first implicit allows: mknod of any node (opening one is what
+  // the rules guard; images make nodes while building).
+  const auto allow_mknod = [&](char type) {
+    allow(type, -1, -1);
+    rules.back().access = "m";
+  };
+  allow_mknod('c');
+  allow_mknod('b');
   for (const auto& device : kDefaultDevices)
     allow('c', device.major, device.minor);
   allow('c', 5, 1);     // /dev/console

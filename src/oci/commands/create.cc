@@ -19,6 +19,7 @@
 #include "linux/cgroup.h"
 #include "oci/cgroups.h"
 #include "oci/commands/commands.h"
+#include "oci/device_filter.h"
 #include "oci/plan_builder.h"
 #include "oci/spec/spec.h"
 #include "oci/tmpcopyup.h"
@@ -200,12 +201,21 @@ core::Result<Created> create(StateStore& store, const CreateOptions& options) {
       if (auto status = write_v1_device_rules(leaf, device_rules(spec)); !status.ok())
         return undo(status.error());
       cgroup_report = "v1:" + std::to_string(cgroup.leaf_dirs().size()) + " leaves,devices";
+    } else if (cgroup.unified_fd() >= 0 && (root || !in_user_namespace)) {
+      // cgroup v2: the same rules as a device program on the unified leaf,
+      // attached before the process is cloned into it. Where it cannot be
+      // loaded create fails: real root with CAP_MKNOD could open any device
+      // node it makes.
+      auto program = device_filter_program(device_rules(spec));
+      if (!program) return undo(std::move(program).error());
+      if (auto status = attach_device_filter(cgroup.unified_fd(), *program); !status.ok())
+        return undo(status.error());
+      cgroup_report = "v2:devices";
     } else if (!in_user_namespace) {
-      // Real root with CAP_MKNOD could open any device node it makes.
       return undo(core::Error(core::ErrorKind::kUnsupported, "oci",
-                              "config.json: linux.resources.devices: the device rules need the "
-                              "cgroup v1 devices controller here (the cgroup v2 BPF filter is "
-                              "milestone 2); add a user namespace or use a host with it"));
+                              "config.json: linux.resources.devices: no cgroup v1 devices "
+                              "controller and no cgroup v2 leaf for the device rules; add a user "
+                              "namespace or use a host with either"));
     } else {
       cgroup_report = "v2";
     }
