@@ -25,13 +25,33 @@ core::Error fail(const std::string& destination, const std::string& what) {
   return core::Error::from_errno("oci", "tmpcopyup of " + destination + ": " + what);
 }
 
+// The kernel's overflow id (what an unmapped id shows as), 65534 by default.
+std::uint32_t overflow_id(const char* file) {
+  core::UniqueFd fd(::open(file, O_RDONLY | O_CLOEXEC));
+  auto text = fd ? core::read_all(fd.get(), 64, file) : core::Result<std::string>(std::string());
+  try {
+    if (text && !text->empty()) return static_cast<std::uint32_t>(std::stoul(*text));
+  } catch (const std::exception&) {
+  }
+  return 65534;
+}
+
 struct Copy {
   const std::string& destination;
+  const linux_api::IdMaps* maps = nullptr;
+  std::uint32_t overflow_uid = 65534, overflow_gid = 65534;
   long entries = 0;
+
+  std::pair<uid_t, gid_t> owner(const struct stat& source) const {
+    if (maps == nullptr) return {source.st_uid, source.st_gid};
+    return {shifted_id(maps->uids, source.st_uid, overflow_uid),
+            shifted_id(maps->gids, source.st_gid, overflow_gid)};
+  }
 
   core::Status owner_and_mode(int dir, const char* name, const struct stat& source, bool link) {
     const int at = (name[0] == '\0' ? AT_EMPTY_PATH : 0) | (link ? AT_SYMLINK_NOFOLLOW : 0);
-    if (::fchownat(dir, name, source.st_uid, source.st_gid, at) != 0)
+    const auto [uid, gid] = owner(source);
+    if (::fchownat(dir, name, uid, gid, at) != 0)
       return fail(destination, std::string("setting the owner of ") + name);
     if (!link && name[0] != '\0' && ::fchmodat(dir, name, source.st_mode & 07777, 0) != 0)
       return fail(destination, std::string("setting the mode of ") + name);
@@ -108,9 +128,18 @@ struct Copy {
 
 }  // namespace
 
+std::uint32_t shifted_id(const std::vector<linux_api::IdMapping>& map, std::uint32_t id,
+                         std::uint32_t overflow) {
+  for (const auto& range : map) {
+    if (id >= range.inside && id - range.inside < range.count)
+      return range.outside + (id - range.inside);
+  }
+  return overflow;
+}
+
 core::Result<core::UniqueFd> make_tmpcopyup(const std::string& rootfs,
                                             const std::string& destination, const std::string& data,
-                                            unsigned long flags) {
+                                            unsigned long flags, const linux_api::IdMaps* maps) {
   core::UniqueFd context(::fsopen("tmpfs", FSOPEN_CLOEXEC));
   if (!context) return fail(destination, "fsopen tmpfs");
   std::size_t start = 0;
@@ -143,17 +172,29 @@ core::Result<core::UniqueFd> make_tmpcopyup(const std::string& rootfs,
   core::UniqueFd source(
       static_cast<int>(::syscall(SYS_openat2, root.get(), destination.c_str(), &how, sizeof how)));
   if (!source) {
-    if (errno == ENOENT) return mount;  // nothing in the image there: an empty tmpfs
-    return fail(destination, "opening it in the root");
+    if (errno != ENOENT) return fail(destination, "opening it in the root");
+    // Nothing in the image there: an empty tmpfs, the container root's.
+    if (maps != nullptr) {
+      const struct stat root_owned {};
+      const auto [uid, gid] = Copy{destination, maps}.owner(root_owned);
+      if (::fchownat(mount.get(), "", uid, gid, AT_EMPTY_PATH) != 0)
+        return fail(destination, "setting the owner of the tmpfs's root");
+    }
+    return mount;
   }
-  Copy copy{destination};
+  Copy copy{destination, maps};
+  if (maps != nullptr) {
+    copy.overflow_uid = overflow_id("/proc/sys/kernel/overflowuid");
+    copy.overflow_gid = overflow_id("/proc/sys/kernel/overflowgid");
+  }
   PB_CHECK(copy.tree(source.get(), mount.get(), 0));
   // The tmpfs's root takes the image directory's owner and mode (the
   // mount's descriptor is O_PATH: its mode is set through /proc).
   struct stat top {};
   const std::string self = "/proc/self/fd/" + std::to_string(mount.get());
   if (::fstat(source.get(), &top) != 0 ||
-      ::fchownat(mount.get(), "", top.st_uid, top.st_gid, AT_EMPTY_PATH) != 0 ||
+      ::fchownat(mount.get(), "", copy.owner(top).first, copy.owner(top).second, AT_EMPTY_PATH) !=
+          0 ||
       ::chmod(self.c_str(), top.st_mode & 07777) != 0)
     return fail(destination, "setting the owner and mode of the tmpfs's root");
   if ((flags & MS_RDONLY) != 0) {
