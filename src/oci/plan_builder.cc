@@ -170,12 +170,6 @@ core::Status add_mount(const spec::Spec& spec, std::size_t index, const PlanInpu
     return core::Error(core::ErrorKind::kInvalidInput, "oci",
                        "config.json: " + where + ".options \"tmpcopyup\": only for a tmpfs");
   if (options.copy_up) {
-    // The copy's tmpfs is made outside the container's user namespace,
-    // which only root may do.
-    if (spec.find_namespace(CLONE_NEWUSER) != nullptr && !inputs.can_mknod)
-      return not_yet(where + ".options \"tmpcopyup\"",
-                     "an ordinary user's container in a user namespace gets no tmpcopyup yet "
-                     "(its tmpfs is made outside the namespace, which needs root); remove it");
     const auto fd = inputs.copy_up_fds.find(index);
     if (fd == inputs.copy_up_fds.end())
       return core::Error(core::ErrorKind::kInternal, "oci",

@@ -3,12 +3,16 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
+#include <sched.h>
 #include <sys/mount.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 #include <string_view>
 #include <vector>
 
@@ -51,8 +55,16 @@ struct Copy {
   core::Status owner_and_mode(int dir, const char* name, const struct stat& source, bool link) {
     const int at = (name[0] == '\0' ? AT_EMPTY_PATH : 0) | (link ? AT_SYMLINK_NOFOLLOW : 0);
     const auto [uid, gid] = owner(source);
-    if (::fchownat(dir, name, uid, gid, at) != 0)
+    if (::fchownat(dir, name, uid, gid, at) != 0) {
+      // Inside a user namespace (an ordinary user's copy): an owner it
+      // does not map is refused rather than replaced.
+      if (errno == EINVAL)
+        return core::Error(core::ErrorKind::kInvalidInput, "oci",
+                           "tmpcopyup of " + destination + ": " + name +
+                               " is owned by an id the container's user namespace does not map; "
+                               "give it an owner the maps cover in the image");
       return fail(destination, std::string("setting the owner of ") + name);
+    }
     if (!link && name[0] != '\0' && ::fchmodat(dir, name, source.st_mode & 07777, 0) != 0)
       return fail(destination, std::string("setting the mode of ") + name);
     return core::ok_status();
@@ -135,6 +147,85 @@ std::uint32_t shifted_id(const std::vector<linux_api::IdMapping>& map, std::uint
       return range.outside + (id - range.inside);
   }
   return overflow;
+}
+
+namespace {
+
+// The helper's answer: the tree's descriptor, or an error message.
+void send_result(int socket, const core::Result<core::UniqueFd>& tree) {
+  const std::string message = tree ? std::string() : tree.error().message();
+  char byte = 0;
+  iovec data{};
+  data.iov_base = message.empty() ? &byte : const_cast<char*>(message.data());
+  data.iov_len = message.empty() ? 1 : message.size();
+  msghdr header{};
+  header.msg_iov = &data;
+  header.msg_iovlen = 1;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  if (tree) {
+    header.msg_control = control;
+    header.msg_controllen = sizeof control;
+    cmsghdr* rights = CMSG_FIRSTHDR(&header);
+    rights->cmsg_level = SOL_SOCKET;
+    rights->cmsg_type = SCM_RIGHTS;
+    rights->cmsg_len = CMSG_LEN(sizeof(int));
+    const int fd = tree->get();
+    std::memcpy(CMSG_DATA(rights), &fd, sizeof fd);
+  }
+  (void)::sendmsg(socket, &header, MSG_NOSIGNAL);
+}
+
+core::Result<core::UniqueFd> receive_result(int socket, const std::string& destination) {
+  char text[4096];
+  iovec data{text, sizeof text};
+  msghdr header{};
+  header.msg_iov = &data;
+  header.msg_iovlen = 1;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  header.msg_control = control;
+  header.msg_controllen = sizeof control;
+  const ssize_t n = ::recvmsg(socket, &header, MSG_CMSG_CLOEXEC);
+  if (n <= 0) return fail(destination, "the copying helper ended without an answer");
+  for (cmsghdr* c = CMSG_FIRSTHDR(&header); c != nullptr; c = CMSG_NXTHDR(&header, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    int fd = -1;
+    std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
+    return core::UniqueFd(fd);
+  }
+  return core::Error(core::ErrorKind::kIo, "oci", std::string(text, static_cast<std::size_t>(n)));
+}
+
+}  // namespace
+
+core::Result<core::UniqueFd> make_tmpcopyup_in_user_namespace(const std::string& rootfs,
+                                                              const std::string& destination,
+                                                              const std::string& data,
+                                                              unsigned long flags,
+                                                              const linux_api::IdMaps& maps) {
+  PB_TRY(user_namespace, linux_api::create_mapping_namespace(maps));
+  int pair[2];
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0)
+    return fail(destination, "socketpair");
+  core::UniqueFd ours(pair[0]), theirs(pair[1]);
+  const pid_t pid = ::fork();
+  if (pid < 0) return fail(destination, "fork");
+  if (pid == 0) {
+    // A single-threaded child may join a user namespace; there it owns a
+    // mount namespace of its own, so it may make the tmpfs.
+    core::Result<core::UniqueFd> tree =
+        ::setns(user_namespace.get(), CLONE_NEWUSER) != 0
+            ? fail(destination, "joining the container's user namespace")
+        : ::unshare(CLONE_NEWNS) != 0 ? fail(destination, "making a mount namespace")
+                                      : make_tmpcopyup(rootfs, destination, data, flags);
+    send_result(theirs.get(), tree);
+    ::_exit(0);
+  }
+  theirs.reset();
+  auto tree = receive_result(ours.get(), destination);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return tree;
 }
 
 core::Result<core::UniqueFd> make_tmpcopyup(const std::string& rootfs,

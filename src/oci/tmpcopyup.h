@@ -41,4 +41,15 @@ core::Result<core::UniqueFd> make_tmpcopyup(const std::string& rootfs,
                                             unsigned long flags,
                                             const linux_api::IdMaps* maps = nullptr);
 
+// The same for an ordinary user, who may not make a tmpfs out here: a
+// helper joins a user namespace with the container's `maps` and makes the
+// copy there, so the owners are kept as that namespace sees them (runc's
+// result: the user's own files are root's inside). An owner the maps leave
+// out is refused, naming the file.
+core::Result<core::UniqueFd> make_tmpcopyup_in_user_namespace(const std::string& rootfs,
+                                                              const std::string& destination,
+                                                              const std::string& data,
+                                                              unsigned long flags,
+                                                              const linux_api::IdMaps& maps);
+
 }  // namespace pulsebox::oci

@@ -248,19 +248,23 @@ core::Result<Created> create(StateStore& store, const CreateOptions& options) {
   }
 
   // tmpcopyup trees, filled here (the image is read by descriptor, inside
-  // the root) and attached by the process; in a user namespace the owners
-  // are shifted through its maps. Not for an ordinary user's user
-  // namespace (the tmpfs is made out here, which needs root): the plan
-  // refuses that.
+  // the root) and attached by the process; in a user namespace root shifts
+  // the owners through its maps, and an ordinary user's copy is made
+  // inside a namespace with those maps (tmpcopyup.h).
   std::vector<core::UniqueFd> copy_ups;
   PlanInputs inputs;
-  if (root || !in_user_namespace) {
+  {
     for (const std::size_t index : copy_up_mounts(spec)) {
       auto flags_and_data = mount_flags_and_data(spec, index);
       if (!flags_and_data) return undo(std::move(flags_and_data).error());
-      auto tree = make_tmpcopyup(spec.root_path.string(), spec.mounts[index].destination,
-                                 flags_and_data->second, flags_and_data->first,
-                                 in_user_namespace ? &spec.linux.id_maps : nullptr);
+      const std::string& destination = spec.mounts[index].destination;
+      auto tree = in_user_namespace && !root
+                      ? make_tmpcopyup_in_user_namespace(spec.root_path.string(), destination,
+                                                         flags_and_data->second,
+                                                         flags_and_data->first, spec.linux.id_maps)
+                      : make_tmpcopyup(spec.root_path.string(), destination, flags_and_data->second,
+                                       flags_and_data->first,
+                                       in_user_namespace ? &spec.linux.id_maps : nullptr);
       if (tree) tree = above_preserved(std::move(tree).value(), options.preserve_fds);
       if (!tree) return undo(std::move(tree).error());
       inputs.copy_up_fds[index] = tree->get();
