@@ -170,9 +170,6 @@ core::Status add_mount(const spec::Spec& spec, std::size_t index, const PlanInpu
     return core::Error(core::ErrorKind::kInvalidInput, "oci",
                        "config.json: " + where + ".options \"tmpcopyup\": only for a tmpfs");
   if (options.copy_up) {
-    if (spec.find_namespace(CLONE_NEWUSER) != nullptr)
-      return not_yet(where + ".options \"tmpcopyup\"",
-                     "the copy's owners are not shifted into a user namespace yet; remove it");
     const auto fd = inputs.copy_up_fds.find(index);
     if (fd == inputs.copy_up_fds.end())
       return core::Error(core::ErrorKind::kInternal, "oci",
@@ -444,6 +441,14 @@ std::vector<spec::DeviceRule> device_rules(const spec::Spec& spec) {
     rule.access = "rwm";
     rules.push_back(rule);
   };
+  // runc's first implicit allows: mknod of any node (opening one is what
+  // the rules guard; images make nodes while building).
+  const auto allow_mknod = [&](char type) {
+    allow(type, -1, -1);
+    rules.back().access = "m";
+  };
+  allow_mknod('c');
+  allow_mknod('b');
   for (const auto& device : kDefaultDevices)
     allow('c', device.major, device.minor);
   allow('c', 5, 1);     // /dev/console

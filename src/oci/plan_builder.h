@@ -69,9 +69,10 @@ core::Result<launch::ContainerPlan> build_container_plan(const spec::Spec& spec,
                                                          const PlanInputs& inputs);
 
 // The cgroup device rules the container gets: a deny of everything, then
-// linux.resources.devices in order, then an allow (rwm) for each default device (null, zero, full,
-// random, urandom, tty, console, ptmx, the pts) and each linux.devices entry,
-// as runc appends them.
+// linux.resources.devices in order, then an allow of mknod ("m") for any
+// character and block node, an allow (rwm) for each default device (null,
+// zero, full, random, urandom, tty, console, ptmx, the pts) and each
+// linux.devices entry, as runc appends them.
 std::vector<spec::DeviceRule> device_rules(const spec::Spec& spec);
 
 // linux.resources as the cgroup package applies them. A limit it does not

@@ -3,12 +3,16 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
+#include <sched.h>
 #include <sys/mount.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 #include <string_view>
 #include <vector>
 
@@ -25,14 +29,42 @@ core::Error fail(const std::string& destination, const std::string& what) {
   return core::Error::from_errno("oci", "tmpcopyup of " + destination + ": " + what);
 }
 
+// The kernel's overflow id (what an unmapped id shows as), 65534 by default.
+std::uint32_t overflow_id(const char* file) {
+  core::UniqueFd fd(::open(file, O_RDONLY | O_CLOEXEC));
+  auto text = fd ? core::read_all(fd.get(), 64, file) : core::Result<std::string>(std::string());
+  try {
+    if (text && !text->empty()) return static_cast<std::uint32_t>(std::stoul(*text));
+  } catch (const std::exception&) {
+  }
+  return 65534;
+}
+
 struct Copy {
   const std::string& destination;
+  const linux_api::IdMaps* maps = nullptr;
+  std::uint32_t overflow_uid = 65534, overflow_gid = 65534;
   long entries = 0;
+
+  std::pair<uid_t, gid_t> owner(const struct stat& source) const {
+    if (maps == nullptr) return {source.st_uid, source.st_gid};
+    return {shifted_id(maps->uids, source.st_uid, overflow_uid),
+            shifted_id(maps->gids, source.st_gid, overflow_gid)};
+  }
 
   core::Status owner_and_mode(int dir, const char* name, const struct stat& source, bool link) {
     const int at = (name[0] == '\0' ? AT_EMPTY_PATH : 0) | (link ? AT_SYMLINK_NOFOLLOW : 0);
-    if (::fchownat(dir, name, source.st_uid, source.st_gid, at) != 0)
+    const auto [uid, gid] = owner(source);
+    if (::fchownat(dir, name, uid, gid, at) != 0) {
+      // Inside a user namespace (an ordinary user's copy): an owner it
+      // does not map is refused rather than replaced.
+      if (errno == EINVAL)
+        return core::Error(core::ErrorKind::kInvalidInput, "oci",
+                           "tmpcopyup of " + destination + ": " + name +
+                               " is owned by an id the container's user namespace does not map; "
+                               "give it an owner the maps cover in the image");
       return fail(destination, std::string("setting the owner of ") + name);
+    }
     if (!link && name[0] != '\0' && ::fchmodat(dir, name, source.st_mode & 07777, 0) != 0)
       return fail(destination, std::string("setting the mode of ") + name);
     return core::ok_status();
@@ -108,9 +140,97 @@ struct Copy {
 
 }  // namespace
 
+std::uint32_t shifted_id(const std::vector<linux_api::IdMapping>& map, std::uint32_t id,
+                         std::uint32_t overflow) {
+  for (const auto& range : map) {
+    if (id >= range.inside && id - range.inside < range.count)
+      return range.outside + (id - range.inside);
+  }
+  return overflow;
+}
+
+namespace {
+
+// The helper's answer: the tree's descriptor, or an error message.
+void send_result(int socket, const core::Result<core::UniqueFd>& tree) {
+  const std::string message = tree ? std::string() : tree.error().message();
+  char byte = 0;
+  iovec data{};
+  data.iov_base = message.empty() ? &byte : const_cast<char*>(message.data());
+  data.iov_len = message.empty() ? 1 : message.size();
+  msghdr header{};
+  header.msg_iov = &data;
+  header.msg_iovlen = 1;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  if (tree) {
+    header.msg_control = control;
+    header.msg_controllen = sizeof control;
+    cmsghdr* rights = CMSG_FIRSTHDR(&header);
+    rights->cmsg_level = SOL_SOCKET;
+    rights->cmsg_type = SCM_RIGHTS;
+    rights->cmsg_len = CMSG_LEN(sizeof(int));
+    const int fd = tree->get();
+    std::memcpy(CMSG_DATA(rights), &fd, sizeof fd);
+  }
+  (void)::sendmsg(socket, &header, MSG_NOSIGNAL);
+}
+
+core::Result<core::UniqueFd> receive_result(int socket, const std::string& destination) {
+  char text[4096];
+  iovec data{text, sizeof text};
+  msghdr header{};
+  header.msg_iov = &data;
+  header.msg_iovlen = 1;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  header.msg_control = control;
+  header.msg_controllen = sizeof control;
+  const ssize_t n = ::recvmsg(socket, &header, MSG_CMSG_CLOEXEC);
+  if (n <= 0) return fail(destination, "the copying helper ended without an answer");
+  for (cmsghdr* c = CMSG_FIRSTHDR(&header); c != nullptr; c = CMSG_NXTHDR(&header, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    int fd = -1;
+    std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
+    return core::UniqueFd(fd);
+  }
+  return core::Error(core::ErrorKind::kIo, "oci", std::string(text, static_cast<std::size_t>(n)));
+}
+
+}  // namespace
+
+core::Result<core::UniqueFd> make_tmpcopyup_in_user_namespace(const std::string& rootfs,
+                                                              const std::string& destination,
+                                                              const std::string& data,
+                                                              unsigned long flags,
+                                                              const linux_api::IdMaps& maps) {
+  PB_TRY(user_namespace, linux_api::create_mapping_namespace(maps));
+  int pair[2];
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0)
+    return fail(destination, "socketpair");
+  core::UniqueFd ours(pair[0]), theirs(pair[1]);
+  const pid_t pid = ::fork();
+  if (pid < 0) return fail(destination, "fork");
+  if (pid == 0) {
+    // A single-threaded child may join a user namespace; there it owns a
+    // mount namespace of its own, so it may make the tmpfs.
+    core::Result<core::UniqueFd> tree =
+        ::setns(user_namespace.get(), CLONE_NEWUSER) != 0
+            ? fail(destination, "joining the container's user namespace")
+        : ::unshare(CLONE_NEWNS) != 0 ? fail(destination, "making a mount namespace")
+                                      : make_tmpcopyup(rootfs, destination, data, flags);
+    send_result(theirs.get(), tree);
+    ::_exit(0);
+  }
+  theirs.reset();
+  auto tree = receive_result(ours.get(), destination);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return tree;
+}
+
 core::Result<core::UniqueFd> make_tmpcopyup(const std::string& rootfs,
                                             const std::string& destination, const std::string& data,
-                                            unsigned long flags) {
+                                            unsigned long flags, const linux_api::IdMaps* maps) {
   core::UniqueFd context(::fsopen("tmpfs", FSOPEN_CLOEXEC));
   if (!context) return fail(destination, "fsopen tmpfs");
   std::size_t start = 0;
@@ -143,17 +263,29 @@ core::Result<core::UniqueFd> make_tmpcopyup(const std::string& rootfs,
   core::UniqueFd source(
       static_cast<int>(::syscall(SYS_openat2, root.get(), destination.c_str(), &how, sizeof how)));
   if (!source) {
-    if (errno == ENOENT) return mount;  // nothing in the image there: an empty tmpfs
-    return fail(destination, "opening it in the root");
+    if (errno != ENOENT) return fail(destination, "opening it in the root");
+    // Nothing in the image there: an empty tmpfs, the container root's.
+    if (maps != nullptr) {
+      const struct stat root_owned {};
+      const auto [uid, gid] = Copy{destination, maps}.owner(root_owned);
+      if (::fchownat(mount.get(), "", uid, gid, AT_EMPTY_PATH) != 0)
+        return fail(destination, "setting the owner of the tmpfs's root");
+    }
+    return mount;
   }
-  Copy copy{destination};
+  Copy copy{destination, maps};
+  if (maps != nullptr) {
+    copy.overflow_uid = overflow_id("/proc/sys/kernel/overflowuid");
+    copy.overflow_gid = overflow_id("/proc/sys/kernel/overflowgid");
+  }
   PB_CHECK(copy.tree(source.get(), mount.get(), 0));
   // The tmpfs's root takes the image directory's owner and mode (the
   // mount's descriptor is O_PATH: its mode is set through /proc).
   struct stat top {};
   const std::string self = "/proc/self/fd/" + std::to_string(mount.get());
   if (::fstat(source.get(), &top) != 0 ||
-      ::fchownat(mount.get(), "", top.st_uid, top.st_gid, AT_EMPTY_PATH) != 0 ||
+      ::fchownat(mount.get(), "", copy.owner(top).first, copy.owner(top).second, AT_EMPTY_PATH) !=
+          0 ||
       ::chmod(self.c_str(), top.st_mode & 07777) != 0)
     return fail(destination, "setting the owner and mode of the tmpfs's root");
   if ((flags & MS_RDONLY) != 0) {

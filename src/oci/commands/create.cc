@@ -20,6 +20,7 @@
 #include "linux/cgroup.h"
 #include "oci/cgroups.h"
 #include "oci/commands/commands.h"
+#include "oci/device_filter.h"
 #include "oci/plan_builder.h"
 #include "oci/spec/spec.h"
 #include "oci/tmpcopyup.h"
@@ -207,12 +208,21 @@ core::Result<Created> create(StateStore& store, const CreateOptions& options) {
       if (auto status = write_v1_device_rules(leaf, device_rules(spec)); !status.ok())
         return undo(status.error());
       cgroup_report = "v1:" + std::to_string(cgroup.leaf_dirs().size()) + " leaves,devices";
+    } else if (cgroup.unified_fd() >= 0 && (root || !in_user_namespace)) {
+      // cgroup v2: the same rules as a device program on the unified leaf,
+      // attached before the process is cloned into it. Where it cannot be
+      // loaded create fails: real root with CAP_MKNOD could open any device
+      // node it makes.
+      auto program = device_filter_program(device_rules(spec));
+      if (!program) return undo(std::move(program).error());
+      if (auto status = attach_device_filter(cgroup.unified_fd(), *program); !status.ok())
+        return undo(status.error());
+      cgroup_report = "v2:devices";
     } else if (!in_user_namespace) {
-      // Real root with CAP_MKNOD could open any device node it makes.
       return undo(core::Error(core::ErrorKind::kUnsupported, "oci",
-                              "config.json: linux.resources.devices: the device rules need the "
-                              "cgroup v1 devices controller here (the cgroup v2 BPF filter is "
-                              "milestone 2); add a user namespace or use a host with it"));
+                              "config.json: linux.resources.devices: no cgroup v1 devices "
+                              "controller and no cgroup v2 leaf for the device rules; add a user "
+                              "namespace or use a host with either"));
     } else {
       cgroup_report = "v2";
     }
@@ -247,16 +257,23 @@ core::Result<Created> create(StateStore& store, const CreateOptions& options) {
   core::trace_phase("oci: fifo made");
 
   // tmpcopyup trees, filled here (the image is read by descriptor, inside
-  // the root) and attached by the process. Not in a user namespace: the
-  // plan refuses that before anything is read.
+  // the root) and attached by the process; in a user namespace root shifts
+  // the owners through its maps, and an ordinary user's copy is made
+  // inside a namespace with those maps (tmpcopyup.h).
   std::vector<core::UniqueFd> copy_ups;
   PlanInputs inputs;
-  if (!in_user_namespace) {
+  {
     for (const std::size_t index : copy_up_mounts(spec)) {
       auto flags_and_data = mount_flags_and_data(spec, index);
       if (!flags_and_data) return undo(std::move(flags_and_data).error());
-      auto tree = make_tmpcopyup(spec.root_path.string(), spec.mounts[index].destination,
-                                 flags_and_data->second, flags_and_data->first);
+      const std::string& destination = spec.mounts[index].destination;
+      auto tree = in_user_namespace && !root
+                      ? make_tmpcopyup_in_user_namespace(spec.root_path.string(), destination,
+                                                         flags_and_data->second,
+                                                         flags_and_data->first, spec.linux.id_maps)
+                      : make_tmpcopyup(spec.root_path.string(), destination, flags_and_data->second,
+                                       flags_and_data->first,
+                                       in_user_namespace ? &spec.linux.id_maps : nullptr);
       if (tree) tree = above_preserved(std::move(tree).value(), options.preserve_fds);
       if (!tree) return undo(std::move(tree).error());
       inputs.copy_up_fds[index] = tree->get();

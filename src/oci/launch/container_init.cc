@@ -159,6 +159,15 @@ PULSEBOX_CHILD_CODE void set_up_console(const ContainerPlan& plan, int root_fd,
   // ordinary user's create could not write the id maps of an undumpable
   // process (its /proc files belong to root then).
   raw(SYS_prctl, PR_SET_DUMPABLE, 0, 0, 0, 0);
+  // In a new user namespace, its root (as runc): a root parent's ids are
+  // not mapped there (0 -> 100000), and files an unmapped id creates on
+  // the container's own mounts fail with EOVERFLOW.
+  if ((plan.clone_namespaces & CLONE_NEWUSER) != 0) {
+    if (const int e = linux_api::sys_setresgid(0); e != 0)
+      fail("becoming the user namespace's root (gid 0 must be mapped)", e);
+    if (const int e = linux_api::sys_setresuid(0); e != 0)
+      fail("becoming the user namespace's root (uid 0 must be mapped)", e);
+  }
   if (plan.unshare_namespaces != 0) {
     check(fail, "creating the mount, network, ipc and uts namespaces",
           raw(SYS_unshare, plan.unshare_namespaces));
