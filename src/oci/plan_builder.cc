@@ -363,8 +363,14 @@ core::Result<launch::ContainerPlan> build_container_plan(const spec::Spec& spec,
   if (!spec.linux.rootfs_propagation.empty())
     return not_yet("linux.rootfsPropagation",
                    "runc's default (rslave) is applied; remove the field");
-  if (!spec.linux.sysctl.empty())
-    return not_yet("linux.sysctl", "namespaced sysctls are milestone 2; remove them");
+  // The reader let through only keys of the container's own namespaces.
+  for (const auto& [key, value] : spec.linux.sysctl) {
+    std::string path = "proc/sys/" + key;
+    std::replace(path.begin(), path.end(), '.', '/');
+    const auto slash = path.rfind('/');
+    plan.sysctls.push_back(
+        {path.substr(0, slash), path.substr(slash + 1), value, "writing linux.sysctl." + key});
+  }
   if (!spec.hooks.create_runtime.empty() || !spec.hooks.create_container.empty() ||
       !spec.hooks.start_container.empty() || !spec.hooks.poststart.empty() ||
       !spec.hooks.poststop.empty())

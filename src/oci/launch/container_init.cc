@@ -7,12 +7,15 @@
 
 #include <fcntl.h>
 #include <linux/keyctl.h>
+#include <linux/magic.h>
+#include <linux/openat2.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -123,6 +126,37 @@ PULSEBOX_CHILD_CODE void set_up_console(const ContainerPlan& plan, int root_fd,
   raw(SYS_close, plan.console_socket_fd);
 }
 
+// linux.sysctl: each value goes through the root's own proc mount. The
+// directory is resolved in the root with no symlink at all and must be on
+// procfs, so a hostile image's /proc (a symlink to a host path, or a plain
+// directory with nothing mounted on it) fails create instead of leading
+// the write to another file. The entry is then opened in that directory.
+PULSEBOX_CHILD_CODE void write_sysctls(const ContainerPlan& plan, int root_fd,
+                                       const Failure& fail) noexcept {
+  for (const auto& sysctl : plan.sysctls) {
+    open_how how{};
+    how.flags = O_PATH | O_DIRECTORY | O_CLOEXEC;
+    how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+    const long directory = raw(SYS_openat2, root_fd, sysctl.directory.c_str(), &how, sizeof how);
+    check(fail, sysctl.stage.c_str(), directory,
+          "(its directory under the root's /proc, which must be a proc mount and no symlink)");
+    struct statfs filesystem {};
+    const long stat_result = raw(SYS_fstatfs, directory, &filesystem);
+    check(fail, sysctl.stage.c_str(), stat_result);
+    if (filesystem.f_type != PROC_SUPER_MAGIC)
+      fail(sysctl.stage.c_str(), EXDEV, "(the root's /proc is not a proc mount)");
+    const long fd = raw(SYS_openat, directory, sysctl.name.c_str(),
+                        O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    raw(SYS_close, directory);
+    check(fail, sysctl.stage.c_str(), fd);
+    const long written = raw(SYS_write, fd, sysctl.value.data(), sysctl.value.size());
+    raw(SYS_close, fd);
+    check(fail, sysctl.stage.c_str(), written, sysctl.value.c_str());
+    if (static_cast<std::size_t>(written) != sysctl.value.size())
+      fail(sysctl.stage.c_str(), EIO, sysctl.value.c_str());
+  }
+}
+
 }  // namespace
 
 [[noreturn]] PULSEBOX_CHILD_CODE void run_container_init(const ContainerPlan& plan,
@@ -192,6 +226,8 @@ PULSEBOX_CHILD_CODE void set_up_console(const ContainerPlan& plan, int root_fd,
     if (const int e = linux_api::apply_rooted_mount_step(static_cast<int>(root_fd), step); e != 0)
       fail(step.stage.empty() ? "mounting" : step.stage.c_str(), e, step.target.c_str());
   }
+  // After the mounts: the container's /proc exists and shows its namespaces.
+  write_sysctls(plan, static_cast<int>(root_fd), fail);
 
   // 6. The root becomes / and the old one is detached.
   check(fail, "entering the root", raw(SYS_fchdir, root_fd));

@@ -34,6 +34,17 @@ struct Rlimit {
 // open in the process until the mounts are made).
 inline constexpr int kMaxAttachFds = 16;
 
+// One linux.sysctl entry (design §2.1 step 5): written after the mounts, in
+// the container's namespaces, through `directory`/`name` under the root's
+// own proc mount ("proc/sys/net/ipv4", "ip_forward"). `stage` names the key
+// in errors ("writing linux.sysctl.net.ipv4.ip_forward").
+struct SysctlWrite {
+  std::string directory;
+  std::string name;
+  std::string value;
+  std::string stage;
+};
+
 struct ContainerPlan {
   // Namespaces. clone3 makes the user and pid namespaces; the process
   // unshares the rest after Go (the cgroup namespace last).
@@ -56,6 +67,7 @@ struct ContainerPlan {
   std::vector<std::string> masked_paths;
   std::vector<std::string> readonly_paths;
   bool root_readonly = false;
+  std::vector<SysctlWrite> sysctls;
 
   std::string hostname;
   std::string domainname;
