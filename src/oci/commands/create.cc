@@ -19,6 +19,7 @@
 #include "linux/cgroup.h"
 #include "oci/cgroups.h"
 #include "oci/commands/commands.h"
+#include "oci/hooks.h"
 #include "oci/plan_builder.h"
 #include "oci/spec/spec.h"
 #include "oci/tmpcopyup.h"
@@ -164,6 +165,7 @@ core::Result<Created> create(StateStore& store, const CreateOptions& options) {
   record.created = rfc3339_now();
   record.owner = std::to_string(::geteuid());
   record.annotations = spec.annotations;
+  record.runtime_hooks = runtime_hooks_to_json(spec.hooks);
   if (auto status = dir.write_record(record); !status.ok()) return undo(status.error());
   if (auto status = write_config_copy(dir.fd(), bundle); !status.ok()) return undo(status.error());
 
@@ -293,6 +295,11 @@ core::Result<Created> create(StateStore& store, const CreateOptions& options) {
   core::Status status = process.go();
   if (status.ok()) status = process.wait_ready(kHandshakeMs);
   if (!status.ok()) return undo(status.error().with_context("create " + options.id));
+  // prestart and createRuntime: the process is set up and waits.
+  const HookState hook_state{options.id, "creating", process.pid(), bundle.string(),
+                             spec.annotations};
+  if (auto hooks = run_hooks(spec.hooks.create_runtime, hook_state); !hooks.ok())
+    return undo(hooks.error().with_context("create " + options.id));
 
   record.phase = ContainerRecord::Phase::Created;
   if (auto written = dir.write_record(record); !written.ok()) return undo(written.error());
@@ -321,6 +328,7 @@ core::Status start(StateStore& store, std::string_view id) {
   // Gone before the byte: from here the container reads as running.
   if (::unlinkat(dir.fd(), kFifoName, 0) != 0) return io_error("removing exec.fifo");
   if (::write(fifo.get(), "0", 1) != 1) return io_error("writing exec.fifo");
+  run_recorded_hooks(record, "poststart", "running");
   return core::ok_status();
 }
 

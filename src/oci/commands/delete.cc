@@ -7,6 +7,7 @@
 #include "linux/syscalls.h"
 #include "oci/cgroups.h"
 #include "oci/commands/commands.h"
+#include "oci/hooks.h"
 
 namespace pulsebox::oci::commands {
 
@@ -31,6 +32,10 @@ core::Status destroy(ContainerDir& dir, const ContainerRecord* record) {
     auto cgroup = ContainerCgroup::from_record(record->cgroup_leaves);
     PB_CHECK(cgroup.kill_all(SIGKILL));
     PB_CHECK(cgroup.remove());
+    // Only for a container create finished; a delete run again after a
+    // failure here runs them again.
+    if (record->phase == ContainerRecord::Phase::Created)
+      run_recorded_hooks(*record, "poststop", "stopped");
   }
   return dir.remove();
 }
