@@ -113,25 +113,95 @@ class OciHooksTest : public ::testing::Test {
 };
 
 TEST_F(OciHooksTest, EachKindRunsAtItsPointWithItsState) {
-  bundle({{"prestart", {recording_hook("prestart", record_)}},
-          {"createRuntime", {recording_hook("createRuntime", record_)}},
-          {"poststart", {recording_hook("poststart", record_)}},
-          {"poststop", {recording_hook("poststop", record_)}}});
-  const auto created = oci({"create", "--bundle", (temp_ / "bundle").string(), "c1"});
+  // The in-container hooks write through a bind of this directory: a
+  // createContainer hook sees the host's paths (before pivot_root), a
+  // startContainer hook the container's.
+  const fs::path shared = temp_ / "shared";
+  fs::create_directories(shared);
+  const fs::path record = shared / "record";
+  auto b = bundle({{"prestart", {recording_hook("prestart", record)}},
+                   {"createRuntime", {recording_hook("createRuntime", record)}},
+                   {"createContainer", {recording_hook("createContainer", record)}},
+                   {"startContainer", {recording_hook("startContainer", "/hooks/record")}},
+                   {"poststart", {recording_hook("poststart", record)}},
+                   {"poststop", {recording_hook("poststop", record)}}});
+  fs::create_symlink("busybox", b.dir / "rootfs" / "bin" / "sed");
+  b.config["mounts"].push_back(
+      {{"destination", "/hooks"}, {"type", "bind"}, {"source", shared}, {"options", {"rbind"}}});
+  b.write();
+  const auto created = oci({"create", "--bundle", b.dir.string(), "c1"});
   ASSERT_EQ(created.exit_code, 0) << created.err << testing::read_file(log_);
   const std::string pid = std::to_string(pid_of());
-  EXPECT_EQ(testing::read_file(record_),
-            "prestart creating " + pid + "\ncreateRuntime creating " + pid + "\n");
+  std::string expected = "prestart creating " + pid + "\ncreateRuntime creating " + pid +
+                         "\ncreateContainer creating " + pid + "\n";
+  EXPECT_EQ(testing::read_file(record), expected);
   ASSERT_EQ(oci({"start", "c1"}).exit_code, 0);
-  EXPECT_EQ(testing::read_file(record_), "prestart creating " + pid + "\ncreateRuntime creating " +
-                                             pid + "\npoststart running " + pid + "\n");
+  // startContainer runs in the container after start wrote its byte, and
+  // poststart in start once it has (as in runc, the two may interleave).
+  bool both = false;
+  for (int i = 0; i < 250 && !both; ++i) {
+    const std::string now = testing::read_file(record);
+    both = now.find("startContainer created " + pid + "\n") != std::string::npos &&
+           now.find("poststart running " + pid + "\n") != std::string::npos;
+    if (!both) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_TRUE(both) << testing::read_file(record);
+  EXPECT_EQ(testing::read_file(record).rfind(expected, 0), 0u);
   ASSERT_EQ(oci({"kill", "c1", "KILL"}).exit_code, 0);
   ASSERT_TRUE(wait_for_stopped());
   const auto deleted = oci({"delete", "c1"});
   EXPECT_EQ(deleted.exit_code, 0) << deleted.err;
-  EXPECT_EQ(testing::read_file(record_), "prestart creating " + pid + "\ncreateRuntime creating " +
-                                             pid + "\npoststart running " + pid +
-                                             "\npoststop stopped " + pid + "\n");
+  const std::string all = testing::read_file(record);
+  EXPECT_EQ(all.size(), expected.size() + ("startContainer created " + pid + "\n").size() +
+                            ("poststart running " + pid + "\n").size() +
+                            ("poststop stopped " + pid + "\n").size())
+      << all;
+  EXPECT_EQ(all.substr(all.size() - ("poststop stopped " + pid + "\n").size()),
+            "poststop stopped " + pid + "\n");
+  expect_nothing_left();
+}
+
+TEST_F(OciHooksTest, AFailingCreateContainerHookFailsCreateAndLeavesNothing) {
+  bundle({{"createContainer",
+           {{{"path", "/bin/sh"}, {"args", {"sh", "-c", "echo 'cannot prepare' >&2; exit 4"}}}}}});
+  const auto created = oci({"create", "--bundle", (temp_ / "bundle").string(), "c1"});
+  EXPECT_EQ(created.exit_code, 1);
+  EXPECT_NE(created.err.find("hooks.createContainer[0] (/bin/sh) exited with status 4: "
+                             "cannot prepare"),
+            std::string::npos)
+      << created.err;
+  expect_nothing_left();
+}
+
+TEST_F(OciHooksTest, ACreateContainerHookPastItsTimeoutIsKilledAndCreateFails) {
+  bundle({{"createContainer",
+           {{{"path", "/bin/sh"}, {"args", {"sh", "-c", "/bin/sleep 60"}}, {"timeout", 1}}}}});
+  const auto started = std::chrono::steady_clock::now();
+  const auto created = oci({"create", "--bundle", (temp_ / "bundle").string(), "c1"});
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(20));
+  EXPECT_EQ(created.exit_code, 1);
+  EXPECT_NE(created.err.find("hooks.createContainer[0] (/bin/sh) killed (with its process "
+                             "group) after its timeout of 1 s"),
+            std::string::npos)
+      << created.err;
+  expect_nothing_left();
+}
+
+// start has returned when a startContainer hook runs (as with runc): its
+// failure ends the process before the program, with the reason on the
+// container's stderr.
+TEST_F(OciHooksTest, AFailingStartContainerHookStopsTheProgram) {
+  auto b =
+      bundle({{"startContainer",
+               {{{"path", "/bin/sh"}, {"args", {"sh", "-c", "echo 'not today' >&2; exit 5"}}}}}});
+  b.config["process"]["args"] = {"sh", "-c", "echo program-ran"};
+  b.write();
+  const auto run = oci({"run", "--bundle", b.dir.string(), "c1"});
+  EXPECT_NE(run.exit_code, 0);
+  EXPECT_EQ(run.out.find("program-ran"), std::string::npos) << run.out;
+  EXPECT_NE(run.err.find("hooks.startContainer[0] (/bin/sh) exited with status 5: not today"),
+            std::string::npos)
+      << run.err;
   expect_nothing_left();
 }
 

@@ -264,6 +264,7 @@ core::Result<Created> create(StateStore& store, const CreateOptions& options) {
   inputs.new_session_keyring = !options.no_new_keyring;
   inputs.can_mknod = root;
   inputs.cgroup_views = cgroup_views;
+  inputs.container_id = options.id;
   auto plan = build_container_plan(spec, inputs);
   if (!plan) return undo(std::move(plan).error());
   plan->seal();
@@ -295,11 +296,17 @@ core::Result<Created> create(StateStore& store, const CreateOptions& options) {
   core::Status status = process.go();
   if (status.ok()) status = process.wait_ready(kHandshakeMs);
   if (!status.ok()) return undo(status.error().with_context("create " + options.id));
-  // prestart and createRuntime: the process is set up and waits.
-  const HookState hook_state{options.id, "creating", process.pid(), bundle.string(),
-                             spec.annotations};
-  if (auto hooks = run_hooks(spec.hooks.create_runtime, hook_state); !hooks.ok())
-    return undo(hooks.error().with_context("create " + options.id));
+  if (plan->pause_for_runtime_hooks) {
+    // prestart and createRuntime: the process has its namespaces and mounts
+    // and waits before createContainer and pivot_root.
+    const HookState hook_state{options.id, "creating", process.pid(), bundle.string(),
+                               spec.annotations};
+    if (auto hooks = run_hooks(spec.hooks.create_runtime, hook_state); !hooks.ok())
+      return undo(hooks.error().with_context("create " + options.id));
+    status = process.go();
+    if (status.ok()) status = process.wait_ready(kHandshakeMs);
+    if (!status.ok()) return undo(status.error().with_context("create " + options.id));
+  }
 
   record.phase = ContainerRecord::Phase::Created;
   if (auto written = dir.write_record(record); !written.ok()) return undo(written.error());
