@@ -13,6 +13,7 @@
 
 #include "helpers/test_support.h"
 #include "oci/hooks.h"
+#include "oci/plan_builder.h"
 #include "oci/spec/spec.h"
 
 namespace pulsebox::oci {
@@ -209,6 +210,65 @@ TEST(OciHooksRun, TheTimeoutKillsTheHooksWholeProcessGroup) {
     if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   EXPECT_TRUE(gone) << "the hook's child " << child << " outlived the timeout";
+}
+
+// The container's process gets its hooks and sysctls as data.
+TEST(OciHooksPlan, ContainerHooksAndSysctlsAreInThePlan) {
+  json config = json::parse(R"({
+    "ociVersion": "1.2.1",
+    "root": {"path": "rootfs"},
+    "process": {"user": {"uid": 0, "gid": 0}, "args": ["/bin/sh"], "cwd": "/"},
+    "annotations": {"a": "b"},
+    "hooks": {
+      "createContainer": [{"path": "/bin/c", "args": ["c", "1"], "env": ["E=1"], "timeout": 4}],
+      "startContainer": [{"path": "/bin/s"}]
+    },
+    "linux": {"namespaces": [{"type": "pid"}, {"type": "mount"}, {"type": "network"},
+                             {"type": "ipc"}],
+              "sysctl": {"net.ipv4.ip_forward": "1", "kernel.shmmax": "65536"}}
+  })");
+  auto parsed = spec::parse_spec(config.dump(), "/bundle");
+  ASSERT_TRUE(parsed.ok()) << parsed.error().message();
+  PlanInputs inputs;
+  inputs.container_id = "c1";
+  auto plan = build_container_plan(*parsed, inputs);
+  ASSERT_TRUE(plan.ok()) << plan.error().message();
+
+  ASSERT_EQ(plan->sysctls.size(), 2u);
+  EXPECT_EQ(plan->sysctls[0].directory, "proc/sys/kernel");
+  EXPECT_EQ(plan->sysctls[0].name, "shmmax");
+  EXPECT_EQ(plan->sysctls[0].value, "65536");
+  EXPECT_EQ(plan->sysctls[0].stage, "writing linux.sysctl.kernel.shmmax");
+  EXPECT_EQ(plan->sysctls[1].directory, "proc/sys/net/ipv4");
+  EXPECT_EQ(plan->sysctls[1].name, "ip_forward");
+
+  EXPECT_FALSE(plan->pause_for_runtime_hooks);
+  ASSERT_EQ(plan->create_container_hooks.size(), 1u);
+  const auto& hook = plan->create_container_hooks[0];
+  EXPECT_EQ(hook.stage, "hooks.createContainer[0] (/bin/c)");
+  EXPECT_EQ(hook.args, (std::vector<std::string>{"c", "1"}));
+  EXPECT_EQ(hook.env, (std::vector<std::string>{"E=1"}));
+  EXPECT_EQ(hook.timeout_seconds, 4);
+  ASSERT_EQ(hook.argv.size(), 3u);  // sealed
+  EXPECT_EQ(hook.argv[2], nullptr);
+  ASSERT_EQ(plan->start_container_hooks.size(), 1u);
+  EXPECT_EQ(plan->start_container_hooks[0].args, (std::vector<std::string>{"/bin/s"}));
+  EXPECT_EQ(plan->start_container_hooks[0].timeout_seconds, kDefaultHookTimeoutSeconds);
+  // The process ends each state with its pid and "}".
+  const auto state = json::parse(plan->create_container_state + "42}");
+  EXPECT_EQ(state["status"], "creating");
+  EXPECT_EQ(state["id"], "c1");
+  EXPECT_EQ(state["pid"], 42);
+  EXPECT_EQ(state["annotations"]["a"], "b");
+  EXPECT_EQ(json::parse(plan->start_container_state + "42}")["status"], "created");
+
+  config["hooks"] = json::parse(R"({"prestart": [{"path": "/bin/p"}]})");
+  auto with_runtime_hook = spec::parse_spec(config.dump(), "/bundle");
+  ASSERT_TRUE(with_runtime_hook.ok());
+  auto paused = build_container_plan(*with_runtime_hook, inputs);
+  ASSERT_TRUE(paused.ok()) << paused.error().message();
+  EXPECT_TRUE(paused->pause_for_runtime_hooks);
+  EXPECT_TRUE(paused->create_container_hooks.empty());
 }
 
 }  // namespace
