@@ -187,6 +187,23 @@ TEST_F(OciHooksTest, ACreateContainerHookPastItsTimeoutIsKilledAndCreateFails) {
   expect_nothing_left();
 }
 
+// podman's and Docker's seccomp profiles answer clone3 with ENOSYS (libc
+// then uses clone); the startContainer hook runs after the filter is on.
+TEST_F(OciHooksTest, AStartContainerHookRunsUnderAProfileWithoutClone3) {
+  auto b =
+      bundle({{"startContainer",
+               {{{"path", "/bin/sh"}, {"args", {"sh", "-c", "echo hook-ran > /dev/shm/x"}}}}}});
+  b.config["process"]["args"] = {"sh", "-c", "cat /dev/shm/x"};
+  b.config["linux"]["seccomp"] = {
+      {"defaultAction", "SCMP_ACT_ALLOW"},
+      {"architectures", {"SCMP_ARCH_X86_64"}},
+      {"syscalls", {{{"names", {"clone3"}}, {"action", "SCMP_ACT_ERRNO"}, {"errnoRet", 38}}}}};
+  b.write();
+  const auto run = oci({"run", "--bundle", b.dir.string(), "c1"});
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.out, "hook-ran\n") << run.err;
+}
+
 // start has returned when a startContainer hook runs (as with runc): its
 // failure ends the process before the program, with the reason on the
 // container's stderr.

@@ -293,8 +293,12 @@ core::Result<Created> create(StateStore& store, const CreateOptions& options) {
       return undo(status.error());
   }
 
+  // The setup includes the createContainer hooks, each up to its timeout.
+  int setup_ms = kHandshakeMs;
+  for (const auto& hook : plan->create_container_hooks)
+    setup_ms += hook.timeout_seconds * 1000;
   core::Status status = process.go();
-  if (status.ok()) status = process.wait_ready(kHandshakeMs);
+  if (status.ok()) status = process.wait_ready(setup_ms);
   if (!status.ok()) return undo(status.error().with_context("create " + options.id));
   if (plan->pause_for_runtime_hooks) {
     // prestart and createRuntime: the process has its namespaces and mounts
@@ -304,7 +308,7 @@ core::Result<Created> create(StateStore& store, const CreateOptions& options) {
     if (auto hooks = run_hooks(spec.hooks.create_runtime, hook_state); !hooks.ok())
       return undo(hooks.error().with_context("create " + options.id));
     status = process.go();
-    if (status.ok()) status = process.wait_ready(kHandshakeMs);
+    if (status.ok()) status = process.wait_ready(setup_ms);
     if (!status.ok()) return undo(status.error().with_context("create " + options.id));
   }
 

@@ -230,7 +230,10 @@ PULSEBOX_CHILD_CODE bool run_container_hook(const ContainerHook& hook, const std
   args.flags = CLONE_PIDFD;
   args.pidfd = reinterpret_cast<std::uint64_t>(&pidfd);
   args.exit_signal = SIGCHLD;
-  const long child = raw(SYS_clone3, &args, sizeof args);
+  long child = raw(SYS_clone3, &args, sizeof args);
+  // Engines' seccomp profiles (podman's, Docker's) make clone3 fail with
+  // ENOSYS so that libc falls back to clone: so does this.
+  if (child == -ENOSYS) child = raw(SYS_clone, CLONE_PIDFD | SIGCHLD, 0, &pidfd, nullptr, 0);
   if (child == 0) {
     raw(SYS_setpgid, 0, 0);
     raw(SYS_dup2, input[0], 0);
@@ -245,7 +248,8 @@ PULSEBOX_CHILD_CODE bool run_container_hook(const ContainerHook& hook, const std
   if (child < 0) {
     raw(SYS_close, input[1]);
     raw(SYS_close, output[0]);
-    why.add("could not be started: clone3 failed");
+    why.add("could not be started: clone failed with errno ");
+    why.add_number(-child);
     return false;
   }
   raw(SYS_fcntl, output[0], F_SETFL, O_NONBLOCK);
