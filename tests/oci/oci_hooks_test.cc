@@ -173,6 +173,17 @@ TEST_F(OciHooksTest, AFailingCreateContainerHookFailsCreateAndLeavesNothing) {
   expect_nothing_left();
 }
 
+TEST_F(OciHooksTest, AMissingCreateContainerHookIsNamed) {
+  bundle({{"createContainer", {{{"path", "/no/such/hook"}}}}});
+  const auto created = oci({"create", "--bundle", (temp_ / "bundle").string(), "c1"});
+  EXPECT_EQ(created.exit_code, 1);
+  EXPECT_NE(created.err.find("hooks.createContainer[0] (/no/such/hook) exited with status 127: "
+                             "cannot execute it: errno 2"),
+            std::string::npos)
+      << created.err;
+  expect_nothing_left();
+}
+
 TEST_F(OciHooksTest, ACreateContainerHookPastItsTimeoutIsKilledAndCreateFails) {
   bundle({{"createContainer",
            {{{"path", "/bin/sh"}, {"args", {"sh", "-c", "/bin/sleep 60"}}, {"timeout", 1}}}}});

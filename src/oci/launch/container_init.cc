@@ -240,7 +240,11 @@ PULSEBOX_CHILD_CODE bool run_container_hook(const ContainerHook& hook, const std
     raw(SYS_dup2, output[1], 1);
     raw(SYS_dup2, output[1], 2);
     raw(SYS_close_range, 3, ~0U, 0);
-    raw(SYS_execve, hook.path.c_str(), hook.argv.data(), hook.envp.data());
+    const long e = raw(SYS_execve, hook.path.c_str(), hook.argv.data(), hook.envp.data());
+    Text reason;
+    reason.add("cannot execute it: errno ");
+    reason.add_number(-e);
+    raw(SYS_write, 2, reason.data, reason.size);
     exit_now(127);
   }
   raw(SYS_close, input[0]);
@@ -279,7 +283,7 @@ PULSEBOX_CHILD_CODE bool run_container_hook(const ContainerHook& hook, const std
     if (fds[1].revents != 0) {
       char buffer[256];
       const long n = raw(SYS_read, output[0], buffer, sizeof buffer);
-      if (n <= 0 && n != -EAGAIN) {
+      if (n <= 0 && n != -EAGAIN && n != -EINTR) {
         raw(SYS_close, output[0]);
         output[0] = -1;
       }
