@@ -12,6 +12,7 @@
 #include "core/fs.h"
 #include "oci/cgroups.h"
 #include "oci/commands/commands.h"
+#include "oci/hooks.h"
 #include "oci/log.h"
 #include "oci/process_ref.h"
 #include "oci/spec/features.h"
@@ -73,6 +74,7 @@ class OciCommand {
  private:
   core::Status setup() {
     PB_CHECK(log_.configure(globals_.log, globals_.log_format, globals_.log_level, globals_.debug));
+    oci::set_hook_log(&log_);  // hook output and warnings go to --log
     const auto refuse = [](std::string message) {
       return core::Error(core::ErrorKind::kUnsupported, "oci", std::move(message));
     };

@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "linux/caps.h"
+#include "oci/hooks.h"
 #include "runtime/plan.h"
 #include "seccomp/compiler.h"
 
@@ -346,6 +347,35 @@ core::Status add_process(const spec::Process& process, launch::ContainerPlan& pl
   return core::ok_status();
 }
 
+// The state JSON without its closing brace, ending in `"pid":`.
+std::string state_before_pid(const spec::Spec& spec, const std::string& id,
+                             const std::string& status) {
+  std::string text = hook_state_json({id, status, 0, spec.bundle.string(), spec.annotations});
+  text.pop_back();  // '}'
+  return text + ",\"pid\":";
+}
+
+void add_container_hooks(const spec::Spec& spec, const std::string& id,
+                         launch::ContainerPlan& plan) {
+  const auto convert = [](const spec::Hook& hook) {
+    launch::ContainerHook out;
+    out.stage = hook.name + " (" + hook.path + ")";
+    out.path = hook.path;
+    out.args = hook.args.empty() ? std::vector<std::string>{hook.path} : hook.args;
+    out.env = hook.env;
+    out.timeout_seconds = hook.timeout.value_or(kDefaultHookTimeoutSeconds);
+    return out;
+  };
+  for (const auto& hook : spec.hooks.create_container)
+    plan.create_container_hooks.push_back(convert(hook));
+  for (const auto& hook : spec.hooks.start_container)
+    plan.start_container_hooks.push_back(convert(hook));
+  if (!plan.create_container_hooks.empty())
+    plan.create_container_state = state_before_pid(spec, id, "creating");
+  if (!plan.start_container_hooks.empty())
+    plan.start_container_state = state_before_pid(spec, id, "created");
+}
+
 }  // namespace
 
 core::Result<launch::ContainerPlan> build_container_plan(const spec::Spec& spec,
@@ -360,12 +390,18 @@ core::Result<launch::ContainerPlan> build_container_plan(const spec::Spec& spec,
   if (!spec.linux.rootfs_propagation.empty())
     return not_yet("linux.rootfsPropagation",
                    "runc's default (rslave) is applied; remove the field");
-  if (!spec.linux.sysctl.empty())
-    return not_yet("linux.sysctl", "namespaced sysctls are milestone 2; remove them");
-  if (!spec.hooks.create_runtime.empty() || !spec.hooks.create_container.empty() ||
-      !spec.hooks.start_container.empty() || !spec.hooks.poststart.empty() ||
-      !spec.hooks.poststop.empty())
-    return not_yet("hooks", "hooks are milestone 2; remove them");
+  // The reader let through only keys of the container's own namespaces.
+  for (const auto& [key, value] : spec.linux.sysctl) {
+    std::string path = "proc/sys/" + key;
+    std::replace(path.begin(), path.end(), '.', '/');
+    const auto slash = path.rfind('/');
+    plan.sysctls.push_back(
+        {path.substr(0, slash), path.substr(slash + 1), value, "writing linux.sysctl." + key});
+  }
+  // createRuntime, poststart and poststop are the runtime's (oci/hooks.h);
+  // these two the process runs itself.
+  add_container_hooks(spec, inputs.container_id, plan);
+  plan.pause_for_runtime_hooks = !spec.hooks.create_runtime.empty();
 
   for (std::size_t i = 0; i < spec.mounts.size(); ++i)
     PB_CHECK(add_mount(spec, i, inputs, plan));

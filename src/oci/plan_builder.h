@@ -55,6 +55,9 @@ struct PlanInputs {
   // mounts[i] with `tmpcopyup`: the detached tmpfs create filled
   // (tmpcopyup.h), attached in place of a new one.
   std::map<std::size_t, int> copy_up_fds;
+  // The container's ID, for the state createContainer and startContainer
+  // hooks read.
+  std::string container_id;
 };
 
 // The indexes of the mounts with `tmpcopyup`, for create to fill.

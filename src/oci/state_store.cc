@@ -95,7 +95,7 @@ std::string rfc3339_now() {
 }
 
 nlohmann::json record_to_json(const ContainerRecord& record) {
-  return nlohmann::json{
+  nlohmann::json out{
       {"id", record.id},
       {"bundle", record.bundle},
       {"rootfs", record.rootfs},
@@ -109,6 +109,8 @@ nlohmann::json record_to_json(const ContainerRecord& record) {
       {"annotations", record.annotations},
       {"enforced", record.enforced},
   };
+  if (!record.runtime_hooks.is_null()) out["hooks"] = record.runtime_hooks;
+  return out;
 }
 
 core::Result<ContainerRecord> record_from_json(std::string_view text, std::string_view source) {
@@ -161,6 +163,10 @@ core::Result<ContainerRecord> record_from_json(std::string_view text, std::strin
   for (const auto& [key, value] : json["annotations"].items()) {
     if (!value.is_string()) return wrong("annotations." + key, "a string");
     record.annotations[key] = value.get<std::string>();
+  }
+  if (json.contains("hooks")) {
+    if (!json["hooks"].is_object()) return wrong("hooks", "an object");
+    record.runtime_hooks = json["hooks"];
   }
   return record;
 }

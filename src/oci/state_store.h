@@ -20,7 +20,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
-#include <nlohmann/json_fwd.hpp>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -52,6 +52,10 @@ struct ContainerRecord {
   std::uint64_t namespace_flags = 0;
   std::map<std::string, std::string> annotations;
   std::string enforced;  // the enforcement report (§4)
+  // The poststart and poststop hooks, as config.json has them
+  // (oci/hooks.h): start and delete run them without config.json. Null:
+  // none.
+  nlohmann::json runtime_hooks;
 };
 
 nlohmann::json record_to_json(const ContainerRecord& record);

@@ -21,6 +21,7 @@
 #include "oci/cgroups.h"
 #include "oci/commands/commands.h"
 #include "oci/device_filter.h"
+#include "oci/hooks.h"
 #include "oci/plan_builder.h"
 #include "oci/spec/spec.h"
 #include "oci/tmpcopyup.h"
@@ -171,6 +172,7 @@ core::Result<Created> create(StateStore& store, const CreateOptions& options) {
   record.created = rfc3339_now();
   record.owner = std::to_string(::geteuid());
   record.annotations = spec.annotations;
+  record.runtime_hooks = runtime_hooks_to_json(spec.hooks);
   if (auto status = dir.write_record(record); !status.ok()) return undo(status.error());
   if (auto status = write_config_copy(dir.fd(), bundle); !status.ok()) return undo(status.error());
   core::trace_phase("oci: record written");
@@ -288,6 +290,7 @@ core::Result<Created> create(StateStore& store, const CreateOptions& options) {
   inputs.new_session_keyring = !options.no_new_keyring;
   inputs.can_mknod = root;
   inputs.cgroup_views = cgroup_views;
+  inputs.container_id = options.id;
   auto plan = build_container_plan(spec, inputs);
   if (!plan) return undo(std::move(plan).error());
   plan->seal();
@@ -318,10 +321,25 @@ core::Result<Created> create(StateStore& store, const CreateOptions& options) {
   }
   core::trace_phase("oci: pid recorded");
 
+  // The setup includes the createContainer hooks, each up to its timeout.
+  int setup_ms = kHandshakeMs;
+  for (const auto& hook : plan->create_container_hooks)
+    setup_ms += hook.timeout_seconds * 1000;
   core::Status status = process.go();
-  if (status.ok()) status = process.wait_ready(kHandshakeMs);
+  if (status.ok()) status = process.wait_ready(setup_ms);
   if (!status.ok()) return undo(status.error().with_context("create " + options.id));
   core::trace_phase("oci: init ready");
+  if (plan->pause_for_runtime_hooks) {
+    // prestart and createRuntime: the process has its namespaces and mounts
+    // and waits before createContainer and pivot_root.
+    const HookState hook_state{options.id, "creating", process.pid(), bundle.string(),
+                               spec.annotations};
+    if (auto hooks = run_hooks(spec.hooks.create_runtime, hook_state); !hooks.ok())
+      return undo(hooks.error().with_context("create " + options.id));
+    status = process.go();
+    if (status.ok()) status = process.wait_ready(setup_ms);
+    if (!status.ok()) return undo(status.error().with_context("create " + options.id));
+  }
 
   if (!options.pid_file.empty()) {
     auto written = core::write_file_atomic(fs::absolute(options.pid_file, error),
@@ -359,6 +377,7 @@ core::Status start(StateStore& store, std::string_view id) {
   if (::unlinkat(dir.fd(), kFifoName, 0) != 0) return io_error("removing exec.fifo");
   core::trace_phase("oci: start fifo removed");
   if (::write(fifo.get(), "0", 1) != 1) return io_error("writing exec.fifo");
+  run_recorded_hooks(record, "poststart", "running");
   return core::ok_status();
 }
 

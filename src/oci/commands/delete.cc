@@ -8,6 +8,7 @@
 #include "linux/syscalls.h"
 #include "oci/cgroups.h"
 #include "oci/commands/commands.h"
+#include "oci/hooks.h"
 
 namespace pulsebox::oci::commands {
 
@@ -36,6 +37,10 @@ core::Status destroy(ContainerDir& dir, const ContainerRecord* record) {
     PB_CHECK(cgroup.kill_all(SIGKILL));
     PB_CHECK(cgroup.remove());
     core::trace_phase("oci: delete cgroup removed");
+    // Only for a container create finished; a delete run again after a
+    // failure here runs them again.
+    if (record->phase == ContainerRecord::Phase::Created)
+      run_recorded_hooks(*record, "poststop", "stopped");
   }
   return dir.remove();
 }

@@ -7,16 +7,23 @@
 
 #include <fcntl.h>
 #include <linux/keyctl.h>
+#include <linux/magic.h>
+#include <linux/openat2.h>
+#include <linux/sched.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <ctime>
 
 #include "linux/caps.h"
 #include "linux/pty.h"
@@ -123,6 +130,241 @@ PULSEBOX_CHILD_CODE void set_up_console(const ContainerPlan& plan, int root_fd,
   raw(SYS_close, plan.console_socket_fd);
 }
 
+// linux.sysctl: each value goes through the root's own proc mount. The
+// directory is resolved in the root with no symlink at all and must be on
+// procfs, so a hostile image's /proc (a symlink to a host path, or a plain
+// directory with nothing mounted on it) fails create instead of leading
+// the write to another file. The entry is then opened in that directory.
+PULSEBOX_CHILD_CODE void write_sysctls(const ContainerPlan& plan, int root_fd,
+                                       const Failure& fail) noexcept {
+  for (const auto& sysctl : plan.sysctls) {
+    open_how how{};
+    how.flags = O_PATH | O_DIRECTORY | O_CLOEXEC;
+    how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+    const long directory = raw(SYS_openat2, root_fd, sysctl.directory.c_str(), &how, sizeof how);
+    check(fail, sysctl.stage.c_str(), directory,
+          "(its directory under the root's /proc, which must be a proc mount and no symlink)");
+    struct statfs filesystem {};
+    const long stat_result = raw(SYS_fstatfs, directory, &filesystem);
+    check(fail, sysctl.stage.c_str(), stat_result);
+    if (filesystem.f_type != PROC_SUPER_MAGIC)
+      fail(sysctl.stage.c_str(), EXDEV, "(the root's /proc is not a proc mount)");
+    const long fd = raw(SYS_openat, directory, sysctl.name.c_str(),
+                        O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    raw(SYS_close, directory);
+    check(fail, sysctl.stage.c_str(), fd);
+    const long written = raw(SYS_write, fd, sysctl.value.data(), sysctl.value.size());
+    raw(SYS_close, fd);
+    check(fail, sysctl.stage.c_str(), written, sysctl.value.c_str());
+    if (static_cast<std::size_t>(written) != sysctl.value.size())
+      fail(sysctl.stage.c_str(), EIO, sysctl.value.c_str());
+  }
+}
+
+// Text built in a fixed buffer (the process allocates nothing).
+struct Text {
+  char data[128] = {};
+  std::size_t size = 0;
+  PULSEBOX_CHILD_CODE void add(const char* text, std::size_t length) noexcept {
+    for (std::size_t i = 0; i < length && size + 1 < sizeof data; ++i)
+      data[size++] = text[i];
+    data[size] = '\0';
+  }
+  PULSEBOX_CHILD_CODE void add(const char* text) noexcept {
+    std::size_t length = 0;
+    while (text[length] != '\0')
+      ++length;
+    add(text, length);
+  }
+  PULSEBOX_CHILD_CODE void add_number(long value) noexcept {
+    char digits[24];
+    int count = 0;
+    unsigned long magnitude =
+        value < 0 ? 0UL - static_cast<unsigned long>(value) : static_cast<unsigned long>(value);
+    do {
+      digits[count++] = static_cast<char>('0' + magnitude % 10);
+      magnitude /= 10;
+    } while (magnitude != 0);
+    if (value < 0) add("-", 1);
+    while (count > 0)
+      add(&digits[--count], 1);
+  }
+};
+
+// This process's pid as the host sees it, for the hooks' state: the link
+// /proc/self of the host's procfs, which is still at /proc before
+// pivot_root. Empty if it cannot be read as a number.
+PULSEBOX_CHILD_CODE void read_host_pid(Text& pid) noexcept {
+  char link[24] = {};
+  const long n = raw(SYS_readlinkat, AT_FDCWD, "/proc/self", link, sizeof link - 1);
+  for (long i = 0; i < n; ++i) {
+    if (link[i] < '0' || link[i] > '9') return;
+  }
+  if (n > 0) pid.add(link, static_cast<std::size_t>(n));
+}
+
+PULSEBOX_CHILD_CODE long monotonic_ms() noexcept {
+  timespec now{};
+  raw(SYS_clock_gettime, CLOCK_MONOTONIC, &now);
+  return now.tv_sec * 1000L + now.tv_nsec / 1000000L;
+}
+
+// Runs `hook` as a child of this process, in a process group of its own
+// (killed whole at the timeout), with exactly its argv and envp, the state
+// (`state` + `pid` + "}") on stdin through a socket (sent with
+// MSG_NOSIGNAL: a hook that does not read cannot kill this process), and
+// stdout and stderr into a pipe whose last bytes an error shows. Returns
+// true when it exited 0; otherwise `why` says how it ended.
+PULSEBOX_CHILD_CODE bool run_container_hook(const ContainerHook& hook, const std::string& state,
+                                            const Text& pid, Text& why) noexcept {
+  int input[2] = {-1, -1};
+  int output[2] = {-1, -1};
+  long result = raw(SYS_socketpair, AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, input);
+  if (result >= 0) result = raw(SYS_pipe2, output, O_CLOEXEC);
+  if (result < 0) {
+    why.add("could not be started: no socket or pipe");
+    return false;
+  }
+  int pidfd = -1;
+  clone_args args{};
+  args.flags = CLONE_PIDFD;
+  args.pidfd = reinterpret_cast<std::uint64_t>(&pidfd);
+  args.exit_signal = SIGCHLD;
+  long child = raw(SYS_clone3, &args, sizeof args);
+  // Engines' seccomp profiles (podman's, Docker's) make clone3 fail with
+  // ENOSYS so that libc falls back to clone: so does this.
+  if (child == -ENOSYS) child = raw(SYS_clone, CLONE_PIDFD | SIGCHLD, 0, &pidfd, nullptr, 0);
+  if (child == 0) {
+    raw(SYS_setpgid, 0, 0);
+    raw(SYS_dup2, input[0], 0);
+    raw(SYS_dup2, output[1], 1);
+    raw(SYS_dup2, output[1], 2);
+    raw(SYS_close_range, 3, ~0U, 0);
+    const long e = raw(SYS_execve, hook.path.c_str(), hook.argv.data(), hook.envp.data());
+    Text reason;
+    reason.add("cannot execute it: errno ");
+    reason.add_number(-e);
+    raw(SYS_write, 2, reason.data, reason.size);
+    exit_now(127);
+  }
+  raw(SYS_close, input[0]);
+  raw(SYS_close, output[1]);
+  if (child < 0) {
+    raw(SYS_close, input[1]);
+    raw(SYS_close, output[0]);
+    why.add("could not be started: clone failed with errno ");
+    why.add_number(-child);
+    return false;
+  }
+  raw(SYS_fcntl, output[0], F_SETFL, O_NONBLOCK);
+  const char closing = '}';
+  const struct {
+    const char* data;
+    std::size_t size;
+  } pieces[3] = {{state.data(), state.size()}, {pid.data, pid.size}, {&closing, 1}};
+  int piece = 0;
+  std::size_t sent = 0;  // of pieces[piece]
+  char tail[96];
+  std::size_t tail_size = 0;
+  bool timed_out = false;
+  const long deadline = monotonic_ms() + hook.timeout_seconds * 1000L;
+  for (;;) {
+    const long left = deadline - monotonic_ms();
+    if (left <= 0) {
+      raw(SYS_kill, -child, SIGKILL);  // the hook and whatever it started
+      timed_out = true;
+      break;
+    }
+    pollfd fds[3] = {
+        {pidfd, POLLIN, 0}, {output[0], POLLIN, 0}, {piece < 3 ? input[1] : -1, POLLOUT, 0}};
+    timespec wait{left / 1000, (left % 1000) * 1000000L};
+    const long ready = raw(SYS_ppoll, fds, 3, &wait, nullptr, 8);
+    if (ready < 0 && ready != -EINTR) break;
+    if (fds[1].revents != 0) {
+      char buffer[256];
+      const long n = raw(SYS_read, output[0], buffer, sizeof buffer);
+      if (n <= 0 && n != -EAGAIN && n != -EINTR) {
+        raw(SYS_close, output[0]);
+        output[0] = -1;
+      }
+      for (long i = 0; i < n; ++i) {
+        if (tail_size == sizeof tail) {
+          for (std::size_t j = 1; j < sizeof tail; ++j)
+            tail[j - 1] = tail[j];
+          --tail_size;
+        }
+        tail[tail_size++] = buffer[i];
+      }
+    }
+    if (fds[2].revents != 0) {
+      const long n = raw(SYS_sendto, input[1], pieces[piece].data + sent, pieces[piece].size - sent,
+                         MSG_NOSIGNAL | MSG_DONTWAIT, nullptr, 0);
+      if (n > 0) sent += static_cast<std::size_t>(n);
+      if (n < 0 && n != -EAGAIN && n != -EINTR) piece = 3;  // it stopped reading
+      while (piece < 3 && sent == pieces[piece].size) {
+        ++piece;
+        sent = 0;
+      }
+      if (piece == 3) raw(SYS_shutdown, input[1], SHUT_WR);
+    }
+    if (fds[0].revents != 0) break;
+  }
+  siginfo_t info{};
+  while (raw(SYS_waitid, P_PIDFD, pidfd, &info, WEXITED, nullptr) == -EINTR) {
+  }
+  raw(SYS_close, pidfd);
+  raw(SYS_close, input[1]);
+  if (output[0] >= 0) raw(SYS_close, output[0]);
+  if (!timed_out && info.si_code == CLD_EXITED && info.si_status == 0) return true;
+  if (timed_out) {
+    why.add("killed (with its process group) after its timeout of ");
+    why.add_number(hook.timeout_seconds);
+    why.add(" s");
+  } else if (info.si_code == CLD_EXITED) {
+    why.add("exited with status ");
+    why.add_number(info.si_status);
+  } else {
+    why.add("killed by signal ");
+    why.add_number(info.si_status);
+  }
+  while (tail_size > 0 && (tail[tail_size - 1] == '\n' || tail[tail_size - 1] == ' '))
+    --tail_size;
+  if (tail_size > 0) {
+    why.add(": ");
+    why.add(tail, tail_size);
+  }
+  return false;
+}
+
+// createContainer: a failure fails create through the channel.
+PULSEBOX_CHILD_CODE void run_create_container_hooks(const ContainerPlan& plan, const Text& pid,
+                                                    const Failure& fail) noexcept {
+  for (const auto& hook : plan.create_container_hooks) {
+    Text why;
+    if (!run_container_hook(hook, plan.create_container_state, pid, why))
+      fail(hook.stage.c_str(), 0, why.data);
+  }
+}
+
+// startContainer: `start` has returned by now (as with runc), so a failure
+// is written on the process's stderr, where the engine reads the
+// container's output, and the process exits without running the program.
+PULSEBOX_CHILD_CODE void run_start_container_hooks(const ContainerPlan& plan,
+                                                   const Text& pid) noexcept {
+  for (const auto& hook : plan.start_container_hooks) {
+    Text why;
+    if (run_container_hook(hook, plan.start_container_state, pid, why)) continue;
+    Text line;
+    line.add("pulsebox oci: ");
+    line.add(hook.stage.c_str());
+    line.add(" ");
+    line.add(why.data);
+    line.add("\n");
+    raw(SYS_write, 2, line.data, line.size);
+    exit_now(kSetupFailed);
+  }
+}
+
 }  // namespace
 
 [[noreturn]] PULSEBOX_CHILD_CODE void run_container_init(const ContainerPlan& plan,
@@ -201,6 +443,18 @@ PULSEBOX_CHILD_CODE void set_up_console(const ContainerPlan& plan, int root_fd,
     if (const int e = linux_api::apply_rooted_mount_step(static_cast<int>(root_fd), step); e != 0)
       fail(step.stage.empty() ? "mounting" : step.stage.c_str(), e, step.target.c_str());
   }
+  // After the mounts: the container's /proc exists and shows its namespaces.
+  write_sysctls(plan, static_cast<int>(root_fd), fail);
+  if (plan.pause_for_runtime_hooks) {
+    if (runtime::send_child_ready(channel, -1) != 0) exit_now(kSetupFailed);
+    if (!runtime::wait_for_go(channel)) exit_now(kSetupFailed);  // create is gone
+  }
+  // In the container's namespaces, before pivot_root: the hook's path is
+  // still resolved in the runtime's view of the filesystem (as runc does).
+  Text host_pid;
+  if (!plan.create_container_hooks.empty() || !plan.start_container_hooks.empty())
+    read_host_pid(host_pid);
+  run_create_container_hooks(plan, host_pid, fail);
 
   // 6. The root becomes / and the old one is detached.
   check(fail, "entering the root", raw(SYS_fchdir, root_fd));
@@ -288,6 +542,7 @@ PULSEBOX_CHILD_CODE void set_up_console(const ContainerPlan& plan, int root_fd,
     raw(SYS_close, plan.exec_fifo_fd);
     raw(SYS_close, plan.exec_fifo_writer_fd);
   }
+  run_start_container_hooks(plan, host_pid);
   const int keep_for_exec[] = {channel};
   runtime::close_all_except(3U + static_cast<unsigned>(plan.preserved_fds), keep_for_exec, 1);
   // The planner searched PATH: each candidate in turn, keeping the most

@@ -34,6 +34,33 @@ struct Rlimit {
 // open in the process until the mounts are made).
 inline constexpr int kMaxAttachFds = 16;
 
+// One linux.sysctl entry (design §2.1 step 5): written after the mounts, in
+// the container's namespaces, through `directory`/`name` under the root's
+// own proc mount ("proc/sys/net/ipv4", "ip_forward"). `stage` names the key
+// in errors ("writing linux.sysctl.net.ipv4.ip_forward").
+struct SysctlWrite {
+  std::string directory;
+  std::string name;
+  std::string value;
+  std::string stage;
+};
+
+// A hook the container's process runs itself (design §2.1 steps 5 and 10):
+// createContainer after the mounts and before pivot_root (so `path` is
+// resolved in the runtime's view of the filesystem, as runc does), and
+// startContainer after start and before execve (resolved in the
+// container). Everything is made before the clone, since the process
+// allocates nothing: seal() fills argv and envp.
+struct ContainerHook {
+  std::string stage;  // "hooks.createContainer[0] (/usr/bin/x)", for errors
+  std::string path;
+  std::vector<std::string> args;  // args[0] is argv[0]
+  std::vector<std::string> env;   // the whole environment
+  int timeout_seconds = 30;
+  std::vector<char*> argv;
+  std::vector<char*> envp;
+};
+
 struct ContainerPlan {
   // Namespaces. clone3 makes the user and pid namespaces; the process
   // unshares the rest after Go (the cgroup namespace last).
@@ -56,6 +83,19 @@ struct ContainerPlan {
   std::vector<std::string> masked_paths;
   std::vector<std::string> readonly_paths;
   bool root_readonly = false;
+  std::vector<SysctlWrite> sysctls;
+
+  // The hooks the process runs itself, and the state JSON they read on
+  // stdin, each ending in `"pid":` for the process to finish with its pid
+  // as the host sees it (read from the host's /proc before pivot_root).
+  // createRuntime hooks (run by create): after the mounts and sysctls the
+  // process sends Ready and waits for a second Go before its createContainer
+  // hooks and pivot_root, runc's point for them.
+  bool pause_for_runtime_hooks = false;
+  std::vector<ContainerHook> create_container_hooks;
+  std::vector<ContainerHook> start_container_hooks;
+  std::string create_container_state;
+  std::string start_container_state;
 
   std::string hostname;
   std::string domainname;
@@ -114,6 +154,18 @@ struct ContainerPlan {
     for (auto& entry : env)
       envp.push_back(entry.data());
     envp.push_back(nullptr);
+    for (auto* hooks : {&create_container_hooks, &start_container_hooks}) {
+      for (auto& hook : *hooks) {
+        hook.argv.clear();
+        for (auto& arg : hook.args)
+          hook.argv.push_back(arg.data());
+        hook.argv.push_back(nullptr);
+        hook.envp.clear();
+        for (auto& entry : hook.env)
+          hook.envp.push_back(entry.data());
+        hook.envp.push_back(nullptr);
+      }
+    }
   }
 };
 

@@ -27,7 +27,8 @@ json features_document() {
   return {
       {"ociVersionMin", std::string(kOciVersionMin)},
       {"ociVersionMax", std::string(kOciVersionMax)},
-      {"hooks", json::array()},  // refused until milestone 2
+      {"hooks",
+       {"prestart", "createRuntime", "createContainer", "startContainer", "poststart", "poststop"}},
       {"mountOptions", supported_mount_options()},
       {"linux",
        {

@@ -340,6 +340,57 @@ core::Result<std::map<std::string, std::string>> read_string_map(const ReadConte
   return out;
 }
 
+core::Result<Hook> read_hook(const ReadContext& ctx, const json& value, std::string name) {
+  FieldReader reader(ctx, value, name, "hooks.*[]");
+  PB_CHECK(reader.status());
+  Hook hook;
+  PB_TRY(path, reader.string("path"));
+  if (!path || path->empty() || path->front() != '/')
+    return reader.error(name + ".path", "missing or not absolute",
+                        "give the hook program's absolute path");
+  hook.path = std::move(*path);
+  PB_TRY(args, reader.strings("args"));
+  hook.args = std::move(args);
+  PB_TRY(env, reader.strings("env"));
+  hook.env = std::move(env);
+  if (const json* timeout = reader.take("timeout")) {
+    if (!timeout->is_number_integer() || timeout->get<std::int64_t>() <= 0 ||
+        timeout->get<std::int64_t>() > 24 * 3600)
+      return reader.error(name + ".timeout", "expected whole seconds from 1 to 86400",
+                          "give a positive number of seconds, or leave it out for 30");
+    hook.timeout = timeout->get<int>();
+  }
+  PB_CHECK(reader.finish());
+  hook.name = std::move(name);
+  return hook;
+}
+
+core::Result<Hooks> read_hooks(const ReadContext& ctx, const json& value) {
+  FieldReader reader(ctx, value, "hooks", "hooks");
+  PB_CHECK(reader.status());
+  Hooks hooks;
+  const std::pair<const char*, std::vector<Hook>*> kKinds[] = {
+      {"prestart", &hooks.create_runtime},
+      {"createRuntime", &hooks.create_runtime},
+      {"createContainer", &hooks.create_container},
+      {"startContainer", &hooks.start_container},
+      {"poststart", &hooks.poststart},
+      {"poststop", &hooks.poststop},
+  };
+  for (const auto& [kind, list] : kKinds) {
+    const std::string path = std::string("hooks.") + kind;
+    const json* items = reader.take(kind);
+    PB_CHECK(expect_array(ctx, items, path));
+    if (items == nullptr) continue;
+    for (std::size_t i = 0; i < items->size(); ++i) {
+      PB_TRY(hook, read_hook(ctx, (*items)[i], path + "[" + std::to_string(i) + "]"));
+      list->push_back(std::move(hook));
+    }
+  }
+  PB_CHECK(reader.finish());
+  return hooks;
+}
+
 // "1.0.2-dev" -> 1; anything else is not a version.
 std::optional<int> major_version(const std::string& version) {
   std::size_t digits = 0;
@@ -401,6 +452,10 @@ core::Result<Spec> read_document(const ReadContext& ctx, std::string_view text,
       spec.mounts.push_back(std::move(mount));
     }
   }
+  if (const json* hooks = reader.take("hooks")) {
+    PB_TRY(parsed, read_hooks(ctx, *hooks));
+    spec.hooks = std::move(parsed);
+  }
   PB_TRY(annotations, read_string_map(ctx, reader.take("annotations"), "annotations"));
   for (const auto& [key, value] : annotations) {
     if (key.rfind("org.pulsebox.", 0) == 0) {
@@ -440,6 +495,11 @@ core::Result<Spec> parse_spec(std::string_view text, const std::filesystem::path
 core::Result<Spec> read_spec(const std::filesystem::path& bundle) {
   PB_TRY(text, core::read_regular_file(bundle / "config.json", kMaxConfigBytes, "config.json"));
   return parse_spec(text, bundle);
+}
+
+core::Result<Hooks> parse_hooks(const json& value, std::string_view source) {
+  const ReadContext ctx{std::string(source)};
+  return read_hooks(ctx, value);
 }
 
 core::Result<Process> parse_process(std::string_view text, std::string_view source) {

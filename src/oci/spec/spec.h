@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -75,15 +76,20 @@ struct Mount {
   std::vector<std::string> options;
 };
 
+// One hook (runtime-spec config.md "POSIX-platform Hooks"). `path` is
+// absolute; `args` is the whole argv (args[0] included) and `env` the whole
+// environment; `name` is its place in config.json ("hooks.prestart[1]"),
+// for errors.
 struct Hook {
+  std::string name;
   std::string path;
   std::vector<std::string> args, env;
-  std::optional<int> timeout;
+  std::optional<int> timeout;  // seconds, > 0; none: the runtime's default
 };
-// Hooks are refused until milestone 2; the struct is the shape they will take.
+// The deprecated prestart hooks come first in create_runtime: runc runs
+// them at the same point, just before createRuntime's own.
 struct Hooks {
-  std::vector<Hook> create_runtime /* + prestart */, create_container, start_container, poststart,
-      poststop;
+  std::vector<Hook> create_runtime, create_container, start_container, poststart, poststop;
 };
 
 struct Namespace {
@@ -182,6 +188,9 @@ core::Result<Spec> read_spec(const std::filesystem::path& bundle);
 core::Result<Spec> parse_spec(std::string_view text, const std::filesystem::path& bundle);
 // A process object alone (`exec --process F`); `source` names it in errors.
 core::Result<Process> parse_process(std::string_view text, std::string_view source);
+// A `hooks` object as config.json has it (state.json keeps the runtime's
+// own hooks this way); `source` names it in errors.
+core::Result<Hooks> parse_hooks(const nlohmann::json& value, std::string_view source);
 
 // The tables the reader accepts, for `features`.
 std::vector<std::string> supported_mount_options();  // flags and propagation

@@ -64,7 +64,6 @@ constexpr Refusal kRefusals[] = {
     {Kind::Value, "mounts[].options[]=copy-symlink", kNoIdmap, "remove the option"},
     {Kind::Value, "mounts[].options[]=src-nofollow", kNoIdmap, "remove the option"},
     {Kind::Value, "mounts[].options[]=dest-nofollow", kNoIdmap, "remove the option"},
-    {Kind::Key, "hooks", "hooks are not supported yet (milestone 2)", kRemove},
     {Kind::Value, "--no-pivot", "pivot_root is required (chroot leaves the host's root reachable)",
      "drop --no-pivot"},
 };

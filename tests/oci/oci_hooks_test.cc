@@ -1,0 +1,318 @@
+// The runtime's own OCI hooks through pulsebox-runc (oci/hooks.h):
+// prestart and createRuntime at the end of create, poststart after start,
+// poststop in delete, each with the state on stdin. A failing or timed-out
+// createRuntime hook fails create and leaves nothing; poststart and
+// poststop failures are warnings in the --log.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <thread>
+
+#include "helpers/oci_bundle.h"
+#include "helpers/oci_launch_support.h"
+#include "helpers/oci_state.h"
+#include "helpers/test_support.h"
+#include "linux/cgroup.h"
+
+namespace pulsebox {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+// A hook that appends "<kind> <status> <pid>" (status and pid from the state
+// on its stdin) to `file`, then runs `more`.
+json recording_hook(const std::string& kind, const fs::path& file, const std::string& more = "") {
+  const std::string script =
+      "state=$(/bin/cat); "
+      "status=$(echo \"$state\" | /bin/sed -n 's/.*\"status\":\"\\([a-z]*\\)\".*/\\1/p'); "
+      "pid=$(echo \"$state\" | /bin/sed -n 's/.*\"pid\":\\([0-9]*\\).*/\\1/p'); "
+      "echo \"$0 $status $pid\" >> \"$1\"; " +
+      more;
+  return {{"path", "/bin/sh"}, {"args", {"sh", "-c", script, kind, file.string()}}};
+}
+
+class OciHooksTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (const auto why = testing::oci_launch_unavailable(); !why.empty()) GTEST_SKIP() << why;
+    if (::geteuid() == 0) {
+      host_ = linux_api::discover_cgroups();
+      std::random_device random;
+      subtree_ = "pulsebox-test-oci-" + std::to_string(random());
+    }
+  }
+  void TearDown() override {
+    (void)testing::run_oci(root_, {"delete", "--force", "c1"});
+    for (const auto& [key, mount] : host_.hierarchy_mounts) {
+      if (subtree_.empty()) break;
+      ::rmdir((fs::path(mount) / subtree_ / "c1").c_str());
+      ::rmdir((fs::path(mount) / subtree_).c_str());
+    }
+  }
+
+  testing::OciBundle bundle(const json& hooks) {
+    auto b =
+        testing::make_oci_bundle(temp_ / "bundle", {"sh", "-c", "exec sleep 60"}, subtree_, "c1");
+    b.config["hooks"] = hooks;
+    b.write();
+    return b;
+  }
+  testing::OciFileRun oci(const std::vector<std::string>& args) {
+    std::vector<std::string> with_log = {"--log", log_.string()};
+    with_log.insert(with_log.end(), args.begin(), args.end());
+    return testing::run_oci_to_files(root_, with_log, temp_ / "out", temp_ / "err");
+  }
+  std::string status_of() {
+    auto parsed = json::parse(testing::run_oci(root_, {"state", "c1"}).out, nullptr, false);
+    return parsed.is_object() ? parsed.value("status", "?") : "?";
+  }
+  pid_t pid_of() {
+    auto parsed = json::parse(testing::run_oci(root_, {"state", "c1"}).out, nullptr, false);
+    return parsed.is_object() ? parsed.value("pid", 0) : 0;
+  }
+  bool wait_for_stopped() {
+    for (int i = 0; i < 250; ++i) {
+      if (status_of() == "stopped") return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return false;
+  }
+  std::vector<std::string> leftover_leaves() {
+    std::vector<std::string> left;
+    for (const auto& [key, mount] : host_.hierarchy_mounts) {
+      if (subtree_.empty()) break;
+      const fs::path leaf = fs::path(mount) / subtree_ / "c1";
+      if (fs::exists(leaf)) left.push_back(leaf.string());
+    }
+    return left;
+  }
+  void expect_nothing_left() {
+    EXPECT_FALSE(fs::exists(root_ / "c1"));
+    EXPECT_EQ(leftover_leaves(), std::vector<std::string>{});
+  }
+  // Bounded: the process named in `file`'s last word is gone (or a zombie).
+  static bool process_gone(pid_t pid) {
+    for (int i = 0; i < 100; ++i) {
+      const std::string stat = testing::read_file("/proc/" + std::to_string(pid) + "/stat");
+      if (stat.empty() || stat.find(") Z") != std::string::npos) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return false;
+  }
+
+  testing::TempDir temp_;
+  fs::path root_ = temp_ / "state";
+  fs::path log_ = temp_ / "log";
+  fs::path record_ = temp_ / "hooks";
+  linux_api::CgroupHost host_;
+  std::string subtree_;
+};
+
+TEST_F(OciHooksTest, EachKindRunsAtItsPointWithItsState) {
+  // The in-container hooks write through a bind of this directory: a
+  // createContainer hook sees the host's paths (before pivot_root), a
+  // startContainer hook the container's.
+  const fs::path shared = temp_ / "shared";
+  fs::create_directories(shared);
+  const fs::path record = shared / "record";
+  auto b = bundle({{"prestart", {recording_hook("prestart", record)}},
+                   {"createRuntime", {recording_hook("createRuntime", record)}},
+                   {"createContainer", {recording_hook("createContainer", record)}},
+                   {"startContainer", {recording_hook("startContainer", "/hooks/record")}},
+                   {"poststart", {recording_hook("poststart", record)}},
+                   {"poststop", {recording_hook("poststop", record)}}});
+  fs::create_symlink("busybox", b.dir / "rootfs" / "bin" / "sed");
+  b.config["mounts"].push_back(
+      {{"destination", "/hooks"}, {"type", "bind"}, {"source", shared}, {"options", {"rbind"}}});
+  b.write();
+  const auto created = oci({"create", "--bundle", b.dir.string(), "c1"});
+  ASSERT_EQ(created.exit_code, 0) << created.err << testing::read_file(log_);
+  const std::string pid = std::to_string(pid_of());
+  std::string expected = "prestart creating " + pid + "\ncreateRuntime creating " + pid +
+                         "\ncreateContainer creating " + pid + "\n";
+  EXPECT_EQ(testing::read_file(record), expected);
+  ASSERT_EQ(oci({"start", "c1"}).exit_code, 0);
+  // startContainer runs in the container after start wrote its byte, and
+  // poststart in start once it has (as in runc, the two may interleave).
+  bool both = false;
+  for (int i = 0; i < 250 && !both; ++i) {
+    const std::string now = testing::read_file(record);
+    both = now.find("startContainer created " + pid + "\n") != std::string::npos &&
+           now.find("poststart running " + pid + "\n") != std::string::npos;
+    if (!both) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_TRUE(both) << testing::read_file(record);
+  EXPECT_EQ(testing::read_file(record).rfind(expected, 0), 0u);
+  ASSERT_EQ(oci({"kill", "c1", "KILL"}).exit_code, 0);
+  ASSERT_TRUE(wait_for_stopped());
+  const auto deleted = oci({"delete", "c1"});
+  EXPECT_EQ(deleted.exit_code, 0) << deleted.err;
+  const std::string all = testing::read_file(record);
+  EXPECT_EQ(all.size(), expected.size() + ("startContainer created " + pid + "\n").size() +
+                            ("poststart running " + pid + "\n").size() +
+                            ("poststop stopped " + pid + "\n").size())
+      << all;
+  EXPECT_EQ(all.substr(all.size() - ("poststop stopped " + pid + "\n").size()),
+            "poststop stopped " + pid + "\n");
+  expect_nothing_left();
+}
+
+TEST_F(OciHooksTest, AFailingCreateContainerHookFailsCreateAndLeavesNothing) {
+  bundle({{"createContainer",
+           {{{"path", "/bin/sh"}, {"args", {"sh", "-c", "echo 'cannot prepare' >&2; exit 4"}}}}}});
+  const auto created = oci({"create", "--bundle", (temp_ / "bundle").string(), "c1"});
+  EXPECT_EQ(created.exit_code, 1);
+  EXPECT_NE(created.err.find("hooks.createContainer[0] (/bin/sh) exited with status 4: "
+                             "cannot prepare"),
+            std::string::npos)
+      << created.err;
+  expect_nothing_left();
+}
+
+TEST_F(OciHooksTest, AMissingCreateContainerHookIsNamed) {
+  bundle({{"createContainer", {{{"path", "/no/such/hook"}}}}});
+  const auto created = oci({"create", "--bundle", (temp_ / "bundle").string(), "c1"});
+  EXPECT_EQ(created.exit_code, 1);
+  EXPECT_NE(created.err.find("hooks.createContainer[0] (/no/such/hook) exited with status 127: "
+                             "cannot execute it: errno 2"),
+            std::string::npos)
+      << created.err;
+  expect_nothing_left();
+}
+
+TEST_F(OciHooksTest, ACreateContainerHookPastItsTimeoutIsKilledAndCreateFails) {
+  bundle({{"createContainer",
+           {{{"path", "/bin/sh"}, {"args", {"sh", "-c", "/bin/sleep 60"}}, {"timeout", 1}}}}});
+  const auto started = std::chrono::steady_clock::now();
+  const auto created = oci({"create", "--bundle", (temp_ / "bundle").string(), "c1"});
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(20));
+  EXPECT_EQ(created.exit_code, 1);
+  EXPECT_NE(created.err.find("hooks.createContainer[0] (/bin/sh) killed (with its process "
+                             "group) after its timeout of 1 s"),
+            std::string::npos)
+      << created.err;
+  expect_nothing_left();
+}
+
+// podman's and Docker's seccomp profiles answer clone3 with ENOSYS (libc
+// then uses clone); the startContainer hook runs after the filter is on.
+TEST_F(OciHooksTest, AStartContainerHookRunsUnderAProfileWithoutClone3) {
+  auto b =
+      bundle({{"startContainer",
+               {{{"path", "/bin/sh"}, {"args", {"sh", "-c", "echo hook-ran > /dev/shm/x"}}}}}});
+  b.config["process"]["args"] = {"sh", "-c", "cat /dev/shm/x"};
+  b.config["linux"]["seccomp"] = {
+      {"defaultAction", "SCMP_ACT_ALLOW"},
+      {"architectures", {"SCMP_ARCH_X86_64"}},
+      {"syscalls", {{{"names", {"clone3"}}, {"action", "SCMP_ACT_ERRNO"}, {"errnoRet", 38}}}}};
+  b.write();
+  const auto run = oci({"run", "--bundle", b.dir.string(), "c1"});
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.out, "hook-ran\n") << run.err;
+}
+
+// start has returned when a startContainer hook runs (as with runc): its
+// failure ends the process before the program, with the reason on the
+// container's stderr.
+TEST_F(OciHooksTest, AFailingStartContainerHookStopsTheProgram) {
+  auto b =
+      bundle({{"startContainer",
+               {{{"path", "/bin/sh"}, {"args", {"sh", "-c", "echo 'not today' >&2; exit 5"}}}}}});
+  b.config["process"]["args"] = {"sh", "-c", "echo program-ran"};
+  b.write();
+  const auto run = oci({"run", "--bundle", b.dir.string(), "c1"});
+  EXPECT_NE(run.exit_code, 0);
+  EXPECT_EQ(run.out.find("program-ran"), std::string::npos) << run.out;
+  EXPECT_NE(run.err.find("hooks.startContainer[0] (/bin/sh) exited with status 5: not today"),
+            std::string::npos)
+      << run.err;
+  expect_nothing_left();
+}
+
+// Without --log, create prints nothing on success (as runc), whatever its
+// hooks print.
+TEST_F(OciHooksTest, HookOutputStaysOffCreatesStderr) {
+  bundle({{"createRuntime", {recording_hook("createRuntime", record_, "echo out; echo err >&2")}}});
+  const auto created =
+      testing::run_oci_to_files(root_, {"create", "--bundle", (temp_ / "bundle").string(), "c1"},
+                                temp_ / "out", temp_ / "err");
+  ASSERT_EQ(created.exit_code, 0) << created.err;
+  EXPECT_EQ(created.err, "");
+  EXPECT_EQ(created.out, "");
+}
+
+TEST_F(OciHooksTest, AHookSeesOnlyItsOwnEnvironment) {
+  const fs::path env_file = temp_ / "env";
+  ::setenv("PULSEBOX_HOOK_TEST_SECRET", "runtime-only", 1);
+  bundle({{"createRuntime",
+           {{{"path", "/bin/sh"},
+             {"args", {"sh", "-c", "/usr/bin/env > " + env_file.string()}},
+             {"env", {"HOOK_VAR=given"}}}}}});
+  const auto created = oci({"create", "--bundle", (temp_ / "bundle").string(), "c1"});
+  ::unsetenv("PULSEBOX_HOOK_TEST_SECRET");
+  ASSERT_EQ(created.exit_code, 0) << created.err;
+  const std::string env = testing::read_file(env_file);
+  EXPECT_NE(env.find("HOOK_VAR=given\n"), std::string::npos) << env;
+  EXPECT_EQ(env.find("PULSEBOX_HOOK_TEST_SECRET"), std::string::npos) << env;
+  EXPECT_EQ(env.find("PATH=/usr/local"), std::string::npos) << env;
+}
+
+TEST_F(OciHooksTest, AFailingCreateRuntimeHookFailsCreateAndLeavesNothing) {
+  bundle({{"createRuntime",
+           {recording_hook("createRuntime", record_, "echo 'no network for you' >&2; exit 3")}},
+          {"poststop", {recording_hook("poststop", record_)}}});
+  const auto created = oci({"create", "--bundle", (temp_ / "bundle").string(), "c1"});
+  EXPECT_EQ(created.exit_code, 1);
+  EXPECT_NE(created.err.find("hooks.createRuntime[0] (/bin/sh): exited with status 3: no "
+                             "network for you"),
+            std::string::npos)
+      << created.err;
+  expect_nothing_left();
+  // The container's process is gone, and poststop did not run (create never
+  // finished).
+  const std::string record = testing::read_file(record_);
+  ASSERT_EQ(record.rfind("createRuntime creating ", 0), 0u) << record;
+  EXPECT_TRUE(process_gone(std::stoi(record.substr(23))));
+  EXPECT_EQ(record.find("poststop"), std::string::npos) << record;
+}
+
+TEST_F(OciHooksTest, ACreateRuntimeHookPastItsTimeoutIsKilledAndCreateFails) {
+  bundle({{"createRuntime",
+           {{{"path", "/bin/sh"}, {"args", {"sh", "-c", "/bin/sleep 60"}}, {"timeout", 1}}}}});
+  const auto started = std::chrono::steady_clock::now();
+  const auto created = oci({"create", "--bundle", (temp_ / "bundle").string(), "c1"});
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(20));
+  EXPECT_EQ(created.exit_code, 1);
+  EXPECT_NE(created.err.find("hooks.createRuntime[0] (/bin/sh): killed (with its process group) "
+                             "after its timeout of 1 s"),
+            std::string::npos)
+      << created.err;
+  expect_nothing_left();
+}
+
+TEST_F(OciHooksTest, PoststartAndPoststopFailuresAreWarnings) {
+  bundle(
+      {{"poststart", {recording_hook("poststart", record_, "echo hello-from-poststart; exit 1")}},
+       {"poststop", {recording_hook("poststop", record_, "exit 2")}}});
+  ASSERT_EQ(oci({"create", "--bundle", (temp_ / "bundle").string(), "c1"}).exit_code, 0);
+  const auto started = oci({"start", "c1"});
+  EXPECT_EQ(started.exit_code, 0) << started.err;
+  EXPECT_EQ(status_of(), "running");
+  const auto deleted = oci({"delete", "--force", "c1"});
+  EXPECT_EQ(deleted.exit_code, 0) << deleted.err;
+  expect_nothing_left();
+  EXPECT_NE(testing::read_file(record_).find("poststop stopped"), std::string::npos);
+  const std::string log = testing::read_file(log_);
+  EXPECT_NE(log.find("hello-from-poststart"), std::string::npos) << log;
+  EXPECT_NE(log.find("hooks.poststart[0] (/bin/sh): exited with status 1"), std::string::npos)
+      << log;
+  EXPECT_NE(log.find("hooks.poststop[0] (/bin/sh): exited with status 2"), std::string::npos)
+      << log;
+}
+
+}  // namespace
+}  // namespace pulsebox

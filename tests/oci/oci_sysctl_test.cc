@@ -1,0 +1,107 @@
+// linux.sysctl (design §2.1 step 5): each key is written inside the
+// container, after its namespaces exist and its /proc is mounted, so the
+// value reaches the container's own network or ipc namespace and never the
+// host's. A value the kernel refuses fails create, naming the key, and
+// leaves nothing behind.
+#include <unistd.h>
+
+#include <random>
+
+#include "helpers/oci_bundle.h"
+#include "helpers/oci_launch_support.h"
+#include "helpers/oci_state.h"
+#include "helpers/test_support.h"
+#include "linux/cgroup.h"
+
+namespace pulsebox {
+namespace {
+
+namespace fs = std::filesystem;
+
+class OciSysctlTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (const auto why = testing::oci_launch_unavailable(); !why.empty()) GTEST_SKIP() << why;
+    if (::geteuid() == 0) {
+      host_ = linux_api::discover_cgroups();
+      std::random_device random;
+      subtree_ = "pulsebox-test-oci-" + std::to_string(random());
+    }
+  }
+  void TearDown() override {
+    (void)testing::run_oci(root_, {"delete", "--force", "c1"});
+    for (const auto& [key, mount] : host_.hierarchy_mounts) {
+      if (subtree_.empty()) break;
+      ::rmdir((fs::path(mount) / subtree_ / "c1").c_str());
+      ::rmdir((fs::path(mount) / subtree_).c_str());
+    }
+  }
+
+  testing::OciBundle bundle(const std::vector<std::string>& args) {
+    return testing::make_oci_bundle(temp_ / "bundle", args, subtree_, "c1");
+  }
+  testing::OciFileRun oci(const std::vector<std::string>& args) {
+    return testing::run_oci_to_files(root_, args, temp_ / "out", temp_ / "err");
+  }
+  std::vector<std::string> leftover_leaves() {
+    std::vector<std::string> left;
+    for (const auto& [key, mount] : host_.hierarchy_mounts) {
+      if (subtree_.empty()) break;
+      const fs::path leaf = fs::path(mount) / subtree_ / "c1";
+      if (fs::exists(leaf)) left.push_back(leaf.string());
+    }
+    return left;
+  }
+
+  testing::TempDir temp_;
+  fs::path root_ = temp_ / "state";
+  linux_api::CgroupHost host_;
+  std::string subtree_;
+};
+
+TEST_F(OciSysctlTest, ValuesReachOnlyTheContainer) {
+  const std::string forward_before = testing::read_file("/proc/sys/net/ipv4/ip_forward");
+  const std::string shmmax_before = testing::read_file("/proc/sys/kernel/shmmax");
+  ASSERT_FALSE(forward_before.empty());
+  auto b = bundle({"sh", "-c", "cat /proc/sys/net/ipv4/ip_forward /proc/sys/kernel/shmmax"});
+  b.config["linux"]["sysctl"] = {{"net.ipv4.ip_forward", "1"}, {"kernel.shmmax", "12345678"}};
+  b.write();
+  const auto run = oci({"run", "--bundle", b.dir.string(), "c1"});
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.out, "1\n12345678\n") << run.err;
+  // The host's values, read again: unchanged (the project's network tests
+  // expect forwarding off).
+  EXPECT_EQ(testing::read_file("/proc/sys/net/ipv4/ip_forward"), forward_before);
+  EXPECT_EQ(testing::read_file("/proc/sys/kernel/shmmax"), shmmax_before);
+  EXPECT_NE(shmmax_before, "12345678\n");
+}
+
+TEST_F(OciSysctlTest, ARefusedValueFailsCreateNamingTheKey) {
+  const std::string forward_before = testing::read_file("/proc/sys/net/ipv4/ip_forward");
+  auto b = bundle({"sh", "-c", "echo never"});
+  b.config["linux"]["sysctl"] = {{"net.ipv4.ip_forward", "not-a-number"}};
+  b.write();
+  const auto created = oci({"create", "--bundle", b.dir.string(), "c1"});
+  EXPECT_EQ(created.exit_code, 1);
+  EXPECT_NE(created.err.find("linux.sysctl.net.ipv4.ip_forward"), std::string::npos) << created.err;
+  EXPECT_NE(created.err.find("Invalid argument"), std::string::npos) << created.err;
+  EXPECT_FALSE(fs::exists(root_ / "c1"));
+  EXPECT_EQ(leftover_leaves(), std::vector<std::string>{});
+  EXPECT_EQ(testing::read_file(temp_ / "out"), "");
+  EXPECT_EQ(testing::read_file("/proc/sys/net/ipv4/ip_forward"), forward_before);
+}
+
+TEST_F(OciSysctlTest, AKeyTheKernelLacksFailsCreateNamingTheKey) {
+  auto b = bundle({"sh", "-c", "echo never"});
+  b.config["linux"]["sysctl"] = {{"net.ipv4.no_such_sysctl", "1"}};
+  b.write();
+  const auto created = oci({"create", "--bundle", b.dir.string(), "c1"});
+  EXPECT_EQ(created.exit_code, 1);
+  EXPECT_NE(created.err.find("linux.sysctl.net.ipv4.no_such_sysctl"), std::string::npos)
+      << created.err;
+  EXPECT_FALSE(fs::exists(root_ / "c1"));
+  EXPECT_EQ(leftover_leaves(), std::vector<std::string>{});
+}
+
+}  // namespace
+}  // namespace pulsebox
