@@ -287,6 +287,9 @@ void register_oci_command(CLI::App& app, int& exit_code) {
     command->callback([globals, create_options, run_flags, &exit_code, name, is_run] {
       OciCommand cmd(*globals);
       int status = 0;
+      create_options->warn = [&cmd](std::string_view message) {
+        cmd.log().write(oci::LogLevel::Warn, message);
+      };
       exit_code = cmd.run(name, [&](oci::StateStore& store) -> core::Status {
         if (run_flags->no_pivot)
           return core::Error(core::ErrorKind::kUnsupported, "oci",

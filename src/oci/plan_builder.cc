@@ -323,6 +323,11 @@ core::Status add_process(const spec::Process& process, launch::ContainerPlan& pl
   if (process.user.umask) plan.umask = static_cast<mode_t>(*process.user.umask);
   plan.cwd = process.cwd.empty() ? "/" : process.cwd;
   plan.capabilities = process.capabilities;
+  // The kernel raises an ambient capability only when it is both permitted
+  // and inheritable; runc and crun leave the others out and run (`runc
+  // spec` asks for ambient capabilities it does not make inheritable).
+  // create reports the ones left out (ambient_left_out).
+  plan.capabilities.ambient &= process.capabilities.permitted & process.capabilities.inheritable;
   plan.last_capability = linux_api::prepare_capability_drop().last_capability;
   plan.no_new_privileges = process.no_new_privileges;
   plan.oom_score_adj = process.oom_score_adj;

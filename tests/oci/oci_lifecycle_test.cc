@@ -288,6 +288,28 @@ TEST_F(OciLifecycleTest, ConsoleSocketGetsTheTerminal) {
   EXPECT_EQ(oci({"delete", "c1"}).exit_code, 0);
 }
 
+// `runc spec` asks for ambient capabilities it does not make inheritable.
+// The kernel cannot raise those: like runc and crun, create leaves them out
+// and runs, but names them in the log; one that is also inheritable is
+// raised.
+TEST_F(OciLifecycleTest, AmbientCapabilitiesTheKernelCannotRaiseAreNamed) {
+  auto b = bundle({"sh", "-c", "grep CapAmb: /proc/self/status"});
+  b.config["process"]["capabilities"]["ambient"] = {"CAP_KILL", "CAP_NET_BIND_SERVICE"};
+  b.config["process"]["capabilities"]["inheritable"] = {"CAP_KILL"};
+  b.write();
+  const fs::path log = temp_ / "log.json";
+  const auto run = oci({"--log", log.string(), "--log-format", "json", "run", "--bundle",
+                        b.dir.string(), "c1"});
+  EXPECT_EQ(run.exit_code, 0) << run.err << testing::read_file(log);
+  // CAP_KILL (5) only.
+  EXPECT_NE(run.out.find("CapAmb:\t0000000000000020"), std::string::npos) << run.out;
+  const std::string text = testing::read_file(log);
+  EXPECT_NE(text.find("\"level\":\"warning\""), std::string::npos) << text;
+  EXPECT_NE(text.find("process.capabilities.ambient: CAP_NET_BIND_SERVICE not raised"),
+            std::string::npos)
+      << text;
+}
+
 TEST_F(OciLifecycleTest, JsonLogHasTheError) {
   auto b = bundle({"sh", "-c", "echo never"});
   b.config["process"]["cwd"] = "/no-such-dir";

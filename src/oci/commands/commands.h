@@ -3,6 +3,7 @@
 // (src/cli/cmd_oci.cc) parses flags and prints; these do the work.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -43,6 +44,9 @@ struct CreateOptions {
   std::string console_socket;
   int preserve_fds = 0;
   bool no_new_keyring = false;
+  // Where create reports what it does differently from the config and
+  // still runs (as runc does); unset: nowhere.
+  std::function<void(std::string_view)> warn;
 };
 
 // A container set up and waiting on its exec fifo (design §1.3 steps 1-8):

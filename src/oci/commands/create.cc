@@ -29,6 +29,24 @@
 namespace pulsebox::oci::commands {
 namespace {
 
+// The ambient capabilities the plan leaves out (plan_builder: not both
+// permitted and inheritable), named so nothing is dropped silently.
+void warn_ambient_left_out(std::uint64_t asked, std::uint64_t raised,
+                           const std::function<void(std::string_view)>& warn) {
+  const std::uint64_t left_out = asked & ~raised;
+  if (left_out == 0 || !warn) return;
+  const auto names = spec::known_capability_names();
+  std::string list;
+  for (std::size_t cap = 0; cap < 64; ++cap) {
+    if (((left_out >> cap) & 1) == 0) continue;
+    if (!list.empty()) list += ", ";
+    list += cap < names.size() ? names[cap] : std::to_string(cap);
+  }
+  warn("config.json: process.capabilities.ambient: " + list +
+       " not raised: an ambient capability must also be permitted and inheritable "
+       "(runc and crun leave it out too)");
+}
+
 namespace fs = std::filesystem;
 
 constexpr int kHandshakeMs = 30000;
@@ -294,6 +312,8 @@ core::Result<Created> create(StateStore& store, const CreateOptions& options) {
   auto plan = build_container_plan(spec, inputs);
   if (!plan) return undo(std::move(plan).error());
   plan->seal();
+  warn_ambient_left_out(spec.process->capabilities.ambient, plan->capabilities.ambient,
+                        options.warn);
 
   auto spawned = launch::spawn_container(*plan);
   fifo_read->reset();
