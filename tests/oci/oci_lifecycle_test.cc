@@ -298,8 +298,8 @@ TEST_F(OciLifecycleTest, AmbientCapabilitiesTheKernelCannotRaiseAreNamed) {
   b.config["process"]["capabilities"]["inheritable"] = {"CAP_KILL"};
   b.write();
   const fs::path log = temp_ / "log.json";
-  const auto run = oci({"--log", log.string(), "--log-format", "json", "run", "--bundle",
-                        b.dir.string(), "c1"});
+  const auto run =
+      oci({"--log", log.string(), "--log-format", "json", "run", "--bundle", b.dir.string(), "c1"});
   EXPECT_EQ(run.exit_code, 0) << run.err << testing::read_file(log);
   // CAP_KILL (5) only.
   EXPECT_NE(run.out.find("CapAmb:\t0000000000000020"), std::string::npos) << run.out;
