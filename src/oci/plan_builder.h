@@ -55,6 +55,9 @@ struct PlanInputs {
   // mounts[i] with `tmpcopyup`: the detached tmpfs create filled
   // (tmpcopyup.h), attached in place of a new one.
   std::map<std::size_t, int> copy_up_fds;
+  // linux.namespaces[i] with a path: the namespace create opened and
+  // checked (launch/join.h), joined in place of a new one.
+  std::map<std::size_t, int> namespace_fds;
 };
 
 // The indexes of the mounts with `tmpcopyup`, for create to fill.

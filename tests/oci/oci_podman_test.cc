@@ -208,5 +208,39 @@ TEST_F(OciPodmanTest, ReadOnlyRoot) {
   EXPECT_EQ(tmpfs.output, "read-only\ntmp-writable\n");
 }
 
+// The join path: podman --network ns:PATH names a network namespace this
+// test made (held by an `unshare -n sleep`, killed by its pid), and the
+// container runs in it. Never podman's default network.
+TEST_F(OciPodmanTest, NetworkNamespaceJoinedByPath) {
+  const pid_t holder = ::fork();
+  ASSERT_GE(holder, 0);
+  if (holder == 0) {
+    ::execl("/usr/bin/unshare", "unshare", "-n", "sleep", "60", nullptr);
+    ::_exit(127);
+  }
+  const std::string ns = "/proc/" + std::to_string(holder) + "/ns/net";
+  std::error_code error;
+  const auto own = fs::read_symlink("/proc/self/ns/net", error);
+  fs::path joined;
+  for (int i = 0; i < 250; ++i) {
+    if (testing::read_file("/proc/" + std::to_string(holder) + "/comm") == "sleep\n") {
+      joined = fs::read_symlink(ns, error);
+      break;
+    }
+    ::usleep(20 * 1000);
+  }
+  ToolRun result;
+  if (!joined.empty() && joined != own) {
+    result =
+        podman({"run", "--rm", "--network", "ns:" + ns, kImage, "readlink", "/proc/self/ns/net"});
+  }
+  ::kill(holder, SIGKILL);
+  ::waitpid(holder, nullptr, 0);
+  ASSERT_FALSE(joined.empty()) << "unshare -n did not start";
+  ASSERT_NE(joined, own);
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_EQ(result.output, joined.string() + "\n");
+}
+
 }  // namespace
 }  // namespace pulsebox

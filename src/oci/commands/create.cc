@@ -19,6 +19,7 @@
 #include "linux/cgroup.h"
 #include "oci/cgroups.h"
 #include "oci/commands/commands.h"
+#include "oci/launch/join.h"
 #include "oci/plan_builder.h"
 #include "oci/spec/spec.h"
 #include "oci/tmpcopyup.h"
@@ -150,6 +151,7 @@ core::Result<Created> create(StateStore& store, const CreateOptions& options) {
   PB_TRY(spec, spec::read_spec(bundle));
   PB_TRY(limits, cgroup_resources(spec.linux.resources));
   PB_TRY(cgroups_path, parse_cgroups_path(spec.linux.cgroups_path, false, options.id));
+  PB_TRY(namespace_paths, launch::open_namespace_paths(spec));
   const bool in_user_namespace = spec.find_namespace(CLONE_NEWUSER) != nullptr;
   const bool root = ::geteuid() == 0;
 
@@ -254,6 +256,12 @@ core::Result<Created> create(StateStore& store, const CreateOptions& options) {
       copy_ups.push_back(std::move(tree).value());
     }
   }
+  for (auto& path : namespace_paths) {
+    auto moved = above_preserved(std::move(path.fd), options.preserve_fds);
+    if (!moved) return undo(std::move(moved).error());
+    path.fd = std::move(moved).value();
+    inputs.namespace_fds[path.index] = path.fd.get();
+  }
   inputs.preserved_fds = options.preserve_fds;
   inputs.exec_fifo_fd = fifo_read->get();
   inputs.exec_fifo_writer_fd = fifo_write->get();
@@ -272,6 +280,7 @@ core::Result<Created> create(StateStore& store, const CreateOptions& options) {
   console.reset();
   cgroup_fd.reset();
   copy_ups.clear();
+  namespace_paths.clear();
   if (!spawned) return undo(std::move(spawned).error());
   launch::ContainerProcess process = std::move(spawned).value();
   undo.process = &process;

@@ -123,6 +123,13 @@ PULSEBOX_CHILD_CODE void set_up_console(const ContainerPlan& plan, int root_fd,
   raw(SYS_close, plan.console_socket_fd);
 }
 
+PULSEBOX_CHILD_CODE bool joins_user_namespace(const ContainerPlan& plan) noexcept {
+  for (const auto& ns : plan.join_namespaces) {
+    if (ns.type == CLONE_NEWUSER) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 [[noreturn]] PULSEBOX_CHILD_CODE void run_container_init(const ContainerPlan& plan,
@@ -251,8 +258,12 @@ PULSEBOX_CHILD_CODE void set_up_console(const ContainerPlan& plan, int root_fd,
   check(fail, "keeping capabilities across the id switch",
         raw(SYS_prctl, PR_SET_KEEPCAPS, 1, 0, 0, 0));
   if (plan.set_groups) {
-    check(fail, "setting the additional groups",
-          raw(SYS_setgroups, plan.additional_gids.size(), plan.additional_gids.data()));
+    const long grouped =
+        raw(SYS_setgroups, plan.additional_gids.size(), plan.additional_gids.data());
+    // A joined user namespace may deny setgroups (an ordinary user's): the
+    // groups it was made with then stay, as the kernel means them to.
+    if (!(grouped == -EPERM && plan.additional_gids.empty() && joins_user_namespace(plan)))
+      check(fail, "setting the additional groups", grouped);
   }
   if (const int e = linux_api::sys_setresgid(plan.gid); e != 0) fail("switching to the gid", e);
   if (const int e = linux_api::sys_setresuid(plan.uid); e != 0) fail("switching to the uid", e);

@@ -44,6 +44,15 @@ struct ContainerPlan {
   linux_api::IdMaps id_maps;
   // The unified cgroup leaf to start in (CLONE_INTO_CGROUP), or -1.
   int cgroup_fd = -1;
+  // The join path (design §1.2, oci/launch/join.h): existing namespaces
+  // to enter, opened and type-checked by create, in the order to setns()
+  // them (user first). Not empty: a first stage joins them and clones the
+  // process; none of their types is in the fields above.
+  struct JoinedNamespace {
+    int fd = -1;
+    int type = 0;  // CLONE_NEWNET, ...
+  };
+  std::vector<JoinedNamespace> join_namespaces;
   // KEYCTL_JOIN_SESSION_KEYRING unless --no-new-keyring.
   bool new_session_keyring = true;
 
