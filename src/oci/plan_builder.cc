@@ -437,6 +437,40 @@ core::Result<launch::ContainerPlan> build_container_plan(const spec::Spec& spec,
   return plan;
 }
 
+core::Result<launch::ContainerPlan> build_exec_plan(const spec::Spec& spec,
+                                                    const spec::Process& process,
+                                                    const PlanInputs& inputs) {
+  if (process.args.empty())
+    return core::Error(core::ErrorKind::kInvalidInput, "oci",
+                       "exec: the process has no args; give the program to run");
+  if (process.terminal && inputs.console_socket_fd < 0)
+    return core::Error(core::ErrorKind::kInvalidInput, "oci",
+                       "exec: the process has a terminal: give --console-socket");
+  if (!process.terminal && inputs.console_socket_fd >= 0)
+    return core::Error(core::ErrorKind::kInvalidInput, "oci",
+                       "--console-socket: given, but the process has no terminal (--tty)");
+  launch::ContainerPlan plan;
+  PB_CHECK(add_process(process, plan));
+  if (process.rlimits.empty() && spec.process) {
+    for (const auto& limit : spec.process->rlimits)
+      plan.rlimits.push_back({limit.resource, limit.soft, limit.hard});
+  }
+  const spec::Namespace* user = spec.find_namespace(CLONE_NEWUSER);
+  if (user != nullptr && user->path.empty()) plan.set_groups = !spec.linux.id_maps.deny_setgroups;
+  if (spec.linux.seccomp) {
+    PB_TRY(filter, seccomp::compile(*spec.linux.seccomp, seccomp::Layout::BinaryTree,
+                                    seccomp::KillActions::Kernel));
+    plan.seccomp_program = filter->program;
+  }
+  for (int fd = 0; fd < 3; ++fd)
+    plan.stdio[fd] = inputs.stdio[fd];
+  plan.preserved_fds = inputs.preserved_fds;
+  plan.console_socket_fd = inputs.console_socket_fd;
+  plan.cgroup_fd = inputs.cgroup_fd;
+  plan.seal();
+  return plan;
+}
+
 std::vector<std::size_t> copy_up_mounts(const spec::Spec& spec) {
   std::vector<std::size_t> indexes;
   for (std::size_t i = 0; i < spec.mounts.size(); ++i) {

@@ -71,6 +71,14 @@ core::Result<std::pair<unsigned long, std::string>> mount_flags_and_data(const s
 core::Result<launch::ContainerPlan> build_container_plan(const spec::Spec& spec,
                                                          const PlanInputs& inputs);
 
+// exec's process (design §1.6): `process` (exec --process F, or the inline
+// flags) with the container's seccomp profile and, when the process gives
+// none, its rlimits, from the container's config.json copy. No mounts and
+// no namespaces are made; the caller sets join_pidfd.
+core::Result<launch::ContainerPlan> build_exec_plan(const spec::Spec& spec,
+                                                    const spec::Process& process,
+                                                    const PlanInputs& inputs);
+
 // The cgroup device rules the container gets: a deny of everything, then
 // linux.resources.devices in order, then an allow (rwm) for each default device (null, zero, full,
 // random, urandom, tty, console, ptmx, the pts) and each linux.devices entry,

@@ -51,7 +51,18 @@ struct JoinStart {
   std::size_t stack_size = 0;
 };
 
-// The first stage: joins plan.join_namespaces, unshares the plan's new pid
+// exec's process (design §1.6), cloned by the first stage into a running
+// container's namespaces and cgroup: undumpable from its first step (so
+// nothing in the container can open /proc/<pid>/exe, the pulsebox binary,
+// or its memory), only stdio, the channel, the console socket and the
+// preserved fds kept; after Go: the console, rlimits, umask, the working
+// directory (resolved in the container's root: no host directory is
+// open by then), identity, capabilities and seccomp as at create; Ready,
+// Detach, close_range and execve.
+[[noreturn]] void run_exec_process(const ContainerPlan& plan, int channel) noexcept;
+
+// The first stage: joins plan.join_namespaces (or the container of
+// plan.join_pidfd), unshares the plan's new pid
 // namespace, clones the container's process (run_container_init) and
 // exits 0 once its pid is written. A failure goes on the channel as
 // {stage, errno, detail} and the stage exits with kSetupFailed.

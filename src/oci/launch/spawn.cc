@@ -46,7 +46,12 @@ core::Status check_plan(const ContainerPlan& plan) {
     return invalid("only the user and pid namespaces are made by clone3");
   if ((plan.unshare_namespaces & (kCloneNamespaces | CLONE_NEWCGROUP)) != 0)
     return invalid("the user, pid and cgroup namespaces are not unshared with the rest");
-  if (plan.rootfs.empty() || plan.rootfs.front() != '/')
+  const bool exec = plan.join_pidfd >= 0;
+  if (exec &&
+      (!plan.mounts.empty() || !plan.join_namespaces.empty() || plan.exec_fifo_fd >= 0 ||
+       plan.clone_namespaces != 0 || plan.unshare_namespaces != 0 || plan.new_cgroup_namespace))
+    return invalid("exec's process joins a container and makes nothing");
+  if (!exec && (plan.rootfs.empty() || plan.rootfs.front() != '/'))
     return invalid("the root path must be absolute: " + plan.rootfs);
   if (plan.exec_candidates.empty() || plan.args.empty()) return invalid("no program to execute");
   if (plan.argv.size() != plan.args.size() + 1 || plan.envp.size() != plan.env.size() + 1)
@@ -63,8 +68,8 @@ core::Status check_plan(const ContainerPlan& plan) {
       return invalid("a mount tree's descriptor " + std::to_string(step.fd) +
                      " is inside the preserved range");
   }
-  for (const int fd :
-       {plan.exec_fifo_fd, plan.exec_fifo_writer_fd, plan.cgroup_fd, plan.console_socket_fd}) {
+  for (const int fd : {plan.exec_fifo_fd, plan.exec_fifo_writer_fd, plan.cgroup_fd,
+                       plan.console_socket_fd, plan.join_pidfd}) {
     if (fd >= 0 && fd < first_free)
       return invalid("descriptor " + std::to_string(fd) + " is inside the preserved range");
   }
@@ -169,7 +174,7 @@ core::Result<ContainerProcess> spawn_container(const ContainerPlan& plan) {
   }
   PB_TRY(stack, linux_api::ChildStack::allocate(kChildStackBytes));
 
-  if (!plan.join_namespaces.empty())
+  if (!plan.join_namespaces.empty() || plan.join_pidfd >= 0)
     return spawn_joined(plan, std::move(parent_end), std::move(child_end), std::move(stack));
 
   ChildStart start{&plan, child_end.get()};

@@ -1,0 +1,175 @@
+// `exec` (design §1.6) into a running busybox container, as podman's conmon
+// (--process F --detach --pid-file P) and runc's inline form call it: the
+// process is in the container's pid, mount and network namespaces and its
+// cgroup, runs with the identity and capabilities its process JSON gives,
+// and its exit status comes back. As root the container has a cgroup under
+// this test's own subtree; as an ordinary user a user namespace.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <thread>
+
+#include "helpers/oci_bundle.h"
+#include "helpers/oci_launch_support.h"
+#include "helpers/oci_state.h"
+#include "helpers/test_support.h"
+#include "linux/cgroup.h"
+
+namespace pulsebox {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::run_oci;
+using testing::run_oci_to_files;
+
+class OciExecTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (const auto why = testing::oci_launch_unavailable(); !why.empty()) GTEST_SKIP() << why;
+    if (::geteuid() == 0) {
+      host_ = linux_api::discover_cgroups();
+      std::random_device random;
+      subtree_ = "pulsebox-test-oci-" + std::to_string(random());
+    }
+    testing::make_oci_bundle(temp_ / "bundle", {"sleep", "60"}, subtree_, "c1");
+    const auto created = oci({"create", "--bundle", (temp_ / "bundle").string(), "c1"});
+    ASSERT_EQ(created.exit_code, 0) << created.err;
+    ASSERT_EQ(oci({"start", "c1"}).exit_code, 0);
+    const auto state = nlohmann::json::parse(run_oci(root_, {"state", "c1"}).out);
+    ASSERT_EQ(state["status"], "running");
+    pid_ = state["pid"].get<pid_t>();
+  }
+  void TearDown() override {
+    (void)run_oci(root_, {"delete", "--force", "c1"});
+    for (const auto& [key, mount] : host_.hierarchy_mounts) {
+      if (subtree_.empty()) break;
+      ::rmdir((fs::path(mount) / subtree_ / "c1").c_str());
+      ::rmdir((fs::path(mount) / subtree_).c_str());
+    }
+  }
+
+  testing::OciFileRun oci(const std::vector<std::string>& args) {
+    ::truncate((temp_ / "out").c_str(), 0);
+    ::truncate((temp_ / "err").c_str(), 0);
+    return run_oci_to_files(root_, args, temp_ / "out", temp_ / "err");
+  }
+
+  // A process JSON as conmon writes one.
+  fs::path process_file(const nlohmann::json& process) {
+    const fs::path file = temp_ / "process.json";
+    testing::write_file(file, process.dump());
+    return file;
+  }
+
+  testing::TempDir temp_;
+  fs::path root_ = temp_ / "state";
+  linux_api::CgroupHost host_;
+  std::string subtree_;
+  pid_t pid_ = 0;
+};
+
+TEST_F(OciExecTest, TheProcessIsInTheContainersNamespacesAndCgroup) {
+  // The inline form: ID, then the program with flags of its own.
+  const auto run =
+      oci({"exec", "c1", "sh", "-c",
+           "for n in pid mnt net ipc uts; do "
+           "  [ $(readlink /proc/self/ns/$n) = $(readlink /proc/1/ns/$n) ] "
+           "    && echo same-$n || echo other-$n; done; "
+           "[ \"$(cat /proc/self/cgroup)\" = \"$(cat /proc/1/cgroup)\" ] "
+           "  && echo same-cgroup; busybox tr \"\\\\0\" \" \" < /proc/1/cmdline; echo; exit 7"});
+  EXPECT_EQ(run.exit_code, 7) << run.err;
+  EXPECT_EQ(run.out, "same-pid\nsame-mnt\nsame-net\nsame-ipc\nsame-uts\nsame-cgroup\nsleep 60 \n")
+      << run.err;
+  if (!subtree_.empty()) {
+    // No process of the container's is left outside its own leaf.
+    const fs::path unified = host_.hierarchy_mounts.count("pids")
+                                 ? fs::path(host_.hierarchy_mounts.at("pids"))
+                                 : fs::path(host_.hierarchy_mounts.at(""));
+    EXPECT_EQ(testing::read_file(unified / subtree_ / "c1" / "cgroup.procs"),
+              std::to_string(pid_) + "\n");
+  }
+}
+
+TEST_F(OciExecTest, IdentityCapabilitiesEnvAndCwdComeFromTheProcessFile) {
+  // An ordinary user's container maps one id: uid 0 there.
+  const int uid = ::geteuid() == 0 ? 1000 : 0;
+  const auto file =
+      process_file({{"user", {{"uid", uid}, {"gid", uid}}},
+                    {"args",
+                     {"sh", "-c",
+                      "echo uid=$(id -u) gid=$(id -g) cwd=$(pwd) foo=$FOO; "
+                      "grep -E '^(CapBnd|NoNewPrivs):' /proc/self/status"}},
+                    {"env", {"PATH=/bin", "FOO=bar"}},
+                    {"cwd", "/tmp"},
+                    {"capabilities", {{"bounding", {"CAP_KILL"}}, {"permitted", {"CAP_KILL"}}}},
+                    {"noNewPrivileges", true}});
+  const auto run = oci({"exec", "--process", file.string(), "c1"});
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  const std::string expected_ids = "uid=" + std::to_string(uid) + " gid=" + std::to_string(uid);
+  EXPECT_EQ(run.out, expected_ids +
+                         " cwd=/tmp foo=bar\n"
+                         "CapBnd:\t0000000000000020\n"
+                         "NoNewPrivs:\t1\n")
+      << run.err;
+}
+
+TEST_F(OciExecTest, DetachWritesThePidFileAndExits) {
+  const fs::path pid_file = temp_ / "exec.pid";
+  const auto file = process_file({{"user", {{"uid", 0}, {"gid", 0}}},
+                                  {"args", {"sleep", "30"}},
+                                  {"env", {"PATH=/bin"}},
+                                  {"cwd", "/"}});
+  const auto run =
+      oci({"exec", "--pid-file", pid_file.string(), "--process", file.string(), "--detach", "c1"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.err, "");
+  const std::string text = testing::read_file(pid_file);
+  ASSERT_FALSE(text.empty());
+  const std::string status = testing::read_file("/proc/" + text + "/status");
+  // A pid of the container's namespace too (NSpid: host, then inside), and
+  // the program already runs.
+  const auto nspid = status.find("NSpid:\t" + text + "\t");
+  EXPECT_NE(nspid, std::string::npos) << status;
+  EXPECT_NE(status.find("Name:\tsleep"), std::string::npos) << status;
+  // delete --force ends it with the container (its pid namespace goes).
+  EXPECT_EQ(oci({"delete", "--force", "c1"}).exit_code, 0);
+  bool gone = false;
+  for (int i = 0; i < 250 && !gone; ++i) {
+    gone =
+        testing::read_file("/proc/" + text + "/status").find("Name:\tsleep") == std::string::npos;
+    if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_TRUE(gone);
+}
+
+TEST_F(OciExecTest, AStoppedContainerIsNotRunning) {
+  ASSERT_EQ(oci({"kill", "c1", "KILL"}).exit_code, 0);
+  bool stopped = false;
+  for (int i = 0; i < 250 && !stopped; ++i) {
+    stopped = run_oci(root_, {"state", "c1"}).out.find("\"stopped\"") != std::string::npos;
+    if (!stopped) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_TRUE(stopped);
+  const auto run = oci({"exec", "c1", "true"});
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_NE(run.err.find("container c1 is not running"), std::string::npos) << run.err;
+}
+
+TEST_F(OciExecTest, FailuresAreNamed) {
+  const auto missing = oci({"exec", "c1", "/no/such/program"});
+  EXPECT_NE(missing.exit_code, 0);
+  const auto cwd = oci({"exec", "--cwd", "/no-such-dir", "c1", "true"});
+  EXPECT_EQ(cwd.exit_code, 1);
+  EXPECT_NE(cwd.err.find("changing to the working directory /no-such-dir"), std::string::npos)
+      << cwd.err;
+  const auto tty = oci({"exec", "--tty", "c1", "true"});
+  EXPECT_EQ(tty.exit_code, 1);
+  EXPECT_NE(tty.err.find("give --console-socket"), std::string::npos) << tty.err;
+}
+
+}  // namespace
+}  // namespace pulsebox
