@@ -4,6 +4,7 @@
 // cgroup, runs with the identity and capabilities its process JSON gives,
 // and its exit status comes back. As root the container has a cgroup under
 // this test's own subtree; as an ordinary user a user namespace.
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -169,6 +170,59 @@ TEST_F(OciExecTest, FailuresAreNamed) {
   const auto tty = oci({"exec", "--tty", "c1", "true"});
   EXPECT_EQ(tty.exit_code, 1);
   EXPECT_NE(tty.err.find("give --console-socket"), std::string::npos) << tty.err;
+}
+
+// The pid of this test's own `pulsebox oci --root ROOT exec` command (its
+// cmdline names this test's root), or 0.
+pid_t exec_command_pid(const fs::path& root) {
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string cmdline = testing::read_file(entry.path() / "cmdline");
+    for (char& c : cmdline) {
+      if (c == '\0') c = ' ';
+    }
+    if (cmdline.find(" oci --root " + root.string() + " exec ") != std::string::npos)
+      return static_cast<pid_t>(std::stoi(name));
+  }
+  return 0;
+}
+
+TEST_F(OciExecTest, ForegroundExecForwardsSignalsAndDoesNotHoldTheContainer) {
+  // TERM to exec reaches the process, whose trap gives the status.
+  testing::OciFileRun trapped;
+  std::thread waiting([&] {
+    trapped = run_oci_to_files(
+        root_,
+        {"exec", "c1", "sh", "-c", "trap 'exit 42' TERM; echo ready; while :; do sleep 1; done"},
+        temp_ / "trap-out", temp_ / "trap-err");
+  });
+  pid_t command = 0;
+  for (int i = 0; i < 250; ++i) {
+    if (testing::read_file(temp_ / "trap-out") == "ready\n") {
+      command = exec_command_pid(root_);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_GT(command, 0);
+  if (command > 0) ::kill(command, SIGTERM);
+  waiting.join();
+  EXPECT_EQ(trapped.exit_code, 42) << trapped.err;
+
+  // A foreground exec holds no lock: delete --force goes ahead, and the
+  // process ends with the container (SIGKILL: 137).
+  testing::OciFileRun killed;
+  std::thread waiting_again([&] {
+    killed = run_oci_to_files(root_, {"exec", "c1", "sh", "-c", "echo ready; exec sleep 30"},
+                              temp_ / "kill-out", temp_ / "kill-err");
+  });
+  for (int i = 0; i < 250 && testing::read_file(temp_ / "kill-out") != "ready\n"; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const auto deleted = oci({"delete", "--force", "c1"});
+  waiting_again.join();
+  EXPECT_EQ(deleted.exit_code, 0) << deleted.err;
+  EXPECT_EQ(killed.exit_code, 137) << killed.err;
 }
 
 }  // namespace

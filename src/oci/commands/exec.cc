@@ -166,9 +166,12 @@ core::Result<int> wait_forwarding(const launch::ContainerProcess& process) {
 
 core::Result<int> exec(StateStore& store, const ExecOptions& options) {
   if (options.preserve_fds < 0) return invalid("--preserve-fds: must be >= 0");
-  PB_TRY(dir, store.open(options.id, false));
-  PB_TRY(record, dir.read_record());
-  const Status status = status_of(dir, record);
+  PB_TRY(opened, store.open(options.id, false));
+  // The shared lock only until the process runs: a foreground exec must
+  // not keep `delete` (which takes it exclusively) waiting.
+  std::optional<ContainerDir> dir(std::move(opened));
+  PB_TRY(record, dir->read_record());
+  const Status status = status_of(*dir, record);
   if (status != Status::Created && status != Status::Running)
     return invalid("container " + options.id + " is not running");
   PB_TRY(container, open_verified_pidfd(record.process));
@@ -242,6 +245,7 @@ core::Result<int> exec(StateStore& store, const ExecOptions& options) {
     if (!written.ok()) return fail(std::move(written).error().with_context("--pid-file"));
   }
   if (auto detached = spawned.detach(kHandshakeMs); !detached.ok()) return fail(detached.error());
+  dir.reset();
   if (options.detach) return 0;
   return wait_forwarding(spawned);
 }
