@@ -4,8 +4,11 @@
 // cgroup, runs with the identity and capabilities its process JSON gives,
 // and its exit status comes back. As root the container has a cgroup under
 // this test's own subtree; as an ordinary user a user namespace.
+#include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -14,6 +17,7 @@
 #include <random>
 #include <thread>
 
+#include "core/unique_fd.h"
 #include "helpers/oci_bundle.h"
 #include "helpers/oci_launch_support.h"
 #include "helpers/oci_state.h"
@@ -167,6 +171,16 @@ TEST_F(OciExecTest, FailuresAreNamed) {
   EXPECT_EQ(cwd.exit_code, 1);
   EXPECT_NE(cwd.err.find("changing to the working directory /no-such-dir"), std::string::npos)
       << cwd.err;
+  // No LSM support: refused as at create, naming the file and the field.
+  const auto apparmor = oci({"exec", "--process",
+                             process_file({{"user", {{"uid", 0}, {"gid", 0}}},
+                                           {"args", {"true"}},
+                                           {"cwd", "/"},
+                                           {"apparmorProfile", "unconfined"}})
+                                 .string(),
+                             "c1"});
+  EXPECT_EQ(apparmor.exit_code, 1);
+  EXPECT_NE(apparmor.err.find("apparmorProfile"), std::string::npos) << apparmor.err;
   const auto tty = oci({"exec", "--tty", "c1", "true"});
   EXPECT_EQ(tty.exit_code, 1);
   EXPECT_NE(tty.err.find("give --console-socket"), std::string::npos) << tty.err;
@@ -223,6 +237,37 @@ TEST_F(OciExecTest, ForegroundExecForwardsSignalsAndDoesNotHoldTheContainer) {
   waiting_again.join();
   EXPECT_EQ(deleted.exit_code, 0) << deleted.err;
   EXPECT_EQ(killed.exit_code, 137) << killed.err;
+}
+
+// podman exec -t: conmon passes --console-socket S --tty; the process gets a
+// terminal of the container's devpts, its master sent on the socket.
+TEST_F(OciExecTest, ConsoleSocketGetsTheProcesssTerminal) {
+  const fs::path socket_path = temp_ / "console.sock";
+  core::UniqueFd listener(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  socket_path.string().copy(address.sun_path, sizeof address.sun_path - 1);
+  ASSERT_EQ(::bind(listener.get(), reinterpret_cast<const sockaddr*>(&address), sizeof address), 0);
+  ASSERT_EQ(::listen(listener.get(), 1), 0);
+  const auto run = oci({"exec", "--detach", "--tty", "--console-socket", socket_path.string(), "c1",
+                        "sh", "-c", "test -t 0 && test -t 1 && echo on-a-tty; sleep 1"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  core::UniqueFd connection(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
+  ASSERT_TRUE(connection);
+  std::string name;
+  core::UniqueFd master(testing::receive_master(connection.get(), name));
+  ASSERT_TRUE(master);
+  EXPECT_EQ(name.rfind("/dev/pts/", 0), 0u) << name;
+  std::string seen;
+  for (int i = 0; i < 250 && seen.find("on-a-tty") == std::string::npos; ++i) {
+    pollfd readable{master.get(), POLLIN, 0};
+    if (::poll(&readable, 1, 20) <= 0) continue;
+    char buffer[256];
+    const ssize_t n = ::read(master.get(), buffer, sizeof buffer);
+    if (n <= 0) break;
+    seen.append(buffer, static_cast<std::size_t>(n));
+  }
+  EXPECT_NE(seen.find("on-a-tty"), std::string::npos) << seen;
 }
 
 }  // namespace

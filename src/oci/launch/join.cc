@@ -84,10 +84,22 @@ PULSEBOX_CHILD_CODE void exec_console(const ContainerPlan& plan,
   int slave = -1;
   if (const int e = linux_api::open_controlling_pty(size, &master, &slave); e != 0)
     fail("opening the terminal in the container", e);
+  unsigned number = 0;
+  check(fail, "naming the terminal", raw(SYS_ioctl, master, TIOCGPTN, &number));
+  char name[32] = "/dev/pts/";
+  char digits[12];
+  int count = 0;
+  do {
+    digits[count++] = static_cast<char>('0' + number % 10);
+    number /= 10;
+  } while (number != 0);
+  int n = 9;
+  while (count > 0)
+    name[n++] = digits[--count];
+  name[n] = '\0';
   for (int fd = 0; fd < 3; ++fd)
     check(fail, "connecting the terminal to stdin, stdout and stderr", raw(SYS_dup2, slave, fd));
-  if (const int e = linux_api::send_console_master(plan.console_socket_fd, master, "/dev/ptmx");
-      e != 0)
+  if (const int e = linux_api::send_console_master(plan.console_socket_fd, master, name); e != 0)
     fail("sending the terminal to the console socket", e);
   raw(SYS_close, master);
   raw(SYS_close, slave);
