@@ -164,7 +164,22 @@ TEST_F(OciJoinTest, CreateRecordsTheContainersProcessNotTheJoiningStage) {
   ASSERT_NE(nspid, std::string::npos);
   const std::string line = status.substr(nspid, status.find('\n', nspid) - nspid);
   EXPECT_EQ(line.back(), '1') << line;
+  // Before start: root may exec; an ordinary user may not read the still
+  // undumpable process's namespaces, and is told to start it first.
+  const auto early = oci({"exec", "c1", "true"});
+  if (::geteuid() == 0) {
+    EXPECT_EQ(early.exit_code, 0) << early.err;
+  } else {
+    EXPECT_EQ(early.exit_code, 1);
+    EXPECT_NE(early.err.find("container c1 is created, not started"), std::string::npos)
+        << early.err;
+  }
   ASSERT_EQ(oci({"start", "c1"}).exit_code, 0);
+  // exec joins the container's namespaces, the joined one included (an
+  // ordinary user's container also joined the holder's user namespace).
+  const auto execd = oci({"exec", "c1", "readlink", "/proc/self/ns/net"});
+  EXPECT_EQ(execd.exit_code, 0) << execd.err;
+  EXPECT_EQ(execd.out, ns_link(holder.dir() + "/ns/net") + "\n") << execd.err;
   EXPECT_EQ(oci({"delete", "--force", "c1"}).exit_code, 0);
   EXPECT_FALSE(fs::exists(root_ / "c1"));
 }

@@ -292,6 +292,9 @@ core::Result<Created> create(StateStore& store, const CreateOptions& options) {
   record.process.start_time = *start_time;
   record.namespace_flags = plan->clone_namespaces | plan->unshare_namespaces |
                            (plan->new_cgroup_namespace ? CLONE_NEWCGROUP : 0);
+  // Joined ones too: they are the container's, and exec joins them all.
+  for (const auto& ns : plan->join_namespaces)
+    record.namespace_flags |= static_cast<std::uint64_t>(ns.type);
   record.enforced = enforcement_report(*plan, cgroup_report);
   if (auto status = dir.write_record(record); !status.ok()) return undo(status.error());
   if (!record.cgroup_leaves.empty()) {

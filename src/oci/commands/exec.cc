@@ -70,10 +70,10 @@ core::Result<core::UniqueFd> connect_console(const std::string& path) {
   return socket;
 }
 
-// The namespaces of `pid` that are not this process's own. A link this
-// process may not read (an ordinary user and an undumpable process) counts
-// as different, except the user namespace, which the container then has
-// only when create made or joined one.
+// The namespaces of `pid` that are not this process's own. Where this
+// process may not read the link (an ordinary user and a created container's
+// still undumpable process), the record says: the namespaces create made or
+// joined.
 std::uint64_t namespaces_to_join(pid_t pid, std::uint64_t recorded) {
   std::uint64_t flags = 0;
   for (const auto& [flag, name] : kNamespaceFiles) {
@@ -83,7 +83,7 @@ std::uint64_t namespaces_to_join(pid_t pid, std::uint64_t recorded) {
     const bool known = ::stat(("/proc/self" + file).c_str(), &own) == 0 &&
                        ::stat(("/proc/" + std::to_string(pid) + file).c_str(), &theirs) == 0;
     if (known ? own.st_ino != theirs.st_ino || own.st_dev != theirs.st_dev
-              : (flag != CLONE_NEWUSER || (recorded & CLONE_NEWUSER) != 0))
+              : (recorded & static_cast<std::uint64_t>(flag)) != 0)
       flags |= static_cast<std::uint64_t>(flag);
   }
   return flags;
@@ -174,6 +174,12 @@ core::Result<int> exec(StateStore& store, const ExecOptions& options) {
   const Status status = status_of(*dir, record);
   if (status != Status::Created && status != Status::Running)
     return invalid("container " + options.id + " is not running");
+  // setns through a pidfd needs ptrace access, and until start the
+  // process is undumpable with the memory of create (whose user namespace
+  // is the host's): only root gets that access.
+  if (status == Status::Created && ::geteuid() != 0)
+    return invalid("container " + options.id +
+                   " is created, not started: an ordinary user can exec into it once it runs");
   PB_TRY(container, open_verified_pidfd(record.process));
 
   // The container's own config, as create copied it.
