@@ -263,6 +263,10 @@ TEST_F(OciPodmanTest, ExecIntoADetachedContainerThenStopAndRemove) {
       << cmdline.output;
   const auto status = podman({"exec", id, "sh", "-c", "exit 7"});
   EXPECT_EQ(status.exit_code, 7) << status.output;
+  // -t: conmon passes --console-socket S --tty.
+  const auto tty = podman({"exec", "-t", id, "sh", "-c", "test -t 1 && echo on-a-tty"});
+  EXPECT_EQ(tty.exit_code, 0) << tty.output;
+  EXPECT_NE(tty.output.find("on-a-tty"), std::string::npos) << tty.output;
 
   const auto stopped = podman({"stop", "-t", "1", id});
   EXPECT_EQ(stopped.exit_code, 0) << stopped.output;
