@@ -163,9 +163,11 @@ void add_exec_command(CLI::App* oci, std::shared_ptr<OciGlobals> globals, int& e
                       "Send the pseudo-terminal's master to this AF_UNIX socket");
   command->add_flag("-t,--tty", options->tty, "Give the process a terminal (inline form)");
   command->add_option("--cwd", options->cwd, "Working directory in the container (inline form)");
-  command->add_option("-e,--env", options->env, "KEY=VALUE added to the environment")->take_all();
+  command->add_option("-e,--env", options->env, "KEY=VALUE added to the environment")
+      ->allow_extra_args(false);
   command->add_option("-u,--user", options->user, "UID[:GID] (inline form)");
-  command->add_option("-c,--cap", options->caps, "A capability to add (inline form)")->take_all();
+  command->add_option("-c,--cap", options->caps, "A capability to add (inline form)")
+      ->allow_extra_args(false);
   command->add_flag("--no-new-privs", options->no_new_privileges, "Set no_new_privs");
   command->add_option("--preserve-fds", options->preserve_fds,
                       "Pass fds 3 .. 3+N-1 on to the process");

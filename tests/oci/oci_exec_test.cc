@@ -122,6 +122,16 @@ TEST_F(OciExecTest, IdentityCapabilitiesEnvAndCwdComeFromTheProcessFile) {
       << run.err;
 }
 
+TEST_F(OciExecTest, InlineFlagsRepeatAndEndAtTheId) {
+  const auto run =
+      oci({"exec", "--env", "A=1", "-e", "B=2", "--cwd", "/tmp", "--cap", "CAP_SYS_CHROOT", "--cap",
+           "CAP_CHOWN", "c1", "sh", "-c", "echo $A $B $(pwd); grep CapEff /proc/self/status"});
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  // The container's CAP_AUDIT_WRITE, CAP_KILL, CAP_NET_BIND_SERVICE plus
+  // CAP_CHOWN (0) and CAP_SYS_CHROOT (18).
+  EXPECT_EQ(run.out, "1 2 /tmp\nCapEff:\t0000000020040421\n") << run.err;
+}
+
 TEST_F(OciExecTest, DetachWritesThePidFileAndExits) {
   const fs::path pid_file = temp_ / "exec.pid";
   const auto file = process_file({{"user", {{"uid", 0}, {"gid", 0}}},
