@@ -151,6 +151,9 @@ TEST_F(OciJoinTest, CreateRecordsTheContainersProcessNotTheJoiningStage) {
   ASSERT_EQ(created.exit_code, 0) << created.err;
   const auto state = nlohmann::json::parse(run_oci(root_, {"state", "c1"}).out);
   EXPECT_EQ(state["status"], "created");
+  EXPECT_NE(state["annotations"]["org.pulsebox.enforced"].get<std::string>().find("joined:network"),
+            std::string::npos)
+      << state.dump();
   const pid_t pid = state["pid"].get<pid_t>();
   EXPECT_EQ(testing::read_file(pid_file), std::to_string(pid));
   const std::string proc = "/proc/" + std::to_string(pid);

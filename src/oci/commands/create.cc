@@ -102,6 +102,15 @@ std::string enforcement_report(const launch::ContainerPlan& plan, const std::str
     namespaces += (namespaces.empty() ? "" : ",") + std::string(name);
   }
   if (plan.new_cgroup_namespace) namespaces += ",cgroup";
+  // Entered by path (launch/join.h): the container's, but not made for it.
+  const std::pair<int, const char*> kJoined[] = {
+      {CLONE_NEWUSER, "user"},   {CLONE_NEWIPC, "ipc"}, {CLONE_NEWUTS, "uts"},
+      {CLONE_NEWNET, "network"}, {CLONE_NEWPID, "pid"}, {CLONE_NEWCGROUP, "cgroup"}};
+  for (const auto& ns : plan.join_namespaces) {
+    for (const auto& [flag, name] : kJoined) {
+      if (ns.type == flag) namespaces += ",joined:" + std::string(name);
+    }
+  }
   return "namespaces=" + namespaces + ";cgroup=" + cgroup + ";seccomp=" +
          (plan.seccomp_program.empty()
               ? std::string("none")
