@@ -22,6 +22,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "core/fs.h"
 #include "core/json_parse.h"
@@ -131,14 +132,30 @@ core::Result<spec::Process> inline_process(const nlohmann::json& config,
 // Forwards these to the process while exec waits, as runc does.
 constexpr int kForwarded[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH};
 
-core::Result<int> wait_forwarding(const launch::ContainerProcess& process) {
-  sigset_t set;
-  ::sigemptyset(&set);
-  for (const int signal : kForwarded)
-    ::sigaddset(&set, signal);
-  sigset_t old;
-  ::sigprocmask(SIG_BLOCK, &set, &old);
-  core::UniqueFd signals(::signalfd(-1, &set, SFD_CLOEXEC));
+// Blocked from before the clone until exec returns: one that comes during
+// the handshake waits (pending) for the signalfd instead of ending exec and
+// orphaning the process. The process's own mask is emptied (reset_signals).
+class BlockedSignals {
+ public:
+  BlockedSignals() {
+    ::sigemptyset(&set_);
+    for (const int signal : kForwarded)
+      ::sigaddset(&set_, signal);
+    ::sigprocmask(SIG_BLOCK, &set_, &old_);
+  }
+  ~BlockedSignals() { ::sigprocmask(SIG_SETMASK, &old_, nullptr); }
+  BlockedSignals(const BlockedSignals&) = delete;
+  BlockedSignals& operator=(const BlockedSignals&) = delete;
+  const sigset_t& set() const { return set_; }
+
+ private:
+  sigset_t set_{};
+  sigset_t old_{};
+};
+
+core::Result<int> wait_forwarding(const launch::ContainerProcess& process,
+                                  const BlockedSignals& blocked) {
+  core::UniqueFd signals(::signalfd(-1, &blocked.set(), SFD_CLOEXEC));
   if (!signals) return core::Error::from_errno("oci", "signalfd for exec's forwarding");
   for (;;) {
     pollfd fds[2] = {{process.pidfd(), POLLIN, 0}, {signals.get(), POLLIN, 0}};
@@ -158,7 +175,6 @@ core::Result<int> wait_forwarding(const launch::ContainerProcess& process) {
                   WEXITED) != 0) {
     if (errno != EINTR) return core::Error::from_errno("oci", "waiting for the exec'd process");
   }
-  ::sigprocmask(SIG_SETMASK, &old, nullptr);
   return info.si_code == CLD_EXITED ? info.si_status : 128 + info.si_status;
 }
 
@@ -226,6 +242,8 @@ core::Result<int> exec(StateStore& store, const ExecOptions& options) {
   plan.stop_before_exec = stop_at != nullptr && std::string_view(stop_at) == kStopBeforeExec;
   plan.seal();
 
+  std::optional<BlockedSignals> blocked;
+  if (!options.detach) blocked.emplace();
   PB_TRY(spawned, launch::spawn_container(plan));
   console.reset();
   cgroup_fd.reset();
@@ -253,7 +271,7 @@ core::Result<int> exec(StateStore& store, const ExecOptions& options) {
   if (auto detached = spawned.detach(kHandshakeMs); !detached.ok()) return fail(detached.error());
   dir.reset();
   if (options.detach) return 0;
-  return wait_forwarding(spawned);
+  return wait_forwarding(spawned, *blocked);
 }
 
 }  // namespace pulsebox::oci::commands
