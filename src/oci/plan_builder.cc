@@ -457,6 +457,10 @@ core::Result<launch::ContainerPlan> build_exec_plan(const spec::Spec& spec,
   }
   const spec::Namespace* user = spec.find_namespace(CLONE_NEWUSER);
   if (user != nullptr && user->path.empty()) plan.set_groups = !spec.linux.id_maps.deny_setgroups;
+  if (!plan.set_groups && !plan.additional_gids.empty())
+    return core::Error(core::ErrorKind::kInvalidInput, "oci",
+                       "exec: process.user.additionalGids: setgroups is denied in the "
+                       "container's user namespace; remove them");
   if (spec.linux.seccomp) {
     PB_TRY(filter, seccomp::compile(*spec.linux.seccomp, seccomp::Layout::BinaryTree,
                                     seccomp::KillActions::Kernel));

@@ -191,6 +191,19 @@ TEST_F(OciExecTest, FailuresAreNamed) {
                              "c1"});
   EXPECT_EQ(apparmor.exit_code, 1);
   EXPECT_NE(apparmor.err.find("apparmorProfile"), std::string::npos) << apparmor.err;
+  if (::geteuid() != 0) {
+    // One gid mapped, setgroups denied: the groups cannot be given.
+    const auto groups =
+        oci({"exec", "--process",
+             process_file({{"user", {{"uid", 0}, {"gid", 0}, {"additionalGids", {0}}}},
+                           {"args", {"sh", "-c", "exit 0"}},
+                           {"cwd", "/"}})
+                 .string(),
+             "c1"});
+    EXPECT_EQ(groups.exit_code, 1);
+    EXPECT_NE(groups.err.find("additionalGids: setgroups is denied"), std::string::npos)
+        << groups.err;
+  }
   const auto tty = oci({"exec", "--tty", "c1", "true"});
   EXPECT_EQ(tty.exit_code, 1);
   EXPECT_NE(tty.err.find("give --console-socket"), std::string::npos) << tty.err;
