@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <string>
 
+#include "core/trace.h"
 #include "linux/clone.h"
 #include "linux/syscalls.h"
 #include "linux/userns.h"
@@ -154,6 +155,8 @@ core::Result<ContainerProcess> spawn_joined(const ContainerPlan& plan, core::Uni
     ::kill(pid, SIGKILL);
     return core::Error::from_errno(kComponent, "pidfd_open of the container's process", saved);
   }
+  // The same crash point of create as the fast path's (exec has its own).
+  if (plan.join_pidfd < 0) core::trace_phase("oci: cloned");
   return ContainerProcess(pid, std::move(pidfd), std::move(parent_end));
 }
 
