@@ -140,19 +140,6 @@ core::Status print_out(std::string_view text) {
   return core::write_all(STDOUT_FILENO, text, "stdout");
 }
 
-// A command engines may call that another part of #23 still has to land:
-// registered so its name is known, and honest about it.
-void add_not_yet(CLI::App* oci, std::shared_ptr<OciGlobals> globals, int& exit_code,
-                 const char* name, const char* description) {
-  CLI::App* command = oci->add_subcommand(name, description);
-  command->allow_extras();
-  command->callback([globals, &exit_code, name] {
-    OciCommand cmd(*globals);
-    exit_code = cmd.refuse(name, core::Error(core::ErrorKind::kUnsupported, "oci",
-                                             "not implemented yet in this build of pulsebox oci"));
-  });
-}
-
 // A runc command pulsebox oci does not offer, refused by name with why.
 void add_refused(CLI::App* oci, std::shared_ptr<OciGlobals> globals, int& exit_code,
                  const char* name, const char* why) {
@@ -162,6 +149,48 @@ void add_refused(CLI::App* oci, std::shared_ptr<OciGlobals> globals, int& exit_c
     OciCommand cmd(*globals);
     exit_code = cmd.refuse(name, core::Error(core::ErrorKind::kUnsupported, "oci",
                                              std::string("not supported by pulsebox oci: ") + why));
+  });
+}
+
+// `exec`, as conmon (`--process F --detach --pid-file P`), containerd's shim
+// and runc's inline form (`exec ID ARGS...`) call it.
+void add_exec_command(CLI::App* oci, std::shared_ptr<OciGlobals> globals, int& exit_code) {
+  auto options = std::make_shared<oci::commands::ExecOptions>();
+  CLI::App* command =
+      oci->add_subcommand("exec", "Run a process in a created or running container");
+  command->add_option("-p,--process", options->process_file, "The process as JSON (runtime-spec)");
+  command->add_flag("-d,--detach", options->detach, "Exit once the process runs");
+  command->add_option("--pid-file", options->pid_file, "Write the process's pid here");
+  command->add_option("--console-socket", options->console_socket,
+                      "Send the pseudo-terminal's master to this AF_UNIX socket");
+  command->add_flag("-t,--tty", options->tty, "Give the process a terminal (inline form)");
+  command->add_option("--cwd", options->cwd, "Working directory in the container (inline form)");
+  command->add_option("-e,--env", options->env, "KEY=VALUE added to the environment")
+      ->allow_extra_args(false);
+  command->add_option("-u,--user", options->user, "UID[:GID] (inline form)");
+  command->add_option("-c,--cap", options->caps, "A capability to add (inline form)")
+      ->allow_extra_args(false);
+  command->add_flag("--no-new-privs", options->no_new_privileges, "Set no_new_privs");
+  command->add_option("--preserve-fds", options->preserve_fds,
+                      "Pass fds 3 .. 3+N-1 on to the process");
+  // ID [ARGS...]: the flags end at the ID, so the program's own (`sh -c`,
+  // `ls -l`) are never taken for exec's.
+  command->prefix_command();
+  command->footer("Usage: exec [FLAGS] ID [PROGRAM ARGS...]");
+  command->callback([command, globals, options, &exit_code] {
+    OciCommand cmd(*globals);
+    int status = 0;
+    exit_code = cmd.run("exec", [&](oci::StateStore& store) -> core::Status {
+      auto rest = command->remaining();
+      if (rest.empty())
+        return core::Error(core::ErrorKind::kInvalidInput, "oci", "exec: give the container ID");
+      options->id = rest.front();
+      options->args.assign(rest.begin() + 1, rest.end());
+      PB_TRY(code, oci::commands::exec(store, *options));
+      status = code;
+      return core::ok_status();
+    });
+    if (exit_code == kExitOk) exit_code = status;
   });
 }
 
@@ -320,7 +349,7 @@ void register_oci_command(CLI::App& app, int& exit_code) {
     exit_code = cmd.run(
         "start", [&](oci::StateStore& store) { return oci::commands::start(store, options->id); });
   });
-  add_not_yet(oci, globals, exit_code, "exec", "Run a process in a container");
+  add_exec_command(oci, globals, exit_code);
   // Built from the config reader's own tables, so it cannot promise more
   // than create reads.
   oci->add_subcommand("features", "Print the runtime's features (runtime-spec features.md)")

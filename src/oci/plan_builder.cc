@@ -11,6 +11,7 @@
 
 #include "linux/caps.h"
 #include "oci/hooks.h"
+#include "oci/launch/join.h"
 #include "runtime/plan.h"
 #include "seccomp/compiler.h"
 
@@ -276,14 +277,30 @@ core::Status add_devices(const spec::Spec& spec, bool bind_host, launch::Contain
   return core::ok_status();
 }
 
-core::Status add_namespaces(const spec::Spec& spec, launch::ContainerPlan& plan) {
+// linux.namespaces[i].path: joined through the descriptor create opened.
+core::Status add_joined_namespace(const spec::Spec& spec, std::size_t i, const PlanInputs& inputs,
+                                  launch::ContainerPlan& plan) {
+  const auto& ns = spec.linux.namespaces[i];
+  const std::string where = "linux.namespaces[" + std::to_string(i) + "].path";
+  if (ns.clone_flag == CLONE_NEWNS)
+    return not_yet(where,
+                   "the container's mounts and pivot_root would change a joined mount "
+                   "namespace for every process in it; give no path for \"mount\"");
+  const auto fd = inputs.namespace_fds.find(i);
+  plan.join_namespaces.push_back(
+      {fd == inputs.namespace_fds.end() ? -1 : fd->second, ns.clone_flag});
+  return core::ok_status();
+}
+
+core::Status add_namespaces(const spec::Spec& spec, const PlanInputs& inputs,
+                            launch::ContainerPlan& plan) {
   bool has_mount = false;
   for (std::size_t i = 0; i < spec.linux.namespaces.size(); ++i) {
     const auto& ns = spec.linux.namespaces[i];
-    if (!ns.path.empty())
-      return not_yet("linux.namespaces[" + std::to_string(i) + "].path",
-                     "joining an existing namespace is milestone 2; give no path (podman: "
-                     "--network none)");
+    if (!ns.path.empty()) {
+      PB_CHECK(add_joined_namespace(spec, i, inputs, plan));
+      continue;
+    }
     switch (ns.clone_flag) {
       case CLONE_NEWUSER:
       case CLONE_NEWPID:
@@ -308,6 +325,14 @@ core::Status add_namespaces(const spec::Spec& spec, launch::ContainerPlan& plan)
   if (!spec.hostname.empty() && (plan.unshare_namespaces & CLONE_NEWUTS) == 0)
     return core::Error(core::ErrorKind::kInvalidInput, "oci",
                        "config.json: hostname: needs a uts namespace; add {\"type\": \"uts\"}");
+  std::sort(plan.join_namespaces.begin(), plan.join_namespaces.end(),
+            [](const auto& a, const auto& b) {
+              return launch::join_rank(a.type) < launch::join_rank(b.type);
+            });
+  if (!plan.join_namespaces.empty() && (plan.clone_namespaces & CLONE_NEWUSER) != 0)
+    return not_yet("linux.namespaces",
+                   "a new user namespace together with a namespace path; join an existing "
+                   "user namespace by path instead, or give no paths");
   if ((plan.clone_namespaces & CLONE_NEWUSER) != 0) {
     plan.id_maps = spec.linux.id_maps;
     plan.set_groups = !spec.linux.id_maps.deny_setgroups;
@@ -389,7 +414,7 @@ core::Result<launch::ContainerPlan> build_container_plan(const spec::Spec& spec,
     return core::Error(core::ErrorKind::kInvalidInput, "oci",
                        "config.json: process: missing; create needs the container's process");
   launch::ContainerPlan plan;
-  PB_CHECK(add_namespaces(spec, plan));
+  PB_CHECK(add_namespaces(spec, inputs, plan));
   plan.rootfs = spec.root_path.string();
   plan.root_readonly = spec.root_readonly;
   if (!spec.linux.rootfs_propagation.empty())
@@ -446,6 +471,44 @@ core::Result<launch::ContainerPlan> build_container_plan(const spec::Spec& spec,
   plan.console_socket_fd = inputs.console_socket_fd;
   plan.cgroup_fd = inputs.cgroup_fd;
   plan.new_session_keyring = inputs.new_session_keyring;
+  plan.seal();
+  return plan;
+}
+
+core::Result<launch::ContainerPlan> build_exec_plan(const spec::Spec& spec,
+                                                    const spec::Process& process,
+                                                    const PlanInputs& inputs) {
+  if (process.args.empty())
+    return core::Error(core::ErrorKind::kInvalidInput, "oci",
+                       "exec: the process has no args; give the program to run");
+  if (process.terminal && inputs.console_socket_fd < 0)
+    return core::Error(core::ErrorKind::kInvalidInput, "oci",
+                       "exec: the process has a terminal: give --console-socket");
+  if (!process.terminal && inputs.console_socket_fd >= 0)
+    return core::Error(core::ErrorKind::kInvalidInput, "oci",
+                       "--console-socket: given, but the process has no terminal (--tty)");
+  launch::ContainerPlan plan;
+  PB_CHECK(add_process(process, plan));
+  if (process.rlimits.empty() && spec.process) {
+    for (const auto& limit : spec.process->rlimits)
+      plan.rlimits.push_back({limit.resource, limit.soft, limit.hard});
+  }
+  const spec::Namespace* user = spec.find_namespace(CLONE_NEWUSER);
+  if (user != nullptr && user->path.empty()) plan.set_groups = !spec.linux.id_maps.deny_setgroups;
+  if (!plan.set_groups && !plan.additional_gids.empty())
+    return core::Error(core::ErrorKind::kInvalidInput, "oci",
+                       "exec: process.user.additionalGids: setgroups is denied in the "
+                       "container's user namespace; remove them");
+  if (spec.linux.seccomp) {
+    PB_TRY(filter, seccomp::compile(*spec.linux.seccomp, seccomp::Layout::BinaryTree,
+                                    seccomp::KillActions::Kernel));
+    plan.seccomp_program = filter->program;
+  }
+  for (int fd = 0; fd < 3; ++fd)
+    plan.stdio[fd] = inputs.stdio[fd];
+  plan.preserved_fds = inputs.preserved_fds;
+  plan.console_socket_fd = inputs.console_socket_fd;
+  plan.cgroup_fd = inputs.cgroup_fd;
   plan.seal();
   return plan;
 }

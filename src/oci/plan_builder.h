@@ -58,6 +58,9 @@ struct PlanInputs {
   // The container's ID, for the state createContainer and startContainer
   // hooks read.
   std::string container_id;
+  // linux.namespaces[i] with a path: the namespace create opened and
+  // checked (launch/join.h), joined in place of a new one.
+  std::map<std::size_t, int> namespace_fds;
 };
 
 // The indexes of the mounts with `tmpcopyup`, for create to fill.
@@ -70,6 +73,14 @@ core::Result<std::pair<unsigned long, std::string>> mount_flags_and_data(const s
 // the PATH of process.env (runc's default PATH when it has none).
 core::Result<launch::ContainerPlan> build_container_plan(const spec::Spec& spec,
                                                          const PlanInputs& inputs);
+
+// exec's process (design §1.6): `process` (exec --process F, or the inline
+// flags) with the container's seccomp profile and, when the process gives
+// none, its rlimits, from the container's config.json copy. No mounts and
+// no namespaces are made; the caller sets join_pidfd.
+core::Result<launch::ContainerPlan> build_exec_plan(const spec::Spec& spec,
+                                                    const spec::Process& process,
+                                                    const PlanInputs& inputs);
 
 // The cgroup device rules the container gets: a deny of everything, then
 // linux.resources.devices in order, then an allow of mknod ("m") for any

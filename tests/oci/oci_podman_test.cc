@@ -20,6 +20,7 @@
 #include "helpers/cli_runner.h"
 #include "helpers/oci_launch_support.h"
 #include "helpers/test_support.h"
+#include "linux/cgroup.h"
 
 extern char** environ;
 
@@ -206,6 +207,77 @@ TEST_F(OciPodmanTest, ReadOnlyRoot) {
                          "touch /tmp/x /run/x /var/tmp/x && echo tmp-writable");
   EXPECT_EQ(tmpfs.exit_code, 0) << tmpfs.output;
   EXPECT_EQ(tmpfs.output, "read-only\ntmp-writable\n");
+}
+
+// The join path: podman --network ns:PATH names a network namespace this
+// test made (held by an `unshare -n sleep`, killed by its pid), and the
+// container runs in it. Never podman's default network.
+TEST_F(OciPodmanTest, NetworkNamespaceJoinedByPath) {
+  const pid_t holder = ::fork();
+  ASSERT_GE(holder, 0);
+  if (holder == 0) {
+    ::execl("/usr/bin/unshare", "unshare", "-n", "sleep", "60", nullptr);
+    ::_exit(127);
+  }
+  const std::string ns = "/proc/" + std::to_string(holder) + "/ns/net";
+  std::error_code error;
+  const auto own = fs::read_symlink("/proc/self/ns/net", error);
+  fs::path joined;
+  for (int i = 0; i < 250; ++i) {
+    if (testing::read_file("/proc/" + std::to_string(holder) + "/comm") == "sleep\n") {
+      joined = fs::read_symlink(ns, error);
+      break;
+    }
+    ::usleep(20 * 1000);
+  }
+  ToolRun result;
+  if (!joined.empty() && joined != own) {
+    result =
+        podman({"run", "--rm", "--network", "ns:" + ns, kImage, "readlink", "/proc/self/ns/net"});
+  }
+  ::kill(holder, SIGKILL);
+  ::waitpid(holder, nullptr, 0);
+  ASSERT_FALSE(joined.empty()) << "unshare -n did not start";
+  ASSERT_NE(joined, own);
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_EQ(result.output, joined.string() + "\n");
+}
+
+// podman exec (conmon calls `exec --pid-file P --process F --detach ID`)
+// into a detached container, then stop -t 1 and rm leave nothing: no state
+// directory under pulsebox-runc's default root, no cgroup leaf.
+TEST_F(OciPodmanTest, ExecIntoADetachedContainerThenStopAndRemove) {
+  const auto started = podman({"run", "-d", "--network", "none", kImage, "sleep", "60"});
+  ASSERT_EQ(started.exit_code, 0) << started.output;
+  std::string id = started.output;
+  while (!id.empty() && (id.back() == '\n' || id.back() == '\r'))
+    id.pop_back();
+  id = id.substr(id.rfind('\n') + 1);  // the last line is the container's ID
+  ASSERT_EQ(id.size(), 64U) << started.output;
+
+  const auto cmdline = podman({"exec", id, "cat", "/proc/1/cmdline"});
+  EXPECT_EQ(cmdline.exit_code, 0) << cmdline.output;
+  EXPECT_EQ(cmdline.output, std::string("sleep\0"
+                                        "60\0",
+                                        9))
+      << cmdline.output;
+  const auto status = podman({"exec", id, "sh", "-c", "exit 7"});
+  EXPECT_EQ(status.exit_code, 7) << status.output;
+  // -t: conmon passes --console-socket S --tty.
+  const auto tty = podman({"exec", "-t", id, "sh", "-c", "test -t 1 && echo on-a-tty"});
+  EXPECT_EQ(tty.exit_code, 0) << tty.output;
+  EXPECT_NE(tty.output.find("on-a-tty"), std::string::npos) << tty.output;
+
+  const auto stopped = podman({"stop", "-t", "1", id});
+  EXPECT_EQ(stopped.exit_code, 0) << stopped.output;
+  const auto removed = podman({"rm", id});
+  EXPECT_EQ(removed.exit_code, 0) << removed.output;
+  EXPECT_FALSE(fs::exists(fs::path("/run/pulsebox-oci") / id));
+  const auto host = linux_api::discover_cgroups();
+  for (const auto& [name, mount] : host.hierarchy_mounts) {
+    EXPECT_FALSE(fs::exists(fs::path(mount) / "libpod_parent" / ("libpod-" + id)))
+        << name << " keeps the container's leaf";
+  }
 }
 
 }  // namespace

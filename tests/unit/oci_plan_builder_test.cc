@@ -252,12 +252,45 @@ TEST(OciPlanBuilder, CgroupMountShowsOnlyTheContainersLeaves) {
   EXPECT_EQ(leaf->source, "/sys/fs/cgroup/libpod_parent/libpod-x");
 }
 
+// linux.namespaces[i].path: the descriptor create opened, in the joining
+// order (user, ipc, uts, net, pid, mnt, cgroup), and no new namespace of
+// those types.
+TEST(OciPlanBuilder, JoinedNamespaces) {
+  json config = read_data("ctr-run-memory.config.json");
+  config["linux"]["namespaces"][4]["path"] = "/run/netns/x";  // network
+  config["linux"]["namespaces"][1]["path"] = "/proc/9/ns/ipc";
+  PlanInputs inputs;
+  inputs.namespace_fds = {{4, 40}, {1, 41}};
+  auto plan = plan_of(config, inputs);
+  ASSERT_TRUE(plan.ok()) << plan.error().message();
+  ASSERT_EQ(plan->join_namespaces.size(), 2U);
+  EXPECT_EQ(plan->join_namespaces[0].type, CLONE_NEWIPC);
+  EXPECT_EQ(plan->join_namespaces[0].fd, 41);
+  EXPECT_EQ(plan->join_namespaces[1].type, CLONE_NEWNET);
+  EXPECT_EQ(plan->join_namespaces[1].fd, 40);
+  EXPECT_EQ(plan->unshare_namespaces, static_cast<std::uint64_t>(CLONE_NEWNS | CLONE_NEWUTS));
+  EXPECT_EQ(plan->clone_namespaces, static_cast<std::uint64_t>(CLONE_NEWPID));
+}
+
 TEST(OciPlanBuilder, Refusals) {
   json config = read_data("ctr-run-memory.config.json");
-  json joined = config;
-  joined["linux"]["namespaces"][4]["path"] = "/run/netns/x";
-  EXPECT_NE(error_of(joined).find("linux.namespaces[4].path: not supported yet"), std::string::npos)
-      << error_of(joined);
+  // A joined mount namespace would take the container's mounts.
+  json joined_mount = config;
+  joined_mount["linux"]["namespaces"][3]["path"] = "/proc/1/ns/mnt";
+  EXPECT_NE(error_of(joined_mount).find("linux.namespaces[3].path: not supported yet"),
+            std::string::npos)
+      << error_of(joined_mount);
+  json joined_with_new_user = config;
+  joined_with_new_user["linux"]["namespaces"][4]["path"] = "/run/netns/x";
+  joined_with_new_user["linux"]["namespaces"].push_back({{"type", "user"}});
+  joined_with_new_user["linux"]["uidMappings"] = {
+      {{"containerID", 0}, {"hostID", 1000}, {"size", 1}}};
+  joined_with_new_user["linux"]["gidMappings"] = {
+      {{"containerID", 0}, {"hostID", 1000}, {"size", 1}}};
+  joined_with_new_user["process"]["user"].erase("additionalGids");
+  EXPECT_NE(error_of(joined_with_new_user).find("a new user namespace together with a namespace"),
+            std::string::npos)
+      << error_of(joined_with_new_user);
 
   json no_mount = config;
   no_mount["linux"]["namespaces"].erase(3);

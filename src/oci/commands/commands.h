@@ -73,6 +73,30 @@ core::Status start(StateStore& store, std::string_view id);
 // the container's. With `detach` it returns 0 once started.
 core::Result<int> run(StateStore& store, const CreateOptions& options, bool detach, bool keep);
 
+// `exec`'s options (runc's flags): a process file (--process, as engines
+// pass it) or the inline program and changes to the container's process.
+struct ExecOptions {
+  std::string id;
+  std::string process_file;
+  std::vector<std::string> args;  // inline form
+  std::string cwd;
+  std::vector<std::string> env;
+  std::string user;  // UID[:GID]
+  std::vector<std::string> caps;
+  bool tty = false;
+  bool no_new_privileges = false;
+  bool detach = false;
+  std::string pid_file;
+  std::string console_socket;
+  int preserve_fds = 0;
+};
+
+// Runs a process in a created or running container (design §1.6); "container
+// ID is not running" otherwise. With `detach` it returns 0 once the process
+// runs (its pid in the pid file); else it waits, forwarding TERM, INT, HUP,
+// QUIT, USR1, USR2 and WINCH, and returns its status (128 + n for signal n).
+core::Result<int> exec(StateStore& store, const ExecOptions& options);
+
 // Runs the delete steps for every container whose lock is free and whose
 // status is stopped (records without a pid, directories without a record
 // included), and the staging directories of creates killed before their

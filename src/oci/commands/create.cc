@@ -22,6 +22,7 @@
 #include "oci/commands/commands.h"
 #include "oci/device_filter.h"
 #include "oci/hooks.h"
+#include "oci/launch/join.h"
 #include "oci/plan_builder.h"
 #include "oci/spec/spec.h"
 #include "oci/tmpcopyup.h"
@@ -122,6 +123,15 @@ std::string enforcement_report(const launch::ContainerPlan& plan, const std::str
     namespaces += (namespaces.empty() ? "" : ",") + std::string(name);
   }
   if (plan.new_cgroup_namespace) namespaces += ",cgroup";
+  // Entered by path (launch/join.h): the container's, but not made for it.
+  const std::pair<int, const char*> kJoined[] = {
+      {CLONE_NEWUSER, "user"},   {CLONE_NEWIPC, "ipc"}, {CLONE_NEWUTS, "uts"},
+      {CLONE_NEWNET, "network"}, {CLONE_NEWPID, "pid"}, {CLONE_NEWCGROUP, "cgroup"}};
+  for (const auto& ns : plan.join_namespaces) {
+    for (const auto& [flag, name] : kJoined) {
+      if (ns.type == flag) namespaces += ",joined:" + std::string(name);
+    }
+  }
   return "namespaces=" + namespaces + ";cgroup=" + cgroup + ";seccomp=" +
          (plan.seccomp_program.empty()
               ? std::string("none")
@@ -175,6 +185,7 @@ core::Result<Created> create(StateStore& store, const CreateOptions& options) {
   // there, and tests/oci/oci_crash_test.cc kills it and checks that delete
   // and reconcile leave nothing behind.
   core::trace_phase("oci: config read");
+  PB_TRY(namespace_paths, launch::open_namespace_paths(spec));
   const bool in_user_namespace = spec.find_namespace(CLONE_NEWUSER) != nullptr;
   const bool root = ::geteuid() == 0;
 
@@ -300,6 +311,12 @@ core::Result<Created> create(StateStore& store, const CreateOptions& options) {
       copy_ups.push_back(std::move(tree).value());
     }
   }
+  for (auto& path : namespace_paths) {
+    auto moved = above_preserved(std::move(path.fd), options.preserve_fds);
+    if (!moved) return undo(std::move(moved).error());
+    path.fd = std::move(moved).value();
+    inputs.namespace_fds[path.index] = path.fd.get();
+  }
   inputs.preserved_fds = options.preserve_fds;
   inputs.exec_fifo_fd = fifo_read->get();
   inputs.exec_fifo_writer_fd = fifo_write->get();
@@ -321,6 +338,7 @@ core::Result<Created> create(StateStore& store, const CreateOptions& options) {
   console.reset();
   cgroup_fd.reset();
   copy_ups.clear();
+  namespace_paths.clear();
   if (!spawned) return undo(std::move(spawned).error());
   launch::ContainerProcess process = std::move(spawned).value();
   undo.process = &process;
@@ -333,6 +351,9 @@ core::Result<Created> create(StateStore& store, const CreateOptions& options) {
   record.process.start_time = *start_time;
   record.namespace_flags = plan->clone_namespaces | plan->unshare_namespaces |
                            (plan->new_cgroup_namespace ? CLONE_NEWCGROUP : 0);
+  // Joined ones too: they are the container's, and exec joins them all.
+  for (const auto& ns : plan->join_namespaces)
+    record.namespace_flags |= static_cast<std::uint64_t>(ns.type);
   record.enforced = enforcement_report(*plan, cgroup_report);
   if (auto status = dir.write_record(record); !status.ok()) return undo(status.error());
   if (!record.cgroup_leaves.empty()) {

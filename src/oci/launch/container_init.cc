@@ -336,6 +336,14 @@ PULSEBOX_CHILD_CODE bool run_container_hook(const ContainerHook& hook, const std
   return false;
 }
 
+PULSEBOX_CHILD_CODE bool joins_user_namespace(const ContainerPlan& plan) noexcept {
+  if ((plan.join_pidfd_namespaces & CLONE_NEWUSER) != 0) return true;
+  for (const auto& ns : plan.join_namespaces) {
+    if (ns.type == CLONE_NEWUSER) return true;
+  }
+  return false;
+}
+
 // createContainer: a failure fails create through the channel.
 PULSEBOX_CHILD_CODE void run_create_container_hooks(const ContainerPlan& plan, const Text& pid,
                                                     const Failure& fail) noexcept {
@@ -366,6 +374,43 @@ PULSEBOX_CHILD_CODE void run_start_container_hooks(const ContainerPlan& plan,
 }
 
 }  // namespace
+
+// Identity, capabilities and seccomp, in runc's order (design §2.2); the
+// container's process and exec's (join.h) both end their setup with it.
+PULSEBOX_CHILD_CODE void apply_identity(const ContainerPlan& plan, int channel) noexcept {
+  const Failure fail{channel};
+  // Without no_new_privs the filter needs CAP_SYS_ADMIN: loaded while held.
+  const bool seccomp = !plan.seccomp_program.empty();
+  if (seccomp && !plan.no_new_privileges) load_seccomp(plan, fail);
+  if (const int e =
+          linux_api::drop_bounding_except(plan.capabilities.bounding, plan.last_capability);
+      e != 0) {
+    fail("dropping the bounding capability set", e);
+  }
+  check(fail, "keeping capabilities across the id switch",
+        raw(SYS_prctl, PR_SET_KEEPCAPS, 1, 0, 0, 0));
+  if (plan.set_groups) {
+    const long grouped =
+        raw(SYS_setgroups, plan.additional_gids.size(), plan.additional_gids.data());
+    // A joined user namespace may deny setgroups (an ordinary user's): the
+    // groups it was made with then stay, as the kernel means them to.
+    if (!(grouped == -EPERM && plan.additional_gids.empty() && joins_user_namespace(plan)))
+      check(fail, "setting the additional groups", grouped);
+  }
+  if (const int e = linux_api::sys_setresgid(plan.gid); e != 0) fail("switching to the gid", e);
+  if (const int e = linux_api::sys_setresuid(plan.uid); e != 0) fail("switching to the uid", e);
+  if (const int e = linux_api::apply_process_capabilities(plan.capabilities, plan.last_capability);
+      e != 0) {
+    fail("setting the capability sets", e);
+  }
+  check(fail, "clearing keepcaps", raw(SYS_prctl, PR_SET_KEEPCAPS, 0, 0, 0, 0));
+  // A change of ids clears the parent-death signal: armed again until Detach.
+  raw(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+  if (plan.no_new_privileges) {
+    check(fail, "setting no_new_privs", raw(SYS_prctl, PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0));
+    if (seccomp) load_seccomp(plan, fail);
+  }
+}
 
 [[noreturn]] PULSEBOX_CHILD_CODE void run_container_init(const ContainerPlan& plan,
                                                          int channel) noexcept {
@@ -503,33 +548,7 @@ PULSEBOX_CHILD_CODE void run_start_container_hooks(const ContainerPlan& plan,
         plan.cwd.c_str());
 
   // 9. Identity, capabilities, seccomp, in runc's order (design §2.2).
-  // Without no_new_privs the filter needs CAP_SYS_ADMIN: loaded while held.
-  const bool seccomp = !plan.seccomp_program.empty();
-  if (seccomp && !plan.no_new_privileges) load_seccomp(plan, fail);
-  if (const int e =
-          linux_api::drop_bounding_except(plan.capabilities.bounding, plan.last_capability);
-      e != 0) {
-    fail("dropping the bounding capability set", e);
-  }
-  check(fail, "keeping capabilities across the id switch",
-        raw(SYS_prctl, PR_SET_KEEPCAPS, 1, 0, 0, 0));
-  if (plan.set_groups) {
-    check(fail, "setting the additional groups",
-          raw(SYS_setgroups, plan.additional_gids.size(), plan.additional_gids.data()));
-  }
-  if (const int e = linux_api::sys_setresgid(plan.gid); e != 0) fail("switching to the gid", e);
-  if (const int e = linux_api::sys_setresuid(plan.uid); e != 0) fail("switching to the uid", e);
-  if (const int e = linux_api::apply_process_capabilities(plan.capabilities, plan.last_capability);
-      e != 0) {
-    fail("setting the capability sets", e);
-  }
-  check(fail, "clearing keepcaps", raw(SYS_prctl, PR_SET_KEEPCAPS, 0, 0, 0, 0));
-  // A change of ids clears the parent-death signal: armed again until Detach.
-  raw(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
-  if (plan.no_new_privileges) {
-    check(fail, "setting no_new_privs", raw(SYS_prctl, PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0));
-    if (seccomp) load_seccomp(plan, fail);
-  }
+  apply_identity(plan, channel);
   if (runtime::send_child_ready(channel, -1) != 0) exit_now(kSetupFailed);
   if (!runtime::wait_for_detach(channel)) exit_now(kSetupFailed);  // create is gone
   raw(SYS_prctl, PR_SET_PDEATHSIG, 0, 0, 0, 0);

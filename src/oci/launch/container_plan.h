@@ -71,6 +71,25 @@ struct ContainerPlan {
   linux_api::IdMaps id_maps;
   // The unified cgroup leaf to start in (CLONE_INTO_CGROUP), or -1.
   int cgroup_fd = -1;
+  // The join path (design §1.2, oci/launch/join.h): existing namespaces
+  // to enter, opened and type-checked by create, in the order to setns()
+  // them (user first). Not empty: a first stage joins them and clones the
+  // process; none of their types is in the fields above.
+  struct JoinedNamespace {
+    int fd = -1;
+    int type = 0;  // CLONE_NEWNET, ...
+  };
+  std::vector<JoinedNamespace> join_namespaces;
+  // exec (design §1.6): a running container's namespaces, joined through
+  // its verified pidfd (setns(pidfd, join_pidfd_namespaces)) by the first
+  // stage. The process then runs the exec setup list (join.h), not the
+  // container's: no mounts, no pivot_root, nothing made.
+  int join_pidfd = -1;
+  std::uint64_t join_pidfd_namespaces = 0;
+  // A test aid (PULSEBOX_TRACE_STOP_AT="oci exec: before execve"): the
+  // exec'd process stops itself right before execve, with its final
+  // identity, so a test can look at it from inside the container.
+  bool stop_before_exec = false;
   // KEYCTL_JOIN_SESSION_KEYRING unless --no-new-keyring.
   bool new_session_keyring = true;
 

@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdint>
@@ -16,6 +17,7 @@
 #include "linux/syscalls.h"
 #include "linux/userns.h"
 #include "oci/launch/container_init.h"
+#include "oci/launch/join.h"
 #include "runtime/sync_channel.h"
 
 namespace pulsebox::oci::launch {
@@ -45,7 +47,12 @@ core::Status check_plan(const ContainerPlan& plan) {
     return invalid("only the user and pid namespaces are made by clone3");
   if ((plan.unshare_namespaces & (kCloneNamespaces | CLONE_NEWCGROUP)) != 0)
     return invalid("the user, pid and cgroup namespaces are not unshared with the rest");
-  if (plan.rootfs.empty() || plan.rootfs.front() != '/')
+  const bool exec = plan.join_pidfd >= 0;
+  if (exec &&
+      (!plan.mounts.empty() || !plan.join_namespaces.empty() || plan.exec_fifo_fd >= 0 ||
+       plan.clone_namespaces != 0 || plan.unshare_namespaces != 0 || plan.new_cgroup_namespace))
+    return invalid("exec's process joins a container and makes nothing");
+  if (!exec && (plan.rootfs.empty() || plan.rootfs.front() != '/'))
     return invalid("the root path must be absolute: " + plan.rootfs);
   if (plan.exec_candidates.empty() || plan.args.empty()) return invalid("no program to execute");
   if (plan.argv.size() != plan.args.size() + 1 || plan.envp.size() != plan.env.size() + 1)
@@ -62,12 +69,95 @@ core::Status check_plan(const ContainerPlan& plan) {
       return invalid("a mount tree's descriptor " + std::to_string(step.fd) +
                      " is inside the preserved range");
   }
-  for (const int fd :
-       {plan.exec_fifo_fd, plan.exec_fifo_writer_fd, plan.cgroup_fd, plan.console_socket_fd}) {
+  for (const int fd : {plan.exec_fifo_fd, plan.exec_fifo_writer_fd, plan.cgroup_fd,
+                       plan.console_socket_fd, plan.join_pidfd}) {
     if (fd >= 0 && fd < first_free)
       return invalid("descriptor " + std::to_string(fd) + " is inside the preserved range");
   }
+  int previous_rank = -1;
+  for (const auto& ns : plan.join_namespaces) {
+    const int rank = join_rank(ns.type);
+    if (ns.fd < first_free)
+      return invalid("a namespace to join has no descriptor above the preserved range");
+    if (rank <= previous_rank) return invalid("the namespaces to join are out of order");
+    previous_rank = rank;
+    if (((plan.clone_namespaces | plan.unshare_namespaces) & static_cast<std::uint64_t>(ns.type)) !=
+            0 ||
+        (ns.type == CLONE_NEWCGROUP && plan.new_cgroup_namespace))
+      return invalid("a namespace is both joined and made");
+  }
+  if (!plan.join_namespaces.empty() && (plan.clone_namespaces & CLONE_NEWUSER) != 0)
+    return invalid("a new user namespace with namespaces to join is not supported yet");
   return core::ok_status();
+}
+
+PULSEBOX_CHILD_CODE int start_join_stage(void* argument) {
+  run_join_stage(*static_cast<const JoinStart*>(argument));
+}
+
+// The join path: the first stage on `stack`, the container's process on a
+// second one; the first stage's pid is never the container's.
+core::Result<ContainerProcess> spawn_joined(const ContainerPlan& plan, core::UniqueFd parent_end,
+                                            core::UniqueFd child_end,
+                                            linux_api::ChildStack stage_stack) {
+  PB_TRY(process_stack, linux_api::ChildStack::allocate(kChildStackBytes));
+  int pipe_fds[2];
+  if (::pipe2(pipe_fds, O_CLOEXEC) != 0)
+    return core::Error::from_errno(kComponent, "pipe for the container's pid");
+  core::UniqueFd pid_read(pipe_fds[0]);
+  core::UniqueFd pid_write(pipe_fds[1]);
+
+  JoinStart start;
+  start.plan = &plan;
+  start.channel = child_end.get();
+  start.pid_pipe = pid_write.get();
+  start.stack_base = process_stack.base();
+  start.stack_size = process_stack.size();
+  int stage_pidfd = -1;
+  clone_args args{};
+  args.flags = CLONE_PIDFD;
+  args.pidfd = reinterpret_cast<std::uint64_t>(&stage_pidfd);
+  args.exit_signal = SIGCHLD;
+  args.stack = reinterpret_cast<std::uint64_t>(stage_stack.base());
+  args.stack_size = stage_stack.size();
+  const long stage = linux_api::clone3_on_stack(&args, start_join_stage, &start);
+  if (stage < 0) {
+    return core::Error::from_errno(kComponent, "clone3 of the namespace-joining stage",
+                                   static_cast<int>(-stage));
+  }
+  core::UniqueFd stage_fd(stage_pidfd);
+  pid_write.reset();
+  child_end.reset();
+  siginfo_t info{};
+  while (::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(stage_fd.get()), &info,
+                  WEXITED) != 0 &&
+         errno == EINTR) {
+  }
+  int pid = 0;
+  const ssize_t n = ::read(pid_read.get(), &pid, sizeof pid);
+  if (info.si_code != CLD_EXITED || info.si_status != 0 || n != static_cast<ssize_t>(sizeof pid)) {
+    // The stage's own words when it sent them.
+    const auto message = runtime::receive_message(parent_end.get(), 0, nullptr);
+    if (message && message->kind == runtime::ChildMessageKind::Error) {
+      std::string text = message->stage;
+      if (message->detail[0] != '\0') text += std::string(" ") + message->detail;
+      return core::Error(core::ErrorKind::kIo, message->stage, std::move(text),
+                         message->error_number);
+    }
+    return core::Error(core::ErrorKind::kIo, kComponent,
+                       "the namespace-joining stage ended without the container's pid");
+  }
+  // The process is this one's child (CLONE_PARENT) and not reaped: its pid
+  // cannot name another process yet.
+  core::UniqueFd pidfd(linux_api::sys_pidfd_open(pid));
+  if (!pidfd) {
+    const int saved = errno;
+    ::kill(pid, SIGKILL);
+    return core::Error::from_errno(kComponent, "pidfd_open of the container's process", saved);
+  }
+  // The same crash point of create as the fast path's (exec has its own).
+  if (plan.join_pidfd < 0) core::trace_phase("oci: cloned");
+  return ContainerProcess(pid, std::move(pidfd), std::move(parent_end));
 }
 
 }  // namespace
@@ -86,6 +176,9 @@ core::Result<ContainerProcess> spawn_container(const ContainerPlan& plan) {
     child_end = core::UniqueFd(moved);
   }
   PB_TRY(stack, linux_api::ChildStack::allocate(kChildStackBytes));
+
+  if (!plan.join_namespaces.empty() || plan.join_pidfd >= 0)
+    return spawn_joined(plan, std::move(parent_end), std::move(child_end), std::move(stack));
 
   ChildStart start{&plan, child_end.get()};
   int pidfd = -1;

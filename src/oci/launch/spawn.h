@@ -14,6 +14,12 @@
 // core::Error: stage() is the child's stage, error_number() its errno and
 // message() "stage detail" ("changing to the working directory /x").
 // Nothing is killed on failure: kill() does it.
+//
+// A plan with namespaces to join (join_namespaces, or exec's join_pidfd)
+// takes the join path (join.h): a first stage joins and clones the
+// process, which is still this process's child; the handshake is the same.
+// With join_pidfd the process runs exec's setup list instead of the
+// container's.
 #pragma once
 
 #include <sys/types.h>

@@ -1,0 +1,277 @@
+// `exec` (design §1.6): a new process in a created or running container,
+// as podman's conmon (`exec --pid-file P --process F --detach ID`) and
+// containerd's shim (`exec --process F --detach --pid-file P ID`) call it,
+// or runc's inline form (`exec [--cwd D] [--env K=V] [--user U[:G]]
+// [--cap C] [--tty] ID ARGS...`). The process joins the container through
+// the pidfd its record verifies, lands in its cgroup leaves before it runs
+// anything, and gets the container's seccomp profile.
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstdlib>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "core/fs.h"
+#include "core/json_parse.h"
+#include "core/trace.h"
+#include "oci/cgroups.h"
+#include "oci/commands/commands.h"
+#include "oci/plan_builder.h"
+#include "oci/spec/spec.h"
+
+namespace pulsebox::oci::commands {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int kHandshakeMs = 30000;
+constexpr const char* kStopBeforeExec = "oci exec: before execve";
+// Every namespace type a container may have; exec joins those that are
+// not this process's own (setns refuses re-entering one's user namespace).
+constexpr std::pair<int, const char*> kNamespaceFiles[] = {
+    {CLONE_NEWUSER, "user"},    {CLONE_NEWIPC, "ipc"}, {CLONE_NEWUTS, "uts"},
+    {CLONE_NEWNET, "net"},      {CLONE_NEWPID, "pid"}, {CLONE_NEWNS, "mnt"},
+    {CLONE_NEWCGROUP, "cgroup"}};
+
+core::Error invalid(std::string message) {
+  return core::Error(core::ErrorKind::kInvalidInput, "oci", std::move(message));
+}
+
+core::Result<core::UniqueFd> above_preserved(core::UniqueFd fd, int preserved) {
+  if (!fd) return core::Error::from_errno("oci", "opening a descriptor for the process");
+  if (fd.get() >= 3 + preserved) return fd;
+  const int moved = ::fcntl(fd.get(), F_DUPFD_CLOEXEC, 3 + preserved);
+  if (moved < 0) return core::Error::from_errno("oci", "moving a descriptor above the preserved");
+  return core::UniqueFd(moved);
+}
+
+core::Result<core::UniqueFd> connect_console(const std::string& path) {
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  if (path.size() >= sizeof address.sun_path)
+    return invalid("--console-socket " + path + ": the path is too long for a socket");
+  path.copy(address.sun_path, path.size());
+  core::UniqueFd socket(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!socket ||
+      ::connect(socket.get(), reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0)
+    return core::Error::from_errno("oci", "--console-socket " + path + ": connecting");
+  return socket;
+}
+
+// The namespaces of `pid` that are not this process's own. Where this
+// process may not read the link (an ordinary user and a created container's
+// still undumpable process), the record says: the namespaces create made or
+// joined.
+std::uint64_t namespaces_to_join(pid_t pid, std::uint64_t recorded) {
+  std::uint64_t flags = 0;
+  for (const auto& [flag, name] : kNamespaceFiles) {
+    struct stat own {
+    }, theirs{};
+    const std::string file = std::string("/ns/") + name;
+    const bool known = ::stat(("/proc/self" + file).c_str(), &own) == 0 &&
+                       ::stat(("/proc/" + std::to_string(pid) + file).c_str(), &theirs) == 0;
+    if (known ? own.st_ino != theirs.st_ino || own.st_dev != theirs.st_dev
+              : (recorded & static_cast<std::uint64_t>(flag)) != 0)
+      flags |= static_cast<std::uint64_t>(flag);
+  }
+  return flags;
+}
+
+// runc's inline form: the container's own process with these changes.
+core::Result<spec::Process> inline_process(const nlohmann::json& config,
+                                           const ExecOptions& options) {
+  nlohmann::json process = config.value("process", nlohmann::json::object());
+  if (options.args.empty()) return invalid("exec: give --process F or the program to run");
+  process["args"] = options.args;
+  process["terminal"] = options.tty;
+  process.erase("consoleSize");
+  if (!options.cwd.empty()) process["cwd"] = options.cwd;
+  for (const auto& entry : options.env) {
+    if (entry.find('=') == std::string::npos) return invalid("--env " + entry + ": give KEY=VALUE");
+    process["env"].push_back(entry);
+  }
+  if (!options.user.empty()) {
+    const auto colon = options.user.find(':');
+    const auto number = [&](std::string_view text) -> std::optional<std::uint32_t> {
+      std::uint32_t value = 0;
+      const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+      if (error != std::errc() || end != text.data() + text.size() || text.empty())
+        return std::nullopt;
+      return value;
+    };
+    const auto uid = number(std::string_view(options.user).substr(0, colon));
+    const auto gid = colon == std::string::npos
+                         ? std::optional<std::uint32_t>(0)
+                         : number(std::string_view(options.user).substr(colon + 1));
+    if (!uid || !gid) return invalid("--user " + options.user + ": give UID[:GID] as numbers");
+    process["user"]["uid"] = *uid;
+    process["user"]["gid"] = *gid;
+    process["user"].erase("additionalGids");
+  }
+  for (const auto& cap : options.caps) {
+    for (const char* set : {"bounding", "effective", "permitted"})
+      process["capabilities"][set].push_back(cap);
+  }
+  if (options.no_new_privileges) process["noNewPrivileges"] = true;
+  return spec::parse_process(process.dump(), "exec's flags");
+}
+
+// Forwards these to the process while exec waits, as runc does.
+constexpr int kForwarded[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH};
+
+// Blocked from before the clone until exec returns: one that comes during
+// the handshake waits (pending) for the signalfd instead of ending exec and
+// orphaning the process. The process's own mask is emptied (reset_signals).
+class BlockedSignals {
+ public:
+  BlockedSignals() {
+    ::sigemptyset(&set_);
+    for (const int signal : kForwarded)
+      ::sigaddset(&set_, signal);
+    ::sigprocmask(SIG_BLOCK, &set_, &old_);
+  }
+  ~BlockedSignals() { ::sigprocmask(SIG_SETMASK, &old_, nullptr); }
+  BlockedSignals(const BlockedSignals&) = delete;
+  BlockedSignals& operator=(const BlockedSignals&) = delete;
+  const sigset_t& set() const { return set_; }
+
+ private:
+  sigset_t set_{};
+  sigset_t old_{};
+};
+
+core::Result<int> wait_forwarding(const launch::ContainerProcess& process,
+                                  const BlockedSignals& blocked) {
+  core::UniqueFd signals(::signalfd(-1, &blocked.set(), SFD_CLOEXEC));
+  if (!signals) return core::Error::from_errno("oci", "signalfd for exec's forwarding");
+  for (;;) {
+    pollfd fds[2] = {{process.pidfd(), POLLIN, 0}, {signals.get(), POLLIN, 0}};
+    if (::poll(fds, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      return core::Error::from_errno("oci", "waiting for the exec'd process");
+    }
+    if ((fds[1].revents & POLLIN) != 0) {
+      signalfd_siginfo info{};
+      if (::read(signals.get(), &info, sizeof info) == static_cast<ssize_t>(sizeof info))
+        (void)::syscall(SYS_pidfd_send_signal, process.pidfd(), info.ssi_signo, nullptr, 0);
+    }
+    if ((fds[0].revents & POLLIN) != 0) break;
+  }
+  siginfo_t info{};
+  while (::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(process.pidfd()), &info,
+                  WEXITED) != 0) {
+    if (errno != EINTR) return core::Error::from_errno("oci", "waiting for the exec'd process");
+  }
+  return info.si_code == CLD_EXITED ? info.si_status : 128 + info.si_status;
+}
+
+}  // namespace
+
+core::Result<int> exec(StateStore& store, const ExecOptions& options) {
+  if (options.preserve_fds < 0) return invalid("--preserve-fds: must be >= 0");
+  PB_TRY(opened, store.open(options.id, false));
+  // The shared lock only until the process runs: a foreground exec must
+  // not keep `delete` (which takes it exclusively) waiting.
+  std::optional<ContainerDir> dir(std::move(opened));
+  PB_TRY(record, dir->read_record());
+  const Status status = status_of(*dir, record);
+  if (status != Status::Created && status != Status::Running)
+    return invalid("container " + options.id + " is not running");
+  // setns through a pidfd needs ptrace access, and until start the
+  // process is undumpable with the memory of create (whose user namespace
+  // is the host's): only root gets that access.
+  if (status == Status::Created && ::geteuid() != 0)
+    return invalid("container " + options.id +
+                   " is created, not started: an ordinary user can exec into it once it runs");
+  PB_TRY(container, open_verified_pidfd(record.process));
+
+  // The container's own config, as create copied it.
+  const fs::path config_path = store.root() / options.id / "config.json";
+  PB_TRY(config_text, core::read_regular_file(config_path, spec::kMaxConfigBytes,
+                                              "the container's config.json"));
+  PB_TRY(spec, spec::parse_spec(config_text, record.bundle));
+  std::optional<spec::Process> process;
+  if (!options.process_file.empty()) {
+    if (!options.args.empty())
+      return invalid("exec: give --process F or the program's args, not both");
+    PB_TRY(text,
+           core::read_regular_file(options.process_file, spec::kMaxConfigBytes, "--process file"));
+    PB_TRY(parsed, spec::parse_process(text, options.process_file));
+    process = std::move(parsed);
+  } else {
+    PB_TRY(config, core::parse_json(config_text, "the container's config.json"));
+    PB_TRY(parsed, inline_process(config, options));
+    process = std::move(parsed);
+  }
+
+  PlanInputs inputs;
+  inputs.preserved_fds = options.preserve_fds;
+  core::UniqueFd console;
+  if (!options.console_socket.empty()) {
+    PB_TRY(connected, connect_console(options.console_socket));
+    PB_TRY(moved, above_preserved(std::move(connected), options.preserve_fds));
+    console = std::move(moved);
+    inputs.console_socket_fd = console.get();
+  }
+  ContainerCgroup cgroup = ContainerCgroup::from_record(record.cgroup_leaves);
+  core::UniqueFd cgroup_fd;
+  if (cgroup.unified_fd() >= 0) {
+    PB_TRY(moved, above_preserved(core::UniqueFd(::fcntl(cgroup.unified_fd(), F_DUPFD_CLOEXEC, 0)),
+                                  options.preserve_fds));
+    cgroup_fd = std::move(moved);
+    inputs.cgroup_fd = cgroup_fd.get();
+  }
+  PB_TRY(plan, build_exec_plan(spec, *process, inputs));
+  PB_TRY(pidfd, above_preserved(std::move(container), options.preserve_fds));
+  plan.join_pidfd = pidfd.get();
+  plan.join_pidfd_namespaces = namespaces_to_join(record.process.pid, record.namespace_flags);
+  const char* stop_at = std::getenv("PULSEBOX_TRACE_STOP_AT");
+  plan.stop_before_exec = stop_at != nullptr && std::string_view(stop_at) == kStopBeforeExec;
+  plan.seal();
+
+  std::optional<BlockedSignals> blocked;
+  if (!options.detach) blocked.emplace();
+  PB_TRY(spawned, launch::spawn_container(plan));
+  console.reset();
+  cgroup_fd.reset();
+  pidfd.reset();
+  const auto fail = [&](core::Error error) -> core::Error {
+    (void)spawned.kill();
+    siginfo_t info{};
+    ::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(spawned.pidfd()), &info, WEXITED);
+    return error.with_context("exec in " + options.id);
+  };
+  // The v1 leaves before Go: nothing runs outside the container's cgroup.
+  if (!record.cgroup_leaves.empty()) {
+    if (auto attached = cgroup.attach(spawned.pid(), cgroup.unified_fd() >= 0); !attached.ok())
+      return fail(attached.error());
+  }
+  core::Status handshake = spawned.go();
+  if (handshake.ok()) handshake = spawned.wait_ready(kHandshakeMs);
+  if (!handshake.ok()) return fail(handshake.error());
+  if (!options.pid_file.empty()) {
+    std::error_code error;
+    auto written = core::write_file_atomic(fs::absolute(options.pid_file, error),
+                                           std::to_string(spawned.pid()));
+    if (!written.ok()) return fail(std::move(written).error().with_context("--pid-file"));
+  }
+  if (auto detached = spawned.detach(kHandshakeMs); !detached.ok()) return fail(detached.error());
+  dir.reset();
+  if (options.detach) return 0;
+  return wait_forwarding(spawned, *blocked);
+}
+
+}  // namespace pulsebox::oci::commands
