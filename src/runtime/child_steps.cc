@@ -30,9 +30,9 @@ struct KernelSigaction {
 }
 
 PULSEBOX_CHILD_CODE void close_all_except(unsigned first, const int* keep, int count) noexcept {
-  int sorted[8];
+  int sorted[kMaxKeptFds];
   int n = 0;
-  for (int i = 0; i < count && n < 8; ++i) {
+  for (int i = 0; i < count && n < kMaxKeptFds; ++i) {
     if (keep[i] < 0 || static_cast<unsigned>(keep[i]) < first) continue;
     int j = n++;
     while (j > 0 && sorted[j - 1] > keep[i]) {

@@ -13,7 +13,11 @@ inline constexpr int kSetupFailed = 125;
 
 [[noreturn]] void exit_now(int code) noexcept;
 
-// Closes every descriptor from `first` up except those in `keep` (at most 8).
+// The most descriptors close_all_except keeps (it sorts them on its stack).
+inline constexpr int kMaxKeptFds = 32;
+
+// Closes every descriptor from `first` up except those in `keep` (at most
+// kMaxKeptFds; callers check, as nothing beyond it would be kept).
 void close_all_except(unsigned first, const int* keep, int count) noexcept;
 
 // Every signal's action back to SIG_DFL, and an empty signal mask.

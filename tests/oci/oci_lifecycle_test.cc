@@ -252,6 +252,30 @@ TEST_F(OciLifecycleTest, TmpcopyupStartsWithTheImagesFiles) {
   EXPECT_EQ(testing::read_file(host_secret), "host\n");
 }
 
+// Each tmpcopyup tree stays open in the container's process until it is
+// attached: with more than four of them the fifth was closed by the
+// process's descriptor sweep, which kept at most eight descriptors.
+TEST_F(OciLifecycleTest, ManyTmpcopyupMountsAreAllAttached) {
+  PULSEBOX_SKIP_UNLESS_ROOT("the copy is made outside the user namespace by root's create");
+  std::string script;
+  auto b = bundle({"true"});
+  for (int i = 0; i < 8; ++i) {
+    const std::string name = "copy" + std::to_string(i);
+    fs::create_directories(b.dir / "rootfs" / name);
+    { std::ofstream(b.dir / "rootfs" / name / "marker") << name << "\n"; }
+    b.config["mounts"].push_back({{"destination", "/" + name},
+                                  {"type", "tmpfs"},
+                                  {"source", "tmpfs"},
+                                  {"options", {"nosuid", "nodev", "tmpcopyup"}}});
+    script += "cat /" + name + "/marker; ";
+  }
+  b.config["process"]["args"] = {"sh", "-c", script};
+  b.write();
+  const auto run = oci({"run", "--bundle", b.dir.string(), "c1"});
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.out, "copy0\ncopy1\ncopy2\ncopy3\ncopy4\ncopy5\ncopy6\ncopy7\n") << run.err;
+}
+
 TEST_F(OciLifecycleTest, ConsoleSocketGetsTheTerminal) {
   auto b = bundle({"sh", "-c", "test -t 0 && test -t 1 && echo on-a-tty"});
   b.config["process"]["terminal"] = true;

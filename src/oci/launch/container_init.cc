@@ -426,6 +426,7 @@ PULSEBOX_CHILD_CODE void apply_identity(const ContainerPlan& plan, int channel) 
   }
   // The detached trees the mount steps attach stay open too (spawn checked
   // there are at most kMaxAttachFds).
+  static_assert(4 + kMaxAttachFds <= runtime::kMaxKeptFds);
   int keep[4 + kMaxAttachFds] = {channel, plan.exec_fifo_fd, plan.exec_fifo_writer_fd,
                                  plan.console_socket_fd};
   int kept = 4;
