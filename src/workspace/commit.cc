@@ -4,6 +4,7 @@
 // staging, snapshots, bases) is transactions.cc.
 #include <dirent.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -340,9 +341,15 @@ core::Result<std::vector<std::string>> TransactionStore::commit(
     PB_CHECK(remove_committed(dir));
   }
   failpoint("cleaned up");
+  // The paths copied out, then the draft's memory handed back to the system
+  // before the caller goes on to print and audit them: scattered among the
+  // freed entries (moved keys), they would keep every page of them resident.
   std::vector<std::string> changed;
+  changed.reserve(draft.entries.size());
   for (const auto& [path, entry] : draft.entries)
     changed.push_back(path);
+  draft.entries.clear();
+  ::malloc_trim(0);
   return changed;
 }
 

@@ -158,19 +158,21 @@ core::Result<json> read_json(const std::filesystem::path& file) {
 
 core::Result<json> read_entries(const std::filesystem::path& file, std::string_view key,
                                 const std::function<void(Entry&&)>& each) {
-  auto text = core::read_regular_file(file, kMaxTransactionFileBytes, "transaction file");
-  if (!text) return corrupt(file, text.error().to_string());
+  // Parsed as it is read: a 100,000-entry manifest's text is never in memory whole.
+  auto fd = core::open_regular_file(file, kMaxTransactionFileBytes, "transaction file");
+  if (!fd) return corrupt(file, fd.error().to_string());
   std::string problem;
-  auto document = core::parse_json_streaming(*text, file.string(), key, [&](json& item) {
-    if (!problem.empty()) return;
-    try {
-      Entry entry = entry_from_json(item);
-      problem = entry_problem(entry);
-      if (problem.empty()) each(std::move(entry));
-    } catch (const json::exception& error) {
-      problem = error.what();
-    }
-  });
+  auto document = core::parse_json_fd_streaming(fd->get(), kMaxTransactionFileBytes, file.string(),
+                                                key, [&](json& item) {
+                                                  if (!problem.empty()) return;
+                                                  try {
+                                                    Entry entry = entry_from_json(item);
+                                                    problem = entry_problem(entry);
+                                                    if (problem.empty()) each(std::move(entry));
+                                                  } catch (const json::exception& error) {
+                                                    problem = error.what();
+                                                  }
+                                                });
   if (!document) return corrupt(file, document.error().to_string());
   if (!problem.empty()) return corrupt(file, problem);
   return std::move(document).value();
@@ -427,6 +429,26 @@ core::Result<std::string> TransactionStore::create(std::string origin) {
 }
 
 core::Result<Draft> TransactionStore::load(const std::string& id, std::string_view file) const {
+  Draft draft;
+  const auto add = [&draft](Entry&& entry) {
+    draft.total_bytes += entry.size;
+    if (!entry.base_blob.empty()) draft.base_bytes += entry.snapshot.size;
+    std::string path = entry.path;
+    draft.entries.insert_or_assign(std::move(path), std::move(entry));
+  };
+  PB_TRY(head, load_each(id, add, file));
+  draft.id = std::move(head.id);
+  draft.created = std::move(head.created);
+  draft.origin = std::move(head.origin);
+  draft.next_blob = head.next_blob;
+  draft.refused = std::move(head.refused);
+  draft.notes = std::move(head.notes);
+  return draft;
+}
+
+core::Result<Draft> TransactionStore::load_each(const std::string& id,
+                                                const std::function<void(Entry&&)>& each,
+                                                std::string_view file) const {
   if (id.empty() || id.find('/') != std::string::npos || id.front() == '.') {
     return Error(ErrorKind::kInvalidInput, "workspace", "\"" + id + "\" is not a transaction id");
   }
@@ -438,24 +460,19 @@ core::Result<Draft> TransactionStore::load(const std::string& id, std::string_vi
         "no transaction \"" + id + "\" in " + root_.string() + " (see `pulsebox changes`)");
   }
   Draft draft;
-  std::string problem;
-  const auto add = [&](Entry&& entry) {
-    if (problem.empty()) problem = entry_problem(entry);
-    draft.total_bytes += entry.size;
-    if (!entry.base_blob.empty()) draft.base_bytes += entry.snapshot.size;
-    std::string path = entry.path;
-    draft.entries.insert_or_assign(std::move(path), std::move(entry));
-  };
-  PB_TRY(document, read_entries(manifest, "entries", add));
+  PB_TRY(document, read_entries(manifest, "entries", each));
   try {
     draft.id = document.at("id").get<std::string>();
     draft.created = document.at("created").get<std::string>();
     draft.origin = document.contains("origin") ? core::get_name(document, "origin") : "";
     draft.next_blob = document.at("next_blob").get<std::uint64_t>();
     // Anything left in the array was not an entry object.
-    for (const auto& item : document.at("entries"))
-      add(entry_from_json(item));
-    if (!problem.empty()) return corrupt(manifest, problem);
+    for (const auto& item : document.at("entries")) {
+      Entry entry = entry_from_json(item);
+      if (const std::string problem = entry_problem(entry); !problem.empty())
+        return corrupt(manifest, problem);
+      each(std::move(entry));
+    }
     for (const auto& item : document.value("refused", json::array()))
       draft.refused.push_back({core::get_name(item, "path"), core::get_name(item, "reason")});
     for (const auto& item : document.value("notes", json::array()))

@@ -81,6 +81,12 @@ class TransactionStore {
   core::Result<std::string> create(std::string origin);
   // `file`: the manifest, or what a partial commit leaves pending.
   core::Result<Draft> load(const std::string& id, std::string_view file = "manifest.json") const;
+  // Like load(), but hands each entry to `each` as it is read (in the
+  // file's order: a damaged file may repeat a path, which load() keeps the
+  // last of) and returns the draft without entries, so that a reader that
+  // needs less than the entries never holds them all.
+  core::Result<Draft> load_each(const std::string& id, const std::function<void(Entry&&)>& each,
+                                std::string_view file = "manifest.json") const;
   core::Status save(const Draft& draft, std::string_view file = "manifest.json") const;
   core::Status discard(const std::string& id);
   // Removes the selected entries (is_selected); the transaction when none is left.
