@@ -309,6 +309,23 @@ core::Result<UniqueFd> TransactionStore::open_root() const {
   return fd;
 }
 
+core::Result<int> TransactionStore::shared_root() const {
+  if (!shared_root_) {
+    PB_TRY(fd, open_root());
+    shared_root_ = std::move(fd);
+  }
+  return shared_root_.get();
+}
+
+core::Result<int> TransactionStore::blobs_dir(const std::string& id) const {
+  if (!blobs_fd_ || blobs_id_ != id) {
+    PB_TRY(fd, core::open_directory(tx_dir(id) / "blobs"));
+    blobs_fd_ = std::move(fd);
+    blobs_id_ = id;
+  }
+  return blobs_fd_.get();
+}
+
 core::Result<UniqueFd> TransactionStore::lock() const {
   const auto agent = root_ / ".agent";
   struct stat st {};
@@ -577,8 +594,8 @@ core::Status TransactionStore::check_entry_policy(const Draft& draft, const Entr
   if (after != NodeType::Absent && entry.snapshot.exists() && entry.snapshot.type != after) {
     actions.push_back(ActionType::Delete);
   }
-  PB_TRY(root_fd, open_root());
-  PB_TRY(protected_change, find_protected_change(root_fd.get(), draft, entry));
+  PB_TRY(root_fd, shared_root());
+  PB_TRY(protected_change, find_protected_change(root_fd, draft, entry));
   for (ActionType action : actions) {
     const PolicyEvaluation evaluation = policy_.explain(action, entry.path);
     if (protected_change) {
@@ -602,18 +619,18 @@ core::Status TransactionStore::check_entry_policy(const Draft& draft, const Entr
 
 namespace {
 
-// Links `source` as the blob `blob_path`; false when the file system will
+// Links `source` as `blob` in blobs_fd; false when the file system will
 // not (another one: EXDEV, ...), and the blob is then written as a copy.
 // The name must still be the inode that was read and scanned.
-core::Result<bool> link_blob(const TransactionStore::BlobSource& source,
-                             const std::filesystem::path& blob_path) {
-  if (::linkat(source.dir, source.name.c_str(), AT_FDCWD, blob_path.c_str(), 0) != 0) {
+core::Result<bool> link_blob(const TransactionStore::BlobSource& source, int blobs_fd,
+                             const std::string& blob) {
+  if (::linkat(source.dir, source.name.c_str(), blobs_fd, blob.c_str(), 0) != 0) {
     return false;
   }
   struct stat linked {};
-  if (::lstat(blob_path.c_str(), &linked) != 0 || linked.st_dev != source.st.st_dev ||
-      linked.st_ino != source.st.st_ino) {
-    ::unlink(blob_path.c_str());
+  if (::fstatat(blobs_fd, blob.c_str(), &linked, AT_SYMLINK_NOFOLLOW) != 0 ||
+      linked.st_dev != source.st.st_dev || linked.st_ino != source.st.st_ino) {
+    ::unlinkat(blobs_fd, blob.c_str(), 0);
     return Error(ErrorKind::kSecurity, "workspace",
                  core::quote_name(source.name) + " was replaced while it was read");
   }
@@ -676,14 +693,14 @@ core::Status TransactionStore::stage(Draft& draft, Entry entry, std::string_view
   } else if (beneath_new_directory(draft, entry.path)) {
     entry.snapshot = Snapshot{};
   } else {
-    PB_TRY(root_fd, open_root());
-    PB_TRY(snapshot, take_snapshot(root_fd.get(), entry.path));
+    PB_TRY(root_fd, shared_root());
+    PB_TRY(snapshot, take_snapshot(root_fd, entry.path));
     entry.snapshot = std::move(snapshot);
   }
   if (check_policy) PB_CHECK(check_entry_policy(draft, entry));
   if (!draft.entries.contains(entry.path) && entry.snapshot.exists()) {
-    PB_TRY(root_fd, open_root());
-    PB_CHECK(keep_base(draft, entry, root_fd.get()));
+    PB_TRY(root_fd, shared_root());
+    PB_CHECK(keep_base(draft, entry, root_fd));
   }
   entry.contains_secret = false;
   entry.redacted_link.clear();
@@ -695,13 +712,15 @@ core::Status TransactionStore::stage(Draft& draft, Entry entry, std::string_view
   if (entry.op == StagedOp::Write) {
     entry.blob = std::to_string(draft.next_blob++);
     const auto blob_path = tx_dir(draft.id) / "blobs" / entry.blob;
+    PB_TRY(blobs_fd, blobs_dir(draft.id));
     bool linked = false;
     if (source != nullptr) {
-      PB_TRY(done, link_blob(*source, blob_path));
+      PB_TRY(done, link_blob(*source, blobs_fd, entry.blob));
       linked = done;
     }
     if (!linked) {
-      UniqueFd fd(::open(blob_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+      UniqueFd fd(::openat(blobs_fd, entry.blob.c_str(),
+                           O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
       if (!fd) return Error::from_errno("workspace", "create " + blob_path.string());
       PB_CHECK(core::write_all(fd.get(), bytes, blob_path.string()));
       // The blob is renamed into place at commit, so it gets its final mode
