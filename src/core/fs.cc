@@ -43,8 +43,8 @@ std::string_view file_type_name(mode_t mode) {
 
 }  // namespace
 
-Result<std::string> read_regular_file(const std::filesystem::path& path, std::uint64_t max_bytes,
-                                      std::string_view what) {
+Result<UniqueFd> open_regular_file(const std::filesystem::path& path, std::uint64_t max_bytes,
+                                   std::string_view what) {
   const std::string name = std::string(what) + " " + path.string();
   // O_PATH opens nothing (no driver's open, no FIFO rendezvous): the type
   // is checked before the file is opened for reading.
@@ -77,8 +77,14 @@ Result<std::string> read_regular_file(const std::filesystem::path& path, std::ui
   if (opened.st_dev != st.st_dev || opened.st_ino != st.st_ino) {
     return Error(ErrorKind::kIo, "io", name + " was replaced while it was opened; try again");
   }
+  return fd;
+}
+
+Result<std::string> read_regular_file(const std::filesystem::path& path, std::uint64_t max_bytes,
+                                      std::string_view what) {
+  PB_TRY(fd, open_regular_file(path, max_bytes, what));
   // read_all enforces the limit again: the file may grow after fstat.
-  return read_all(fd.get(), max_bytes, name);
+  return read_all(fd.get(), max_bytes, std::string(what) + " " + path.string());
 }
 
 Status write_all(int fd, std::string_view bytes, std::string_view what) {

@@ -31,6 +31,11 @@ Result<std::string> read_all(int fd, std::uint64_t limit, std::string_view what)
 // that could not be read from one that was read and found invalid.
 Result<std::string> read_regular_file(const std::filesystem::path& path, std::uint64_t max_bytes,
                                       std::string_view what);
+// The checks of read_regular_file, without the read: the file opened for
+// reading (O_NONBLOCK), for a reader that takes it in pieces. It may still
+// grow past `max_bytes` after the check: the reader must bound what it reads.
+Result<UniqueFd> open_regular_file(const std::filesystem::path& path, std::uint64_t max_bytes,
+                                   std::string_view what);
 
 // Writes `bytes` to a temporary file next to `path`, fsyncs it, renames it
 // over `path` and fsyncs the directory: readers see the old or the new file.

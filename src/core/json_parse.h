@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <nlohmann/json_fwd.hpp>
 #include <string_view>
@@ -50,5 +51,17 @@ Result<nlohmann::json> parse_json_streaming(std::string_view text, std::string_v
                                             std::string_view stream_key,
                                             const std::function<void(nlohmann::json&)>& each,
                                             std::size_t max_depth = kMaxJsonDepth);
+
+// parse_json_streaming of what `fd` reads from its offset (at most
+// `max_bytes`; more is kResource), in pieces: the text is never held whole.
+// The depth limit is checked as the parser meets each array and object, so
+// a document past it stops there. A failed document (too deep, a syntax
+// error) is then read again as text from where `fd` started, for the
+// errors parse_json gives (line, column, the whole depth); where `fd`
+// cannot seek, the error says the byte or the parser's line and column.
+Result<nlohmann::json> parse_json_fd_streaming(int fd, std::uint64_t max_bytes,
+                                               std::string_view source, std::string_view stream_key,
+                                               const std::function<void(nlohmann::json&)>& each,
+                                               std::size_t max_depth = kMaxJsonDepth);
 
 }  // namespace pulsebox::core

@@ -4,6 +4,7 @@
 // staging, snapshots, bases) is transactions.cc.
 #include <dirent.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -19,6 +20,7 @@
 #include "core/json_parse.h"
 #include "core/sha256.h"
 #include "core/text.h"
+#include "core/trace.h"
 #include "workspace/protected_changes.h"
 #include "workspace/safe_open.h"
 #include "workspace/store_files.h"
@@ -39,19 +41,31 @@ core::Status TransactionStore::apply(const Draft& draft, int root_fd,
   const auto blobs = tx_dir(draft.id) / "blobs";
   PB_TRY(blob_dir, core::open_directory(blobs));
   std::set<std::string> touched_dirs;
+  // The parent directory of the previous step, kept for the siblings that
+  // follow it, opened beneath the root like any other. Sorted, every entry
+  // for a directory or its ancestors comes before the entries beneath it,
+  // so no later step replaces a directory while it is kept.
+  std::string open_path;
+  UniqueFd open_dir;
   for (const auto& [path, entry] : draft.entries) {
-    std::string name;
-    auto parent = open_parent(root_fd, path, &name);
-    if (!parent) {
-      const int err = parent.error().error_number();
-      // The parent is gone: for a delete that is success, otherwise the
-      // parent was replaced by an earlier step and this entry cannot apply.
-      if (entry.op == StagedOp::Delete && (err == ENOENT || err == ENOTDIR)) continue;
-      return std::move(parent).error().with_context("applying " + path);
-    }
-    const int dir = parent->get();
+    const std::size_t slash = path.rfind('/');
+    const std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
     const std::string parent_path =
-        path.find('/') == std::string::npos ? std::string() : path.substr(0, path.rfind('/'));
+        slash == std::string::npos ? std::string() : path.substr(0, slash);
+    if (!parent_path.empty() && (!open_dir || open_path != parent_path)) {
+      open_dir.reset();
+      auto parent = open_beneath(root_fd, parent_path, O_RDONLY | O_DIRECTORY);
+      if (!parent) {
+        const int err = parent.error().error_number();
+        // The parent is gone: for a delete that is success, otherwise the
+        // parent was replaced by an earlier step and this entry cannot apply.
+        if (entry.op == StagedOp::Delete && (err == ENOENT || err == ENOTDIR)) continue;
+        return std::move(parent).error().with_context("applying " + path);
+      }
+      open_dir = std::move(parent).value();
+      open_path = parent_path;
+    }
+    const int dir = parent_path.empty() ? root_fd : open_dir.get();
     touched_dirs.insert(parent_path);
     struct stat current {};
     const bool exists = ::fstatat(dir, name.c_str(), &current, AT_SYMLINK_NOFOLLOW) == 0;
@@ -224,6 +238,7 @@ core::Result<std::vector<std::string>> TransactionStore::commit(
     const std::string& id, const std::vector<std::string>& selected) {
   PB_TRY(lock_fd, lock());
   PB_TRY(whole, load(id));
+  core::trace_phase("commit: manifest loaded");
   PB_TRY(root_fd, open_root());
   const auto dir = tx_dir(id);
   std::error_code ec;
@@ -277,6 +292,7 @@ core::Result<std::vector<std::string>> TransactionStore::commit(
     if (describe_difference(rest.entries.at(path).snapshot, now).empty()) refresh.push_back(path);
   }
   failpoint("snapshots checked");
+  core::trace_phase("commit: snapshots checked");
 
   // 2. The policy allows every change, and no change holds a secret the
   // user has not allowed.
@@ -302,10 +318,13 @@ core::Result<std::vector<std::string>> TransactionStore::commit(
     }
   }
 
+  core::trace_phase("commit: policy checked");
+
   // 3. Write-ahead log, durable, then the commit point. A partial commit
   // also writes what stays pending (remaining.json), so that a replay can
   // finish it.
   if (::syncfs(root_fd.get()) != 0) return Error::from_errno("workspace", "syncfs (blobs)");
+  core::trace_phase("commit: blobs synced");
   json wal = {{"id", id}};
   if (partial) {
     PB_CHECK(save(rest, "remaining.json"));
@@ -328,9 +347,11 @@ core::Result<std::vector<std::string>> TransactionStore::commit(
   }
   PB_CHECK(fsync_path(dir));
   failpoint("ready marker");
+  core::trace_phase("commit: log written");
 
   // 4. Apply; 5. clean up (or, for a partial commit, keep the rest pending).
   PB_CHECK(apply(draft, root_fd.get(), nullptr));
+  core::trace_phase("commit: applied");
   if (partial) {
     std::vector<Entry> committed;
     for (const auto& [path, entry] : draft.entries)
@@ -340,9 +361,16 @@ core::Result<std::vector<std::string>> TransactionStore::commit(
     PB_CHECK(remove_committed(dir));
   }
   failpoint("cleaned up");
+  core::trace_phase("commit: cleaned up");
+  // The paths copied out, then the draft's memory handed back to the system
+  // before the caller goes on to print and audit them: scattered among the
+  // freed entries (moved keys), they would keep every page of them resident.
   std::vector<std::string> changed;
+  changed.reserve(draft.entries.size());
   for (const auto& [path, entry] : draft.entries)
     changed.push_back(path);
+  draft.entries.clear();
+  ::malloc_trim(0);
   return changed;
 }
 

@@ -158,19 +158,21 @@ core::Result<json> read_json(const std::filesystem::path& file) {
 
 core::Result<json> read_entries(const std::filesystem::path& file, std::string_view key,
                                 const std::function<void(Entry&&)>& each) {
-  auto text = core::read_regular_file(file, kMaxTransactionFileBytes, "transaction file");
-  if (!text) return corrupt(file, text.error().to_string());
+  // Parsed as it is read: a 100,000-entry manifest's text is never in memory whole.
+  auto fd = core::open_regular_file(file, kMaxTransactionFileBytes, "transaction file");
+  if (!fd) return corrupt(file, fd.error().to_string());
   std::string problem;
-  auto document = core::parse_json_streaming(*text, file.string(), key, [&](json& item) {
-    if (!problem.empty()) return;
-    try {
-      Entry entry = entry_from_json(item);
-      problem = entry_problem(entry);
-      if (problem.empty()) each(std::move(entry));
-    } catch (const json::exception& error) {
-      problem = error.what();
-    }
-  });
+  auto document = core::parse_json_fd_streaming(fd->get(), kMaxTransactionFileBytes, file.string(),
+                                                key, [&](json& item) {
+                                                  if (!problem.empty()) return;
+                                                  try {
+                                                    Entry entry = entry_from_json(item);
+                                                    problem = entry_problem(entry);
+                                                    if (problem.empty()) each(std::move(entry));
+                                                  } catch (const json::exception& error) {
+                                                    problem = error.what();
+                                                  }
+                                                });
   if (!document) return corrupt(file, document.error().to_string());
   if (!problem.empty()) return corrupt(file, problem);
   return std::move(document).value();
@@ -307,6 +309,23 @@ core::Result<UniqueFd> TransactionStore::open_root() const {
   return fd;
 }
 
+core::Result<int> TransactionStore::shared_root() const {
+  if (!shared_root_) {
+    PB_TRY(fd, open_root());
+    shared_root_ = std::move(fd);
+  }
+  return shared_root_.get();
+}
+
+core::Result<int> TransactionStore::blobs_dir(const std::string& id) const {
+  if (!blobs_fd_ || blobs_id_ != id) {
+    PB_TRY(fd, core::open_directory(tx_dir(id) / "blobs"));
+    blobs_fd_ = std::move(fd);
+    blobs_id_ = id;
+  }
+  return blobs_fd_.get();
+}
+
 core::Result<UniqueFd> TransactionStore::lock() const {
   const auto agent = root_ / ".agent";
   struct stat st {};
@@ -427,6 +446,26 @@ core::Result<std::string> TransactionStore::create(std::string origin) {
 }
 
 core::Result<Draft> TransactionStore::load(const std::string& id, std::string_view file) const {
+  Draft draft;
+  const auto add = [&draft](Entry&& entry) {
+    draft.total_bytes += entry.size;
+    if (!entry.base_blob.empty()) draft.base_bytes += entry.snapshot.size;
+    std::string path = entry.path;
+    draft.entries.insert_or_assign(std::move(path), std::move(entry));
+  };
+  PB_TRY(head, load_each(id, add, file));
+  draft.id = std::move(head.id);
+  draft.created = std::move(head.created);
+  draft.origin = std::move(head.origin);
+  draft.next_blob = head.next_blob;
+  draft.refused = std::move(head.refused);
+  draft.notes = std::move(head.notes);
+  return draft;
+}
+
+core::Result<Draft> TransactionStore::load_each(const std::string& id,
+                                                const std::function<void(Entry&&)>& each,
+                                                std::string_view file) const {
   if (id.empty() || id.find('/') != std::string::npos || id.front() == '.') {
     return Error(ErrorKind::kInvalidInput, "workspace", "\"" + id + "\" is not a transaction id");
   }
@@ -438,24 +477,19 @@ core::Result<Draft> TransactionStore::load(const std::string& id, std::string_vi
         "no transaction \"" + id + "\" in " + root_.string() + " (see `pulsebox changes`)");
   }
   Draft draft;
-  std::string problem;
-  const auto add = [&](Entry&& entry) {
-    if (problem.empty()) problem = entry_problem(entry);
-    draft.total_bytes += entry.size;
-    if (!entry.base_blob.empty()) draft.base_bytes += entry.snapshot.size;
-    std::string path = entry.path;
-    draft.entries.insert_or_assign(std::move(path), std::move(entry));
-  };
-  PB_TRY(document, read_entries(manifest, "entries", add));
+  PB_TRY(document, read_entries(manifest, "entries", each));
   try {
     draft.id = document.at("id").get<std::string>();
     draft.created = document.at("created").get<std::string>();
     draft.origin = document.contains("origin") ? core::get_name(document, "origin") : "";
     draft.next_blob = document.at("next_blob").get<std::uint64_t>();
     // Anything left in the array was not an entry object.
-    for (const auto& item : document.at("entries"))
-      add(entry_from_json(item));
-    if (!problem.empty()) return corrupt(manifest, problem);
+    for (const auto& item : document.at("entries")) {
+      Entry entry = entry_from_json(item);
+      if (const std::string problem = entry_problem(entry); !problem.empty())
+        return corrupt(manifest, problem);
+      each(std::move(entry));
+    }
     for (const auto& item : document.value("refused", json::array()))
       draft.refused.push_back({core::get_name(item, "path"), core::get_name(item, "reason")});
     for (const auto& item : document.value("notes", json::array()))
@@ -560,8 +594,8 @@ core::Status TransactionStore::check_entry_policy(const Draft& draft, const Entr
   if (after != NodeType::Absent && entry.snapshot.exists() && entry.snapshot.type != after) {
     actions.push_back(ActionType::Delete);
   }
-  PB_TRY(root_fd, open_root());
-  PB_TRY(protected_change, find_protected_change(root_fd.get(), draft, entry));
+  PB_TRY(root_fd, shared_root());
+  PB_TRY(protected_change, find_protected_change(root_fd, draft, entry));
   for (ActionType action : actions) {
     const PolicyEvaluation evaluation = policy_.explain(action, entry.path);
     if (protected_change) {
@@ -585,18 +619,18 @@ core::Status TransactionStore::check_entry_policy(const Draft& draft, const Entr
 
 namespace {
 
-// Links `source` as the blob `blob_path`; false when the file system will
+// Links `source` as `blob` in blobs_fd; false when the file system will
 // not (another one: EXDEV, ...), and the blob is then written as a copy.
 // The name must still be the inode that was read and scanned.
-core::Result<bool> link_blob(const TransactionStore::BlobSource& source,
-                             const std::filesystem::path& blob_path) {
-  if (::linkat(source.dir, source.name.c_str(), AT_FDCWD, blob_path.c_str(), 0) != 0) {
+core::Result<bool> link_blob(const TransactionStore::BlobSource& source, int blobs_fd,
+                             const std::string& blob) {
+  if (::linkat(source.dir, source.name.c_str(), blobs_fd, blob.c_str(), 0) != 0) {
     return false;
   }
   struct stat linked {};
-  if (::lstat(blob_path.c_str(), &linked) != 0 || linked.st_dev != source.st.st_dev ||
-      linked.st_ino != source.st.st_ino) {
-    ::unlink(blob_path.c_str());
+  if (::fstatat(blobs_fd, blob.c_str(), &linked, AT_SYMLINK_NOFOLLOW) != 0 ||
+      linked.st_dev != source.st.st_dev || linked.st_ino != source.st.st_ino) {
+    ::unlinkat(blobs_fd, blob.c_str(), 0);
     return Error(ErrorKind::kSecurity, "workspace",
                  core::quote_name(source.name) + " was replaced while it was read");
   }
@@ -659,14 +693,14 @@ core::Status TransactionStore::stage(Draft& draft, Entry entry, std::string_view
   } else if (beneath_new_directory(draft, entry.path)) {
     entry.snapshot = Snapshot{};
   } else {
-    PB_TRY(root_fd, open_root());
-    PB_TRY(snapshot, take_snapshot(root_fd.get(), entry.path));
+    PB_TRY(root_fd, shared_root());
+    PB_TRY(snapshot, take_snapshot(root_fd, entry.path));
     entry.snapshot = std::move(snapshot);
   }
   if (check_policy) PB_CHECK(check_entry_policy(draft, entry));
   if (!draft.entries.contains(entry.path) && entry.snapshot.exists()) {
-    PB_TRY(root_fd, open_root());
-    PB_CHECK(keep_base(draft, entry, root_fd.get()));
+    PB_TRY(root_fd, shared_root());
+    PB_CHECK(keep_base(draft, entry, root_fd));
   }
   entry.contains_secret = false;
   entry.redacted_link.clear();
@@ -678,13 +712,15 @@ core::Status TransactionStore::stage(Draft& draft, Entry entry, std::string_view
   if (entry.op == StagedOp::Write) {
     entry.blob = std::to_string(draft.next_blob++);
     const auto blob_path = tx_dir(draft.id) / "blobs" / entry.blob;
+    PB_TRY(blobs_fd, blobs_dir(draft.id));
     bool linked = false;
     if (source != nullptr) {
-      PB_TRY(done, link_blob(*source, blob_path));
+      PB_TRY(done, link_blob(*source, blobs_fd, entry.blob));
       linked = done;
     }
     if (!linked) {
-      UniqueFd fd(::open(blob_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+      UniqueFd fd(::openat(blobs_fd, entry.blob.c_str(),
+                           O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
       if (!fd) return Error::from_errno("workspace", "create " + blob_path.string());
       PB_CHECK(core::write_all(fd.get(), bytes, blob_path.string()));
       // The blob is renamed into place at commit, so it gets its final mode

@@ -81,6 +81,12 @@ class TransactionStore {
   core::Result<std::string> create(std::string origin);
   // `file`: the manifest, or what a partial commit leaves pending.
   core::Result<Draft> load(const std::string& id, std::string_view file = "manifest.json") const;
+  // Like load(), but hands each entry to `each` as it is read (in the
+  // file's order: a damaged file may repeat a path, which load() keeps the
+  // last of) and returns the draft without entries, so that a reader that
+  // needs less than the entries never holds them all.
+  core::Result<Draft> load_each(const std::string& id, const std::function<void(Entry&&)>& each,
+                                std::string_view file = "manifest.json") const;
   core::Status save(const Draft& draft, std::string_view file = "manifest.json") const;
   core::Status discard(const std::string& id);
   // Removes the selected entries (is_selected); the transaction when none is left.
@@ -130,6 +136,10 @@ class TransactionStore {
   std::filesystem::path tx_dir(const std::string& id) const;
   const std::filesystem::path& root() const { return root_; }
   core::Result<core::UniqueFd> open_root() const;
+  // The root opened once for this store (a store serves one operation):
+  // each staged path and policy check resolves beneath the same directory
+  // without opening the workspace's path again.
+  core::Result<int> shared_root() const;
 
  private:
   core::Result<core::UniqueFd> lock() const;
@@ -146,7 +156,13 @@ class TransactionStore {
   core::Status finish_partial(const std::string& id, const std::vector<std::string>& refresh,
                               const std::vector<Entry>& committed, int root_fd);
 
+  // The blobs/ directory of the transaction being staged (blobs_id_).
+  core::Result<int> blobs_dir(const std::string& id) const;
+
   std::filesystem::path root_;
+  mutable core::UniqueFd shared_root_;
+  mutable std::string blobs_id_;
+  mutable core::UniqueFd blobs_fd_;
   const ActionPolicy& policy_;
   WorkspaceLimits limits_;
   const SecretScrubber* secrets_ = nullptr;

@@ -1,5 +1,6 @@
 #include <dirent.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -74,20 +75,43 @@ StagedChange describe_entry(const Entry& entry) {
   return change;
 }
 
-TransactionInfo describe_draft(const TransactionStore& store, const Draft& draft) {
+// What list_transactions and describe show of a transaction, read from its
+// manifest entry by entry: the entries themselves are never all in memory
+// (load() would hold a 100,000-entry draft beside the description).
+core::Result<TransactionInfo> describe_transaction(const TransactionStore& store,
+                                                   const std::string& id) {
   TransactionInfo info;
-  info.id = draft.id;
-  info.created = draft.created;
-  info.origin = draft.origin;
-  std::error_code ec;
-  info.commit_in_progress = std::filesystem::exists(store.tx_dir(draft.id) / "READY", ec);
-  for (const auto& [path, entry] : draft.entries) {
+  std::uint64_t staged_bytes = 0;
+  PB_TRY(head, store.load_each(id, [&](Entry&& entry) {
+    staged_bytes += entry.size;
     info.changes.push_back(describe_entry(entry));
-    info.contains_secrets = info.contains_secrets || entry.contains_secret;
+  }));
+  // As load() holds them: by path, the last of a repeated path (only a
+  // damaged manifest repeats one; pulsebox writes them sorted).
+  auto by_path = [](const StagedChange& a, const StagedChange& b) { return a.path < b.path; };
+  if (!std::is_sorted(info.changes.begin(), info.changes.end(), by_path) ||
+      std::adjacent_find(info.changes.begin(), info.changes.end(),
+                         [](const StagedChange& a, const StagedChange& b) {
+                           return a.path == b.path;
+                         }) != info.changes.end()) {
+    std::stable_sort(info.changes.begin(), info.changes.end(), by_path);
+    std::vector<StagedChange> kept;
+    for (std::size_t i = 0; i < info.changes.size(); ++i) {
+      if (i + 1 < info.changes.size() && info.changes[i + 1].path == info.changes[i].path) continue;
+      kept.push_back(std::move(info.changes[i]));
+    }
+    info.changes = std::move(kept);
   }
-  info.staged_bytes = draft.staged_bytes();
-  info.refused = draft.refused;
-  info.notes = draft.notes;
+  for (const StagedChange& change : info.changes)
+    info.contains_secrets = info.contains_secrets || change.contains_secret;
+  info.id = head.id;
+  info.created = head.created;
+  info.origin = head.origin;
+  std::error_code ec;
+  info.commit_in_progress = std::filesystem::exists(store.tx_dir(head.id) / "READY", ec);
+  info.staged_bytes = staged_bytes;
+  info.refused = std::move(head.refused);
+  info.notes = std::move(head.notes);
   return info;
 }
 
@@ -257,6 +281,11 @@ ImportResult import_into_new_transaction(TransactionStore& store,
   if (draft.entries.empty()) return result;
   core::check_or_throw(store.save(draft));
   workspace::release_linked(upper, linked);
+  // The run goes on to describe the transaction: the draft's memory goes
+  // back to the system first rather than stay resident beside it.
+  draft = Draft{};
+  linked = {};
+  ::malloc_trim(0);
   result.transaction = id;
   return result;
 }
@@ -299,15 +328,15 @@ std::vector<TransactionInfo> Workspace::list_transactions() const {
   auto store = opened_store(*this, policy_, limits_);
   std::vector<TransactionInfo> out;
   for (const std::string& id : core::value_or_throw(store.list_ids())) {
-    auto draft = store.load(id);
-    if (draft) {
-      out.push_back(describe_draft(store, *draft));
+    auto info = describe_transaction(store, id);
+    if (info) {
+      out.push_back(std::move(info).value());
       continue;
     }
     // Listed, never left out: the user must see it to discard it.
     TransactionInfo damaged;
     damaged.id = id;
-    damaged.damaged = draft.error().to_string();
+    damaged.damaged = info.error().to_string();
     out.push_back(std::move(damaged));
   }
   return out;
@@ -315,7 +344,7 @@ std::vector<TransactionInfo> Workspace::list_transactions() const {
 
 TransactionInfo Workspace::describe(const std::string& tx) const {
   auto store = opened_store(*this, policy_, limits_);
-  return describe_draft(store, core::value_or_throw(store.load(tx)));
+  return core::value_or_throw(describe_transaction(store, tx));
 }
 
 namespace {

@@ -160,6 +160,80 @@ TEST(ParseJsonStreaming, KeepsTheDepthLimitAndSyntaxErrors) {
   EXPECT_EQ(calls, 1);  // the first object, before the error
 }
 
+// The same, parsed as a file is read (a manifest's text is never held
+// whole): the same objects handed over, the same errors.
+class ParseJsonFdStreaming : public ::testing::Test {
+ protected:
+  UniqueFd file_with(const std::string& text) {
+    const auto path = dir_.path() / "m.json";
+    testing::write_file(path, text);
+    auto fd = open_regular_file(path, kDefaultReadLimit, "manifest");
+    EXPECT_TRUE(fd.ok());
+    return fd ? std::move(fd).value() : UniqueFd();
+  }
+  TempDir dir_;
+};
+
+TEST_F(ParseJsonFdStreaming, HandsOverTheNamedArraysObjectsOnly) {
+  std::vector<std::string> seen;
+  const UniqueFd fd = file_with(
+      R"({"id": "t", "entries": [{"path": "a", "entries": [{"path": "inner"}]}, 7, {"path": "b"}],)"
+      R"( "notes": [{"path": "n"}]})");
+  auto document =
+      parse_json_fd_streaming(fd.get(), kDefaultReadLimit, "m.json", "entries",
+                              [&](nlohmann::json& item) { seen.push_back(item.at("path")); });
+  ASSERT_TRUE(document.ok()) << document.error().message();
+  EXPECT_EQ(seen, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(document->at("entries"), nlohmann::json::parse("[7]"));
+  EXPECT_EQ(document->at("notes").size(), 1u);
+  EXPECT_EQ(document->at("id"), "t");
+}
+
+TEST_F(ParseJsonFdStreaming, StopsAtTheDepthLimitWithParseJsonsErrors) {
+  int calls = 0;
+  const auto count = [&](nlohmann::json&) { ++calls; };
+  const UniqueFd deep = file_with("{\"entries\": [{}, " + nested(100000) + "]}");
+  auto refused = parse_json_fd_streaming(deep.get(), kDefaultReadLimit, "m.json", "entries", count);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().message(),
+            "m.json:1:80: JSON nested 100002 levels deep, over the limit of 64 (this document "
+            "needs only a few)");
+  EXPECT_EQ(calls, 1);
+  const UniqueFd bad = file_with("{\"entries\": [{},\n {]}");
+  refused = parse_json_fd_streaming(bad.get(), kDefaultReadLimit, "m.json", "entries", count);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().message().rfind("m.json:2:", 0), 0u) << refused.error().message();
+  EXPECT_NE(refused.error().message().find("invalid JSON: syntax error"), std::string::npos);
+  const UniqueFd limit = file_with(nested(kMaxJsonDepth));
+  EXPECT_TRUE(parse_json_fd_streaming(limit.get(), kDefaultReadLimit, "m.json", "entries", count));
+}
+
+// Where the fd cannot seek back (a pipe), the error still names the limit.
+TEST(ParseJsonFdStreamingPipe, RefusesDepthWithoutRereading) {
+  int pipe_fds[2];
+  ASSERT_EQ(::pipe(pipe_fds), 0);
+  const UniqueFd read_end(pipe_fds[0]);
+  const std::string text = nested(100);
+  ASSERT_EQ(::write(pipe_fds[1], text.data(), text.size()), static_cast<ssize_t>(text.size()));
+  ::close(pipe_fds[1]);
+  auto refused = parse_json_fd_streaming(read_end.get(), kDefaultReadLimit, "p", "entries", {});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().message(),
+            "p: JSON nested over 64 levels deep at byte 65, over the limit (this document needs "
+            "only a few)");
+}
+
+// A file that grows past the limit while it is read is refused, never cut
+// short: the text read so far may be a whole document.
+TEST_F(ParseJsonFdStreaming, RefusesMoreThanTheLimit) {
+  const UniqueFd fd = file_with("{\"entries\": []}" + std::string(100, ' '));
+  auto refused = parse_json_fd_streaming(fd.get(), 20, "m.json", "entries", {});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().kind(), ErrorKind::kResource);
+  EXPECT_NE(refused.error().message().find("larger than the limit of 20 bytes"), std::string::npos)
+      << refused.error().message();
+}
+
 nlohmann::json random_value(std::mt19937& random, int depth) {
   static const std::string kPieces[] = {"[", "]", "{", "}", "\"", "\\", "a", ":", ","};
   switch (depth > 6 ? 0 : random() % 4) {

@@ -13,6 +13,7 @@ every side:
     then `sync`: wall time and cp's ru_maxrss.
 The ratio (import + commit) / (cp -a + sync) is the target (<= 1.0).
 Usage: tools/benchmarks/commit_speed.py [--sizes 1000,10000,100000] [--rounds N] [--bin PULSEBOX]
+       [--old OLD_PULSEBOX]   (both builds in the same rounds, each beside its own cp -a)
 """
 import argparse
 import os
@@ -71,20 +72,20 @@ def phase(trace, name):
     sys.exit(f"no trace phase {name!r} in:\n{trace[-3000:]}")
 
 
-def one_round(files, base):
+def one_round(files, base, binary):
     ws, state = os.path.join(base, "ws"), os.path.join(base, "state")
     os.makedirs(ws)
     os.chmod(base, 0o711)  # the sandbox's init must reach the state directory
-    _, run_rss, out, err = rss_of([BIN, "run", "--allow-weaker", "limits", "--timeout", "600",
+    _, run_rss, out, err = rss_of([binary, "run", "--allow-weaker", "limits", "--timeout", "600",
                                    "-w", ws, "--", "python3", "-c", MAKE, str(files)],
                                   env=env(state, trace=True))
     imported = phase(err, "sandbox: changes imported") - phase(err, "sandbox: result audited")
     ids = [line.split()[0] for line in subprocess.run(
-        [BIN, "changes", "-w", ws], env=env(state), capture_output=True, text=True,
+        [binary, "changes", "-w", ws], env=env(state), capture_output=True, text=True,
         check=True).stdout.splitlines() if line.startswith("tx-")]
     if len(ids) != 1:
         sys.exit(f"expected one transaction, got {ids}")
-    commit_ms, commit_rss, _, _ = rss_of([BIN, "commit", "-w", ws, ids[0]], env=env(state))
+    commit_ms, commit_rss, _, _ = rss_of([binary, "commit", "-w", ws, ids[0]], env=env(state))
     count = sum(len(names) for _, _, names in os.walk(os.path.join(ws, "tree")))
     if count != files:
         sys.exit(f"committed {count} files, expected {files}")
@@ -104,24 +105,32 @@ def main():
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--dir", default=None, help="where to make the workspaces")
     parser.add_argument("--bin", default=None, help="another pulsebox binary (to compare builds)")
+    parser.add_argument("--old", default=None,
+                        help="an older pulsebox binary, measured in the same rounds (before the new)")
     args = parser.parse_args()
     if args.bin:
         global BIN
         BIN = os.path.abspath(args.bin)
+    builds = [("old", os.path.abspath(args.old))] if args.old else []
+    builds.append(("new" if args.old else "", BIN))
     print("== commits at copy speed: import + commit vs cp -a + sync (ms; peak RSS MB)")
-    print(f"{'files':>7} {'import':>9} {'commit':>9} {'cp+sync':>9} {'ratio':>6} "
+    print(f"{'files':>7} {'build':>5} {'import':>9} {'commit':>9} {'cp+sync':>9} {'ratio':>6} "
           f"{'run RSS':>8} {'commit RSS':>11} {'cp RSS':>7}")
     for files in (int(s) for s in args.sizes.split(",")):
-        rows = []
+        rows = {name: [] for name, _ in builds}
         for _ in range(args.rounds):
-            base = tempfile.mkdtemp(prefix="pb-commit-", dir=args.dir)
-            try:
-                rows.append(one_round(files, base))
-            finally:
-                shutil.rmtree(base, ignore_errors=True)
-        imp, rrss, com, crss, cp, cprss = (statistics.median(c) for c in zip(*rows))
-        print(f"{files:>7} {imp:>9.0f} {com:>9.0f} {cp:>9.0f} {(imp + com) / cp:>6.2f} "
-              f"{rrss:>8.0f} {crss:>11.0f} {cprss:>7.0f}", flush=True)
+            # Each build's round is followed by its own cp -a, so the drift
+            # of the machine (other work writing to the disk) hits both.
+            for name, binary in builds:
+                base = tempfile.mkdtemp(prefix="pb-commit-", dir=args.dir)
+                try:
+                    rows[name].append(one_round(files, base, binary))
+                finally:
+                    shutil.rmtree(base, ignore_errors=True)
+        for name, _ in builds:
+            imp, rrss, com, crss, cp, cprss = (statistics.median(c) for c in zip(*rows[name]))
+            print(f"{files:>7} {name:>5} {imp:>9.0f} {com:>9.0f} {cp:>9.0f} {(imp + com) / cp:>6.2f} "
+                  f"{rrss:>8.0f} {crss:>11.0f} {cprss:>7.0f}", flush=True)
 
 
 if __name__ == "__main__":
