@@ -20,6 +20,7 @@
 #include <tuple>
 
 #include "helpers/oci_bundle.h"
+#include "helpers/oci_fixture.h"
 #include "helpers/oci_launch_support.h"
 #include "helpers/oci_state.h"
 #include "helpers/test_support.h"
@@ -33,8 +34,6 @@ namespace {
 namespace fs = std::filesystem;
 using testing::run_oci;
 using testing::run_oci_to_files;
-
-constexpr const char* kId = "c1";
 
 // The phases of create, in order (src/oci/commands/create.cc, spawn.cc).
 const char* const kCreatePhases[] = {
@@ -99,29 +98,20 @@ std::set<std::string> mountinfo_lines() {
   return lines;
 }
 
-class OciCrashTest : public ::testing::Test {
+class OciCrashTest : public testing::OciContainerTest {
  protected:
   void SetUp() override {
-    if (const auto why = testing::oci_launch_unavailable(); !why.empty()) GTEST_SKIP() << why;
-    if (::geteuid() == 0) {
-      host_ = linux_api::discover_cgroups();
-      std::random_device random;
-      subtree_ = "pulsebox-test-oci-" + std::to_string(random());
-    }
+    OciContainerTest::SetUp();
+    if (IsSkipped()) return;
     mounts_before_ = mountinfo_lines();
-    bundle_ = testing::make_oci_bundle(temp_ / "bundle", {"sleep", "60"}, subtree_, kId);
+    bundle_ = bundle({"sleep", "60"});
   }
   void TearDown() override {
     if (started_ > 0) {
       ::kill(started_, SIGKILL);
       ::waitpid(started_, nullptr, 0);
     }
-    (void)run_oci(root_, {"delete", "--force", kId});
-    for (const auto& [key, mount] : host_.hierarchy_mounts) {
-      if (subtree_.empty()) break;
-      ::rmdir((fs::path(mount) / subtree_ / kId).c_str());
-      ::rmdir((fs::path(mount) / subtree_).c_str());
-    }
+    OciContainerTest::TearDown();
   }
 
   // Starts `pulsebox oci --root R args...` with PULSEBOX_TRACE_STOP_AT=phase
@@ -250,10 +240,6 @@ class OciCrashTest : public ::testing::Test {
             kId};
   }
 
-  testing::TempDir temp_;
-  fs::path root_ = temp_ / "state";
-  linux_api::CgroupHost host_;
-  std::string subtree_;
   std::set<std::string> mounts_before_;
   testing::OciBundle bundle_;
   pid_t started_ = -1;

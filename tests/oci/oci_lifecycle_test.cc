@@ -17,6 +17,7 @@
 
 #include "core/unique_fd.h"
 #include "helpers/oci_bundle.h"
+#include "helpers/oci_fixture.h"
 #include "helpers/oci_launch_support.h"
 #include "helpers/oci_state.h"
 #include "helpers/test_support.h"
@@ -29,76 +30,7 @@ namespace fs = std::filesystem;
 using testing::run_oci;
 using testing::run_oci_to_files;
 
-class OciLifecycleTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (const auto why = testing::oci_launch_unavailable(); !why.empty()) GTEST_SKIP() << why;
-    if (::geteuid() == 0) {
-      host_ = linux_api::discover_cgroups();
-      std::random_device random;
-      subtree_ = "pulsebox-test-oci-" + std::to_string(random());
-    }
-  }
-  void TearDown() override {
-    // Whatever a failed test left, then this test's own parent level.
-    (void)run_oci(root_, {"delete", "--force", "c1"});
-    for (const auto& [key, mount] : host_.hierarchy_mounts) {
-      if (subtree_.empty()) break;
-      ::rmdir((fs::path(mount) / subtree_ / "c1").c_str());
-      ::rmdir((fs::path(mount) / subtree_).c_str());
-    }
-  }
-
-  testing::OciBundle bundle(const std::vector<std::string>& args) {
-    return testing::make_oci_bundle(temp_ / "bundle", args, subtree_, "c1");
-  }
-
-  testing::OciFileRun oci(const std::vector<std::string>& args) {
-    return run_oci_to_files(root_, args, out_, err_);
-  }
-
-  std::string status_of(const std::string& id) {
-    const auto run = run_oci(root_, {"state", id});
-    auto parsed = nlohmann::json::parse(run.out, nullptr, false);
-    return parsed.is_object() ? parsed.value("status", "?") : "(" + run.err + ")";
-  }
-
-  // Polls `state` until it says `status` (bounded).
-  bool wait_for_status(const std::string& id, const std::string& status) {
-    for (int i = 0; i < 250; ++i) {
-      if (status_of(id) == status) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    return false;
-  }
-
-  // Polls the output file until it holds `text` (bounded).
-  bool wait_for_output(const std::string& text) {
-    for (int i = 0; i < 250; ++i) {
-      if (testing::read_file(out_).find(text) != std::string::npos) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    return false;
-  }
-
-  // The container's leaves this test would find left behind.
-  std::vector<std::string> leftover_leaves() {
-    std::vector<std::string> left;
-    for (const auto& [key, mount] : host_.hierarchy_mounts) {
-      if (subtree_.empty()) break;
-      const fs::path leaf = fs::path(mount) / subtree_ / "c1";
-      if (fs::exists(leaf)) left.push_back(leaf.string());
-    }
-    return left;
-  }
-
-  testing::TempDir temp_;
-  fs::path root_ = temp_ / "state";
-  fs::path out_ = temp_ / "out";
-  fs::path err_ = temp_ / "err";
-  linux_api::CgroupHost host_;
-  std::string subtree_;
-};
+class OciLifecycleTest : public testing::OciContainerTest {};
 
 TEST_F(OciLifecycleTest, CreateStartKillDelete) {
   const auto b = bundle({"sh", "-c", "echo started; exec sleep 60"});

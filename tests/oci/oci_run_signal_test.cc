@@ -15,6 +15,7 @@
 #include <tuple>
 
 #include "helpers/oci_bundle.h"
+#include "helpers/oci_fixture.h"
 #include "helpers/oci_launch_support.h"
 #include "helpers/oci_state.h"
 #include "helpers/test_support.h"
@@ -28,36 +29,21 @@ namespace {
 namespace fs = std::filesystem;
 using testing::run_oci;
 
-constexpr const char* kId = "c1";
-
-class OciRunSignalTest : public ::testing::Test {
+class OciRunSignalTest : public testing::OciContainerTest {
  protected:
-  void SetUp() override {
-    if (const auto why = testing::oci_launch_unavailable(); !why.empty()) GTEST_SKIP() << why;
-    if (::geteuid() == 0) {
-      host_ = linux_api::discover_cgroups();
-      std::random_device random;
-      subtree_ = "pulsebox-test-oci-" + std::to_string(random());
-    }
-  }
   void TearDown() override {
     if (run_pid_ > 0) {
       ::kill(run_pid_, SIGKILL);
       ::waitpid(run_pid_, nullptr, 0);
     }
-    (void)run_oci(root_, {"delete", "--force", kId});
-    for (const auto& [key, mount] : host_.hierarchy_mounts) {
-      if (subtree_.empty()) break;
-      ::rmdir((fs::path(mount) / subtree_ / kId).c_str());
-      ::rmdir((fs::path(mount) / subtree_).c_str());
-    }
+    OciContainerTest::TearDown();
   }
 
   // A container whose shell says "ready" once its trap is set, then waits.
   testing::OciBundle trapping_bundle(const std::string& signal, int status) {
     const std::string script = "trap \"exit " + std::to_string(status) + "\" " + signal +
                                "; echo ready; while :; do sleep 0.1; done";
-    return testing::make_oci_bundle(temp_ / "bundle", {"sh", "-c", script}, subtree_, kId);
+    return bundle({"sh", "-c", script});
   }
 
   // `pulsebox oci --root R run ARGS... --bundle B c1` in the background.
@@ -84,14 +70,6 @@ class OciRunSignalTest : public ::testing::Test {
     ASSERT_EQ(rc, 0) << "posix_spawn " << binary;
   }
 
-  bool wait_for_output(const std::string& text) {
-    for (int i = 0; i < 500; ++i) {
-      if (testing::read_file(out_).find(text) != std::string::npos) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    return false;
-  }
-
   // run's exit code (128 + n after signal n), bounded by 30 s; -1 on timeout.
   int wait_for_run() {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
@@ -113,12 +91,6 @@ class OciRunSignalTest : public ::testing::Test {
     return entries;
   }
 
-  testing::TempDir temp_;
-  fs::path root_ = temp_ / "state";
-  fs::path out_ = temp_ / "out";
-  fs::path err_ = temp_ / "err";
-  linux_api::CgroupHost host_;
-  std::string subtree_;
   pid_t run_pid_ = -1;
 };
 

@@ -1,0 +1,79 @@
+#include "helpers/oci_fixture.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <thread>
+
+#include "helpers/oci_launch_support.h"
+#include "helpers/oci_state.h"
+
+namespace pulsebox::testing {
+
+namespace fs = std::filesystem;
+
+void OciContainerTest::SetUp() {
+  if (const auto why = oci_launch_unavailable(); !why.empty()) GTEST_SKIP() << why;
+  if (::geteuid() == 0) {
+    host_ = linux_api::discover_cgroups();
+    std::random_device random;
+    subtree_ = "pulsebox-test-oci-" + std::to_string(random());
+  }
+}
+
+void OciContainerTest::TearDown() {
+  (void)run_oci(root_, {"delete", "--force", kId});
+  for (const auto& [key, mount] : host_.hierarchy_mounts) {
+    if (subtree_.empty()) break;
+    ::rmdir((fs::path(mount) / subtree_ / kId).c_str());
+    ::rmdir((fs::path(mount) / subtree_).c_str());
+  }
+}
+
+OciBundle OciContainerTest::bundle(const std::vector<std::string>& args) {
+  return make_oci_bundle(temp_ / "bundle", args, subtree_, kId);
+}
+
+OciFileRun OciContainerTest::oci(const std::vector<std::string>& args) {
+  if (fresh_output_) {
+    ::truncate(out_.c_str(), 0);
+    ::truncate(err_.c_str(), 0);
+  }
+  return run_oci_to_files(root_, args, out_, err_);
+}
+
+std::string OciContainerTest::status_of(const std::string& id) {
+  const auto run = run_oci(root_, {"state", id});
+  auto parsed = nlohmann::json::parse(run.out, nullptr, false);
+  return parsed.is_object() ? parsed.value("status", "?") : "(" + run.err + ")";
+}
+
+bool OciContainerTest::wait_for_status(const std::string& id, const std::string& status) {
+  for (int i = 0; i < 250; ++i) {
+    if (status_of(id) == status) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
+bool OciContainerTest::wait_for_output(const std::string& text) {
+  for (int i = 0; i < 500; ++i) {
+    if (read_file(out_).find(text) != std::string::npos) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
+std::vector<std::string> OciContainerTest::leftover_leaves() {
+  std::vector<std::string> left;
+  for (const auto& [key, mount] : host_.hierarchy_mounts) {
+    if (subtree_.empty()) break;
+    const fs::path leaf = fs::path(mount) / subtree_ / kId;
+    if (fs::exists(leaf)) left.push_back(leaf.string());
+  }
+  return left;
+}
+
+}  // namespace pulsebox::testing
