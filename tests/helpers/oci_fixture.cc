@@ -1,6 +1,12 @@
 #include "helpers/oci_fixture.h"
 
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <chrono>
 #include <nlohmann/json.hpp>
@@ -74,6 +80,38 @@ std::vector<std::string> OciContainerTest::leftover_leaves() {
     if (fs::exists(leaf)) left.push_back(leaf.string());
   }
   return left;
+}
+
+void OciContainerTest::create_and_start() {
+  const auto created = oci({"create", "--bundle", (temp_ / "bundle").string(), kId});
+  ASSERT_EQ(created.exit_code, 0) << created.err;
+  ASSERT_EQ(oci({"start", kId}).exit_code, 0);
+}
+
+core::UniqueFd listen_console_socket(const fs::path& path) {
+  core::UniqueFd listener(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  path.string().copy(address.sun_path, sizeof address.sun_path - 1);
+  if (::bind(listener.get(), reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0 ||
+      ::listen(listener.get(), 1) != 0) {
+    ADD_FAILURE() << "listening on " << path << ": " << std::strerror(errno);
+    return {};
+  }
+  return listener;
+}
+
+std::string read_terminal_until(int master, const std::string& text) {
+  std::string seen;
+  for (int i = 0; i < 250 && seen.find(text) == std::string::npos; ++i) {
+    pollfd readable{master, POLLIN, 0};
+    if (::poll(&readable, 1, 20) <= 0) continue;
+    char buffer[256];
+    const ssize_t n = ::read(master, buffer, sizeof buffer);
+    if (n <= 0) break;
+    seen.append(buffer, static_cast<std::size_t>(n));
+  }
+  return seen;
 }
 
 }  // namespace pulsebox::testing

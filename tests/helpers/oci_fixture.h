@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "core/unique_fd.h"
 #include "helpers/oci_bundle.h"
 #include "helpers/test_support.h"
 #include "linux/cgroup.h"
@@ -47,6 +48,9 @@ class OciContainerTest : public ::testing::Test {
   bool wait_for_output(const std::string& text);
   // The container's cgroup leaves left behind (none as an ordinary user).
   std::vector<std::string> leftover_leaves();
+  // create and start kId from <temp>/bundle (a fatal gtest failure if
+  // either fails).
+  void create_and_start();
 
   TempDir temp_;
   std::filesystem::path root_ = temp_ / "state";
@@ -57,5 +61,13 @@ class OciContainerTest : public ::testing::Test {
   // For tests that compare a command's whole output.
   bool fresh_output_ = false;
 };
+
+// A unix socket listening at `path`, as an engine's console socket;
+// invalid after a gtest failure.
+core::UniqueFd listen_console_socket(const std::filesystem::path& path);
+
+// What `master` (a terminal's) gives until it holds `text` or a bound of
+// reads passes.
+std::string read_terminal_until(int master, const std::string& text);
 
 }  // namespace pulsebox::testing

@@ -39,9 +39,7 @@ class OciExecTest : public testing::OciContainerTest {
     if (IsSkipped()) return;
     fresh_output_ = true;
     bundle({"sleep", "60"});
-    const auto created = oci({"create", "--bundle", (temp_ / "bundle").string(), "c1"});
-    ASSERT_EQ(created.exit_code, 0) << created.err;
-    ASSERT_EQ(oci({"start", "c1"}).exit_code, 0);
+    ASSERT_NO_FATAL_FAILURE(create_and_start());
     const auto state = nlohmann::json::parse(run_oci(root_, {"state", "c1"}).out);
     ASSERT_EQ(state["status"], "running");
     pid_ = state["pid"].get<pid_t>();
@@ -245,12 +243,8 @@ TEST_F(OciExecTest, ForegroundExecForwardsSignalsAndDoesNotHoldTheContainer) {
 // terminal of the container's devpts, its master sent on the socket.
 TEST_F(OciExecTest, ConsoleSocketGetsTheProcesssTerminal) {
   const fs::path socket_path = temp_ / "console.sock";
-  core::UniqueFd listener(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  sockaddr_un address{};
-  address.sun_family = AF_UNIX;
-  socket_path.string().copy(address.sun_path, sizeof address.sun_path - 1);
-  ASSERT_EQ(::bind(listener.get(), reinterpret_cast<const sockaddr*>(&address), sizeof address), 0);
-  ASSERT_EQ(::listen(listener.get(), 1), 0);
+  const core::UniqueFd listener = testing::listen_console_socket(socket_path);
+  ASSERT_TRUE(listener);
   const auto run = oci({"exec", "--detach", "--tty", "--console-socket", socket_path.string(), "c1",
                         "sh", "-c", "test -t 0 && test -t 1 && echo on-a-tty; sleep 1"});
   ASSERT_EQ(run.exit_code, 0) << run.err;
@@ -260,15 +254,7 @@ TEST_F(OciExecTest, ConsoleSocketGetsTheProcesssTerminal) {
   core::UniqueFd master(testing::receive_master(connection.get(), name));
   ASSERT_TRUE(master);
   EXPECT_EQ(name.rfind("/dev/pts/", 0), 0u) << name;
-  std::string seen;
-  for (int i = 0; i < 250 && seen.find("on-a-tty") == std::string::npos; ++i) {
-    pollfd readable{master.get(), POLLIN, 0};
-    if (::poll(&readable, 1, 20) <= 0) continue;
-    char buffer[256];
-    const ssize_t n = ::read(master.get(), buffer, sizeof buffer);
-    if (n <= 0) break;
-    seen.append(buffer, static_cast<std::size_t>(n));
-  }
+  const std::string seen = testing::read_terminal_until(master.get(), "on-a-tty");
   EXPECT_NE(seen.find("on-a-tty"), std::string::npos) << seen;
 }
 

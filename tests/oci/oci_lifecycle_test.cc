@@ -213,12 +213,8 @@ TEST_F(OciLifecycleTest, ConsoleSocketGetsTheTerminal) {
   b.config["process"]["terminal"] = true;
   b.write();
   const fs::path socket_path = temp_ / "console.sock";
-  core::UniqueFd listener(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  sockaddr_un address{};
-  address.sun_family = AF_UNIX;
-  socket_path.string().copy(address.sun_path, sizeof address.sun_path - 1);
-  ASSERT_EQ(::bind(listener.get(), reinterpret_cast<const sockaddr*>(&address), sizeof address), 0);
-  ASSERT_EQ(::listen(listener.get(), 1), 0);
+  const core::UniqueFd listener = testing::listen_console_socket(socket_path);
+  ASSERT_TRUE(listener);
 
   const auto created =
       oci({"create", "--bundle", b.dir.string(), "--console-socket", socket_path.string(), "c1"});
@@ -230,15 +226,7 @@ TEST_F(OciLifecycleTest, ConsoleSocketGetsTheTerminal) {
   ASSERT_TRUE(master);
   EXPECT_EQ(name.rfind("/dev/pts/", 0), 0u) << name;
   ASSERT_EQ(oci({"start", "c1"}).exit_code, 0);
-  std::string seen;
-  for (int i = 0; i < 250 && seen.find("on-a-tty") == std::string::npos; ++i) {
-    pollfd readable{master.get(), POLLIN, 0};
-    if (::poll(&readable, 1, 20) <= 0) continue;
-    char buffer[256];
-    const ssize_t n = ::read(master.get(), buffer, sizeof buffer);
-    if (n <= 0) break;
-    seen.append(buffer, static_cast<std::size_t>(n));
-  }
+  const std::string seen = testing::read_terminal_until(master.get(), "on-a-tty");
   EXPECT_NE(seen.find("on-a-tty"), std::string::npos) << seen;
   EXPECT_TRUE(wait_for_status("c1", "stopped"));
   EXPECT_EQ(oci({"delete", "c1"}).exit_code, 0);

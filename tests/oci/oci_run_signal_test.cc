@@ -4,7 +4,6 @@
 // it started.
 #include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -20,8 +19,6 @@
 #include "helpers/oci_state.h"
 #include "helpers/test_support.h"
 #include "linux/cgroup.h"
-
-extern char** environ;
 
 namespace pulsebox {
 namespace {
@@ -48,26 +45,11 @@ class OciRunSignalTest : public testing::OciContainerTest {
 
   // `pulsebox oci --root R run ARGS... --bundle B c1` in the background.
   void start_run(const testing::OciBundle& bundle, const std::vector<std::string>& flags) {
-    const char* binary = std::getenv("PULSEBOX_BIN");
-    ASSERT_NE(binary, nullptr) << "PULSEBOX_BIN is not set (meson sets it)";
-    std::vector<std::string> full = {binary, "oci", "--root", root_.string(), "run"};
-    full.insert(full.end(), flags.begin(), flags.end());
-    for (const std::string& arg : {std::string("--bundle"), bundle.dir.string(), std::string(kId)})
-      full.push_back(arg);
-    std::vector<char*> argv;
-    for (auto& arg : full)
-      argv.push_back(arg.data());
-    argv.push_back(nullptr);
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&actions, 1, out_.c_str(), O_WRONLY | O_CREAT | O_APPEND,
-                                     0600);
-    posix_spawn_file_actions_addopen(&actions, 2, err_.c_str(), O_WRONLY | O_CREAT | O_APPEND,
-                                     0600);
-    const int rc = ::posix_spawn(&run_pid_, binary, &actions, nullptr, argv.data(), environ);
-    posix_spawn_file_actions_destroy(&actions);
-    ASSERT_EQ(rc, 0) << "posix_spawn " << binary;
+    std::vector<std::string> args = {"run"};
+    args.insert(args.end(), flags.begin(), flags.end());
+    args.insert(args.end(), {"--bundle", bundle.dir.string(), kId});
+    run_pid_ = testing::spawn_oci(root_, args, out_, err_);
+    ASSERT_GT(run_pid_, 0);
   }
 
   // run's exit code (128 + n after signal n), bounded by 30 s; -1 on timeout.

@@ -38,8 +38,7 @@ class OciExecExeTest : public testing::OciContainerTest {
     if (IsSkipped()) return;
     fresh_output_ = true;
     bundle({"sleep", "60"});
-    ASSERT_EQ(oci({"create", "--bundle", (temp_ / "bundle").string(), "c1"}).exit_code, 0);
-    ASSERT_EQ(oci({"start", "c1"}).exit_code, 0);
+    ASSERT_NO_FATAL_FAILURE(create_and_start());
   }
 };
 
