@@ -6,9 +6,8 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
-
 #include <chrono>
+#include <cstring>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <thread>
@@ -88,6 +87,14 @@ void OciContainerTest::create_and_start() {
   ASSERT_EQ(oci({"start", kId}).exit_code, 0);
 }
 
+void OciRunningContainerTest::SetUp() {
+  OciContainerTest::SetUp();
+  if (IsSkipped()) return;
+  fresh_output_ = true;
+  bundle({"sleep", "60"});
+  ASSERT_NO_FATAL_FAILURE(create_and_start());
+}
+
 core::UniqueFd listen_console_socket(const fs::path& path) {
   core::UniqueFd listener(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
   sockaddr_un address{};
@@ -99,6 +106,17 @@ core::UniqueFd listen_console_socket(const fs::path& path) {
     return {};
   }
   return listener;
+}
+
+core::UniqueFd accept_console_master(int listener, std::string& name) {
+  const core::UniqueFd connection(::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC));
+  if (!connection) {
+    ADD_FAILURE() << "accepting on the console socket: " << std::strerror(errno);
+    return {};
+  }
+  core::UniqueFd master(receive_master(connection.get(), name));
+  if (!master) ADD_FAILURE() << "no terminal master came on the console socket";
+  return master;
 }
 
 std::string read_terminal_until(int master, const std::string& text) {

@@ -62,9 +62,20 @@ class OciContainerTest : public ::testing::Test {
   bool fresh_output_ = false;
 };
 
+// kId running `sleep 60`, created and started in SetUp; every oci() starts
+// with empty out_ and err_ (exec's tests compare whole outputs).
+class OciRunningContainerTest : public OciContainerTest {
+ protected:
+  void SetUp() override;
+};
+
 // A unix socket listening at `path`, as an engine's console socket;
 // invalid after a gtest failure.
 core::UniqueFd listen_console_socket(const std::filesystem::path& path);
+
+// The terminal master a container sends on `listener` (accepted), and its
+// name; invalid after a gtest failure.
+core::UniqueFd accept_console_master(int listener, std::string& name);
 
 // What `master` (a terminal's) gives until it holds `text` or a bound of
 // reads passes.

@@ -32,14 +32,11 @@ namespace fs = std::filesystem;
 using testing::run_oci;
 using testing::run_oci_to_files;
 
-class OciExecTest : public testing::OciContainerTest {
+class OciExecTest : public testing::OciRunningContainerTest {
  protected:
   void SetUp() override {
-    OciContainerTest::SetUp();
-    if (IsSkipped()) return;
-    fresh_output_ = true;
-    bundle({"sleep", "60"});
-    ASSERT_NO_FATAL_FAILURE(create_and_start());
+    OciRunningContainerTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
     const auto state = nlohmann::json::parse(run_oci(root_, {"state", "c1"}).out);
     ASSERT_EQ(state["status"], "running");
     pid_ = state["pid"].get<pid_t>();
@@ -248,10 +245,8 @@ TEST_F(OciExecTest, ConsoleSocketGetsTheProcesssTerminal) {
   const auto run = oci({"exec", "--detach", "--tty", "--console-socket", socket_path.string(), "c1",
                         "sh", "-c", "test -t 0 && test -t 1 && echo on-a-tty; sleep 1"});
   ASSERT_EQ(run.exit_code, 0) << run.err;
-  core::UniqueFd connection(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
-  ASSERT_TRUE(connection);
   std::string name;
-  core::UniqueFd master(testing::receive_master(connection.get(), name));
+  const core::UniqueFd master = testing::accept_console_master(listener.get(), name);
   ASSERT_TRUE(master);
   EXPECT_EQ(name.rfind("/dev/pts/", 0), 0u) << name;
   const std::string seen = testing::read_terminal_until(master.get(), "on-a-tty");

@@ -219,10 +219,8 @@ TEST_F(OciLifecycleTest, ConsoleSocketGetsTheTerminal) {
   const auto created =
       oci({"create", "--bundle", b.dir.string(), "--console-socket", socket_path.string(), "c1"});
   ASSERT_EQ(created.exit_code, 0) << created.err;
-  core::UniqueFd connection(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
-  ASSERT_TRUE(connection);
   std::string name;
-  core::UniqueFd master(testing::receive_master(connection.get(), name));
+  const core::UniqueFd master = testing::accept_console_master(listener.get(), name);
   ASSERT_TRUE(master);
   EXPECT_EQ(name.rfind("/dev/pts/", 0), 0u) << name;
   ASSERT_EQ(oci({"start", "c1"}).exit_code, 0);

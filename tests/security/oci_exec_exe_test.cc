@@ -31,16 +31,7 @@ namespace {
 namespace fs = std::filesystem;
 using testing::run_oci;
 
-class OciExecExeTest : public testing::OciContainerTest {
- protected:
-  void SetUp() override {
-    OciContainerTest::SetUp();
-    if (IsSkipped()) return;
-    fresh_output_ = true;
-    bundle({"sleep", "60"});
-    ASSERT_NO_FATAL_FAILURE(create_and_start());
-  }
-};
+class OciExecExeTest : public testing::OciRunningContainerTest {};
 
 TEST_F(OciExecExeTest, TheContainerCannotOpenTheRuntimeBinaryOfAnExec) {
   // exec's process holds itself right before execve: its final identity
