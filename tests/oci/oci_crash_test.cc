@@ -12,7 +12,6 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <random>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -20,10 +19,8 @@
 
 #include "helpers/oci_bundle.h"
 #include "helpers/oci_fixture.h"
-#include "helpers/oci_launch_support.h"
 #include "helpers/oci_state.h"
 #include "helpers/test_support.h"
-#include "linux/cgroup.h"
 
 namespace pulsebox {
 namespace {

@@ -4,26 +4,21 @@
 // cgroup, runs with the identity and capabilities its process JSON gives,
 // and its exit status comes back. As root the container has a cgroup under
 // this test's own subtree; as an ordinary user a user namespace.
-#include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
 #include <nlohmann/json.hpp>
-#include <random>
 #include <thread>
 
 #include "core/unique_fd.h"
 #include "helpers/oci_bundle.h"
 #include "helpers/oci_fixture.h"
-#include "helpers/oci_launch_support.h"
 #include "helpers/oci_state.h"
 #include "helpers/test_support.h"
-#include "linux/cgroup.h"
 
 namespace pulsebox {
 namespace {

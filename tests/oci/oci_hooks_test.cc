@@ -8,15 +8,12 @@
 #include <chrono>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
-#include <random>
 #include <thread>
 
 #include "helpers/oci_bundle.h"
 #include "helpers/oci_fixture.h"
-#include "helpers/oci_launch_support.h"
 #include "helpers/oci_state.h"
 #include "helpers/test_support.h"
-#include "linux/cgroup.h"
 
 namespace pulsebox {
 namespace {

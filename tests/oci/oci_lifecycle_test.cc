@@ -2,9 +2,7 @@
 // on a busybox bundle (design §1.3, §1.7). As root the container gets a
 // cgroup under this test's own subtree; as an ordinary user a user
 // namespace and no cgroup.
-#include <poll.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <sys/stat.h>
@@ -12,16 +10,13 @@
 #include <chrono>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <random>
 #include <thread>
 
 #include "core/unique_fd.h"
 #include "helpers/oci_bundle.h"
 #include "helpers/oci_fixture.h"
-#include "helpers/oci_launch_support.h"
 #include "helpers/oci_state.h"
 #include "helpers/test_support.h"
-#include "linux/cgroup.h"
 
 namespace pulsebox {
 namespace {

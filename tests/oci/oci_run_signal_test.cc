@@ -9,16 +9,13 @@
 
 #include <chrono>
 #include <nlohmann/json.hpp>
-#include <random>
 #include <thread>
 #include <tuple>
 
 #include "helpers/oci_bundle.h"
 #include "helpers/oci_fixture.h"
-#include "helpers/oci_launch_support.h"
 #include "helpers/oci_state.h"
 #include "helpers/test_support.h"
-#include "linux/cgroup.h"
 
 namespace pulsebox {
 namespace {

@@ -5,14 +5,9 @@
 // leaves nothing behind.
 #include <unistd.h>
 
-#include <random>
-
 #include "helpers/oci_bundle.h"
 #include "helpers/oci_fixture.h"
-#include "helpers/oci_launch_support.h"
-#include "helpers/oci_state.h"
 #include "helpers/test_support.h"
-#include "linux/cgroup.h"
 
 namespace pulsebox {
 namespace {
