@@ -95,6 +95,24 @@ void OciRunningContainerTest::SetUp() {
   ASSERT_NO_FATAL_FAILURE(create_and_start());
 }
 
+OciFileRun run_with_cap_mknod(const std::string& script) {
+  const auto host = linux_api::discover_cgroups();
+  TempDir temp;
+  std::random_device random;
+  const std::string subtree = "pulsebox-test-oci-" + std::to_string(random());
+  auto bundle = make_oci_bundle(temp / "bundle", {"sh", "-c", script}, subtree, "c1");
+  for (const char* set : {"bounding", "effective", "permitted"})
+    bundle.config["process"]["capabilities"][set].push_back("CAP_MKNOD");
+  bundle.write();
+  const auto run = run_oci_to_files(temp / "state", {"run", "--bundle", bundle.dir.string(), "c1"},
+                                    temp / "out", temp / "err");
+  for (const auto& [key, mount] : host.hierarchy_mounts) {
+    ::rmdir((fs::path(mount) / subtree / "c1").c_str());
+    ::rmdir((fs::path(mount) / subtree).c_str());
+  }
+  return run;
+}
+
 core::UniqueFd listen_console_socket(const fs::path& path) {
   core::UniqueFd listener(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
   sockaddr_un address{};

@@ -69,6 +69,11 @@ class OciRunningContainerTest : public OciContainerTest {
   void SetUp() override;
 };
 
+// `run` of a root container (no user namespace) given CAP_MKNOD, running
+// `sh -c script` under a cgroup subtree of its own (removed after): for the
+// device rules' tests. Root only.
+OciFileRun run_with_cap_mknod(const std::string& script);
+
 // A unix socket listening at `path`, as an engine's console socket;
 // invalid after a gtest failure.
 core::UniqueFd listen_console_socket(const std::filesystem::path& path);
