@@ -406,6 +406,16 @@ void add_container_hooks(const spec::Spec& spec, const std::string& id,
     plan.start_container_state = state_before_pid(spec, id, "created");
 }
 
+// The descriptors create and exec both hand to the process: stdio, the
+// preserved fds, the console socket and the cgroup to clone into.
+void take_process_fds(const PlanInputs& inputs, launch::ContainerPlan& plan) {
+  for (int fd = 0; fd < 3; ++fd)
+    plan.stdio[fd] = inputs.stdio[fd];
+  plan.preserved_fds = inputs.preserved_fds;
+  plan.console_socket_fd = inputs.console_socket_fd;
+  plan.cgroup_fd = inputs.cgroup_fd;
+}
+
 }  // namespace
 
 core::Result<launch::ContainerPlan> build_container_plan(const spec::Spec& spec,
@@ -463,13 +473,9 @@ core::Result<launch::ContainerPlan> build_container_plan(const spec::Spec& spec,
     plan.seccomp_program = filter->program;
   }
 
-  for (int fd = 0; fd < 3; ++fd)
-    plan.stdio[fd] = inputs.stdio[fd];
-  plan.preserved_fds = inputs.preserved_fds;
+  take_process_fds(inputs, plan);
   plan.exec_fifo_fd = inputs.exec_fifo_fd;
   plan.exec_fifo_writer_fd = inputs.exec_fifo_writer_fd;
-  plan.console_socket_fd = inputs.console_socket_fd;
-  plan.cgroup_fd = inputs.cgroup_fd;
   plan.new_session_keyring = inputs.new_session_keyring;
   plan.seal();
   return plan;
@@ -504,11 +510,7 @@ core::Result<launch::ContainerPlan> build_exec_plan(const spec::Spec& spec,
                                     seccomp::KillActions::Kernel));
     plan.seccomp_program = filter->program;
   }
-  for (int fd = 0; fd < 3; ++fd)
-    plan.stdio[fd] = inputs.stdio[fd];
-  plan.preserved_fds = inputs.preserved_fds;
-  plan.console_socket_fd = inputs.console_socket_fd;
-  plan.cgroup_fd = inputs.cgroup_fd;
+  take_process_fds(inputs, plan);
   plan.seal();
   return plan;
 }

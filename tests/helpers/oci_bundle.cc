@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <string_view>
 #include <thread>
 
 #include "helpers/oci_launch_support.h"
@@ -92,13 +93,13 @@ OciBundle make_oci_bundle(const fs::path& dir, const std::vector<std::string>& a
   return bundle;
 }
 
-OciFileRun run_oci_to_files(const fs::path& root, const std::vector<std::string>& args,
-                            const fs::path& out_file, const fs::path& err_file) {
-  OciFileRun result;
+pid_t spawn_oci(const fs::path& root, const std::vector<std::string>& args,
+                const fs::path& out_file, const fs::path& err_file,
+                const std::vector<std::string>& env) {
   const char* binary = std::getenv("PULSEBOX_BIN");
   if (binary == nullptr) {
     ADD_FAILURE() << "PULSEBOX_BIN is not set (meson sets it)";
-    return result;
+    return -1;
   }
   std::vector<std::string> full = {binary, "oci", "--root", root.string()};
   full.insert(full.end(), args.begin(), args.end());
@@ -106,6 +107,21 @@ OciFileRun run_oci_to_files(const fs::path& root, const std::vector<std::string>
   for (auto& arg : full)
     argv.push_back(arg.data());
   argv.push_back(nullptr);
+  // `env` first; this environment's entries of the same names dropped.
+  std::vector<std::string> env_text = env;
+  for (char** entry = environ; *entry != nullptr; ++entry) {
+    const std::string_view text(*entry);
+    bool replaced = false;
+    for (const auto& added : env) {
+      const auto name = std::string_view(added).substr(0, added.find('=') + 1);
+      replaced = replaced || text.rfind(name, 0) == 0;
+    }
+    if (!replaced) env_text.emplace_back(text);
+  }
+  std::vector<char*> envp;
+  for (auto& entry : env_text)
+    envp.push_back(entry.data());
+  envp.push_back(nullptr);
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
@@ -114,12 +130,20 @@ OciFileRun run_oci_to_files(const fs::path& root, const std::vector<std::string>
   posix_spawn_file_actions_addopen(&actions, 2, err_file.c_str(), O_WRONLY | O_CREAT | O_APPEND,
                                    0600);
   pid_t pid = -1;
-  const int rc = ::posix_spawn(&pid, binary, &actions, nullptr, argv.data(), environ);
+  const int rc = ::posix_spawn(&pid, binary, &actions, nullptr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
   if (rc != 0) {
     ADD_FAILURE() << "posix_spawn " << binary << ": " << rc;
-    return result;
+    return -1;
   }
+  return pid;
+}
+
+OciFileRun run_oci_to_files(const fs::path& root, const std::vector<std::string>& args,
+                            const fs::path& out_file, const fs::path& err_file) {
+  OciFileRun result;
+  const pid_t pid = spawn_oci(root, args, out_file, err_file);
+  if (pid < 0) return result;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   int status = 0;
   while (::waitpid(pid, &status, WNOHANG) == 0) {

@@ -33,6 +33,14 @@ struct OciFileRun {
   std::string out, err;  // the files' contents once the command ended
 };
 
+// `pulsebox oci --root ROOT args...` started in the background with stdin
+// /dev/null and stdout and stderr appended to `out_file` and `err_file`;
+// `env` (NAME=VALUE) replaces those names in this environment. Its pid
+// (the caller reaps it), or -1 after a gtest failure.
+pid_t spawn_oci(const std::filesystem::path& root, const std::vector<std::string>& args,
+                const std::filesystem::path& out_file, const std::filesystem::path& err_file,
+                const std::vector<std::string>& env = {});
+
 // `pulsebox oci --root ROOT args...` with stdin /dev/null and stdout and
 // stderr appended to `out_file` and `err_file`; waits for the command (not
 // for what it leaves running), bounded by 60 s.

@@ -5,7 +5,6 @@
 // kills it there (by the pid it started) and cleans up as an engine would.
 #include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -13,19 +12,15 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <random>
 #include <set>
 #include <sstream>
 #include <thread>
 #include <tuple>
 
 #include "helpers/oci_bundle.h"
-#include "helpers/oci_launch_support.h"
+#include "helpers/oci_fixture.h"
 #include "helpers/oci_state.h"
 #include "helpers/test_support.h"
-#include "linux/cgroup.h"
-
-extern char** environ;
 
 namespace pulsebox {
 namespace {
@@ -33,8 +28,6 @@ namespace {
 namespace fs = std::filesystem;
 using testing::run_oci;
 using testing::run_oci_to_files;
-
-constexpr const char* kId = "c1";
 
 // The phases of create, in order (src/oci/commands/create.cc, spawn.cc).
 const char* const kCreatePhases[] = {
@@ -99,68 +92,28 @@ std::set<std::string> mountinfo_lines() {
   return lines;
 }
 
-class OciCrashTest : public ::testing::Test {
+class OciCrashTest : public testing::OciContainerTest {
  protected:
   void SetUp() override {
-    if (const auto why = testing::oci_launch_unavailable(); !why.empty()) GTEST_SKIP() << why;
-    if (::geteuid() == 0) {
-      host_ = linux_api::discover_cgroups();
-      std::random_device random;
-      subtree_ = "pulsebox-test-oci-" + std::to_string(random());
-    }
+    OciContainerTest::SetUp();
+    if (IsSkipped()) return;
     mounts_before_ = mountinfo_lines();
-    bundle_ = testing::make_oci_bundle(temp_ / "bundle", {"sleep", "60"}, subtree_, kId);
+    bundle_ = bundle({"sleep", "60"});
   }
   void TearDown() override {
     if (started_ > 0) {
       ::kill(started_, SIGKILL);
       ::waitpid(started_, nullptr, 0);
     }
-    (void)run_oci(root_, {"delete", "--force", kId});
-    for (const auto& [key, mount] : host_.hierarchy_mounts) {
-      if (subtree_.empty()) break;
-      ::rmdir((fs::path(mount) / subtree_ / kId).c_str());
-      ::rmdir((fs::path(mount) / subtree_).c_str());
-    }
+    OciContainerTest::TearDown();
   }
 
   // Starts `pulsebox oci --root R args...` with PULSEBOX_TRACE_STOP_AT=phase
   // and waits (bounded) until it stops there. False when it ended instead.
   bool start_stopped_at(const std::string& phase, const std::vector<std::string>& args) {
-    const char* binary = std::getenv("PULSEBOX_BIN");
-    if (binary == nullptr) {
-      ADD_FAILURE() << "PULSEBOX_BIN is not set (meson sets it)";
-      return false;
-    }
-    std::vector<std::string> full = {binary, "oci", "--root", root_.string()};
-    full.insert(full.end(), args.begin(), args.end());
-    std::vector<char*> argv;
-    for (auto& arg : full)
-      argv.push_back(arg.data());
-    argv.push_back(nullptr);
-    std::vector<std::string> env_text = {"PULSEBOX_TRACE_STOP_AT=" + phase};
-    for (char** entry = environ; *entry != nullptr; ++entry) {
-      if (std::string_view(*entry).rfind("PULSEBOX_TRACE_STOP_AT=", 0) != 0)
-        env_text.emplace_back(*entry);
-    }
-    std::vector<char*> envp;
-    for (auto& entry : env_text)
-      envp.push_back(entry.data());
-    envp.push_back(nullptr);
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&actions, 1, (temp_ / "out").c_str(),
-                                     O_WRONLY | O_CREAT | O_APPEND, 0600);
-    posix_spawn_file_actions_addopen(&actions, 2, (temp_ / "err").c_str(),
-                                     O_WRONLY | O_CREAT | O_APPEND, 0600);
-    const int rc = ::posix_spawn(&started_, binary, &actions, nullptr, argv.data(), envp.data());
-    posix_spawn_file_actions_destroy(&actions);
-    if (rc != 0) {
-      ADD_FAILURE() << "posix_spawn " << binary << ": " << rc;
-      started_ = -1;
-      return false;
-    }
+    started_ = testing::spawn_oci(root_, args, temp_ / "out", temp_ / "err",
+                                  {"PULSEBOX_TRACE_STOP_AT=" + phase});
+    if (started_ < 0) return false;
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
     while (std::chrono::steady_clock::now() < deadline) {
       int status = 0;
@@ -250,10 +203,6 @@ class OciCrashTest : public ::testing::Test {
             kId};
   }
 
-  testing::TempDir temp_;
-  fs::path root_ = temp_ / "state";
-  linux_api::CgroupHost host_;
-  std::string subtree_;
   std::set<std::string> mounts_before_;
   testing::OciBundle bundle_;
   pid_t started_ = -1;

@@ -4,25 +4,21 @@
 // cgroup, runs with the identity and capabilities its process JSON gives,
 // and its exit status comes back. As root the container has a cgroup under
 // this test's own subtree; as an ordinary user a user namespace.
-#include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
 #include <nlohmann/json.hpp>
-#include <random>
 #include <thread>
 
 #include "core/unique_fd.h"
 #include "helpers/oci_bundle.h"
-#include "helpers/oci_launch_support.h"
+#include "helpers/oci_fixture.h"
 #include "helpers/oci_state.h"
 #include "helpers/test_support.h"
-#include "linux/cgroup.h"
 
 namespace pulsebox {
 namespace {
@@ -31,38 +27,15 @@ namespace fs = std::filesystem;
 using testing::run_oci;
 using testing::run_oci_to_files;
 
-class OciExecTest : public ::testing::Test {
+class OciExecTest : public testing::OciRunningContainerTest {
  protected:
   void SetUp() override {
-    if (const auto why = testing::oci_launch_unavailable(); !why.empty()) GTEST_SKIP() << why;
-    if (::geteuid() == 0) {
-      host_ = linux_api::discover_cgroups();
-      std::random_device random;
-      subtree_ = "pulsebox-test-oci-" + std::to_string(random());
-    }
-    testing::make_oci_bundle(temp_ / "bundle", {"sleep", "60"}, subtree_, "c1");
-    const auto created = oci({"create", "--bundle", (temp_ / "bundle").string(), "c1"});
-    ASSERT_EQ(created.exit_code, 0) << created.err;
-    ASSERT_EQ(oci({"start", "c1"}).exit_code, 0);
+    OciRunningContainerTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
     const auto state = nlohmann::json::parse(run_oci(root_, {"state", "c1"}).out);
     ASSERT_EQ(state["status"], "running");
     pid_ = state["pid"].get<pid_t>();
   }
-  void TearDown() override {
-    (void)run_oci(root_, {"delete", "--force", "c1"});
-    for (const auto& [key, mount] : host_.hierarchy_mounts) {
-      if (subtree_.empty()) break;
-      ::rmdir((fs::path(mount) / subtree_ / "c1").c_str());
-      ::rmdir((fs::path(mount) / subtree_).c_str());
-    }
-  }
-
-  testing::OciFileRun oci(const std::vector<std::string>& args) {
-    ::truncate((temp_ / "out").c_str(), 0);
-    ::truncate((temp_ / "err").c_str(), 0);
-    return run_oci_to_files(root_, args, temp_ / "out", temp_ / "err");
-  }
-
   // A process JSON as conmon writes one.
   fs::path process_file(const nlohmann::json& process) {
     const fs::path file = temp_ / "process.json";
@@ -70,10 +43,6 @@ class OciExecTest : public ::testing::Test {
     return file;
   }
 
-  testing::TempDir temp_;
-  fs::path root_ = temp_ / "state";
-  linux_api::CgroupHost host_;
-  std::string subtree_;
   pid_t pid_ = 0;
 };
 
@@ -266,30 +235,16 @@ TEST_F(OciExecTest, ForegroundExecForwardsSignalsAndDoesNotHoldTheContainer) {
 // terminal of the container's devpts, its master sent on the socket.
 TEST_F(OciExecTest, ConsoleSocketGetsTheProcesssTerminal) {
   const fs::path socket_path = temp_ / "console.sock";
-  core::UniqueFd listener(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  sockaddr_un address{};
-  address.sun_family = AF_UNIX;
-  socket_path.string().copy(address.sun_path, sizeof address.sun_path - 1);
-  ASSERT_EQ(::bind(listener.get(), reinterpret_cast<const sockaddr*>(&address), sizeof address), 0);
-  ASSERT_EQ(::listen(listener.get(), 1), 0);
+  const core::UniqueFd listener = testing::listen_console_socket(socket_path);
+  ASSERT_TRUE(listener);
   const auto run = oci({"exec", "--detach", "--tty", "--console-socket", socket_path.string(), "c1",
                         "sh", "-c", "test -t 0 && test -t 1 && echo on-a-tty; sleep 1"});
   ASSERT_EQ(run.exit_code, 0) << run.err;
-  core::UniqueFd connection(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
-  ASSERT_TRUE(connection);
   std::string name;
-  core::UniqueFd master(testing::receive_master(connection.get(), name));
+  const core::UniqueFd master = testing::accept_console_master(listener.get(), name);
   ASSERT_TRUE(master);
   EXPECT_EQ(name.rfind("/dev/pts/", 0), 0u) << name;
-  std::string seen;
-  for (int i = 0; i < 250 && seen.find("on-a-tty") == std::string::npos; ++i) {
-    pollfd readable{master.get(), POLLIN, 0};
-    if (::poll(&readable, 1, 20) <= 0) continue;
-    char buffer[256];
-    const ssize_t n = ::read(master.get(), buffer, sizeof buffer);
-    if (n <= 0) break;
-    seen.append(buffer, static_cast<std::size_t>(n));
-  }
+  const std::string seen = testing::read_terminal_until(master.get(), "on-a-tty");
   EXPECT_NE(seen.find("on-a-tty"), std::string::npos) << seen;
 }
 

@@ -8,14 +8,12 @@
 #include <chrono>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
-#include <random>
 #include <thread>
 
 #include "helpers/oci_bundle.h"
-#include "helpers/oci_launch_support.h"
+#include "helpers/oci_fixture.h"
 #include "helpers/oci_state.h"
 #include "helpers/test_support.h"
-#include "linux/cgroup.h"
 
 namespace pulsebox {
 namespace {
@@ -35,28 +33,10 @@ json recording_hook(const std::string& kind, const fs::path& file, const std::st
   return {{"path", "/bin/sh"}, {"args", {"sh", "-c", script, kind, file.string()}}};
 }
 
-class OciHooksTest : public ::testing::Test {
+class OciHooksTest : public testing::OciContainerTest {
  protected:
-  void SetUp() override {
-    if (const auto why = testing::oci_launch_unavailable(); !why.empty()) GTEST_SKIP() << why;
-    if (::geteuid() == 0) {
-      host_ = linux_api::discover_cgroups();
-      std::random_device random;
-      subtree_ = "pulsebox-test-oci-" + std::to_string(random());
-    }
-  }
-  void TearDown() override {
-    (void)testing::run_oci(root_, {"delete", "--force", "c1"});
-    for (const auto& [key, mount] : host_.hierarchy_mounts) {
-      if (subtree_.empty()) break;
-      ::rmdir((fs::path(mount) / subtree_ / "c1").c_str());
-      ::rmdir((fs::path(mount) / subtree_).c_str());
-    }
-  }
-
   testing::OciBundle bundle(const json& hooks) {
-    auto b =
-        testing::make_oci_bundle(temp_ / "bundle", {"sh", "-c", "exec sleep 60"}, subtree_, "c1");
+    auto b = OciContainerTest::bundle({"sh", "-c", "exec sleep 60"});
     b.config["hooks"] = hooks;
     b.write();
     return b;
@@ -64,31 +44,11 @@ class OciHooksTest : public ::testing::Test {
   testing::OciFileRun oci(const std::vector<std::string>& args) {
     std::vector<std::string> with_log = {"--log", log_.string()};
     with_log.insert(with_log.end(), args.begin(), args.end());
-    return testing::run_oci_to_files(root_, with_log, temp_ / "out", temp_ / "err");
-  }
-  std::string status_of() {
-    auto parsed = json::parse(testing::run_oci(root_, {"state", "c1"}).out, nullptr, false);
-    return parsed.is_object() ? parsed.value("status", "?") : "?";
+    return OciContainerTest::oci(with_log);
   }
   pid_t pid_of() {
     auto parsed = json::parse(testing::run_oci(root_, {"state", "c1"}).out, nullptr, false);
     return parsed.is_object() ? parsed.value("pid", 0) : 0;
-  }
-  bool wait_for_stopped() {
-    for (int i = 0; i < 250; ++i) {
-      if (status_of() == "stopped") return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    return false;
-  }
-  std::vector<std::string> leftover_leaves() {
-    std::vector<std::string> left;
-    for (const auto& [key, mount] : host_.hierarchy_mounts) {
-      if (subtree_.empty()) break;
-      const fs::path leaf = fs::path(mount) / subtree_ / "c1";
-      if (fs::exists(leaf)) left.push_back(leaf.string());
-    }
-    return left;
   }
   void expect_nothing_left() {
     EXPECT_FALSE(fs::exists(root_ / "c1"));
@@ -104,12 +64,8 @@ class OciHooksTest : public ::testing::Test {
     return false;
   }
 
-  testing::TempDir temp_;
-  fs::path root_ = temp_ / "state";
   fs::path log_ = temp_ / "log";
   fs::path record_ = temp_ / "hooks";
-  linux_api::CgroupHost host_;
-  std::string subtree_;
 };
 
 TEST_F(OciHooksTest, EachKindRunsAtItsPointWithItsState) {
@@ -148,7 +104,7 @@ TEST_F(OciHooksTest, EachKindRunsAtItsPointWithItsState) {
   EXPECT_TRUE(both) << testing::read_file(record);
   EXPECT_EQ(testing::read_file(record).rfind(expected, 0), 0u);
   ASSERT_EQ(oci({"kill", "c1", "KILL"}).exit_code, 0);
-  ASSERT_TRUE(wait_for_stopped());
+  ASSERT_TRUE(wait_for_status(kId, "stopped"));
   const auto deleted = oci({"delete", "c1"});
   EXPECT_EQ(deleted.exit_code, 0) << deleted.err;
   const std::string all = testing::read_file(record);
@@ -301,7 +257,7 @@ TEST_F(OciHooksTest, PoststartAndPoststopFailuresAreWarnings) {
   ASSERT_EQ(oci({"create", "--bundle", (temp_ / "bundle").string(), "c1"}).exit_code, 0);
   const auto started = oci({"start", "c1"});
   EXPECT_EQ(started.exit_code, 0) << started.err;
-  EXPECT_EQ(status_of(), "running");
+  EXPECT_EQ(status_of(kId), "running");
   const auto deleted = oci({"delete", "--force", "c1"});
   EXPECT_EQ(deleted.exit_code, 0) << deleted.err;
   expect_nothing_left();

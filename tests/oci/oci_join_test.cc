@@ -13,14 +13,12 @@
 #include <chrono>
 #include <filesystem>
 #include <nlohmann/json.hpp>
-#include <random>
 #include <thread>
 
 #include "helpers/oci_bundle.h"
-#include "helpers/oci_launch_support.h"
+#include "helpers/oci_fixture.h"
 #include "helpers/oci_state.h"
 #include "helpers/test_support.h"
-#include "linux/cgroup.h"
 
 namespace pulsebox {
 namespace {
@@ -71,30 +69,13 @@ class NamespaceHolder {
   bool ready_ = false;
 };
 
-class OciJoinTest : public ::testing::Test {
+class OciJoinTest : public testing::OciContainerTest {
  protected:
-  void SetUp() override {
-    if (const auto why = testing::oci_launch_unavailable(); !why.empty()) GTEST_SKIP() << why;
-    if (::geteuid() == 0) {
-      host_ = linux_api::discover_cgroups();
-      std::random_device random;
-      subtree_ = "pulsebox-test-oci-" + std::to_string(random());
-    }
-  }
-  void TearDown() override {
-    (void)run_oci(root_, {"delete", "--force", "c1"});
-    for (const auto& [key, mount] : host_.hierarchy_mounts) {
-      if (subtree_.empty()) break;
-      ::rmdir((fs::path(mount) / subtree_ / "c1").c_str());
-      ::rmdir((fs::path(mount) / subtree_).c_str());
-    }
-  }
-
   // The busybox bundle with its network namespace (and as an ordinary user
   // its user namespace) joined from `holder`.
   testing::OciBundle joining_bundle(const std::vector<std::string>& args,
                                     const NamespaceHolder& holder) {
-    auto b = testing::make_oci_bundle(temp_ / "bundle", args, subtree_, "c1");
+    auto b = bundle(args);
     auto& namespaces = b.config["linux"]["namespaces"];
     for (auto& ns : namespaces) {
       if (ns["type"] == "network") ns["path"] = holder.dir() + "/ns/net";
@@ -113,15 +94,6 @@ class OciJoinTest : public ::testing::Test {
     }
     return -1;
   }
-
-  testing::OciFileRun oci(const std::vector<std::string>& args) {
-    return run_oci_to_files(root_, args, temp_ / "out", temp_ / "err");
-  }
-
-  testing::TempDir temp_;
-  fs::path root_ = temp_ / "state";
-  linux_api::CgroupHost host_;
-  std::string subtree_;
 };
 
 TEST_F(OciJoinTest, TheContainerSeesTheJoinedNetworkNamespace) {

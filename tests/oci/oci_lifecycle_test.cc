@@ -2,9 +2,7 @@
 // on a busybox bundle (design §1.3, §1.7). As root the container gets a
 // cgroup under this test's own subtree; as an ordinary user a user
 // namespace and no cgroup.
-#include <poll.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <sys/stat.h>
@@ -12,15 +10,13 @@
 #include <chrono>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <random>
 #include <thread>
 
 #include "core/unique_fd.h"
 #include "helpers/oci_bundle.h"
-#include "helpers/oci_launch_support.h"
+#include "helpers/oci_fixture.h"
 #include "helpers/oci_state.h"
 #include "helpers/test_support.h"
-#include "linux/cgroup.h"
 
 namespace pulsebox {
 namespace {
@@ -29,76 +25,7 @@ namespace fs = std::filesystem;
 using testing::run_oci;
 using testing::run_oci_to_files;
 
-class OciLifecycleTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (const auto why = testing::oci_launch_unavailable(); !why.empty()) GTEST_SKIP() << why;
-    if (::geteuid() == 0) {
-      host_ = linux_api::discover_cgroups();
-      std::random_device random;
-      subtree_ = "pulsebox-test-oci-" + std::to_string(random());
-    }
-  }
-  void TearDown() override {
-    // Whatever a failed test left, then this test's own parent level.
-    (void)run_oci(root_, {"delete", "--force", "c1"});
-    for (const auto& [key, mount] : host_.hierarchy_mounts) {
-      if (subtree_.empty()) break;
-      ::rmdir((fs::path(mount) / subtree_ / "c1").c_str());
-      ::rmdir((fs::path(mount) / subtree_).c_str());
-    }
-  }
-
-  testing::OciBundle bundle(const std::vector<std::string>& args) {
-    return testing::make_oci_bundle(temp_ / "bundle", args, subtree_, "c1");
-  }
-
-  testing::OciFileRun oci(const std::vector<std::string>& args) {
-    return run_oci_to_files(root_, args, out_, err_);
-  }
-
-  std::string status_of(const std::string& id) {
-    const auto run = run_oci(root_, {"state", id});
-    auto parsed = nlohmann::json::parse(run.out, nullptr, false);
-    return parsed.is_object() ? parsed.value("status", "?") : "(" + run.err + ")";
-  }
-
-  // Polls `state` until it says `status` (bounded).
-  bool wait_for_status(const std::string& id, const std::string& status) {
-    for (int i = 0; i < 250; ++i) {
-      if (status_of(id) == status) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    return false;
-  }
-
-  // Polls the output file until it holds `text` (bounded).
-  bool wait_for_output(const std::string& text) {
-    for (int i = 0; i < 250; ++i) {
-      if (testing::read_file(out_).find(text) != std::string::npos) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    return false;
-  }
-
-  // The container's leaves this test would find left behind.
-  std::vector<std::string> leftover_leaves() {
-    std::vector<std::string> left;
-    for (const auto& [key, mount] : host_.hierarchy_mounts) {
-      if (subtree_.empty()) break;
-      const fs::path leaf = fs::path(mount) / subtree_ / "c1";
-      if (fs::exists(leaf)) left.push_back(leaf.string());
-    }
-    return left;
-  }
-
-  testing::TempDir temp_;
-  fs::path root_ = temp_ / "state";
-  fs::path out_ = temp_ / "out";
-  fs::path err_ = temp_ / "err";
-  linux_api::CgroupHost host_;
-  std::string subtree_;
-};
+class OciLifecycleTest : public testing::OciContainerTest {};
 
 TEST_F(OciLifecycleTest, CreateStartKillDelete) {
   const auto b = bundle({"sh", "-c", "echo started; exec sleep 60"});
@@ -281,32 +208,18 @@ TEST_F(OciLifecycleTest, ConsoleSocketGetsTheTerminal) {
   b.config["process"]["terminal"] = true;
   b.write();
   const fs::path socket_path = temp_ / "console.sock";
-  core::UniqueFd listener(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  sockaddr_un address{};
-  address.sun_family = AF_UNIX;
-  socket_path.string().copy(address.sun_path, sizeof address.sun_path - 1);
-  ASSERT_EQ(::bind(listener.get(), reinterpret_cast<const sockaddr*>(&address), sizeof address), 0);
-  ASSERT_EQ(::listen(listener.get(), 1), 0);
+  const core::UniqueFd listener = testing::listen_console_socket(socket_path);
+  ASSERT_TRUE(listener);
 
   const auto created =
       oci({"create", "--bundle", b.dir.string(), "--console-socket", socket_path.string(), "c1"});
   ASSERT_EQ(created.exit_code, 0) << created.err;
-  core::UniqueFd connection(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
-  ASSERT_TRUE(connection);
   std::string name;
-  core::UniqueFd master(testing::receive_master(connection.get(), name));
+  const core::UniqueFd master = testing::accept_console_master(listener.get(), name);
   ASSERT_TRUE(master);
   EXPECT_EQ(name.rfind("/dev/pts/", 0), 0u) << name;
   ASSERT_EQ(oci({"start", "c1"}).exit_code, 0);
-  std::string seen;
-  for (int i = 0; i < 250 && seen.find("on-a-tty") == std::string::npos; ++i) {
-    pollfd readable{master.get(), POLLIN, 0};
-    if (::poll(&readable, 1, 20) <= 0) continue;
-    char buffer[256];
-    const ssize_t n = ::read(master.get(), buffer, sizeof buffer);
-    if (n <= 0) break;
-    seen.append(buffer, static_cast<std::size_t>(n));
-  }
+  const std::string seen = testing::read_terminal_until(master.get(), "on-a-tty");
   EXPECT_NE(seen.find("on-a-tty"), std::string::npos) << seen;
   EXPECT_TRUE(wait_for_status("c1", "stopped"));
   EXPECT_EQ(oci({"delete", "c1"}).exit_code, 0);

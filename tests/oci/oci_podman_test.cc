@@ -1,144 +1,33 @@
 // podman runs its containers on pulsebox-runc (design §6, milestone 1).
 // Root only, and only with podman installed. Everything podman keeps is
-// under a TempDir (storage, run root, tmpdir, containers.conf), and every
-// podman command runs in a mount namespace of its own (`unshare -m
-// --propagation private`), so its storage and overlay mounts never reach the
-// host's. Never podman's default network: it changes the host (a bridge,
-// iptables chains, ip_forward), so every run says --network none.
-#include <fcntl.h>
-#include <poll.h>
+// under a TempDir and every podman command runs in a mount namespace of its
+// own (helpers/podman_env.h). Never podman's default network: it changes
+// the host (a bridge, iptables chains, ip_forward), so every run says
+// --network none.
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <chrono>
-#include <cstdlib>
-#include <fstream>
-#include <random>
-
-#include "helpers/cli_runner.h"
-#include "helpers/oci_launch_support.h"
+#include "helpers/podman_env.h"
 #include "helpers/test_support.h"
 #include "linux/cgroup.h"
-
-extern char** environ;
 
 namespace pulsebox {
 namespace {
 
 namespace fs = std::filesystem;
 
-struct ToolRun {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr together
-};
-
-// `argv` with `env` added, output collected, bounded by `timeout_s`.
-ToolRun run_tool(const std::vector<std::string>& argv, const std::vector<std::string>& env,
-                 int timeout_s = 120) {
-  ToolRun result;
-  int pipe_fds[2];
-  if (::pipe2(pipe_fds, O_CLOEXEC) != 0) return result;
-  std::vector<std::string> environment;
-  for (char** entry = environ; *entry != nullptr; ++entry)
-    environment.emplace_back(*entry);
-  environment.insert(environment.end(), env.begin(), env.end());
-  std::vector<char*> args, envp;
-  auto argv_copy = argv;
-  for (auto& arg : argv_copy)
-    args.push_back(arg.data());
-  args.push_back(nullptr);
-  for (auto& entry : environment)
-    envp.push_back(entry.data());
-  envp.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], 1);
-  posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], 2);
-  pid_t pid = -1;
-  const int rc = ::posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), envp.data());
-  posix_spawn_file_actions_destroy(&actions);
-  ::close(pipe_fds[1]);
-  if (rc != 0) {
-    ::close(pipe_fds[0]);
-    result.output = "posix_spawn failed";
-    return result;
-  }
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
-  for (;;) {
-    pollfd readable{pipe_fds[0], POLLIN, 0};
-    if (std::chrono::steady_clock::now() > deadline) {
-      ::kill(pid, SIGKILL);
-      result.output += "\n(killed after " + std::to_string(timeout_s) + " s)";
-      break;
-    }
-    if (::poll(&readable, 1, 200) <= 0) continue;
-    char buffer[4096];
-    const ssize_t n = ::read(pipe_fds[0], buffer, sizeof buffer);
-    if (n <= 0) break;
-    result.output.append(buffer, static_cast<std::size_t>(n));
-  }
-  ::close(pipe_fds[0]);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return result;
-}
+using testing::PodmanEnv;
+using testing::ToolRun;
 
 class OciPodmanTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    PULSEBOX_SKIP_UNLESS_ROOT("podman with cgroupfs leaves under /libpod_parent");
-    if (const auto why = testing::oci_launch_unavailable(); !why.empty()) GTEST_SKIP() << why;
-    for (const char* tool : {"/usr/bin/podman", "/usr/bin/conmon", "/usr/bin/unshare"}) {
-      if (::access(tool, X_OK) != 0) GTEST_SKIP() << tool << " is not installed";
-    }
-    const char* runc = std::getenv("PULSEBOX_RUNC");
-    ASSERT_NE(runc, nullptr) << "PULSEBOX_RUNC is not set (meson sets it)";
-    runtime_ = fs::absolute(runc);
-    {
-      std::ofstream conf(temp_ / "containers.conf");
-      // root lacks CAP_SYS_RESOURCE here: podman's default ulimits would fail.
-      conf << "[containers]\ndefault_ulimits = [\"nofile=20000:20000\", "
-              "\"nproc=32768:32768\"]\n"
-              "[engine]\ncgroup_manager = \"cgroupfs\"\nevents_logger = \"file\"\n";
-    }
-    testing::make_busybox_root(temp_ / "rootfs");
-    const auto tar = run_tool(
-        {"tar", "-C", (temp_ / "rootfs").string(), "-cf", (temp_ / "rootfs.tar").string(), "."},
-        {});
-    ASSERT_EQ(tar.exit_code, 0) << tar.output;
-    const auto imported = podman({"import", (temp_ / "rootfs.tar").string(), kImage});
-    ASSERT_EQ(imported.exit_code, 0) << imported.output;
+    if (const auto why = PodmanEnv::unavailable(); !why.empty()) GTEST_SKIP() << why;
+    ASSERT_NO_FATAL_FAILURE(podman_.set_up());
   }
 
-  void TearDown() override {
-    if (runtime_.empty()) return;
-    (void)podman({"rm", "--all", "--force"});
-    (void)podman({"image", "rm", "--all", "--force"});
-  }
-
-  ToolRun podman(const std::vector<std::string>& args) {
-    std::vector<std::string> argv = {"/usr/bin/unshare",
-                                     "-m",
-                                     "--propagation",
-                                     "private",
-                                     "/usr/bin/podman",
-                                     "--root",
-                                     (temp_ / "storage").string(),
-                                     "--runroot",
-                                     (temp_ / "run").string(),
-                                     "--tmpdir",
-                                     (temp_ / "tmp").string(),
-                                     "--storage-driver",
-                                     "overlay",
-                                     "--runtime",
-                                     runtime_.string()};
-    argv.insert(argv.end(), args.begin(), args.end());
-    return run_tool(argv, {"CONTAINERS_CONF=" + (temp_ / "containers.conf").string()});
-  }
+  ToolRun podman(const std::vector<std::string>& args) { return podman_.run(args); }
 
   // `podman run --rm --network none EXTRA... IMAGE sh -c SCRIPT`.
   ToolRun run(const std::vector<std::string>& extra, const std::string& script) {
@@ -148,9 +37,9 @@ class OciPodmanTest : public ::testing::Test {
     return podman(args);
   }
 
-  static constexpr const char* kImage = "localhost/pulsebox-test-bb:latest";
+  static constexpr const char* kImage = PodmanEnv::kImage;
   testing::TempDir temp_;
-  fs::path runtime_;
+  PodmanEnv podman_{temp_.path()};
 };
 
 TEST_F(OciPodmanTest, RunRmEchoesHi) {

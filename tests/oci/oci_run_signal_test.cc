@@ -4,23 +4,18 @@
 // it started.
 #include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <nlohmann/json.hpp>
-#include <random>
 #include <thread>
 #include <tuple>
 
 #include "helpers/oci_bundle.h"
-#include "helpers/oci_launch_support.h"
+#include "helpers/oci_fixture.h"
 #include "helpers/oci_state.h"
 #include "helpers/test_support.h"
-#include "linux/cgroup.h"
-
-extern char** environ;
 
 namespace pulsebox {
 namespace {
@@ -28,68 +23,30 @@ namespace {
 namespace fs = std::filesystem;
 using testing::run_oci;
 
-constexpr const char* kId = "c1";
-
-class OciRunSignalTest : public ::testing::Test {
+class OciRunSignalTest : public testing::OciContainerTest {
  protected:
-  void SetUp() override {
-    if (const auto why = testing::oci_launch_unavailable(); !why.empty()) GTEST_SKIP() << why;
-    if (::geteuid() == 0) {
-      host_ = linux_api::discover_cgroups();
-      std::random_device random;
-      subtree_ = "pulsebox-test-oci-" + std::to_string(random());
-    }
-  }
   void TearDown() override {
     if (run_pid_ > 0) {
       ::kill(run_pid_, SIGKILL);
       ::waitpid(run_pid_, nullptr, 0);
     }
-    (void)run_oci(root_, {"delete", "--force", kId});
-    for (const auto& [key, mount] : host_.hierarchy_mounts) {
-      if (subtree_.empty()) break;
-      ::rmdir((fs::path(mount) / subtree_ / kId).c_str());
-      ::rmdir((fs::path(mount) / subtree_).c_str());
-    }
+    OciContainerTest::TearDown();
   }
 
   // A container whose shell says "ready" once its trap is set, then waits.
   testing::OciBundle trapping_bundle(const std::string& signal, int status) {
     const std::string script = "trap \"exit " + std::to_string(status) + "\" " + signal +
                                "; echo ready; while :; do sleep 0.1; done";
-    return testing::make_oci_bundle(temp_ / "bundle", {"sh", "-c", script}, subtree_, kId);
+    return bundle({"sh", "-c", script});
   }
 
   // `pulsebox oci --root R run ARGS... --bundle B c1` in the background.
   void start_run(const testing::OciBundle& bundle, const std::vector<std::string>& flags) {
-    const char* binary = std::getenv("PULSEBOX_BIN");
-    ASSERT_NE(binary, nullptr) << "PULSEBOX_BIN is not set (meson sets it)";
-    std::vector<std::string> full = {binary, "oci", "--root", root_.string(), "run"};
-    full.insert(full.end(), flags.begin(), flags.end());
-    for (const std::string& arg : {std::string("--bundle"), bundle.dir.string(), std::string(kId)})
-      full.push_back(arg);
-    std::vector<char*> argv;
-    for (auto& arg : full)
-      argv.push_back(arg.data());
-    argv.push_back(nullptr);
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&actions, 1, out_.c_str(), O_WRONLY | O_CREAT | O_APPEND,
-                                     0600);
-    posix_spawn_file_actions_addopen(&actions, 2, err_.c_str(), O_WRONLY | O_CREAT | O_APPEND,
-                                     0600);
-    const int rc = ::posix_spawn(&run_pid_, binary, &actions, nullptr, argv.data(), environ);
-    posix_spawn_file_actions_destroy(&actions);
-    ASSERT_EQ(rc, 0) << "posix_spawn " << binary;
-  }
-
-  bool wait_for_output(const std::string& text) {
-    for (int i = 0; i < 500; ++i) {
-      if (testing::read_file(out_).find(text) != std::string::npos) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    return false;
+    std::vector<std::string> args = {"run"};
+    args.insert(args.end(), flags.begin(), flags.end());
+    args.insert(args.end(), {"--bundle", bundle.dir.string(), kId});
+    run_pid_ = testing::spawn_oci(root_, args, out_, err_);
+    ASSERT_GT(run_pid_, 0);
   }
 
   // run's exit code (128 + n after signal n), bounded by 30 s; -1 on timeout.
@@ -113,12 +70,6 @@ class OciRunSignalTest : public ::testing::Test {
     return entries;
   }
 
-  testing::TempDir temp_;
-  fs::path root_ = temp_ / "state";
-  fs::path out_ = temp_ / "out";
-  fs::path err_ = temp_ / "err";
-  linux_api::CgroupHost host_;
-  std::string subtree_;
   pid_t run_pid_ = -1;
 };
 

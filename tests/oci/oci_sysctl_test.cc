@@ -5,59 +5,16 @@
 // leaves nothing behind.
 #include <unistd.h>
 
-#include <random>
-
 #include "helpers/oci_bundle.h"
-#include "helpers/oci_launch_support.h"
-#include "helpers/oci_state.h"
+#include "helpers/oci_fixture.h"
 #include "helpers/test_support.h"
-#include "linux/cgroup.h"
 
 namespace pulsebox {
 namespace {
 
 namespace fs = std::filesystem;
 
-class OciSysctlTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (const auto why = testing::oci_launch_unavailable(); !why.empty()) GTEST_SKIP() << why;
-    if (::geteuid() == 0) {
-      host_ = linux_api::discover_cgroups();
-      std::random_device random;
-      subtree_ = "pulsebox-test-oci-" + std::to_string(random());
-    }
-  }
-  void TearDown() override {
-    (void)testing::run_oci(root_, {"delete", "--force", "c1"});
-    for (const auto& [key, mount] : host_.hierarchy_mounts) {
-      if (subtree_.empty()) break;
-      ::rmdir((fs::path(mount) / subtree_ / "c1").c_str());
-      ::rmdir((fs::path(mount) / subtree_).c_str());
-    }
-  }
-
-  testing::OciBundle bundle(const std::vector<std::string>& args) {
-    return testing::make_oci_bundle(temp_ / "bundle", args, subtree_, "c1");
-  }
-  testing::OciFileRun oci(const std::vector<std::string>& args) {
-    return testing::run_oci_to_files(root_, args, temp_ / "out", temp_ / "err");
-  }
-  std::vector<std::string> leftover_leaves() {
-    std::vector<std::string> left;
-    for (const auto& [key, mount] : host_.hierarchy_mounts) {
-      if (subtree_.empty()) break;
-      const fs::path leaf = fs::path(mount) / subtree_ / "c1";
-      if (fs::exists(leaf)) left.push_back(leaf.string());
-    }
-    return left;
-  }
-
-  testing::TempDir temp_;
-  fs::path root_ = temp_ / "state";
-  linux_api::CgroupHost host_;
-  std::string subtree_;
-};
+class OciSysctlTest : public testing::OciContainerTest {};
 
 TEST_F(OciSysctlTest, ValuesReachOnlyTheContainer) {
   const std::string forward_before = testing::read_file("/proc/sys/net/ipv4/ip_forward");

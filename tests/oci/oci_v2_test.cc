@@ -19,6 +19,7 @@
 
 #include "core/unique_fd.h"
 #include "helpers/oci_bundle.h"
+#include "helpers/oci_fixture.h"
 #include "helpers/oci_launch_support.h"
 #include "helpers/test_support.h"
 #include "linux/cgroup.h"
@@ -114,24 +115,11 @@ TEST(OciV2Devices, RootContainerCannotOpenAHostDisk) {
   const auto host = linux_api::discover_cgroups();
   if (host.hybrid || !host.hierarchy_mounts.count(""))
     GTEST_SKIP() << "not a pure cgroup v2 host (tools/vm-test runs this)";
-  testing::TempDir temp;
-  const std::string subtree = random_name();
-  auto bundle = testing::make_oci_bundle(temp / "bundle",
-                                         {"sh", "-c",
-                                          "busybox mknod /dev/sdx b 8 0 && echo made; "
-                                          "head -c 1 /dev/sdx > /dev/null && echo opened; "
-                                          "echo x > /dev/null && echo null-ok; "
-                                          "head -c 1 /dev/zero | wc -c"},
-                                         subtree, "c1");
-  for (const char* set : {"bounding", "effective", "permitted"})
-    bundle.config["process"]["capabilities"][set].push_back("CAP_MKNOD");
-  bundle.write();
-  const auto run = testing::run_oci_to_files(
-      temp / "state", {"run", "--bundle", bundle.dir.string(), "c1"}, temp / "out", temp / "err");
-  for (const auto& [key, mount] : host.hierarchy_mounts) {
-    ::rmdir((fs::path(mount) / subtree / "c1").c_str());
-    ::rmdir((fs::path(mount) / subtree).c_str());
-  }
+  const auto run = testing::run_with_cap_mknod(
+      "busybox mknod /dev/sdx b 8 0 && echo made; "
+      "head -c 1 /dev/sdx > /dev/null && echo opened; "
+      "echo x > /dev/null && echo null-ok; "
+      "head -c 1 /dev/zero | wc -c");
   EXPECT_EQ(run.exit_code, 0) << run.err;
   // runc's implicit rules allow mknod of any node; the open never works.
   EXPECT_NE(run.out.find("made"), std::string::npos) << run.out;

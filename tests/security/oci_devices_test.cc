@@ -6,42 +6,23 @@
 // Root only, on a host with the v1 devices controller (this one is hybrid).
 #include <unistd.h>
 
-#include <random>
-
-#include "helpers/oci_bundle.h"
+#include "helpers/oci_fixture.h"
 #include "helpers/oci_launch_support.h"
-#include "helpers/oci_state.h"
 #include "helpers/test_support.h"
 #include "linux/cgroup.h"
 
 namespace pulsebox {
 namespace {
 
-namespace fs = std::filesystem;
-
 TEST(OciDevices, RootContainerCannotOpenAHostDisk) {
   PULSEBOX_SKIP_UNLESS_ROOT("device rules matter where mknod works: real root");
   if (const auto why = testing::oci_launch_unavailable(); !why.empty()) GTEST_SKIP() << why;
   const auto host = linux_api::discover_cgroups();
   if (!host.hierarchy_mounts.count("devices")) GTEST_SKIP() << "no cgroup v1 devices controller";
-  testing::TempDir temp;
-  std::random_device random;
-  const std::string subtree = "pulsebox-test-oci-" + std::to_string(random());
-  auto bundle = testing::make_oci_bundle(temp / "bundle",
-                                         {"sh", "-c",
-                                          "busybox mknod /dev/sdx b 8 0 && echo made; "
-                                          "head -c 1 /dev/sdx > /dev/null && echo opened; "
-                                          "head -c 1 /dev/zero | wc -c"},
-                                         subtree, "c1");
-  for (const char* set : {"bounding", "effective", "permitted"})
-    bundle.config["process"]["capabilities"][set].push_back("CAP_MKNOD");
-  bundle.write();
-  const auto run = testing::run_oci_to_files(
-      temp / "state", {"run", "--bundle", bundle.dir.string(), "c1"}, temp / "out", temp / "err");
-  for (const auto& [key, mount] : host.hierarchy_mounts) {
-    ::rmdir((fs::path(mount) / subtree / "c1").c_str());
-    ::rmdir((fs::path(mount) / subtree).c_str());
-  }
+  const auto run = testing::run_with_cap_mknod(
+      "busybox mknod /dev/sdx b 8 0 && echo made; "
+      "head -c 1 /dev/sdx > /dev/null && echo opened; "
+      "head -c 1 /dev/zero | wc -c");
   EXPECT_EQ(run.exit_code, 0) << run.err;
   // The node may or may not be made (mknod needs "m"); it never opens.
   EXPECT_EQ(run.out.find("opened"), std::string::npos) << run.out;

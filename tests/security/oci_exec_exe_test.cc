@@ -15,55 +15,18 @@
 #include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
-#include <random>
 #include <thread>
 
 #include "helpers/oci_bundle.h"
-#include "helpers/oci_launch_support.h"
-#include "helpers/oci_state.h"
+#include "helpers/oci_fixture.h"
 #include "helpers/test_support.h"
-#include "linux/cgroup.h"
 
 namespace pulsebox {
 namespace {
 
 namespace fs = std::filesystem;
-using testing::run_oci;
-using testing::run_oci_to_files;
 
-class OciExecExeTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (const auto why = testing::oci_launch_unavailable(); !why.empty()) GTEST_SKIP() << why;
-    if (::geteuid() == 0) {
-      host_ = linux_api::discover_cgroups();
-      std::random_device random;
-      subtree_ = "pulsebox-test-oci-" + std::to_string(random());
-    }
-    testing::make_oci_bundle(temp_ / "bundle", {"sleep", "60"}, subtree_, "c1");
-    ASSERT_EQ(oci({"create", "--bundle", (temp_ / "bundle").string(), "c1"}).exit_code, 0);
-    ASSERT_EQ(oci({"start", "c1"}).exit_code, 0);
-  }
-  void TearDown() override {
-    (void)run_oci(root_, {"delete", "--force", "c1"});
-    for (const auto& [key, mount] : host_.hierarchy_mounts) {
-      if (subtree_.empty()) break;
-      ::rmdir((fs::path(mount) / subtree_ / "c1").c_str());
-      ::rmdir((fs::path(mount) / subtree_).c_str());
-    }
-  }
-
-  testing::OciFileRun oci(const std::vector<std::string>& args) {
-    ::truncate((temp_ / "out").c_str(), 0);
-    ::truncate((temp_ / "err").c_str(), 0);
-    return run_oci_to_files(root_, args, temp_ / "out", temp_ / "err");
-  }
-
-  testing::TempDir temp_;
-  fs::path root_ = temp_ / "state";
-  linux_api::CgroupHost host_;
-  std::string subtree_;
-};
+class OciExecExeTest : public testing::OciRunningContainerTest {};
 
 TEST_F(OciExecExeTest, TheContainerCannotOpenTheRuntimeBinaryOfAnExec) {
   // exec's process holds itself right before execve: its final identity

@@ -26,10 +26,10 @@
 #include <ctime>
 
 #include "linux/caps.h"
-#include "linux/pty.h"
 #include "linux/rooted_mounts.h"
 #include "linux/seccomp_filter.h"
 #include "linux/syscalls.h"
+#include "oci/launch/process_steps.h"
 #include "runtime/child_steps.h"
 #include "runtime/sync_channel.h"
 
@@ -37,36 +37,9 @@ namespace pulsebox::oci::launch {
 namespace {
 
 using linux_api::raw;
-using linux_api::raw_error;
 using runtime::exit_now;
 using runtime::Failure;
 using runtime::kSetupFailed;
-
-PULSEBOX_CHILD_CODE void check(const Failure& fail, const char* stage, long result,
-                               const char* detail = "") noexcept {
-  if (result < 0) fail(stage, raw_error(result), detail);
-}
-
-// Writes `value` in decimal to /proc/self/oom_score_adj.
-PULSEBOX_CHILD_CODE long write_oom_score_adj(int value) noexcept {
-  char text[16];
-  int n = 0;
-  unsigned magnitude = value < 0 ? 0U - static_cast<unsigned>(value) : static_cast<unsigned>(value);
-  char digits[12];
-  int count = 0;
-  do {
-    digits[count++] = static_cast<char>('0' + magnitude % 10);
-    magnitude /= 10;
-  } while (magnitude != 0);
-  if (value < 0) text[n++] = '-';
-  while (count > 0)
-    text[n++] = digits[--count];
-  const long fd = raw(SYS_openat, AT_FDCWD, "/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
-  if (fd < 0) return fd;
-  const long written = raw(SYS_write, fd, text, n);
-  raw(SYS_close, fd);
-  return written < 0 ? written : 0;
-}
 
 PULSEBOX_CHILD_CODE void load_seccomp(const ContainerPlan& plan, const Failure& fail) noexcept {
   sock_fprog program{};
@@ -93,42 +66,13 @@ PULSEBOX_CHILD_CODE void wait_for_start_byte(const ContainerPlan& plan,
   }
 }
 
-// The console (design §2.5): a pty of the container's devpts as the
-// controlling terminal and fds 0-2, bound on /dev/console, its master sent
-// on the console socket.
-PULSEBOX_CHILD_CODE void set_up_console(const ContainerPlan& plan, int root_fd,
-                                        const Failure& fail) noexcept {
-  check(fail, "starting a session for the console", raw(SYS_setsid));
-  winsize size{};
-  size.ws_row = plan.console_rows;
-  size.ws_col = plan.console_columns;
-  int master = -1;
-  int slave = -1;
-  if (const int e = linux_api::open_controlling_pty(size, &master, &slave); e != 0)
-    fail("opening the console's pseudo-terminal", e);
-  unsigned number = 0;
-  check(fail, "naming the console's pseudo-terminal", raw(SYS_ioctl, master, TIOCGPTN, &number));
-  char name[32] = "/dev/pts/";
-  char digits[12];
-  int count = 0;
-  do {
-    digits[count++] = static_cast<char>('0' + number % 10);
-    number /= 10;
-  } while (number != 0);
-  int n = 9;
-  while (count > 0)
-    name[n++] = digits[--count];
-  name[n] = '\0';
-  if (const int e = linux_api::bind_fd_in_root(root_fd, slave, "/dev/console"); e != 0)
-    fail("binding the console on /dev/console", e, name);
-  for (int fd = 0; fd < 3; ++fd)
-    check(fail, "connecting the console to stdin, stdout and stderr", raw(SYS_dup2, slave, fd));
-  if (const int e = linux_api::send_console_master(plan.console_socket_fd, master, name); e != 0)
-    fail("sending the console to the console socket", e);
-  raw(SYS_close, master);
-  raw(SYS_close, slave);
-  raw(SYS_close, plan.console_socket_fd);
-}
+// The console (design §2.5): bound on /dev/console too.
+constexpr TerminalStages kConsoleStages{"starting a session for the console",
+                                        "opening the console's pseudo-terminal",
+                                        "naming the console's pseudo-terminal",
+                                        "binding the console on /dev/console",
+                                        "connecting the console to stdin, stdout and stderr",
+                                        "sending the console to the console socket"};
 
 // linux.sysctl: each value goes through the root's own proc mount. The
 // directory is resolved in the root with no symlink at all and must be on
@@ -418,12 +362,7 @@ PULSEBOX_CHILD_CODE void apply_identity(const ContainerPlan& plan, int channel) 
   // 1. Die with create; nothing inherited.
   raw(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
   runtime::reset_signals();
-  for (int fd = 0; fd < 3; ++fd) {
-    if (plan.stdio[fd] >= 0 && plan.stdio[fd] != fd)
-      check(fail, "connecting stdin, stdout and stderr", raw(SYS_dup2, plan.stdio[fd], fd));
-    else if (plan.stdio[fd] == fd)
-      raw(SYS_fcntl, fd, F_SETFD, 0);
-  }
+  connect_stdio(plan, fail);
   // The detached trees the mount steps attach stay open too (spawn checked
   // there are at most kMaxAttachFds).
   static_assert(4 + kMaxAttachFds <= runtime::kMaxKeptFds);
@@ -508,7 +447,8 @@ PULSEBOX_CHILD_CODE void apply_identity(const ContainerPlan& plan, int channel) 
   check(fail, "detaching the old root", raw(SYS_umount2, ".", MNT_DETACH));
   check(fail, "entering /", raw(SYS_chdir, "/"));
   // Before root.readonly, which would forbid making /dev/console.
-  if (plan.console_socket_fd >= 0) set_up_console(plan, static_cast<int>(root_fd), fail);
+  if (plan.console_socket_fd >= 0)
+    set_up_terminal(plan, kConsoleStages, static_cast<int>(root_fd), fail);
 
   // 7. maskedPaths, readonlyPaths, root.readonly (root_fd is / now).
   for (const auto& path : plan.masked_paths) {
@@ -538,10 +478,7 @@ PULSEBOX_CHILD_CODE void apply_identity(const ContainerPlan& plan, int channel) 
     check(fail, "setting the domain name",
           raw(SYS_setdomainname, plan.domainname.c_str(), plan.domainname.size()));
   }
-  for (const auto& limit : plan.rlimits) {
-    const std::uint64_t values[2] = {limit.soft, limit.hard};
-    check(fail, "setting a resource limit", raw(SYS_prlimit64, 0, limit.resource, values, nullptr));
-  }
+  set_rlimits(plan, fail);
   if (plan.personality)
     check(fail, "setting the personality", raw(SYS_personality, *plan.personality));
   if (plan.umask) raw(SYS_umask, *plan.umask);
@@ -550,10 +487,7 @@ PULSEBOX_CHILD_CODE void apply_identity(const ContainerPlan& plan, int channel) 
 
   // 9. Identity, capabilities, seccomp, in runc's order (design §2.2).
   apply_identity(plan, channel);
-  if (runtime::send_child_ready(channel, -1) != 0) exit_now(kSetupFailed);
-  if (!runtime::wait_for_detach(channel)) exit_now(kSetupFailed);  // create is gone
-  raw(SYS_prctl, PR_SET_PDEATHSIG, 0, 0, 0, 0);
-  runtime::send_child_detached(channel);
+  report_ready_and_detach(channel);
 
   // 10. Wait for `start`, then only stdio, preserved fds and the
   // channel (CLOEXEC, to report a failed execve) are left.
@@ -563,19 +497,8 @@ PULSEBOX_CHILD_CODE void apply_identity(const ContainerPlan& plan, int channel) 
     raw(SYS_close, plan.exec_fifo_writer_fd);
   }
   run_start_container_hooks(plan, host_pid);
-  const int keep_for_exec[] = {channel};
-  runtime::close_all_except(3U + static_cast<unsigned>(plan.preserved_fds), keep_for_exec, 1);
-  // The planner searched PATH: each candidate in turn, keeping the most
-  // telling error (as execvp does: EACCES beats ENOENT).
-  int error_number = ENOENT;
-  for (const auto& candidate : plan.exec_candidates) {
-    const int e = raw_error(raw(SYS_execve, candidate.c_str(), plan.argv.data(), plan.envp.data()));
-    if (e != ENOENT && e != ENOTDIR) error_number = e;
-    if (e != ENOENT && e != ENOTDIR && e != EACCES) break;
-  }
-  runtime::send_child_error(channel, "executing", plan.args.empty() ? "" : plan.args[0].c_str(),
-                            error_number);
-  exit_now(error_number == ENOENT ? 127 : 126);
+  // The planner searched PATH: each candidate in turn.
+  exec_program(plan, channel);
 }
 
 }  // namespace pulsebox::oci::launch

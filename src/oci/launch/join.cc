@@ -16,9 +16,9 @@
 #include <string>
 
 #include "linux/clone.h"
-#include "linux/pty.h"
 #include "linux/syscalls.h"
 #include "oci/launch/container_init.h"
+#include "oci/launch/process_steps.h"
 #include "runtime/child_steps.h"
 
 namespace pulsebox::oci::launch {
@@ -63,47 +63,6 @@ PULSEBOX_CHILD_CODE int start_process(void* argument) {
   const auto* start = static_cast<const ProcessStart*>(argument);
   if (start->plan->join_pidfd >= 0) run_exec_process(*start->plan, start->channel);
   run_container_init(*start->plan, start->channel);
-}
-
-PULSEBOX_CHILD_CODE void check(const runtime::Failure& fail, const char* stage, long result,
-                               const char* detail = "") noexcept {
-  if (result < 0) fail(stage, linux_api::raw_error(result), detail);
-}
-
-// exec's terminal: a pty of the container's devpts (its /dev/ptmx, now that
-// the mount namespace is the container's), the controlling terminal and
-// fds 0-2, its master sent on the console socket.
-PULSEBOX_CHILD_CODE void exec_console(const ContainerPlan& plan,
-                                      const runtime::Failure& fail) noexcept {
-  using linux_api::raw;
-  check(fail, "starting a session for the terminal", raw(SYS_setsid));
-  winsize size{};
-  size.ws_row = plan.console_rows;
-  size.ws_col = plan.console_columns;
-  int master = -1;
-  int slave = -1;
-  if (const int e = linux_api::open_controlling_pty(size, &master, &slave); e != 0)
-    fail("opening the terminal in the container", e);
-  unsigned number = 0;
-  check(fail, "naming the terminal", raw(SYS_ioctl, master, TIOCGPTN, &number));
-  char name[32] = "/dev/pts/";
-  char digits[12];
-  int count = 0;
-  do {
-    digits[count++] = static_cast<char>('0' + number % 10);
-    number /= 10;
-  } while (number != 0);
-  int n = 9;
-  while (count > 0)
-    name[n++] = digits[--count];
-  name[n] = '\0';
-  for (int fd = 0; fd < 3; ++fd)
-    check(fail, "connecting the terminal to stdin, stdout and stderr", raw(SYS_dup2, slave, fd));
-  if (const int e = linux_api::send_console_master(plan.console_socket_fd, master, name); e != 0)
-    fail("sending the terminal to the console socket", e);
-  raw(SYS_close, master);
-  raw(SYS_close, slave);
-  raw(SYS_close, plan.console_socket_fd);
 }
 
 }  // namespace
@@ -197,67 +156,35 @@ core::Result<std::vector<NamespacePath>> open_namespace_paths(const spec::Spec& 
   raw(SYS_prctl, PR_SET_DUMPABLE, 0, 0, 0, 0);
   raw(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
   runtime::reset_signals();
-  for (int fd = 0; fd < 3; ++fd) {
-    if (plan.stdio[fd] >= 0 && plan.stdio[fd] != fd)
-      check(fail, "connecting stdin, stdout and stderr", raw(SYS_dup2, plan.stdio[fd], fd));
-    else if (plan.stdio[fd] == fd)
-      raw(SYS_fcntl, fd, F_SETFD, 0);
-  }
+  connect_stdio(plan, fail);
   // The pidfd, the cgroup directory and the namespace descriptors go here:
   // no host directory is open when the working directory is resolved.
   const int keep[] = {channel, plan.console_socket_fd};
   runtime::close_all_except(3U + static_cast<unsigned>(plan.preserved_fds), keep, 2);
   if (!runtime::wait_for_go(channel)) runtime::exit_now(runtime::kSetupFailed);
 
-  if (plan.console_socket_fd >= 0) exec_console(plan, fail);
-  if (plan.oom_score_adj) {
-    char text[16];
-    int n = 0;
-    int value = *plan.oom_score_adj;
-    unsigned magnitude =
-        value < 0 ? 0U - static_cast<unsigned>(value) : static_cast<unsigned>(value);
-    char digits[12];
-    int count = 0;
-    do {
-      digits[count++] = static_cast<char>('0' + magnitude % 10);
-      magnitude /= 10;
-    } while (magnitude != 0);
-    if (value < 0) text[n++] = '-';
-    while (count > 0)
-      text[n++] = digits[--count];
-    const long fd = raw(SYS_openat, AT_FDCWD, "/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
-    check(fail, "setting oom_score_adj", fd);
-    check(fail, "setting oom_score_adj", raw(SYS_write, fd, text, n));
-    raw(SYS_close, fd);
+  // exec's terminal: a pty of the container's devpts (its /dev/ptmx, now
+  // that the mount namespace is the container's).
+  if (plan.console_socket_fd >= 0) {
+    const TerminalStages stages{"starting a session for the terminal",
+                                "opening the terminal in the container",
+                                "naming the terminal",
+                                "",
+                                "connecting the terminal to stdin, stdout and stderr",
+                                "sending the terminal to the console socket"};
+    set_up_terminal(plan, stages, -1, fail);
   }
-  for (const auto& limit : plan.rlimits) {
-    const std::uint64_t values[2] = {limit.soft, limit.hard};
-    check(fail, "setting a resource limit", raw(SYS_prlimit64, 0, limit.resource, values, nullptr));
-  }
+  if (plan.oom_score_adj)
+    check(fail, "setting oom_score_adj", write_oom_score_adj(*plan.oom_score_adj));
+  set_rlimits(plan, fail);
   if (plan.umask) raw(SYS_umask, *plan.umask);
   // setns(CLONE_NEWNS) made the container's root this process's root and
   // cwd: the path resolves there, never on the host.
   check(fail, "changing to the working directory", raw(SYS_chdir, plan.cwd.c_str()),
         plan.cwd.c_str());
   apply_identity(plan, channel);
-  if (runtime::send_child_ready(channel, -1) != 0) runtime::exit_now(runtime::kSetupFailed);
-  if (!runtime::wait_for_detach(channel)) runtime::exit_now(runtime::kSetupFailed);
-  raw(SYS_prctl, PR_SET_PDEATHSIG, 0, 0, 0, 0);
-  runtime::send_child_detached(channel);
-
-  const int keep_for_exec[] = {channel};
-  runtime::close_all_except(3U + static_cast<unsigned>(plan.preserved_fds), keep_for_exec, 1);
-  if (plan.stop_before_exec) raw(SYS_kill, raw(SYS_getpid), SIGSTOP);
-  int error_number = ENOENT;
-  for (const auto& candidate : plan.exec_candidates) {
-    const int e = linux_api::raw_error(
-        raw(SYS_execve, candidate.c_str(), plan.argv.data(), plan.envp.data()));
-    if (e != ENOENT && e != ENOTDIR) error_number = e;
-    if (e != ENOENT && e != ENOTDIR && e != EACCES) break;
-  }
-  runtime::send_child_error(channel, "executing", plan.args.empty() ? "" : plan.args[0].c_str(),
-                            error_number);
-  runtime::exit_now(error_number == ENOENT ? 127 : 126);
+  report_ready_and_detach(channel);
+  exec_program(plan, channel);
 }
 
 }  // namespace pulsebox::oci::launch
