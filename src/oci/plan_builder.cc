@@ -569,28 +569,52 @@ core::Result<CgroupResources> cgroup_resources(const spec::Resources& resources)
   CgroupResources result;
   if (resources.memory) {
     const auto& memory = *resources.memory;
-    if (memory.swappiness || memory.disable_oom_killer || memory.use_hierarchy ||
-        memory.check_before_update)
+    if (memory.use_hierarchy || memory.check_before_update)
       return not_yet("linux.resources.memory",
-                     "only limit, reservation and swap are applied; remove the others");
+                     "useHierarchy and checkBeforeUpdate are not applied; remove them");
     result.memory_limit = memory.limit;
     result.memory_swap = memory.swap;
     result.memory_reservation = memory.reservation;
+    result.memory_swappiness = memory.swappiness;
+    result.disable_oom_killer = memory.disable_oom_killer.value_or(false);
   }
   result.pids_limit = resources.pids_limit;
   if (resources.cpu) {
     const auto& cpu = *resources.cpu;
-    if (cpu.burst || cpu.idle || !cpu.cpus.empty() || !cpu.mems.empty())
-      return not_yet("linux.resources.cpu",
-                     "only shares, quota and period are applied; remove the others");
     result.cpu_shares = cpu.shares;
     result.cpu_quota = cpu.quota;
     result.cpu_period = cpu.period;
+    result.cpu_burst = cpu.burst;
+    result.cpu_idle = cpu.idle;
+    result.cpuset_cpus = cpu.cpus;
+    result.cpuset_mems = cpu.mems;
   }
-  if (resources.block_io) return not_yet("linux.resources.blockIO", "remove it");
-  if (!resources.hugepage_limits.empty())
-    return not_yet("linux.resources.hugepageLimits", "remove them");
-  if (!resources.unified.empty()) return not_yet("linux.resources.unified", "remove it");
+  if (resources.block_io) {
+    const auto& block = *resources.block_io;
+    BlockIoLimits limits;
+    limits.weight = block.weight.value_or(0);
+    limits.leaf_weight = block.leaf_weight.value_or(0);
+    // Index for index with the config's weightDevice (0: that one unset).
+    for (const auto& entry : block.weight_device) {
+      limits.weight_device.push_back({entry.major, entry.minor, entry.weight.value_or(0)});
+      limits.leaf_weight_device.push_back(
+          {entry.major, entry.minor, entry.leaf_weight.value_or(0)});
+    }
+    const auto rates = [](const std::vector<spec::BlockIoDevice>& entries) {
+      std::vector<BlockDeviceValue> out;
+      for (const auto& entry : entries)
+        out.push_back({entry.major, entry.minor, entry.rate});
+      return out;
+    };
+    limits.read_bps = rates(block.throttle_read_bps);
+    limits.write_bps = rates(block.throttle_write_bps);
+    limits.read_iops = rates(block.throttle_read_iops);
+    limits.write_iops = rates(block.throttle_write_iops);
+    result.block_io = std::move(limits);
+  }
+  for (const auto& limit : resources.hugepage_limits)
+    result.hugepage_limits.push_back({limit.page_size, limit.limit});
+  result.unified = resources.unified;
   return result;
 }
 

@@ -396,10 +396,40 @@ TEST(OciPlanBuilder, CgroupResources) {
   ASSERT_TRUE(limits.ok());
   EXPECT_EQ(limits->cpu_shares, 1024u);
 
-  spec::Resources swappiness;
-  swappiness.memory = spec::MemoryResources{};
-  swappiness.memory->swappiness = 10;
-  auto refused = cgroup_resources(swappiness);
+  spec::Resources more;
+  more.memory = spec::MemoryResources{};
+  more.memory->swappiness = 10;
+  more.memory->disable_oom_killer = true;
+  more.cpu = spec::CpuResources{};
+  more.cpu->cpus = "0";
+  more.cpu->idle = 1;
+  more.block_io = spec::BlockIoResources{};
+  more.block_io->weight = 500;
+  spec::BlockIoDevice leaf_only;
+  leaf_only.major = 8;
+  leaf_only.leaf_weight = 300;
+  more.block_io->weight_device.push_back(leaf_only);
+  more.hugepage_limits.push_back({"2MB", 4 << 20});
+  more.unified["memory.high"] = "1000000";
+  auto mapped = cgroup_resources(more);
+  ASSERT_TRUE(mapped.ok()) << mapped.error().message();
+  EXPECT_EQ(mapped->memory_swappiness, 10u);
+  EXPECT_TRUE(mapped->disable_oom_killer);
+  EXPECT_EQ(mapped->cpuset_cpus, "0");
+  EXPECT_EQ(mapped->cpu_idle, 1);
+  ASSERT_TRUE(mapped->block_io);
+  EXPECT_EQ(mapped->block_io->weight, 500);
+  // Index for index with weightDevice, so that errors name the right entry.
+  ASSERT_EQ(mapped->block_io->weight_device.size(), 1u);
+  EXPECT_EQ(mapped->block_io->weight_device[0].value, 0u);
+  EXPECT_EQ(mapped->block_io->leaf_weight_device[0].value, 300u);
+  EXPECT_EQ(mapped->hugepage_limits.at(0).page_size, "2MB");
+  EXPECT_EQ(mapped->unified.at("memory.high"), "1000000");
+
+  spec::Resources hierarchy;
+  hierarchy.memory = spec::MemoryResources{};
+  hierarchy.memory->use_hierarchy = true;
+  auto refused = cgroup_resources(hierarchy);
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.error().message().find("linux.resources.memory"), std::string::npos);
 }
