@@ -456,11 +456,8 @@ core::Result<launch::ContainerPlan> build_container_plan(const spec::Spec& spec,
     // No supervisor stays with the container: the kernel kills.
     PB_TRY(filter, seccomp::compile(*spec.linux.seccomp, seccomp::Layout::BinaryTree,
                                     seccomp::KillActions::Kernel));
-    if (filter->load_flags != 0)
-      return not_yet("linux.seccomp.flags",
-                     "the filter's load flags are not passed to seccomp(2) "
-                     "yet; remove them");
     plan.seccomp_program = filter->program;
+    plan.seccomp_flags = filter->load_flags;
   }
 
   for (int fd = 0; fd < 3; ++fd)
@@ -503,6 +500,7 @@ core::Result<launch::ContainerPlan> build_exec_plan(const spec::Spec& spec,
     PB_TRY(filter, seccomp::compile(*spec.linux.seccomp, seccomp::Layout::BinaryTree,
                                     seccomp::KillActions::Kernel));
     plan.seccomp_program = filter->program;
+    plan.seccomp_flags = filter->load_flags;
   }
   for (int fd = 0; fd < 3; ++fd)
     plan.stdio[fd] = inputs.stdio[fd];

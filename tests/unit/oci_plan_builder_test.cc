@@ -3,6 +3,7 @@
 #include "oci/plan_builder.h"
 
 #include <gtest/gtest.h>
+#include <linux/seccomp.h>
 #include <sched.h>
 #include <sys/mount.h>
 #include <sys/resource.h>
@@ -320,6 +321,28 @@ TEST(OciPlanBuilder, Refusals) {
   json proc_ro = config;
   proc_ro["mounts"][0]["options"].push_back("ro");
   EXPECT_NE(error_of(proc_ro).find("mounts[0] (/proc).options"), std::string::npos);
+}
+
+// linux.seccomp.flags reach seccomp(2) through the plan, for create and exec.
+TEST(OciPlanBuilder, SeccompFlags) {
+  json config = read_data("ctr-run-memory.config.json");
+  config["linux"]["seccomp"] = {
+      {"defaultAction", "SCMP_ACT_ALLOW"},
+      {"architectures", {"SCMP_ARCH_X86_64"}},
+      {"flags", {"SECCOMP_FILTER_FLAG_SPEC_ALLOW", "SECCOMP_FILTER_FLAG_LOG"}}};
+  auto plan = plan_of(config);
+  ASSERT_TRUE(plan.ok()) << plan.error().message();
+  EXPECT_EQ(plan->seccomp_flags,
+            static_cast<unsigned>(SECCOMP_FILTER_FLAG_SPEC_ALLOW | SECCOMP_FILTER_FLAG_LOG));
+  const spec::Spec spec = parse(config);
+  auto exec = build_exec_plan(spec, *spec.process, {});
+  ASSERT_TRUE(exec.ok()) << exec.error().message();
+  EXPECT_EQ(exec->seccomp_flags, plan->seccomp_flags);
+  config["linux"]["seccomp"]["flags"] = {"SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV"};
+  const auto refused = spec::parse_spec(config.dump(), "/bundle");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message().find("linux.seccomp.flags[0]"), std::string::npos)
+      << refused.error().message();
 }
 
 TEST(OciPlanBuilder, UserNamespaceBindsDevicesAndMapsIds) {

@@ -72,7 +72,8 @@ PULSEBOX_CHILD_CODE void load_seccomp(const ContainerPlan& plan, const Failure& 
   sock_fprog program{};
   program.len = static_cast<unsigned short>(plan.seccomp_program.size());
   program.filter = const_cast<sock_filter*>(plan.seccomp_program.data());
-  if (const int e = linux_api::install_seccomp_filter(program, false, nullptr); e != 0)
+  if (const int e = linux_api::install_seccomp_filter(program, false, nullptr, plan.seccomp_flags);
+      e != 0)
     fail("loading the seccomp filter", e);
 }
 

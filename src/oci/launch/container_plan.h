@@ -134,6 +134,7 @@ struct ContainerPlan {
   bool no_new_privileges = false;
   // A compiled seccomp program (kills compiled as kernel kills); empty: none.
   std::vector<sock_filter> seccomp_program;
+  unsigned seccomp_flags = 0;  // linux.seccomp.flags as seccomp(2) takes them
 
   // Descriptors. stdio[i] >= 0 becomes fd i (else the caller's fd i
   // stays); fds 3 .. 3 + preserved_fds - 1 are passed on as they are. Every
