@@ -161,6 +161,7 @@ TEST(OciPlanBuilder, PodmanConfigWithoutPendingFeatures) {
   EXPECT_EQ(data->source, "/tmp/r23/rootfs/etc");
   EXPECT_TRUE(data->recursive);  // rbind
   EXPECT_EQ(data->flags, 0u);    // rw, rprivate
+  EXPECT_EQ(data->propagation, static_cast<unsigned long>(MS_PRIVATE | MS_REC));
   const MountStep* hosts = find_step(*plan, "/etc/hosts", MountOp::Bind);
   ASSERT_NE(hosts, nullptr);
   EXPECT_FALSE(hosts->recursive);  // bind
@@ -317,10 +318,67 @@ TEST(OciPlanBuilder, Refusals) {
   EXPECT_NE(error_of(shared).find("mounts[1] (/dev).options \"rshared\": not supported yet"),
             std::string::npos)
       << error_of(shared);
+  EXPECT_NE(error_of(shared).find("never lets the container's mounts propagate back"),
+            std::string::npos);
 
   json proc_ro = config;
   proc_ro["mounts"][0]["options"].push_back("ro");
   EXPECT_NE(error_of(proc_ro).find("mounts[0] (/proc).options"), std::string::npos);
+}
+
+// Propagation: on binds as the option says (after they are attached), on
+// the root after pivot_root; a new filesystem is private already; shared is
+// refused with why.
+TEST(OciPlanBuilder, Propagation) {
+  json config = read_data("ctr-run-memory.config.json");
+  const auto bind_with = [&](const json& options) {
+    json changed = config;
+    changed["mounts"].push_back(
+        {{"destination", "/vol"}, {"type", "bind"}, {"source", "/srv"}, {"options", options}});
+    return changed;
+  };
+  auto plan = plan_of(bind_with({"rbind", "rslave"}));
+  ASSERT_TRUE(plan.ok()) << plan.error().message();
+  EXPECT_EQ(find_step(*plan, "/vol", MountOp::Bind)->propagation,
+            static_cast<unsigned long>(MS_SLAVE | MS_REC));
+  EXPECT_EQ(plan->root_propagation, 0u);  // stays rslave
+  plan = plan_of(bind_with({"bind", "private"}));
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(find_step(*plan, "/vol", MountOp::Bind)->propagation,
+            static_cast<unsigned long>(MS_PRIVATE));
+  plan = plan_of(bind_with({"rbind", "runbindable"}));
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(find_step(*plan, "/vol", MountOp::Bind)->propagation,
+            static_cast<unsigned long>(MS_UNBINDABLE | MS_REC));
+  plan = plan_of(bind_with({"rbind"}));
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(find_step(*plan, "/vol", MountOp::Bind)->propagation, 0u);  // runc: the clone's
+  EXPECT_NE(error_of(bind_with({"rbind", "shared"})).find("/vol).options \"shared\""),
+            std::string::npos);
+
+  json tmpfs = config;
+  tmpfs["mounts"][1]["options"].push_back("rprivate");
+  EXPECT_EQ(error_of(tmpfs), "(built)");
+  tmpfs["mounts"][1]["options"].push_back("unbindable");
+  EXPECT_NE(error_of(tmpfs).find("unbindable is applied to bind mounts only"), std::string::npos);
+
+  for (const auto& [name, flags] : std::vector<std::pair<std::string, unsigned long>>{
+           {"slave", MS_SLAVE},
+           {"rslave", MS_SLAVE | MS_REC},
+           {"private", MS_PRIVATE},
+           {"rprivate", MS_PRIVATE | MS_REC},
+           {"runbindable", MS_UNBINDABLE | MS_REC}}) {
+    json root = config;
+    root["linux"]["rootfsPropagation"] = name;
+    plan = plan_of(root);
+    ASSERT_TRUE(plan.ok()) << name << ": " << plan.error().message();
+    EXPECT_EQ(plan->root_propagation, flags) << name;
+  }
+  json shared_root = config;
+  shared_root["linux"]["rootfsPropagation"] = "shared";
+  EXPECT_NE(error_of(shared_root).find("linux.rootfsPropagation \"shared\": not supported yet"),
+            std::string::npos)
+      << error_of(shared_root);
 }
 
 // linux.seccomp.flags reach seccomp(2) through the plan, for create and exec.
