@@ -42,6 +42,10 @@ struct MountStep {
   int gid = -1;
   unsigned long device = 0;  // MakeDevice: makedev(major, minor)
   bool recursive = true;
+  // Bind: MS_PRIVATE, MS_SLAVE or MS_UNBINDABLE (| MS_REC for the whole
+  // tree) set on the attached mount; 0 keeps the clone's (a slave of the
+  // source's peers when the source is shared or a slave).
+  unsigned long propagation = 0;
   bool optional = false;  // a missing target/source (ENOENT) is not an error
   std::string stage;      // "mounting overlay on /workspace", for error reports
 };

@@ -145,6 +145,15 @@ int set_attributes(long tree, unsigned long long attributes, bool recursive) noe
                        &attr, sizeof attr));
 }
 
+// mount_setattr's propagation field: one of MS_PRIVATE, MS_SLAVE,
+// MS_UNBINDABLE, MS_SHARED; MS_REC in `propagation` for the whole tree.
+int set_propagation(long tree, unsigned long propagation) noexcept {
+  mount_attr attr{};
+  attr.propagation = propagation & ~static_cast<unsigned long>(MS_REC);
+  const unsigned recursive = (propagation & MS_REC) != 0 ? AT_RECURSIVE : 0;
+  return raw_error(raw(SYS_mount_setattr, tree, "", AT_EMPTY_PATH | recursive, &attr, sizeof attr));
+}
+
 int attach(long tree, long target) noexcept {
   return raw_error(
       raw(SYS_move_mount, tree, "", target, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH));
@@ -193,16 +202,19 @@ long new_filesystem(const char* type, const char* options, unsigned long long at
   return rc;
 }
 
-// Mounts `tree` (consumed) on `target` inside the root, made as `create`.
-int attach_in_root(int root_fd, long tree, const char* target, CreateInRoot create,
-                   unsigned mode) noexcept {
+// Mounts `tree` (consumed) on `target` inside the root, made as `create`;
+// then sets its `propagation` (0: none), on the attached mount: the
+// container's own namespace holds it by then.
+int attach_in_root(int root_fd, long tree, const char* target, CreateInRoot create, unsigned mode,
+                   unsigned long propagation = 0) noexcept {
   if (tree < 0) return raw_error(tree);
   const long target_fd = open_in_root(root_fd, target, create, mode);
   if (target_fd < 0) {
     close_fd(tree);
     return raw_error(target_fd);
   }
-  const int error = attach(tree, target_fd);
+  int error = attach(tree, target_fd);
+  if (error == 0 && propagation != 0) error = set_propagation(tree, propagation);
   close_fd(target_fd);
   close_fd(tree);
   return error;
@@ -271,7 +283,7 @@ int apply(int root_fd, const MountStep& step) noexcept {
       }
       const CreateInRoot create = is_directory(tree) ? CreateInRoot::Directory : CreateInRoot::File;
       return attach_in_root(root_fd, tree, target, create,
-                            create == CreateInRoot::File ? 0644 : 0755);
+                            create == CreateInRoot::File ? 0644 : 0755, step.propagation);
     }
     case MountOp::ReadOnly:
       return make_read_only_in_root(root_fd, target);

@@ -10,9 +10,9 @@
 
 namespace pulsebox::linux_api {
 
-int install_seccomp_filter(const sock_fprog& program, bool want_listener,
-                           int* listener_fd) noexcept {
-  const unsigned flags = want_listener ? SECCOMP_FILTER_FLAG_NEW_LISTENER : 0;
+int install_seccomp_filter(const sock_fprog& program, bool want_listener, int* listener_fd,
+                           unsigned load_flags) noexcept {
+  const unsigned flags = load_flags | (want_listener ? SECCOMP_FILTER_FLAG_NEW_LISTENER : 0);
   // Raw: the command shares the supervisor's memory until execve.
   const long rc = raw(SYS_seccomp, SECCOMP_SET_MODE_FILTER, flags, &program);
   if (rc < 0) return raw_error(rc);

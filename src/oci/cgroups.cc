@@ -14,6 +14,7 @@
 #include <set>
 #include <sstream>
 #include <thread>
+#include <tuple>
 
 #include "core/fs.h"
 #include "linux/syscalls.h"
@@ -71,6 +72,136 @@ bool set(const std::optional<std::int64_t>& value) {
   return value && *value != 0;
 }
 
+// A cpuset list ("0-3,5"): digits, commas and dashes only, so that the value
+// cannot carry anything else into the control file.
+bool cpu_list(const std::string& text) {
+  return !text.empty() && text.find_first_not_of("0123456789,-") == std::string::npos;
+}
+
+// A hugepage size as the kernel names its hugetlb files ("2MB", "1GB").
+bool page_size(const std::string& text) {
+  const auto digits = text.find_first_not_of("0123456789");
+  return digits != 0 && digits != std::string::npos && text.size() == digits + 2 &&
+         std::string_view("KMG").find(text[digits]) != std::string_view::npos && text.back() == 'B';
+}
+
+std::string device(const BlockDeviceValue& entry) {
+  return std::to_string(entry.major) + ":" + std::to_string(entry.minor);
+}
+
+core::Status block_io_writes(const BlockIoLimits& b, bool v2, std::vector<CgroupWrite>& writes) {
+  const std::string base = "linux.resources.blockIO.";
+  const auto weight_range = [&](std::uint64_t weight, const std::string& path) -> core::Status {
+    if (weight < 10 || weight > 1000)
+      return invalid(path + " " + std::to_string(weight) + ": give a weight from 10 to 1000");
+    return core::ok_status();
+  };
+  const auto v2_refusal = [&](const std::string& path, const char* why) {
+    return core::Error(
+        core::ErrorKind::kUnsupported, "oci",
+        "config.json: " + path + ": not supported on cgroup v2: " + why + "; remove it");
+  };
+  if (b.weight != 0) {
+    PB_CHECK(weight_range(b.weight, base + "weight"));
+    const std::string value = std::to_string(b.weight);
+    if (v2) {
+      // io.weight's range is 1-10000: runc's conversion from blkio's 10-1000.
+      writes.push_back({"", "io.bfq.weight", value, base + "weight", "io.weight",
+                        std::to_string(1 + (b.weight - 10) * 9999 / 990)});
+    } else {
+      writes.push_back(
+          {"blkio", "blkio.weight", value, base + "weight", "blkio.bfq.weight", value});
+    }
+  }
+  if (b.leaf_weight != 0) {
+    if (v2) return v2_refusal(base + "leafWeight", "cgroup v2 has no leaf weight");
+    PB_CHECK(weight_range(b.leaf_weight, base + "leafWeight"));
+    writes.push_back(
+        {"blkio", "blkio.leaf_weight", std::to_string(b.leaf_weight), base + "leafWeight", "", ""});
+  }
+  for (std::size_t i = 0; i < b.weight_device.size(); ++i) {
+    const auto& entry = b.weight_device[i];
+    const std::string path = base + "weightDevice[" + std::to_string(i) + "].weight";
+    if (entry.value == 0) continue;
+    PB_CHECK(weight_range(entry.value, path));
+    const std::string value = device(entry) + " " + std::to_string(entry.value);
+    if (v2) {
+      writes.push_back({"", "io.bfq.weight", value, path, "", ""});
+    } else {
+      writes.push_back(
+          {"blkio", "blkio.weight_device", value, path, "blkio.bfq.weight_device", value});
+    }
+  }
+  for (std::size_t i = 0; i < b.leaf_weight_device.size(); ++i) {
+    const auto& entry = b.leaf_weight_device[i];
+    const std::string path = base + "weightDevice[" + std::to_string(i) + "].leafWeight";
+    if (entry.value == 0) continue;
+    if (v2) return v2_refusal(path, "cgroup v2 has no leaf weight");
+    PB_CHECK(weight_range(entry.value, path));
+    writes.push_back({"blkio", "blkio.leaf_weight_device",
+                      device(entry) + " " + std::to_string(entry.value), path, "", ""});
+  }
+  const std::pair<const std::vector<BlockDeviceValue>*, const char*> throttles[] = {
+      {&b.read_bps, "throttleReadBpsDevice"},
+      {&b.write_bps, "throttleWriteBpsDevice"},
+      {&b.read_iops, "throttleReadIOPSDevice"},
+      {&b.write_iops, "throttleWriteIOPSDevice"},
+  };
+  static const char* const kV1Files[] = {
+      "blkio.throttle.read_bps_device", "blkio.throttle.write_bps_device",
+      "blkio.throttle.read_iops_device", "blkio.throttle.write_iops_device"};
+  static const char* const kV2Keys[] = {"rbps", "wbps", "riops", "wiops"};
+  for (std::size_t kind = 0; kind < 4; ++kind) {
+    const auto& [entries, name] = throttles[kind];
+    for (std::size_t i = 0; i < entries->size(); ++i) {
+      const auto& entry = (*entries)[i];
+      const std::string path = base + name + "[" + std::to_string(i) + "]";
+      if (v2) {
+        // 0 lifts the limit: io.max says "max".
+        writes.push_back({"", "io.max",
+                          device(entry) + " " + kV2Keys[kind] + "=" +
+                              (entry.value == 0 ? "max" : std::to_string(entry.value)),
+                          path, "", ""});
+      } else {
+        writes.push_back({"blkio", kV1Files[kind],
+                          device(entry) + " " + std::to_string(entry.value), path, "", ""});
+      }
+    }
+  }
+  return core::ok_status();
+}
+
+// A new v1 cpuset cgroup starts with empty cpus and mems and can then hold
+// no process: it gets its parent's, as runc does (the limits are written
+// after, and must be a subset of them).
+core::Status inherit_cpuset(const std::string& dir) {
+  const std::string parent = dir.substr(0, dir.rfind('/'));
+  for (const char* file : {"cpuset.cpus", "cpuset.mems"}) {
+    std::string value;
+    {
+      core::UniqueFd fd(::open((parent + "/" + file).c_str(), O_RDONLY | O_CLOEXEC));
+      auto text = fd ? core::read_all(fd.get(), 64 << 10, file)
+                     : core::Result<std::string>(core::Error::from_errno("cgroup", parent));
+      if (!text)
+        return unavailable("reading " + parent + "/" + file + " for the new cpuset " + dir);
+      value = *text;
+    }
+    while (!value.empty() && (value.back() == '\n' || value.back() == ' '))
+      value.pop_back();
+    if (value.empty())
+      return unavailable(parent + "/" + file +
+                         " is empty: the container's cpuset cgroup can take none from it; give "
+                         "the parent cpus and mems, or another linux.cgroupsPath");
+    core::UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    auto status = fd ? linux_api::write_limit(fd.get(), file, value)
+                     : core::Status(core::Error::from_errno("cgroup", "opening " + dir));
+    if (!status.ok())
+      return unavailable("copying " + parent + "/" + file + " (" + value + ") into " + dir + ": " +
+                         std::strerror(status.error().error_number()));
+  }
+  return core::ok_status();
+}
+
 // The rmdir of a leaf, retried while a dying process still holds it (a v1
 // cgroup keeps an unreaped zombie).
 core::Status remove_leaf(const std::string& dir) {
@@ -116,8 +247,9 @@ core::Result<CgroupsPath> parse_cgroups_path(std::string_view text, bool systemd
 core::Result<std::vector<CgroupWrite>> plan_cgroup_writes(const CgroupResources& r, bool v2) {
   std::vector<CgroupWrite> writes;
   const auto add = [&](const char* v1_hierarchy, std::string file, std::string value,
-                       const char* resource) {
-    writes.push_back({v2 ? "" : v1_hierarchy, std::move(file), std::move(value), resource});
+                       std::string resource) {
+    writes.push_back(
+        {v2 ? "" : v1_hierarchy, std::move(file), std::move(value), std::move(resource), "", ""});
   };
   if (set(r.memory_limit))
     add("memory", v2 ? "memory.max" : "memory.limit_in_bytes", bytes(*r.memory_limit, v2),
@@ -144,6 +276,22 @@ core::Result<std::vector<CgroupWrite>> plan_cgroup_writes(const CgroupResources&
   if (set(r.memory_reservation))
     add("memory", v2 ? "memory.low" : "memory.soft_limit_in_bytes",
         bytes(*r.memory_reservation, v2), "linux.resources.memory.reservation");
+  if (r.memory_swappiness) {
+    if (v2)
+      return core::Error(core::ErrorKind::kUnsupported, "oci",
+                         "config.json: linux.resources.memory.swappiness: not supported on cgroup "
+                         "v2 (it has no per-cgroup swappiness); remove it");
+    add("memory", "memory.swappiness", std::to_string(*r.memory_swappiness),
+        "linux.resources.memory.swappiness");
+  }
+  if (r.disable_oom_killer) {
+    if (v2)
+      return core::Error(core::ErrorKind::kUnsupported, "oci",
+                         "config.json: linux.resources.memory.disableOOMKiller: not supported on "
+                         "cgroup v2 (the OOM killer cannot be turned off for a cgroup there); "
+                         "remove it");
+    add("memory", "memory.oom_control", "1", "linux.resources.memory.disableOOMKiller");
+  }
   if (set(r.pids_limit))
     add("pids", "pids.max", *r.pids_limit < 0 ? "max" : std::to_string(*r.pids_limit),
         "linux.resources.pids.limit");
@@ -173,6 +321,52 @@ core::Result<std::vector<CgroupWrite>> plan_cgroup_writes(const CgroupResources&
       add("cpu", "cpu.cfs_quota_us", std::to_string(*r.cpu_quota < 0 ? -1 : *r.cpu_quota),
           "linux.resources.cpu.quota");
   }
+  if (r.cpu_burst && *r.cpu_burst != 0)
+    add("cpu", v2 ? "cpu.max.burst" : "cpu.cfs_burst_us", std::to_string(*r.cpu_burst),
+        "linux.resources.cpu.burst");
+  if (r.cpu_idle && *r.cpu_idle != 0) {
+    if (*r.cpu_idle != 1)
+      return invalid("linux.resources.cpu.idle " + std::to_string(*r.cpu_idle) + ": give 0 or 1");
+    add("cpu", "cpu.idle", "1", "linux.resources.cpu.idle");
+  }
+  for (const auto& [value, file, path] :
+       {std::tuple{&r.cpuset_cpus, "cpuset.cpus", "linux.resources.cpu.cpus"},
+        std::tuple{&r.cpuset_mems, "cpuset.mems", "linux.resources.cpu.mems"}}) {
+    if (value->empty()) continue;
+    if (!cpu_list(*value))
+      return invalid(std::string(path) + " \"" + *value +
+                     "\": give a list such as 0-2,4 (digits, commas and dashes)");
+    add("cpuset", file, *value, path);
+  }
+  if (r.block_io) PB_CHECK(block_io_writes(*r.block_io, v2, writes));
+  for (std::size_t i = 0; i < r.hugepage_limits.size(); ++i) {
+    const auto& limit = r.hugepage_limits[i];
+    const std::string path = "linux.resources.hugepageLimits[" + std::to_string(i) + "]";
+    if (!page_size(limit.page_size))
+      return invalid(path + ".pageSize \"" + limit.page_size +
+                     "\": give a size such as 2MB or 1GB");
+    add("hugetlb", "hugetlb." + limit.page_size + (v2 ? ".max" : ".limit_in_bytes"),
+        std::to_string(limit.limit), path);
+  }
+  // Last, as runc applies them: a key here wins over the fields above.
+  for (const auto& [key, value] : r.unified) {
+    const std::string path = "linux.resources.unified." + key;
+    if (!v2)
+      return core::Error(core::ErrorKind::kUnsupported, "oci",
+                         "config.json: " + path +
+                             ": not supported on this host: its controllers are cgroup v1 and "
+                             "unified keys are cgroup v2 files; use the other fields of "
+                             "linux.resources");
+    if (key.find('/') != std::string::npos || key.find("..") != std::string::npos ||
+        key.find('.') == std::string::npos || key.front() == '.')
+      return invalid(path + ": not a cgroup file name; give a name such as memory.high");
+    if (key.rfind("cgroup.", 0) == 0)
+      return core::Error(core::ErrorKind::kUnsupported, "oci",
+                         "config.json: " + path +
+                             ": the cgroup.* files are the runtime's own (they move and kill "
+                             "processes and enable controllers); remove it");
+    add("", key, value, path);
+  }
   return writes;
 }
 
@@ -191,10 +385,16 @@ core::Result<ContainerCgroup> ContainerCgroup::create(const linux_api::CgroupHos
     for (const char* name : {"memory", "pids", "cpu", "cpuacct", "devices"}) {
       if (host.hierarchy_mounts.count(name)) keys.emplace_back(name);
     }
+    // These only when a limit needs them (a missing one is refused below).
+    for (const char* name : {"cpuset", "blkio", "hugetlb"}) {
+      const bool needed = std::any_of(writes.begin(), writes.end(),
+                                      [&](const auto& write) { return write.hierarchy == name; });
+      if (needed && host.hierarchy_mounts.count(name)) keys.emplace_back(name);
+    }
   }
   for (const auto& write : writes) {
     if (std::find(keys.begin(), keys.end(), write.hierarchy) == keys.end())
-      return unavailable(write.resource + ": this host has no " +
+      return unavailable("config.json: " + write.resource + ": this host has no " +
                          (write.hierarchy.empty() ? "cgroup2" : write.hierarchy) +
                          " hierarchy mounted; remove the limit or mount the controller");
   }
@@ -228,6 +428,9 @@ core::Result<ContainerCgroup> ContainerCgroup::create(const linux_api::CgroupHos
       dir += "/" + parts[i];
       if (::mkdir(dir.c_str(), 0755) == 0) {
         if (i + 1 == parts.size()) made.push_back(dir);
+        if (key == "cpuset") {
+          if (auto status = inherit_cpuset(dir); !status.ok()) return fail(status.error());
+        }
         continue;
       }
       if (errno != EEXIST)
@@ -245,11 +448,13 @@ core::Result<ContainerCgroup> ContainerCgroup::create(const linux_api::CgroupHos
   // level above it, from the hierarchy's root (or this process's own
   // cgroup) down, enables it in cgroup.subtree_control.
   if (v2 && !cgroup.unified_leaf_.empty()) {
-    std::string enable;  // "+memory +pids": one write per level
+    std::string enable;     // "+memory +pids": one write per level
+    std::string needed_by;  // the config paths that need them, for errors
     for (const auto& write : writes) {
       const std::string controller = "+" + write.file.substr(0, write.file.find('.'));
-      if ((" " + enable + " ").find(" " + controller + " ") == std::string::npos)
-        enable += (enable.empty() ? "" : " ") + controller;
+      if ((" " + enable + " ").find(" " + controller + " ") != std::string::npos) continue;
+      enable += (enable.empty() ? "" : " ") + controller;
+      needed_by += (needed_by.empty() ? "" : ", ") + write.resource;
     }
     const auto& bases = path.from_own_cgroup ? host.own_cgroup_dirs : host.hierarchy_mounts;
     std::string dir = bases.at("");
@@ -260,11 +465,12 @@ core::Result<ContainerCgroup> ContainerCgroup::create(const linux_api::CgroupHos
                        : core::Status(core::Error::from_errno("cgroup", "opening " + dir));
       if (!status.ok())
         return fail(
-            unavailable("cannot enable " + enable + " in " + dir +
-                        "/cgroup.subtree_control for the container's limits: " +
-                        std::strerror(status.error().error_number()) +
-                        " (a cgroup holding processes cannot enable controllers for its children; "
-                        "give the container a linux.cgroupsPath in a delegated subtree)"));
+            unavailable("config.json: " + needed_by + ": cannot enable " + enable + " in " + dir +
+                        "/cgroup.subtree_control: " + std::strerror(status.error().error_number()) +
+                        " (a controller missing from cgroup.controllers there is not available "
+                        "to the container; a cgroup holding processes cannot enable controllers "
+                        "for its children: give the container a linux.cgroupsPath in a "
+                        "delegated subtree)"));
       dir += "/" + parts[i];
     }
   }
@@ -280,11 +486,21 @@ core::Result<ContainerCgroup> ContainerCgroup::create(const linux_api::CgroupHos
     core::UniqueFd dir(::open(it->second.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     auto status = dir ? linux_api::write_limit(dir.get(), write.file.c_str(), write.value)
                       : core::Status(core::Error::from_errno("cgroup", "opening " + it->second));
+    if (dir && !status.ok() && status.error().error_number() == ENOENT &&
+        !write.alternative_file.empty()) {
+      status = linux_api::write_limit(dir.get(), write.alternative_file.c_str(),
+                                      write.alternative_value);
+      if (!status.ok() && status.error().error_number() == ENOENT)
+        return fail(unavailable("config.json: " + write.resource + ": this host has neither " +
+                                it->second + "/" + write.file + " nor " + write.alternative_file +
+                                " (no block I/O scheduler with weights, such as bfq, on its "
+                                "devices); remove the weight"));
+    }
     if (!status.ok()) {
       const int err = status.error().error_number();
       return fail(unavailable(
-          write.resource + ": cannot write " + write.value + " to " + it->second + "/" +
-          write.file + ": " + std::strerror(err) +
+          "config.json: " + write.resource + ": cannot write " + write.value + " to " + it->second +
+          "/" + write.file + ": " + std::strerror(err) +
           (err == ENOENT ? " (this host lacks the control file: the controller is not enabled "
                            "there, or swap accounting is off); remove the limit"
                          : "")));

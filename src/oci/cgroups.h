@@ -14,6 +14,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -41,17 +42,43 @@ struct CgroupsPath {
 core::Result<CgroupsPath> parse_cgroups_path(std::string_view text, bool systemd_flag,
                                              std::string_view id);
 
-// The limits of linux.resources this package applies so far, with runc's
-// conventions: 0 (or nullopt) is unset, -1 unlimited. The reader's
-// spec::Resources maps onto it.
+// One per-device value of linux.resources.blockIO (a weight or a rate).
+struct BlockDeviceValue {
+  std::int64_t major = 0, minor = 0;
+  std::uint64_t value = 0;
+};
+
+struct BlockIoLimits {
+  std::uint16_t weight = 0, leaf_weight = 0;  // 0: unset; else 10 to 1000
+  // Index for index with the config's weightDevice; a value of 0 is unset.
+  std::vector<BlockDeviceValue> weight_device, leaf_weight_device;
+  std::vector<BlockDeviceValue> read_bps, write_bps, read_iops, write_iops;  // 0: no limit
+};
+
+struct HugepageLimitValue {
+  std::string page_size;  // "2MB"
+  std::uint64_t limit = 0;
+};
+
+// linux.resources as this package applies it, with runc's conventions: 0
+// (or nullopt) is unset, -1 unlimited. The reader's spec::Resources maps
+// onto it (oci/plan_builder.h cgroup_resources).
 struct CgroupResources {
   std::optional<std::int64_t> memory_limit;        // bytes
   std::optional<std::int64_t> memory_swap;         // memory + swap, as OCI gives it
   std::optional<std::int64_t> memory_reservation;  // bytes
+  std::optional<std::uint64_t> memory_swappiness;  // v1 only
+  bool disable_oom_killer = false;                 // v1 only
   std::optional<std::int64_t> pids_limit;
   std::optional<std::uint64_t> cpu_shares;
   std::optional<std::int64_t> cpu_quota;    // microseconds per period
   std::optional<std::uint64_t> cpu_period;  // microseconds
+  std::optional<std::uint64_t> cpu_burst;   // microseconds
+  std::optional<std::int64_t> cpu_idle;     // 0 or 1
+  std::string cpuset_cpus, cpuset_mems;     // "0-1,3"; empty: unset
+  std::optional<BlockIoLimits> block_io;
+  std::vector<HugepageLimitValue> hugepage_limits;
+  std::map<std::string, std::string> unified;  // v2 only: file -> value
 };
 
 // One control file write, as create() plans it (exposed for the tests).
@@ -60,16 +87,22 @@ struct CgroupWrite {
   std::string file;
   std::string value;
   std::string resource;  // the config path it comes from, for errors
+  // Written instead when `file` does not exist (runc's fallbacks: blkio.weight
+  // vs the bfq scheduler's blkio.bfq.weight, io.bfq.weight vs io.weight).
+  std::string alternative_file, alternative_value;
 };
 // The writes `resources` needs, in order, on a v1 (`v2` false) or v2 host.
+// What the host's cgroup version cannot do is refused naming the config path.
 core::Result<std::vector<CgroupWrite>> plan_cgroup_writes(const CgroupResources& resources,
                                                           bool v2);
 
 class ContainerCgroup {
  public:
   // Makes the leaves (parents as needed) in the unified hierarchy and, on a
-  // hybrid host, in the v1 memory, pids, cpu, cpuacct and devices ones, and
-  // writes the limits. A hierarchy or control file the resources need and
+  // hybrid host, in the v1 memory, pids, cpu, cpuacct and devices ones (and
+  // cpuset, blkio and hugetlb when a limit needs them), and writes the
+  // limits. A v1 cpuset level made here gets its parent's cpus and mems
+  // (else it could hold no process). A hierarchy or control file the resources need and
   // the host lacks is refused, naming the resource. On failure the leaves
   // made so far are removed.
   static core::Result<ContainerCgroup> create(const linux_api::CgroupHost& host,

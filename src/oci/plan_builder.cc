@@ -46,7 +46,40 @@ struct MountOptions {
   bool recursive = false;
   std::string data;      // filesystem options: "mode=755,size=64k"
   bool copy_up = false;  // tmpcopyup
+  // MS_PRIVATE, MS_SLAVE or MS_UNBINDABLE, | MS_REC for the r- forms; 0: none
+  // given. The option as written, for errors.
+  unsigned long propagation = 0;
+  std::string propagation_option;
 };
+
+struct Propagation {
+  std::string_view name;
+  unsigned long flags;
+};
+// runtime-spec's propagation options. shared is refused (see propagation_of).
+constexpr Propagation kPropagations[] = {
+    {"private", MS_PRIVATE},       {"rprivate", MS_PRIVATE | MS_REC},
+    {"slave", MS_SLAVE},           {"rslave", MS_SLAVE | MS_REC},
+    {"unbindable", MS_UNBINDABLE}, {"runbindable", MS_UNBINDABLE | MS_REC},
+    {"shared", MS_SHARED},         {"rshared", MS_SHARED | MS_REC},
+};
+
+// The flags of a propagation option; nullopt when `option` is none. shared
+// is refused: the container's tree is a slave of the host's from its first
+// step, so that nothing it mounts propagates back, and a peer group with the
+// host (what shared means) is not made.
+core::Result<std::optional<unsigned long>> propagation_of(const std::string& option,
+                                                          const std::string& where) {
+  const auto found = std::find_if(std::begin(kPropagations), std::end(kPropagations),
+                                  [&](const auto& entry) { return entry.name == option; });
+  if (found == std::end(kPropagations)) return std::optional<unsigned long>();
+  if ((found->flags & MS_SHARED) != 0)
+    return not_yet(where + " \"" + option + "\"",
+                   "shared propagation with the host is not made (pulsebox never lets the "
+                   "container's mounts propagate back to the host); use rslave to see the host's "
+                   "new mounts, or rprivate");
+  return std::optional<unsigned long>(found->flags);
+}
 
 core::Result<MountOptions> read_mount_options(const spec::Mount& mount, const std::string& where) {
   MountOptions result;
@@ -60,11 +93,9 @@ core::Result<MountOptions> read_mount_options(const spec::Mount& mount, const st
         {"nodiratime", MS_NODIRATIME},
         {"strictatime", MS_STRICTATIME},
     };
-    // The kernel's defaults for a new mount, and private propagation, which
-    // an attached tree under the container's rslave / gets anyway.
-    static const std::string_view kDefaults[] = {"rw",      "defaults", "suid",     "dev",
-                                                 "exec",    "atime",    "diratime", "relatime",
-                                                 "private", "rprivate"};
+    // The kernel's defaults for a new mount.
+    static const std::string_view kDefaults[] = {"rw",   "defaults", "suid",     "dev",
+                                                 "exec", "atime",    "diratime", "relatime"};
     if (option == "bind" || option == "rbind") {
       result.bind = true;
       result.recursive = result.recursive || option == "rbind";
@@ -80,6 +111,12 @@ core::Result<MountOptions> read_mount_options(const spec::Mount& mount, const st
       continue;
     if (option == "tmpcopyup") {
       result.copy_up = true;
+      continue;
+    }
+    PB_TRY(propagation, propagation_of(option, where + ".options"));
+    if (propagation) {
+      result.propagation = *propagation;
+      result.propagation_option = option;
       continue;
     }
     if (spec::is_mount_flag_option(option))
@@ -157,9 +194,15 @@ core::Status add_mount(const spec::Spec& spec, std::size_t index, const PlanInpu
     bind.source = source.lexically_normal().string();
     bind.recursive = options.recursive;
     bind.flags = options.flags;
+    bind.propagation = options.propagation;
     plan.mounts.push_back(std::move(bind));
     return core::ok_status();
   }
+  // A new filesystem is private already (it has no peers, and a slave of
+  // nothing is private): private and slave say nothing more for it.
+  if ((options.propagation & MS_UNBINDABLE) != 0)
+    return not_yet(where + ".options \"" + options.propagation_option + "\"",
+                   "unbindable is applied to bind mounts only; remove it");
   // Proc and devpts get fixed attributes (nosuid, nodev, noexec; devpts
   // nosuid, noexec): an option asking for more is not applied yet.
   const auto fixed = [&](unsigned long allowed) -> core::Status {
@@ -427,9 +470,10 @@ core::Result<launch::ContainerPlan> build_container_plan(const spec::Spec& spec,
   PB_CHECK(add_namespaces(spec, inputs, plan));
   plan.rootfs = spec.root_path.string();
   plan.root_readonly = spec.root_readonly;
-  if (!spec.linux.rootfs_propagation.empty())
-    return not_yet("linux.rootfsPropagation",
-                   "runc's default (rslave) is applied; remove the field");
+  if (!spec.linux.rootfs_propagation.empty()) {
+    PB_TRY(propagation, propagation_of(spec.linux.rootfs_propagation, "linux.rootfsPropagation"));
+    plan.root_propagation = propagation.value_or(0);
+  }
   // The reader let through only keys of the container's own namespaces.
   for (const auto& [key, value] : spec.linux.sysctl) {
     std::string path = "proc/sys/" + key;
@@ -466,11 +510,8 @@ core::Result<launch::ContainerPlan> build_container_plan(const spec::Spec& spec,
     // No supervisor stays with the container: the kernel kills.
     PB_TRY(filter, seccomp::compile(*spec.linux.seccomp, seccomp::Layout::BinaryTree,
                                     seccomp::KillActions::Kernel));
-    if (filter->load_flags != 0)
-      return not_yet("linux.seccomp.flags",
-                     "the filter's load flags are not passed to seccomp(2) "
-                     "yet; remove them");
     plan.seccomp_program = filter->program;
+    plan.seccomp_flags = filter->load_flags;
   }
 
   take_process_fds(inputs, plan);
@@ -509,6 +550,7 @@ core::Result<launch::ContainerPlan> build_exec_plan(const spec::Spec& spec,
     PB_TRY(filter, seccomp::compile(*spec.linux.seccomp, seccomp::Layout::BinaryTree,
                                     seccomp::KillActions::Kernel));
     plan.seccomp_program = filter->program;
+    plan.seccomp_flags = filter->load_flags;
   }
   take_process_fds(inputs, plan);
   plan.seal();
@@ -571,28 +613,52 @@ core::Result<CgroupResources> cgroup_resources(const spec::Resources& resources)
   CgroupResources result;
   if (resources.memory) {
     const auto& memory = *resources.memory;
-    if (memory.swappiness || memory.disable_oom_killer || memory.use_hierarchy ||
-        memory.check_before_update)
+    if (memory.use_hierarchy || memory.check_before_update)
       return not_yet("linux.resources.memory",
-                     "only limit, reservation and swap are applied; remove the others");
+                     "useHierarchy and checkBeforeUpdate are not applied; remove them");
     result.memory_limit = memory.limit;
     result.memory_swap = memory.swap;
     result.memory_reservation = memory.reservation;
+    result.memory_swappiness = memory.swappiness;
+    result.disable_oom_killer = memory.disable_oom_killer.value_or(false);
   }
   result.pids_limit = resources.pids_limit;
   if (resources.cpu) {
     const auto& cpu = *resources.cpu;
-    if (cpu.burst || cpu.idle || !cpu.cpus.empty() || !cpu.mems.empty())
-      return not_yet("linux.resources.cpu",
-                     "only shares, quota and period are applied; remove the others");
     result.cpu_shares = cpu.shares;
     result.cpu_quota = cpu.quota;
     result.cpu_period = cpu.period;
+    result.cpu_burst = cpu.burst;
+    result.cpu_idle = cpu.idle;
+    result.cpuset_cpus = cpu.cpus;
+    result.cpuset_mems = cpu.mems;
   }
-  if (resources.block_io) return not_yet("linux.resources.blockIO", "remove it");
-  if (!resources.hugepage_limits.empty())
-    return not_yet("linux.resources.hugepageLimits", "remove them");
-  if (!resources.unified.empty()) return not_yet("linux.resources.unified", "remove it");
+  if (resources.block_io) {
+    const auto& block = *resources.block_io;
+    BlockIoLimits limits;
+    limits.weight = block.weight.value_or(0);
+    limits.leaf_weight = block.leaf_weight.value_or(0);
+    // Index for index with the config's weightDevice (0: that one unset).
+    for (const auto& entry : block.weight_device) {
+      limits.weight_device.push_back({entry.major, entry.minor, entry.weight.value_or(0)});
+      limits.leaf_weight_device.push_back(
+          {entry.major, entry.minor, entry.leaf_weight.value_or(0)});
+    }
+    const auto rates = [](const std::vector<spec::BlockIoDevice>& entries) {
+      std::vector<BlockDeviceValue> out;
+      for (const auto& entry : entries)
+        out.push_back({entry.major, entry.minor, entry.rate});
+      return out;
+    };
+    limits.read_bps = rates(block.throttle_read_bps);
+    limits.write_bps = rates(block.throttle_write_bps);
+    limits.read_iops = rates(block.throttle_read_iops);
+    limits.write_iops = rates(block.throttle_write_iops);
+    result.block_io = std::move(limits);
+  }
+  for (const auto& limit : resources.hugepage_limits)
+    result.hugepage_limits.push_back({limit.page_size, limit.limit});
+  result.unified = resources.unified;
   return result;
 }
 

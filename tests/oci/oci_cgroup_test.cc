@@ -10,6 +10,8 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "helpers/oci_bundle.h"
+#include "helpers/oci_launch_support.h"
 #include "helpers/oci_state.h"
 #include "helpers/test_support.h"
 #include "linux/cgroup.h"
@@ -31,6 +33,7 @@ class OciCgroupTest : public ::testing::Test {
     subtree_ = "pulsebox-test-oci-" + std::to_string(random());
   }
   void TearDown() override {
+    if (!root_.empty()) (void)testing::run_oci(root_, {"delete", "--force", "c1"});
     // Only what this test made: its leaves are gone; the subtree's parent
     // level is removed here.
     for (const auto& [key, mount] : host_.hierarchy_mounts) {
@@ -46,9 +49,45 @@ class OciCgroupTest : public ::testing::Test {
     return text;
   }
 
+  std::string leaf(const std::string& hierarchy) {
+    return host_.hierarchy_mounts[hierarchy] + "/" + subtree_ + "/c1";
+  }
+  bool has(const std::string& hierarchy, const char* file) {
+    return host_.hierarchy_mounts.count(hierarchy) &&
+           fs::exists(fs::path(host_.hierarchy_mounts[hierarchy]) / file);
+  }
+  // No leaf of the test's container in any hierarchy.
+  std::vector<std::string> leftover_leaves() {
+    std::vector<std::string> left;
+    for (const auto& [key, mount] : host_.hierarchy_mounts) {
+      if (fs::exists(fs::path(mount) / subtree_ / "c1")) left.push_back(mount);
+    }
+    return left;
+  }
+
   linux_api::CgroupHost host_;
   std::string subtree_;
+  testing::TempDir temp_;
+  fs::path root_;  // the CLI's --root, when a test drives it
 };
+
+// "major:minor" of a block device of this machine, a disk before a loop,
+// ram or zram device ("" when it has none).
+std::string some_block_device() {
+  std::error_code error;
+  std::string fallback;
+  for (const auto& entry : fs::directory_iterator("/sys/block", error)) {
+    auto text = testing::read_file(entry.path() / "dev");
+    while (!text.empty() && text.back() == '\n')
+      text.pop_back();
+    if (text.empty()) continue;
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("loop", 0) != 0 && name.rfind("ram", 0) != 0 && name.rfind("zram", 0) != 0)
+      return text;
+    if (fallback.empty()) fallback = text;
+  }
+  return fallback;
+}
 
 TEST_F(OciCgroupTest, LeafLimitsKillAndRemove) {
   auto path = oci::parse_cgroups_path("/" + subtree_ + "/c1", false, "c1");
@@ -101,6 +140,189 @@ TEST_F(OciCgroupTest, LeafLimitsKillAndRemove) {
   // The parent level belongs to whoever made it (here the test): kept.
   EXPECT_TRUE(fs::exists(host_.hierarchy_mounts[""] + "/" + subtree_));
   EXPECT_TRUE(recorded.remove().ok());  // idempotent
+}
+
+// The resources beyond memory, pids and cpu shares/quota, each read back
+// from the container's own leaf: on a hybrid host the v1 files (cpuset with
+// its parents given cpus and mems, blkio throttles, swappiness, the OOM
+// killer), on cgroup v2 the unified ones (tools/vm-test).
+TEST_F(OciCgroupTest, MoreResourcesReadBackFromTheLeaves) {
+  auto path = oci::parse_cgroups_path("/" + subtree_ + "/c1", false, "c1");
+  ASSERT_TRUE(path.ok());
+  const std::string device = some_block_device();
+  oci::CgroupResources r;
+  r.cpuset_cpus = "0";
+  r.cpuset_mems = "0";
+  r.cpu_quota = 50000;
+  r.cpu_period = 100000;
+  const bool idle = host_.hybrid ? has("cpu", "cpu.idle") : true;
+  if (idle) r.cpu_idle = 1;
+  if (!device.empty()) {
+    r.block_io = oci::BlockIoLimits{};
+    const auto colon = device.find(':');
+    const std::int64_t major = std::stoll(device.substr(0, colon));
+    const std::int64_t minor = std::stoll(device.substr(colon + 1));
+    r.block_io->read_bps = {{major, minor, 1048576}};
+    r.block_io->write_iops = {{major, minor, 100}};
+  }
+  if (host_.hybrid) {
+    r.memory_swappiness = 10;
+    r.disable_oom_killer = true;
+  } else {
+    r.unified = {{"memory.high", "33554432"}};
+  }
+  auto cgroup = oci::ContainerCgroup::create(host_, *path, r);
+  ASSERT_TRUE(cgroup.ok()) << cgroup.error().to_string();
+  if (host_.hybrid) {
+    EXPECT_EQ(read(leaf("cpuset"), "cpuset.cpus"), "0");
+    EXPECT_EQ(read(leaf("cpuset"), "cpuset.mems"), "0");
+    // The level create made above the leaf got its parent's sets.
+    EXPECT_EQ(read(host_.hierarchy_mounts["cpuset"] + "/" + subtree_, "cpuset.cpus"),
+              read(host_.hierarchy_mounts["cpuset"], "cpuset.cpus"));
+    if (idle) {
+      EXPECT_EQ(read(leaf("cpu"), "cpu.idle"), "1");
+    }
+    EXPECT_EQ(read(leaf("memory"), "memory.swappiness"), "10");
+    EXPECT_NE(read(leaf("memory"), "memory.oom_control").find("oom_kill_disable 1"),
+              std::string::npos);
+    if (!device.empty()) {
+      EXPECT_EQ(read(leaf("blkio"), "blkio.throttle.read_bps_device"), device + " 1048576");
+      EXPECT_EQ(read(leaf("blkio"), "blkio.throttle.write_iops_device"), device + " 100");
+    }
+  } else {
+    const std::string unified = leaf("");
+    EXPECT_EQ(read(unified, "cpuset.cpus"), "0");
+    EXPECT_EQ(read(unified, "cpuset.mems"), "0");
+    EXPECT_EQ(read(unified, "cpu.idle"), "1");
+    EXPECT_EQ(read(unified, "memory.high"), "33554432");
+    if (!device.empty()) {
+      EXPECT_NE(read(unified, "io.max").find(device + " rbps=1048576 wbps=max riops=max wiops=100"),
+                std::string::npos)
+          << read(unified, "io.max");
+    }
+  }
+  // A process can live in the leaves (a cpuset without cpus could hold none).
+  testing::SleepChild child;
+  ASSERT_GT(child.pid(), 0);
+  ASSERT_TRUE(cgroup->attach(child.pid(), false).ok());
+  ASSERT_TRUE(cgroup->kill_all(SIGKILL).ok());
+  EXPECT_EQ(child.wait_for_signal(), SIGKILL);
+  ASSERT_TRUE(cgroup->remove().ok());
+  EXPECT_EQ(leftover_leaves(), std::vector<std::string>{});
+}
+
+// A limit this host cannot apply is refused naming the config path and what
+// is missing, and nothing is left behind: never skipped. On this hybrid host
+// blkio.weight is absent (no cfq) but the bfq scheduler's blkio.bfq.weight
+// takes the weight, and blkio.leaf_weight is absent.
+TEST_F(OciCgroupTest, WhatTheHostLacksIsRefusedByPath) {
+  auto path = oci::parse_cgroups_path("/" + subtree_ + "/c1", false, "c1");
+  ASSERT_TRUE(path.ok());
+  oci::CgroupResources weight;
+  weight.block_io = oci::BlockIoLimits{};
+  weight.block_io->weight = 300;
+  bool leaf_weight_file = true;
+  {
+    auto cgroup = oci::ContainerCgroup::create(host_, *path, weight);
+    if (cgroup.ok()) {
+      const std::string dir = host_.hybrid ? leaf("blkio") : leaf("");
+      std::string written;
+      for (const char* file : {"blkio.weight", "blkio.bfq.weight", "io.bfq.weight", "io.weight"}) {
+        if (fs::exists(fs::path(dir) / file)) written += read(dir, file) + ";";
+      }
+      EXPECT_NE(written.find(host_.hybrid ? "300" : "default"), std::string::npos) << written;
+      leaf_weight_file = fs::exists(fs::path(dir) / "blkio.leaf_weight");
+      ASSERT_TRUE(cgroup->remove().ok());
+    } else {
+      EXPECT_NE(cgroup.error().message().find("linux.resources.blockIO.weight"), std::string::npos)
+          << cgroup.error().message();
+      EXPECT_NE(cgroup.error().message().find("neither"), std::string::npos);
+      EXPECT_EQ(leftover_leaves(), std::vector<std::string>{});
+    }
+  }
+  if (host_.hybrid && !leaf_weight_file) {
+    oci::CgroupResources leaf_weight;
+    leaf_weight.block_io = oci::BlockIoLimits{};
+    leaf_weight.block_io->leaf_weight = 100;
+    const auto refused = oci::ContainerCgroup::create(host_, *path, leaf_weight);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_NE(refused.error().message().find("linux.resources.blockIO.leafWeight"),
+              std::string::npos)
+        << refused.error().message();
+    EXPECT_NE(refused.error().message().find("blkio.leaf_weight"), std::string::npos);
+    EXPECT_EQ(leftover_leaves(), std::vector<std::string>{});
+  }
+  if (host_.hybrid && !host_.hierarchy_mounts.count("hugetlb")) {
+    oci::CgroupResources pages;
+    pages.hugepage_limits = {{"2MB", 2097152}};
+    const auto refused = oci::ContainerCgroup::create(host_, *path, pages);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_NE(refused.error().message().find("linux.resources.hugepageLimits[0]"),
+              std::string::npos);
+    EXPECT_NE(refused.error().message().find("no hugetlb hierarchy"), std::string::npos);
+    EXPECT_EQ(leftover_leaves(), std::vector<std::string>{});
+  }
+  if (host_.hybrid) {
+    oci::CgroupResources unified;
+    unified.unified = {{"memory.high", "1"}};
+    const auto refused = oci::ContainerCgroup::create(host_, *path, unified);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_NE(refused.error().message().find("linux.resources.unified.memory.high"),
+              std::string::npos);
+  }
+}
+
+// From config.json through `create`: the engine's fields reach the
+// container's leaves (podman --cpuset-cpus 0 --device-read-bps ...).
+TEST_F(OciCgroupTest, ConfigResourcesReachTheContainersLeaves) {
+  if (const auto why = testing::oci_launch_unavailable(); !why.empty()) GTEST_SKIP() << why;
+  const fs::path& temp = temp_.path();
+  root_ = temp / "state";
+  auto bundle = testing::make_oci_bundle(temp / "bundle", {"sleep", "60"}, subtree_, "c1");
+  const std::string device = some_block_device();
+  auto& resources = bundle.config["linux"]["resources"];
+  resources["cpu"] = {{"cpus", "0"}, {"mems", "0"}};
+  if (!device.empty()) {
+    const auto colon = device.find(':');
+    resources["blockIO"] = {{"throttleReadBpsDevice",
+                             {{{"major", std::stoll(device.substr(0, colon))},
+                               {"minor", std::stoll(device.substr(colon + 1))},
+                               {"rate", 2097152}}}}};
+  }
+  if (host_.hybrid) resources["memory"] = {{"swappiness", 20}};
+  bundle.write();
+  const auto created = testing::run_oci_to_files(
+      root_, {"create", "--bundle", bundle.dir.string(), "c1"}, temp / "out", temp / "err");
+  ASSERT_EQ(created.exit_code, 0) << created.err;
+  const std::string cpuset = host_.hybrid ? leaf("cpuset") : leaf("");
+  EXPECT_EQ(read(cpuset, "cpuset.cpus"), "0");
+  if (host_.hybrid) {
+    EXPECT_EQ(read(leaf("memory"), "memory.swappiness"), "20");
+    if (!device.empty()) {
+      EXPECT_EQ(read(leaf("blkio"), "blkio.throttle.read_bps_device"), device + " 2097152");
+    }
+  } else if (!device.empty()) {
+    EXPECT_NE(read(leaf(""), "io.max").find(device + " rbps=2097152"), std::string::npos);
+  }
+  const auto deleted = testing::run_oci(root_, {"delete", "--force", "c1"});
+  EXPECT_EQ(deleted.exit_code, 0) << deleted.err;
+  EXPECT_EQ(leftover_leaves(), std::vector<std::string>{});
+
+  // A missing file is refused at create naming the config path (no
+  // blkio.leaf_weight without the cfq scheduler).
+  if (host_.hybrid && !has("blkio", "blkio.leaf_weight")) {
+    resources.erase("blockIO");
+    resources["blockIO"] = {{"leafWeight", 300}};
+    bundle.write();
+    const auto refused = testing::run_oci_to_files(
+        root_, {"create", "--bundle", bundle.dir.string(), "c1"}, temp / "out2", temp / "err2");
+    EXPECT_NE(refused.exit_code, 0);
+    EXPECT_NE(refused.err.find("linux.resources.blockIO.leafWeight"), std::string::npos)
+        << refused.err;
+    EXPECT_NE(refused.err.find("blkio.leaf_weight: No such file"), std::string::npos)
+        << refused.err;
+    EXPECT_EQ(leftover_leaves(), std::vector<std::string>{});
+  }
 }
 
 TEST_F(OciCgroupTest, KillAllWithAnotherSignalGoesThroughPidfds) {

@@ -73,6 +73,23 @@ TEST_F(OciPodmanTest, MemoryAndPidsLimitsAreTheContainersOwn) {
   EXPECT_EQ(result.output, "33554432\n16\n");
 }
 
+// --cpuset-cpus and --device-read-bps (linux.resources.cpu.cpus and
+// blockIO.throttleReadBpsDevice) in the container's own v1 leaves.
+TEST_F(OciPodmanTest, CpusetAndBlockIoLimitsAreTheContainersOwn) {
+  if (!fs::exists("/sys/fs/cgroup/cpuset/cpuset.cpus") ||
+      !fs::exists("/sys/fs/cgroup/blkio/blkio.throttle.read_bps_device"))
+    GTEST_SKIP() << "reads cgroup v1 cpuset and blkio files (this host is not hybrid)";
+  if (!fs::exists("/sys/block/vda/dev")) GTEST_SKIP() << "no /dev/vda to throttle";
+  auto device = testing::read_file("/sys/block/vda/dev");
+  while (!device.empty() && device.back() == '\n')
+    device.pop_back();
+  const auto result = run({"--cpuset-cpus", "0", "--device-read-bps", "/dev/vda:1mb"},
+                          "cat /sys/fs/cgroup/cpuset/cpuset.cpus "
+                          "/sys/fs/cgroup/blkio/blkio.throttle.read_bps_device");
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_EQ(result.output, "0\n" + device + " 1048576\n");
+}
+
 TEST_F(OciPodmanTest, MemoryAndPidsLimitsAreEnforced) {
   // A hog past memory + swap (podman gives swap = 2 x memory) is killed.
   const auto hog = run({"--memory", "32m"}, "head -c 300m /dev/zero | busybox tail > /dev/null");

@@ -122,6 +122,157 @@ TEST(OciCgroupWrites, Refusals) {
   EXPECT_FALSE(plan_cgroup_writes(shares, true).ok());
 }
 
+// Every write of one kind, in order ("file=value" per line).
+std::vector<std::string> lines(const std::vector<CgroupWrite>& writes, const std::string& file) {
+  std::vector<std::string> out;
+  for (const auto& w : writes)
+    if (w.file == file) out.push_back(w.value);
+  return out;
+}
+
+const CgroupWrite* find_write(const std::vector<CgroupWrite>& writes, const std::string& file) {
+  for (const auto& w : writes)
+    if (w.file == file) return &w;
+  return nullptr;
+}
+
+CgroupResources more_resources() {
+  CgroupResources r;
+  r.cpu_burst = 1000;
+  r.cpu_idle = 1;
+  r.cpuset_cpus = "0-1";
+  r.cpuset_mems = "0";
+  BlockIoLimits b;
+  b.weight = 500;
+  b.weight_device = {{8, 0, 300}, {8, 16, 0}};  // the second unset
+  b.read_bps = {{8, 0, 1048576}};
+  b.write_bps = {{8, 0, 0}};
+  b.read_iops = {{8, 0, 100}};
+  b.write_iops = {{8, 16, 200}};
+  r.block_io = b;
+  r.hugepage_limits = {{"2MB", 4194304}};
+  return r;
+}
+
+TEST(OciCgroupWrites, V1MoreResources) {
+  CgroupResources r = more_resources();
+  r.memory_swappiness = 10;
+  r.disable_oom_killer = true;
+  auto writes = plan_cgroup_writes(r, false);
+  ASSERT_TRUE(writes.ok()) << writes.error().to_string();
+  const auto m = as_map(*writes);
+  EXPECT_EQ(m.at("memory:memory.swappiness"), "10");
+  EXPECT_EQ(m.at("memory:memory.oom_control"), "1");
+  EXPECT_EQ(m.at("cpu:cpu.cfs_burst_us"), "1000");
+  EXPECT_EQ(m.at("cpu:cpu.idle"), "1");
+  EXPECT_EQ(m.at("cpuset:cpuset.cpus"), "0-1");
+  EXPECT_EQ(m.at("cpuset:cpuset.mems"), "0");
+  EXPECT_EQ(m.at("blkio:blkio.weight"), "500");
+  const auto* weight = find_write(*writes, "blkio.weight");
+  EXPECT_EQ(weight->alternative_file, "blkio.bfq.weight");
+  EXPECT_EQ(weight->alternative_value, "500");
+  EXPECT_EQ(lines(*writes, "blkio.weight_device"), std::vector<std::string>{"8:0 300"});
+  EXPECT_EQ(find_write(*writes, "blkio.weight_device")->resource,
+            "linux.resources.blockIO.weightDevice[0].weight");
+  EXPECT_EQ(m.at("blkio:blkio.throttle.read_bps_device"), "8:0 1048576");
+  EXPECT_EQ(m.at("blkio:blkio.throttle.write_bps_device"), "8:0 0");
+  EXPECT_EQ(m.at("blkio:blkio.throttle.read_iops_device"), "8:0 100");
+  EXPECT_EQ(m.at("blkio:blkio.throttle.write_iops_device"), "8:16 200");
+  EXPECT_EQ(find_write(*writes, "blkio.throttle.write_iops_device")->resource,
+            "linux.resources.blockIO.throttleWriteIOPSDevice[0]");
+  EXPECT_EQ(m.at("hugetlb:hugetlb.2MB.limit_in_bytes"), "4194304");
+  BlockIoLimits leaf;
+  leaf.leaf_weight = 100;
+  leaf.leaf_weight_device = {{8, 0, 0}, {8, 16, 50}};
+  CgroupResources with_leaf;
+  with_leaf.block_io = leaf;
+  const auto leaf_writes = plan_cgroup_writes(with_leaf, false).value();
+  EXPECT_EQ(as_map(leaf_writes).at("blkio:blkio.leaf_weight"), "100");
+  EXPECT_EQ(lines(leaf_writes, "blkio.leaf_weight_device"), std::vector<std::string>{"8:16 50"});
+}
+
+TEST(OciCgroupWrites, V2MoreResources) {
+  CgroupResources r = more_resources();
+  r.unified = {{"memory.high", "1000000"}, {"pids.max", "7"}};
+  auto writes = plan_cgroup_writes(r, true);
+  ASSERT_TRUE(writes.ok()) << writes.error().to_string();
+  for (const auto& w : *writes)
+    EXPECT_EQ(w.hierarchy, "") << w.file;
+  const auto m = as_map(*writes);
+  EXPECT_EQ(m.at("cpu.max.burst"), "1000");
+  EXPECT_EQ(m.at("cpu.idle"), "1");
+  EXPECT_EQ(m.at("cpuset.cpus"), "0-1");
+  EXPECT_EQ(m.at("cpuset.mems"), "0");
+  // io.bfq.weight takes blkio's range; io.weight's is 1-10000 (runc's
+  // conversion: 1 + (500 - 10) * 9999 / 990).
+  const auto* weight = find_write(*writes, "io.bfq.weight");
+  ASSERT_NE(weight, nullptr);
+  EXPECT_EQ(weight->value, "500");
+  EXPECT_EQ(weight->alternative_file, "io.weight");
+  EXPECT_EQ(weight->alternative_value, "4950");
+  EXPECT_EQ(lines(*writes, "io.bfq.weight"), (std::vector<std::string>{"500", "8:0 300"}));
+  EXPECT_EQ(lines(*writes, "io.max"),
+            (std::vector<std::string>{"8:0 rbps=1048576", "8:0 wbps=max", "8:0 riops=100",
+                                      "8:16 wiops=200"}));
+  EXPECT_EQ(m.at("hugetlb.2MB.max"), "4194304");
+  EXPECT_EQ(m.at("memory.high"), "1000000");
+  // unified comes last, so that it wins over the fields (runc's order).
+  EXPECT_EQ(writes->back().file, "pids.max");
+  EXPECT_EQ(writes->back().resource, "linux.resources.unified.pids.max");
+}
+
+// What one cgroup version cannot do is refused naming the config path, and
+// values that would become part of a file name or a file's text are checked.
+TEST(OciCgroupWrites, RefusalsByVersionAndValue) {
+  const auto refused = [](const CgroupResources& r, bool v2, const std::string& path) {
+    const auto writes = plan_cgroup_writes(r, v2);
+    ASSERT_FALSE(writes.ok()) << path;
+    EXPECT_NE(writes.error().message().find(path), std::string::npos) << writes.error().message();
+  };
+  CgroupResources swappiness;
+  swappiness.memory_swappiness = 0;
+  refused(swappiness, true, "linux.resources.memory.swappiness");
+  EXPECT_TRUE(plan_cgroup_writes(swappiness, false).ok());
+  CgroupResources oom;
+  oom.disable_oom_killer = true;
+  refused(oom, true, "linux.resources.memory.disableOOMKiller");
+  CgroupResources leaf;
+  leaf.block_io = BlockIoLimits{};
+  leaf.block_io->leaf_weight = 100;
+  refused(leaf, true, "linux.resources.blockIO.leafWeight");
+  CgroupResources leaf_device;
+  leaf_device.block_io = BlockIoLimits{};
+  leaf_device.block_io->leaf_weight_device = {{8, 0, 0}, {8, 0, 100}};
+  refused(leaf_device, true, "linux.resources.blockIO.weightDevice[1].leafWeight");
+  CgroupResources unified;
+  unified.unified = {{"memory.high", "1"}};
+  refused(unified, false, "linux.resources.unified.memory.high");
+  for (const char* key :
+       {"cgroup.procs", "cgroup.subtree_control", "../memory.max", "a/b.c", "nodot", ".hidden"}) {
+    CgroupResources bad;
+    bad.unified = {{key, "1"}};
+    refused(bad, true, std::string("linux.resources.unified.") + key);
+  }
+  CgroupResources weight;
+  weight.block_io = BlockIoLimits{};
+  weight.block_io->weight = 5;
+  refused(weight, false, "linux.resources.blockIO.weight");
+  CgroupResources cpus;
+  cpus.cpuset_cpus = "0\n1";
+  refused(cpus, false, "linux.resources.cpu.cpus");
+  CgroupResources mems;
+  mems.cpuset_mems = "all";
+  refused(mems, true, "linux.resources.cpu.mems");
+  CgroupResources idle;
+  idle.cpu_idle = 2;
+  refused(idle, true, "linux.resources.cpu.idle");
+  for (const char* size : {"2M", "../2MB", "MB", "2XB", "2MBB"}) {
+    CgroupResources pages;
+    pages.hugepage_limits = {{size, 1}};
+    refused(pages, false, "linux.resources.hugepageLimits[0].pageSize");
+  }
+}
+
 // A hybrid host whose hierarchies are directories of a temp dir; the leaf's
 // control files are made in advance, as the kernel would.
 class OciCgroupDirTest : public ::testing::Test {
@@ -215,6 +366,59 @@ TEST_F(OciCgroupDirTest, MissingHierarchyIsRefusedWhenNeeded) {
   const auto cgroup = ContainerCgroup::create(host_, {"parent/c1", false}, r);
   ASSERT_FALSE(cgroup.ok());
   EXPECT_NE(cgroup.error().message().find("linux.resources.pids.limit"), std::string::npos);
+}
+
+// runc's fallback: no blkio.weight (not the cfq scheduler) -> the bfq
+// scheduler's file; neither -> refused naming the config path and both
+// files, never skipped.
+TEST_F(OciCgroupDirTest, BlkioWeightFallsBackToBfqElseIsRefused) {
+  host_.hierarchy_mounts["blkio"] = (temp_ / "blkio").string();
+  fs::create_directories(temp_ / "blkio");
+  make_leaf("blkio", {"blkio.bfq.weight"});
+  CgroupResources r;
+  r.block_io = BlockIoLimits{};
+  r.block_io->weight = 300;
+  auto cgroup = ContainerCgroup::create(host_, {"parent/c1", false}, r);
+  ASSERT_TRUE(cgroup.ok()) << cgroup.error().to_string();
+  EXPECT_EQ(value("blkio", "blkio.bfq.weight"), "300");
+  const fs::path leaf = fs::path(host_.hierarchy_mounts["blkio"]) / "parent/c1";
+  EXPECT_FALSE(fs::exists(leaf / "blkio.weight"));
+
+  fs::remove(leaf / "blkio.bfq.weight");
+  const auto refused = ContainerCgroup::create(host_, {"parent/c1", false}, r);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message().find("linux.resources.blockIO.weight"), std::string::npos);
+  EXPECT_NE(refused.error().message().find("blkio.weight"), std::string::npos);
+  EXPECT_NE(refused.error().message().find("blkio.bfq.weight"), std::string::npos);
+}
+
+// A limit whose v1 hierarchy is not mounted (hugetlb on this host) is
+// refused naming the path and the hierarchy.
+TEST_F(OciCgroupDirTest, HugepagesWithoutHugetlbAreRefused) {
+  CgroupResources r;
+  r.hugepage_limits = {{"2MB", 2097152}};
+  const auto cgroup = ContainerCgroup::create(host_, {"parent/c1", false}, r);
+  ASSERT_FALSE(cgroup.ok());
+  EXPECT_NE(cgroup.error().message().find("linux.resources.hugepageLimits[0]"), std::string::npos);
+  EXPECT_NE(cgroup.error().message().find("hugetlb"), std::string::npos);
+}
+
+// The cpuset hierarchy joins only when a limit needs it, and its limits go
+// into its own leaf.
+TEST_F(OciCgroupDirTest, CpusetJoinsWhenNeeded) {
+  host_.hierarchy_mounts["cpuset"] = (temp_ / "cpuset").string();
+  make_leaf("cpuset", {"cpuset.cpus", "cpuset.mems"});
+  auto without = ContainerCgroup::create(host_, {"parent/c1", false}, {});
+  ASSERT_TRUE(without.ok()) << without.error().to_string();
+  EXPECT_EQ(without->leaf_dirs().size(), 6u);
+  CgroupResources r;
+  r.cpuset_cpus = "0";
+  r.cpuset_mems = "0";
+  auto with = ContainerCgroup::create(host_, {"parent/c1", false}, r);
+  ASSERT_TRUE(with.ok()) << with.error().to_string();
+  EXPECT_EQ(with->leaf_dirs().size(), 7u);
+  EXPECT_EQ(value("cpuset", "cpuset.cpus"), "0");
+  EXPECT_EQ(value("cpuset", "cpuset.mems"), "0");
 }
 
 // On cgroup v2 every level above the leaf enables the controllers the

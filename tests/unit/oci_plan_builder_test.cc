@@ -3,6 +3,7 @@
 #include "oci/plan_builder.h"
 
 #include <gtest/gtest.h>
+#include <linux/seccomp.h>
 #include <sched.h>
 #include <sys/mount.h>
 #include <sys/resource.h>
@@ -160,6 +161,7 @@ TEST(OciPlanBuilder, PodmanConfigWithoutPendingFeatures) {
   EXPECT_EQ(data->source, "/tmp/r23/rootfs/etc");
   EXPECT_TRUE(data->recursive);  // rbind
   EXPECT_EQ(data->flags, 0u);    // rw, rprivate
+  EXPECT_EQ(data->propagation, static_cast<unsigned long>(MS_PRIVATE | MS_REC));
   const MountStep* hosts = find_step(*plan, "/etc/hosts", MountOp::Bind);
   ASSERT_NE(hosts, nullptr);
   EXPECT_FALSE(hosts->recursive);  // bind
@@ -316,10 +318,89 @@ TEST(OciPlanBuilder, Refusals) {
   EXPECT_NE(error_of(shared).find("mounts[1] (/dev).options \"rshared\": not supported yet"),
             std::string::npos)
       << error_of(shared);
+  EXPECT_NE(error_of(shared).find("never lets the container's mounts propagate back"),
+            std::string::npos);
 
   json proc_ro = config;
   proc_ro["mounts"][0]["options"].push_back("ro");
   EXPECT_NE(error_of(proc_ro).find("mounts[0] (/proc).options"), std::string::npos);
+}
+
+// Propagation: on binds as the option says (after they are attached), on
+// the root after pivot_root; a new filesystem is private already; shared is
+// refused with why.
+TEST(OciPlanBuilder, Propagation) {
+  json config = read_data("ctr-run-memory.config.json");
+  const auto bind_with = [&](const json& options) {
+    json changed = config;
+    changed["mounts"].push_back(
+        {{"destination", "/vol"}, {"type", "bind"}, {"source", "/srv"}, {"options", options}});
+    return changed;
+  };
+  auto plan = plan_of(bind_with({"rbind", "rslave"}));
+  ASSERT_TRUE(plan.ok()) << plan.error().message();
+  EXPECT_EQ(find_step(*plan, "/vol", MountOp::Bind)->propagation,
+            static_cast<unsigned long>(MS_SLAVE | MS_REC));
+  EXPECT_EQ(plan->root_propagation, 0u);  // stays rslave
+  plan = plan_of(bind_with({"bind", "private"}));
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(find_step(*plan, "/vol", MountOp::Bind)->propagation,
+            static_cast<unsigned long>(MS_PRIVATE));
+  plan = plan_of(bind_with({"rbind", "runbindable"}));
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(find_step(*plan, "/vol", MountOp::Bind)->propagation,
+            static_cast<unsigned long>(MS_UNBINDABLE | MS_REC));
+  plan = plan_of(bind_with({"rbind"}));
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(find_step(*plan, "/vol", MountOp::Bind)->propagation, 0u);  // runc: the clone's
+  EXPECT_NE(error_of(bind_with({"rbind", "shared"})).find("/vol).options \"shared\""),
+            std::string::npos);
+
+  json tmpfs = config;
+  tmpfs["mounts"][1]["options"].push_back("rprivate");
+  EXPECT_EQ(error_of(tmpfs), "(built)");
+  tmpfs["mounts"][1]["options"].push_back("unbindable");
+  EXPECT_NE(error_of(tmpfs).find("unbindable is applied to bind mounts only"), std::string::npos);
+
+  for (const auto& [name, flags] : std::vector<std::pair<std::string, unsigned long>>{
+           {"slave", MS_SLAVE},
+           {"rslave", MS_SLAVE | MS_REC},
+           {"private", MS_PRIVATE},
+           {"rprivate", MS_PRIVATE | MS_REC},
+           {"runbindable", MS_UNBINDABLE | MS_REC}}) {
+    json root = config;
+    root["linux"]["rootfsPropagation"] = name;
+    plan = plan_of(root);
+    ASSERT_TRUE(plan.ok()) << name << ": " << plan.error().message();
+    EXPECT_EQ(plan->root_propagation, flags) << name;
+  }
+  json shared_root = config;
+  shared_root["linux"]["rootfsPropagation"] = "shared";
+  EXPECT_NE(error_of(shared_root).find("linux.rootfsPropagation \"shared\": not supported yet"),
+            std::string::npos)
+      << error_of(shared_root);
+}
+
+// linux.seccomp.flags reach seccomp(2) through the plan, for create and exec.
+TEST(OciPlanBuilder, SeccompFlags) {
+  json config = read_data("ctr-run-memory.config.json");
+  config["linux"]["seccomp"] = {
+      {"defaultAction", "SCMP_ACT_ALLOW"},
+      {"architectures", {"SCMP_ARCH_X86_64"}},
+      {"flags", {"SECCOMP_FILTER_FLAG_SPEC_ALLOW", "SECCOMP_FILTER_FLAG_LOG"}}};
+  auto plan = plan_of(config);
+  ASSERT_TRUE(plan.ok()) << plan.error().message();
+  EXPECT_EQ(plan->seccomp_flags,
+            static_cast<unsigned>(SECCOMP_FILTER_FLAG_SPEC_ALLOW | SECCOMP_FILTER_FLAG_LOG));
+  const spec::Spec spec = parse(config);
+  auto exec = build_exec_plan(spec, *spec.process, {});
+  ASSERT_TRUE(exec.ok()) << exec.error().message();
+  EXPECT_EQ(exec->seccomp_flags, plan->seccomp_flags);
+  config["linux"]["seccomp"]["flags"] = {"SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV"};
+  const auto refused = spec::parse_spec(config.dump(), "/bundle");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message().find("linux.seccomp.flags[0]"), std::string::npos)
+      << refused.error().message();
 }
 
 TEST(OciPlanBuilder, UserNamespaceBindsDevicesAndMapsIds) {
@@ -396,10 +477,40 @@ TEST(OciPlanBuilder, CgroupResources) {
   ASSERT_TRUE(limits.ok());
   EXPECT_EQ(limits->cpu_shares, 1024u);
 
-  spec::Resources swappiness;
-  swappiness.memory = spec::MemoryResources{};
-  swappiness.memory->swappiness = 10;
-  auto refused = cgroup_resources(swappiness);
+  spec::Resources more;
+  more.memory = spec::MemoryResources{};
+  more.memory->swappiness = 10;
+  more.memory->disable_oom_killer = true;
+  more.cpu = spec::CpuResources{};
+  more.cpu->cpus = "0";
+  more.cpu->idle = 1;
+  more.block_io = spec::BlockIoResources{};
+  more.block_io->weight = 500;
+  spec::BlockIoDevice leaf_only;
+  leaf_only.major = 8;
+  leaf_only.leaf_weight = 300;
+  more.block_io->weight_device.push_back(leaf_only);
+  more.hugepage_limits.push_back({"2MB", 4 << 20});
+  more.unified["memory.high"] = "1000000";
+  auto mapped = cgroup_resources(more);
+  ASSERT_TRUE(mapped.ok()) << mapped.error().message();
+  EXPECT_EQ(mapped->memory_swappiness, 10u);
+  EXPECT_TRUE(mapped->disable_oom_killer);
+  EXPECT_EQ(mapped->cpuset_cpus, "0");
+  EXPECT_EQ(mapped->cpu_idle, 1);
+  ASSERT_TRUE(mapped->block_io);
+  EXPECT_EQ(mapped->block_io->weight, 500);
+  // Index for index with weightDevice, so that errors name the right entry.
+  ASSERT_EQ(mapped->block_io->weight_device.size(), 1u);
+  EXPECT_EQ(mapped->block_io->weight_device[0].value, 0u);
+  EXPECT_EQ(mapped->block_io->leaf_weight_device[0].value, 300u);
+  EXPECT_EQ(mapped->hugepage_limits.at(0).page_size, "2MB");
+  EXPECT_EQ(mapped->unified.at("memory.high"), "1000000");
+
+  spec::Resources hierarchy;
+  hierarchy.memory = spec::MemoryResources{};
+  hierarchy.memory->use_hierarchy = true;
+  auto refused = cgroup_resources(hierarchy);
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.error().message().find("linux.resources.memory"), std::string::npos);
 }

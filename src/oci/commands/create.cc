@@ -145,7 +145,9 @@ std::string enforcement_report(const launch::ContainerPlan& plan, const std::str
 
 bool has_limits(const CgroupResources& r) {
   return r.memory_limit || r.memory_swap || r.memory_reservation || r.pids_limit || r.cpu_shares ||
-         r.cpu_quota || r.cpu_period;
+         r.cpu_quota || r.cpu_period || r.memory_swappiness || r.disable_oom_killer ||
+         r.cpu_burst || r.cpu_idle || !r.cpuset_cpus.empty() || !r.cpuset_mems.empty() ||
+         r.block_io || !r.hugepage_limits.empty() || !r.unified.empty();
 }
 
 // Takes back what create made, newest first.

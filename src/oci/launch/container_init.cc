@@ -45,7 +45,8 @@ PULSEBOX_CHILD_CODE void load_seccomp(const ContainerPlan& plan, const Failure& 
   sock_fprog program{};
   program.len = static_cast<unsigned short>(plan.seccomp_program.size());
   program.filter = const_cast<sock_filter*>(plan.seccomp_program.data());
-  if (const int e = linux_api::install_seccomp_filter(program, false, nullptr); e != 0)
+  if (const int e = linux_api::install_seccomp_filter(program, false, nullptr, plan.seccomp_flags);
+      e != 0)
     fail("loading the seccomp filter", e);
 }
 
@@ -408,10 +409,8 @@ PULSEBOX_CHILD_CODE void apply_identity(const ContainerPlan& plan, int channel) 
 
   // 3-4. Nothing below propagates back to the host; the root is a mount
   // of its own (pivot_root needs one), opened as root_fd.
-  const unsigned long propagation =
-      plan.root_propagation != 0 ? plan.root_propagation : (MS_SLAVE | MS_REC);
   check(fail, "setting the propagation of /",
-        raw(SYS_mount, nullptr, "/", nullptr, propagation, nullptr));
+        raw(SYS_mount, nullptr, "/", nullptr, MS_SLAVE | MS_REC, nullptr));
   const long root_tree = raw(SYS_open_tree, AT_FDCWD, plan.rootfs.c_str(),
                              OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
   check(fail, "binding the root on itself", root_tree, plan.rootfs.c_str());
@@ -446,6 +445,16 @@ PULSEBOX_CHILD_CODE void apply_identity(const ContainerPlan& plan, int channel) 
   check(fail, "pivot_root", raw(SYS_pivot_root, ".", "."));
   check(fail, "detaching the old root", raw(SYS_umount2, ".", MNT_DETACH));
   check(fail, "entering /", raw(SYS_chdir, "/"));
+  // linux.rootfsPropagation on the container's own root only (runc applies
+  // it after pivot_root too), never on the host's tree.
+  if (plan.root_propagation != 0) {
+    mount_attr propagation{};
+    propagation.propagation = plan.root_propagation & ~static_cast<unsigned long>(MS_REC);
+    check(fail, "setting linux.rootfsPropagation",
+          raw(SYS_mount_setattr, root_fd, "",
+              AT_EMPTY_PATH | ((plan.root_propagation & MS_REC) != 0 ? AT_RECURSIVE : 0),
+              &propagation, sizeof propagation));
+  }
   // Before root.readonly, which would forbid making /dev/console.
   if (plan.console_socket_fd >= 0)
     set_up_terminal(plan, kConsoleStages, static_cast<int>(root_fd), fail);

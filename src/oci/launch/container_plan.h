@@ -93,11 +93,12 @@ struct ContainerPlan {
   // KEYCTL_JOIN_SESSION_KEYRING unless --no-new-keyring.
   bool new_session_keyring = true;
 
-  // The filesystem. `/` first gets `root_propagation` (runc's default
-  // rslave), then the root is bound on itself and everything below is
-  // made relative to it (linux/rooted_mounts.h).
+  // The filesystem. `/` first becomes rslave (nothing propagates back to
+  // the host), then the root is bound on itself and everything below is
+  // made relative to it (linux/rooted_mounts.h); after pivot_root the root
+  // gets `root_propagation` (linux.rootfsPropagation).
   std::string rootfs;                  // absolute host path
-  unsigned long root_propagation = 0;  // 0: MS_SLAVE | MS_REC
+  unsigned long root_propagation = 0;  // MS_PRIVATE/SLAVE/UNBINDABLE [| MS_REC]; 0: stays rslave
   std::vector<linux_api::MountStep> mounts;
   std::vector<std::string> masked_paths;
   std::vector<std::string> readonly_paths;
@@ -134,6 +135,7 @@ struct ContainerPlan {
   bool no_new_privileges = false;
   // A compiled seccomp program (kills compiled as kernel kills); empty: none.
   std::vector<sock_filter> seccomp_program;
+  unsigned seccomp_flags = 0;  // linux.seccomp.flags as seccomp(2) takes them
 
   // Descriptors. stdio[i] >= 0 becomes fd i (else the caller's fd i
   // stays); fds 3 .. 3 + preserved_fds - 1 are passed on as they are. Every
