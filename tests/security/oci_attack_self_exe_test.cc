@@ -1,13 +1,15 @@
 // CVE-2019-5736's class: the image's program is a script whose interpreter
 // is `/proc/self/exe`. The kernel resolves that interpreter in the process
 // that calls execve, which is still the runtime's copy of itself, so the
-// host's pulsebox binary starts inside the container with the container's
-// root as its user. Any process of the container may then open it by
-// /proc/<pid>/exe and, once it exits, write the host binary that root runs
-// next. Neither the container's first process (create, run) nor exec's may
-// ever run the runtime's binary from a file the container could write.
+// runtime's binary starts inside the container. Another process of the
+// container opens it by /proc/<pid>/exe, kills it, and once the runtime's
+// own processes have ended (the file is no longer busy) reopens that
+// descriptor for writing: the next `pulsebox-runc` the host runs is the
+// container's. The runtime must run from a binary no container can write
+// (a read-only clone of its mount for root, a sealed memfd copy for a user
+// whose binary it is), for the container's first process and for exec.
+// The attacks run against a copy of the runtime, never the build's binary.
 #include <fcntl.h>
-#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -15,7 +17,9 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <nlohmann/json.hpp>
 #include <optional>
+#include <string_view>
 #include <thread>
 
 #include "helpers/oci_bundle.h"
@@ -27,64 +31,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// rootfs/evil: `#!/proc/self/exe --version`; run as the runtime, it prints
-// "pulsebox <version>" (the CLI's --version) and exits 0.
-void plant_self_exe_script(const fs::path& rootfs) {
-  const fs::path script = rootfs / "evil";
-  testing::write_file(script, "#!/proc/self/exe --version\n");
-  fs::permissions(script, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
-                              fs::perms::others_read | fs::perms::others_exec);
-}
-
-// The precondition, seen: the runtime's binary answers inside the container.
-// (A fixed runtime may still run there, from a copy nothing can write; the
-// tests below check what matters.)
-TEST(OciAttackSelfExe, DISABLED_TheContainersFirstProgramNeverRunsTheRuntimeBinary) {
-  const std::string why = testing::oci_launch_unavailable();
-  PULSEBOX_SKIP_UNLESS(why.empty(), why);
-  testing::TempDir temp;
-  auto bundle = testing::make_oci_bundle(temp / "bundle", {"/evil"}, "", "c1");
-  plant_self_exe_script(bundle.dir / "rootfs");
-  bundle.write();
-
-  const auto run = testing::run_oci_to_files(
-      temp / "state", {"run", "--bundle", bundle.dir.string(), "c1"}, temp / "out", temp / "err");
-  EXPECT_EQ(run.out.find("pulsebox"), std::string::npos)
-      << "the host's pulsebox binary ran as the container's process: " << run.out;
-  EXPECT_NE(run.exit_code, 0) << run.out << run.err;
-}
-
-TEST(OciAttackSelfExe, DISABLED_ExecNeverRunsTheRuntimeBinary) {
-  const std::string why = testing::oci_launch_unavailable();
-  PULSEBOX_SKIP_UNLESS(why.empty(), why);
-  testing::TempDir temp;
-  auto bundle = testing::make_oci_bundle(temp / "bundle", {"sleep", "30"}, "", "c1");
-  plant_self_exe_script(bundle.dir / "rootfs");
-  bundle.write();
-  const fs::path state = temp / "state";
-  const auto created = testing::run_oci_to_files(
-      state, {"create", "--bundle", bundle.dir.string(), "c1"}, temp / "c.out", temp / "c.err");
-  ASSERT_EQ(created.exit_code, 0) << created.err;
-  const auto started =
-      testing::run_oci_to_files(state, {"start", "c1"}, temp / "s.out", temp / "s.err");
-  EXPECT_EQ(started.exit_code, 0) << started.err;
-
-  const auto exec =
-      testing::run_oci_to_files(state, {"exec", "c1", "/evil"}, temp / "e.out", temp / "e.err");
-  EXPECT_EQ(exec.out.find("pulsebox"), std::string::npos)
-      << "the host's pulsebox binary ran in the container through exec: " << exec.out;
-  EXPECT_NE(exec.exit_code, 0) << exec.out << exec.err;
-
-  const auto deleted =
-      testing::run_oci_to_files(state, {"delete", "--force", "c1"}, temp / "d.out", temp / "d.err");
-  EXPECT_EQ(deleted.exit_code, 0) << deleted.err;
-}
-
-// The whole attack, against a copy of the runtime (never the build's own
-// binary): exec's process becomes the runtime (held in a write to a full
-// pipe), a second exec opens its /proc/<pid>/exe read-only, kills it, and
-// then reopens that descriptor for appending, which writes the file the
-// host runs as its container runtime.
 class ScopedEnv {
  public:
   ScopedEnv(const char* name, const std::string& value) : name_(name) {
@@ -97,13 +43,76 @@ class ScopedEnv {
     else
       ::unsetenv(name_);
   }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
 
  private:
   const char* name_;
   std::optional<std::string> old_;
 };
 
-TEST(OciAttackSelfExe, DISABLED_TheContainerCannotWriteTheRuntimeBinaryThroughExec) {
+// A pipe whose buffer is full: a process writing to it waits.
+struct FullPipe {
+  int read_end = -1, write_end = -1;
+  FullPipe() {
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0) return;
+    read_end = fds[0];
+    write_end = fds[1];
+    ::fcntl(write_end, F_SETFL, O_NONBLOCK);
+    const std::string block(4096, 'x');
+    while (::write(write_end, block.data(), block.size()) > 0) {
+    }
+    ::fcntl(write_end, F_SETFL, 0);
+  }
+  ~FullPipe() {
+    if (read_end >= 0) ::close(read_end);
+    if (write_end >= 0) ::close(write_end);
+  }
+  FullPipe(const FullPipe&) = delete;
+  FullPipe& operator=(const FullPipe&) = delete;
+};
+
+// `binary oci --root ROOT args...` with stdout `out` and stdin, stderr
+// /dev/null; the caller waits for it.
+pid_t spawn_runtime(const fs::path& binary, const fs::path& root,
+                    const std::vector<std::string>& args, int out) {
+  std::vector<std::string> full = {binary.string(), "oci", "--root", root.string()};
+  full.insert(full.end(), args.begin(), args.end());
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    std::vector<char*> argv;
+    for (auto& arg : full)
+      argv.push_back(arg.data());
+    argv.push_back(nullptr);
+    ::dup2(out, 1);
+    const int null = ::open("/dev/null", O_RDWR);
+    ::dup2(null, 0);
+    ::dup2(null, 2);
+    ::execv(binary.c_str(), argv.data());
+    ::_exit(127);
+  }
+  return pid;
+}
+
+void wait_bounded(pid_t pid, std::chrono::seconds bound) {
+  int status = 0;
+  const auto deadline = std::chrono::steady_clock::now() + bound;
+  while (::waitpid(pid, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+enum class Held { FirstProcess, Exec };
+
+class OciAttackSelfExe : public ::testing::TestWithParam<Held> {};
+
+TEST_P(OciAttackSelfExe, TheContainerCannotWriteTheRuntimeBinary) {
   const std::string why = testing::oci_launch_unavailable();
   PULSEBOX_SKIP_UNLESS(why.empty(), why);
   const char* binary = std::getenv("PULSEBOX_BIN");
@@ -116,80 +125,99 @@ TEST(OciAttackSelfExe, DISABLED_TheContainerCannotWriteTheRuntimeBinaryThroughEx
   fs::copy_file(binary, copy);
   fs::permissions(copy, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
                             fs::perms::others_read | fs::perms::others_exec);
-  fs::permissions(temp.path(), fs::perms::others_read | fs::perms::others_exec,
-                  fs::perm_options::add);
   const auto size_before = fs::file_size(copy);
   ScopedEnv use_copy("PULSEBOX_BIN", copy.string());
 
-  auto bundle = testing::make_oci_bundle(temp / "bundle", {"sleep", "60"}, "", "c1");
-  plant_self_exe_script(bundle.dir / "rootfs");
-  bundle.write();
+  const bool first = GetParam() == Held::FirstProcess;
+  // Unique ids: as root each gets the cgroup /pulsebox-oci/<id>.
+  const std::string suffix = "-selfexe-" + std::to_string(::getpid());
+  const std::string c0 = "c0" + suffix, c1 = "c1" + suffix;
   const fs::path state = temp / "state";
+  // c0 is the attacker's container. For the first process, c1 joins c0's
+  // pid namespace (a pod's shared process namespace): there its program is
+  // not the namespace's init, so c0 can kill it and outlive it.
+  auto attacker = testing::make_oci_bundle(temp / "c0", {"sleep", "60"}, "", c0);
+  attacker.write();
   const auto created = testing::run_oci_to_files(
-      state, {"create", "--bundle", bundle.dir.string(), "c1"}, temp / "c.out", temp / "c.err");
+      state, {"create", "--bundle", attacker.dir.string(), c0}, temp / "c.out", temp / "c.err");
   ASSERT_EQ(created.exit_code, 0) << created.err;
   const auto started =
-      testing::run_oci_to_files(state, {"start", "c1"}, temp / "s.out", temp / "s.err");
+      testing::run_oci_to_files(state, {"start", c0}, temp / "s.out", temp / "s.err");
   ASSERT_EQ(started.exit_code, 0) << started.err;
-
-  // A pipe already full: the runtime's --version blocks writing to it.
-  int full[2];
-  ASSERT_EQ(::pipe2(full, O_CLOEXEC), 0);
-  ::fcntl(full[1], F_SETFL, O_NONBLOCK);
-  const std::string block(4096, 'x');
-  while (::write(full[1], block.data(), block.size()) > 0) {
+  // Run as the runtime, `--version` writes to stdout: a full pipe holds it.
+  const auto plant = [](const fs::path& rootfs) {
+    const fs::path script = rootfs / "evil";
+    testing::write_file(script, "#!/proc/self/exe --version\n");
+    fs::permissions(script, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                                fs::perms::others_read | fs::perms::others_exec);
+  };
+  plant(attacker.dir / "rootfs");
+  FullPipe full;
+  ASSERT_GE(full.write_end, 0);
+  pid_t held = -1;
+  if (first) {
+    const auto shown =
+        testing::run_oci_to_files(state, {"state", c0}, temp / "st.out", temp / "st.err");
+    ASSERT_EQ(shown.exit_code, 0) << shown.err;
+    const std::string ns =
+        "/proc/" + std::to_string(nlohmann::json::parse(shown.out)["pid"].get<int>()) + "/ns/";
+    auto victim = testing::make_oci_bundle(temp / "c1", {"/evil"}, "", c1);
+    plant(victim.dir / "rootfs");
+    for (auto& entry : victim.config["linux"]["namespaces"]) {
+      if (entry["type"] == "pid") entry["path"] = ns + "pid";
+      if (entry["type"] == "user") entry["path"] = ns + "user";
+    }
+    victim.config["linux"].erase("uidMappings");
+    victim.config["linux"].erase("gidMappings");
+    victim.write();
+    // create's stdout is the container's: c1's first process is held.
+    const pid_t create =
+        spawn_runtime(copy, state, {"create", "--bundle", victim.dir.string(), c1}, full.write_end);
+    wait_bounded(create, std::chrono::seconds(60));
+    const auto victim_started =
+        testing::run_oci_to_files(state, {"start", c1}, temp / "s1.out", temp / "s1.err");
+    ASSERT_EQ(victim_started.exit_code, 0) << victim_started.err;
+  } else {
+    held = spawn_runtime(copy, state, {"exec", c0, "/evil"}, full.write_end);
   }
-  ::fcntl(full[1], F_SETFL, 0);
-  const std::string root = state.string();
-  const pid_t held = ::fork();
-  if (held == 0) {
-    ::dup2(full[1], 1);
-    const int null = ::open("/dev/null", O_RDWR);
-    ::dup2(null, 0);
-    ::dup2(null, 2);
-    ::execl(copy.c_str(), "pulsebox", "oci", "--root", root.c_str(), "exec", "c1", "/evil",
-            static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  ::close(full[1]);
 
-  // Bounded: find the held process (its comm is the script's name), open
-  // its exe, kill it, then (detached, as the runtime's own processes end)
-  // try to append to that file; the verdict goes to the container's /tmp.
+  // Bounded: find the held process (its comm is the script's name), keep
+  // its exe open, kill it, and try to append to that file while the
+  // runtime's own processes end. The verdict goes to exec's stdout, which
+  // the detached process keeps.
   const std::string attack =
       "for i in $(seq 1 100); do for d in /proc/[0-9]*; do "
       "if [ \"$(cat $d/comm 2>/dev/null)\" = evil ]; then "
-      "exec 3<$d/exe || { echo NOOPEN ; exit 0; }; kill -9 ${d#/proc/}; "
-      "for j in $(seq 1 100); do "
-      "if printf x >>/proc/self/fd/3; then echo WROTE ; exit 0; fi; "
-      "sleep 0.1; done; echo REFUSED ; exit 0; fi; "
-      "done; sleep 0.1; done; echo NOTFOUND ";
+      "exec 3<$d/exe || { echo NOOPEN; exit 0; }; kill -9 ${d#/proc/}; "
+      "for j in $(seq 1 30); do "
+      "if printf x >>/proc/self/fd/3; then echo WROTE; exit 0; fi; "
+      "sleep 0.1; done; echo REFUSED; exit 0; fi; "
+      "done; sleep 0.1; done; echo NOTFOUND";
   const auto attacked = testing::run_oci_to_files(
-      state, {"exec", "--detach", "c1", "sh", "-c", attack}, temp / "a.out", temp / "a.err");
+      state, {"exec", "--detach", c0, "sh", "-c", attack}, temp / "a.out", temp / "a.err");
   EXPECT_EQ(attacked.exit_code, 0) << attacked.err;
-  // The detached process keeps exec's stdout (a.out), where it writes.
   const fs::path verdict_file = temp / "a.out";
   for (int i = 0; i < 300 && testing::read_file(verdict_file).empty(); ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  const std::string verdict = testing::read_file(verdict_file);
-  const std::string why_refused = testing::read_file(temp / "a.err");
-  int status = 0;
-  for (int i = 0; i < 100 && ::waitpid(held, &status, WNOHANG) == 0; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  if (::waitpid(held, &status, WNOHANG) == 0) {
-    ::kill(held, SIGKILL);
-    ::waitpid(held, &status, 0);
+  if (held > 0) wait_bounded(held, std::chrono::seconds(10));
+  for (const std::string& id : {c1, c0}) {
+    if (!first && id == c1) continue;  // exec's case made no c1
+    const auto deleted =
+        testing::run_oci_to_files(state, {"delete", "--force", id}, temp / "d.out", temp / "d.err");
+    EXPECT_EQ(deleted.exit_code, 0) << id << ": " << deleted.err;
   }
-  ::close(full[0]);
-  const auto deleted =
-      testing::run_oci_to_files(state, {"delete", "--force", "c1"}, temp / "d.out", temp / "d.err");
-  EXPECT_EQ(deleted.exit_code, 0) << deleted.err;
 
+  const std::string verdict = testing::read_file(verdict_file);
+  // REFUSED: the attack reached its last step and the write failed.
   EXPECT_EQ(verdict, "REFUSED\n") << "the container's attack on the runtime's binary: " << verdict
-                                  << why_refused;
+                                  << testing::read_file(temp / "a.err");
   EXPECT_EQ(fs::file_size(copy), size_before) << "the runtime's binary changed";
 }
+
+INSTANTIATE_TEST_SUITE_P(Oci, OciAttackSelfExe, ::testing::Values(Held::FirstProcess, Held::Exec),
+                         [](const auto& param_info) {
+                           return param_info.param == Held::FirstProcess ? "FirstProcess" : "Exec";
+                         });
 
 }  // namespace
 }  // namespace pulsebox
