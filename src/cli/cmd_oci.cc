@@ -15,6 +15,7 @@
 #include "oci/hooks.h"
 #include "oci/log.h"
 #include "oci/process_ref.h"
+#include "oci/self_exe.h"
 #include "oci/spec/features.h"
 #include "oci/state_store.h"
 #include "pulsebox/version.h"
@@ -179,6 +180,12 @@ void add_exec_command(CLI::App* oci, std::shared_ptr<OciGlobals> globals, int& e
   command->footer("Usage: exec [FLAGS] ID [PROGRAM ARGS...]");
   command->callback([command, globals, options, &exit_code] {
     OciCommand cmd(*globals);
+    // Before any work (no descriptor open yet): the process is a copy of
+    // this one, so it must run from a binary no container can write.
+    if (auto self = oci::run_from_unwritable_binary(); !self.ok()) {
+      exit_code = cmd.refuse("exec", self.error());
+      return;
+    }
     int status = 0;
     exit_code = cmd.run("exec", [&](oci::StateStore& store) -> core::Status {
       auto rest = command->remaining();
@@ -315,6 +322,11 @@ void register_oci_command(CLI::App& app, int& exit_code) {
     }
     command->callback([globals, create_options, run_flags, &exit_code, name, is_run] {
       OciCommand cmd(*globals);
+      // As exec's: the container's process is a copy of this one.
+      if (auto self = oci::run_from_unwritable_binary(); !self.ok()) {
+        exit_code = cmd.refuse(name, self.error());
+        return;
+      }
       int status = 0;
       create_options->warn = [&cmd](std::string_view message) {
         cmd.log().write(oci::LogLevel::Warn, message);
