@@ -320,6 +320,43 @@ core::Status add_devices(const spec::Spec& spec, bool bind_host, launch::Contain
   return core::ok_status();
 }
 
+// A sysctl is written in the namespace the container is in: joined by a
+// path naming the runtime's own (the host's), it would change the host's
+// (runc refuses net.* there: "not allowed in host network namespace").
+core::Status refuse_sysctl_in_runtimes_namespace(const spec::Spec& spec, const PlanInputs& inputs,
+                                                 const std::string& key) {
+  int type = CLONE_NEWIPC;
+  const char* name = "ipc";
+  if (key.rfind("net.", 0) == 0) {
+    type = CLONE_NEWNET;
+    name = "net";
+  } else if (key == "kernel.hostname" || key == "kernel.domainname") {
+    type = CLONE_NEWUTS;
+    name = "uts";
+  }
+  for (std::size_t i = 0; i < spec.linux.namespaces.size(); ++i) {
+    if (spec.linux.namespaces[i].clone_flag != type || spec.linux.namespaces[i].path.empty())
+      continue;
+    const auto fd = inputs.namespace_fds.find(i);
+    struct stat joined {
+    }, own{};
+    // Unknown is refused like the host's own: the write must be provably
+    // elsewhere.
+    if (fd == inputs.namespace_fds.end() || ::fstat(fd->second, &joined) != 0 ||
+        ::stat((std::string("/proc/self/ns/") + name).c_str(), &own) != 0)
+      return core::Error::from_errno(
+          "oci", "config.json: linux.sysctl." + key + ": comparing linux.namespaces[" +
+                     std::to_string(i) + "].path with the runtime's own");
+    if (joined.st_dev == own.st_dev && joined.st_ino == own.st_ino)
+      return core::Error(core::ErrorKind::kInvalidInput, "oci",
+                         "config.json: linux.sysctl." + key + ": linux.namespaces[" +
+                             std::to_string(i) + "].path is the runtime's own " + name +
+                             " namespace (the host's): the write would change it; remove "
+                             "the sysctl or join a namespace of the container's own");
+  }
+  return core::ok_status();
+}
+
 // linux.namespaces[i].path: joined through the descriptor create opened.
 core::Status add_joined_namespace(const spec::Spec& spec, std::size_t i, const PlanInputs& inputs,
                                   launch::ContainerPlan& plan) {
@@ -476,6 +513,7 @@ core::Result<launch::ContainerPlan> build_container_plan(const spec::Spec& spec,
   }
   // The reader let through only keys of the container's own namespaces.
   for (const auto& [key, value] : spec.linux.sysctl) {
+    PB_CHECK(refuse_sysctl_in_runtimes_namespace(spec, inputs, key));
     std::string path = "proc/sys/" + key;
     std::replace(path.begin(), path.end(), '.', '/');
     const auto slash = path.rfind('/');

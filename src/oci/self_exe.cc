@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -26,6 +27,8 @@ namespace {
 // writable fails instead of re-executing again.
 constexpr const char* kReexecuted = "PULSEBOX_OCI_UNWRITABLE_EXE";
 constexpr unsigned kSeals = F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE;
+// overlayfs's second, empty lower layer (root only).
+constexpr const char* kEmptyLayer = "/run/pulsebox-sealed-exe";
 
 core::Error failed(const std::string& what) {
   return core::Error::from_errno("oci", "keeping the runtime's binary from containers: " + what);
@@ -57,17 +60,48 @@ core::Result<std::vector<std::string>> own_command_line() {
   return args;
 }
 
-// A read-only bind of the binary, detached: nothing but this fd (closed by
-// the exec) names it, so no process can make it writable again.
-core::UniqueFd read_only_clone() {
-  core::UniqueFd tree(static_cast<int>(
-      ::syscall(SYS_open_tree, AT_FDCWD, "/proc/self/exe", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC)));
-  if (!tree) return tree;
-  mount_attr attr{};
-  attr.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
-  if (::syscall(SYS_mount_setattr, tree.get(), "", AT_EMPTY_PATH, &attr, sizeof attr) != 0)
-    return core::UniqueFd();
-  return tree;
+// overlayfs's lowerdir list escapes ':' and '\\'.
+std::string escaped_layer(const std::string& path) {
+  std::string out;
+  for (const char c : path) {
+    if (c == ':' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+// The binary through an overlayfs with two lower layers and no upper one
+// (its directory on top, an empty one of root's below): the superblock
+// itself is read-only. A read-only bind would not do: a container with
+// CAP_SYS_ADMIN in a user namespace of its own may clear a detached
+// mount's MOUNT_ATTR_RDONLY through an O_PATH descriptor of
+// /proc/<pid>/exe (mount_setattr checks no owner for detached mounts), but
+// nothing inside can reconfigure this superblock. Invalid where it cannot
+// be made (an ordinary user; a kernel without overlayfs or fsopen).
+core::UniqueFd read_only_overlay() {
+  char target[PATH_MAX];
+  const ssize_t n = ::readlink("/proc/self/exe", target, sizeof target - 1);
+  if (n <= 0) return {};
+  const std::string program(target, static_cast<std::size_t>(n));
+  const auto slash = program.rfind('/');
+  if (slash == std::string::npos || slash == 0) return {};
+  if (::mkdir(kEmptyLayer, 0700) != 0 && errno != EEXIST) return {};
+  core::UniqueFd context(static_cast<int>(::syscall(SYS_fsopen, "overlay", FSOPEN_CLOEXEC)));
+  if (!context) return {};
+  const std::string layers =
+      escaped_layer(program.substr(0, slash)) + ":" + escaped_layer(kEmptyLayer);
+  if (::syscall(SYS_fsconfig, context.get(), FSCONFIG_SET_STRING, "lowerdir", layers.c_str(), 0) !=
+      0)
+    return {};
+  (void)::syscall(SYS_fsconfig, context.get(), FSCONFIG_SET_STRING, "xino", "off", 0);
+  if (::syscall(SYS_fsconfig, context.get(), FSCONFIG_CMD_CREATE, nullptr, nullptr, 0) != 0)
+    return {};
+  core::UniqueFd mount(
+      static_cast<int>(::syscall(SYS_fsmount, context.get(), FSMOUNT_CLOEXEC,
+                                 MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV)));
+  if (!mount) return {};
+  return core::UniqueFd(
+      ::openat(mount.get(), program.substr(slash + 1).c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
 }
 
 core::Result<core::UniqueFd> sealed_copy(int exe) {
@@ -103,7 +137,7 @@ core::Status run_from_unwritable_binary() {
   for (auto& arg : args)
     argv.push_back(arg.data());
   argv.push_back(nullptr);
-  core::UniqueFd image = read_only_clone();
+  core::UniqueFd image = read_only_overlay();
   if (!image) {
     PB_TRY(copy, sealed_copy(exe.get()));
     image = std::move(copy);

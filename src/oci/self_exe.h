@@ -5,7 +5,7 @@
 // `/proc/self/exe` in that process: an image can make the runtime's binary
 // its own program and then, through /proc/<pid>/exe, write the file the
 // host runs next. Like runc and crun, these commands therefore run from a
-// binary no container can write: a read-only clone of its mount (root) or
+// binary no container can write: a read-only overlayfs over its directory (root) or
 // a sealed memfd copy (an ordinary user whose binary it may write).
 #pragma once
 

@@ -107,10 +107,9 @@ testing::OciBundle joining_bundle(const fs::path& dir, const char* type, const c
   return bundle;
 }
 
-// DISABLED_ (here and for ipc): the fix belongs in plan_builder.cc, which
-// another helper owns now: refuse a linux.sysctl key whose namespace is
-// joined by a path naming the runtime's own namespace.
-TEST(OciAttackHostNamespace, DISABLED_NetSysctlIsRefusedWhenTheNetworkNamespaceIsTheRuntimes) {
+// plan_builder.cc refuses a linux.sysctl key whose namespace is joined by
+// a path naming the runtime's own namespace (here and for ipc).
+TEST(OciAttackHostNamespace, NetSysctlIsRefusedWhenTheNetworkNamespaceIsTheRuntimes) {
   PULSEBOX_SKIP_UNLESS_ROOT("writing a namespace's sysctls from the runtime's side");
   const std::string why = testing::oci_launch_unavailable();
   PULSEBOX_SKIP_UNLESS(why.empty(), why);
@@ -143,7 +142,7 @@ TEST(OciAttackHostNamespace, HostnameIsRefusedWhenTheUtsNamespaceIsTheRuntimes) 
 
 // runc checks only that an ipc namespace is listed; a path to the
 // runtime's own is the host's ipc namespace.
-TEST(OciAttackHostNamespace, DISABLED_IpcSysctlIsRefusedWhenTheIpcNamespaceIsTheRuntimes) {
+TEST(OciAttackHostNamespace, IpcSysctlIsRefusedWhenTheIpcNamespaceIsTheRuntimes) {
   PULSEBOX_SKIP_UNLESS_ROOT("writing a namespace's sysctls from the runtime's side");
   const std::string why = testing::oci_launch_unavailable();
   PULSEBOX_SKIP_UNLESS(why.empty(), why);
