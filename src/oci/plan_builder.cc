@@ -357,6 +357,17 @@ core::Status refuse_sysctl_in_runtimes_namespace(const spec::Spec& spec, const P
   return core::ok_status();
 }
 
+// The config's filter, for create's and exec's process alike. No
+// supervisor stays with the container: the kernel kills.
+core::Status add_seccomp(const spec::Spec& spec, launch::ContainerPlan& plan) {
+  if (!spec.linux.seccomp) return core::ok_status();
+  PB_TRY(filter, seccomp::compile(*spec.linux.seccomp, seccomp::Layout::BinaryTree,
+                                  seccomp::KillActions::Kernel));
+  plan.seccomp_program = filter->program;
+  plan.seccomp_flags = filter->load_flags;
+  return core::ok_status();
+}
+
 // linux.namespaces[i].path: joined through the descriptor create opened.
 core::Status add_joined_namespace(const spec::Spec& spec, std::size_t i, const PlanInputs& inputs,
                                   launch::ContainerPlan& plan) {
@@ -544,13 +555,7 @@ core::Result<launch::ContainerPlan> build_container_plan(const spec::Spec& spec,
                        "--console-socket: given, but process.terminal is false in config.json");
   PB_CHECK(add_process(process, plan));
 
-  if (spec.linux.seccomp) {
-    // No supervisor stays with the container: the kernel kills.
-    PB_TRY(filter, seccomp::compile(*spec.linux.seccomp, seccomp::Layout::BinaryTree,
-                                    seccomp::KillActions::Kernel));
-    plan.seccomp_program = filter->program;
-    plan.seccomp_flags = filter->load_flags;
-  }
+  PB_CHECK(add_seccomp(spec, plan));
 
   take_process_fds(inputs, plan);
   plan.exec_fifo_fd = inputs.exec_fifo_fd;
@@ -584,12 +589,7 @@ core::Result<launch::ContainerPlan> build_exec_plan(const spec::Spec& spec,
     return core::Error(core::ErrorKind::kInvalidInput, "oci",
                        "exec: process.user.additionalGids: setgroups is denied in the "
                        "container's user namespace; remove them");
-  if (spec.linux.seccomp) {
-    PB_TRY(filter, seccomp::compile(*spec.linux.seccomp, seccomp::Layout::BinaryTree,
-                                    seccomp::KillActions::Kernel));
-    plan.seccomp_program = filter->program;
-    plan.seccomp_flags = filter->load_flags;
-  }
+  PB_CHECK(add_seccomp(spec, plan));
   take_process_fds(inputs, plan);
   plan.seal();
   return plan;
