@@ -15,6 +15,13 @@ namespace pulsebox::core {
 
 namespace {
 
+// nlohmann's message without its "[json.exception.NAME.NNN] " prefix.
+std::string without_exception_id(const nlohmann::json::exception& error) {
+  std::string what = error.what();
+  if (auto cut = what.find("] "); cut != std::string::npos) what = what.substr(cut + 2);
+  return what;
+}
+
 // Hands the parser what `fd` reads, a buffer at a time, and stops (as the
 // end of input, with `failure` set) at a read error or past `limit` bytes.
 class BoundedFdBuffer : public std::streambuf {
@@ -149,8 +156,7 @@ Result<nlohmann::json> parse_json_streaming(std::string_view text, std::string_v
     return Error(ErrorKind::kInvalidInput, "json",
                  name + ": invalid JSON: a number is out of range");
   } catch (const nlohmann::json::exception& error) {
-    std::string what = error.what();
-    if (auto cut = what.find("] "); cut != std::string::npos) what = what.substr(cut + 2);
+    const std::string what = without_exception_id(error);
     return Error(ErrorKind::kInvalidInput, "json", name + ": invalid JSON: " + what);
   }
 }
@@ -203,15 +209,13 @@ Result<nlohmann::json> parse_json_fd_streaming(int fd, std::uint64_t max_bytes,
                                ", over the limit (this document needs only a few)"));
   } catch (const nlohmann::json::parse_error& error) {
     if (buffer.failure()) return *buffer.failure();
-    std::string what = error.what();
-    if (auto cut = what.find("] "); cut != std::string::npos) what = what.substr(cut + 2);
+    const std::string what = without_exception_id(error);
     return diagnosed(Error(ErrorKind::kInvalidInput, "json", name + ": invalid JSON: " + what));
   } catch (const nlohmann::json::out_of_range&) {
     return Error(ErrorKind::kInvalidInput, "json",
                  name + ": invalid JSON: a number is out of range");
   } catch (const nlohmann::json::exception& error) {
-    std::string what = error.what();
-    if (auto cut = what.find("] "); cut != std::string::npos) what = what.substr(cut + 2);
+    const std::string what = without_exception_id(error);
     return diagnosed(Error(ErrorKind::kInvalidInput, "json", name + ": invalid JSON: " + what));
   }
 }

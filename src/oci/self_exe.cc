@@ -31,7 +31,14 @@ constexpr unsigned kSeals = F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_W
 constexpr const char* kEmptyLayer = "/run/pulsebox-sealed-exe";
 
 core::Error failed(const std::string& what) {
-  return core::Error::from_errno("oci", "keeping the runtime's binary from containers: " + what);
+  const int err = errno;
+  return core::Error::from_errno(
+      "oci",
+      "keeping the runtime's binary from containers: " + what +
+          "; nothing was started (install pulsebox where containers' users cannot "
+          "write it, such as a root-owned /usr/bin, on a kernel with overlayfs or "
+          "memfd_create)",
+      err);
 }
 
 bool unwritable(int exe) {

@@ -12,12 +12,12 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
 #include <string_view>
 #include <vector>
 
 #include "core/fs.h"
 #include "linux/rooted_mounts.h"
+#include "server/protocol.h"
 
 namespace pulsebox::oci {
 namespace {
@@ -151,48 +151,20 @@ std::uint32_t shifted_id(const std::vector<linux_api::IdMapping>& map, std::uint
 
 namespace {
 
-// The helper's answer: the tree's descriptor, or an error message.
+// The helper's answer: the tree's descriptor (with a one-byte message), or
+// an error message and no descriptor.
 void send_result(int socket, const core::Result<core::UniqueFd>& tree) {
-  const std::string message = tree ? std::string() : tree.error().message();
-  char byte = 0;
-  iovec data{};
-  data.iov_base = message.empty() ? &byte : const_cast<char*>(message.data());
-  data.iov_len = message.empty() ? 1 : message.size();
-  msghdr header{};
-  header.msg_iov = &data;
-  header.msg_iovlen = 1;
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  if (tree) {
-    header.msg_control = control;
-    header.msg_controllen = sizeof control;
-    cmsghdr* rights = CMSG_FIRSTHDR(&header);
-    rights->cmsg_level = SOL_SOCKET;
-    rights->cmsg_type = SCM_RIGHTS;
-    rights->cmsg_len = CMSG_LEN(sizeof(int));
-    const int fd = tree->get();
-    std::memcpy(CMSG_DATA(rights), &fd, sizeof fd);
-  }
-  (void)::sendmsg(socket, &header, MSG_NOSIGNAL);
+  if (tree)
+    (void)server::send_message(socket, std::string_view("\0", 1), {tree->get()});
+  else
+    (void)server::send_message(socket, tree.error().message());
 }
 
 core::Result<core::UniqueFd> receive_result(int socket, const std::string& destination) {
-  char text[4096];
-  iovec data{text, sizeof text};
-  msghdr header{};
-  header.msg_iov = &data;
-  header.msg_iovlen = 1;
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  header.msg_control = control;
-  header.msg_controllen = sizeof control;
-  const ssize_t n = ::recvmsg(socket, &header, MSG_CMSG_CLOEXEC);
-  if (n <= 0) return fail(destination, "the copying helper ended without an answer");
-  for (cmsghdr* c = CMSG_FIRSTHDR(&header); c != nullptr; c = CMSG_NXTHDR(&header, c)) {
-    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-    int fd = -1;
-    std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
-    return core::UniqueFd(fd);
-  }
-  return core::Error(core::ErrorKind::kIo, "oci", std::string(text, static_cast<std::size_t>(n)));
+  auto answer = server::receive_message(socket, 4096, 1);
+  if (!answer) return fail(destination, "the copying helper ended without an answer");
+  if (!answer->fds.empty()) return std::move(answer->fds.front());
+  return core::Error(core::ErrorKind::kIo, "oci", answer->bytes);
 }
 
 }  // namespace
