@@ -495,6 +495,7 @@ core::Result<SandboxCgroup> SandboxCgroup::create(const CgroupHost& host, const 
     PB_CHECK(write_text(group.pids_ + "/pids.max", std::to_string(*settings.pids_max)));
   }
   group.open_counters();
+  group.open_task_files();
   if (settings.cpu_quota_us) {
     if (host.cpu.v1) {
       PB_CHECK(
@@ -512,6 +513,31 @@ core::Result<SandboxCgroup> SandboxCgroup::create(const CgroupHost& host, const 
 core::Status SandboxCgroup::attach(pid_t pid, bool into_unified_done) const {
   for (const auto& dir : directories_) {
     if (dir == unified_ && into_unified_done) continue;
+    PB_CHECK(write_text(dir + "/cgroup.procs", std::to_string(pid)));
+  }
+  return core::ok_status();
+}
+
+void SandboxCgroup::open_task_files() {
+  for (const auto& dir : directories_) {
+    if (dir == unified_) continue;  // v2 moves single threads only in threaded cgroups
+    // A delegation that chowned only cgroup.procs leaves `tasks` to
+    // attach_rest().
+    UniqueFd fd(::open((dir + "/tasks").c_str(), O_WRONLY | O_CLOEXEC));
+    if (fd) task_files_.emplace(dir, std::move(fd));
+  }
+}
+
+std::vector<int> SandboxCgroup::self_join_fds() const {
+  std::vector<int> fds;
+  for (const auto& [dir, fd] : task_files_)
+    fds.push_back(fd.get());
+  return fds;
+}
+
+core::Status SandboxCgroup::attach_rest(pid_t pid, bool into_unified_done) const {
+  for (const auto& dir : directories_) {
+    if ((dir == unified_ && into_unified_done) || task_files_.contains(dir)) continue;
     PB_CHECK(write_text(dir + "/cgroup.procs", std::to_string(pid)));
   }
   return core::ok_status();

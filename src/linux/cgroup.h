@@ -23,7 +23,8 @@
 //
 // Call order: discover_cgroups() (reads /proc; no side effects) ->
 //   SandboxCgroup::create() -> clone3(CLONE_INTO_CGROUP, unified_fd()) ->
-//   attach(pid) before the child runs anything -> usage() while it runs ->
+//   the child writes "0" to each of self_join_fds() and the supervisor calls
+//   attach_rest(pid), both before the child runs anything -> usage() while it runs ->
 //   kill() (not needed once init is reaped: its pid namespace took every
 //   process with it) -> usage() for the final numbers -> remove().
 #pragma once
@@ -127,6 +128,17 @@ class SandboxCgroup {
   // Moves `pid` into every hierarchy; `into_unified_done` skips the unified
   // one (clone3 already put it there).
   core::Status attach(pid_t pid, bool into_unified_done) const;
+  // The v1 hierarchies' `tasks` files, opened for writing by create(): a
+  // single-threaded child writes "0" to each to move itself. The kernel
+  // moves one thread moving itself without its global threadgroup lock,
+  // whose write side waits for an RCU grace period when no other cgroup
+  // move came just before (nearly always, for a sandbox started on its
+  // own); writing a pid to cgroup.procs takes it.
+  std::vector<int> self_join_fds() const;
+  // attach() for the hierarchies the child does not join itself (those
+  // whose `tasks` file could not be opened, and the unified one unless
+  // `into_unified_done`).
+  core::Status attach_rest(pid_t pid, bool into_unified_done) const;
   CgroupUsage usage() const;
   // pids.peak exists (Linux 6.1): the process count needs no sampling.
   bool keeps_pids_peak() const;
@@ -145,12 +157,15 @@ class SandboxCgroup {
   // Every directory is flock-ed while the sandbox lives (reconcile skips it).
   core::UniqueFd unified_fd_;
   std::vector<core::UniqueFd> locks_;
+  // Directory -> its `tasks` file (see self_join_fds()).
+  std::map<std::string, core::UniqueFd> task_files_;
   // The files usage() reads, opened by create() (-1 where there is none).
   struct Counters {
     core::UniqueFd cpu, memory_peak, oom, memory_failcnt, pids_current, pids_peak, pids_events;
   };
   Counters counters_;
   void open_counters();
+  void open_task_files();
 };
 
 // Removes the per-sandbox cgroups under this host's parents that no live

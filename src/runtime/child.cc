@@ -171,8 +171,6 @@ PULSEBOX_CHILD_CODE void run_sandbox_init(const LaunchPlan& plan) noexcept {
   // whole pid namespace).
   raw(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
   reset_signals();
-  const int keep[] = {channel, plan.stdout_fd, plan.stderr_fd};
-  close_all_except(0, keep, 3);
   // The namespaces clone3 did not make, while the supervisor writes the id
   // maps and the base mount steps (creating a namespace needs capabilities
   // in the user namespace, not mapped ids). On a hybrid host this is before
@@ -182,6 +180,16 @@ PULSEBOX_CHILD_CODE void run_sandbox_init(const LaunchPlan& plan) noexcept {
       fail("creating the mount, network, ipc and uts namespaces", e);
   }
   mark(plan, "init: namespaces made");
+  // init moves itself into the v1 cgroups (the file's opener, the
+  // supervisor, is who the kernel checks); nothing runs before it.
+  for (const int tasks : plan.cgroup_task_fds) {
+    if (tasks < 0) continue;
+    const long written = raw(SYS_write, tasks, "0", 1);
+    if (written != 1) fail("joining the sandbox's cgroups", written < 0 ? raw_error(written) : EIO);
+  }
+  mark(plan, "init: in its cgroups");
+  const int keep[] = {channel, plan.stdout_fd, plan.stderr_fd};
+  close_all_except(0, keep, 3);
   if (!wait_for_go(channel)) exit_now(kSetupFailed);  // the supervisor is gone
   mark(plan, "init: go");
   if (plan.new_cgroup_namespace) {

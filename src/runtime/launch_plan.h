@@ -49,6 +49,11 @@ struct LaunchPlan {
   bool new_cgroup_namespace = false;
   // The sandbox's unified cgroup (clone3 CLONE_INTO_CGROUP), -1 for none.
   int cgroup_fd = -1;
+  // The sandbox's v1 cgroups' `tasks` files (SandboxCgroup::self_join_fds):
+  // init writes "0" to each once its namespaces are made, which moves it
+  // without the kernel's global lock a move by pid takes (linux/cgroup.h).
+  static constexpr int kMaxCgroupTaskFiles = 4;
+  int cgroup_task_fds[kMaxCgroupTaskFiles] = {-1, -1, -1, -1};
   linux_api::IdMaps id_maps;
 
   // Ids inside the user namespace.

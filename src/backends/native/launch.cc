@@ -207,6 +207,11 @@ core::Status NativeHost::launch_into(SandboxRun& run, const LaunchSpec& spec) {
     if (!created) return std::move(created).error().with_context("creating the sandbox's cgroup");
     run.cgroup = std::move(created).value();
     plan.cgroup_fd = run.cgroup->unified_fd();
+    const std::vector<int> task_fds = run.cgroup->self_join_fds();
+    if (task_fds.size() > std::size(plan.cgroup_task_fds)) {
+      return Error(core::ErrorKind::kInternal, "native", "more v1 cgroups than init can join");
+    }
+    std::copy(task_fds.begin(), task_fds.end(), plan.cgroup_task_fds);
   }
   core::trace_phase("native: cgroup created");
 
@@ -231,7 +236,7 @@ core::Status NativeHost::launch_into(SandboxRun& run, const LaunchSpec& spec) {
         PB_TRY(base, runtime::build_base_mount_steps(run.layout));
         run.plan.base_mounts = std::move(base);
         if (!run.cgroup) return core::ok_status();
-        return run.cgroup->attach(pid, in_cgroup);
+        return run.cgroup->attach_rest(pid, in_cgroup);
       });
   if (!launched) {
     run.launch_error = launched.error().to_string();
