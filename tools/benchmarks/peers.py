@@ -6,11 +6,15 @@ Measures, interleaved so that every tool sees the same machine state:
      bwrap, crun and runc on a minimal bundle, podman run --rm, pulsebox run
      (full isolation: every namespace, overlay workspace, seccomp "default",
      cgroup limits, --net none);
-  2. throughput: sandboxes completed per second with N parallel clients;
-  3. footprint: the pulsebox supervisor's own peak RSS (PULSEBOX_TRACE);
-  4. latency with an empty workspace vs one with 100,000 files.
-Then compares the ratios with the targets at the top of docs/benchmarks.md,
-writes build/bench/peers.json and plots build/bench/latency.png (gnuplot).
+  2. the same latency back to back (no pause between runs) for the floor,
+     bwrap and pulsebox in-process and served, in alternating chunks;
+  3. throughput: sandboxes completed per second with 1, 2, 4 parallel
+     clients, pulsebox in-process, served and bwrap, per client count;
+  4. footprint: the pulsebox supervisor's own peak RSS (PULSEBOX_TRACE);
+  5. latency with an empty workspace vs one with 100,000 files.
+Then compares the ratios with the targets at the top of docs/benchmarks.md
+(the older ones and issue #24's), writes build/bench/peers.json and plots
+build/bench/latency.png (gnuplot).
 
 Each timing is posix_spawn -> wait4 in this process, so every tool pays the
 same harness cost (the floor shows it). A peer that cannot run here is
@@ -42,6 +46,14 @@ TARGETS = [
 ]
 RSS_TARGET_KIB = 8 * 1024
 WORKSPACE_SCALE_TARGET = 1.10
+# Issue #24 (performance round two), each in both latency regimes where it
+# names one: "idle gaps" is the interleaved table (a run comes after the
+# other tools' runs), "back to back" the chunks with no pause between runs.
+IN_PROCESS_VS_BWRAP = 1.0      # #24.1: in-process median / bwrap median
+SERVED_VS_BWRAP = 0.5          # #24.2: served median / bwrap median
+SERVED_OVER_FLOOR_MS = 1.0     # #24.2 stretch: served median - floor median
+SERVED_RUNS_VS_BWRAP = 1.5     # #24.3: served runs/s / bwrap runs/s
+THROUGHPUT_TARGET_CLIENTS = 4  # #24.3: "with 4 clients on 2 cores"
 
 
 def log(message):
@@ -251,6 +263,19 @@ def measure(peers, rounds, gap_s=0.0):
                     time.sleep(gap_s)
 
 
+def back_to_back(peers, chunks, per_chunk):
+    """Each peer's runs with no pause between them: `chunks` blocks of
+    `per_chunk` runs per peer, the peers' blocks in turn and their order
+    reversed every other chunk, so all see the same minute. Each block starts
+    with one untimed run: its predecessor was another tool's run."""
+    for chunk in range(chunks):
+        for peer in (peers if chunk % 2 == 0 else peers[::-1]):
+            peer.once()
+            peer.samples.pop()
+            for _ in range(per_chunk):
+                peer.once()
+
+
 def summary(peer):
     s = peer.samples
     return {"runs": len(s), "median_ms": statistics.median(s), "p95_ms": percentile(s, 0.95),
@@ -387,15 +412,41 @@ def main():
         log(f"{name:<22} {r['runs']:>5} {r['median_ms']:7.2f}ms {r['p95_ms']:7.2f}ms "
             f"{r['p99_ms']:7.2f}ms {r['median_ms'] / floor:8.2f} {vs_bwrap}")
 
-    log("== throughput: sandboxes per second (pulsebox run -- /bin/true)")
-    tput = {}
-    kinds = [("in-process", False)] + ([("server", True)] if server else [])
-    for kind, through_server in kinds:
-        pb = pulsebox_peer("pulsebox", empty_ws, server=through_server)
-        tput[kind] = {}
-        for clients in (1, 2, 4):
-            tput[kind][clients] = throughput(pb.argv, pb.env, clients, 2 if args.quick else 4)
+    b2b_chunks, b2b_runs = (2, 10) if args.quick else (4, 15)
+    log(f"== latency back to back: {b2b_chunks} chunks of {b2b_runs} runs per tool, "
+        "no pause between runs, tool order alternating")
+    b2b_peers = [Peer(p.name, p.argv, p.env) for p in peers
+                 if p.name in ("floor (/bin/true)", "bwrap", "pulsebox (in-process)",
+                               "pulsebox (server)")]
+    back_to_back(b2b_peers, b2b_chunks, b2b_runs)
+    b2b = {p.name: summary(p) for p in b2b_peers}
+    b2b_floor = b2b["floor (/bin/true)"]["median_ms"]
+    b2b_bwrap = b2b.get("bwrap", {}).get("median_ms")
+    log(f"{'tool':<22} {'runs':>5} {'median':>9} {'p95':>9} {'/floor':>8} {'/bwrap':>8}")
+    for name, r in b2b.items():
+        r["vs_bwrap"] = r["median_ms"] / b2b_bwrap if b2b_bwrap else None
+        vs_bwrap = f"{r['vs_bwrap']:8.2f}" if b2b_bwrap else "       -"
+        log(f"{name:<22} {r['runs']:>5} {r['median_ms']:7.2f}ms {r['p95_ms']:7.2f}ms "
+            f"{r['median_ms'] / b2b_floor:8.2f} {vs_bwrap}")
+
+    cpus = os.cpu_count()
+    log(f"== throughput: sandboxes per second (/bin/true; {cpus} cpus), "
+        "kinds in turn per client count")
+    tput, tput_vs_bwrap = {}, {}
+    kinds = [("in-process", pulsebox_peer("pulsebox", empty_ws))]
+    if server:
+        kinds.append(("server", pulsebox_peer("pulsebox", empty_ws, server=True)))
+    bwrap_peer = next((p for p in peers if p.name == "bwrap"), None)
+    if bwrap_peer:  # the latency table's argv
+        kinds.append(("bwrap", bwrap_peer))
+    for clients in (1, 2, 4):
+        for kind, peer in kinds:
+            tput.setdefault(kind, {})[clients] = throughput(peer.argv, peer.env, clients,
+                                                            2 if args.quick else 4)
             log(f"   {kind:<10} {clients} client(s): {tput[kind][clients]:.1f}/s")
+        if "server" in tput and "bwrap" in tput and tput["bwrap"][clients]:
+            tput_vs_bwrap[clients] = tput["server"][clients] / tput["bwrap"][clients]
+            log(f"   served / bwrap, {clients} client(s): {tput_vs_bwrap[clients]:.2f}")
 
     log("== footprint: peak RSS")
     rss = supervisor_rss(empty_ws)
@@ -409,7 +460,8 @@ def main():
         log("== workspace size: empty vs 100,000 files")
         big = make_workspace(os.path.join(BENCH, "ws-100k"), 100_000)
         scale = {}
-        for kind, through_server in kinds:
+        paths = [("in-process", False)] + ([("server", True)] if server else [])
+        for kind, through_server in paths:
             small_peer = pulsebox_peer("empty", empty_ws, server=through_server)
             big_peer = pulsebox_peer("100k", big, server=through_server)
             # Server runs 20 ms apart, as other tools' runs keep them in the
@@ -443,15 +495,69 @@ def main():
     for kind, value in (scale or {}).items():
         verdicts.append((f"{kind}: 100k files / empty <= {WORKSPACE_SCALE_TARGET}", value,
                          "met" if value <= WORKSPACE_SCALE_TARGET else "MISSED"))
+
+    # Issue #24's targets, each in the regime(s) it names.
+    def ratio_verdict(what, numerator, denominator, target, missing):
+        if numerator is None or denominator is None:
+            verdicts.append((what, None, "skipped: " + missing))
+        else:
+            ratio = numerator / denominator
+            verdicts.append((what, ratio, "met" if ratio <= target else "MISSED"))
+
+    def why(*names):
+        return "; ".join(f"{n}: {reasons[n]}" for n in names if n in reasons) or "not measured"
+
+    regimes = (("interleaved, idle gaps", results), ("back to back", b2b))
+
+    def median(table, name):
+        return table.get(name, {}).get("median_ms")
+
+    for regime, table in regimes:
+        ratio_verdict(f"#24.1 in-process <= {IN_PROCESS_VS_BWRAP:.1f} x bwrap ({regime})",
+                      median(table, "pulsebox (in-process)"), median(table, "bwrap"),
+                      IN_PROCESS_VS_BWRAP, why("bwrap"))
+    for regime, table in regimes:
+        ratio_verdict(f"#24.2 served <= {SERVED_VS_BWRAP:.1f} x bwrap ({regime})",
+                      median(table, "pulsebox (server)"), median(table, "bwrap"),
+                      SERVED_VS_BWRAP, why("bwrap", "pulsebox (server)"))
+    for regime, table in regimes:
+        served = median(table, "pulsebox (server)")
+        what = (f"#24.2 stretch served <= floor + {SERVED_OVER_FLOOR_MS:g} ms "
+                f"({regime}; ms over floor)")
+        if served is None:
+            verdicts.append((what, None, "skipped: " + why("pulsebox (server)")))
+        else:  # the value: served median - floor median, in ms
+            over = served - median(table, "floor (/bin/true)")
+            verdicts.append((what, over, "met" if over <= SERVED_OVER_FLOOR_MS else "MISSED"))
+    n = THROUGHPUT_TARGET_CLIENTS
+    what = f"#24.3 served runs/s >= {SERVED_RUNS_VS_BWRAP:.1f} x bwrap runs/s ({n} clients)"
+    served_rate = tput.get("server", {}).get(n)
+    bwrap_rate = tput.get("bwrap", {}).get(n)
+    if served_rate is None or not bwrap_rate:
+        verdicts.append((what, None, "skipped: " + why("bwrap", "pulsebox (server)")))
+    else:
+        ratio = served_rate / bwrap_rate
+        verdicts.append((what, ratio, "met" if ratio >= SERVED_RUNS_VS_BWRAP else "MISSED"))
+    what = f"#24.6 server RSS (VmHWM, kB) <= {RSS_TARGET_KIB // 1024} MiB"
+    if server_rss:
+        verdicts.append((what, server_rss, "met" if server_rss <= RSS_TARGET_KIB else "MISSED"))
+    else:
+        verdicts.append((what, None, "skipped: " + why("pulsebox (server)")))
+
+    width = max(len(what) for what, _, _ in verdicts)
     for what, value, verdict in verdicts:
         shown = "" if value is None else (f"{value:.3f}" if isinstance(value, float) else str(value))
-        log(f"   {what:<40} {shown:>10}  {verdict}")
+        log(f"   {what:<{width}} {shown:>10}  {verdict}")
 
     png = os.path.join(BENCH, "latency.png")
     problem = plot(results, png)
     log(f"== plot: {png}" if problem is None else f"== plot skipped: {problem}")
     with open(os.path.join(BENCH, "peers.json"), "w") as f:
-        json.dump({"latency": results, "skipped": reasons, "throughput_per_s": tput,
+        json.dump({"latency": results,
+                   "latency_back_to_back": {"chunks": b2b_chunks, "runs_per_chunk": b2b_runs,
+                                            "results": b2b},
+                   "skipped": reasons, "cpus": cpus, "throughput_per_s": tput,
+                   "throughput_served_vs_bwrap": tput_vs_bwrap,
                    "supervisor_peak_rss_kib": rss, "server_peak_rss_kib": server_rss,
                    "workspace_100k_ratio": scale,
                    "targets": [{"target": w, "value": v, "verdict": d} for w, v, d in verdicts]},
