@@ -465,7 +465,7 @@ TEST_F(StartedAheadTest, TheNextRunBeginsInASandboxStartedAheadAndNeverInAUsedOn
   auto runtime = backends::make_native_runtime(native_, true);
   runtime->start_ahead(NetworkPolicy{}, ResourcePolicy{});
   runtime->wait_until_idle();
-  EXPECT_EQ(runtime->stats().started_ahead, 1);
+  EXPECT_EQ(runtime->stats().started_ahead, 2);  // Prestart::kSandboxesAhead
   // Each run gets a fresh sandbox: a file left in /tmp, a process's pid, a
   // hostname change are never seen by the next one.
   auto first = run(*runtime, {"sh", "-c", "echo $$; echo left > /tmp/left; echo seen > seen.txt"});
@@ -484,7 +484,7 @@ TEST_F(StartedAheadTest, TheNextRunBeginsInASandboxStartedAheadAndNeverInAUsedOn
   const auto stats = runtime->stats();
   EXPECT_EQ(stats.used_started_ahead, 2);
   EXPECT_EQ(stats.launched_for_a_run, 0);
-  EXPECT_EQ(stats.started_ahead, 3);  // one waits for the next run
+  EXPECT_EQ(stats.started_ahead, 4);  // each run's is replaced: two wait for the next runs
 }
 
 TEST_F(StartedAheadTest, ASandboxOfAnotherShapeIsNeverUsed) {
@@ -504,7 +504,7 @@ TEST_F(StartedAheadTest, ASandboxOfAnotherShapeIsNeverUsed) {
   auto stats = runtime->stats();
   EXPECT_EQ(stats.used_started_ahead, 0);
   EXPECT_EQ(stats.launched_for_a_run, 1);
-  EXPECT_EQ(stats.discarded, 1);  // replaced by one of the new shape
+  EXPECT_EQ(stats.discarded, 2);  // both replaced by ones of the new shape
   // Other limits or another network are other shapes too; the same again
   // is served from the one started ahead for it.
   ResourcePolicy smaller;
@@ -551,7 +551,7 @@ TEST_F(StartedAheadTest, GoingAwayTearsDownWhatWasStartedAhead) {
     auto runtime = backends::make_native_runtime(native_, true);
     runtime->start_ahead(NetworkPolicy{}, ResourcePolicy{});
     runtime->wait_until_idle();
-    ASSERT_EQ(runtime->stats().started_ahead, 1);
+    ASSERT_EQ(runtime->stats().started_ahead, 2);
     EXPECT_FALSE(fs::is_empty(state_.path() / "runs"));
   }
   EXPECT_TRUE(fs::is_empty(state_.path() / "runs"));

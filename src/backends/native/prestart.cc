@@ -24,18 +24,19 @@ Prestart::~Prestart() {
 std::unique_ptr<SandboxRun> Prestart::take(const std::string& shape) {
   if (shape.empty()) return nullptr;
   std::unique_lock lock(mutex_);
-  // One being started in this very shape is further along than a new
-  // launch would be: wait for it.
-  changed_.wait(lock, [&] { return !starting_ || starting_shape_ != shape; });
-  if (!ready_ || ready_->shape != shape) return nullptr;
-  std::unique_ptr<SandboxRun> run = std::move(ready_);
-  if (!still_waiting(*run)) {  // its init ended (killed, or a base mount failed)
+  for (;;) {
+    // With none waiting, one being started in this very shape is further
+    // along than a new launch would be: wait for it.
+    changed_.wait(lock, [&] { return !ready_.empty() || !starting_ || starting_shape_ != shape; });
+    if (ready_.empty() || ready_.front()->shape != shape) return nullptr;
+    std::unique_ptr<SandboxRun> run = std::move(ready_.front());
+    ready_.pop_front();
+    if (still_waiting(*run)) return run;
+    // Its init ended (killed, or a base mount failed).
     host_.count(&NativeRuntime::Stats::discarded);
     retired_.push_back(std::move(run));
     changed_.notify_all();
-    return nullptr;
   }
-  return run;
 }
 
 void Prestart::retire(std::vector<std::unique_ptr<SandboxRun>> runs, const LaunchSpec* next) {
@@ -43,7 +44,14 @@ void Prestart::retire(std::vector<std::unique_ptr<SandboxRun>> runs, const Launc
     const std::lock_guard lock(mutex_);
     for (auto& run : runs)
       retired_.push_back(std::move(run));
-    if (next != nullptr) wanted_ = *next;
+    if (next != nullptr) {
+      wanted_ = *next;
+      wanted_shape_.clear();
+      ++wanted_generation_;
+      // Refilled once a run is over, not as soon as one is taken: the
+      // run in progress keeps both cores meanwhile.
+      refill_ = true;
+    }
     busy_ = true;
   }
   changed_.notify_all();
@@ -51,75 +59,88 @@ void Prestart::retire(std::vector<std::unique_ptr<SandboxRun>> runs, const Launc
 
 void Prestart::wait_until_idle() {
   std::unique_lock lock(mutex_);
-  changed_.wait(lock, [&] { return !busy_ && retired_.empty() && !wanted_; });
+  changed_.wait(lock, [&] { return !busy_ && retired_.empty() && !start_needed(); });
 }
 
-// init still waits for PlanReady: nothing in the channel, no exit.
 // init still waits for PlanReady: nothing in the channel, no exit.
 bool Prestart::still_waiting(const SandboxRun& run) {
   pollfd fds[] = {{run.sandbox.channel.get(), POLLIN, 0}, {run.sandbox.pidfd.get(), POLLIN, 0}};
   return ::poll(fds, 2, 0) == 0;
 }
 
+bool Prestart::start_needed() const {
+  return wanted_ && refill_ && (wanted_shape_.empty() || ready_.size() < kSandboxesAhead);
+}
+
 void Prestart::loop() {
   std::unique_lock lock(mutex_);
   for (;;) {
-    if (retired_.empty() && !wanted_) {  // nothing left: at rest until more comes
+    if (retired_.empty() && !start_needed()) {  // nothing left: at rest until more comes
       busy_ = false;
       changed_.notify_all();
     }
-    changed_.wait(lock, [&] { return stopping_ || !retired_.empty() || wanted_; });
+    changed_.wait(lock, [&] { return stopping_ || !retired_.empty() || start_needed(); });
     if (stopping_) break;
     busy_ = true;
-    if (!retired_.empty()) {
-      std::vector<std::unique_ptr<SandboxRun>> runs = std::move(retired_);
-      retired_.clear();
-      lock.unlock();
-      for (auto& run : runs)
-        tear_down_quietly(*run);
-      runs.clear();
-      const std::atomic<bool> never{false};
-      empty_trash(host_.options().state_dir / "trash", host_.options().state_dir / "pool", never);
-      lock.lock();
-      continue;  // more may have come meanwhile: teardowns first
-    }
-    LaunchSpec spec = std::move(*wanted_);
-    wanted_.reset();
-    spec.id = "run-" + core::random_hex(16);
-    std::unique_ptr<SandboxRun> old = std::move(ready_);
-    lock.unlock();
-    const std::string shape = host_.shape_of(spec);
-    if (old && old->shape == shape && still_waiting(*old)) {
-      lock.lock();
-      ready_ = std::move(old);
-    } else {
-      if (old) {
-        host_.count(&NativeRuntime::Stats::discarded);
-        tear_down_quietly(*old);
+    if (start_needed()) {  // the next sandboxes first: a run may be waiting for one
+      LaunchSpec spec = *wanted_;
+      spec.id = "run-" + core::random_hex(16);
+      const std::uint64_t generation = wanted_generation_;
+      std::string shape = wanted_shape_;
+      if (shape.empty()) {
+        lock.unlock();
+        shape = host_.shape_of(spec);
+        lock.lock();
+        if (generation != wanted_generation_) continue;  // another spec came meanwhile
+        wanted_shape_ = shape;
+        // Those of another shape would never be used.
+        while (!ready_.empty() && ready_.back()->shape != shape) {
+          host_.count(&NativeRuntime::Stats::discarded);
+          retired_.push_back(std::move(ready_.back()));
+          ready_.pop_back();
+        }
+        if (shape.empty() || ready_.size() >= kSandboxesAhead) refill_ = false;
+        continue;
       }
-      lock.lock();
       starting_ = true;
       starting_shape_ = shape;
       lock.unlock();
       std::unique_ptr<SandboxRun> run = launch_quietly(spec);
       lock.lock();
       starting_ = false;
-      if (run && run->launched) {
+      if (run && run->launched && run->shape == wanted_shape_) {
         host_.count(&NativeRuntime::Stats::started_ahead);
-        ready_ = std::move(run);
-      } else if (run) {
-        retired_.push_back(std::move(run));
+        ready_.push_back(std::move(run));
+        if (ready_.size() >= kSandboxesAhead) refill_ = false;
+      } else {
+        // Not launched (the next run launches itself and reports why), or
+        // the host changed while it was: no second try until the next run.
+        if (run) retired_.push_back(std::move(run));
+        refill_ = false;
       }
+      changed_.notify_all();
+      core::trace_flush();
+      continue;
     }
+    std::vector<std::unique_ptr<SandboxRun>> runs = std::move(retired_);
+    retired_.clear();
+    lock.unlock();
+    for (auto& run : runs)
+      tear_down_quietly(*run);
+    runs.clear();
+    const std::atomic<bool> never{false};
+    empty_trash(host_.options().state_dir / "trash", host_.options().state_dir / "pool", never);
     core::trace_flush();
+    lock.lock();
   }
-  // Stopping: nothing more is started; the sandbox waiting and whatever
+  // Stopping: nothing more is started; the sandboxes waiting and whatever
   // is queued are torn down.
   std::vector<std::unique_ptr<SandboxRun>> left = std::move(retired_);
-  if (ready_) {
+  for (auto& run : ready_) {
     host_.count(&NativeRuntime::Stats::discarded);
-    left.push_back(std::move(ready_));
+    left.push_back(std::move(run));
   }
+  ready_.clear();
   lock.unlock();
   for (auto& run : left)
     tear_down_quietly(*run);

@@ -1,11 +1,16 @@
 // Sandboxes started ahead (a NativeHost with prestart, in a long-lived process
-// such as `pulsebox serve --local`). One thread of its own tears finished
-// runs down, empties trash/, and then starts one sandbox in the shape of the
-// last run, up to init waiting for PlanReady: the next run of that shape
-// begins at its workspace mounts. The thread lives as long as the host.
+// such as `pulsebox serve --local`). One thread of its own keeps
+// kSandboxesAhead sandboxes in the shape of the last run started, each up
+// to init waiting for PlanReady (the next run of that shape begins at its
+// workspace mounts), then tears finished runs down and empties trash/.
+// Two, not one: a client that sends its next run as soon as it has the
+// answer (back to back) would otherwise wait for the one being started.
+// The thread lives as long as the host.
 #pragma once
 
 #include <condition_variable>
+#include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -28,7 +33,9 @@ class Prestart {
   // torn down.
   ~Prestart();
 
-  // The sandbox started ahead in this shape, if it is still waiting.
+  static constexpr std::size_t kSandboxesAhead = 2;
+
+  // A sandbox started ahead in this shape, if one is still waiting.
   std::unique_ptr<SandboxRun> take(const std::string& shape);
   // Queues finished runs for teardown and, with `next`, asks for a sandbox in
   // its shape.
@@ -39,6 +46,9 @@ class Prestart {
  private:
   static bool still_waiting(const SandboxRun& run);
   void loop();
+  // With the lock held: a wanted shape not known yet, or fewer sandboxes
+  // of the wanted shape waiting than kSandboxesAhead.
+  bool start_needed() const;
   std::unique_ptr<SandboxRun> launch_quietly(const LaunchSpec& spec);
   void tear_down_quietly(SandboxRun& run);
 
@@ -48,8 +58,12 @@ class Prestart {
   bool stopping_ = false;
   bool busy_ = false;
   std::vector<std::unique_ptr<SandboxRun>> retired_;
+  // The last run's spec; wanted_shape_ is empty until the thread computed it.
   std::optional<LaunchSpec> wanted_;
-  std::unique_ptr<SandboxRun> ready_;
+  std::string wanted_shape_;
+  std::uint64_t wanted_generation_ = 0;
+  bool refill_ = false;                            // set by retire() with a spec, cleared once full
+  std::deque<std::unique_ptr<SandboxRun>> ready_;  // all of wanted_shape_
   bool starting_ = false;
   std::string starting_shape_;
   std::thread thread_;  // last: started once everything above exists
