@@ -499,12 +499,17 @@ void add_container_hooks(const spec::Spec& spec, const std::string& id,
 
 // The descriptors create and exec both hand to the process: stdio, the
 // preserved fds, the console socket and the cgroup to clone into.
-void take_process_fds(const PlanInputs& inputs, launch::ContainerPlan& plan) {
+core::Status take_process_fds(const PlanInputs& inputs, launch::ContainerPlan& plan) {
+  if (inputs.cgroup_task_fds.size() > launch::ContainerPlan::kMaxCgroupTaskFiles)
+    return core::Error(core::ErrorKind::kInternal, "oci",
+                       "more v1 cgroup leaves than the container's process can join");
   for (int fd = 0; fd < 3; ++fd)
     plan.stdio[fd] = inputs.stdio[fd];
   plan.preserved_fds = inputs.preserved_fds;
   plan.console_socket_fd = inputs.console_socket_fd;
   plan.cgroup_fd = inputs.cgroup_fd;
+  std::copy_n(inputs.cgroup_task_fds.begin(), inputs.cgroup_task_fds.size(), plan.cgroup_task_fds);
+  return core::ok_status();
 }
 
 }  // namespace
@@ -557,7 +562,7 @@ core::Result<launch::ContainerPlan> build_container_plan(const spec::Spec& spec,
 
   PB_CHECK(add_seccomp(spec, plan));
 
-  take_process_fds(inputs, plan);
+  PB_CHECK(take_process_fds(inputs, plan));
   plan.exec_fifo_fd = inputs.exec_fifo_fd;
   plan.exec_fifo_writer_fd = inputs.exec_fifo_writer_fd;
   plan.new_session_keyring = inputs.new_session_keyring;
@@ -590,7 +595,7 @@ core::Result<launch::ContainerPlan> build_exec_plan(const spec::Spec& spec,
                        "exec: process.user.additionalGids: setgroups is denied in the "
                        "container's user namespace; remove them");
   PB_CHECK(add_seccomp(spec, plan));
-  take_process_fds(inputs, plan);
+  PB_CHECK(take_process_fds(inputs, plan));
   plan.seal();
   return plan;
 }

@@ -43,7 +43,8 @@ struct PlanInputs {
   int exec_fifo_writer_fd = -1;
   int console_socket_fd = -1;
   int cgroup_fd = -1;
-  bool new_session_keyring = true;  // --no-new-keyring clears it
+  std::vector<int> cgroup_task_fds;  // ContainerCgroup::self_join_fds()
+  bool new_session_keyring = true;   // --no-new-keyring clears it
   // Whether the container runs in a user namespace is read from the spec;
   // this says whether devices may be made with mknod (real root) or must be
   // bound from the host. Tests set it; create takes geteuid() == 0.

@@ -294,6 +294,18 @@ TEST_F(OciCgroupTest, ConfigResourcesReachTheContainersLeaves) {
   const auto created = testing::run_oci_to_files(
       root_, {"create", "--bundle", bundle.dir.string(), "c1"}, temp / "out", temp / "err");
   ASSERT_EQ(created.exit_code, 0) << created.err;
+  // The created process is in every leaf made for it (on a hybrid host it
+  // moves itself into the v1 ones after Go).
+  const auto state = testing::run_oci(root_, {"state", "c1"});
+  ASSERT_EQ(state.exit_code, 0) << state.err;
+  const std::string pid = std::to_string(nlohmann::json::parse(state.out)["pid"].get<int>());
+  int leaves = 0;
+  for (const auto& [key, mount] : host_.hierarchy_mounts) {
+    if (!fs::exists(leaf(key))) continue;
+    ++leaves;
+    EXPECT_EQ(read(leaf(key), "cgroup.procs"), pid) << leaf(key);
+  }
+  EXPECT_GE(leaves, host_.hybrid ? 5 : 1);
   const std::string cpuset = host_.hybrid ? leaf("cpuset") : leaf("");
   EXPECT_EQ(read(cpuset, "cpuset.cpus"), "0");
   if (host_.hybrid) {

@@ -287,6 +287,15 @@ core::Result<Created> create(StateStore& store, const CreateOptions& options) {
     if (!moved) return undo(std::move(moved).error());
     cgroup_fd = std::move(moved).value();
   }
+  // The process joins the v1 leaves itself, after Go (ContainerCgroup::open_task_files).
+  std::vector<core::UniqueFd> task_files;
+  cgroup.open_task_files();
+  for (const int fd : cgroup.self_join_fds()) {
+    auto moved =
+        above_preserved(core::UniqueFd(::fcntl(fd, F_DUPFD_CLOEXEC, 0)), options.preserve_fds);
+    if (!moved) return undo(std::move(moved).error());
+    task_files.push_back(std::move(moved).value());
+  }
   core::trace_phase("oci: fifo made");
 
   // tmpcopyup trees, filled here (the image is read by descriptor, inside
@@ -324,6 +333,8 @@ core::Result<Created> create(StateStore& store, const CreateOptions& options) {
   inputs.exec_fifo_writer_fd = fifo_write->get();
   inputs.console_socket_fd = console.get();
   inputs.cgroup_fd = cgroup_fd.get();
+  for (const auto& fd : task_files)
+    inputs.cgroup_task_fds.push_back(fd.get());
   inputs.new_session_keyring = !options.no_new_keyring;
   inputs.can_mknod = root;
   inputs.cgroup_views = cgroup_views;
@@ -339,6 +350,7 @@ core::Result<Created> create(StateStore& store, const CreateOptions& options) {
   fifo_write->reset();
   console.reset();
   cgroup_fd.reset();
+  task_files.clear();
   copy_ups.clear();
   namespace_paths.clear();
   if (!spawned) return undo(std::move(spawned).error());
@@ -359,7 +371,7 @@ core::Result<Created> create(StateStore& store, const CreateOptions& options) {
   record.enforced = enforcement_report(*plan, cgroup_report);
   if (auto status = dir.write_record(record); !status.ok()) return undo(status.error());
   if (!record.cgroup_leaves.empty()) {
-    if (auto status = cgroup.attach(process.pid(), cgroup.unified_fd() >= 0); !status.ok())
+    if (auto status = cgroup.attach_rest(process.pid(), cgroup.unified_fd() >= 0); !status.ok())
       return undo(status.error());
   }
   core::trace_phase("oci: pid recorded");

@@ -234,6 +234,15 @@ core::Result<int> exec(StateStore& store, const ExecOptions& options) {
     cgroup_fd = std::move(moved);
     inputs.cgroup_fd = cgroup_fd.get();
   }
+  // The process joins the v1 leaves itself, after Go (ContainerCgroup::open_task_files).
+  std::vector<core::UniqueFd> task_files;
+  cgroup.open_task_files();
+  for (const int fd : cgroup.self_join_fds()) {
+    PB_TRY(moved,
+           above_preserved(core::UniqueFd(::fcntl(fd, F_DUPFD_CLOEXEC, 0)), options.preserve_fds));
+    inputs.cgroup_task_fds.push_back(moved.get());
+    task_files.push_back(std::move(moved));
+  }
   PB_TRY(plan, build_exec_plan(spec, *process, inputs));
   PB_TRY(pidfd, above_preserved(std::move(container), options.preserve_fds));
   plan.join_pidfd = pidfd.get();
@@ -247,6 +256,7 @@ core::Result<int> exec(StateStore& store, const ExecOptions& options) {
   PB_TRY(spawned, launch::spawn_container(plan));
   console.reset();
   cgroup_fd.reset();
+  task_files.clear();
   pidfd.reset();
   const auto fail = [&](core::Error error) -> core::Error {
     (void)spawned.kill();
@@ -256,7 +266,7 @@ core::Result<int> exec(StateStore& store, const ExecOptions& options) {
   };
   // The v1 leaves before Go: nothing runs outside the container's cgroup.
   if (!record.cgroup_leaves.empty()) {
-    if (auto attached = cgroup.attach(spawned.pid(), cgroup.unified_fd() >= 0); !attached.ok())
+    if (auto attached = cgroup.attach_rest(spawned.pid(), cgroup.unified_fd() >= 0); !attached.ok())
       return fail(attached.error());
   }
   core::Status handshake = spawned.go();

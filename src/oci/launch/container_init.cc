@@ -366,18 +366,21 @@ PULSEBOX_CHILD_CODE void apply_identity(const ContainerPlan& plan, int channel) 
   connect_stdio(plan, fail);
   // The detached trees the mount steps attach stay open too (spawn checked
   // there are at most kMaxAttachFds).
-  static_assert(4 + kMaxAttachFds <= runtime::kMaxKeptFds);
-  int keep[4 + kMaxAttachFds] = {channel, plan.exec_fifo_fd, plan.exec_fifo_writer_fd,
-                                 plan.console_socket_fd};
+  constexpr int kMaxKept = 4 + kMaxAttachFds + ContainerPlan::kMaxCgroupTaskFiles;
+  static_assert(kMaxKept <= runtime::kMaxKeptFds);
+  int keep[kMaxKept] = {channel, plan.exec_fifo_fd, plan.exec_fifo_writer_fd,
+                        plan.console_socket_fd};
   int kept = 4;
   for (const auto& step : plan.mounts) {
     if (step.op == linux_api::MountOp::AttachFd && kept < 4 + kMaxAttachFds) keep[kept++] = step.fd;
   }
+  kept = keep_cgroup_task_fds(plan, keep, kept);
   runtime::close_all_except(3U + static_cast<unsigned>(plan.preserved_fds), keep, kept);
 
   // 2. The parent has written the id maps (and v1 cgroups): the rest of
   // the namespaces, the cgroup namespace once the cgroups are joined.
   if (!runtime::wait_for_go(channel)) exit_now(kSetupFailed);  // create is gone
+  join_cgroups(plan, fail);
   // While the process is still dumpable: an undumpable one's /proc files
   // belong to the host's root, which an ordinary user's container is not.
   if (plan.oom_score_adj)

@@ -159,9 +159,11 @@ core::Result<std::vector<NamespacePath>> open_namespace_paths(const spec::Spec& 
   connect_stdio(plan, fail);
   // The pidfd, the cgroup directory and the namespace descriptors go here:
   // no host directory is open when the working directory is resolved.
-  const int keep[] = {channel, plan.console_socket_fd};
-  runtime::close_all_except(3U + static_cast<unsigned>(plan.preserved_fds), keep, 2);
+  int keep[2 + ContainerPlan::kMaxCgroupTaskFiles] = {channel, plan.console_socket_fd};
+  const int kept = keep_cgroup_task_fds(plan, keep, 2);
+  runtime::close_all_except(3U + static_cast<unsigned>(plan.preserved_fds), keep, kept);
   if (!runtime::wait_for_go(channel)) runtime::exit_now(runtime::kSetupFailed);
+  join_cgroups(plan, fail);
 
   // exec's terminal: a pty of the container's devpts (its /dev/ptmx, now
   // that the mount namespace is the container's).

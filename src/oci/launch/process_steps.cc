@@ -88,6 +88,25 @@ PULSEBOX_CHILD_CODE void set_up_terminal(const ContainerPlan& plan, const Termin
   raw(SYS_close, plan.console_socket_fd);
 }
 
+PULSEBOX_CHILD_CODE void join_cgroups(const ContainerPlan& plan,
+                                      const runtime::Failure& fail) noexcept {
+  for (const int tasks : plan.cgroup_task_fds) {
+    if (tasks < 0) continue;
+    const long written = raw(SYS_write, tasks, "0", 1);
+    if (written != 1)
+      fail("joining the container's cgroups", written < 0 ? linux_api::raw_error(written) : EIO);
+    raw(SYS_close, tasks);
+  }
+}
+
+PULSEBOX_CHILD_CODE int keep_cgroup_task_fds(const ContainerPlan& plan, int* keep,
+                                             int kept) noexcept {
+  for (const int tasks : plan.cgroup_task_fds) {
+    if (tasks >= 0) keep[kept++] = tasks;
+  }
+  return kept;
+}
+
 PULSEBOX_CHILD_CODE void set_rlimits(const ContainerPlan& plan,
                                      const runtime::Failure& fail) noexcept {
   for (const auto& limit : plan.rlimits) {

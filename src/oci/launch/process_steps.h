@@ -41,6 +41,14 @@ struct TerminalStages {
 void set_up_terminal(const ContainerPlan& plan, const TerminalStages& stages, int console_root_fd,
                      const runtime::Failure& fail) noexcept;
 
+// Moves this (single-threaded) process into the v1 cgroup leaves by writing
+// "0" to each of plan.cgroup_task_fds, then closes them.
+void join_cgroups(const ContainerPlan& plan, const runtime::Failure& fail) noexcept;
+
+// Appends plan.cgroup_task_fds to `keep` (for close_all_except); returns the
+// new count.
+int keep_cgroup_task_fds(const ContainerPlan& plan, int* keep, int kept) noexcept;
+
 // process.rlimits, each in turn.
 void set_rlimits(const ContainerPlan& plan, const runtime::Failure& fail) noexcept;
 
