@@ -389,8 +389,8 @@ SandboxCgroup::~SandboxCgroup() {
   (void)remove();
 }
 
-core::Result<SandboxCgroup> SandboxCgroup::create(const CgroupHost& host, const std::string& name,
-                                                  const CgroupSettings& settings) {
+core::Result<SandboxCgroup> SandboxCgroup::make(const CgroupHost& host, const std::string& name,
+                                                const CgroupSettings& settings) {
   SandboxCgroup group;
   const std::string leaf = kSandboxPrefix + name;
   auto need = [&](const ControllerPlace& place, const char* what) -> core::Result<std::string> {
@@ -475,39 +475,51 @@ core::Result<SandboxCgroup> SandboxCgroup::create(const CgroupHost& host, const 
     }
   }
 
+  group.open_task_files();
+  group.settings_ = settings;
+  group.swap_accounting_ = host.swap_accounting;
+  group.cpu_v1_ = host.cpu.v1;
+  return group;
+}
+
+core::Result<SandboxCgroup> SandboxCgroup::create(const CgroupHost& host, const std::string& name,
+                                                  const CgroupSettings& settings) {
+  PB_TRY(group, make(host, name, settings));
+  PB_CHECK(group.apply_limits());
+  return group;
+}
+
+core::Status SandboxCgroup::apply_limits() {
+  const CgroupSettings& settings = settings_;
   if (settings.memory_max) {
     const std::string limit = std::to_string(*settings.memory_max);
-    if (group.memory_v1_) {
-      PB_CHECK(write_text(group.memory_ + "/memory.limit_in_bytes", limit));
-      if (settings.swap_max && host.swap_accounting) {
-        PB_CHECK(write_text(group.memory_ + "/memory.memsw.limit_in_bytes",
+    if (memory_v1_) {
+      PB_CHECK(write_text(memory_ + "/memory.limit_in_bytes", limit));
+      if (settings.swap_max && swap_accounting_) {
+        PB_CHECK(write_text(memory_ + "/memory.memsw.limit_in_bytes",
                             std::to_string(*settings.memory_max + *settings.swap_max)));
       }
     } else {
-      PB_CHECK(write_text(group.memory_ + "/memory.max", limit));
-      if (settings.swap_max && host.swap_accounting) {
-        PB_CHECK(
-            write_text(group.memory_ + "/memory.swap.max", std::to_string(*settings.swap_max)));
+      PB_CHECK(write_text(memory_ + "/memory.max", limit));
+      if (settings.swap_max && swap_accounting_) {
+        PB_CHECK(write_text(memory_ + "/memory.swap.max", std::to_string(*settings.swap_max)));
       }
     }
   }
   if (settings.pids_max) {
-    PB_CHECK(write_text(group.pids_ + "/pids.max", std::to_string(*settings.pids_max)));
+    PB_CHECK(write_text(pids_ + "/pids.max", std::to_string(*settings.pids_max)));
   }
-  group.open_counters();
-  group.open_task_files();
   if (settings.cpu_quota_us) {
-    if (host.cpu.v1) {
-      PB_CHECK(
-          write_text(group.cpu_ + "/cpu.cfs_period_us", std::to_string(settings.cpu_period_us)));
-      PB_CHECK(
-          write_text(group.cpu_ + "/cpu.cfs_quota_us", std::to_string(*settings.cpu_quota_us)));
+    if (cpu_v1_) {
+      PB_CHECK(write_text(cpu_ + "/cpu.cfs_period_us", std::to_string(settings.cpu_period_us)));
+      PB_CHECK(write_text(cpu_ + "/cpu.cfs_quota_us", std::to_string(*settings.cpu_quota_us)));
     } else {
-      PB_CHECK(write_text(group.cpu_ + "/cpu.max", std::to_string(*settings.cpu_quota_us) + " " +
-                                                       std::to_string(settings.cpu_period_us)));
+      PB_CHECK(write_text(cpu_ + "/cpu.max", std::to_string(*settings.cpu_quota_us) + " " +
+                                                 std::to_string(settings.cpu_period_us)));
     }
   }
-  return group;
+  open_counters();
+  return core::ok_status();
 }
 
 core::Status SandboxCgroup::attach(pid_t pid, bool into_unified_done) const {

@@ -117,6 +117,14 @@ class SandboxCgroup {
   // can tell a live sandbox from a crashed one.
   static core::Result<SandboxCgroup> create(const CgroupHost& host, const std::string& name,
                                             const CgroupSettings& settings);
+  // create() in two steps, for a launch that writes the limits while the
+  // child makes its namespaces: make() creates and locks the directories
+  // and opens the `tasks` files; apply_limits() writes the limits and opens
+  // the counters usage() reads. Nothing may run in the cgroup in between
+  // but the sandbox's own init.
+  static core::Result<SandboxCgroup> make(const CgroupHost& host, const std::string& name,
+                                          const CgroupSettings& settings);
+  core::Status apply_limits();
 
   SandboxCgroup() = default;
   SandboxCgroup(SandboxCgroup&&) = default;
@@ -159,6 +167,10 @@ class SandboxCgroup {
   std::vector<core::UniqueFd> locks_;
   // Directory -> its `tasks` file (see self_join_fds()).
   std::map<std::string, core::UniqueFd> task_files_;
+  // What apply_limits() writes.
+  CgroupSettings settings_;
+  bool swap_accounting_ = false;
+  bool cpu_v1_ = false;
   // The files usage() reads, opened by create() (-1 where there is none).
   struct Counters {
     core::UniqueFd cpu, memory_peak, oom, memory_failcnt, pids_current, pids_peak, pids_events;

@@ -46,6 +46,28 @@ void add_field(std::string& text, const std::optional<std::uint64_t>& value) {
   add_field(text, value ? std::to_string(*value) : "-");
 }
 
+// Every limit the host's cgroups can hold goes to the sandbox's cgroup; the
+// rlimits (arm()) stand in for the others (capabilities says which).
+linux_api::CgroupSettings cgroup_settings(const ResourcePolicy& limits,
+                                          const linux_api::CgroupHost& host) {
+  linux_api::CgroupSettings settings;
+  if (host.memory.usable) {
+    settings.memory_max = limits.memory_bytes;
+    if (host.swap_accounting && limits.swap_bytes) settings.swap_max = limits.swap_bytes;
+  }
+  // +1: init is in the cgroup too.
+  if (host.pids.usable) settings.pids_max = limits.max_processes + 1;
+  if (host.cpu.usable) {
+    settings.cpu_quota_us = static_cast<std::uint64_t>(std::llround(
+        limits.cpu_quota_percent / 100.0 * static_cast<double>(settings.cpu_period_us)));
+  }
+  return settings;
+}
+
+bool needs_cgroup(const linux_api::CgroupHost& host, const linux_api::CgroupSettings& settings) {
+  return host.unified.usable || settings.memory_max || settings.pids_max || settings.cpu_quota_us;
+}
+
 }  // namespace
 
 std::string shape_text(const runtime::LaunchPlan& plan, const linux_api::CgroupSettings& settings,
@@ -122,20 +144,7 @@ core::Result<IdPlan> NativeHost::plan_launch(const LaunchSpec& spec, const fs::p
   layout.home_gid = plan.command_gid;
   layout.idmap_home = ids.idmapped_workspace;
 
-  // Every limit the host's cgroups can hold goes to the sandbox's cgroup;
-  // the rlimits (arm()) stand in for the others (capabilities says which).
-  const ResourcePolicy& limits = spec.limits;
-  const linux_api::CgroupHost& host_cgroups = cgroups();
-  if (host_cgroups.memory.usable) {
-    settings.memory_max = limits.memory_bytes;
-    if (host_cgroups.swap_accounting && limits.swap_bytes) settings.swap_max = limits.swap_bytes;
-  }
-  // +1: init is in the cgroup too.
-  if (host_cgroups.pids.usable) settings.pids_max = limits.max_processes + 1;
-  if (host_cgroups.cpu.usable) {
-    settings.cpu_quota_us = static_cast<std::uint64_t>(std::llround(
-        limits.cpu_quota_percent / 100.0 * static_cast<double>(settings.cpu_period_us)));
-  }
+  settings = cgroup_settings(spec.limits, cgroups());
   return ids;
 }
 
@@ -199,13 +208,12 @@ core::Status NativeHost::launch_into(SandboxRun& run, const LaunchSpec& spec) {
   PB_CHECK(runtime::check_extra_binds(run.layout));
   core::trace_phase("native: ids planned, binds checked");
 
-  // The sandbox's cgroup, created before the child exists.
-  const linux_api::CgroupSettings& settings = run.settings;
-  if (cgroups().unified.usable || settings.memory_max || settings.pids_max ||
-      settings.cpu_quota_us) {
-    auto created = linux_api::SandboxCgroup::create(cgroups(), spec.id, settings);
-    if (!created) return std::move(created).error().with_context("creating the sandbox's cgroup");
-    run.cgroup = std::move(created).value();
+  // The sandbox's cgroup, created before the child exists; its limits are
+  // written while init makes its namespaces (before "go").
+  if (needs_cgroup(cgroups(), run.settings)) {
+    auto made = linux_api::SandboxCgroup::make(cgroups(), spec.id, run.settings);
+    if (!made) return std::move(made).error().with_context("creating the sandbox's cgroup");
+    run.cgroup = std::move(made).value();
     plan.cgroup_fd = run.cgroup->unified_fd();
     const std::vector<int> task_fds = run.cgroup->self_join_fds();
     if (task_fds.size() > std::size(plan.cgroup_task_fds)) {
@@ -236,6 +244,7 @@ core::Status NativeHost::launch_into(SandboxRun& run, const LaunchSpec& spec) {
         PB_TRY(base, runtime::build_base_mount_steps(run.layout));
         run.plan.base_mounts = std::move(base);
         if (!run.cgroup) return core::ok_status();
+        PB_CHECK(run.cgroup->apply_limits());
         return run.cgroup->attach_rest(pid, in_cgroup);
       });
   if (!launched) {
