@@ -82,7 +82,10 @@ void Prestart::loop() {
     changed_.wait(lock, [&] { return stopping_ || !retired_.empty() || start_needed(); });
     if (stopping_) break;
     busy_ = true;
-    if (start_needed()) {  // the next sandboxes first: a run may be waiting for one
+    // A start first when none is waiting (a run may be waiting for one);
+    // with one waiting, the finished runs are torn down before the second
+    // is started, so their teardown never falls behind under load.
+    if (start_needed() && (ready_.empty() || retired_.empty())) {
       LaunchSpec spec = *wanted_;
       spec.id = "run-" + core::random_hex(16);
       const std::uint64_t generation = wanted_generation_;
