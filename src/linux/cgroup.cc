@@ -12,10 +12,8 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
 #include <thread>
 
 namespace pulsebox::linux_api {
@@ -30,42 +28,59 @@ constexpr const char* kRootSubtree = "pulsebox";
 constexpr const char* kSupervisorLeaf = "pulsebox-supervisor";
 constexpr const char* kSandboxPrefix = "sandbox-";
 
+// These files are read on every launch: plain reads, no iostreams (whose
+// first use in a process costs more than the parsing).
 std::string read_small_file(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
+  std::string text;
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return text;
+  char buffer[4096];
+  for (;;) {
+    const ssize_t got = ::read(fd.get(), buffer, sizeof buffer);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) break;
+    text.append(buffer, static_cast<std::size_t>(got));
+  }
+  return text;
+}
+
+// The pieces of `text` between separators (empty ones left out).
+std::vector<std::string_view> pieces(std::string_view text, char separator) {
+  std::vector<std::string_view> parts;
+  while (!text.empty()) {
+    const auto end = text.find(separator);
+    const std::string_view part = text.substr(0, end);
+    if (!part.empty()) parts.push_back(part);
+    if (end == std::string_view::npos) break;
+    text.remove_prefix(end + 1);
+  }
+  return parts;
 }
 
 bool exists(const std::string& path) {
   return ::access(path.c_str(), F_OK) == 0;
 }
 
-std::vector<std::string> split(const std::string& text, char separator) {
-  std::vector<std::string> parts;
-  std::string part;
-  std::istringstream in(text);
-  while (std::getline(in, part, separator)) {
-    if (!part.empty()) parts.push_back(part);
-  }
-  return parts;
-}
-
 std::set<std::string> words(const std::string& text) {
   std::set<std::string> result;
-  std::istringstream in(text);
-  for (std::string word; in >> word;)
-    result.insert(word);
+  for (const std::string_view line : pieces(text, '\n')) {
+    for (const std::string_view word : pieces(line, ' '))
+      result.emplace(word);
+  }
   return result;
 }
 
 // A "key value" line of a flat-keyed cgroup file's text (memory.events, cpu.stat).
 std::optional<std::uint64_t> keyed_value(const std::string& text, const std::string& key) {
-  std::istringstream in(text);
-  std::string name;
-  std::uint64_t value = 0;
-  while (in >> name >> value) {
-    if (name == key) return value;
+  for (const std::string_view line : pieces(text, '\n')) {
+    const auto words_in_line = pieces(line, ' ');
+    if (words_in_line.size() < 2 || words_in_line[0] != key) continue;
+    const std::string value(words_in_line[1]);
+    char* end = nullptr;
+    errno = 0;
+    const std::uint64_t number = std::strtoull(value.c_str(), &end, 10);
+    if (errno != 0 || end == value.c_str() || *end != '\0') return std::nullopt;
+    return number;
   }
   return std::nullopt;
 }
@@ -108,9 +123,12 @@ core::Status make_directory(const std::string& path) {
 
 std::vector<pid_t> listed_processes(const std::string& dir) {
   std::vector<pid_t> pids;
-  std::istringstream in(read_small_file(dir + "/cgroup.procs"));
-  for (long pid = 0; in >> pid;)
-    pids.push_back(static_cast<pid_t>(pid));
+  const std::string text = read_small_file(dir + "/cgroup.procs");
+  for (const std::string_view line : pieces(text, '\n')) {
+    const std::string number(line);
+    const long pid = std::strtol(number.c_str(), nullptr, 10);
+    if (pid > 0) pids.push_back(static_cast<pid_t>(pid));
+  }
   return pids;
 }
 
@@ -220,34 +238,34 @@ CgroupHost discover_cgroups() {
   CgroupHost host;
   std::map<std::string, std::string> v1_mounts;  // controller -> mount point
   std::map<std::string, std::string> mount_roots;
-  {
-    std::ifstream in("/proc/self/mountinfo");
-    for (std::string line; std::getline(in, line);) {
-      const auto dash = line.find(" - ");
-      if (dash == std::string::npos) continue;
-      std::istringstream head(line.substr(0, dash));
-      std::istringstream tail(line.substr(dash + 3));
-      std::string id, parent, device, root, point, fstype, source, super;
-      head >> id >> parent >> device >> root >> point;
-      tail >> fstype >> source >> super;
-      if (fstype == "cgroup2") {
-        if (host.unified_mount.empty() || point == "/sys/fs/cgroup") {
-          host.unified_mount = point;
+  const std::string mountinfo = read_small_file("/proc/self/mountinfo");
+  for (const std::string_view line : pieces(mountinfo, '\n')) {
+    // id parent major:minor root point options [optional...] - fstype source super
+    const auto dash = line.find(" - ");
+    if (dash == std::string_view::npos) continue;
+    const auto head = pieces(line.substr(0, dash), ' ');
+    const auto tail = pieces(line.substr(dash + 3), ' ');
+    if (head.size() < 5 || tail.size() < 3) continue;
+    const std::string root(head[3]), point(head[4]);
+    const std::string_view fstype = tail[0];
+    if (fstype == "cgroup2") {
+      if (host.unified_mount.empty() || point == "/sys/fs/cgroup") {
+        host.unified_mount = point;
+        mount_roots[point] = root;
+      }
+    } else if (fstype == "cgroup") {
+      for (const std::string_view piece : pieces(tail[2], ',')) {
+        static const std::set<std::string> kNotControllers = {
+            "rw", "ro", "xattr", "noprefix", "clone_children", "cpuset_v2_mode", "favordynmods"};
+        const std::string option(piece);
+        if (!kNotControllers.count(option) && option.find('=') == std::string::npos &&
+            !host.hierarchy_mounts.count(option)) {
+          host.hierarchy_mounts[option] = point;
           mount_roots[point] = root;
         }
-      } else if (fstype == "cgroup") {
-        for (const auto& option : split(super, ',')) {
-          static const std::set<std::string> kNotControllers = {
-              "rw", "ro", "xattr", "noprefix", "clone_children", "cpuset_v2_mode", "favordynmods"};
-          if (!kNotControllers.count(option) && option.find('=') == std::string::npos &&
-              !host.hierarchy_mounts.count(option)) {
-            host.hierarchy_mounts[option] = point;
-            mount_roots[point] = root;
-          }
-          if (option == "memory" || option == "pids" || option == "cpu" || option == "cpuacct") {
-            v1_mounts[option] = point;
-            mount_roots[point] = root;
-          }
+        if (option == "memory" || option == "pids" || option == "cpu" || option == "cpuacct") {
+          v1_mounts[option] = point;
+          mount_roots[point] = root;
         }
       }
     }
@@ -257,16 +275,16 @@ CgroupHost discover_cgroups() {
 
   std::map<std::string, std::string> own_paths;  // "" = unified, else controller
   {
-    std::ifstream in("/proc/self/cgroup");
-    for (std::string line; std::getline(in, line);) {
+    const std::string own = read_small_file("/proc/self/cgroup");
+    for (const std::string_view line : pieces(own, '\n')) {
       const auto first = line.find(':');
       const auto second = line.find(':', first + 1);
-      if (first == std::string::npos || second == std::string::npos) continue;
-      const std::string controllers = line.substr(first + 1, second - first - 1);
-      const std::string path = line.substr(second + 1);
+      if (first == std::string_view::npos || second == std::string_view::npos) continue;
+      const std::string_view controllers = line.substr(first + 1, second - first - 1);
+      const std::string path(line.substr(second + 1));
       if (controllers.empty()) own_paths[""] = path;
-      for (const auto& name : split(controllers, ','))
-        own_paths[name] = path;
+      for (const std::string_view name : pieces(controllers, ','))
+        own_paths[std::string(name)] = path;
     }
   }
   auto own_dir = [&](const std::string& mount, const std::string& key) {
