@@ -1,5 +1,7 @@
 #include "oci/cgroups.h"
 
+#include "core/trace.h"
+
 #include <fcntl.h>
 #include <linux/magic.h>
 #include <signal.h>
@@ -372,7 +374,8 @@ core::Result<std::vector<CgroupWrite>> plan_cgroup_writes(const CgroupResources&
 
 core::Result<ContainerCgroup> ContainerCgroup::create(const linux_api::CgroupHost& host,
                                                       const CgroupsPath& path,
-                                                      const CgroupResources& resources) {
+                                                      const CgroupResources& resources,
+                                                      const LeavesPlanned& before_making) {
   const bool v2 = !host.hybrid;
   PB_TRY(writes, plan_cgroup_writes(resources, v2));
 
@@ -407,19 +410,25 @@ core::Result<ContainerCgroup> ContainerCgroup::create(const linux_api::CgroupHos
       (void)remove_leaf(*it);
     return error;
   };
+  // Every leaf first (co-mounted controllers, cpu,cpuacct, share one
+  // directory), for before_making; then the directories.
+  const auto& bases = path.from_own_cgroup ? host.own_cgroup_dirs : host.hierarchy_mounts;
+  const auto parts = components(path.relative);
+  std::vector<std::string> planned;
   for (const auto& key : keys) {
-    const auto& bases = path.from_own_cgroup ? host.own_cgroup_dirs : host.hierarchy_mounts;
     const auto found = bases.find(key);
     if (found == bases.end())
       return fail(unavailable("no own cgroup found in the " + (key.empty() ? "cgroup2" : key) +
                               " hierarchy for the relative linux.cgroupsPath " + path.relative));
-    const std::string& base = found->second;
-    const auto parts = components(path.relative);
-    // Co-mounted controllers (cpu,cpuacct) share one directory.
-    std::string leaf = base;
+    std::string leaf = found->second;
     for (const auto& part : parts)
       leaf += "/" + part;
     leaf_of.emplace_back(key, leaf);
+    if (std::find(planned.begin(), planned.end(), leaf) == planned.end()) planned.push_back(leaf);
+  }
+  if (before_making) PB_CHECK(before_making(planned));
+  for (const auto& [key, leaf] : leaf_of) {
+    const std::string& base = bases.at(key);
     if (std::find(cgroup.leaf_dirs_.begin(), cgroup.leaf_dirs_.end(), leaf) !=
         cgroup.leaf_dirs_.end())
       continue;
@@ -444,6 +453,9 @@ core::Result<ContainerCgroup> ContainerCgroup::create(const linux_api::CgroupHos
     cgroup.leaf_dirs_.push_back(leaf);
     if (key.empty()) cgroup.unified_leaf_ = leaf;
   }
+  // A crash point (tests/oci/oci_crash_test.cc): the leaves exist, the
+  // record does not list them yet.
+  core::trace_phase("oci: cgroup leaves made");
   // On cgroup v2 a controller's files appear in the leaf only when every
   // level above it, from the hierarchy's root (or this process's own
   // cgroup) down, enables it in cgroup.subtree_control.
@@ -456,9 +468,7 @@ core::Result<ContainerCgroup> ContainerCgroup::create(const linux_api::CgroupHos
       enable += (enable.empty() ? "" : " ") + controller;
       needed_by += (needed_by.empty() ? "" : ", ") + write.resource;
     }
-    const auto& bases = path.from_own_cgroup ? host.own_cgroup_dirs : host.hierarchy_mounts;
     std::string dir = bases.at("");
-    const auto parts = components(path.relative);
     for (std::size_t i = 0; !enable.empty() && i < parts.size(); ++i) {
       core::UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
       auto status = fd ? linux_api::write_limit(fd.get(), "cgroup.subtree_control", enable)

@@ -14,6 +14,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -105,9 +106,13 @@ class ContainerCgroup {
   // (else it could hold no process). A hierarchy or control file the resources need and
   // the host lacks is refused, naming the resource. On failure the leaves
   // made so far are removed.
+  // `before_making` (when given) gets the leaves before the first mkdir;
+  // its error stops create with nothing made.
+  using LeavesPlanned = std::function<core::Status(const std::vector<std::string>& leaves)>;
   static core::Result<ContainerCgroup> create(const linux_api::CgroupHost& host,
                                               const CgroupsPath& path,
-                                              const CgroupResources& resources);
+                                              const CgroupResources& resources,
+                                              const LeavesPlanned& before_making = {});
   // The leaves a record names, to kill and remove.
   static ContainerCgroup from_record(const std::vector<std::string>& leaf_dirs);
 

@@ -105,6 +105,7 @@ nlohmann::json record_to_json(const ContainerRecord& record) {
       {"pid", record.process.pid},
       {"start_time", record.process.start_time},
       {"cgroup_leaves", record.cgroup_leaves},
+      {"planned_cgroup_leaves", record.planned_cgroup_leaves},
       {"namespace_flags", record.namespace_flags},
       {"annotations", record.annotations},
       {"enforced", record.enforced},
@@ -157,6 +158,16 @@ core::Result<ContainerRecord> record_from_json(std::string_view text, std::strin
     if (!leaf.is_string() || leaf.get<std::string>().rfind("/", 0) != 0)
       return wrong("cgroup_leaves", "an array of absolute paths");
     record.cgroup_leaves.push_back(leaf.get<std::string>());
+  }
+  // Absent in records older than the field.
+  if (json.contains("planned_cgroup_leaves")) {
+    if (!json["planned_cgroup_leaves"].is_array())
+      return wrong("planned_cgroup_leaves", "an array");
+    for (const auto& leaf : json["planned_cgroup_leaves"]) {
+      if (!leaf.is_string() || leaf.get<std::string>().rfind("/", 0) != 0)
+        return wrong("planned_cgroup_leaves", "an array of absolute paths");
+      record.planned_cgroup_leaves.push_back(leaf.get<std::string>());
+    }
   }
   if (!json.contains("annotations") || !json["annotations"].is_object())
     return wrong("annotations", "an object");

@@ -49,6 +49,10 @@ struct ContainerRecord {
   Phase phase = Phase::Creating;
   ProcessRef process;                      // pid 0: none yet
   std::vector<std::string> cgroup_leaves;  // absolute directories, made by create
+  // The leaves create was about to make, recorded before the first mkdir: a
+  // create killed before it recorded cgroup_leaves leaves these, which
+  // delete and reconcile only rmdir (never kill: one may be another's).
+  std::vector<std::string> planned_cgroup_leaves;
   std::uint64_t namespace_flags = 0;
   std::map<std::string, std::string> annotations;
   std::string enforced;  // the enforcement report (§4)

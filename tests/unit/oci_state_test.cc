@@ -27,6 +27,8 @@ ContainerRecord sample_record() {
   record.phase = ContainerRecord::Phase::Created;
   record.process = {1234, 98765};
   record.cgroup_leaves = {"/sys/fs/cgroup/unified/x/c1", "/sys/fs/cgroup/memory/x/c1"};
+  record.planned_cgroup_leaves = {"/sys/fs/cgroup/unified/x/c1", "/sys/fs/cgroup/memory/x/c1",
+                                  "/sys/fs/cgroup/pids/x/c1"};
   record.namespace_flags = 0x20000;
   record.annotations = {{"a", "b"}};
   record.enforced = "cgroup=v1:memory";
@@ -42,6 +44,7 @@ TEST(OciRecord, RoundTrips) {
   EXPECT_EQ(back->process.pid, 1234);
   EXPECT_EQ(back->process.start_time, 98765u);
   EXPECT_EQ(back->cgroup_leaves, record.cgroup_leaves);
+  EXPECT_EQ(back->planned_cgroup_leaves, record.planned_cgroup_leaves);
   EXPECT_EQ(back->namespace_flags, 0x20000u);
   EXPECT_EQ(back->annotations, record.annotations);
   EXPECT_EQ(back->enforced, record.enforced);
@@ -56,6 +59,17 @@ TEST(OciRecord, DamagedRecordsAreRefusedByField) {
   json = record_to_json(sample_record());
   json["cgroup_leaves"] = {"relative/leaf"};
   EXPECT_FALSE(record_from_json(json.dump(), "s").ok());
+  json = record_to_json(sample_record());
+  json["planned_cgroup_leaves"] = {"relative/leaf"};
+  result = record_from_json(json.dump(), "s");
+  ASSERT_FALSE(result.ok());
+  EXPECT_NE(result.error().message().find("planned_cgroup_leaves"), std::string::npos);
+  // A record written before the field existed is read, with none planned.
+  json = record_to_json(sample_record());
+  json.erase("planned_cgroup_leaves");
+  const auto older = record_from_json(json.dump(), "s");
+  ASSERT_TRUE(older.ok()) << older.error().to_string();
+  EXPECT_TRUE(older->planned_cgroup_leaves.empty());
   json = record_to_json(sample_record());
   json["phase"] = "running";
   EXPECT_FALSE(record_from_json(json.dump(), "s").ok());

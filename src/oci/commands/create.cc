@@ -216,7 +216,13 @@ core::Result<Created> create(StateStore& store, const CreateOptions& options) {
   std::string cgroup_report = "none(an ordinary user's container without limits)";
   if (root || has_limits(limits)) {
     const auto host = linux_api::discover_cgroups();
-    auto made = ContainerCgroup::create(host, cgroups_path, limits);
+    // The leaves are in the record before they exist: a create killed
+    // before it lists them as made leaves nothing delete cannot find.
+    auto made = ContainerCgroup::create(host, cgroups_path, limits,
+                                        [&](const std::vector<std::string>& leaves) {
+                                          record.planned_cgroup_leaves = leaves;
+                                          return dir.write_record(record);
+                                        });
     if (!made) return undo(std::move(made).error());
     cgroup = std::move(made).value();
     undo.cgroup = &cgroup;

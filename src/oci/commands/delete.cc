@@ -3,6 +3,9 @@
 // delete, is removed by running them again.
 #include <poll.h>
 #include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
 
 #include "core/trace.h"
 #include "linux/syscalls.h"
@@ -36,6 +39,14 @@ core::Status destroy(ContainerDir& dir, const ContainerRecord* record) {
     auto cgroup = ContainerCgroup::from_record(record->cgroup_leaves);
     PB_CHECK(cgroup.kill_all(SIGKILL));
     PB_CHECK(cgroup.remove());
+    // Leaves a create killed meanwhile made but never listed: removed only
+    // when empty (a populated one is not the container's: create refuses
+    // those).
+    for (const auto& leaf : record->planned_cgroup_leaves) {
+      if (std::find(record->cgroup_leaves.begin(), record->cgroup_leaves.end(), leaf) ==
+          record->cgroup_leaves.end())
+        (void)::rmdir(leaf.c_str());
+    }
     core::trace_phase("oci: delete cgroup removed");
     // Only for a container create finished; a delete run again after a
     // failure here runs them again.
