@@ -493,7 +493,7 @@ core::Result<SandboxCgroup> SandboxCgroup::make(const CgroupHost& host, const st
     }
   }
 
-  group.open_task_files();
+  group.task_files_.open(group.directories_, group.unified_);
   group.settings_ = settings;
   group.swap_accounting_ = host.swap_accounting;
   group.cpu_v1_ = host.cpu.v1;
@@ -548,26 +548,24 @@ core::Status SandboxCgroup::attach(pid_t pid, bool into_unified_done) const {
   return core::ok_status();
 }
 
-void SandboxCgroup::open_task_files() {
-  for (const auto& dir : directories_) {
-    if (dir == unified_) continue;  // v2 moves single threads only in threaded cgroups
-    // A delegation that chowned only cgroup.procs leaves `tasks` to
-    // attach_rest().
-    UniqueFd fd(::open((dir + "/tasks").c_str(), O_WRONLY | O_CLOEXEC));
-    if (fd) task_files_.emplace(dir, std::move(fd));
+void CgroupTaskFiles::open(const std::vector<std::string>& dirs, const std::string& skip) {
+  for (const auto& dir : dirs) {
+    if (dir == skip || files_.contains(dir)) continue;
+    UniqueFd fd(::open((dir + "/tasks").c_str(), O_WRONLY | O_CLOEXEC | O_NOFOLLOW));
+    if (fd) files_.emplace(dir, std::move(fd));
   }
 }
 
-std::vector<int> SandboxCgroup::self_join_fds() const {
+std::vector<int> CgroupTaskFiles::fds() const {
   std::vector<int> fds;
-  for (const auto& [dir, fd] : task_files_)
+  for (const auto& [dir, fd] : files_)
     fds.push_back(fd.get());
   return fds;
 }
 
 core::Status SandboxCgroup::attach_rest(pid_t pid, bool into_unified_done) const {
   for (const auto& dir : directories_) {
-    if ((dir == unified_ && into_unified_done) || task_files_.contains(dir)) continue;
+    if ((dir == unified_ && into_unified_done) || task_files_.has(dir)) continue;
     PB_CHECK(write_text(dir + "/cgroup.procs", std::to_string(pid)));
   }
   return core::ok_status();

@@ -108,6 +108,27 @@ struct CgroupUsage {
   std::uint64_t pids_limit_hits = 0;  // fork()/clone() refused at pids.max
 };
 
+// The v1 `tasks` files of some cgroup directories, opened for writing: a
+// single-threaded process writes "0" to each to move itself. The kernel
+// moves one thread moving itself without its global threadgroup lock,
+// whose write side waits for an RCU grace period when no other cgroup move
+// came just before (nearly always, for a sandbox started on its own);
+// writing a pid to cgroup.procs takes it. The kernel checks the opener's
+// credentials, so the files work from the child's user namespace.
+class CgroupTaskFiles {
+ public:
+  // Opens <dir>/tasks for each of `dirs` but `skip` (the unified one: v2
+  // moves single threads only in threaded cgroups). One that cannot be
+  // opened (a delegation that chowned only cgroup.procs) is left out: the
+  // caller moves the process there by pid.
+  void open(const std::vector<std::string>& dirs, const std::string& skip);
+  std::vector<int> fds() const;
+  bool has(const std::string& dir) const { return files_.contains(dir); }
+
+ private:
+  std::map<std::string, core::UniqueFd> files_;
+};
+
 class SandboxCgroup {
  public:
   // Creates <parent>/<name> in every usable hierarchy the settings need (plus
@@ -136,13 +157,9 @@ class SandboxCgroup {
   // Moves `pid` into every hierarchy; `into_unified_done` skips the unified
   // one (clone3 already put it there).
   core::Status attach(pid_t pid, bool into_unified_done) const;
-  // The v1 hierarchies' `tasks` files, opened for writing by create(): a
-  // single-threaded child writes "0" to each to move itself. The kernel
-  // moves one thread moving itself without its global threadgroup lock,
-  // whose write side waits for an RCU grace period when no other cgroup
-  // move came just before (nearly always, for a sandbox started on its
-  // own); writing a pid to cgroup.procs takes it.
-  std::vector<int> self_join_fds() const;
+  // The v1 hierarchies' `tasks` files (CgroupTaskFiles), opened by make():
+  // the sandbox's init writes "0" to each.
+  std::vector<int> self_join_fds() const { return task_files_.fds(); }
   // attach() for the hierarchies the child does not join itself (those
   // whose `tasks` file could not be opened, and the unified one unless
   // `into_unified_done`).
@@ -165,8 +182,7 @@ class SandboxCgroup {
   // Every directory is flock-ed while the sandbox lives (reconcile skips it).
   core::UniqueFd unified_fd_;
   std::vector<core::UniqueFd> locks_;
-  // Directory -> its `tasks` file (see self_join_fds()).
-  std::map<std::string, core::UniqueFd> task_files_;
+  CgroupTaskFiles task_files_;
   // What apply_limits() writes.
   CgroupSettings settings_;
   bool swap_accounting_ = false;
@@ -177,7 +193,6 @@ class SandboxCgroup {
   };
   Counters counters_;
   void open_counters();
-  void open_task_files();
 };
 
 // Removes the per-sandbox cgroups under this host's parents that no live

@@ -542,25 +542,10 @@ core::Status ContainerCgroup::attach(pid_t pid, bool into_unified_done) const {
   return core::ok_status();
 }
 
-void ContainerCgroup::open_task_files() {
-  for (const auto& leaf : leaf_dirs_) {
-    if (leaf == unified_leaf_ || task_files_.contains(leaf)) continue;
-    core::UniqueFd fd(::open((leaf + "/tasks").c_str(), O_WRONLY | O_CLOEXEC | O_NOFOLLOW));
-    if (fd) task_files_.emplace(leaf, std::move(fd));
-  }
-}
-
-std::vector<int> ContainerCgroup::self_join_fds() const {
-  std::vector<int> fds;
-  for (const auto& [leaf, fd] : task_files_)
-    fds.push_back(fd.get());
-  return fds;
-}
-
 core::Status ContainerCgroup::attach_rest(pid_t pid, bool into_unified_done) const {
   const std::string text = std::to_string(pid);
   for (const auto& leaf : leaf_dirs_) {
-    if ((into_unified_done && leaf == unified_leaf_) || task_files_.contains(leaf)) continue;
+    if ((into_unified_done && leaf == unified_leaf_) || task_files_.has(leaf)) continue;
     core::UniqueFd dir(::open(leaf.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (!dir) return core::Error::from_errno("cgroup", "opening " + leaf);
     PB_CHECK(linux_api::write_limit(dir.get(), "cgroup.procs", text));

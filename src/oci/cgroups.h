@@ -124,13 +124,11 @@ class ContainerCgroup {
   // Writes `pid` into each leaf's cgroup.procs; `into_unified_done` skips the
   // unified leaf (clone3 put it there).
   core::Status attach(pid_t pid, bool into_unified_done) const;
-  // Opens the v1 leaves' `tasks` files for writing: the container's
-  // single-threaded process writes "0" to each to move itself, which the
-  // kernel does without the global lock a move by pid waits for
-  // (linux/cgroup.h, SandboxCgroup::self_join_fds). A leaf whose file
-  // cannot be opened is left to attach_rest().
-  void open_task_files();
-  std::vector<int> self_join_fds() const;
+  // Opens the v1 leaves' `tasks` files (linux_api::CgroupTaskFiles): the
+  // container's process writes "0" to each to move itself. A leaf whose
+  // file cannot be opened is left to attach_rest().
+  void open_task_files() { task_files_.open(leaf_dirs_, unified_leaf_); }
+  std::vector<int> self_join_fds() const { return task_files_.fds(); }
   // attach() for the leaves the process does not join itself.
   core::Status attach_rest(pid_t pid, bool into_unified_done) const;
   // Every process in the leaves.
@@ -147,7 +145,7 @@ class ContainerCgroup {
   std::vector<std::string> leaf_dirs_;  // unified first, when there is one
   std::string unified_leaf_;
   core::UniqueFd unified_fd_;
-  std::map<std::string, core::UniqueFd> task_files_;  // leaf -> its `tasks`
+  linux_api::CgroupTaskFiles task_files_;
 };
 
 }  // namespace pulsebox::oci
