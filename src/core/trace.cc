@@ -78,20 +78,17 @@ bool trace_enabled() {
   return enabled;
 }
 
-namespace {
-// PULSEBOX_TRACE_STOP_AT's phase, or null.
-const char* trace_stop_at() {
+bool trace_stops_at(const char* name) {
+  // PULSEBOX_TRACE_STOP_AT's phase, or null.
   static const char* const phase = [] {
     const char* value = std::getenv("PULSEBOX_TRACE_STOP_AT");
     return value != nullptr && value[0] != '\0' ? value : nullptr;
   }();
-  return phase;
+  return phase != nullptr && std::strcmp(name, phase) == 0;
 }
-}  // namespace
 
 void trace_phase(const char* name) {
-  if (const char* stop_at = trace_stop_at();
-      stop_at != nullptr && std::strcmp(name, stop_at) == 0) {
+  if (trace_stops_at(name)) {
     if (trace_enabled()) trace_flush();  // what led here is seen while it waits
     ::raise(SIGSTOP);
   }

@@ -19,6 +19,9 @@
 namespace pulsebox::core {
 
 bool trace_enabled();
+// Whether PULSEBOX_TRACE_STOP_AT names NAME (a phase, or a point a child
+// stops at itself).
+bool trace_stops_at(const char* name);
 // Records NAME (with PULSEBOX_TRACE=1) and stops the process there when
 // PULSEBOX_TRACE_STOP_AT names it.
 void trace_phase(const char* name);

@@ -26,6 +26,13 @@ unsigned long long mount_attributes(unsigned long flags) noexcept {
   return attributes;
 }
 
+int set_propagation(long tree, unsigned long propagation) noexcept {
+  mount_attr attr{};
+  attr.propagation = propagation & ~static_cast<unsigned long>(MS_REC);
+  const unsigned recursive = (propagation & MS_REC) != 0 ? AT_RECURSIVE : 0;
+  return raw_error(raw(SYS_mount_setattr, tree, "", AT_EMPTY_PATH | recursive, &attr, sizeof attr));
+}
+
 namespace {
 
 // As many symlinks as the kernel follows in one lookup (MAXSYMLINKS).
@@ -143,15 +150,6 @@ int set_attributes(long tree, unsigned long long attributes, bool recursive) noe
   attr.attr_set = attributes;
   return raw_error(raw(SYS_mount_setattr, tree, "", AT_EMPTY_PATH | (recursive ? AT_RECURSIVE : 0),
                        &attr, sizeof attr));
-}
-
-// mount_setattr's propagation field: one of MS_PRIVATE, MS_SLAVE,
-// MS_UNBINDABLE, MS_SHARED; MS_REC in `propagation` for the whole tree.
-int set_propagation(long tree, unsigned long propagation) noexcept {
-  mount_attr attr{};
-  attr.propagation = propagation & ~static_cast<unsigned long>(MS_REC);
-  const unsigned recursive = (propagation & MS_REC) != 0 ? AT_RECURSIVE : 0;
-  return raw_error(raw(SYS_mount_setattr, tree, "", AT_EMPTY_PATH | recursive, &attr, sizeof attr));
 }
 
 int attach(long tree, long target) noexcept {

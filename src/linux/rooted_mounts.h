@@ -21,6 +21,11 @@ enum class CreateInRoot { None, Directory, File };
 // atime options) for the new mount API.
 unsigned long long mount_attributes(unsigned long flags) noexcept;
 
+// mount_setattr(2)'s propagation of the tree `tree` (a descriptor):
+// MS_PRIVATE, MS_SLAVE, MS_UNBINDABLE or MS_SHARED, with MS_REC for the
+// whole tree. Returns 0 or the errno.
+int set_propagation(long tree, unsigned long propagation) noexcept;
+
 // An O_PATH descriptor for `path` (absolute or not, taken inside root_fd).
 // With `create`, missing components are made as directories (the last one
 // as `create` says, with `mode`); a dangling symlink is followed inside the

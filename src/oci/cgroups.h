@@ -47,6 +47,7 @@ core::Result<CgroupsPath> parse_cgroups_path(std::string_view text, bool systemd
 struct BlockDeviceValue {
   std::int64_t major = 0, minor = 0;
   std::uint64_t value = 0;
+  bool operator==(const BlockDeviceValue&) const = default;
 };
 
 struct BlockIoLimits {
@@ -54,11 +55,13 @@ struct BlockIoLimits {
   // Index for index with the config's weightDevice; a value of 0 is unset.
   std::vector<BlockDeviceValue> weight_device, leaf_weight_device;
   std::vector<BlockDeviceValue> read_bps, write_bps, read_iops, write_iops;  // 0: no limit
+  bool operator==(const BlockIoLimits&) const = default;
 };
 
 struct HugepageLimitValue {
   std::string page_size;  // "2MB"
   std::uint64_t limit = 0;
+  bool operator==(const HugepageLimitValue&) const = default;
 };
 
 // linux.resources as this package applies it, with runc's conventions: 0
@@ -80,6 +83,8 @@ struct CgroupResources {
   std::optional<BlockIoLimits> block_io;
   std::vector<HugepageLimitValue> hugepage_limits;
   std::map<std::string, std::string> unified;  // v2 only: file -> value
+  // Every field compared: none set is CgroupResources{} (create's "no limits").
+  bool operator==(const CgroupResources&) const = default;
 };
 
 // One control file write, as create() plans it (exposed for the tests).

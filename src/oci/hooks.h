@@ -9,7 +9,7 @@
 // (oci/launch/container_init.cc).
 //
 //   PB_CHECK(run_hooks(spec.hooks.create_runtime, state));  // a failure fails create
-//   warn_on_failed_hooks(record_hooks.poststart, state);   // a failure is a warning
+//   run_recorded_hooks(record, "poststart", "running");  // a failure is a warning
 #pragma once
 
 #include <sys/types.h>

@@ -18,6 +18,7 @@
 #include <initializer_list>
 #include <nlohmann/json.hpp>
 #include <thread>
+#include <tuple>
 
 #include "core/fs.h"
 #include "core/json_parse.h"
@@ -152,21 +153,16 @@ core::Result<ContainerRecord> record_from_json(std::string_view text, std::strin
     if (!json.contains(key) || !json[key].is_number_unsigned()) return wrong(key, "a number");
     *field = json[key].get<std::uint64_t>();
   }
-  if (!json.contains("cgroup_leaves") || !json["cgroup_leaves"].is_array())
-    return wrong("cgroup_leaves", "an array");
-  for (const auto& leaf : json["cgroup_leaves"]) {
-    if (!leaf.is_string() || leaf.get<std::string>().rfind("/", 0) != 0)
-      return wrong("cgroup_leaves", "an array of absolute paths");
-    record.cgroup_leaves.push_back(leaf.get<std::string>());
-  }
-  // Absent in records older than the field.
-  if (json.contains("planned_cgroup_leaves")) {
-    if (!json["planned_cgroup_leaves"].is_array())
-      return wrong("planned_cgroup_leaves", "an array");
-    for (const auto& leaf : json["planned_cgroup_leaves"]) {
+  // planned_cgroup_leaves is absent in records older than the field.
+  for (auto [key, leaves, required] :
+       {std::tuple{"cgroup_leaves", &record.cgroup_leaves, true},
+        std::tuple{"planned_cgroup_leaves", &record.planned_cgroup_leaves, false}}) {
+    if (!json.contains(key) && !required) continue;
+    if (!json.contains(key) || !json[key].is_array()) return wrong(key, "an array");
+    for (const auto& leaf : json[key]) {
       if (!leaf.is_string() || leaf.get<std::string>().rfind("/", 0) != 0)
-        return wrong("planned_cgroup_leaves", "an array of absolute paths");
-      record.planned_cgroup_leaves.push_back(leaf.get<std::string>());
+        return wrong(key, "an array of absolute paths");
+      leaves->push_back(leaf.get<std::string>());
     }
   }
   if (!json.contains("annotations") || !json["annotations"].is_object())

@@ -115,23 +115,17 @@ std::string hex(std::uint64_t value) {
 // What is in force, as §4's one line.
 std::string enforcement_report(const launch::ContainerPlan& plan, const std::string& cgroup) {
   std::string namespaces;
-  const std::pair<std::uint64_t, const char*> kNames[] = {
-      {CLONE_NEWUSER, "user"},   {CLONE_NEWPID, "pid"}, {CLONE_NEWNS, "mount"},
-      {CLONE_NEWNET, "network"}, {CLONE_NEWIPC, "ipc"}, {CLONE_NEWUTS, "uts"}};
-  for (const auto& [flag, name] : kNames) {
-    if (((plan.clone_namespaces | plan.unshare_namespaces) & flag) == 0) continue;
-    namespaces += (namespaces.empty() ? "" : ",") + std::string(name);
+  constexpr int kMade[] = {CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNS,
+                           CLONE_NEWNET,  CLONE_NEWIPC, CLONE_NEWUTS};
+  for (const int flag : kMade) {
+    if (((plan.clone_namespaces | plan.unshare_namespaces) & static_cast<std::uint64_t>(flag)) == 0)
+      continue;
+    namespaces += (namespaces.empty() ? "" : ",") + std::string(spec::namespace_name(flag));
   }
   if (plan.new_cgroup_namespace) namespaces += ",cgroup";
   // Entered by path (launch/join.h): the container's, but not made for it.
-  const std::pair<int, const char*> kJoined[] = {
-      {CLONE_NEWUSER, "user"},   {CLONE_NEWIPC, "ipc"}, {CLONE_NEWUTS, "uts"},
-      {CLONE_NEWNET, "network"}, {CLONE_NEWPID, "pid"}, {CLONE_NEWCGROUP, "cgroup"}};
-  for (const auto& ns : plan.join_namespaces) {
-    for (const auto& [flag, name] : kJoined) {
-      if (ns.type == flag) namespaces += ",joined:" + std::string(name);
-    }
-  }
+  for (const auto& ns : plan.join_namespaces)
+    namespaces += ",joined:" + std::string(spec::namespace_name(ns.type));
   return "namespaces=" + namespaces + ";cgroup=" + cgroup + ";seccomp=" +
          (plan.seccomp_program.empty()
               ? std::string("none")
@@ -143,11 +137,9 @@ std::string enforcement_report(const launch::ContainerPlan& plan, const std::str
          ";root=" + (plan.root_readonly ? "ro" : "rw");
 }
 
+// Every field, so that a limit added later cannot be left out of this test.
 bool has_limits(const CgroupResources& r) {
-  return r.memory_limit || r.memory_swap || r.memory_reservation || r.pids_limit || r.cpu_shares ||
-         r.cpu_quota || r.cpu_period || r.memory_swappiness || r.disable_oom_killer ||
-         r.cpu_burst || r.cpu_idle || !r.cpuset_cpus.empty() || !r.cpuset_mems.empty() ||
-         r.block_io || !r.hugepage_limits.empty() || !r.unified.empty();
+  return r != CgroupResources{};
 }
 
 // Takes back what create made, newest first.

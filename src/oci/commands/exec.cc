@@ -6,13 +6,10 @@
 // the pidfd its record verifies, lands in its cgroup leaves before it runs
 // anything, and gets the container's seccomp profile.
 #include <fcntl.h>
-#include <poll.h>
 #include <sched.h>
 #include <signal.h>
-#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -29,6 +26,7 @@
 #include "core/trace.h"
 #include "oci/cgroups.h"
 #include "oci/commands/commands.h"
+#include "oci/commands/signal_forwarding.h"
 #include "oci/plan_builder.h"
 #include "oci/spec/spec.h"
 
@@ -129,55 +127,6 @@ core::Result<spec::Process> inline_process(const nlohmann::json& config,
   return spec::parse_process(process.dump(), "exec's flags");
 }
 
-// Forwards these to the process while exec waits, as runc does.
-constexpr int kForwarded[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH};
-
-// Blocked from before the clone until exec returns: one that comes during
-// the handshake waits (pending) for the signalfd instead of ending exec and
-// orphaning the process. The process's own mask is emptied (reset_signals).
-class BlockedSignals {
- public:
-  BlockedSignals() {
-    ::sigemptyset(&set_);
-    for (const int signal : kForwarded)
-      ::sigaddset(&set_, signal);
-    ::sigprocmask(SIG_BLOCK, &set_, &old_);
-  }
-  ~BlockedSignals() { ::sigprocmask(SIG_SETMASK, &old_, nullptr); }
-  BlockedSignals(const BlockedSignals&) = delete;
-  BlockedSignals& operator=(const BlockedSignals&) = delete;
-  const sigset_t& set() const { return set_; }
-
- private:
-  sigset_t set_{};
-  sigset_t old_{};
-};
-
-core::Result<int> wait_forwarding(const launch::ContainerProcess& process,
-                                  const BlockedSignals& blocked) {
-  core::UniqueFd signals(::signalfd(-1, &blocked.set(), SFD_CLOEXEC));
-  if (!signals) return core::Error::from_errno("oci", "signalfd for exec's forwarding");
-  for (;;) {
-    pollfd fds[2] = {{process.pidfd(), POLLIN, 0}, {signals.get(), POLLIN, 0}};
-    if (::poll(fds, 2, -1) < 0) {
-      if (errno == EINTR) continue;
-      return core::Error::from_errno("oci", "waiting for the exec'd process");
-    }
-    if ((fds[1].revents & POLLIN) != 0) {
-      signalfd_siginfo info{};
-      if (::read(signals.get(), &info, sizeof info) == static_cast<ssize_t>(sizeof info))
-        (void)::syscall(SYS_pidfd_send_signal, process.pidfd(), info.ssi_signo, nullptr, 0);
-    }
-    if ((fds[0].revents & POLLIN) != 0) break;
-  }
-  siginfo_t info{};
-  while (::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(process.pidfd()), &info,
-                  WEXITED) != 0) {
-    if (errno != EINTR) return core::Error::from_errno("oci", "waiting for the exec'd process");
-  }
-  return info.si_code == CLD_EXITED ? info.si_status : 128 + info.si_status;
-}
-
 }  // namespace
 
 core::Result<int> exec(StateStore& store, const ExecOptions& options) {
@@ -247,12 +196,18 @@ core::Result<int> exec(StateStore& store, const ExecOptions& options) {
   PB_TRY(pidfd, above_preserved(std::move(container), options.preserve_fds));
   plan.join_pidfd = pidfd.get();
   plan.join_pidfd_namespaces = namespaces_to_join(record.process.pid, record.namespace_flags);
-  const char* stop_at = std::getenv("PULSEBOX_TRACE_STOP_AT");
-  plan.stop_before_exec = stop_at != nullptr && std::string_view(stop_at) == kStopBeforeExec;
+  plan.stop_before_exec = core::trace_stops_at(kStopBeforeExec);
   plan.seal();
 
-  std::optional<BlockedSignals> blocked;
-  if (!options.detach) blocked.emplace();
+  // Blocked from before the clone: one that comes during the handshake
+  // waits for the signalfd instead of ending exec and orphaning the process.
+  std::optional<ForwardedSignals> forwarded;
+  core::UniqueFd signal_fd;
+  if (!options.detach) {
+    forwarded.emplace();
+    PB_TRY(fd, forwarded->open_fd());
+    signal_fd = std::move(fd);
+  }
   PB_TRY(spawned, launch::spawn_container(plan));
   console.reset();
   cgroup_fd.reset();
@@ -281,7 +236,7 @@ core::Result<int> exec(StateStore& store, const ExecOptions& options) {
   if (auto detached = spawned.detach(kHandshakeMs); !detached.ok()) return fail(detached.error());
   dir.reset();
   if (options.detach) return 0;
-  return wait_forwarding(spawned, *blocked);
+  return wait_forwarding(spawned.pidfd(), signal_fd.get(), "the exec'd process");
 }
 
 }  // namespace pulsebox::oci::commands

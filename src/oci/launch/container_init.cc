@@ -451,12 +451,8 @@ PULSEBOX_CHILD_CODE void apply_identity(const ContainerPlan& plan, int channel) 
   // linux.rootfsPropagation on the container's own root only (runc applies
   // it after pivot_root too), never on the host's tree.
   if (plan.root_propagation != 0) {
-    mount_attr propagation{};
-    propagation.propagation = plan.root_propagation & ~static_cast<unsigned long>(MS_REC);
-    check(fail, "setting linux.rootfsPropagation",
-          raw(SYS_mount_setattr, root_fd, "",
-              AT_EMPTY_PATH | ((plan.root_propagation & MS_REC) != 0 ? AT_RECURSIVE : 0),
-              &propagation, sizeof propagation));
+    if (const int e = linux_api::set_propagation(root_fd, plan.root_propagation); e != 0)
+      fail("setting linux.rootfsPropagation", e);
   }
   // Before root.readonly, which would forbid making /dev/console.
   if (plan.console_socket_fd >= 0)

@@ -196,6 +196,8 @@ core::Result<Hooks> parse_hooks(const nlohmann::json& value, std::string_view so
 std::vector<std::string> supported_mount_options();  // flags and propagation
 std::vector<std::string> supported_mount_types();
 std::vector<std::string> supported_namespace_types();
+// A CLONE_NEW* flag's name in config.json ("network"), "?" for another value.
+std::string_view namespace_name(int flag);
 std::vector<std::string> known_capability_names();  // CAP_*, up to this kernel's last
 bool is_mount_flag_option(std::string_view option);
 

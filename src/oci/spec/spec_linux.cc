@@ -28,13 +28,6 @@ std::string indexed(const std::string& path, std::size_t i) {
   return path + "[" + std::to_string(i) + "]";
 }
 
-std::string_view namespace_name(int flag) {
-  for (const auto& [name, value] : kNamespaceTypes) {
-    if (value == flag) return name;
-  }
-  return "?";
-}
-
 core::Result<std::vector<Namespace>> read_namespaces(const ReadContext& ctx, const json* value) {
   std::vector<Namespace> out;
   PB_CHECK(expect_array(ctx, value, "linux.namespaces"));
@@ -371,6 +364,13 @@ core::Result<std::vector<std::string>> absolute_paths(const ReadContext& ctx, Fi
 }
 
 }  // namespace
+
+std::string_view namespace_name(int flag) {
+  for (const auto& [name, value] : kNamespaceTypes) {
+    if (value == flag) return name;
+  }
+  return "?";
+}
 
 core::Result<Linux> read_linux(const ReadContext& ctx, const json& value) {
   FieldReader reader(ctx, value, "linux", "linux");
