@@ -509,6 +509,7 @@ core::Status take_process_fds(const PlanInputs& inputs, launch::ContainerPlan& p
   plan.console_socket_fd = inputs.console_socket_fd;
   plan.cgroup_fd = inputs.cgroup_fd;
   std::copy_n(inputs.cgroup_task_fds.begin(), inputs.cgroup_task_fds.size(), plan.cgroup_task_fds);
+  plan.cgroup_task_fd_count = static_cast<int>(inputs.cgroup_task_fds.size());
   return core::ok_status();
 }
 

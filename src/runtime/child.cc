@@ -182,8 +182,8 @@ PULSEBOX_CHILD_CODE void run_sandbox_init(const LaunchPlan& plan) noexcept {
   mark(plan, "init: namespaces made");
   // init moves itself into the v1 cgroups (the file's opener, the
   // supervisor, is who the kernel checks); nothing runs before it.
-  for (const int tasks : plan.cgroup_task_fds) {
-    if (tasks < 0) continue;
+  for (int i = 0; i < plan.cgroup_task_fd_count; ++i) {
+    const int tasks = plan.cgroup_task_fds[i];
     const long written = raw(SYS_write, tasks, "0", 1);
     if (written != 1) fail("joining the sandbox's cgroups", written < 0 ? raw_error(written) : EIO);
   }

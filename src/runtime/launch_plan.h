@@ -53,7 +53,8 @@ struct LaunchPlan {
   // init writes "0" to each once its namespaces are made, which moves it
   // without the kernel's global lock a move by pid takes (linux/cgroup.h).
   static constexpr int kMaxCgroupTaskFiles = 4;
-  int cgroup_task_fds[kMaxCgroupTaskFiles] = {-1, -1, -1, -1};
+  int cgroup_task_fds[kMaxCgroupTaskFiles] = {};
+  int cgroup_task_fd_count = 0;
   linux_api::IdMaps id_maps;
 
   // Ids inside the user namespace.

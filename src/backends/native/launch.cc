@@ -220,6 +220,7 @@ core::Status NativeHost::launch_into(SandboxRun& run, const LaunchSpec& spec) {
       return Error(core::ErrorKind::kInternal, "native", "more v1 cgroups than init can join");
     }
     std::copy(task_fds.begin(), task_fds.end(), plan.cgroup_task_fds);
+    plan.cgroup_task_fd_count = static_cast<int>(task_fds.size());
   }
   core::trace_phase("native: cgroup created");
 

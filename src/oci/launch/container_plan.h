@@ -74,7 +74,8 @@ struct ContainerPlan {
   // The v1 leaves' `tasks` files (ContainerCgroup::self_join_fds): the
   // process writes "0" to each right after Go, before anything else.
   static constexpr int kMaxCgroupTaskFiles = 10;
-  int cgroup_task_fds[kMaxCgroupTaskFiles] = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
+  int cgroup_task_fds[kMaxCgroupTaskFiles] = {};
+  int cgroup_task_fd_count = 0;
   // The join path (design §1.2, oci/launch/join.h): existing namespaces
   // to enter, opened and type-checked by create, in the order to setns()
   // them (user first). Not empty: a first stage joins them and clones the

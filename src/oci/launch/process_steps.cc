@@ -90,8 +90,8 @@ PULSEBOX_CHILD_CODE void set_up_terminal(const ContainerPlan& plan, const Termin
 
 PULSEBOX_CHILD_CODE void join_cgroups(const ContainerPlan& plan,
                                       const runtime::Failure& fail) noexcept {
-  for (const int tasks : plan.cgroup_task_fds) {
-    if (tasks < 0) continue;
+  for (int i = 0; i < plan.cgroup_task_fd_count; ++i) {
+    const int tasks = plan.cgroup_task_fds[i];
     const long written = raw(SYS_write, tasks, "0", 1);
     if (written != 1)
       fail("joining the container's cgroups", written < 0 ? linux_api::raw_error(written) : EIO);
@@ -101,9 +101,8 @@ PULSEBOX_CHILD_CODE void join_cgroups(const ContainerPlan& plan,
 
 PULSEBOX_CHILD_CODE int keep_cgroup_task_fds(const ContainerPlan& plan, int* keep,
                                              int kept) noexcept {
-  for (const int tasks : plan.cgroup_task_fds) {
-    if (tasks >= 0) keep[kept++] = tasks;
-  }
+  for (int i = 0; i < plan.cgroup_task_fd_count; ++i)
+    keep[kept++] = plan.cgroup_task_fds[i];
   return kept;
 }
 
