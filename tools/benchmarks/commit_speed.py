@@ -118,10 +118,11 @@ def main():
           f"{'run RSS':>8} {'commit RSS':>11} {'cp RSS':>7}")
     for files in (int(s) for s in args.sizes.split(",")):
         rows = {name: [] for name, _ in builds}
-        for _ in range(args.rounds):
+        for round_number in range(args.rounds):
             # Each build's round is followed by its own cp -a, so the drift
-            # of the machine (other work writing to the disk) hits both.
-            for name, binary in builds:
+            # of the machine (other work writing to the disk) hits both; the
+            # order alternates, so neither always goes first.
+            for name, binary in (builds if round_number % 2 == 0 else builds[::-1]):
                 base = tempfile.mkdtemp(prefix="pb-commit-", dir=args.dir)
                 try:
                     rows[name].append(one_round(files, base, binary))
