@@ -126,6 +126,7 @@ core::Status materialise_changes(const fs::path& root, const std::string& id,
   PB_TRY(root_fd, core::open_directory(root));
   const fs::path blobs = store.tx_dir(id) / "blobs";
   PB_TRY(blobs_fd, core::open_directory(blobs));
+  workspace::BlobShards shards(blobs_fd.get());
   if (::mkdir(upper.c_str(), 0755) != 0)
     return Error::from_errno("export", "mkdir " + upper.string());
   PB_TRY(upper_fd, core::open_directory(upper));
@@ -149,9 +150,9 @@ core::Status materialise_changes(const fs::path& root, const std::string& id,
     switch (entry.op) {
       case StagedOp::Write: {
         // The blob carries its final mode: a hard link is the file as staged.
-        if (::linkat(blobs_fd.get(), entry.blob.c_str(), dir.get(), name.c_str(), 0) == 0) break;
-        UniqueFd blob(
-            ::openat(blobs_fd.get(), entry.blob.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+        PB_TRY(where, shards.locate(entry.blob));
+        if (::linkat(where.dir, where.name.c_str(), dir.get(), name.c_str(), 0) == 0) break;
+        UniqueFd blob(::openat(where.dir, where.name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
         if (!blob) return Error::from_errno("export", "open the content of " + path);
         PB_CHECK(write_copy(blob.get(), dir.get(), name, entry.mode, path));
         break;

@@ -40,6 +40,7 @@ core::Status TransactionStore::apply(const Draft& draft, int root_fd,
                                      std::size_t* temp_files_removed) {
   const auto blobs = tx_dir(draft.id) / "blobs";
   PB_TRY(blob_dir, core::open_directory(blobs));
+  BlobShards shards(blob_dir.get());
   std::set<std::string> touched_dirs;
   // The parent directory of the previous step, kept for the siblings that
   // follow it, opened beneath the root like any other. Sorted, every entry
@@ -74,13 +75,14 @@ core::Status TransactionStore::apply(const Draft& draft, int root_fd,
         PB_CHECK(remove_tree_at(dir, name));
         break;
       case StagedOp::Write: {
+        auto blob = shards.locate(entry.blob);
         struct stat blob_stat {};
-        if (::fstatat(blob_dir.get(), entry.blob.c_str(), &blob_stat, 0) != 0) {
+        if (!blob || ::fstatat(blob->dir, blob->name.c_str(), &blob_stat, 0) != 0) {
           break;  // already renamed into place by an earlier attempt
         }
         const bool replaces_file = exists && !S_ISDIR(current.st_mode);
         if (exists && S_ISDIR(current.st_mode)) PB_CHECK(remove_tree_at(dir, name));
-        if (::renameat(blob_dir.get(), entry.blob.c_str(), dir, name.c_str()) != 0) {
+        if (::renameat(blob->dir, blob->name.c_str(), dir, name.c_str()) != 0) {
           return Error::from_errno("workspace", "rename into place: " + path);
         }
         adopt_owner(dir, name, replaces_file ? &current : nullptr);
@@ -256,11 +258,13 @@ core::Result<std::vector<std::string>> TransactionStore::commit(
   // this store wrote (a symlink planted in blobs/ would be renamed into the
   // workspace as if it were the file).
   PB_TRY(blob_dir, core::open_directory(dir / "blobs"));
+  BlobShards shards(blob_dir.get());
   for (const auto& [path, entry] : draft.entries) {
-    struct stat blob {};
-    if (entry.op == StagedOp::Write &&
-        (::fstatat(blob_dir.get(), entry.blob.c_str(), &blob, AT_SYMLINK_NOFOLLOW) != 0 ||
-         !S_ISREG(blob.st_mode))) {
+    if (entry.op != StagedOp::Write) continue;
+    auto blob = shards.locate(entry.blob);
+    struct stat st {};
+    if (!blob || ::fstatat(blob->dir, blob->name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+        !S_ISREG(st.st_mode)) {
       return corrupt(dir / "blobs" / entry.blob, "not a regular file");
     }
   }

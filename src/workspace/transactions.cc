@@ -120,17 +120,45 @@ Entry entry_from_json(const json& j) {
   return e;
 }
 
+std::string blob_name(std::uint64_t n) {
+  return std::to_string(n / kBlobsPerShard) + "/" + std::to_string(n);
+}
+
+bool is_blob_name(std::string_view name) {
+  const auto digits = [](std::string_view part) {
+    return !part.empty() && part.find_first_not_of("0123456789") == std::string_view::npos;
+  };
+  const std::size_t slash = name.find('/');
+  if (slash == std::string_view::npos) return digits(name);
+  return digits(name.substr(0, slash)) && digits(name.substr(slash + 1));
+}
+
+core::Result<BlobShards::Location> BlobShards::locate(const std::string& blob, bool create) {
+  const std::size_t slash = blob.find('/');
+  if (slash == std::string::npos) return Location{dir_, blob};
+  const std::string shard = blob.substr(0, slash);
+  if (!shard_fd_ || shard != shard_) {
+    shard_fd_.reset();
+    if (create && ::mkdirat(dir_, shard.c_str(), 0700) != 0 && errno != EEXIST) {
+      return Error::from_errno("workspace", "mkdir blob directory " + shard);
+    }
+    UniqueFd fd(::openat(dir_, shard.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!fd) return Error::from_errno("workspace", "open blob directory " + shard);
+    shard_fd_ = std::move(fd);
+    shard_ = shard;
+  }
+  return Location{shard_fd_.get(), blob.substr(slash + 1)};
+}
+
 // What is wrong with an entry read back from a manifest or a write-ahead
 // log, "" when nothing: its path must be in normal form, and its blob a name
-// this store made (digits), never a path that could reach outside blobs/
+// this store made (is_blob_name), never a path that could reach outside blobs/
 // (a manifest in a planted .agent/ would otherwise copy any file the user
 // can read into the workspace).
 std::string entry_problem(const Entry& entry) {
   auto checked = check_relative_path(entry.path);
   if (!checked || *checked != entry.path) return "bad path " + core::quote_name(entry.path);
-  const bool digits =
-      !entry.blob.empty() && entry.blob.find_first_not_of("0123456789") == std::string::npos;
-  if (entry.op == StagedOp::Write ? !digits : !entry.blob.empty()) {
+  if (entry.op == StagedOp::Write ? !is_blob_name(entry.blob) : !entry.blob.empty()) {
     return "bad blob name for " + core::quote_name(entry.path);
   }
   if (!entry.base_blob.empty() &&
@@ -317,13 +345,14 @@ core::Result<int> TransactionStore::shared_root() const {
   return shared_root_.get();
 }
 
-core::Result<int> TransactionStore::blobs_dir(const std::string& id) const {
+core::Result<BlobShards*> TransactionStore::blob_shards(const std::string& id) const {
   if (!blobs_fd_ || blobs_id_ != id) {
     PB_TRY(fd, core::open_directory(tx_dir(id) / "blobs"));
     blobs_fd_ = std::move(fd);
     blobs_id_ = id;
+    blob_shards_ = BlobShards(blobs_fd_.get());
   }
-  return blobs_fd_.get();
+  return &blob_shards_;
 }
 
 core::Result<UniqueFd> TransactionStore::lock() const {
@@ -710,16 +739,17 @@ core::Status TransactionStore::stage(Draft& draft, Entry entry, std::string_view
     entry.redacted_link = secrets_->redact(entry.link_target);
   }
   if (entry.op == StagedOp::Write) {
-    entry.blob = std::to_string(draft.next_blob++);
+    entry.blob = blob_name(draft.next_blob++);
     const auto blob_path = tx_dir(draft.id) / "blobs" / entry.blob;
-    PB_TRY(blobs_fd, blobs_dir(draft.id));
+    PB_TRY(shards, blob_shards(draft.id));
+    PB_TRY(blob, shards->locate(entry.blob, /*create=*/true));
     bool linked = false;
     if (source != nullptr) {
-      PB_TRY(done, link_blob(*source, blobs_fd, entry.blob));
+      PB_TRY(done, link_blob(*source, blob.dir, blob.name));
       linked = done;
     }
     if (!linked) {
-      UniqueFd fd(::openat(blobs_fd, entry.blob.c_str(),
+      UniqueFd fd(::openat(blob.dir, blob.name.c_str(),
                            O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
       if (!fd) return Error::from_errno("workspace", "create " + blob_path.string());
       PB_CHECK(core::write_all(fd.get(), bytes, blob_path.string()));
@@ -747,10 +777,10 @@ core::Status TransactionStore::stage(Draft& draft, Entry entry, std::string_view
     }
     if (redacted) {
       entry.contains_secret = true;
-      const auto dir = tx_dir(draft.id) / "redacted";
+      const auto file = tx_dir(draft.id) / "redacted" / entry.blob;
       std::error_code ec;
-      std::filesystem::create_directories(dir, ec);
-      PB_CHECK(core::write_file_atomic(dir / entry.blob, *redacted, 0600));
+      std::filesystem::create_directories(file.parent_path(), ec);
+      PB_CHECK(core::write_file_atomic(file, *redacted, 0600));
     }
   }
   if (auto it = draft.entries.find(entry.path); it != draft.entries.end()) {

@@ -3,7 +3,8 @@
 //
 // On disk, <workspace>/.agent/transactions/<id>/ holds
 //   manifest.json   the staged entries (path, op, mode, blob, snapshot)
-//   blobs/<n>       new file contents, already carrying their final mode
+//   blobs/<n/100>/<n>  new file contents, already carrying their final mode
+//                   (blobs/<n> in manifests written before)
 //   wal.json        written at commit: the ordered steps (fsynced)
 //   READY           the commit point: once it exists the commit is replayed
 #pragma once
@@ -24,6 +25,35 @@
 #include "workspace/tree.h"
 
 namespace pulsebox::workspace {
+
+// Blob names (blobs/, redacted/): "<n / 100>/<n>" for the n-th blob, so no
+// directory holds more than 100 of them (ext4 links into one directory of
+// 100,000 names at half the speed: tools/benchmarks/commit_speed.py).
+// Manifests written before this hold "<n>", which stays valid.
+inline constexpr std::uint64_t kBlobsPerShard = 100;
+std::string blob_name(std::uint64_t n);
+// "<digits>" or "<digits>/<digits>": never a path that leaves its directory.
+bool is_blob_name(std::string_view name);
+
+// The shard directories of one of a transaction's blob directories, each
+// opened with O_NOFOLLOW (a planted symlink there is an error, never
+// followed), the last one kept open: blobs are met in order.
+class BlobShards {
+ public:
+  explicit BlobShards(int dir) : dir_(dir) {}
+  struct Location {
+    int dir;           // the directory holding the blob
+    std::string name;  // its name there
+  };
+  // Where `blob` (is_blob_name) is; with `create`, its shard is made first
+  // when missing (mode 0700).
+  core::Result<Location> locate(const std::string& blob, bool create = false);
+
+ private:
+  int dir_;
+  std::string shard_ = "/";  // no shard's name
+  core::UniqueFd shard_fd_;
+};
 
 struct Entry {
   std::string path;
@@ -157,12 +187,13 @@ class TransactionStore {
                               const std::vector<Entry>& committed, int root_fd);
 
   // The blobs/ directory of the transaction being staged (blobs_id_).
-  core::Result<int> blobs_dir(const std::string& id) const;
+  core::Result<BlobShards*> blob_shards(const std::string& id) const;
 
   std::filesystem::path root_;
   mutable core::UniqueFd shared_root_;
   mutable std::string blobs_id_;
   mutable core::UniqueFd blobs_fd_;
+  mutable BlobShards blob_shards_{-1};  // over blobs_fd_
   const ActionPolicy& policy_;
   WorkspaceLimits limits_;
   const SecretScrubber* secrets_ = nullptr;

@@ -375,6 +375,19 @@ workspace::DiffSide current_side(int root_fd, const Entry& entry, std::uint64_t 
   return side;
 }
 
+// A staged file's content (or its redacted copy), its shard directory
+// opened without following a symlink.
+core::Result<std::string> read_blob(const std::filesystem::path& dir, const std::string& blob,
+                                    std::uint64_t limit) {
+  PB_TRY(dir_fd, core::open_directory(dir));
+  workspace::BlobShards shards(dir_fd.get());
+  PB_TRY(where, shards.locate(blob));
+  core::UniqueFd fd(
+      ::openat(where.dir, where.name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  if (!fd) return core::Error::from_errno("workspace", "open staged file " + blob);
+  return workspace::read_regular_file(fd.get(), limit, "staged file");
+}
+
 // The path as it was when first staged (Entry::base_blob, base_link), so a
 // diff shows the transaction's own change whatever was committed since;
 // nullopt when it was not kept.
@@ -452,9 +465,9 @@ EntrySides entry_sides(const TransactionStore& store, int root_fd, const Draft& 
       after.exists = true;
       after.mode = entry.mode;
       // A change holding a secret is only ever shown redacted.
-      auto bytes = core::read_regular_file(
-          store.tx_dir(draft.id) / (entry.contains_secret ? "redacted" : "blobs") / entry.blob,
-          limit, "staged file");
+      auto bytes =
+          read_blob(store.tx_dir(draft.id) / (entry.contains_secret ? "redacted" : "blobs"),
+                    entry.blob, limit);
       if (bytes) {
         after.content = std::move(bytes).value();
       } else if (entry.contains_secret) {

@@ -2,7 +2,7 @@
 // staged bytes, its audit log), by any spelling or through a symlink: the
 // sandboxed command never sees it, a write to it is refused, and a staged
 // file that holds a registered secret is only ever shown redacted (diff).
-// Before, read_file ".agent/transactions/<id>/blobs/0" returned the raw bytes
+// Before, read_file ".agent/transactions/<id>/blobs/0/0" returned the raw bytes
 // a run wrote, a secret's value included, to a caller that had not
 // registered it (a protocol request, a remote token holder on an upload).
 // Driven through `pulsebox run` and `pulsebox request`, as root and as an
@@ -35,7 +35,10 @@ class AgentDirReadTest : public testing::CliFixture {
     std::error_code ec;
     for (const auto& entry :
          fs::recursive_directory_iterator(workspace_ / ".agent" / "transactions", ec)) {
-      if (entry.is_regular_file() && entry.path().parent_path().filename() == "blobs")
+      // blobs/<n> or blobs/<shard>/<n>
+      const fs::path parent = entry.path().parent_path();
+      if (entry.is_regular_file() &&
+          (parent.filename() == "blobs" || parent.parent_path().filename() == "blobs"))
         out.push_back(entry.path().lexically_relative(workspace_.path()).string());
     }
     return out;

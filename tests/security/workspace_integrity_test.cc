@@ -221,6 +221,52 @@ TEST_F(WorkspaceIntegrityTest, APlantedTransactionCannotReachOutsideItsBlobs) {
   EXPECT_NE(refused.err.find("not a regular file"), std::string::npos) << refused.err;
   EXPECT_FALSE(fs::exists(fs::symlink_status(workspace_ / "stolen.txt")));
   EXPECT_EQ(testing::read_file(secret), "secret");
+
+  // Blobs live in shard directories (blobs/<n/100>/<n>): a shard that is a
+  // symlink to a directory of the user's is not followed, by the commit or
+  // by the diff that shows it.
+  fs::remove(dir / "blobs/0");
+  const fs::path elsewhere = scratch_ / "elsewhere";
+  fs::create_directories(elsewhere);
+  testing::write_file(elsewhere / "0", "secret");
+  fs::create_symlink(elsewhere, dir / "blobs/0");
+  manifest("0/0");
+  const auto shard = commit(tx);
+  EXPECT_EQ(shard.exit_code, 125) << shard.out << shard.err;
+  EXPECT_NE(shard.err.find("not a regular file"), std::string::npos) << shard.err;
+  EXPECT_FALSE(fs::exists(fs::symlink_status(workspace_ / "stolen.txt")));
+  EXPECT_EQ(testing::read_file(elsewhere / "0"), "secret");
+  const auto shown = testing::run_cli({"diff", "-w", workspace_.path().string(), tx}, "", env());
+  EXPECT_EQ(shown.out.find("secret"), std::string::npos) << shown.out;
+  for (const char* bad : {"0/", "/0", "0/0/0", "0/../0"}) {
+    manifest(bad);
+    const auto named = commit(tx);
+    EXPECT_EQ(named.exit_code, 125) << bad << ": " << named.out << named.err;
+    EXPECT_NE(named.err.find("bad blob name"), std::string::npos) << bad << ": " << named.err;
+  }
+  EXPECT_EQ(testing::read_file(elsewhere / "0"), "secret");
+}
+
+// A transaction staged before blobs were sharded (blobs/<n>, as an older
+// pulsebox wrote it) still commits.
+TEST_F(WorkspaceIntegrityTest, ATransactionWithUnshardedBlobsStillCommits) {
+  const std::string tx = "tx-20260101000000-0ld0ld";
+  const fs::path dir = workspace_ / ".agent/transactions" / tx;
+  fs::create_directories(dir / "blobs");
+  testing::write_file(dir / "blobs/7", "old\n");
+  fs::permissions(dir / "blobs/7", fs::perms(0644));
+  nlohmann::json absent = {
+      {"type", "absent"}, {"inode", 0}, {"device", 0},  {"size", 0},
+      {"mtime_ns", 0},    {"mode", 0},  {"sha256", ""}, {"changed_during_run", false}};
+  nlohmann::json entry = {{"path", "old.txt"}, {"op", "write"}, {"mode", 0644},
+                          {"link_target", ""}, {"blob", "7"},   {"size", 5},
+                          {"snapshot", absent}};
+  nlohmann::json doc = {{"version", 1},   {"id", tx},        {"created", "2026-01-01T00:00:00Z"},
+                        {"next_blob", 8}, {"origin", "old"}, {"entries", {entry}}};
+  testing::write_file(dir / "manifest.json", doc.dump());
+  const auto committed = commit(tx);
+  EXPECT_EQ(committed.exit_code, 0) << committed.out << committed.err;
+  EXPECT_EQ(testing::read_file(workspace_ / "old.txt"), "old\n");
 }
 
 }  // namespace
