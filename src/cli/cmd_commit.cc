@@ -111,9 +111,15 @@ int for_each_id(const Options& options, const std::string& verb, const std::stri
     Workspace ws = review::open_workspace(options);
     const std::vector<std::string> paths = review::checked_paths(options.paths);
     std::vector<std::string> ids;
+    // One transaction committed by id needs no check first: the commit's
+    // own reading of its manifest refuses a missing or damaged one, and a
+    // manifest of 100,000 entries is then parsed once instead of twice.
+    // With more ids, every one is checked before any is committed.
+    const bool checked_by_commit =
+        verb == "commit" && options.ids.size() == 1 && options.ids[0] != "latest";
     for (const std::string& id : options.ids) {
       // Held ids are not transactions; the rest are checked (and "latest" resolved).
-      if (id.rfind("held-", 0) == 0) {
+      if (id.rfind("held-", 0) == 0 || checked_by_commit) {
         ids.push_back(id);
       } else {
         for (std::string& resolved : review::resolve_ids(ws, {id}, verb == "discard"))

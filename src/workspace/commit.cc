@@ -85,7 +85,7 @@ core::Status TransactionStore::apply(const Draft& draft, int root_fd,
         if (::renameat(blob->dir, blob->name.c_str(), dir, name.c_str()) != 0) {
           return Error::from_errno("workspace", "rename into place: " + path);
         }
-        adopt_owner(dir, name, replaces_file ? &current : nullptr);
+        adopt_owner(dir, name, replaces_file ? &current : nullptr, &blob_stat);
         break;
       }
       case StagedOp::Mkdir:

@@ -87,6 +87,8 @@ struct Walker {
   std::vector<std::string>& linked_sources;  // upper files linked as blobs
   // Files with more than one link, by (device, inode): the first path met.
   std::map<std::pair<dev_t, ino_t>, std::string> linked = {};
+  const uid_t euid = ::geteuid();
+  const gid_t egid = ::getegid();
 
   core::Status stage(Entry entry, std::string_view bytes = {},
                      const TransactionStore::BlobSource* source = nullptr) {
@@ -111,8 +113,8 @@ struct Walker {
         (flags & (FS_IMMUTABLE_FL | FS_APPEND_FL)) != 0) {
       return false;
     }
-    if (st.st_uid == ::geteuid() && st.st_gid == ::getegid()) return true;
-    return ::geteuid() == 0 && ::fchown(fd, 0, 0) == 0;
+    if (st.st_uid == euid && st.st_gid == egid) return true;
+    return euid == 0 && ::fchown(fd, 0, 0) == 0;
   }
 
   core::Status refuse(const std::string& path, std::string reason) {
@@ -230,13 +232,10 @@ struct Walker {
           !may_link(fd.get(), opened)) {
         return stage(std::move(entry), bytes);
       }
-      const TransactionStore::BlobSource source{upper, name, opened};
+      bool as_blob = false;
+      const TransactionStore::BlobSource source{upper, name, opened, fd.get(), &as_blob};
       PB_CHECK(stage(std::move(entry), bytes, &source));
-      if (opened.st_nlink == 1) {
-        // Still one link: copied (another file system); otherwise linked.
-        struct stat now {};
-        if (::fstat(fd.get(), &now) == 0 && now.st_nlink > 1) linked_sources.push_back(path);
-      }
+      if (as_blob) linked_sources.push_back(path);
       return core::ok_status();
     }
     if (S_ISLNK(st.st_mode)) {

@@ -55,7 +55,9 @@ core::Status write_entries(const std::filesystem::path& file, const nlohmann::js
                            std::string_view key, const std::map<std::string, Entry>& entries);
 core::Status fsync_path(const std::filesystem::path& path);
 // As root, a new entry takes the owner of the entry it replaced, or of the
-// directory it is made in.
-void adopt_owner(int dir, const std::string& name, const struct stat* replaced);
+// directory it is made in; `now`, when known, is its stat (no chown when
+// it has that owner already).
+void adopt_owner(int dir, const std::string& name, const struct stat* replaced,
+                 const struct stat* now = nullptr);
 
 }  // namespace pulsebox::workspace

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <climits>
+#include <cstdio>
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -242,7 +243,8 @@ core::Status fsync_path(const std::filesystem::path& path) {
 // As root, a new entry takes the owner of the directory it is created in, and
 // a replaced file keeps its owner: committing a user's workspace as root must
 // not leave root-owned files behind.
-void adopt_owner(int dir, const std::string& name, const struct stat* replaced) {
+void adopt_owner(int dir, const std::string& name, const struct stat* replaced,
+                 const struct stat* now) {
   if (::geteuid() != 0) return;
   struct stat owner {};
   if (replaced != nullptr) {
@@ -250,6 +252,7 @@ void adopt_owner(int dir, const std::string& name, const struct stat* replaced) 
   } else if (::fstat(dir, &owner) != 0) {
     return;
   }
+  if (now != nullptr && now->st_uid == owner.st_uid && now->st_gid == owner.st_gid) return;
   (void)::fchownat(dir, name.c_str(), owner.st_uid, owner.st_gid, AT_SYMLINK_NOFOLLOW);
 }
 
@@ -650,9 +653,15 @@ namespace {
 
 // Links `source` as `blob` in blobs_fd; false when the file system will
 // not (another one: EXDEV, ...), and the blob is then written as a copy.
-// The name must still be the inode that was read and scanned.
+// The open file itself is linked (through /proc/self/fd, which needs no
+// privilege): the inode that was read and scanned, whatever its name is
+// now. Without /proc, its name, checked to still be that inode.
 core::Result<bool> link_blob(const TransactionStore::BlobSource& source, int blobs_fd,
                              const std::string& blob) {
+  char opened[40];
+  std::snprintf(opened, sizeof opened, "/proc/self/fd/%d", source.fd);
+  if (::linkat(AT_FDCWD, opened, blobs_fd, blob.c_str(), AT_SYMLINK_FOLLOW) == 0) return true;
+  if (errno != ENOENT) return false;
   if (::linkat(source.dir, source.name.c_str(), blobs_fd, blob.c_str(), 0) != 0) {
     return false;
   }
@@ -747,6 +756,7 @@ core::Status TransactionStore::stage(Draft& draft, Entry entry, std::string_view
     if (source != nullptr) {
       PB_TRY(done, link_blob(*source, blob.dir, blob.name));
       linked = done;
+      *source->linked = done;
     }
     if (!linked) {
       UniqueFd fd(::openat(blob.dir, blob.name.c_str(),

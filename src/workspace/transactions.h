@@ -131,10 +131,15 @@ class TransactionStore {
   // copy): `bytes` are its content, `st` its fstat, and its mode (no
   // setuid/setgid bits) and modification time are the entry's. The caller
   // vouches that nothing writes to it any more (overlay_reader.cc).
+  // A file to link as a Write's blob instead of writing its bytes: `fd`,
+  // open on what was read and scanned, named `name` in `dir`. `*linked`
+  // says afterwards whether it was linked (false: written as a copy).
   struct BlobSource {
     int dir;
     const std::string& name;
     const struct stat& st;
+    int fd;
+    bool* linked;
   };
 
   // Adds `entry` to the draft (snapshotting the path the first time), writing
