@@ -129,6 +129,22 @@ TEST_F(OciHooksTest, AFailingCreateContainerHookFailsCreateAndLeavesNothing) {
   expect_nothing_left();
 }
 
+// A hook that writes much and then exits: the end of what it wrote, which
+// says why it failed, is read after it exits (it was lost when the exit
+// was seen before the pipe was drained).
+TEST_F(OciHooksTest, TheLastWordsOfAFailingHookAreKept) {
+  bundle(
+      {{"createContainer",
+        {{{"path", "/bin/sh"},
+          {"args",
+           {"sh", "-c", "printf '%030000d' 0 >&2; echo ' disk full: the reason' >&2; exit 6"}}}}}});
+  const auto created = oci({"create", "--bundle", (temp_ / "bundle").string(), "c1"});
+  EXPECT_EQ(created.exit_code, 1);
+  EXPECT_NE(created.err.find("exited with status 6: "), std::string::npos) << created.err;
+  EXPECT_NE(created.err.find("disk full: the reason"), std::string::npos) << created.err;
+  expect_nothing_left();
+}
+
 TEST_F(OciHooksTest, AMissingCreateContainerHookIsNamed) {
   bundle({{"createContainer", {{{"path", "/no/such/hook"}}}}});
   const auto created = oci({"create", "--bundle", (temp_ / "bundle").string(), "c1"});

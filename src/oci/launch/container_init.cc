@@ -211,6 +211,24 @@ PULSEBOX_CHILD_CODE bool run_container_hook(const ContainerHook& hook, const std
   std::size_t sent = 0;  // of pieces[piece]
   char tail[96];
   std::size_t tail_size = 0;
+  // Keeps the last bytes the hook wrote; false once nothing more is there.
+  const auto read_output = [&]() noexcept {
+    char buffer[256];
+    const long n = raw(SYS_read, output[0], buffer, sizeof buffer);
+    if (n <= 0 && n != -EAGAIN && n != -EINTR) {
+      raw(SYS_close, output[0]);
+      output[0] = -1;
+    }
+    for (long i = 0; i < n; ++i) {
+      if (tail_size == sizeof tail) {
+        for (std::size_t j = 1; j < sizeof tail; ++j)
+          tail[j - 1] = tail[j];
+        --tail_size;
+      }
+      tail[tail_size++] = buffer[i];
+    }
+    return n > 0;
+  };
   bool timed_out = false;
   const long deadline = monotonic_ms() + hook.timeout_seconds * 1000L;
   for (;;) {
@@ -225,22 +243,7 @@ PULSEBOX_CHILD_CODE bool run_container_hook(const ContainerHook& hook, const std
     timespec wait{left / 1000, (left % 1000) * 1000000L};
     const long ready = raw(SYS_ppoll, fds, 3, &wait, nullptr, 8);
     if (ready < 0 && ready != -EINTR) break;
-    if (fds[1].revents != 0) {
-      char buffer[256];
-      const long n = raw(SYS_read, output[0], buffer, sizeof buffer);
-      if (n <= 0 && n != -EAGAIN && n != -EINTR) {
-        raw(SYS_close, output[0]);
-        output[0] = -1;
-      }
-      for (long i = 0; i < n; ++i) {
-        if (tail_size == sizeof tail) {
-          for (std::size_t j = 1; j < sizeof tail; ++j)
-            tail[j - 1] = tail[j];
-          --tail_size;
-        }
-        tail[tail_size++] = buffer[i];
-      }
-    }
+    if (fds[1].revents != 0) read_output();
     if (fds[2].revents != 0) {
       const long n = raw(SYS_sendto, input[1], pieces[piece].data + sent, pieces[piece].size - sent,
                          MSG_NOSIGNAL | MSG_DONTWAIT, nullptr, 0);
@@ -253,6 +256,11 @@ PULSEBOX_CHILD_CODE bool run_container_hook(const ContainerHook& hook, const std
       if (piece == 3) raw(SYS_shutdown, input[1], SHUT_WR);
     }
     if (fds[0].revents != 0) break;
+  }
+  // What it wrote just before it exited is still in the pipe: its last
+  // words are the ones that explain a failure. Bounded, and never waiting
+  // (a process it left behind may hold the pipe open).
+  for (int reads = 0; !timed_out && output[0] >= 0 && reads < 256 && read_output(); ++reads) {
   }
   siginfo_t info{};
   while (raw(SYS_waitid, P_PIDFD, pidfd, &info, WEXITED, nullptr) == -EINTR) {
