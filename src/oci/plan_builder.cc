@@ -531,8 +531,10 @@ core::Result<launch::ContainerPlan> build_container_plan(const spec::Spec& spec,
   // The reader let through only keys of the container's own namespaces.
   for (const auto& [key, value] : spec.linux.sysctl) {
     PB_CHECK(refuse_sysctl_in_runtimes_namespace(spec, inputs, key));
-    std::string path = "proc/sys/" + key;
-    std::replace(path.begin(), path.end(), '.', '/');
+    // The dotted form's separators become the path's, its '/' a dot.
+    std::string path = "proc/sys/";
+    for (char c : key)
+      path += c == '.' ? '/' : c == '/' ? '.' : c;
     const auto slash = path.rfind('/');
     plan.sysctls.push_back(
         {path.substr(0, slash), path.substr(slash + 1), value, "writing linux.sysctl." + key});

@@ -225,7 +225,8 @@ TEST(OciHooksPlan, ContainerHooksAndSysctlsAreInThePlan) {
     },
     "linux": {"namespaces": [{"type": "pid"}, {"type": "mount"}, {"type": "network"},
                              {"type": "ipc"}],
-              "sysctl": {"net.ipv4.ip_forward": "1", "kernel.shmmax": "65536"}}
+              "sysctl": {"net.ipv4.ip_forward": "1", "kernel.shmmax": "65536",
+                         "net/ipv4/conf/eth0.100/forwarding": "1"}}
   })");
   auto parsed = spec::parse_spec(config.dump(), "/bundle");
   ASSERT_TRUE(parsed.ok()) << parsed.error().message();
@@ -234,13 +235,16 @@ TEST(OciHooksPlan, ContainerHooksAndSysctlsAreInThePlan) {
   auto plan = build_container_plan(*parsed, inputs);
   ASSERT_TRUE(plan.ok()) << plan.error().message();
 
-  ASSERT_EQ(plan->sysctls.size(), 2u);
+  ASSERT_EQ(plan->sysctls.size(), 3u);
   EXPECT_EQ(plan->sysctls[0].directory, "proc/sys/kernel");
   EXPECT_EQ(plan->sysctls[0].name, "shmmax");
   EXPECT_EQ(plan->sysctls[0].value, "65536");
   EXPECT_EQ(plan->sysctls[0].stage, "writing linux.sysctl.kernel.shmmax");
-  EXPECT_EQ(plan->sysctls[1].directory, "proc/sys/net/ipv4");
-  EXPECT_EQ(plan->sysctls[1].name, "ip_forward");
+  // A dot inside a name (a VLAN interface) stays a dot in the path.
+  EXPECT_EQ(plan->sysctls[1].directory, "proc/sys/net/ipv4/conf/eth0.100");
+  EXPECT_EQ(plan->sysctls[1].name, "forwarding");
+  EXPECT_EQ(plan->sysctls[2].directory, "proc/sys/net/ipv4");
+  EXPECT_EQ(plan->sysctls[2].name, "ip_forward");
 
   EXPECT_FALSE(plan->pause_for_runtime_hooks);
   ASSERT_EQ(plan->create_container_hooks.size(), 1u);

@@ -90,7 +90,8 @@ TEST(OciSpec, EverySupportedFieldIsRead) {
     "uidMappings": [{"containerID": 0, "hostID": 100000, "size": 65536}],
     "gidMappings": [{"containerID": 0, "hostID": 100000, "size": 65536}],
     "sysctl": {"net.ipv4.ip_forward": "1", "kernel.shmmax": "1", "fs.mqueue.msg_max": "3",
-               "kernel.msgmax": "9", "kernel.sem": "1 2 3 4", "net/core/somaxconn": "5"},
+               "kernel.msgmax": "9", "kernel.sem": "1 2 3 4", "net/core/somaxconn": "5",
+               "net/ipv4/conf/eth0.100/forwarding": "1", "net.ipv6.conf.eth0/7.mtu": "1400"},
     "resources": {
       "devices": [{"allow": false, "access": "rwm"},
                   {"allow": true, "type": "c", "major": 1, "minor": 3, "access": "rw"}],
@@ -151,6 +152,10 @@ TEST(OciSpec, EverySupportedFieldIsRead) {
   EXPECT_EQ(l.id_maps.gids[0].count, 65536u);
   EXPECT_FALSE(l.id_maps.deny_setgroups);
   EXPECT_EQ(l.sysctl.at("net.core.somaxconn"), "5");
+  // sysctl(8)'s two spellings: the first separator separates, the other
+  // character is a dot inside a name.
+  EXPECT_EQ(l.sysctl.at("net.ipv4.conf.eth0/100.forwarding"), "1");
+  EXPECT_EQ(l.sysctl.at("net.ipv6.conf.eth0/7.mtu"), "1400");
   EXPECT_EQ(l.resources.devices.size(), 2u);
   EXPECT_EQ(l.resources.devices[1].major, 1);
   EXPECT_EQ(l.resources.devices[1].access, "rw");
@@ -426,6 +431,10 @@ INSTANTIATE_TEST_SUITE_P(
                     "linux.devices[0].path: \"/etc/x\" is not under /dev"},
         InvalidCase{"sysctl name", "/linux/sysctl", R"({"net/../../x": "1"})",
                     "linux.sysctl.net/../../x: not a sysctl name"},
+        InvalidCase{"sysctl dot-dot name", "/linux/sysctl", R"({"net.ipv4.conf.//.x": "1"})",
+                    "linux.sysctl.net.ipv4.conf.//.x: not a sysctl name"},
+        InvalidCase{"sysctl empty name", "/linux/sysctl", R"({"net..x": "1"})",
+                    "linux.sysctl.net..x: not a sysctl name"},
         InvalidCase{"unified name", "/linux/resources", R"({"unified": {"../x": "1"}})",
                     "linux.resources.unified.../x: not a cgroup file name"},
         InvalidCase{"propagation", "/linux/rootfsPropagation", R"("everywhere")",

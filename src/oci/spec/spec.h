@@ -153,8 +153,10 @@ struct Resources {
 
 struct Linux {
   std::vector<Namespace> namespaces;
-  linux_api::IdMaps id_maps;                  // deny_setgroups when only one gid is mapped
-  std::map<std::string, std::string> sysctl;  // keys with '.' separators
+  linux_api::IdMaps id_maps;  // deny_setgroups when only one gid is mapped
+  // Keys in sysctl(8)'s dotted form: '.' separates, '/' is a dot inside a
+  // name ("net.ipv4.conf.eth0/100.forwarding").
+  std::map<std::string, std::string> sysctl;
   Resources resources;
   std::string cgroups_path;
   std::vector<Device> devices;

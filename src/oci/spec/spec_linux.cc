@@ -88,15 +88,32 @@ core::Result<std::vector<linux_api::IdMapping>> read_id_mappings(const ReadConte
   return out;
 }
 
-// "net.ipv4.ip_forward" or "net/ipv4/ip_forward", made of plain names: the
-// key becomes a path under /proc/sys, so nothing may climb out of it.
+// "net.ipv4.ip_forward" or "net/ipv4/ip_forward", read as sysctl(8) reads
+// them: the first separator is the separator, and the other character
+// stands for itself inside a name, so "net.ipv4.conf.eth0/100.forwarding"
+// and "net/ipv4/conf/eth0.100/forwarding" both name the VLAN interface
+// eth0.100's. The result is the dotted form (Linux::sysctl). Each name is
+// plain (letters, digits, '_', '-', '.'), never "." or "..": the key
+// becomes a path under /proc/sys, so nothing may climb out of it.
 core::Result<std::string> sysctl_key(const ReadContext& ctx, const std::string& key) {
-  std::string out = key;
-  std::replace(out.begin(), out.end(), '/', '.');
-  bool ok = !out.empty() && out.front() != '.' && out.back() != '.' &&
-            out.find("..") == std::string::npos;
-  for (char c : out) {
-    ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.');
+  const std::size_t first = key.find_first_of("./");
+  const char separator = first != std::string::npos && key[first] == '/' ? '/' : '.';
+  std::string out;
+  bool ok = !key.empty();
+  std::size_t start = 0;
+  while (ok && start <= key.size()) {
+    std::size_t end = key.find(separator, start);
+    if (end == std::string::npos) end = key.size();
+    std::string name = key.substr(start, end - start);
+    if (separator == '.') std::replace(name.begin(), name.end(), '/', '.');
+    ok = !name.empty() && name != "." && name != "..";
+    for (char c : name) {
+      ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.');
+    }
+    // Dotted form: a dot inside a name is written '/'.
+    std::replace(name.begin(), name.end(), '.', '/');
+    out += (out.empty() ? "" : ".") + name;
+    start = end + 1;
   }
   if (!ok) {
     return invalid(ctx, "linux.sysctl." + key, "not a sysctl name",
