@@ -79,7 +79,8 @@ struct Rule {
 };
 
 core::Result<Rule> read_rule(const spec::DeviceRule& rule, std::size_t index) {
-  const std::string where = "linux.resources.devices (rule " + std::to_string(index) + "): ";
+  // The rule's JSON path, as the spec reader names its fields.
+  const std::string where = "linux.resources.devices[" + std::to_string(index) + "]: ";
   const auto refuse = [&](const std::string& why) {
     return core::Error(core::ErrorKind::kInvalidInput, "oci", "config.json: " + where + why);
   };

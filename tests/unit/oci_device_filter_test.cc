@@ -264,7 +264,8 @@ TEST(OciDeviceFilter, BadRulesAreRefusedByPath) {
                           rule(true, 'c', 4294967296, 3), rule(true, 'c', 1, -2)}) {
     const auto program = device_filter_program({kDenyAll, bad});
     ASSERT_FALSE(program);
-    EXPECT_NE(program.error().message().find("linux.resources.devices (rule 1)"), std::string::npos)
+    EXPECT_NE(program.error().message().find("config.json: linux.resources.devices[1]: "),
+              std::string::npos)
         << program.error().message();
   }
 }
