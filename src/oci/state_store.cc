@@ -225,8 +225,13 @@ bool ContainerDir::has_record() const {
   return ::fstatat(dir_fd_.get(), kStateFile, &st, AT_SYMLINK_NOFOLLOW) == 0;
 }
 
-bool ContainerDir::has_fifo() const {
-  struct stat st {};
+bool ContainerDir::waits_for_start() const {
+  // Opening for writing delivers nothing: the reader waits for a byte.
+  core::UniqueFd fifo(
+      ::openat(dir_fd_.get(), kFifo, O_WRONLY | O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW));
+  if (fifo) return true;
+  if (errno == ENXIO || errno == ENOENT) return false;
+  struct stat st {};  // not ours to open (another user's state): it is there
   return ::fstatat(dir_fd_.get(), kFifo, &st, AT_SYMLINK_NOFOLLOW) == 0;
 }
 
@@ -431,7 +436,7 @@ Status status_from(const ContainerRecord& record, bool creator_holds_lock, bool 
 }
 
 Status status_of(const ContainerDir& dir, const ContainerRecord& record) {
-  return status_from(record, dir.creator_holds_lock(), dir.has_fifo(),
+  return status_from(record, dir.creator_holds_lock(), dir.waits_for_start(),
                      read_process_stat(record.process.pid));
 }
 

@@ -88,7 +88,11 @@ class ContainerDir {
   // killed before it wrote one).
   core::Result<ContainerRecord> read_record() const;
   core::Status write_record(const ContainerRecord& record) const;
-  bool has_fifo() const;
+  // exec.fifo is there and the container's process still holds its read
+  // end (closed at its execve): the container waits for start. A fifo with
+  // no reader is what a start killed after writing its byte leaves: the
+  // program runs.
+  bool waits_for_start() const;
   // state.json is there (read_record() may still find it damaged).
   bool has_record() const;
   // Removes every file of the directory and the directory itself (an

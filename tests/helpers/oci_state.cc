@@ -1,5 +1,6 @@
 #include "helpers/oci_state.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>
@@ -68,6 +69,10 @@ void write_oci_record(const std::filesystem::path& root, const std::string& id, 
   ASSERT_TRUE(dir->write_record(record).ok());
   if (with_fifo) {
     ASSERT_EQ(::mkfifoat(dir->fd(), "exec.fifo", 0600), 0);
+    // The container's process holds the read end while it waits for start:
+    // this test process plays it, until it exits (the descriptor is kept).
+    const int reader = ::openat(dir->fd(), "exec.fifo", O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    ASSERT_GE(reader, 0);
   }
 }
 

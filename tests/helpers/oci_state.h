@@ -36,7 +36,8 @@ class SleepChild {
 
 // Writes <root>/<id>/{lock,state.json} as create would for a created
 // container whose process is `pid` with `start_time` (+ exec.fifo when
-// `with_fifo`); no lock is left held.
+// `with_fifo`, its read end held open by this process as the container's
+// process would while it waits for start); no lock is left held.
 void write_oci_record(const std::filesystem::path& root, const std::string& id, pid_t pid,
                       std::uint64_t start_time, bool with_fifo = false,
                       const std::vector<std::string>& cgroup_leaves = {});

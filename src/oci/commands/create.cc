@@ -426,10 +426,14 @@ core::Status start(StateStore& store, std::string_view id) {
       ::openat(dir.fd(), kFifoName, O_WRONLY | O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW));
   if (!fifo) return io_error("opening " + std::string(id) + "/exec.fifo");
   core::trace_phase("oci: start fifo opened");
-  // Gone before the byte: from here the container reads as running.
-  if (::unlinkat(dir.fd(), kFifoName, 0) != 0) return io_error("removing exec.fifo");
-  core::trace_phase("oci: start fifo removed");
+  // The byte, then the fifo gone. A start killed between the two leaves a
+  // fifo whose reader closed it at execve, which reads as running
+  // (ContainerDir::waits_for_start); removed first, a start killed before
+  // its byte left a process waiting for ever that read as running.
   if (::write(fifo.get(), "0", 1) != 1) return io_error("writing exec.fifo");
+  core::trace_phase("oci: start byte written");
+  if (::unlinkat(dir.fd(), kFifoName, 0) != 0 && errno != ENOENT)
+    return io_error("removing exec.fifo");
   run_recorded_hooks(record, "poststart", "running");
   return core::ok_status();
 }
