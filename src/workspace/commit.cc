@@ -75,8 +75,9 @@ core::Status TransactionStore::apply(const Draft& draft, int root_fd,
     const int dir = parent_path.empty() ? root_fd : open_dir.get();
     touched_dirs.insert(parent_path);
     struct stat current {};
-    const bool exists = !(open_dir_made_now && !parent_path.empty()) &&
-                        ::fstatat(dir, name.c_str(), &current, AT_SYMLINK_NOFOLLOW) == 0;
+    const bool in_new_directory = !parent_path.empty() && open_dir_made_now;
+    const bool exists =
+        !in_new_directory && ::fstatat(dir, name.c_str(), &current, AT_SYMLINK_NOFOLLOW) == 0;
     switch (entry.op) {
       case StagedOp::Delete:
         PB_CHECK(remove_tree_at(dir, name));

@@ -51,7 +51,7 @@ class BlobShards {
 
  private:
   int dir_;
-  std::string shard_ = "/";  // no shard's name
+  std::string shard_;  // the shard shard_fd_ is open on
   core::UniqueFd shard_fd_;
 };
 
@@ -128,12 +128,12 @@ class TransactionStore {
   core::Result<std::vector<std::string>> finish_decided();
 
   // A file whose inode may become a Write's blob as it is (a hard link, no
-  // copy): `bytes` are its content, `st` its fstat, and its mode (no
+  // copy): `fd` is open on it, `name` its name in `dir`, `bytes` its
+  // content as read and scanned, `st` its fstat, and its mode (no
   // setuid/setgid bits) and modification time are the entry's. The caller
   // vouches that nothing writes to it any more (overlay_reader.cc).
-  // A file to link as a Write's blob instead of writing its bytes: `fd`,
-  // open on what was read and scanned, named `name` in `dir`. `*linked`
-  // says afterwards whether it was linked (false: written as a copy).
+  // `*linked` says afterwards whether it was linked (false: written as a
+  // copy).
   struct BlobSource {
     int dir;
     const std::string& name;
