@@ -52,33 +52,20 @@ struct MountOptions {
   std::string propagation_option;
 };
 
-struct Propagation {
-  std::string_view name;
-  unsigned long flags;
-};
-// runtime-spec's propagation options. shared is refused (see propagation_of).
-constexpr Propagation kPropagations[] = {
-    {"private", MS_PRIVATE},       {"rprivate", MS_PRIVATE | MS_REC},
-    {"slave", MS_SLAVE},           {"rslave", MS_SLAVE | MS_REC},
-    {"unbindable", MS_UNBINDABLE}, {"runbindable", MS_UNBINDABLE | MS_REC},
-    {"shared", MS_SHARED},         {"rshared", MS_SHARED | MS_REC},
-};
-
 // The flags of a propagation option; nullopt when `option` is none. shared
 // is refused: the container's tree is a slave of the host's from its first
 // step, so that nothing it mounts propagates back, and a peer group with the
 // host (what shared means) is not made.
 core::Result<std::optional<unsigned long>> propagation_of(const std::string& option,
                                                           const std::string& where) {
-  const auto found = std::find_if(std::begin(kPropagations), std::end(kPropagations),
-                                  [&](const auto& entry) { return entry.name == option; });
-  if (found == std::end(kPropagations)) return std::optional<unsigned long>();
-  if ((found->flags & MS_SHARED) != 0)
+  const std::optional<unsigned long> flags = spec::propagation_flags(option);
+  if (!flags) return flags;
+  if ((*flags & MS_SHARED) != 0)
     return not_yet(where + " \"" + option + "\"",
                    "shared propagation with the host is not made (pulsebox never lets the "
                    "container's mounts propagate back to the host); use rslave to see the host's "
                    "new mounts, or rprivate");
-  return std::optional<unsigned long>(found->flags);
+  return flags;
 }
 
 core::Result<MountOptions> read_mount_options(const spec::Mount& mount, const std::string& where) {
@@ -325,15 +312,10 @@ core::Status add_devices(const spec::Spec& spec, bool bind_host, launch::Contain
 // (runc refuses net.* there: "not allowed in host network namespace").
 core::Status refuse_sysctl_in_runtimes_namespace(const spec::Spec& spec, const PlanInputs& inputs,
                                                  const std::string& key) {
-  int type = CLONE_NEWIPC;
-  const char* name = "ipc";
-  if (key.rfind("net.", 0) == 0) {
-    type = CLONE_NEWNET;
-    name = "net";
-  } else if (key == "kernel.hostname" || key == "kernel.domainname") {
-    type = CLONE_NEWUTS;
-    name = "uts";
-  }
+  const int type = spec::sysctl_namespace(key);
+  if (type == 0) return core::ok_status();  // refused when the spec was read
+  // /proc/self/ns's name: config.json's "network" is "net" there.
+  const std::string name = type == CLONE_NEWNET ? "net" : std::string(spec::namespace_name(type));
   for (std::size_t i = 0; i < spec.linux.namespaces.size(); ++i) {
     if (spec.linux.namespaces[i].clone_flag != type || spec.linux.namespaces[i].path.empty())
       continue;
@@ -343,7 +325,7 @@ core::Status refuse_sysctl_in_runtimes_namespace(const spec::Spec& spec, const P
     // Unknown is refused like the host's own: the write must be provably
     // elsewhere.
     if (fd == inputs.namespace_fds.end() || ::fstat(fd->second, &joined) != 0 ||
-        ::stat((std::string("/proc/self/ns/") + name).c_str(), &own) != 0)
+        ::stat(("/proc/self/ns/" + name).c_str(), &own) != 0)
       return core::Error::from_errno(
           "oci", "config.json: linux.sysctl." + key + ": comparing linux.namespaces[" +
                      std::to_string(i) + "].path with the runtime's own");

@@ -200,6 +200,12 @@ std::vector<std::string> supported_mount_types();
 std::vector<std::string> supported_namespace_types();
 // A CLONE_NEW* flag's name in config.json ("network"), "?" for another value.
 std::string_view namespace_name(int flag);
+// The namespace (a CLONE_NEW* flag) a linux.sysctl key, in its dotted form,
+// is written in; 0 for a key no namespace holds (it would change the host's).
+int sysctl_namespace(std::string_view key);
+// A propagation option's flags (MS_PRIVATE, MS_SLAVE, MS_UNBINDABLE or
+// MS_SHARED, with MS_REC for the r- forms); nullopt for another option.
+std::optional<unsigned long> propagation_flags(std::string_view option);
 std::vector<std::string> known_capability_names();  // CAP_*, up to this kernel's last
 bool is_mount_flag_option(std::string_view option);
 

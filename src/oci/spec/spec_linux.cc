@@ -1,5 +1,6 @@
 // config.json's `linux` object, and the checks across fields.
 #include <sched.h>
+#include <sys/mount.h>
 #include <sys/personality.h>
 
 #include <algorithm>
@@ -21,8 +22,13 @@ constexpr std::pair<std::string_view, int> kNamespaceTypes[] = {
     {"cgroup", CLONE_NEWCGROUP},
 };
 
-constexpr std::string_view kPropagations[] = {"shared",  "slave",  "private",  "unbindable",
-                                              "rshared", "rslave", "rprivate", "runbindable"};
+// runtime-spec's propagation options.
+constexpr std::pair<std::string_view, unsigned long> kPropagations[] = {
+    {"private", MS_PRIVATE},       {"rprivate", MS_PRIVATE | MS_REC},
+    {"slave", MS_SLAVE},           {"rslave", MS_SLAVE | MS_REC},
+    {"unbindable", MS_UNBINDABLE}, {"runbindable", MS_UNBINDABLE | MS_REC},
+    {"shared", MS_SHARED},         {"rshared", MS_SHARED | MS_REC},
+};
 
 std::string indexed(const std::string& path, std::size_t i) {
   return path + "[" + std::to_string(i) + "]";
@@ -389,6 +395,22 @@ std::string_view namespace_name(int flag) {
   return "?";
 }
 
+int sysctl_namespace(std::string_view key) {
+  const auto starts = [key](std::string_view prefix) { return key.rfind(prefix, 0) == 0; };
+  if (starts("net.")) return CLONE_NEWNET;
+  if (starts("kernel.shm") || starts("kernel.msg") || key == "kernel.sem" || starts("fs.mqueue."))
+    return CLONE_NEWIPC;
+  if (key == "kernel.hostname" || key == "kernel.domainname") return CLONE_NEWUTS;
+  return 0;
+}
+
+std::optional<unsigned long> propagation_flags(std::string_view option) {
+  for (const auto& [name, flags] : kPropagations) {
+    if (name == option) return flags;
+  }
+  return std::nullopt;
+}
+
 core::Result<Linux> read_linux(const ReadContext& ctx, const json& value) {
   FieldReader reader(ctx, value, "linux", "linux");
   PB_CHECK(reader.status());
@@ -429,8 +451,7 @@ core::Result<Linux> read_linux(const ReadContext& ctx, const json& value) {
   }
   PB_TRY(propagation, reader.string("rootfsPropagation"));
   if (propagation) {
-    if (std::find(std::begin(kPropagations), std::end(kPropagations), *propagation) ==
-        std::end(kPropagations)) {
+    if (!propagation_flags(*propagation)) {
       return reader.error("linux.rootfsPropagation",
                           "\"" + *propagation + "\" is not a propagation",
                           "give shared, slave, private or unbindable (r-prefixed for recursive)");
@@ -493,15 +514,8 @@ core::Status check_cross_fields(const ReadContext& ctx, const Spec& spec) {
   PB_CHECK(needs_uts("hostname", spec.hostname));
   PB_CHECK(needs_uts("domainname", spec.domainname));
   for (const auto& [key, value] : spec.linux.sysctl) {
-    int needed = 0;
-    if (key.rfind("net.", 0) == 0) {
-      needed = CLONE_NEWNET;
-    } else if (key.rfind("kernel.shm", 0) == 0 || key.rfind("kernel.msg", 0) == 0 ||
-               key == "kernel.sem" || key.rfind("fs.mqueue.", 0) == 0) {
-      needed = CLONE_NEWIPC;
-    } else if (key == "kernel.hostname" || key == "kernel.domainname") {
-      needed = CLONE_NEWUTS;
-    } else {
+    const int needed = sysctl_namespace(key);
+    if (needed == 0) {
       return core::Error(core::ErrorKind::kUnsupported, "oci",
                          ctx.source + ": linux.sysctl." + key +
                              ": not namespaced: it would change the host; remove it");
