@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <cstdint>
 
+#include "core/decimal_text.h"
 #include "linux/syscalls.h"
 #include "server/protocol_constants.h"
 
@@ -103,14 +104,8 @@ struct Writer {
     bytes(t, n);
   }
   void number(unsigned long long value) {  // decimal, as std::to_string
-    char digits[24];
-    int n = 0;
-    do {
-      digits[n++] = static_cast<char>('0' + value % 10);
-      value /= 10;
-    } while (value != 0);
-    while (n > 0)
-      bytes(&digits[--n], 1);
+    char digits[pulsebox::core::kMaxDecimalChars];
+    bytes(digits, static_cast<std::size_t>(pulsebox::core::write_decimal(value, digits)));
   }
 };
 

@@ -1,13 +1,16 @@
 // Showing names and text that a sandbox chose to a person: core::quote_name
 // (git's quoting of names), core::escape_for_terminal (free text), and the
-// diff's headers and terminal form built on them.
+// diff's headers and terminal form built on them; and core::write_decimal,
+// the numbers the child after clone() and the pre-libc client write.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <climits>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "core/decimal_text.h"
 #include "core/text.h"
 #include "workspace/diff.h"
 
@@ -119,6 +122,17 @@ TEST(DiffForTerminal, ContentIsEscapedAndOurOwnColoursKept) {
     // Without the content's escapes, the two forms have the same lines.
     EXPECT_EQ(std::count(shown.begin(), shown.end(), '\n'),
               std::count(raw.begin(), raw.end(), '\n'));
+  }
+}
+
+TEST(WriteDecimal, WritesWhatToStringWritesForEveryEdge) {
+  char text[core::kMaxDecimalChars];
+  for (const unsigned long long value :
+       {0ULL, 7ULL, 9ULL, 10ULL, 65534ULL, 4294967295ULL, 4294967296ULL, ULLONG_MAX}) {
+    EXPECT_EQ(std::string(text, core::write_decimal(value, text)), std::to_string(value));
+  }
+  for (const long long value : {0LL, -1LL, 1LL, -10LL, -999LL, -1000LL, LLONG_MAX, LLONG_MIN}) {
+    EXPECT_EQ(std::string(text, core::write_signed_decimal(value, text)), std::to_string(value));
   }
 }
 

@@ -25,6 +25,7 @@
 #include <cerrno>
 #include <ctime>
 
+#include "core/decimal_text.h"
 #include "linux/caps.h"
 #include "linux/rooted_mounts.h"
 #include "linux/seccomp_filter.h"
@@ -122,17 +123,8 @@ struct Text {
     add(text, length);
   }
   PULSEBOX_CHILD_CODE void add_number(long value) noexcept {
-    char digits[24];
-    int count = 0;
-    unsigned long magnitude =
-        value < 0 ? 0UL - static_cast<unsigned long>(value) : static_cast<unsigned long>(value);
-    do {
-      digits[count++] = static_cast<char>('0' + magnitude % 10);
-      magnitude /= 10;
-    } while (magnitude != 0);
-    if (value < 0) add("-", 1);
-    while (count > 0)
-      add(&digits[--count], 1);
+    char digits[core::kMaxDecimalChars];
+    add(digits, static_cast<std::size_t>(core::write_signed_decimal(value, digits)));
   }
 };
 

@@ -9,31 +9,15 @@
 #include <cerrno>
 #include <cstdint>
 
+#include "core/decimal_text.h"
 #include "linux/pty.h"
 #include "linux/rooted_mounts.h"
 #include "linux/syscalls.h"
 #include "runtime/sync_channel.h"
 
 namespace pulsebox::oci::launch {
-namespace {
 
 using linux_api::raw;
-
-// `magnitude` in decimal at `text` (no terminator): the count written.
-PULSEBOX_CHILD_CODE int put_decimal(unsigned magnitude, char* text) noexcept {
-  char digits[12];
-  int count = 0;
-  do {
-    digits[count++] = static_cast<char>('0' + magnitude % 10);
-    magnitude /= 10;
-  } while (magnitude != 0);
-  int n = 0;
-  while (count > 0)
-    text[n++] = digits[--count];
-  return n;
-}
-
-}  // namespace
 
 PULSEBOX_CHILD_CODE void connect_stdio(const ContainerPlan& plan,
                                        const runtime::Failure& fail) noexcept {
@@ -46,12 +30,8 @@ PULSEBOX_CHILD_CODE void connect_stdio(const ContainerPlan& plan,
 }
 
 PULSEBOX_CHILD_CODE long write_oom_score_adj(int value) noexcept {
-  char text[16];
-  int n = 0;
-  if (value < 0) text[n++] = '-';
-  const unsigned magnitude =
-      value < 0 ? 0U - static_cast<unsigned>(value) : static_cast<unsigned>(value);
-  n += put_decimal(magnitude, text + n);
+  char text[core::kMaxDecimalChars];
+  const int n = core::write_signed_decimal(value, text);
   const long fd = raw(SYS_openat, AT_FDCWD, "/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
   if (fd < 0) return fd;
   const long written = raw(SYS_write, fd, text, n);
@@ -73,7 +53,7 @@ PULSEBOX_CHILD_CODE void set_up_terminal(const ContainerPlan& plan, const Termin
   unsigned number = 0;
   check(fail, stages.naming, raw(SYS_ioctl, master, TIOCGPTN, &number));
   char name[32] = "/dev/pts/";
-  const int n = 9 + put_decimal(number, name + 9);
+  const int n = 9 + core::write_decimal(number, name + 9);
   name[n] = '\0';
   if (console_root_fd >= 0) {
     if (const int e = linux_api::bind_fd_in_root(console_root_fd, slave, "/dev/console"); e != 0)
