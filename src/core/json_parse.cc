@@ -4,6 +4,7 @@
 
 #include <cerrno>
 #include <istream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <streambuf>
@@ -109,6 +110,37 @@ JsonNesting json_nesting(std::string_view text, std::size_t limit) {
   return nesting;
 }
 
+namespace {
+
+// The parser's callback for the streaming parsers: each object of the
+// top-level array `stream_key` goes to `each` (when given) instead of into
+// the document; an array or object opened deeper than `max_depth` throws
+// NestedTooDeep (`depth` at its start is the number of
+// those it opens in). Events at depth 1 are the top-level object's keys
+// and values; an object ending at depth 2 is an element of one of its
+// arrays.
+nlohmann::json::parser_callback_t streaming_callback(
+    std::string_view stream_key, const std::function<void(nlohmann::json&)>& each,
+    std::size_t max_depth) {
+  return [stream_key, &each, max_depth, in_array = false](
+             int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) mutable {
+    using Event = nlohmann::json::parse_event_t;
+    if ((event == Event::object_start || event == Event::array_start) &&
+        static_cast<std::size_t>(depth) + 1 > max_depth) {
+      throw NestedTooDeep{};
+    }
+    if (!each) return true;
+    if (depth == 1 && event == Event::key) in_array = parsed == stream_key;
+    if (depth == 2 && event == Event::object_end && in_array) {
+      each(parsed);
+      return false;  // handed over: not kept in the document
+    }
+    return true;
+  };
+}
+
+}  // namespace
+
 Result<nlohmann::json> parse_json(std::string_view text, std::string_view source,
                                   std::size_t max_depth) {
   return parse_json_streaming(text, source, {}, {}, max_depth);
@@ -129,20 +161,10 @@ Result<nlohmann::json> parse_json_streaming(std::string_view text, std::string_v
   }
   try {
     if (!each) return nlohmann::json::parse(text.begin(), text.end());
-    // Events at depth 1 are the top-level object's keys and values; an
-    // object ending at depth 2 is an element of one of its arrays.
-    bool in_array = false;
-    const nlohmann::json::parser_callback_t callback =
-        [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
-          using Event = nlohmann::json::parse_event_t;
-          if (depth == 1 && event == Event::key) in_array = parsed == stream_key;
-          if (depth == 2 && event == Event::object_end && in_array) {
-            each(parsed);
-            return false;  // handed over: not kept in the document
-          }
-          return true;
-        };
-    return nlohmann::json::parse(text.begin(), text.end(), callback);
+    // The depth was checked above, over the whole text.
+    return nlohmann::json::parse(
+        text.begin(), text.end(),
+        streaming_callback(stream_key, each, std::numeric_limits<std::size_t>::max()));
   } catch (const nlohmann::json::parse_error& error) {
     const TextPosition at = position_of_offset(text, error.byte > 0 ? error.byte - 1 : 0);
     std::string what = error.what();
@@ -179,26 +201,9 @@ Result<nlohmann::json> parse_json_fd_streaming(int fd, std::uint64_t max_bytes,
   };
   BoundedFdBuffer buffer(fd, max_bytes, source);
   std::istream input(&buffer);
-  // As in parse_json_streaming; `depth` at the start of an array or object
-  // is the number of those it opens in.
-  bool in_array = false;
-  const nlohmann::json::parser_callback_t callback =
-      [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
-        using Event = nlohmann::json::parse_event_t;
-        if ((event == Event::object_start || event == Event::array_start) &&
-            static_cast<std::size_t>(depth) + 1 > max_depth) {
-          throw NestedTooDeep{};
-        }
-        if (!each) return true;
-        if (depth == 1 && event == Event::key) in_array = parsed == stream_key;
-        if (depth == 2 && event == Event::object_end && in_array) {
-          each(parsed);
-          return false;
-        }
-        return true;
-      };
   try {
-    nlohmann::json document = nlohmann::json::parse(input, callback);
+    nlohmann::json document =
+        nlohmann::json::parse(input, streaming_callback(stream_key, each, max_depth));
     // Input past the limit may have ended the text early but cleanly.
     if (buffer.failure()) return *buffer.failure();
     return document;
