@@ -41,8 +41,16 @@ std::uint32_t overflow_id(const char* file) {
 }
 
 struct Copy {
+  Copy(const std::string& destination_, const linux_api::IdMaps* maps_)
+      : destination(destination_), maps(maps_) {
+    if (maps == nullptr) return;
+    overflow_uid = overflow_id("/proc/sys/kernel/overflowuid");
+    overflow_gid = overflow_id("/proc/sys/kernel/overflowgid");
+  }
+
   const std::string& destination;
   const linux_api::IdMaps* maps = nullptr;
+  // What an owner the maps leave out becomes (root's copy only).
   std::uint32_t overflow_uid = 65534, overflow_gid = 65534;
   long entries = 0;
 
@@ -239,17 +247,13 @@ core::Result<core::UniqueFd> make_tmpcopyup(const std::string& rootfs,
     // Nothing in the image there: an empty tmpfs, the container root's.
     if (maps != nullptr) {
       const struct stat root_owned {};
-      const auto [uid, gid] = Copy{destination, maps}.owner(root_owned);
+      const auto [uid, gid] = Copy(destination, maps).owner(root_owned);
       if (::fchownat(mount.get(), "", uid, gid, AT_EMPTY_PATH) != 0)
         return fail(destination, "setting the owner of the tmpfs's root");
     }
     return mount;
   }
   Copy copy{destination, maps};
-  if (maps != nullptr) {
-    copy.overflow_uid = overflow_id("/proc/sys/kernel/overflowuid");
-    copy.overflow_gid = overflow_id("/proc/sys/kernel/overflowgid");
-  }
   PB_CHECK(copy.tree(source.get(), mount.get(), 0));
   // The tmpfs's root takes the image directory's owner and mode (the
   // mount's descriptor is O_PATH: its mode is set through /proc).
