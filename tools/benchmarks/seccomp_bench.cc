@@ -2,11 +2,13 @@
 // libseccomp, versus reading the compiled program from the on-disk cache (a
 // new pulsebox process), versus the in-memory cache (a long-lived host);
 // and what a filtered command pays for a call the filter must inspect
-// (socket(), whose address family it checks), against no filter. That
+// (socket(), whose address family it checks), against no filter; and what
+// the kernel takes to install a filter (BM_Install). That
 // socket() has a type the kernel refuses at once, so that what remains is
 // the cost of entering the kernel and of the filter.
 #include <benchmark/benchmark.h>
 #include <errno.h>
+#include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <stdlib.h>
 #include <sys/prctl.h>
@@ -73,6 +75,60 @@ void BM_ParseProfile(benchmark::State& state) {
   state.SetLabel(kNames[state.range(0)]);
 }
 BENCHMARK(BM_ParseProfile)->DenseRange(0, 2)->Unit(benchmark::kMicrosecond);
+
+// Seconds the kernel takes to install `program` (its seccomp() call: the
+// classic-BPF check, the JIT and the per-syscall action cache, which runs
+// the program once for every syscall number of each architecture), in a
+// child process of its own, as a sandbox's command installs it.
+double time_install(const std::vector<sock_filter>& program) {
+  int out[2];
+  if (::pipe(out) != 0) return -1;
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::close(out[0]);
+    sock_fprog fprog{static_cast<unsigned short>(program.size()),
+                     const_cast<sock_filter*>(program.data())};
+    if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) ::_exit(1);
+    timespec start{}, end{};
+    ::clock_gettime(CLOCK_MONOTONIC, &start);
+    if (::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &fprog) != 0) ::_exit(1);
+    ::clock_gettime(CLOCK_MONOTONIC, &end);
+    const double seconds = static_cast<double>(end.tv_sec - start.tv_sec) +
+                           static_cast<double>(end.tv_nsec - start.tv_nsec) / 1e9;
+    ::_exit(::write(out[1], &seconds, sizeof seconds) == sizeof seconds ? 0 : 3);
+  }
+  ::close(out[1]);
+  double seconds = -1;
+  if (::read(out[0], &seconds, sizeof seconds) != sizeof seconds) seconds = -1;
+  ::close(out[0]);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? seconds : -1;
+}
+
+// range(0): a profile, or 3 for a one-instruction program (allow all): the
+// cost of installing any filter at all.
+void BM_Install(benchmark::State& state) {
+  const bool profile = state.range(0) < 3;
+  const std::vector<sock_filter> program =
+      profile ? compile(profile_named(kNames[state.range(0)])).value()->program
+              : std::vector<sock_filter>{BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW)};
+  for (auto _ : state) {
+    const double seconds = time_install(program);
+    if (seconds < 0) {
+      state.SkipWithError("the filter was not installed");
+      break;
+    }
+    state.SetIterationTime(seconds);
+  }
+  state.counters["instructions"] = static_cast<double>(program.size());
+  state.SetLabel(profile ? kNames[state.range(0)] : "allow all");
+}
+BENCHMARK(BM_Install)
+    ->DenseRange(0, 3)
+    ->UseManualTime()
+    ->Iterations(50)
+    ->Unit(benchmark::kMicrosecond);
 
 constexpr int kNoSuchSocketType = 99;
 
