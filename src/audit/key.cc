@@ -112,6 +112,8 @@ AuditKeyLocation key_location(const std::function<const char*(const char*)>& get
 }
 
 core::Status make_private_directories(const fs::path& dir) {
+  // Made by an earlier run nearly always: one call instead of one per part.
+  if (::mkdir(dir.c_str(), 0700) == 0 || errno == EEXIST) return core::ok_status();
   fs::path at;
   for (const auto& part : dir) {
     at /= part;
