@@ -76,26 +76,24 @@ void BM_ParseProfile(benchmark::State& state) {
 }
 BENCHMARK(BM_ParseProfile)->DenseRange(0, 2)->Unit(benchmark::kMicrosecond);
 
-// Seconds the kernel takes to install `program` (its seccomp() call: the
-// classic-BPF check, the JIT and the per-syscall action cache, which runs
-// the program once for every syscall number of each architecture), in a
-// child process of its own, as a sandbox's command installs it.
-double time_install(const std::vector<sock_filter>& program) {
+double seconds_since(const timespec& start) {
+  timespec end{};
+  ::clock_gettime(CLOCK_MONOTONIC, &end);
+  return static_cast<double>(end.tv_sec - start.tv_sec) +
+         static_cast<double>(end.tv_nsec - start.tv_nsec) / 1e9;
+}
+
+// `measure` (seconds, negative for a failure) in a child process: a filter
+// cannot be unloaded, so each measurement has a process of its own.
+template <typename Measure>
+double in_child(Measure measure) {
   int out[2];
   if (::pipe(out) != 0) return -1;
   const pid_t child = ::fork();
   if (child == 0) {
     ::close(out[0]);
-    sock_fprog fprog{static_cast<unsigned short>(program.size()),
-                     const_cast<sock_filter*>(program.data())};
-    if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) ::_exit(1);
-    timespec start{}, end{};
-    ::clock_gettime(CLOCK_MONOTONIC, &start);
-    if (::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &fprog) != 0) ::_exit(1);
-    ::clock_gettime(CLOCK_MONOTONIC, &end);
-    const double seconds = static_cast<double>(end.tv_sec - start.tv_sec) +
-                           static_cast<double>(end.tv_nsec - start.tv_nsec) / 1e9;
-    ::_exit(::write(out[1], &seconds, sizeof seconds) == sizeof seconds ? 0 : 3);
+    const double seconds = measure();
+    ::_exit(seconds >= 0 && ::write(out[1], &seconds, sizeof seconds) == sizeof seconds ? 0 : 1);
   }
   ::close(out[1]);
   double seconds = -1;
@@ -104,6 +102,25 @@ double time_install(const std::vector<sock_filter>& program) {
   int status = 0;
   ::waitpid(child, &status, 0);
   return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? seconds : -1;
+}
+
+// Under no_new_privs, as a sandbox's command installs it; false on failure.
+bool install(const std::vector<sock_filter>& program) {
+  sock_fprog fprog{static_cast<unsigned short>(program.size()),
+                   const_cast<sock_filter*>(program.data())};
+  return ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 &&
+         ::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &fprog) == 0;
+}
+
+// Seconds the kernel takes to install `program` (its seccomp() call: the
+// classic-BPF check, the JIT and the per-syscall action cache, which runs
+// the program once for every syscall number of each architecture).
+double time_install(const std::vector<sock_filter>& program) {
+  return in_child([&] {
+    timespec start{};
+    ::clock_gettime(CLOCK_MONOTONIC, &start);
+    return install(program) ? seconds_since(start) : -1.0;
+  });
 }
 
 // range(0): a profile, or 3 for a one-instruction program (allow all): the
@@ -133,39 +150,17 @@ BENCHMARK(BM_Install)
 constexpr int kNoSuchSocketType = 99;
 
 // Seconds for `calls` socket() calls of `family` in a child process
-// under `program` (none when empty): a filter cannot be unloaded, so each
-// measurement has a process of its own.
+// under `program` (none when empty).
 double time_socket_calls(const std::vector<sock_filter>& program, int family, int calls) {
-  int out[2];
-  if (::pipe(out) != 0) return -1;
-  const pid_t child = ::fork();
-  if (child == 0) {
-    ::close(out[0]);
-    if (!program.empty()) {
-      sock_fprog fprog{static_cast<unsigned short>(program.size()),
-                       const_cast<sock_filter*>(program.data())};
-      if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
-          ::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &fprog) != 0) {
-        ::_exit(1);
-      }
-    }
-    timespec start{}, end{};
+  return in_child([&] {
+    if (!program.empty() && !install(program)) return -1.0;
+    timespec start{};
     ::clock_gettime(CLOCK_MONOTONIC, &start);
     for (int i = 0; i < calls; ++i) {
-      if (::socket(family, kNoSuchSocketType, 0) >= 0 || errno != EINVAL) ::_exit(2);
+      if (::socket(family, kNoSuchSocketType, 0) >= 0 || errno != EINVAL) return -1.0;
     }
-    ::clock_gettime(CLOCK_MONOTONIC, &end);
-    const double seconds = static_cast<double>(end.tv_sec - start.tv_sec) +
-                           static_cast<double>(end.tv_nsec - start.tv_nsec) / 1e9;
-    ::_exit(::write(out[1], &seconds, sizeof seconds) == sizeof seconds ? 0 : 3);
-  }
-  ::close(out[1]);
-  double seconds = -1;
-  if (::read(out[0], &seconds, sizeof seconds) != sizeof seconds) seconds = -1;
-  ::close(out[0]);
-  int status = 0;
-  ::waitpid(child, &status, 0);
-  return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? seconds : -1;
+    return seconds_since(start);
+  });
 }
 
 // range(0): a profile, or 3 for no filter; range(1): the address family.
