@@ -108,8 +108,8 @@ int main(int argc, char** argv) {
       command.argv.emplace_back(argv[i]);
     }
   }
-  const auto reference_command = std::find_if(commands.begin(), commands.end(),
-                                              [&](const Command& c) { return c.name == reference; });
+  const auto reference_command = std::find_if(
+      commands.begin(), commands.end(), [&](const Command& c) { return c.name == reference; });
   if (rounds < 1 || reference_command == commands.end() ||
       std::any_of(commands.begin(), commands.end(),
                   [](const Command& c) { return c.argv.empty(); })) {
