@@ -446,6 +446,35 @@ core::Status TransactionStore::replay(const std::string& id, int root_fd,
   } catch (const json::exception& error) {
     return corrupt(dir / "wal.json", error.what());
   }
+  // A decided commit passed these checks before its READY was written, so a
+  // replay passes them again; a READY planted with its log (a cloned
+  // repository's .agent/) must not write what no commit would, unreviewed.
+  const auto planted = [&](const Error& why) {
+    return Error(ErrorKind::kSecurity, "workspace",
+                 "transaction " + id +
+                     " is marked as being committed, but its log fails a commit's checks, so "
+                     "pulsebox did not decide it (planted?); nothing of it was applied. Remove " +
+                     dir.string() + " after looking at it: " + why.to_string());
+  };
+  if (auto checked = check_directories(id); !checked.ok()) return planted(checked.error());
+  PB_TRY(blob_dir, core::open_directory(dir / "blobs"));
+  BlobShards shards(blob_dir.get());
+  for (const auto& [path, entry] : draft.entries) {
+    if (entry.op == StagedOp::Write) {
+      auto blob = shards.locate(entry.blob);
+      struct stat st {};
+      // Gone: applied before the interruption (apply() skips it).
+      if (blob && ::fstatat(blob->dir, blob->name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 &&
+          errno == ENOENT)
+        continue;
+      if (!blob || !S_ISREG(st.st_mode))
+        return planted(corrupt(dir / "blobs" / entry.blob, "not a regular file"));
+    }
+  }
+  for (const auto& [path, entry] : draft.entries) {
+    if (auto allowed = check_entry_policy(draft, entry); !allowed.ok())
+      return planted(allowed.error());
+  }
   PB_CHECK(apply(draft, root_fd, temp_files_removed));
   if (wal.value("partial", false)) {
     std::vector<Entry> committed;

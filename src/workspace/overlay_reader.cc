@@ -165,6 +165,14 @@ struct Walker {
   core::Status visit(int upper, int lower, bool hidden, const std::string& prefix,
                      const std::string& name, int depth) {
     const std::string path = prefix + name;
+    // The commit reaches each path by name beneath the workspace's root: a
+    // longer one could never be applied (and, staged, would stop the commit
+    // halfway through).
+    if (path.size() >= PATH_MAX) {
+      return refuse(path, "a path of " + std::to_string(path.size()) +
+                              " bytes, over the kernel's limit of " + std::to_string(PATH_MAX - 1) +
+                              ": it could not be committed");
+    }
     struct stat st {};
     if (::fstatat(upper, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
       return Error::from_errno("overlay", "stat " + path);

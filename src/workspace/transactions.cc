@@ -11,6 +11,7 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <span>
 
 #include "audit/chain.h"
 #include "core/byte_names.h"
@@ -32,8 +33,16 @@ using json = nlohmann::json;
 
 std::function<void(std::string_view)> commit_failpoint;
 
+// Floored: a time before 1970 with a fraction (-0.5 s is -1 s + 0.5 s) keeps
+// tv_nsec in [0, 1e9), which utimensat requires.
 timespec to_timespec(std::int64_t ns) {
-  return {static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
+  std::int64_t seconds = ns / 1000000000;
+  std::int64_t fraction = ns % 1000000000;
+  if (fraction < 0) {
+    fraction += 1000000000;
+    --seconds;
+  }
+  return {static_cast<time_t>(seconds), static_cast<long>(fraction)};
 }
 
 // Sets the modification time of `name` in `dir` itself, never of what a
@@ -159,6 +168,8 @@ core::Result<BlobShards::Location> BlobShards::locate(const std::string& blob, b
 std::string entry_problem(const Entry& entry) {
   auto checked = check_relative_path(entry.path);
   if (!checked || *checked != entry.path) return "bad path " + core::quote_name(entry.path);
+  // The commit reaches each path by name beneath the workspace's root.
+  if (entry.path.size() >= PATH_MAX) return "a path over the kernel's limit of PATH_MAX bytes";
   if (entry.op == StagedOp::Write ? !is_blob_name(entry.blob) : !entry.blob.empty()) {
     return "bad blob name for " + core::quote_name(entry.path);
   }
@@ -495,12 +506,42 @@ core::Result<Draft> TransactionStore::load(const std::string& id, std::string_vi
   return draft;
 }
 
+core::Status TransactionStore::check_directories(const std::string& id) const {
+  const auto dir = tx_dir(id);
+  const std::filesystem::path needed[] = {root_ / ".agent", dir.parent_path(), dir};
+  const std::filesystem::path optional[] = {dir / "blobs", dir / "base", dir / "redacted"};
+  for (const auto& paths : {std::span<const std::filesystem::path>(needed),
+                            std::span<const std::filesystem::path>(optional)}) {
+    for (const auto& path : paths) {
+      struct stat st {};
+      if (::lstat(path.c_str(), &st) != 0) {
+        if (errno == ENOENT && paths.data() == optional) continue;
+        if (errno == ENOENT) {
+          return Error(
+              ErrorKind::kInvalidInput, "workspace",
+              "no transaction \"" + id + "\" in " + root_.string() + " (see `pulsebox changes`)");
+        }
+        return unreadable(path, errno);
+      }
+      if (!S_ISDIR(st.st_mode)) {
+        return Error(ErrorKind::kSecurity, "workspace",
+                     path.string() +
+                         " is not a directory (a symlink?): pulsebox never made this transaction "
+                         "so; refusing to use it (`pulsebox discard " +
+                         id + "` removes it)");
+      }
+    }
+  }
+  return core::ok_status();
+}
+
 core::Result<Draft> TransactionStore::load_each(const std::string& id,
                                                 const std::function<void(Entry&&)>& each,
                                                 std::string_view file) const {
   if (id.empty() || id.find('/') != std::string::npos || id.front() == '.') {
     return Error(ErrorKind::kInvalidInput, "workspace", "\"" + id + "\" is not a transaction id");
   }
+  PB_CHECK(check_directories(id));
   const auto manifest = tx_dir(id) / file;
   std::error_code ec;
   if (!std::filesystem::exists(manifest, ec)) {
@@ -584,14 +625,14 @@ core::Status TransactionStore::discard_entries(const std::string& id,
   if (std::filesystem::exists(tx_dir(id) / "READY", ec)) {
     return Error(ErrorKind::kRecovery, "workspace", "transaction " + id + " is being committed");
   }
-  std::vector<std::string> blobs;
+  std::vector<std::string> blobs, bases;
   for (auto it = draft.entries.begin(); it != draft.entries.end();) {
     if (!is_selected(selected, it->first)) {
       ++it;
       continue;
     }
-    if (!it->second.blob.empty()) blobs.push_back("blobs/" + it->second.blob);
-    if (!it->second.base_blob.empty()) blobs.push_back("base/" + it->second.base_blob);
+    if (!it->second.blob.empty()) blobs.push_back(it->second.blob);
+    if (!it->second.base_blob.empty()) bases.push_back(it->second.base_blob);
     draft.total_bytes -= it->second.size;
     it = draft.entries.erase(it);
   }
@@ -603,8 +644,17 @@ core::Status TransactionStore::discard_entries(const std::string& id,
   }
   // The manifest first: a blob it no longer names is only wasted space.
   PB_CHECK(save(draft));
-  for (const std::string& blob : blobs)
-    std::filesystem::remove(tx_dir(id) / blob, ec);
+  // Through the shards, opened without following a symlink (check_directories
+  // covered blobs/ and base/ themselves).
+  if (!blobs.empty()) {
+    PB_TRY(blob_dir, core::open_directory(tx_dir(id) / "blobs"));
+    BlobShards shards(blob_dir.get());
+    for (const std::string& blob : blobs) {
+      if (auto found = shards.locate(blob)) (void)::unlinkat(found->dir, found->name.c_str(), 0);
+    }
+  }
+  for (const std::string& base : bases)
+    std::filesystem::remove(tx_dir(id) / "base" / base, ec);
   return core::ok_status();
 }
 

@@ -180,6 +180,10 @@ class TransactionStore {
   core::Result<core::UniqueFd> lock() const;
   core::Status apply(const Draft& draft, int root_fd, std::size_t* temp_files_removed);
   core::Result<std::vector<std::string>> decided_ids() const;
+  // Refuses a transaction whose directories (.agent, transactions/, its
+  // own, blobs/, base/, redacted/) are not real directories: one planted
+  // as a symlink would take reads, renames and removals elsewhere.
+  core::Status check_directories(const std::string& id) const;
   // Replays a decided commit from its write-ahead log (the lock held).
   core::Status replay(const std::string& id, int root_fd, std::size_t* temp_files_removed);
   // Keeps the base content of a file being staged for the first time.

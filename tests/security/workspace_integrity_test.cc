@@ -1,5 +1,6 @@
 // What a commit applies is exactly what the sandbox wrote, and never undoes
-// what the user did on the host meanwhile:
+// what the user did on the host meanwhile, and nothing a sandbox writes or a
+// planted transaction holds stops a commit halfway or reaches outside:
 //  - a host edit during the run that keeps the old mtime (cp -p, rsync -t,
 //    a checkout of an older file) is noticed by its ctime, which user space
 //    cannot set, and the commit refuses the path;
@@ -267,6 +268,132 @@ TEST_F(WorkspaceIntegrityTest, ATransactionWithUnshardedBlobsStillCommits) {
   const auto committed = commit(tx);
   EXPECT_EQ(committed.exit_code, 0) << committed.out << committed.err;
   EXPECT_EQ(testing::read_file(workspace_ / "old.txt"), "old\n");
+}
+
+// Nothing a sandbox writes may stop a commit after its point of no return
+// (READY): a workspace left half-committed would fail every later command.
+// A time before 1970 with a fraction, and a path longer than the kernel
+// takes whole, each did.
+TEST_F(WorkspaceIntegrityTest, TimesBefore1970AreCommittedToTheNanosecond) {
+  const auto run = testing::run_cli(run_args("mkdir d && echo x > d/f && ln -s f l && "
+                                             "touch -h -d '1969-12-31 23:59:59.5 UTC' l && "
+                                             "touch -d '1969-12-31 23:59:59.5 UTC' d"),
+                                    "", env());
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const auto committed = commit(nlohmann::json::parse(run.out)["transaction_id"]);
+  ASSERT_EQ(committed.exit_code, 0) << committed.out << committed.err;
+  for (const char* name : {"d", "l"}) {
+    struct stat st {};
+    ASSERT_EQ(::lstat((workspace_ / name).c_str(), &st), 0) << name;
+    EXPECT_EQ(st.st_mtim.tv_sec, -1) << name;
+    EXPECT_EQ(st.st_mtim.tv_nsec, 500000000) << name;
+  }
+  const auto listed = testing::run_cli({"changes", "-w", workspace_.path().string()}, "", env());
+  EXPECT_EQ(listed.exit_code, 0) << listed.err;
+}
+
+TEST_F(WorkspaceIntegrityTest, APathLongerThanTheKernelTakesIsRefusedWhenTheRunEnds) {
+  // Directories of 200 bytes until the shell can go no deeper: a path of
+  // ~4,200 bytes, over PATH_MAX.
+  const auto run = testing::run_cli(
+      run_args("n=$(printf 'a%.0s' $(seq 200)); i=0; "
+               "while [ $i -lt 24 ]; do mkdir $n && cd $n || break; i=$((i+1)); done; "
+               "echo deep > deep.txt"),
+      "", env());
+  const auto result = nlohmann::json::parse(run.out);
+  const auto status = result.value("changes_status", nlohmann::json::object());
+  std::string reason;
+  for (const auto& item : status.value("refused", nlohmann::json::array()))
+    reason += item.value("reason", "");
+  // (Not the output itself on failure: its paths are kilobytes long.)
+  EXPECT_NE(reason.find("over the kernel's limit of 4095"), std::string::npos) << reason;
+  EXPECT_EQ(status.value("status", ""), "held") << reason;
+  const auto listed = testing::run_cli({"changes", "-w", workspace_.path().string()}, "", env());
+  EXPECT_EQ(listed.exit_code, 0) << listed.err.substr(0, 300);
+}
+
+// A planted transaction marked as being committed (READY and its log) is
+// replayed by the next command that opens the store: its log must pass what
+// a commit checks, or nothing of it is applied.
+TEST_F(WorkspaceIntegrityTest, APlantedDecidedCommitIsNotReplayed) {
+  testing::write_file(workspace_ / "user-notes.txt", "mine\n");
+  fs::create_directories(workspace_ / ".git/hooks");
+  const std::string tx = "tx-20260101000000-abcdef";
+  const fs::path dir = workspace_ / ".agent/transactions" / tx;
+  fs::create_directories(dir / "blobs/0");
+  testing::write_file(dir / "blobs/0/0", "#!/bin/sh\necho planted\n");
+  nlohmann::json absent = {
+      {"type", "absent"}, {"inode", 0}, {"device", 0},  {"size", 0},
+      {"mtime_ns", 0},    {"mode", 0},  {"sha256", ""}, {"changed_during_run", false}};
+  nlohmann::json hook = {{"path", ".git/hooks/pre-commit"},
+                         {"op", "write"},
+                         {"mode", 0755},
+                         {"link_target", ""},
+                         {"blob", "0/0"},
+                         {"size", 22},
+                         {"snapshot", absent}};
+  nlohmann::json removal = {{"path", "user-notes.txt"}, {"op", "delete"}, {"mode", 0},
+                            {"link_target", ""},        {"blob", ""},     {"size", 0},
+                            {"snapshot", absent}};
+  testing::write_file(dir / "wal.json",
+                      nlohmann::json{{"id", tx}, {"steps", {hook, removal}}}.dump());
+  testing::write_file(dir / "READY", "");
+  const auto listed = testing::run_cli({"changes", "-w", workspace_.path().string()}, "", env());
+  EXPECT_NE(listed.exit_code, 0) << listed.out << listed.err;
+  EXPECT_NE(listed.err.find("did not decide it"), std::string::npos) << listed.err;
+  EXPECT_FALSE(fs::exists(workspace_ / ".git/hooks/pre-commit"));
+  EXPECT_EQ(testing::read_file(workspace_ / "user-notes.txt"), "mine\n");
+}
+
+// The directories of a planted transaction are not followed when they are
+// symlinks: blobs/ itself (the commit and the diff), and a shard when a
+// path of it is discarded.
+TEST_F(WorkspaceIntegrityTest, APlantedTransactionsSymlinkedDirectoriesAreNotFollowed) {
+  const fs::path elsewhere = scratch_ / "elsewhere";
+  fs::create_directories(elsewhere);
+  testing::write_file(elsewhere / "5", "secret");
+  nlohmann::json absent = {
+      {"type", "absent"}, {"inode", 0}, {"device", 0},  {"size", 0},
+      {"mtime_ns", 0},    {"mode", 0},  {"sha256", ""}, {"changed_during_run", false}};
+  auto plant = [&](const std::string& tx, const std::string& blob) {
+    const fs::path dir = workspace_ / ".agent/transactions" / tx;
+    fs::create_directories(dir);
+    nlohmann::json a = {{"path", "a.txt"},   {"op", "write"}, {"mode", 0644},
+                        {"link_target", ""}, {"blob", blob},  {"size", 6},
+                        {"snapshot", absent}};
+    nlohmann::json b = {{"path", "b.txt"},   {"op", "write"},   {"mode", 0644},
+                        {"link_target", ""}, {"blob", "1/100"}, {"size", 2},
+                        {"snapshot", absent}};
+    nlohmann::json doc = {{"version", 1},
+                          {"id", tx},
+                          {"created", "2026-01-01T00:00:00Z"},
+                          {"next_blob", 101},
+                          {"origin", "planted"},
+                          {"entries", {a, b}}};
+    testing::write_file(dir / "manifest.json", doc.dump());
+    return dir;
+  };
+  const fs::path linked = plant("tx-20260101000000-aaaaaa", "5");
+  fs::create_symlink(elsewhere, linked / "blobs");
+  for (const char* command : {"diff", "commit"}) {
+    const auto refused = testing::run_cli(
+        {command, "-w", workspace_.path().string(), "tx-20260101000000-aaaaaa"}, "", env());
+    EXPECT_NE(refused.exit_code, 0) << command << ": " << refused.out;
+    EXPECT_NE(refused.err.find("is not a directory"), std::string::npos) << refused.err;
+    EXPECT_EQ(refused.out.find("secret"), std::string::npos) << refused.out;
+  }
+  EXPECT_FALSE(fs::exists(fs::symlink_status(workspace_ / "a.txt")));
+  EXPECT_EQ(testing::read_file(elsewhere / "5"), "secret");
+
+  const fs::path sharded = plant("tx-20260101000000-bbbbbb", "0/5");
+  fs::create_directories(sharded / "blobs/1");
+  testing::write_file(sharded / "blobs/1/100", "b\n");
+  fs::create_symlink(elsewhere, sharded / "blobs/0");
+  const auto discarded = testing::run_cli(
+      {"discard", "-w", workspace_.path().string(), "tx-20260101000000-bbbbbb", "--", "a.txt"}, "",
+      env());
+  EXPECT_EQ(discarded.exit_code, 0) << discarded.out << discarded.err;
+  EXPECT_EQ(testing::read_file(elsewhere / "5"), "secret");
 }
 
 }  // namespace
