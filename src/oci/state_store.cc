@@ -227,12 +227,15 @@ bool ContainerDir::has_record() const {
 
 bool ContainerDir::waits_for_start() const {
   // Opening for writing delivers nothing: the reader waits for a byte.
+  // Only a fifo counts: anything else put there (a file, a symlink, a
+  // directory) is no process waiting.
+  struct stat st {};
   core::UniqueFd fifo(
       ::openat(dir_fd_.get(), kFifo, O_WRONLY | O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW));
-  if (fifo) return true;
-  if (errno == ENXIO || errno == ENOENT) return false;
-  struct stat st {};  // not ours to open (another user's state): it is there
-  return ::fstatat(dir_fd_.get(), kFifo, &st, AT_SYMLINK_NOFOLLOW) == 0;
+  if (fifo) return ::fstat(fifo.get(), &st) == 0 && S_ISFIFO(st.st_mode);
+  if (errno != EACCES && errno != EPERM) return false;  // ENXIO: no reader, ENOENT: gone
+  // Not ours to open (another user's state): there, if it is a fifo.
+  return ::fstatat(dir_fd_.get(), kFifo, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISFIFO(st.st_mode);
 }
 
 core::Status ContainerDir::remove() {

@@ -1,8 +1,10 @@
 // The OCI runtime's commands that work from state alone (design §1.4-1.5),
 // driven through the CLI as engines drive them. The "container" is a
 // `sleep` child of the test, named by a state record the test writes.
+#include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/file.h>
 #include <sys/wait.h>
 
 #include <fstream>
@@ -56,6 +58,47 @@ TEST_F(OciStateCliTest, StateOfRunningAndCreated) {
   EXPECT_EQ(state["annotations"]["org.pulsebox.enforced"], "test");
   testing::write_oci_record(root_, "c2", child_.pid(), start_time_, /*with_fifo=*/true);
   EXPECT_EQ(state_of("c2")["status"], "created");
+}
+
+// Only a fifo at exec.fifo is a process waiting for start: a file, a
+// symlink or a directory put there reads as running, and start refuses it
+// (it wrote its byte into a regular file and ran poststart again).
+TEST_F(OciStateCliTest, OnlyAFifoAtExecFifoReadsAsCreated) {
+  for (const char* kind : {"file", "symlink", "directory"}) {
+    SCOPED_TRACE(kind);
+    const std::string id = std::string("c-") + kind;
+    testing::write_oci_record(root_, id, child_.pid(), start_time_);
+    const fs::path fifo = root_ / id / "exec.fifo";
+    if (std::string(kind) == "file") testing::write_file(fifo, "");
+    if (std::string(kind) == "symlink") fs::create_symlink("state.json", fifo);
+    if (std::string(kind) == "directory") fs::create_directory(fifo);
+    EXPECT_EQ(state_of(id)["status"], "running");
+    const auto started = run_oci(root_, {"start", id});
+    EXPECT_EQ(started.exit_code, 1) << started.err;
+    EXPECT_NE(started.err.find("is not created"), std::string::npos) << started.err;
+    fs::remove(fifo);
+  }
+}
+
+// Two starts of one container: the second is refused while the first
+// holds the fifo (the state lock is shared, so that `state` never reads a
+// start as a create); both used to write their byte and run poststart.
+TEST_F(OciStateCliTest, AStartWhileAnotherIsUnderWayIsRefused) {
+  testing::write_oci_record(root_, "c1", child_.pid(), start_time_, /*with_fifo=*/true);
+  // The first start, as it is between its lock and its byte.
+  const int first = ::open((root_ / "c1" / "exec.fifo").c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+  ASSERT_GE(first, 0);
+  ASSERT_EQ(::flock(first, LOCK_EX | LOCK_NB), 0);
+  const auto second = run_oci(root_, {"start", "c1"});
+  EXPECT_EQ(second.exit_code, 1) << second.err;
+  EXPECT_NE(second.err.find("is being started, or was, by another command"), std::string::npos)
+      << second.err;
+  EXPECT_TRUE(fs::exists(root_ / "c1" / "exec.fifo")) << "the first start's fifo is left to it";
+  ::close(first);
+  // Once the first is gone without its byte, a start works.
+  const auto again = run_oci(root_, {"start", "c1"});
+  EXPECT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_FALSE(fs::exists(root_ / "c1" / "exec.fifo"));
 }
 
 TEST_F(OciStateCliTest, KillTermStopsIt) {

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -425,12 +426,36 @@ core::Status start(StateStore& store, std::string_view id) {
   core::UniqueFd fifo(
       ::openat(dir.fd(), kFifoName, O_WRONLY | O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW));
   if (!fifo) return io_error("opening " + std::string(id) + "/exec.fifo");
+  // One start at a time (the state lock is shared, so that `state` never
+  // reads a start as a create): the fifo's own lock, then the fifo must
+  // still be there, not removed by a start that came first.
+  struct stat opened {};
+  if (::fstat(fifo.get(), &opened) != 0 || !S_ISFIFO(opened.st_mode))
+    return core::Error(core::ErrorKind::kInvalidInput, "oci",
+                       "container " + std::string(id) + ": exec.fifo is not a fifo");
+  if (::flock(fifo.get(), LOCK_EX | LOCK_NB) != 0 || ::fstat(fifo.get(), &opened) != 0 ||
+      opened.st_nlink == 0)
+    return core::Error(
+        core::ErrorKind::kInvalidInput, "oci",
+        "container " + std::string(id) + " is being started, or was, by another command");
   core::trace_phase("oci: start fifo opened");
   // The byte, then the fifo gone. A start killed between the two leaves a
   // fifo whose reader closed it at execve, which reads as running
   // (ContainerDir::waits_for_start); removed first, a start killed before
-  // its byte left a process waiting for ever that read as running.
-  if (::write(fifo.get(), "0", 1) != 1) return io_error("writing exec.fifo");
+  // its byte left a process waiting for ever that read as running. A reader
+  // gone meanwhile (the process killed) is an error, not SIGPIPE.
+  struct sigaction ignore {
+  }, previous{};
+  ignore.sa_handler = SIG_IGN;
+  ::sigaction(SIGPIPE, &ignore, &previous);
+  const ssize_t written = ::write(fifo.get(), "0", 1);
+  const int write_errno = errno;
+  ::sigaction(SIGPIPE, &previous, nullptr);
+  if (written != 1 && write_errno == EPIPE)
+    return core::Error(core::ErrorKind::kInvalidInput, "oci",
+                       "container " + std::string(id) + "'s process ended before it was started");
+  errno = write_errno;
+  if (written != 1) return io_error("writing exec.fifo");
   core::trace_phase("oci: start byte written");
   if (::unlinkat(dir.fd(), kFifoName, 0) != 0 && errno != ENOENT)
     return io_error("removing exec.fifo");
