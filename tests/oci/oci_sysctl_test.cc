@@ -60,5 +60,29 @@ TEST_F(OciSysctlTest, AKeyTheKernelLacksFailsCreateNamingTheKey) {
   EXPECT_EQ(leftover_leaves(), std::vector<std::string>{});
 }
 
+// A key is written only through the container's own proc mount: a config
+// that bind-mounts another directory inside /proc/sys (here the runtime's
+// /proc/sys/kernel over fs/mqueue) would take a key classified for the ipc
+// namespace to a file of another (fs.mqueue.domainname to the uts
+// namespace's domainname; fs.mqueue.core_pattern would be the host's
+// global core_pattern). Such a path is refused, naming the key.
+TEST_F(OciSysctlTest, NoMountIsCrossedInsideProc) {
+  const std::string domain_before = testing::read_file("/proc/sys/kernel/domainname");
+  auto b = bundle({"sh", "-c", "cat /proc/sys/kernel/domainname"});
+  b.config["mounts"].push_back({{"destination", "/proc/sys/fs/mqueue"},
+                                {"type", "bind"},
+                                {"source", "/proc/sys/kernel"},
+                                {"options", {"rbind"}}});
+  b.config["linux"]["sysctl"] = {{"fs.mqueue.domainname", "via-mqueue"}};
+  b.write();
+  const auto created = oci({"create", "--bundle", b.dir.string(), "c1"});
+  EXPECT_EQ(created.exit_code, 1) << created.err;
+  EXPECT_NE(created.err.find("linux.sysctl.fs.mqueue.domainname"), std::string::npos)
+      << created.err;
+  EXPECT_NE(created.err.find("no mount on the way"), std::string::npos) << created.err;
+  EXPECT_FALSE(fs::exists(root_ / "c1"));
+  EXPECT_EQ(testing::read_file("/proc/sys/kernel/domainname"), domain_before);
+}
+
 }  // namespace
 }  // namespace pulsebox

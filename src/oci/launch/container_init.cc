@@ -76,29 +76,38 @@ constexpr TerminalStages kConsoleStages{"starting a session for the console",
                                         "connecting the console to stdin, stdout and stderr",
                                         "sending the console to the console socket"};
 
-// linux.sysctl: each value goes through the root's own proc mount. The
-// directory is resolved in the root with no symlink at all and must be on
-// procfs, so a hostile image's /proc (a symlink to a host path, or a plain
-// directory with nothing mounted on it) fails create instead of leading
-// the write to another file. The entry is then opened in that directory.
+// linux.sysctl: each value goes through the root's own proc mount. /proc is
+// resolved in the root with no symlink at all and must be procfs, so a
+// hostile image's /proc (a symlink to a host path, or a plain directory
+// with nothing mounted on it) fails create instead of leading the write to
+// another file. Below it no mount may be crossed: a config's bind mount
+// inside /proc/sys (of another namespace's directory, or the host's) would
+// take a key classified for one namespace to a file of another.
 PULSEBOX_CHILD_CODE void write_sysctls(const ContainerPlan& plan, int root_fd,
                                        const Failure& fail) noexcept {
+  constexpr char kProc[] = "proc/";  // plan_builder's prefix of every directory
   for (const auto& sysctl : plan.sysctls) {
     open_how how{};
     how.flags = O_PATH | O_DIRECTORY | O_CLOEXEC;
     how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
-    const long directory = raw(SYS_openat2, root_fd, sysctl.directory.c_str(), &how, sizeof how);
-    check(fail, sysctl.stage.c_str(), directory,
-          "(its directory under the root's /proc, which must be a proc mount and no symlink)");
+    const long proc = raw(SYS_openat2, root_fd, "proc", &how, sizeof how);
+    check(fail, sysctl.stage.c_str(), proc,
+          "(the root's /proc, which must be a proc mount and no symlink)");
     struct statfs filesystem {};
-    const long stat_result = raw(SYS_fstatfs, directory, &filesystem);
+    const long stat_result = raw(SYS_fstatfs, proc, &filesystem);
     check(fail, sysctl.stage.c_str(), stat_result);
     if (filesystem.f_type != PROC_SUPER_MAGIC)
       fail(sysctl.stage.c_str(), EXDEV, "(the root's /proc is not a proc mount)");
-    const long fd = raw(SYS_openat, directory, sysctl.name.c_str(),
-                        O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    how.resolve = RESOLVE_BENEATH | RESOLVE_NO_XDEV | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+    const long directory =
+        raw(SYS_openat2, proc, sysctl.directory.c_str() + sizeof kProc - 1, &how, sizeof how);
+    raw(SYS_close, proc);
+    check(fail, sysctl.stage.c_str(), directory,
+          "(its directory in the root's /proc, with no mount on the way)");
+    how.flags = O_WRONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC;
+    const long fd = raw(SYS_openat2, directory, sysctl.name.c_str(), &how, sizeof how);
     raw(SYS_close, directory);
-    check(fail, sysctl.stage.c_str(), fd);
+    check(fail, sysctl.stage.c_str(), fd, "(no mount on the way)");
     const long written = raw(SYS_write, fd, sysctl.value.data(), sysctl.value.size());
     raw(SYS_close, fd);
     check(fail, sysctl.stage.c_str(), written, sysctl.value.c_str());
