@@ -47,18 +47,22 @@ void append_bounded(std::string& into, const char* data, std::size_t size) {
   if (into.size() > kMaxOutputBytes) into.erase(0, into.size() - kMaxOutputBytes);
 }
 
-// Reads what `fd` has now into `into`; false at end of file or error.
+// Reads what `fd` has now into `into`, at most 64 reads (a writer that
+// keeps the pipe full must not keep the caller from its deadline); false at
+// end of file or error.
 bool drain(int fd, std::string& into) {
   char buffer[4096];
-  for (;;) {
+  for (int reads = 0; reads < 64;) {
     const ssize_t n = ::read(fd, buffer, sizeof buffer);
     if (n > 0) {
       append_bounded(into, buffer, static_cast<std::size_t>(n));
+      ++reads;
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
     return n < 0 && errno == EAGAIN;
   }
+  return true;
 }
 
 Outcome spawn_and_wait(const spec::Hook& hook, const std::string& state) {
@@ -133,8 +137,11 @@ Outcome spawn_and_wait(const spec::Hook& hook, const std::string& state) {
     const auto left =
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
     if (left <= 0) {
-      // The whole group: whatever the hook started goes with it.
+      // The whole group: whatever the hook started goes with it; and the
+      // hook itself by its pidfd, in case it left the group (waitid below
+      // waits for it alone).
       ::kill(-pid, SIGKILL);
+      if (pidfd) (void)linux_api::sys_pidfd_send_signal(pidfd.get(), SIGKILL);
       outcome.timed_out = true;
       break;
     }

@@ -170,6 +170,31 @@ TEST_F(OciHooksTest, ACreateContainerHookPastItsTimeoutIsKilledAndCreateFails) {
   expect_nothing_left();
 }
 
+// A runtime hook that leaves its process group (a child makes a group of
+// its own, the hook joins it) is still killed at its timeout: the group's
+// kill missed it, and create waited for it to end by itself. (The child,
+// in a group of its own, ends 3 s later.)
+TEST_F(OciHooksTest, ARuntimeHookThatLeavesItsGroupIsKilledAtItsTimeout) {
+  const std::string escape =
+      "import os, time\n"
+      "child = os.fork()\n"
+      "if child == 0:\n"
+      "    os.setpgid(0, 0)\n"
+      "    time.sleep(3)\n"
+      "    os._exit(0)\n"
+      "time.sleep(0.2)\n"
+      "os.setpgid(0, child)\n"
+      "time.sleep(30)\n";
+  bundle({{"createRuntime",
+           {{{"path", "/usr/bin/python3"}, {"args", {"python3", "-c", escape}}, {"timeout", 1}}}}});
+  const auto started = std::chrono::steady_clock::now();
+  const auto created = oci({"create", "--bundle", (temp_ / "bundle").string(), "c1"});
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(15));
+  EXPECT_EQ(created.exit_code, 1);
+  EXPECT_NE(created.err.find("after its timeout of 1 s"), std::string::npos) << created.err;
+  expect_nothing_left();
+}
+
 // podman's and Docker's seccomp profiles answer clone3 with ENOSYS (libc
 // then uses clone); the startContainer hook runs after the filter is on.
 TEST_F(OciHooksTest, AStartContainerHookRunsUnderAProfileWithoutClone3) {
