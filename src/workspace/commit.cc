@@ -36,6 +36,38 @@ using json = nlohmann::json;
 
 // Applies every step; each is idempotent so a replay after a crash at any
 // point converges on the committed state.
+namespace {
+
+// `name` in `dir` (open as `fd`, described by `st`) replaced by a copy of
+// itself with `mode`, its owner and times: the other links keep theirs.
+core::Status replace_with_copy(int dir, const std::string& name, int fd, const struct stat& st,
+                               unsigned mode, const std::string& path) {
+  const std::string temp = std::string(kTempPrefix) + random_hex(12);
+  UniqueFd copy(
+      ::openat(dir, temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+  if (!copy) return Error::from_errno("workspace", "copy of " + path);
+  const auto failed = [&](const std::string& what) {
+    const Error error = Error::from_errno("workspace", what + " " + path);
+    ::unlinkat(dir, temp.c_str(), 0);
+    return error;
+  };
+  for (off_t left = st.st_size; left > 0;) {
+    const ssize_t n =
+        ::copy_file_range(fd, nullptr, copy.get(), nullptr, static_cast<std::size_t>(left), 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return failed("copying");
+    left -= n;
+  }
+  const timespec times[2] = {st.st_atim, st.st_mtim};
+  if (::fchown(copy.get(), st.st_uid, st.st_gid) != 0 && errno != EPERM) return failed("chown");
+  if (::fchmod(copy.get(), mode) != 0) return failed("chmod");
+  if (::futimens(copy.get(), times) != 0) return failed("setting the times of");
+  if (::renameat(dir, temp.c_str(), dir, name.c_str()) != 0) return failed("rename into place:");
+  return core::ok_status();
+}
+
+}  // namespace
+
 core::Status TransactionStore::apply(const Draft& draft, int root_fd,
                                      std::size_t* temp_files_removed) {
   const auto blobs = tx_dir(draft.id) / "blobs";
@@ -135,6 +167,15 @@ core::Status TransactionStore::apply(const Draft& draft, int root_fd,
       }
       case StagedOp::Chmod: {
         UniqueFd fd(::openat(dir, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+        struct stat linked {};
+        if (fd && ::fstat(fd.get(), &linked) == 0 && S_ISREG(linked.st_mode) &&
+            linked.st_nlink > 1) {
+          // A file with other links (a pnpm store's, a `cp -al` tree's) is
+          // not changed in place: its new mode is the workspace's alone, as
+          // a written file's content is.
+          PB_CHECK(replace_with_copy(dir, name, fd.get(), linked, entry.mode, path));
+          break;
+        }
         if (!fd || ::fchmod(fd.get(), entry.mode) != 0) {
           return Error::from_errno("workspace", "chmod " + path);
         }

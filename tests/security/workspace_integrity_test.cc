@@ -396,5 +396,27 @@ TEST_F(WorkspaceIntegrityTest, APlantedTransactionsSymlinkedDirectoriesAreNotFol
   EXPECT_EQ(testing::read_file(elsewhere / "5"), "secret");
 }
 
+// A mode change of a file with other links (a pnpm store's, a `cp -al`
+// tree's) reaches the workspace's file only: the link outside keeps its
+// mode, as it keeps its content when the workspace's file is written.
+TEST_F(WorkspaceIntegrityTest, AModeChangeLeavesTheFilesOtherLinksAlone) {
+  const fs::path shared = scratch_ / "shared.js";
+  testing::write_file(shared, "module.exports = 1;\n");
+  fs::permissions(shared, fs::perms(0644));
+  fs::create_hard_link(shared, workspace_ / "lib.js");
+  const auto run = testing::run_cli(run_args("chmod 666 lib.js"), "", env());
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const auto committed = commit(nlohmann::json::parse(run.out)["transaction_id"]);
+  ASSERT_EQ(committed.exit_code, 0) << committed.out << committed.err;
+  struct stat outside {
+  }, inside{};
+  ASSERT_EQ(::stat(shared.c_str(), &outside), 0);
+  ASSERT_EQ(::stat((workspace_ / "lib.js").c_str(), &inside), 0);
+  EXPECT_EQ(outside.st_mode & 07777, 0644u);
+  EXPECT_EQ(inside.st_mode & 07777, 0666u);
+  EXPECT_EQ(testing::read_file(workspace_ / "lib.js"), "module.exports = 1;\n");
+  EXPECT_EQ(testing::read_file(shared), "module.exports = 1;\n");
+}
+
 }  // namespace
 }  // namespace pulsebox
