@@ -34,8 +34,6 @@ using core::random_hex;
 using core::UniqueFd;
 using json = nlohmann::json;
 
-// Applies every step; each is idempotent so a replay after a crash at any
-// point converges on the committed state.
 namespace {
 
 // `name` in `dir` (open as `fd`, described by `st`) replaced by a copy of
@@ -66,8 +64,30 @@ core::Status replace_with_copy(int dir, const std::string& name, int fd, const s
   return core::ok_status();
 }
 
+// Every Write's blob is a regular file this store wrote (a symlink planted
+// in blobs/ would be renamed into the workspace as if it were the file);
+// with `gone_ok`, a blob already renamed into place (a replay) passes.
+core::Status check_blobs_are_files(const Draft& draft, const std::filesystem::path& dir,
+                                   bool gone_ok) {
+  PB_TRY(blob_dir, core::open_directory(dir / "blobs"));
+  BlobShards shards(blob_dir.get());
+  for (const auto& [path, entry] : draft.entries) {
+    if (entry.op != StagedOp::Write) continue;
+    auto blob = shards.locate(entry.blob);
+    struct stat st {};
+    const bool found =
+        blob && ::fstatat(blob->dir, blob->name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
+    if (!found && blob && gone_ok && errno == ENOENT) continue;
+    if (!found || !S_ISREG(st.st_mode))
+      return corrupt(dir / "blobs" / entry.blob, "not a regular file");
+  }
+  return core::ok_status();
+}
+
 }  // namespace
 
+// Applies every step; each is idempotent so a replay after a crash at any
+// point converges on the committed state.
 core::Status TransactionStore::apply(const Draft& draft, int root_fd,
                                      std::size_t* temp_files_removed) {
   const auto blobs = tx_dir(draft.id) / "blobs";
@@ -306,19 +326,8 @@ core::Result<std::vector<std::string>> TransactionStore::commit(
   const bool partial = !rest.entries.empty();
 
   // 1. Nothing changed underneath since staging, and every blob is a file
-  // this store wrote (a symlink planted in blobs/ would be renamed into the
-  // workspace as if it were the file).
-  PB_TRY(blob_dir, core::open_directory(dir / "blobs"));
-  BlobShards shards(blob_dir.get());
-  for (const auto& [path, entry] : draft.entries) {
-    if (entry.op != StagedOp::Write) continue;
-    auto blob = shards.locate(entry.blob);
-    struct stat st {};
-    if (!blob || ::fstatat(blob->dir, blob->name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 ||
-        !S_ISREG(st.st_mode)) {
-      return corrupt(dir / "blobs" / entry.blob, "not a regular file");
-    }
-  }
+  // this store wrote.
+  PB_CHECK(check_blobs_are_files(draft, dir, /*gone_ok=*/false));
   std::vector<std::pair<std::string, std::string>> conflicts;  // path, why
   for (const auto& [path, entry] : draft.entries) {
     // Beneath a directory that replaces a symlink or file: that entry's own
@@ -498,20 +507,9 @@ core::Status TransactionStore::replay(const std::string& id, int root_fd,
                      dir.string() + " after looking at it: " + why.to_string());
   };
   if (auto checked = check_directories(id); !checked.ok()) return planted(checked.error());
-  PB_TRY(blob_dir, core::open_directory(dir / "blobs"));
-  BlobShards shards(blob_dir.get());
-  for (const auto& [path, entry] : draft.entries) {
-    if (entry.op == StagedOp::Write) {
-      auto blob = shards.locate(entry.blob);
-      struct stat st {};
-      // Gone: applied before the interruption (apply() skips it).
-      if (blob && ::fstatat(blob->dir, blob->name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 &&
-          errno == ENOENT)
-        continue;
-      if (!blob || !S_ISREG(st.st_mode))
-        return planted(corrupt(dir / "blobs" / entry.blob, "not a regular file"));
-    }
-  }
+  // A blob gone was renamed into place before the interruption.
+  if (auto files = check_blobs_are_files(draft, dir, /*gone_ok=*/true); !files.ok())
+    return planted(files.error());
   for (const auto& [path, entry] : draft.entries) {
     if (auto allowed = check_entry_policy(draft, entry); !allowed.ok())
       return planted(allowed.error());
