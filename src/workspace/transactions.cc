@@ -508,28 +508,30 @@ core::Result<Draft> TransactionStore::load(const std::string& id, std::string_vi
 
 core::Status TransactionStore::check_directories(const std::string& id) const {
   const auto dir = tx_dir(id);
-  const std::filesystem::path needed[] = {root_ / ".agent", dir.parent_path(), dir};
-  const std::filesystem::path optional[] = {dir / "blobs", dir / "base", dir / "redacted"};
-  for (const auto& paths : {std::span<const std::filesystem::path>(needed),
-                            std::span<const std::filesystem::path>(optional)}) {
-    for (const auto& path : paths) {
-      struct stat st {};
-      if (::lstat(path.c_str(), &st) != 0) {
-        if (errno == ENOENT && paths.data() == optional) continue;
-        if (errno == ENOENT) {
-          return Error(
-              ErrorKind::kInvalidInput, "workspace",
-              "no transaction \"" + id + "\" in " + root_.string() + " (see `pulsebox changes`)");
-        }
-        return unreadable(path, errno);
+  struct Wanted {
+    std::filesystem::path path;
+    bool optional;
+  };
+  const Wanted wanted[] = {
+      {root_ / ".agent", false}, {dir.parent_path(), false}, {dir, false},
+      {dir / "blobs", true},     {dir / "base", true},       {dir / "redacted", true}};
+  for (const auto& [path, optional] : wanted) {
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) != 0) {
+      if (errno == ENOENT && optional) continue;
+      if (errno == ENOENT) {
+        return Error(
+            ErrorKind::kInvalidInput, "workspace",
+            "no transaction \"" + id + "\" in " + root_.string() + " (see `pulsebox changes`)");
       }
-      if (!S_ISDIR(st.st_mode)) {
-        return Error(ErrorKind::kSecurity, "workspace",
-                     path.string() +
-                         " is not a directory (a symlink?): pulsebox never made this transaction "
-                         "so; refusing to use it (`pulsebox discard " +
-                         id + "` removes it)");
-      }
+      return unreadable(path, errno);
+    }
+    if (!S_ISDIR(st.st_mode)) {
+      return Error(ErrorKind::kSecurity, "workspace",
+                   path.string() +
+                       " is not a directory (a symlink?): pulsebox never made this transaction "
+                       "so; refusing to use it (`pulsebox discard " +
+                       id + "` removes it)");
     }
   }
   return core::ok_status();
