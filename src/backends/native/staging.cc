@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <thread>
 
 namespace pulsebox::backends::native {
 
@@ -127,14 +128,14 @@ core::Status make_staging(const fs::path& pool, const fs::path& run_dir) {
 TrashRemover::TrashRemover(fs::path trash, fs::path pool) {
   std::error_code ec;
   if (fs::is_empty(trash, ec) || ec) return;  // the usual case: nothing to do
-  thread_ = std::thread([this, trash = std::move(trash), pool = std::move(pool)] {
-    empty_trash(trash, pool, stop_);
-  });
+  stop_ = std::make_shared<std::atomic<bool>>(false);
+  std::thread([stop = stop_, trash = std::move(trash), pool = std::move(pool)] {
+    empty_trash(trash, pool, *stop);
+  }).detach();
 }
 
 TrashRemover::~TrashRemover() {
-  stop_.store(true);
-  if (thread_.joinable()) thread_.join();
+  if (stop_) stop_->store(true);
 }
 
 }  // namespace pulsebox::backends::native

@@ -13,7 +13,7 @@
 
 #include <atomic>
 #include <filesystem>
-#include <thread>
+#include <memory>
 
 #include "core/result.h"
 
@@ -35,8 +35,10 @@ void empty_trash(const std::filesystem::path& trash, const std::filesystem::path
                  const std::atomic<bool>& stop);
 
 // empty_trash() on a thread of its own while a run goes on (in a process
-// without a resident runtime's own thread); stops it when destroyed, and
-// whatever is left waits for the next run.
+// without a resident runtime's own thread). Destroyed, it tells the thread
+// to stop after the tree in hand and does not wait for it: the run's result
+// is not held up by a removal, the thread ends on its own soon after (or
+// with the process), and whatever is left waits for the next run.
 class TrashRemover {
  public:
   TrashRemover(std::filesystem::path trash, std::filesystem::path pool);
@@ -45,8 +47,7 @@ class TrashRemover {
   ~TrashRemover();
 
  private:
-  std::atomic<bool> stop_{false};
-  std::thread thread_;
+  std::shared_ptr<std::atomic<bool>> stop_;  // shared with the thread, which may outlive this
 };
 
 }  // namespace pulsebox::backends::native
