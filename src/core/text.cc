@@ -163,6 +163,16 @@ std::string ascii_lower(std::string_view text) {
   return out;
 }
 
+std::string octal_mode(unsigned mode) {
+  std::string out;
+  for (int shift = 9; shift >= 0; shift -= 3) {
+    const unsigned digit = (mode >> shift) & 07;
+    if (shift == 9 && digit == 0) continue;
+    out += static_cast<char>('0' + digit);
+  }
+  return out;
+}
+
 TextPosition position_of_offset(std::string_view text, std::size_t offset) {
   TextPosition pos;
   for (std::size_t i = 0; i < offset && i < text.size(); ++i) {

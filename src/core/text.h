@@ -36,6 +36,10 @@ std::string escape_for_terminal(std::string_view text, bool keep_newlines = fals
 // ASCII-only lower case, for keywords such as "allow" or "Write".
 std::string ascii_lower(std::string_view text);
 
+// A file mode's permission bits in octal as chmod takes them: "755",
+// "4755" when a setuid, setgid or sticky bit is set.
+std::string octal_mode(unsigned mode);
+
 // "EINVAL (Invalid argument)": the errno's name and its description.
 std::string describe_errno(int error_number);
 

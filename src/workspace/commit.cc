@@ -80,6 +80,13 @@ core::Status check_blobs_are_files(const Draft& draft, const std::filesystem::pa
     if (!found && blob && gone_ok && errno == ENOENT) continue;
     if (!found || !S_ISREG(st.st_mode))
       return corrupt(dir / "blobs" / entry.blob, "not a regular file");
+    // A blob carries its final mode, which the diff showed from the
+    // manifest: any other (a planted setuid bit) is not what was reviewed.
+    if ((st.st_mode & 07777) != entry.mode) {
+      return corrupt(dir / "blobs" / entry.blob,
+                     "its mode " + core::octal_mode(st.st_mode & 07777) +
+                         " is not the staged one, " + core::octal_mode(entry.mode));
+    }
   }
   return core::ok_status();
 }

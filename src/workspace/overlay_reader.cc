@@ -129,8 +129,7 @@ struct Walker {
   void note_dropped_bits(const std::string& path, mode_t mode) {
     if ((mode & (S_ISUID | S_ISGID)) != 0) {
       note(path, "setuid/setgid bits dropped (committed with mode " +
-                     std::to_string((mode & 0777) / 64) + std::to_string((mode & 077) / 8) +
-                     std::to_string(mode & 07) + ")");
+                     core::octal_mode(mode & 0777) + ")");
     }
   }
 

@@ -396,6 +396,42 @@ TEST_F(WorkspaceIntegrityTest, APlantedTransactionsSymlinkedDirectoriesAreNotFol
   EXPECT_EQ(testing::read_file(elsewhere / "5"), "secret");
 }
 
+// A planted pending transaction's blob whose mode is not its manifest's
+// (setuid, where the diff shows 0755) is refused at commit: what is written
+// must be what the review showed, and a setuid file never comes from a run.
+TEST_F(WorkspaceIntegrityTest, APlantedBlobWithAnotherModeThanItsManifestIsNotCommitted) {
+  const std::string tx = "tx-20260101000000-5e7u1d";
+  const fs::path dir = workspace_ / ".agent/transactions" / tx;
+  fs::create_directories(dir / "blobs/0");
+  testing::write_file(dir / "blobs/0/0", "#!/bin/sh\nid\n");
+  ASSERT_EQ(::chmod((dir / "blobs/0/0").c_str(), 04755), 0);
+  nlohmann::json absent = {
+      {"type", "absent"}, {"inode", 0}, {"device", 0},  {"size", 0},
+      {"mtime_ns", 0},    {"mode", 0},  {"sha256", ""}, {"changed_during_run", false}};
+  nlohmann::json entry = {{"path", "tool"},    {"op", "write"}, {"mode", 0755},
+                          {"link_target", ""}, {"blob", "0/0"}, {"size", 13},
+                          {"snapshot", absent}};
+  nlohmann::json doc = {{"version", 1},
+                        {"id", tx},
+                        {"created", "2026-01-01T00:00:00Z"},
+                        {"next_blob", 1},
+                        {"origin", "planted"},
+                        {"entries", {entry}}};
+  testing::write_file(dir / "manifest.json", doc.dump());
+  const auto refused = commit(tx);
+  EXPECT_EQ(refused.exit_code, 125) << refused.out << refused.err;
+  EXPECT_NE(refused.err.find("mode"), std::string::npos) << refused.err;
+  EXPECT_FALSE(fs::exists(fs::symlink_status(workspace_ / "tool")));
+
+  // The same blob with the manifest's mode commits.
+  ASSERT_EQ(::chmod((dir / "blobs/0/0").c_str(), 0755), 0);
+  const auto committed = commit(tx);
+  ASSERT_EQ(committed.exit_code, 0) << committed.out << committed.err;
+  struct stat st {};
+  ASSERT_EQ(::stat((workspace_ / "tool").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0755u);
+}
+
 // A mode change of a file with other links (a pnpm store's, a `cp -al`
 // tree's) reaches the workspace's file only: the link outside keeps its
 // mode, as it keeps its content when the workspace's file is written.

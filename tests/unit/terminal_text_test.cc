@@ -136,5 +136,14 @@ TEST(WriteDecimal, WritesWhatToStringWritesForEveryEdge) {
   }
 }
 
+TEST(OctalMode, ThreeDigitsOrFourWithSpecialBits) {
+  EXPECT_EQ(core::octal_mode(0755), "755");
+  EXPECT_EQ(core::octal_mode(0), "000");
+  EXPECT_EQ(core::octal_mode(0640), "640");
+  EXPECT_EQ(core::octal_mode(04755), "4755");
+  EXPECT_EQ(core::octal_mode(07777), "7777");
+  EXPECT_EQ(core::octal_mode(01777), "1777");
+}
+
 }  // namespace
 }  // namespace pulsebox
