@@ -117,6 +117,23 @@ struct Walker {
     return euid == 0 && ::fchown(fd, 0, 0) == 0;
   }
 
+  // Why a path the run changed can never be staged, refused alone so that
+  // the rest of the change set is not held for it ("" when it can be).
+  static std::string unstageable(const std::string& path) {
+    // The commit reaches each path by name beneath the workspace's root: a
+    // longer one could never be applied (and, staged, would stop the commit
+    // halfway through).
+    if (path.size() >= PATH_MAX) {
+      return "a path of " + std::to_string(path.size()) + " bytes, over the kernel's limit of " +
+             std::to_string(PATH_MAX - 1) + ": it could not be committed";
+    }
+    // Paths with one are refused everywhere in a workspace (pulsebox/path_validator.h):
+    // a share from another system can take it for a separator.
+    if (path.find('\\') != std::string::npos)
+      return "a backslash in the name, which pulsebox never writes into a workspace";
+    return "";
+  }
+
   core::Status refuse(const std::string& path, std::string reason) {
     draft.refused.push_back({path, std::move(reason)});
     return core::ok_status();
@@ -148,6 +165,10 @@ struct Walker {
       for (const std::string& name : list_directory(lower)) {
         if (top_of_copy && name == ".agent") continue;
         if (present.count(name) == 0) {
+          if (std::string why = unstageable(prefix + name); !why.empty()) {
+            PB_CHECK(refuse(prefix + name, std::move(why)));
+            continue;
+          }
           Entry entry;
           entry.path = prefix + name;
           entry.op = StagedOp::Delete;
@@ -164,14 +185,7 @@ struct Walker {
   core::Status visit(int upper, int lower, bool hidden, const std::string& prefix,
                      const std::string& name, int depth) {
     const std::string path = prefix + name;
-    // The commit reaches each path by name beneath the workspace's root: a
-    // longer one could never be applied (and, staged, would stop the commit
-    // halfway through).
-    if (path.size() >= PATH_MAX) {
-      return refuse(path, "a path of " + std::to_string(path.size()) +
-                              " bytes, over the kernel's limit of " + std::to_string(PATH_MAX - 1) +
-                              ": it could not be committed");
-    }
+    if (std::string why = unstageable(path); !why.empty()) return refuse(path, std::move(why));
     struct stat st {};
     if (::fstatat(upper, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
       return Error::from_errno("overlay", "stat " + path);

@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <thread>
 
 #include "helpers/cli_fixture.h"
@@ -310,6 +311,35 @@ TEST_F(WorkspaceIntegrityTest, APathLongerThanTheKernelTakesIsRefusedWhenTheRunE
   EXPECT_EQ(status.value("status", ""), "held") << reason;
   const auto listed = testing::run_cli({"changes", "-w", workspace_.path().string()}, "", env());
   EXPECT_EQ(listed.exit_code, 0) << listed.err.substr(0, 300);
+}
+
+// A name pulsebox never writes (a backslash in it) is refused alone: the
+// run's other changes are staged, and the refusal is a field and the exit
+// status, both for a file the run made and for one the run deleted with
+// its directory.
+TEST_F(WorkspaceIntegrityTest, ANameWithABackslashIsRefusedAloneNotTheWholeChangeSet) {
+  fs::create_directories(workspace_ / "d");
+  testing::write_file(workspace_ / "d/old\\name", "old\n");
+  const auto run = testing::run_cli(
+      run_args("echo x > 'new\\name' && echo y > ok.txt && rm -r d && mkdir d && echo z > d/f"), "",
+      env());
+  EXPECT_EQ(run.exit_code, 123) << run.out << run.err;
+  const auto result = nlohmann::json::parse(run.out);
+  const auto status = result.value("changes_status", nlohmann::json::object());
+  EXPECT_EQ(status.value("status", ""), "held") << run.out;
+  std::set<std::string> refused;
+  for (const auto& item : status.value("refused", nlohmann::json::array())) {
+    refused.insert(item.value("path", ""));
+    EXPECT_NE(item.value("reason", "").find("backslash"), std::string::npos) << item.dump();
+  }
+  EXPECT_EQ(refused, (std::set<std::string>{"new\\name", "d/old\\name"})) << run.out;
+  ASSERT_TRUE(result.contains("transaction_id")) << run.out;
+  const auto committed = commit(result["transaction_id"]);
+  ASSERT_EQ(committed.exit_code, 0) << committed.out << committed.err;
+  EXPECT_EQ(testing::read_file(workspace_ / "ok.txt"), "y\n");
+  EXPECT_EQ(testing::read_file(workspace_ / "d/f"), "z\n");
+  EXPECT_FALSE(fs::exists(workspace_ / "new\\name"));
+  EXPECT_EQ(testing::read_file(workspace_ / "d/old\\name"), "old\n") << "its removal was refused";
 }
 
 // A planted transaction marked as being committed (READY and its log) is
