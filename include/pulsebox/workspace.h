@@ -311,7 +311,11 @@ class PULSEBOX_API Workspace {
     // still in progress holds a lock on its directory and is left alone.
     std::vector<std::string> removed_runs;
   };
-  ReconcileReport reconcile();
+  // `accept_unsealed`: interrupted commits to finish as logged although
+  // their commit point carries no seal this user's key verifies (decided as
+  // another user, with another audit key, or by an older pulsebox); without
+  // it such a commit is refused as planted (SandboxSecurityError).
+  ReconcileReport reconcile(const std::vector<std::string>& accept_unsealed = {});
 
  private:
   std::filesystem::path root_;

@@ -6,8 +6,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cstdio>
-
 #include "core/fs.h"
 #include "core/sha256.h"
 #include "core/text.h"
@@ -20,12 +18,6 @@ using core::ErrorKind;
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string octal_mode(mode_t mode) {
-  char text[8];
-  std::snprintf(text, sizeof text, "%04o", static_cast<unsigned>(mode & 07777));
-  return text;
-}
 
 Error key_error(const fs::path& file, const std::string& why) {
   return Error(ErrorKind::kSecurity, "audit", "audit key " + file.string() + ": " + why);
@@ -140,7 +132,7 @@ core::Status check_private_directory(const fs::path& dir, std::string_view what)
   }
   if ((st.st_mode & 022) != 0) {
     return Error(ErrorKind::kSecurity, "audit",
-                 name + " is writable by others (mode " + octal_mode(st.st_mode) +
+                 name + " is writable by others (mode " + core::octal_mode(st.st_mode & 07777) +
                      "): they could replace the audit key; use a private directory "
                      "(chmod go-w, or another PULSEBOX_AUDIT_KEY)");
   }
@@ -172,7 +164,8 @@ core::Result<std::unique_ptr<Key>> Key::load(const fs::path& file, bool create) 
   }
   if ((st.st_mode & 077) != 0) {
     return key_error(file, "its group or others can read or write it (mode " +
-                               octal_mode(st.st_mode) + "): chmod 600 " + file.string());
+                               core::octal_mode(st.st_mode & 07777) + "): chmod 600 " +
+                               file.string());
   }
   if (st.st_size != static_cast<off_t>(kKeyBytes)) {
     return key_error(file, "is " + std::to_string(st.st_size) +

@@ -1,4 +1,5 @@
-// pulsebox changes [--json] [--all] | reconcile [--json] [--oci-root DIR]   [-w DIR]
+// pulsebox changes [--json] [--all]
+//   | reconcile [--json] [--oci-root DIR] [--accept-unsealed TX]...   [-w DIR]
 // and the registration of every review command (diff: cmd_diff.cc;
 // commit, discard: cmd_commit.cc). The shared parts are cli/review.h.
 #include <filesystem>
@@ -260,7 +261,7 @@ int run_reconcile(const Options& options, const std::string& oci_root) {
     Workspace::ReconcileReport report;
     std::vector<std::string> native;
     try {
-      report = ws.reconcile();
+      report = ws.reconcile(options.ids);
       // The native backend's staging directories are per user, not per workspace.
       native = make_native_backend()->reconcile();
     } catch (const SandboxError& error) {
@@ -398,6 +399,10 @@ void register_changes_commands(CLI::App& app, int& exit_code) {
   add_workspace_option(reconcile, *options);
   add_audit_options(reconcile, *options);
   reconcile->add_flag("--json", options->json, "Print a JSON object");
+  reconcile->add_option("--accept-unsealed", options->ids,
+                        "Finish this interrupted commit as logged although its commit point "
+                        "carries no seal of this user's key (decided as another user, with "
+                        "another audit key, or by an older pulsebox); repeatable");
   auto oci_root = std::make_shared<std::string>();
   reconcile->add_option("--oci-root", *oci_root,
                         "The OCI runtime's state directory to reconcile too (default its "

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -21,6 +22,7 @@
 #include "core/sha256.h"
 #include "core/text.h"
 #include "core/trace.h"
+#include "workspace/commit_seal.h"
 #include "workspace/protected_changes.h"
 #include "workspace/safe_open.h"
 #include "workspace/store_files.h"
@@ -411,10 +413,13 @@ core::Result<std::vector<std::string>> TransactionStore::commit(
   PB_CHECK(write_entries(dir / "wal.json", wal, "steps", draft.entries));
   failpoint("wal written");
   {
-    UniqueFd ready(::open((dir / "READY").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600));
-    if (!ready || ::fsync(ready.get()) != 0) {
-      return Error::from_errno("workspace", "create " + (dir / "READY").string());
-    }
+    PB_TRY(seal, seal_commit_point(id, dir / "wal.json"));
+    UniqueFd ready(::open((dir / "READY").c_str(),
+                          O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+    if (!ready) return Error::from_errno("workspace", "create " + (dir / "READY").string());
+    PB_CHECK(core::write_all(ready.get(), seal, (dir / "READY").string()));
+    if (::fsync(ready.get()) != 0)
+      return Error::from_errno("workspace", "fsync " + (dir / "READY").string());
   }
   PB_CHECK(fsync_path(dir));
   failpoint("ready marker");
@@ -475,7 +480,7 @@ core::Status TransactionStore::finish_partial(const std::string& id,
 }
 
 core::Status TransactionStore::replay(const std::string& id, int root_fd,
-                                      std::size_t* temp_files_removed) {
+                                      std::size_t* temp_files_removed, bool accept_unsealed) {
   const auto dir = tx_dir(id);
   std::error_code ec;
   Draft draft;
@@ -484,6 +489,29 @@ core::Status TransactionStore::replay(const std::string& id, int root_fd,
     std::string path = entry.path;
     draft.entries.insert_or_assign(std::move(path), std::move(entry));
   };
+  // A decided commit passed a commit's checks before its READY was written,
+  // and its READY carries this user's seal over the log; a READY planted
+  // with its log (a cloned repository's .agent/) must not write what no
+  // commit of this user's decided, unreviewed.
+  const auto planted = [&](const Error& why) {
+    return Error(ErrorKind::kSecurity, "workspace",
+                 "transaction " + id +
+                     " is marked as being committed, but pulsebox cannot tell that it decided "
+                     "it (planted?); nothing of it was applied. Look at " +
+                     dir.string() +
+                     ", then remove it, or finish it as logged with `pulsebox reconcile "
+                     "--accept-unsealed " +
+                     id +
+                     "` if you committed it yourself (as another "
+                     "user, with another audit key, or with an older pulsebox): " +
+                     why.to_string());
+  };
+  if (auto checked = check_directories(id); !checked.ok()) return planted(checked.error());
+  if (!accept_unsealed) {
+    PB_TRY(ready, core::read_regular_file(dir / "READY", 4096, "commit point"));
+    if (auto sealed = check_commit_seal(id, dir / "wal.json", ready); !sealed.ok())
+      return planted(sealed.error());
+  }
   PB_TRY(wal, read_entries(dir / "wal.json", "steps", add));
   std::vector<std::string> refresh;
   try {
@@ -503,17 +531,8 @@ core::Status TransactionStore::replay(const std::string& id, int root_fd,
   } catch (const json::exception& error) {
     return corrupt(dir / "wal.json", error.what());
   }
-  // A decided commit passed these checks before its READY was written, so a
-  // replay passes them again; a READY planted with its log (a cloned
-  // repository's .agent/) must not write what no commit would, unreviewed.
-  const auto planted = [&](const Error& why) {
-    return Error(ErrorKind::kSecurity, "workspace",
-                 "transaction " + id +
-                     " is marked as being committed, but its log fails a commit's checks, so "
-                     "pulsebox did not decide it (planted?); nothing of it was applied. Remove " +
-                     dir.string() + " after looking at it: " + why.to_string());
-  };
-  if (auto checked = check_directories(id); !checked.ok()) return planted(checked.error());
+  // The checks a commit made before its READY pass again (a sealed log
+  // too: the seal does not vouch for blobs or a changed policy).
   // A blob gone was renamed into place before the interruption.
   if (auto files = check_blobs_are_files(draft, dir, /*gone_ok=*/true); !files.ok())
     return planted(files.error());
@@ -531,7 +550,8 @@ core::Status TransactionStore::replay(const std::string& id, int root_fd,
   return remove_committed(dir);
 }
 
-core::Result<Workspace::ReconcileReport> TransactionStore::reconcile() {
+core::Result<Workspace::ReconcileReport> TransactionStore::reconcile(
+    const std::vector<std::string>& accept_unsealed) {
   PB_TRY(lock_fd, lock());
   PB_TRY(root_fd, open_root());
   Workspace::ReconcileReport report;
@@ -545,7 +565,9 @@ core::Result<Workspace::ReconcileReport> TransactionStore::reconcile() {
     const bool ready = std::filesystem::exists(dir / "READY", ec);
     if (ready) {
       // Decided: replay the logged steps to the end.
-      PB_CHECK(replay(id, root_fd.get(), &report.removed_temp_files));
+      const bool accepted =
+          std::find(accept_unsealed.begin(), accept_unsealed.end(), id) != accept_unsealed.end();
+      PB_CHECK(replay(id, root_fd.get(), &report.removed_temp_files, accepted));
       report.replayed.push_back(id);
       continue;
     }

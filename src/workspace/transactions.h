@@ -152,7 +152,10 @@ class TransactionStore {
   // directories they lie in; the rest stays pending in the same transaction.
   core::Result<std::vector<std::string>> commit(const std::string& id,
                                                 const std::vector<std::string>& selected = {});
-  core::Result<Workspace::ReconcileReport> reconcile();
+  // `accept_unsealed`: ids whose READY carries no seal this process can
+  // verify (commit_seal.h) to replay as logged all the same; the user vouches.
+  core::Result<Workspace::ReconcileReport> reconcile(
+      const std::vector<std::string>& accept_unsealed = {});
 
   // The decision for one entry of `draft` at commit time (also used by
   // stage(), before the entry joins the draft).
@@ -184,8 +187,10 @@ class TransactionStore {
   // own, blobs/, base/, redacted/) are not real directories: one planted
   // as a symlink would take reads, renames and removals elsewhere.
   core::Status check_directories(const std::string& id) const;
-  // Replays a decided commit from its write-ahead log (the lock held).
-  core::Status replay(const std::string& id, int root_fd, std::size_t* temp_files_removed);
+  // Replays a decided commit from its write-ahead log (the lock held), if
+  // its seal verifies or `accept_unsealed`, and it passes a commit's checks.
+  core::Status replay(const std::string& id, int root_fd, std::size_t* temp_files_removed,
+                      bool accept_unsealed = false);
   // Keeps the base content of a file being staged for the first time.
   core::Status keep_base(Draft& draft, Entry& entry, int root_fd);
   void drop_beneath(Draft& draft, const std::string& path);

@@ -594,9 +594,9 @@ void Workspace::discard(const std::string& tx, const std::vector<std::string>& p
   core::check_or_throw(store.discard_entries(tx, checked_selection(draft, paths)));
 }
 
-Workspace::ReconcileReport Workspace::reconcile() {
+Workspace::ReconcileReport Workspace::reconcile(const std::vector<std::string>& accept_unsealed) {
   auto store = store_for(*this, policy_, limits_);
-  return core::value_or_throw(store.reconcile());
+  return core::value_or_throw(store.reconcile(accept_unsealed));
 }
 
 }  // namespace pulsebox

@@ -9,6 +9,7 @@
 // Driven through the CLI, as root and as an ordinary user (tools/check).
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -370,9 +371,95 @@ TEST_F(WorkspaceIntegrityTest, APlantedDecidedCommitIsNotReplayed) {
   testing::write_file(dir / "READY", "");
   const auto listed = testing::run_cli({"changes", "-w", workspace_.path().string()}, "", env());
   EXPECT_NE(listed.exit_code, 0) << listed.out << listed.err;
-  EXPECT_NE(listed.err.find("did not decide it"), std::string::npos) << listed.err;
+  EXPECT_NE(listed.err.find("cannot tell that it decided it"), std::string::npos) << listed.err;
   EXPECT_FALSE(fs::exists(workspace_ / ".git/hooks/pre-commit"));
   EXPECT_EQ(testing::read_file(workspace_ / "user-notes.txt"), "mine\n");
+}
+
+// A planted decided commit whose log passes every check (it writes and
+// deletes unprotected paths) is still not replayed: only a commit point
+// sealed under this user's audit key is. The user can finish one as logged
+// with `reconcile --accept-unsealed ID`.
+TEST_F(WorkspaceIntegrityTest, APlantedDecidedCommitWithoutThisUsersSealIsNotReplayed) {
+  testing::write_file(workspace_ / "user-notes.txt", "mine\n");
+  const std::string tx = "tx-20260101000000-5ea1ed";
+  const fs::path dir = workspace_ / ".agent/transactions" / tx;
+  fs::create_directories(dir / "blobs/0");
+  testing::write_file(dir / "blobs/0/0", "planted\n");
+  ASSERT_EQ(::chmod((dir / "blobs/0/0").c_str(), 0644), 0);
+  nlohmann::json absent = {
+      {"type", "absent"}, {"inode", 0}, {"device", 0},  {"size", 0},
+      {"mtime_ns", 0},    {"mode", 0},  {"sha256", ""}, {"changed_during_run", false}};
+  nlohmann::json write = {{"path", "notes.txt"}, {"op", "write"}, {"mode", 0644},
+                          {"link_target", ""},   {"blob", "0/0"}, {"size", 8},
+                          {"snapshot", absent}};
+  nlohmann::json removal = {{"path", "user-notes.txt"}, {"op", "delete"}, {"mode", 0},
+                            {"link_target", ""},        {"blob", ""},     {"size", 0},
+                            {"snapshot", absent}};
+  testing::write_file(dir / "wal.json",
+                      nlohmann::json{{"id", tx}, {"steps", {write, removal}}}.dump());
+  for (const std::string& ready :
+       {std::string(), std::string("pulsebox-commit 1 unkeyed\n"),
+        "pulsebox-commit 1 0123456789abcdef " + std::string(64, 'a') + "\n"}) {
+    testing::write_file(dir / "READY", ready);
+    const auto listed = testing::run_cli({"changes", "-w", workspace_.path().string()}, "", env());
+    EXPECT_EQ(listed.exit_code, 125) << ready << listed.out << listed.err;
+    EXPECT_NE(listed.err.find("(planted?)"), std::string::npos) << ready << listed.err;
+    EXPECT_NE(listed.err.find("--accept-unsealed " + tx), std::string::npos) << listed.err;
+    EXPECT_FALSE(fs::exists(workspace_ / "notes.txt")) << ready;
+    EXPECT_EQ(testing::read_file(workspace_ / "user-notes.txt"), "mine\n") << ready;
+  }
+  const auto accepted = testing::run_cli(
+      {"reconcile", "--json", "-w", workspace_.path().string(), "--accept-unsealed", tx}, "",
+      env());
+  ASSERT_EQ(accepted.exit_code, 0) << accepted.out << accepted.err;
+  EXPECT_EQ(nlohmann::json::parse(accepted.out)["replayed"], nlohmann::json::array({tx}));
+  EXPECT_EQ(testing::read_file(workspace_ / "notes.txt"), "planted\n");
+  EXPECT_FALSE(fs::exists(workspace_ / "user-notes.txt"));
+  EXPECT_FALSE(fs::exists(dir));
+}
+
+// A commit killed after its commit point is replayed by the next command
+// under the audit key that sealed it, and refused under another.
+TEST_F(WorkspaceIntegrityTest, AnInterruptedCommitIsReplayedUnderTheKeyThatSealedIt) {
+  const auto run = testing::run_cli(run_args("echo new > made.txt"), "", env());
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const std::string tx = nlohmann::json::parse(run.out)["transaction_id"];
+  const fs::path keys = scratch_ / "keys";
+  fs::create_directories(keys);
+  fs::permissions(keys, fs::perms(0700));
+  const std::string sealing_key = "PULSEBOX_AUDIT_KEY=" + (keys / "sealing.key").string();
+  std::vector<std::string> argv = {"/usr/bin/env", sealing_key,
+                                   "PULSEBOX_TRACE_STOP_AT=commit: log written"};
+  for (const std::string& item : env())
+    argv.push_back(item);
+  argv.insert(argv.end(), {binary_, "commit", "-w", workspace_.path().string(), tx});
+  const pid_t committing = testing::spawn(argv, {}, scratch_ / "commit.log");
+  ASSERT_GT(committing, 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(committing, &status, WUNTRACED), committing);
+  ASSERT_TRUE(WIFSTOPPED(status)) << testing::read_file(scratch_ / "commit.log");
+  ::kill(committing, SIGKILL);
+  ::waitpid(committing, &status, 0);
+  const fs::path ready = workspace_ / ".agent/transactions" / tx / "READY";
+  ASSERT_TRUE(fs::exists(ready)) << "killed after the commit point";
+  EXPECT_EQ(testing::read_file(ready).rfind("pulsebox-commit 1 ", 0), 0u)
+      << testing::read_file(ready);
+
+  auto other_env = env();
+  other_env.push_back("PULSEBOX_AUDIT_KEY=" + (keys / "other.key").string());
+  const auto refused =
+      testing::run_cli({"changes", "-w", workspace_.path().string()}, "", other_env);
+  EXPECT_EQ(refused.exit_code, 125) << refused.out << refused.err;
+  EXPECT_NE(refused.err.find("sealed with audit key"), std::string::npos) << refused.err;
+
+  auto sealing_env = env();
+  sealing_env.push_back(sealing_key);
+  const auto listed =
+      testing::run_cli({"changes", "-w", workspace_.path().string()}, "", sealing_env);
+  EXPECT_EQ(listed.exit_code, 0) << listed.out << listed.err;
+  EXPECT_EQ(testing::read_file(workspace_ / "made.txt"), "new\n");
+  EXPECT_FALSE(fs::exists(ready.parent_path()));
 }
 
 // The directories of a planted transaction are not followed when they are

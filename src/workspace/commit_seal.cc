@@ -1,0 +1,94 @@
+#include "workspace/commit_seal.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <sstream>
+
+#include "audit/key.h"
+#include "core/sha256.h"
+#include "core/unique_fd.h"
+
+namespace pulsebox::workspace {
+
+using core::Error;
+using core::ErrorKind;
+
+namespace {
+
+constexpr std::string_view kMagic = "pulsebox-commit 1";
+
+AuditKeyLocation key_here() {
+  return audit::key_location([](const char* name) { return std::getenv(name); });
+}
+
+// SHA-256 of the log, read in chunks: a log of 100,000 steps is ~30 MB.
+core::Result<std::string> log_digest(const std::filesystem::path& wal) {
+  core::UniqueFd fd(::open(wal.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd) return Error::from_errno("workspace", "open " + wal.string());
+  core::Sha256 sha;
+  std::string chunk(1 << 16, '\0');
+  for (;;) {
+    const ssize_t got = ::read(fd.get(), chunk.data(), chunk.size());
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) return Error::from_errno("workspace", "read " + wal.string());
+    if (got == 0) break;
+    sha.update(std::string_view(chunk.data(), static_cast<std::size_t>(got)));
+  }
+  return sha.hex_digest();
+}
+
+std::string mac_input(const std::string& id) {
+  return std::string(kMagic) + '\0' + id + '\0';
+}
+
+Error unsealed(const std::string& why) { return Error(ErrorKind::kSecurity, "workspace", why); }
+
+}  // namespace
+
+core::Result<std::string> seal_commit_point(const std::string& id,
+                                            const std::filesystem::path& wal) {
+  const AuditKeyLocation location = key_here();
+  if (location.file.empty()) return std::string(kMagic) + " unkeyed\n";
+  PB_TRY(key, audit::Key::load(location.file, /*create=*/true));
+  PB_TRY(digest, log_digest(wal));
+  return std::string(kMagic) + " " + key->id() + " " + key->mac(mac_input(id), digest) + "\n";
+}
+
+core::Status check_commit_seal(const std::string& id, const std::filesystem::path& wal,
+                               const std::string& ready) {
+  std::istringstream line(ready);
+  std::string name, version, key_id, mac;
+  line >> name >> version >> key_id >> mac;
+  if (name + " " + version != kMagic || key_id.empty()) {
+    return unsealed(
+        "its commit point (READY) carries no seal of this user's pulsebox: planted, or written "
+        "by a pulsebox before commit points were sealed");
+  }
+  const AuditKeyLocation location = key_here();
+  if (key_id == "unkeyed") {
+    if (location.file.empty()) return core::ok_status();
+    return unsealed("its commit point was sealed without a key, and this user has one (" +
+                    location.file.string() + ")");
+  }
+  if (location.file.empty()) {
+    return unsealed("its commit point was sealed with audit key " + key_id +
+                    ", and this process has no key: " + location.unavailable);
+  }
+  auto key = audit::Key::load(location.file, /*create=*/false);
+  if (!key) {
+    return unsealed("its commit point was sealed with audit key " + key_id +
+                    ", which cannot be read here: " + key.error().to_string());
+  }
+  if ((*key)->id() != key_id) {
+    return unsealed("its commit point was sealed with audit key " + key_id + ", not with " +
+                    (*key)->id() + " (" + location.file.string() + ")");
+  }
+  PB_TRY(digest, log_digest(wal));
+  if (!(*key)->matches(mac_input(id), digest, mac))
+    return unsealed("its seal does not match its write-ahead log (changed after it was sealed)");
+  return core::ok_status();
+}
+
+}  // namespace pulsebox::workspace
