@@ -4,8 +4,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 
+#include "core/fs.h"
 #include "core/system_dirs.h"
 #include "core/unique_fd.h"
 
@@ -33,6 +35,67 @@ Status ensure_agent_dir(const fs::path& workspace) {
   if (::write(fd.get(), kContent.data(), kContent.size()) != static_cast<ssize_t>(kContent.size()))
     return Error::from_errno("workspace", "writing " + ignore.string());
   return ok_status();
+}
+
+namespace {
+
+constexpr std::size_t kMaxNestedListBytes = 256 << 10;
+
+bool is_agent_dir(const fs::path& dir) {
+  struct stat st {};
+  return ::lstat((dir / ".agent").c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+// The lines of <workspace>/.agent/nested, read without following a link.
+std::vector<std::string> nested_lines(const fs::path& workspace) {
+  std::vector<std::string> lines;
+  UniqueFd fd(::open((workspace / ".agent" / "nested").c_str(),
+                     O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  struct stat st {};
+  if (!fd || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return lines;
+  auto text = read_all(fd.get(), kMaxNestedListBytes, "the list of nested workspaces");
+  if (!text) return lines;
+  std::size_t start = 0;
+  while (start < text->size()) {
+    std::size_t end = text->find('\n', start);
+    if (end == std::string::npos) end = text->size();
+    if (end > start) lines.emplace_back(*text, start, end - start);
+    start = end + 1;
+  }
+  return lines;
+}
+
+}  // namespace
+
+void register_with_enclosing_workspaces(const fs::path& workspace, const fs::path& home) {
+  for (fs::path dir = workspace.parent_path(); dir != dir.parent_path(); dir = dir.parent_path()) {
+    if (system_directory_reason(dir, home)) return;
+    if (!is_agent_dir(dir)) continue;
+    const std::string relative = workspace.lexically_relative(dir).string();
+    if (relative.empty() || relative.find('\n') != std::string::npos) continue;
+    const auto listed = nested_lines(dir);
+    if (std::find(listed.begin(), listed.end(), relative) != listed.end()) continue;
+    UniqueFd fd(::open((dir / ".agent" / "nested").c_str(),
+                       O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600));
+    if (!fd) continue;
+    (void)write_all(fd.get(), relative + "\n", "the list of nested workspaces");
+  }
+}
+
+std::vector<std::string> nested_workspaces(const fs::path& workspace) {
+  std::vector<std::string> nested;
+  for (const std::string& line : nested_lines(workspace)) {
+    // Relative, normal, beneath the workspace, and not one already taken.
+    if (line.empty() || line.front() == '/' || line.find('\0') != std::string::npos) continue;
+    const fs::path path = fs::path(line).lexically_normal();
+    if (path.string() != line || line == "." || line.starts_with("../") || line == "..") continue;
+    if (std::find(nested.begin(), nested.end(), line) != nested.end()) continue;
+    // No symlink on the way: the mask must land on that very directory.
+    std::error_code ec;
+    if (fs::canonical(workspace / line, ec) != workspace / line || ec) continue;
+    if (is_agent_dir(workspace / line)) nested.push_back(line);
+  }
+  return nested;
 }
 
 std::optional<FoundWorkspace> find_workspace_root(const fs::path& start, const fs::path& home) {

@@ -5,6 +5,8 @@
 
 #include <filesystem>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "core/result.h"
 
@@ -14,6 +16,22 @@ namespace pulsebox::core {
 // ("*": git ignores the directory and the file itself) when missing. A
 // .agent that is not a directory (a symlink planted there) is kSecurity.
 Status ensure_agent_dir(const std::filesystem::path& workspace);
+
+// Nested workspaces. A sandbox of an enclosing workspace would see a nested
+// one's .agent/ (its pending changes, its audit log) as ordinary files, and
+// finding every .agent/ below a workspace would mean walking its whole tree
+// at each run. So each workspace, whenever a Sandbox opens it, adds its path
+// (relative, one line) to <enclosing>/.agent/nested of every workspace that
+// encloses it, and a run hides the .agent/ of each path listed there.
+// Best effort: an enclosing .agent/ this user cannot write is another
+// user's, whose sandboxes cannot read this one's .agent/ (mode 0700) either.
+void register_with_enclosing_workspaces(const std::filesystem::path& workspace,
+                                        const std::filesystem::path& home);
+// The nested workspaces listed in <workspace>/.agent/nested that still hold
+// a .agent/ directory, relative to `workspace`, each as check_relative_path
+// gives it back (anything else in the file is ignored: it can only ask to
+// hide more).
+std::vector<std::string> nested_workspaces(const std::filesystem::path& workspace);
 
 struct FoundWorkspace {
   std::filesystem::path root;      // the directory holding .agent/ (canonical)

@@ -110,6 +110,13 @@ Sandbox::Sandbox(SandboxOptions options)
   }
   options_.workspace = workspace_.root();
   core::check_or_throw(core::ensure_agent_dir(options_.workspace));
+  {
+    const char* home = std::getenv("HOME");
+    core::register_with_enclosing_workspaces(options_.workspace, home ? home : "");
+    // Nested workspaces' own directories are theirs, not this one's files.
+    for (const std::string& nested : core::nested_workspaces(options_.workspace))
+      hidden_workspace_paths_.push_back(nested + "/.agent");
+  }
   if (!options_.home.empty()) {
     options_.home =
         core::value_or_throw(core::prepare_home_dir(options_.home, options_.workspace, "--home"));

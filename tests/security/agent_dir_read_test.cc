@@ -80,5 +80,52 @@ TEST_F(AgentDirReadTest, TheAuditLogIsNotReadDirectlyNorThroughASymlink) {
   }
 }
 
+// A workspace inside another has its own .agent/ (its pending changes, a
+// registered secret among them, and its audit log), which the enclosing
+// workspace's sandbox saw as ordinary files. Each workspace lists the ones
+// it encloses (.agent/nested) as they are opened, and a run hides theirs.
+TEST_F(AgentDirReadTest, ANestedWorkspacesOwnDirectoryIsHiddenFromTheEnclosingOnes) {
+  auto secret_env = cli_env();
+  secret_env.push_back("TOKEN=n3sted-s3cr3t-77");
+  auto run_in = [&](const fs::path& dir, const std::string& command,
+                    const std::vector<std::string>& env) {
+    return testing::run_cli({"run", "--allow-weaker", "limits", "--secret", "TOKEN", "-w",
+                             dir.string(), "--", "sh", "-c", command},
+                            "", env);
+  };
+  const std::string look =
+      "ls -A sub/.agent; cat sub/.agent/logs/audit.jsonl; "
+      "find sub/.agent -type f -exec cat {} +; true";
+  auto check_hidden = [&](const fs::path& outer, const std::string& when) {
+    const auto seen = run_in(outer, look, secret_env);
+    ASSERT_EQ(seen.exit_code, 0) << when << ": " << seen.err;
+    EXPECT_EQ(seen.out.find("n3sted-s3cr3t-77"), std::string::npos) << when << ": " << seen.out;
+    EXPECT_EQ(seen.out.find("transactions"), std::string::npos) << when << ": " << seen.out;
+    EXPECT_EQ(seen.out.find("\"seq\""), std::string::npos) << when << ": " << seen.out;
+  };
+
+  // The enclosing workspace first, then the nested one.
+  ASSERT_EQ(run_in(workspace_.path(), "true", secret_env).exit_code, 0);
+  fs::create_directories(workspace_ / "sub");
+  const auto staged = run_in(workspace_ / "sub", "echo \"$TOKEN\" > pending.txt", secret_env);
+  ASSERT_EQ(staged.exit_code, 0) << staged.err;
+  check_hidden(workspace_.path(), "nested made second");
+  for (const auto& entry : fs::recursive_directory_iterator(workspace_ / "sub" / ".agent")) {
+    if (!entry.is_regular_file()) continue;
+    const std::string relative = entry.path().lexically_relative(workspace_.path()).string();
+    const json reply = read(relative);
+    EXPECT_TRUE(reply.contains("error")) << relative << ": " << reply;
+    EXPECT_EQ(reply.dump().find("n3sted-s3cr3t-77"), std::string::npos) << reply;
+  }
+
+  // The nested one first: listed the next time it is opened.
+  const fs::path outer = scratch_ / "outer";
+  fs::create_directories(outer / "sub");
+  ASSERT_EQ(run_in(outer / "sub", "echo \"$TOKEN\" > pending.txt", secret_env).exit_code, 0);
+  ASSERT_EQ(run_in(outer, "true", secret_env).exit_code, 0);
+  ASSERT_EQ(run_in(outer / "sub", "true", secret_env).exit_code, 0);
+  check_hidden(outer, "nested made first");
+}
+
 }  // namespace
 }  // namespace pulsebox
