@@ -60,6 +60,7 @@
 #include <string_view>
 #include <vector>
 
+#include "pulsebox/audit.h"
 #include "pulsebox/export.h"
 #include "pulsebox/policy.h"
 #include "pulsebox/result.h"
@@ -317,10 +318,17 @@ class PULSEBOX_API Workspace {
   // it such a commit is refused as planted (SandboxSecurityError).
   ReconcileReport reconcile(const std::vector<std::string>& accept_unsealed = {});
 
+  // The key that seals this workspace's commit points and verifies them
+  // before a replay: the audit log's (SandboxOptions::audit_key, --audit-key).
+  // Unset: default_audit_key_location().
+  void set_audit_key(AuditKeyLocation key) { audit_key_ = std::move(key); }
+  const std::optional<AuditKeyLocation>& audit_key() const { return audit_key_; }
+
  private:
   std::filesystem::path root_;
   ActionPolicy policy_;
   WorkspaceLimits limits_;
+  std::optional<AuditKeyLocation> audit_key_;
 };
 
 }  // namespace pulsebox

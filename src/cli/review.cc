@@ -36,7 +36,14 @@ std::filesystem::path kept_dir() {
   return *kept;
 }
 
-Workspace open_workspace(const Options& options) {
+namespace {
+
+AuditKeyLocation audit_key_location(const Options& options) {
+  if (options.audit_key.empty()) return default_audit_key_location();
+  return AuditKeyLocation{std::filesystem::absolute(options.audit_key), true, ""};
+}
+
+Workspace open_workspace_with_policy(const Options& options) {
   const SystemDirectoryUse system_directory =
       options.allow_system_dir ? SystemDirectoryUse::Allow : SystemDirectoryUse::Refuse;
   if (options.policy_file.empty()) {
@@ -55,6 +62,14 @@ Workspace open_workspace(const Options& options) {
   }
   return Workspace(workspace_path(options.workspace), std::move(policy), WorkspaceLimits{},
                    system_directory);
+}
+
+}  // namespace
+
+Workspace open_workspace(const Options& options) {
+  Workspace ws = open_workspace_with_policy(options);
+  ws.set_audit_key(audit_key_location(options));  // commit points are sealed with it
+  return ws;
 }
 
 std::vector<std::string> resolve_ids(const Workspace& ws, const std::vector<std::string>& ids,
@@ -256,10 +271,7 @@ SplitDiff split_diff(std::string_view diff, const std::vector<StagedChange>& cha
 
 Audit::Audit(const Workspace& ws, const Options& options)
     : uid_(static_cast<std::int64_t>(::getuid())) {
-  AuditKeyLocation key = default_audit_key_location();
-  if (!options.audit_key.empty()) {
-    key = AuditKeyLocation{std::filesystem::absolute(options.audit_key), true, ""};
-  }
+  AuditKeyLocation key = audit_key_location(options);
   const std::filesystem::path path = options.audit_log.empty()
                                          ? ws.agent_dir() / "logs" / "audit.jsonl"
                                          : std::filesystem::path(options.audit_log);

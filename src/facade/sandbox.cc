@@ -131,11 +131,11 @@ Sandbox::Sandbox(SandboxOptions options)
       hidden_workspace_paths_.push_back(relative.string());
     }
   }
-  audit_ = std::make_unique<AuditLog>(
-      default_audit_path(options_), &scrubber_,
-      AuditLog::Options{
-          .fsync = options_.audit_fsync,
-          .key = options_.audit_key ? *options_.audit_key : default_audit_key_location()});
+  const AuditKeyLocation key =
+      options_.audit_key ? *options_.audit_key : default_audit_key_location();
+  workspace_.set_audit_key(key);  // commit points are sealed with the audit log's key
+  audit_ = std::make_unique<AuditLog>(default_audit_path(options_), &scrubber_,
+                                      AuditLog::Options{.fsync = options_.audit_fsync, .key = key});
 }
 
 Sandbox::~Sandbox() = default;

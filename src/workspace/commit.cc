@@ -69,11 +69,10 @@ core::Status replace_with_copy(int dir, const std::string& name, int fd, const s
 // Every Write's blob is a regular file this store wrote (a symlink planted
 // in blobs/ would be renamed into the workspace as if it were the file);
 // with `gone_ok`, a blob already renamed into place (a replay) passes.
-core::Status check_blobs_are_files(const Draft& draft, const std::filesystem::path& dir,
-                                   bool gone_ok) {
+core::Status check_blobs_are_files(Draft& draft, const std::filesystem::path& dir, bool gone_ok) {
   PB_TRY(blob_dir, core::open_directory(dir / "blobs"));
   BlobShards shards(blob_dir.get());
-  for (const auto& [path, entry] : draft.entries) {
+  for (auto& [path, entry] : draft.entries) {
     if (entry.op != StagedOp::Write) continue;
     auto blob = shards.locate(entry.blob);
     struct stat st {};
@@ -89,6 +88,15 @@ core::Status check_blobs_are_files(const Draft& draft, const std::filesystem::pa
                      "its mode " + core::octal_mode(st.st_mode & 07777) +
                          " is not the staged one, " + core::octal_mode(entry.mode));
     }
+    // A log names each blob's inode and size (the seal covers them): a file
+    // put in a blob's place is not the one the commit decided on.
+    const auto inode = static_cast<std::uint64_t>(st.st_ino);
+    if (entry.blob_inode != 0 &&
+        (inode != entry.blob_inode || static_cast<std::uint64_t>(st.st_size) != entry.size)) {
+      return corrupt(dir / "blobs" / entry.blob,
+                     "not the file the write-ahead log names (another inode or size)");
+    }
+    entry.blob_inode = inode;
   }
   return core::ok_status();
 }
@@ -413,13 +421,19 @@ core::Result<std::vector<std::string>> TransactionStore::commit(
   PB_CHECK(write_entries(dir / "wal.json", wal, "steps", draft.entries));
   failpoint("wal written");
   {
-    PB_TRY(seal, seal_commit_point(id, dir / "wal.json"));
-    UniqueFd ready(::open((dir / "READY").c_str(),
-                          O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
-    if (!ready) return Error::from_errno("workspace", "create " + (dir / "READY").string());
-    PB_CHECK(core::write_all(ready.get(), seal, (dir / "READY").string()));
+    // Whole or not at all: written aside, then renamed (an empty READY left
+    // by a crash would read as unsealed, not as undecided).
+    PB_TRY(seal, seal_commit_point(seal_key_, id, root_, dir / "wal.json"));
+    const auto temporary = dir / "READY.tmp";
+    ::unlink(temporary.c_str());
+    UniqueFd ready(
+        ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+    if (!ready) return Error::from_errno("workspace", "create " + temporary.string());
+    PB_CHECK(core::write_all(ready.get(), seal, temporary.string()));
     if (::fsync(ready.get()) != 0)
-      return Error::from_errno("workspace", "fsync " + (dir / "READY").string());
+      return Error::from_errno("workspace", "fsync " + temporary.string());
+    if (::rename(temporary.c_str(), (dir / "READY").c_str()) != 0)
+      return Error::from_errno("workspace", "create " + (dir / "READY").string());
   }
   PB_CHECK(fsync_path(dir));
   failpoint("ready marker");
@@ -509,7 +523,8 @@ core::Status TransactionStore::replay(const std::string& id, int root_fd,
   if (auto checked = check_directories(id); !checked.ok()) return planted(checked.error());
   if (!accept_unsealed) {
     PB_TRY(ready, core::read_regular_file(dir / "READY", 4096, "commit point"));
-    if (auto sealed = check_commit_seal(id, dir / "wal.json", ready); !sealed.ok())
+    if (auto sealed = check_commit_seal(seal_key_, id, root_, dir / "wal.json", ready);
+        !sealed.ok())
       return planted(sealed.error());
   }
   PB_TRY(wal, read_entries(dir / "wal.json", "steps", add));
@@ -572,6 +587,7 @@ core::Result<Workspace::ReconcileReport> TransactionStore::reconcile(
       continue;
     }
     // Not decided: an interrupted commit rolls back to a pending transaction.
+    std::filesystem::remove(dir / "READY.tmp", ec);
     std::filesystem::remove(dir / "wal.json", ec);
     std::filesystem::remove(dir / "remaining.json", ec);
     if (!std::filesystem::exists(dir / "manifest.json", ec)) {

@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include <cstdlib>
 #include <sstream>
 
 #include "audit/key.h"
@@ -18,10 +17,6 @@ using core::ErrorKind;
 namespace {
 
 constexpr std::string_view kMagic = "pulsebox-commit 1";
-
-AuditKeyLocation key_here() {
-  return audit::key_location([](const char* name) { return std::getenv(name); });
-}
 
 // SHA-256 of the log, read in chunks: a log of 100,000 steps is ~30 MB.
 core::Result<std::string> log_digest(const std::filesystem::path& wal) {
@@ -39,24 +34,32 @@ core::Result<std::string> log_digest(const std::filesystem::path& wal) {
   return sha.hex_digest();
 }
 
-std::string mac_input(const std::string& id) {
-  return std::string(kMagic) + '\0' + id + '\0';
+std::string mac_input(const std::string& id, const std::filesystem::path& root) {
+  return std::string(kMagic) + '\0' + id + '\0' + root.string() + '\0';
 }
 
-Error unsealed(const std::string& why) { return Error(ErrorKind::kSecurity, "workspace", why); }
+Error unsealed(const std::string& why) {
+  return Error(ErrorKind::kSecurity, "workspace", why);
+}
 
 }  // namespace
 
-core::Result<std::string> seal_commit_point(const std::string& id,
+core::Result<std::string> seal_commit_point(const AuditKeyLocation& location, const std::string& id,
+                                            const std::filesystem::path& root,
                                             const std::filesystem::path& wal) {
-  const AuditKeyLocation location = key_here();
-  if (location.file.empty()) return std::string(kMagic) + " unkeyed\n";
-  PB_TRY(key, audit::Key::load(location.file, /*create=*/true));
+  const std::string unkeyed = std::string(kMagic) + " unkeyed\n";
+  if (location.file.empty()) return unkeyed;
+  // A key that cannot be made fails no commit (the audit log only warns
+  // then too); its READY just never verifies.
+  auto key = audit::Key::load(location.file, /*create=*/true);
+  if (!key) return unkeyed;
   PB_TRY(digest, log_digest(wal));
-  return std::string(kMagic) + " " + key->id() + " " + key->mac(mac_input(id), digest) + "\n";
+  return std::string(kMagic) + " " + (*key)->id() + " " + (*key)->mac(mac_input(id, root), digest) +
+         "\n";
 }
 
-core::Status check_commit_seal(const std::string& id, const std::filesystem::path& wal,
+core::Status check_commit_seal(const AuditKeyLocation& location, const std::string& id,
+                               const std::filesystem::path& root, const std::filesystem::path& wal,
                                const std::string& ready) {
   std::istringstream line(ready);
   std::string name, version, key_id, mac;
@@ -66,11 +69,10 @@ core::Status check_commit_seal(const std::string& id, const std::filesystem::pat
         "its commit point (READY) carries no seal of this user's pulsebox: planted, or written "
         "by a pulsebox before commit points were sealed");
   }
-  const AuditKeyLocation location = key_here();
   if (key_id == "unkeyed") {
-    if (location.file.empty()) return core::ok_status();
-    return unsealed("its commit point was sealed without a key, and this user has one (" +
-                    location.file.string() + ")");
+    return unsealed(
+        "its commit point was sealed without a key (there was no audit key where it was "
+        "committed), so nothing shows that this user's pulsebox decided it");
   }
   if (location.file.empty()) {
     return unsealed("its commit point was sealed with audit key " + key_id +
@@ -86,8 +88,11 @@ core::Status check_commit_seal(const std::string& id, const std::filesystem::pat
                     (*key)->id() + " (" + location.file.string() + ")");
   }
   PB_TRY(digest, log_digest(wal));
-  if (!(*key)->matches(mac_input(id), digest, mac))
-    return unsealed("its seal does not match its write-ahead log (changed after it was sealed)");
+  if (!(*key)->matches(mac_input(id, root), digest, mac)) {
+    return unsealed(
+        "its seal does not match this workspace and its write-ahead log (sealed for another "
+        "workspace, or the log changed after it was sealed)");
+  }
   return core::ok_status();
 }
 

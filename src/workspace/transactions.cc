@@ -104,6 +104,7 @@ json entry_to_json(const Entry& e) {
   core::put_name(j, "link_target", e.link_target);
   j["blob"] = e.blob;
   j["size"] = e.size;
+  if (e.blob_inode != 0) j["blob_inode"] = e.blob_inode;
   j["mtime_ns"] = e.mtime_ns;
   j["contains_secret"] = e.contains_secret;
   j["snapshot"] = snapshot_to_json(e.snapshot);
@@ -121,6 +122,7 @@ Entry entry_from_json(const json& j) {
   e.link_target = core::get_name(j, "link_target");
   e.blob = j.at("blob").get<std::string>();
   e.size = j.at("size").get<std::uint64_t>();
+  e.blob_inode = j.value("blob_inode", std::uint64_t{0});
   e.mtime_ns = j.value("mtime_ns", std::int64_t{0});
   e.contains_secret = j.value("contains_secret", false);
   e.snapshot = snapshot_from_json(j.at("snapshot"));

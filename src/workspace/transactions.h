@@ -20,6 +20,7 @@
 
 #include "core/result.h"
 #include "core/unique_fd.h"
+#include "pulsebox/audit.h"
 #include "pulsebox/secrets.h"
 #include "pulsebox/workspace.h"
 #include "workspace/tree.h"
@@ -61,6 +62,9 @@ struct Entry {
   unsigned mode = 0;
   std::string link_target;
   std::string blob;  // file name under blobs/ (Write)
+  // The blob's inode when the commit's log was written (0 in manifests): the
+  // sealed log names the very files it renames, not any with their names.
+  std::uint64_t blob_inode = 0;
   std::uint64_t size = 0;
   std::int64_t mtime_ns = 0;     // set on the path at commit (0: left as the commit makes it)
   bool contains_secret = false;  // the content or link target holds a registered secret
@@ -170,6 +174,8 @@ class TransactionStore {
   }
   // Commit what holds a registered secret instead of refusing it.
   void allow_secrets(bool allow) { allow_secrets_ = allow; }
+  // The key that seals commit points and verifies them (commit_seal.h).
+  void set_seal_key(AuditKeyLocation key) { seal_key_ = std::move(key); }
 
   std::filesystem::path tx_dir(const std::string& id) const;
   const std::filesystem::path& root() const { return root_; }
@@ -213,6 +219,7 @@ class TransactionStore {
   const SecretScrubber* secrets_ = nullptr;
   const std::map<std::string, std::string>* known_secrets_ = nullptr;
   bool allow_secrets_ = false;
+  AuditKeyLocation seal_key_;
 };
 
 // Test seam: called after each step of a commit with the step's name, so a

@@ -48,7 +48,9 @@ namespace {
 
 TransactionStore store_for(const Workspace& ws, const ActionPolicy& policy,
                            const WorkspaceLimits& limits) {
-  return TransactionStore(ws.root(), policy, limits);
+  TransactionStore store(ws.root(), policy, limits);
+  store.set_seal_key(ws.audit_key() ? *ws.audit_key() : default_audit_key_location());
+  return store;
 }
 
 // A commit that was decided (its READY marker written) but interrupted is
@@ -56,7 +58,7 @@ TransactionStore store_for(const Workspace& ws, const ActionPolicy& policy,
 // explicit reconcile(): until then the workspace is half committed.
 TransactionStore opened_store(const Workspace& ws, const ActionPolicy& policy,
                               const WorkspaceLimits& limits) {
-  TransactionStore store(ws.root(), policy, limits);
+  TransactionStore store = store_for(ws, policy, limits);
   (void)core::value_or_throw(store.finish_decided());
   return store;
 }

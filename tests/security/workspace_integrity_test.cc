@@ -409,6 +409,15 @@ TEST_F(WorkspaceIntegrityTest, APlantedDecidedCommitWithoutThisUsersSealIsNotRep
     EXPECT_FALSE(fs::exists(workspace_ / "notes.txt")) << ready;
     EXPECT_EQ(testing::read_file(workspace_ / "user-notes.txt"), "mine\n") << ready;
   }
+  // Where no key can be had, an unkeyed seal still proves nothing.
+  auto keyless = env();
+  keyless.insert(keyless.end(), {"HOME=/nonexistent", "XDG_STATE_HOME=", "PULSEBOX_AUDIT_KEY="});
+  testing::write_file(dir / "READY", "pulsebox-commit 1 unkeyed\n");
+  const auto without_key =
+      testing::run_cli({"changes", "-w", workspace_.path().string()}, "", keyless);
+  EXPECT_EQ(without_key.exit_code, 125) << without_key.out << without_key.err;
+  EXPECT_NE(without_key.err.find("without a key"), std::string::npos) << without_key.err;
+  EXPECT_FALSE(fs::exists(workspace_ / "notes.txt"));
   const auto accepted = testing::run_cli(
       {"reconcile", "--json", "-w", workspace_.path().string(), "--accept-unsealed", tx}, "",
       env());
@@ -446,6 +455,36 @@ TEST_F(WorkspaceIntegrityTest, AnInterruptedCommitIsReplayedUnderTheKeyThatSeale
   EXPECT_EQ(testing::read_file(ready).rfind("pulsebox-commit 1 ", 0), 0u)
       << testing::read_file(ready);
 
+  auto sealing_env = env();
+  sealing_env.push_back(sealing_key);
+  const fs::path tx_dir = ready.parent_path();
+  // The sealed transaction copied into another workspace is not replayed
+  // there: the seal names the workspace.
+  const fs::path elsewhere = scratch_ / "elsewhere";
+  fs::create_directories(elsewhere / ".agent/transactions");
+  fs::copy(tx_dir, elsewhere / ".agent/transactions" / tx, fs::copy_options::recursive);
+  const auto copied = testing::run_cli({"changes", "-w", elsewhere.string()}, "", sealing_env);
+  EXPECT_EQ(copied.exit_code, 125) << copied.out << copied.err;
+  EXPECT_NE(copied.err.find("another workspace"), std::string::npos) << copied.err;
+  EXPECT_FALSE(fs::exists(elsewhere / "made.txt"));
+  // A file put in place of a blob the log names is not applied.
+  fs::path blob;
+  for (const auto& entry : fs::recursive_directory_iterator(tx_dir / "blobs"))
+    if (entry.is_regular_file()) blob = entry.path();
+  ASSERT_FALSE(blob.empty());
+  const fs::path kept = scratch_ / "kept-blob";
+  fs::rename(blob, kept);
+  testing::write_file(blob, "bad\n");
+  struct stat kept_stat {};
+  ASSERT_EQ(::stat(kept.c_str(), &kept_stat), 0);
+  ASSERT_EQ(::chmod(blob.c_str(), kept_stat.st_mode & 07777), 0);
+  const auto swapped =
+      testing::run_cli({"changes", "-w", workspace_.path().string()}, "", sealing_env);
+  EXPECT_EQ(swapped.exit_code, 125) << swapped.out << swapped.err;
+  EXPECT_NE(swapped.err.find("another inode or size"), std::string::npos) << swapped.err;
+  EXPECT_FALSE(fs::exists(workspace_ / "made.txt"));
+  fs::rename(kept, blob);
+
   auto other_env = env();
   other_env.push_back("PULSEBOX_AUDIT_KEY=" + (keys / "other.key").string());
   const auto refused =
@@ -453,8 +492,6 @@ TEST_F(WorkspaceIntegrityTest, AnInterruptedCommitIsReplayedUnderTheKeyThatSeale
   EXPECT_EQ(refused.exit_code, 125) << refused.out << refused.err;
   EXPECT_NE(refused.err.find("sealed with audit key"), std::string::npos) << refused.err;
 
-  auto sealing_env = env();
-  sealing_env.push_back(sealing_key);
   const auto listed =
       testing::run_cli({"changes", "-w", workspace_.path().string()}, "", sealing_env);
   EXPECT_EQ(listed.exit_code, 0) << listed.out << listed.err;
