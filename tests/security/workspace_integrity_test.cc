@@ -81,6 +81,35 @@ class WorkspaceIntegrityTest : public testing::CliFixture {
     return text.substr(at, text.find_first_of(" \n", at) - at);
   }
 
+  // A manifest or log entry as the store writes one, for a path that did
+  // not exist when it was staged.
+  static nlohmann::json planted_entry(const std::string& path, const std::string& op, unsigned mode,
+                                      const std::string& blob = "", std::uint64_t size = 0) {
+    const nlohmann::json absent = {
+        {"type", "absent"}, {"inode", 0}, {"device", 0},  {"size", 0},
+        {"mtime_ns", 0},    {"mode", 0},  {"sha256", ""}, {"changed_during_run", false}};
+    return {{"path", path}, {"op", op},     {"mode", mode},      {"link_target", ""},
+            {"blob", blob}, {"size", size}, {"snapshot", absent}};
+  }
+  // `content` as the blob blobs/0/0 of transaction directory `dir`, of `mode`.
+  static void plant_blob(const fs::path& dir, const std::string& content, unsigned mode) {
+    fs::create_directories(dir / "blobs/0");
+    testing::write_file(dir / "blobs/0/0", content);
+    ASSERT_EQ(::chmod((dir / "blobs/0/0").c_str(), mode), 0);
+  }
+
+  // A pending transaction's manifest holding `entries`.
+  static void plant_manifest(const fs::path& dir, const std::string& tx,
+                             const nlohmann::json& entries, std::uint64_t next_blob = 1) {
+    const nlohmann::json doc = {{"version", 1},
+                                {"id", tx},
+                                {"created", "2026-01-01T00:00:00Z"},
+                                {"next_blob", next_blob},
+                                {"origin", "planted"},
+                                {"entries", entries}};
+    testing::write_file(dir / "manifest.json", doc.dump());
+  }
+
   testing::CliRun commit(const std::string& tx) const {
     return testing::run_cli({"commit", "-w", workspace_.path().string(), tx}, "", env());
   }
@@ -190,19 +219,8 @@ TEST_F(WorkspaceIntegrityTest, APlantedTransactionCannotReachOutsideItsBlobs) {
   const fs::path dir = workspace_ / ".agent/transactions" / tx;
   fs::create_directories(dir / "blobs");
   auto manifest = [&](const std::string& blob) {
-    nlohmann::json absent = {
-        {"type", "absent"}, {"inode", 0}, {"device", 0},  {"size", 0},
-        {"mtime_ns", 0},    {"mode", 0},  {"sha256", ""}, {"changed_during_run", false}};
-    nlohmann::json entry = {{"path", "stolen.txt"}, {"op", "write"}, {"mode", 0644},
-                            {"link_target", ""},    {"blob", blob},  {"size", 5},
-                            {"snapshot", absent}};
-    nlohmann::json doc = {{"version", 1},
-                          {"id", tx},
-                          {"created", "2026-01-01T00:00:00Z"},
-                          {"next_blob", 1},
-                          {"origin", "planted"},
-                          {"entries", {entry}}};
-    testing::write_file(dir / "manifest.json", doc.dump());
+    plant_manifest(dir, tx,
+                   nlohmann::json::array({planted_entry("stolen.txt", "write", 0644, blob, 5)}));
   };
   // A file of the test's own outside the workspace (never a system file: a
   // regression would move it).
@@ -384,20 +402,10 @@ TEST_F(WorkspaceIntegrityTest, APlantedDecidedCommitWithoutThisUsersSealIsNotRep
   testing::write_file(workspace_ / "user-notes.txt", "mine\n");
   const std::string tx = "tx-20260101000000-5ea1ed";
   const fs::path dir = workspace_ / ".agent/transactions" / tx;
-  fs::create_directories(dir / "blobs/0");
-  testing::write_file(dir / "blobs/0/0", "planted\n");
-  ASSERT_EQ(::chmod((dir / "blobs/0/0").c_str(), 0644), 0);
-  nlohmann::json absent = {
-      {"type", "absent"}, {"inode", 0}, {"device", 0},  {"size", 0},
-      {"mtime_ns", 0},    {"mode", 0},  {"sha256", ""}, {"changed_during_run", false}};
-  nlohmann::json write = {{"path", "notes.txt"}, {"op", "write"}, {"mode", 0644},
-                          {"link_target", ""},   {"blob", "0/0"}, {"size", 8},
-                          {"snapshot", absent}};
-  nlohmann::json removal = {{"path", "user-notes.txt"}, {"op", "delete"}, {"mode", 0},
-                            {"link_target", ""},        {"blob", ""},     {"size", 0},
-                            {"snapshot", absent}};
-  testing::write_file(dir / "wal.json",
-                      nlohmann::json{{"id", tx}, {"steps", {write, removal}}}.dump());
+  plant_blob(dir, "planted\n", 0644);
+  const nlohmann::json steps = {planted_entry("notes.txt", "write", 0644, "0/0", 8),
+                                planted_entry("user-notes.txt", "delete", 0)};
+  testing::write_file(dir / "wal.json", nlohmann::json{{"id", tx}, {"steps", steps}}.dump());
   for (const std::string& ready :
        {std::string(), std::string("pulsebox-commit 1 unkeyed\n"),
         "pulsebox-commit 1 0123456789abcdef " + std::string(64, 'a') + "\n"}) {
@@ -556,22 +564,8 @@ TEST_F(WorkspaceIntegrityTest, APlantedTransactionsSymlinkedDirectoriesAreNotFol
 TEST_F(WorkspaceIntegrityTest, APlantedBlobWithAnotherModeThanItsManifestIsNotCommitted) {
   const std::string tx = "tx-20260101000000-5e7u1d";
   const fs::path dir = workspace_ / ".agent/transactions" / tx;
-  fs::create_directories(dir / "blobs/0");
-  testing::write_file(dir / "blobs/0/0", "#!/bin/sh\nid\n");
-  ASSERT_EQ(::chmod((dir / "blobs/0/0").c_str(), 04755), 0);
-  nlohmann::json absent = {
-      {"type", "absent"}, {"inode", 0}, {"device", 0},  {"size", 0},
-      {"mtime_ns", 0},    {"mode", 0},  {"sha256", ""}, {"changed_during_run", false}};
-  nlohmann::json entry = {{"path", "tool"},    {"op", "write"}, {"mode", 0755},
-                          {"link_target", ""}, {"blob", "0/0"}, {"size", 13},
-                          {"snapshot", absent}};
-  nlohmann::json doc = {{"version", 1},
-                        {"id", tx},
-                        {"created", "2026-01-01T00:00:00Z"},
-                        {"next_blob", 1},
-                        {"origin", "planted"},
-                        {"entries", {entry}}};
-  testing::write_file(dir / "manifest.json", doc.dump());
+  plant_blob(dir, "#!/bin/sh\nid\n", 04755);
+  plant_manifest(dir, tx, nlohmann::json::array({planted_entry("tool", "write", 0755, "0/0", 13)}));
   const auto refused = commit(tx);
   EXPECT_EQ(refused.exit_code, 125) << refused.out << refused.err;
   EXPECT_NE(refused.err.find("mode"), std::string::npos) << refused.err;
