@@ -28,9 +28,9 @@ Status ensure_agent_dir(const std::filesystem::path& workspace);
 void register_with_enclosing_workspaces(const std::filesystem::path& workspace,
                                         const std::filesystem::path& home);
 // The nested workspaces listed in <workspace>/.agent/nested that still hold
-// a .agent/ directory, relative to `workspace`, each as check_relative_path
-// gives it back (anything else in the file is ignored: it can only ask to
-// hide more).
+// a .agent/ directory, relative to `workspace`: normal relative paths
+// beneath it, reached without a symlink. Anything else in the file is
+// ignored (a planted list can only ask to hide more).
 std::vector<std::string> nested_workspaces(const std::filesystem::path& workspace);
 
 struct FoundWorkspace {

@@ -420,22 +420,10 @@ core::Result<std::vector<std::string>> TransactionStore::commit(
   }
   PB_CHECK(write_entries(dir / "wal.json", wal, "steps", draft.entries));
   failpoint("wal written");
-  {
-    // Whole or not at all: written aside, then renamed (an empty READY left
-    // by a crash would read as unsealed, not as undecided).
-    PB_TRY(seal, seal_commit_point(seal_key_, id, root_, dir / "wal.json"));
-    const auto temporary = dir / "READY.tmp";
-    ::unlink(temporary.c_str());
-    UniqueFd ready(
-        ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
-    if (!ready) return Error::from_errno("workspace", "create " + temporary.string());
-    PB_CHECK(core::write_all(ready.get(), seal, temporary.string()));
-    if (::fsync(ready.get()) != 0)
-      return Error::from_errno("workspace", "fsync " + temporary.string());
-    if (::rename(temporary.c_str(), (dir / "READY").c_str()) != 0)
-      return Error::from_errno("workspace", "create " + (dir / "READY").string());
-  }
-  PB_CHECK(fsync_path(dir));
+  // Whole or not at all, the directory synced (an empty READY left by a
+  // crash would read as unsealed, not as undecided).
+  PB_TRY(seal, seal_commit_point(seal_key_, id, root_, dir / "wal.json"));
+  PB_CHECK(core::write_file_atomic(dir / "READY", seal, 0600));
   failpoint("ready marker");
   core::trace_phase("commit: log written");
 
@@ -507,25 +495,28 @@ core::Status TransactionStore::replay(const std::string& id, int root_fd,
   // and its READY carries this user's seal over the log; a READY planted
   // with its log (a cloned repository's .agent/) must not write what no
   // commit of this user's decided, unreviewed.
-  const auto planted = [&](const Error& why) {
+  // Only a refused seal can be overridden (--accept-unsealed); a log that
+  // fails a commit's checks is never applied.
+  const auto planted = [&](const Error& why, bool seal) {
+    const std::string what_to_do =
+        seal ? ", then remove it, or finish it as logged with `pulsebox reconcile "
+               "--accept-unsealed " +
+                   id +
+                   "` if you committed it yourself (as another user, with another audit key, "
+                   "or with an older pulsebox): "
+             : ", then remove it: ";
     return Error(ErrorKind::kSecurity, "workspace",
                  "transaction " + id +
                      " is marked as being committed, but pulsebox cannot tell that it decided "
                      "it (planted?); nothing of it was applied. Look at " +
-                     dir.string() +
-                     ", then remove it, or finish it as logged with `pulsebox reconcile "
-                     "--accept-unsealed " +
-                     id +
-                     "` if you committed it yourself (as another "
-                     "user, with another audit key, or with an older pulsebox): " +
-                     why.to_string());
+                     dir.string() + what_to_do + why.to_string());
   };
-  if (auto checked = check_directories(id); !checked.ok()) return planted(checked.error());
+  if (auto checked = check_directories(id); !checked.ok()) return planted(checked.error(), false);
   if (!accept_unsealed) {
     PB_TRY(ready, core::read_regular_file(dir / "READY", 4096, "commit point"));
     if (auto sealed = check_commit_seal(seal_key_, id, root_, dir / "wal.json", ready);
         !sealed.ok())
-      return planted(sealed.error());
+      return planted(sealed.error(), true);
   }
   PB_TRY(wal, read_entries(dir / "wal.json", "steps", add));
   std::vector<std::string> refresh;
@@ -550,10 +541,10 @@ core::Status TransactionStore::replay(const std::string& id, int root_fd,
   // too: the seal does not vouch for blobs or a changed policy).
   // A blob gone was renamed into place before the interruption.
   if (auto files = check_blobs_are_files(draft, dir, /*gone_ok=*/true); !files.ok())
-    return planted(files.error());
+    return planted(files.error(), false);
   for (const auto& [path, entry] : draft.entries) {
     if (auto allowed = check_entry_policy(draft, entry); !allowed.ok())
-      return planted(allowed.error());
+      return planted(allowed.error(), false);
   }
   PB_CHECK(apply(draft, root_fd, temp_files_removed));
   if (wal.value("partial", false)) {
@@ -587,7 +578,6 @@ core::Result<Workspace::ReconcileReport> TransactionStore::reconcile(
       continue;
     }
     // Not decided: an interrupted commit rolls back to a pending transaction.
-    std::filesystem::remove(dir / "READY.tmp", ec);
     std::filesystem::remove(dir / "wal.json", ec);
     std::filesystem::remove(dir / "remaining.json", ec);
     if (!std::filesystem::exists(dir / "manifest.json", ec)) {

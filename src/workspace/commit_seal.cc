@@ -6,8 +6,8 @@
 #include <sstream>
 
 #include "audit/key.h"
-#include "core/sha256.h"
 #include "core/unique_fd.h"
+#include "workspace/tree.h"
 
 namespace pulsebox::workspace {
 
@@ -18,20 +18,11 @@ namespace {
 
 constexpr std::string_view kMagic = "pulsebox-commit 1";
 
-// SHA-256 of the log, read in chunks: a log of 100,000 steps is ~30 MB.
+// SHA-256 of the log, read in chunks (a log of 100,000 steps is ~30 MB).
 core::Result<std::string> log_digest(const std::filesystem::path& wal) {
   core::UniqueFd fd(::open(wal.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
   if (!fd) return Error::from_errno("workspace", "open " + wal.string());
-  core::Sha256 sha;
-  std::string chunk(1 << 16, '\0');
-  for (;;) {
-    const ssize_t got = ::read(fd.get(), chunk.data(), chunk.size());
-    if (got < 0 && errno == EINTR) continue;
-    if (got < 0) return Error::from_errno("workspace", "read " + wal.string());
-    if (got == 0) break;
-    sha.update(std::string_view(chunk.data(), static_cast<std::size_t>(got)));
-  }
-  return sha.hex_digest();
+  return sha256_of_fd(fd.get());
 }
 
 std::string mac_input(const std::string& id, const std::filesystem::path& root) {
