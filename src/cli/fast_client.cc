@@ -18,9 +18,11 @@
 #include "linux/syscalls.h"
 #include "server/protocol_constants.h"
 
-// The entry point: the initial stack to pulsebox_fast_client(), then glibc's
-// own entry with the stack pointer and %rdx (the dynamic linker's exit
-// function, 0 for a static program) as the kernel gave them. %r12/%r13 are
+// The entry point: the initial stack to pulsebox_fast_client(), and when
+// that returns (the work is this process's) to pulsebox_prefault_image()
+// (cli/prefault.h); then glibc's own entry with the stack pointer and %rdx
+// (the dynamic linker's exit function, 0 for a static program) as the
+// kernel gave them. %r12/%r13 are
 // callee-saved, so they survive the call.
 asm(R"(
   .text
@@ -32,6 +34,8 @@ pulsebox_fast_entry:
   mov %rsp, %rdi
   and $-16, %rsp
   call pulsebox_fast_client
+  mov %r12, %rdi
+  call pulsebox_prefault_image
   mov %r12, %rsp
   mov %r13, %rdx
   xor %r12d, %r12d

@@ -11,6 +11,7 @@
 
 #include "cli/commands.h"
 #include "cli/output.h"
+#include "cli/prefault.h"
 #include "cli/server_client.h"
 #include "core/trace.h"
 #include "pulsebox/version.h"
@@ -25,6 +26,7 @@ std::string first_line(const std::string& text) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (pulsebox::cli::prefaults_memory(argc, argv)) pulsebox::cli::prefault_heap();
   // A closed stdin would be taken by the first descriptor this process
   // opens, which a run would then hand the command as its stdin.
   if (::fcntl(STDIN_FILENO, F_GETFD) < 0) (void)::open("/dev/null", O_RDONLY);

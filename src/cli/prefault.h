@@ -1,0 +1,31 @@
+// Making this process's memory at once instead of page by page.
+//
+// A page fault costs this kind of VM far more than populating the same page
+// inside one madvise(2) (docs/benchmarks.md, "Where the time goes"), and a
+// `pulsebox run` touched ~200 pages of its own image and heap one fault at a
+// time. Both helpers are best effort: without MADV_POPULATE_* (Linux < 5.14)
+// the pages fault in as before.
+//
+// Not for `pulsebox serve`: it lives long enough to fault its pages once,
+// and its resident size is a target of its own.
+#pragma once
+
+extern "C" {
+
+// Called by the static CLI's entry point (cli/fast_client.cc) before the C
+// library starts, with the initial stack: populates the program's writable
+// segment (before its relocations write it) and its text. Raw system calls
+// only, like the fast client.
+void pulsebox_prefault_image(long* initial_stack);
+}
+
+namespace pulsebox::cli {
+
+// Grows the heap once by what a command uses and populates it, and keeps
+// that much on every later growth and trim. Call first in main().
+void prefault_heap();
+
+// Whether this command line is one whose memory is made at once (see above).
+bool prefaults_memory(int argc, char** argv);
+
+}  // namespace pulsebox::cli

@@ -1,0 +1,52 @@
+// See prefault.h: this runs before the C library is set up (built like
+// fast_client.cc: raw system calls, no library call, no relocated pointer).
+#include <elf.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+
+#include <cstdint>
+
+#include "cli/prefault.h"
+#include "linux/syscalls.h"
+
+// The program's own ELF header: hidden, so reached PC-relative before any
+// relocation. A static PIE's first segment starts at address 0, so the
+// header's address is the load base.
+extern const Elf64_Ehdr __ehdr_start [[gnu::visibility("hidden")]];
+
+namespace {
+
+bool is_serve(long* initial_stack) {
+  const long argc = initial_stack[0];
+  if (argc < 2) return false;
+  const char* word = reinterpret_cast<char**>(initial_stack + 1)[1];
+  const char serve[] = "serve";
+  std::size_t i = 0;
+  for (; serve[i] != '\0' && word[i] == serve[i]; ++i) {
+  }
+  return serve[i] == '\0' && word[i] == '\0';
+}
+
+}  // namespace
+
+extern "C" void pulsebox_prefault_image(long* initial_stack) {
+  if (is_serve(initial_stack)) return;
+  const auto base = reinterpret_cast<std::uintptr_t>(&__ehdr_start);
+  const auto* segments = reinterpret_cast<const Elf64_Phdr*>(base + __ehdr_start.e_phoff);
+  constexpr std::uintptr_t kPage = 4096;
+  for (unsigned i = 0; i < __ehdr_start.e_phnum; ++i) {
+    const Elf64_Phdr& segment = segments[i];
+    if (segment.p_type != PT_LOAD) continue;
+    // The read-only data faults in a few pages only: not worth all of it.
+    long advice = -1;
+    if ((segment.p_flags & PF_W) != 0) {
+      advice = MADV_POPULATE_WRITE;
+    } else if ((segment.p_flags & PF_X) != 0) {
+      advice = MADV_POPULATE_READ;
+    }
+    if (advice < 0) continue;
+    const std::uintptr_t start = (base + segment.p_vaddr) & ~(kPage - 1);
+    const std::uintptr_t end = (base + segment.p_vaddr + segment.p_memsz + kPage - 1) & ~(kPage - 1);
+    pulsebox::linux_api::raw(SYS_madvise, start, end - start, advice);
+  }
+}
