@@ -32,6 +32,7 @@ class LineReader {
   std::uint64_t offset_;  // file offset of buffer_[0]
   std::string buffer_;
   std::size_t pos_ = 0;
+  std::size_t chunk_ = 4096;  // the next read's size (line_reader.cc)
   bool eof_ = false;
 };
 
