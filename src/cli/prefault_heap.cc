@@ -24,6 +24,9 @@ bool prefaults_memory(int argc, char** argv) {
 }
 
 void prefault_heap() {
+  // Threads (the trash remover) allocate from this heap too, not from an
+  // arena of their own faulted in page by page.
+  (void)::mallopt(M_ARENA_MAX, 1);
   // Every growth of the heap takes this much more, and a trim keeps it.
   (void)::mallopt(M_TOP_PAD, static_cast<int>(kHeapBytes));
   // So that the block below comes from the heap, not an mmap of its own.

@@ -49,4 +49,10 @@ extern "C" void pulsebox_prefault_image(long* initial_stack) {
     const std::uintptr_t end = (base + segment.p_vaddr + segment.p_memsz + kPage - 1) & ~(kPage - 1);
     pulsebox::linux_api::raw(SYS_madvise, start, end - start, advice);
   }
+  // The stack below this frame, as deep as a run goes (buffers on the
+  // stack, realpath): exec maps 128 KiB below the arguments, so these
+  // pages are part of the stack's mapping already.
+  constexpr std::uintptr_t kStackBytes = 96 * 1024;
+  const auto below = reinterpret_cast<std::uintptr_t>(initial_stack) & ~(kPage - 1);
+  pulsebox::linux_api::raw(SYS_madvise, below - kStackBytes, kStackBytes, MADV_POPULATE_WRITE);
 }
