@@ -46,7 +46,8 @@ extern "C" void pulsebox_prefault_image(long* initial_stack) {
     }
     if (advice < 0) continue;
     const std::uintptr_t start = (base + segment.p_vaddr) & ~(kPage - 1);
-    const std::uintptr_t end = (base + segment.p_vaddr + segment.p_memsz + kPage - 1) & ~(kPage - 1);
+    const std::uintptr_t end =
+        (base + segment.p_vaddr + segment.p_memsz + kPage - 1) & ~(kPage - 1);
     pulsebox::linux_api::raw(SYS_madvise, start, end - start, advice);
   }
   // The stack below this frame, as deep as a run goes (buffers on the
