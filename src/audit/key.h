@@ -43,7 +43,10 @@ class Key {
   const std::string& id() const { return id_; }
   const std::filesystem::path& file() const { return file_; }
   // Where the anchors of the logs kept with this key live: beside it.
-  std::filesystem::path anchor_directory() const { return file_.parent_path() / "audit-anchors"; }
+  std::filesystem::path anchor_directory() const { return anchor_directory_of(file_); }
+  static std::filesystem::path anchor_directory_of(const std::filesystem::path& key_file) {
+    return key_file.parent_path() / "audit-anchors";
+  }
 
  private:
   Key() = default;

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdlib>
 
+#include "audit/key.h"
 #include "core/agent_dir.h"
 #include "core/fs.h"
 #include "core/sandbox_home.h"
@@ -121,18 +122,22 @@ Sandbox::Sandbox(SandboxOptions options)
     options_.home =
         core::value_or_throw(core::prepare_home_dir(options_.home, options_.workspace, "--home"));
   }
-  {
-    // An audit log kept inside the workspace (not in .agent/) is hidden from
-    // the command too.
+  const AuditKeyLocation key =
+      options_.audit_key ? *options_.audit_key : default_audit_key_location();
+  // The audit log, its key and the key's anchors, when kept inside the
+  // workspace (not in .agent/), are hidden from the command too: with the
+  // key a command could MAC records and seal commit points of its own.
+  for (const std::filesystem::path& own :
+       {default_audit_path(options_), key.file,
+        key.file.empty() ? key.file : audit::Key::anchor_directory_of(key.file)}) {
+    if (own.empty()) continue;
     std::error_code ec;
-    const auto audit_path = std::filesystem::weakly_canonical(default_audit_path(options_), ec);
-    const auto relative = audit_path.lexically_relative(options_.workspace);
+    const auto relative =
+        std::filesystem::weakly_canonical(own, ec).lexically_relative(options_.workspace);
     if (!ec && !relative.empty() && *relative.begin() != ".." && *relative.begin() != ".agent") {
       hidden_workspace_paths_.push_back(relative.string());
     }
   }
-  const AuditKeyLocation key =
-      options_.audit_key ? *options_.audit_key : default_audit_key_location();
   workspace_.set_audit_key(key);  // commit points are sealed with the audit log's key
   audit_ = std::make_unique<AuditLog>(default_audit_path(options_), &scrubber_,
                                       AuditLog::Options{.fsync = options_.audit_fsync, .key = key});

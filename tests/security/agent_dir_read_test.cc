@@ -127,5 +127,38 @@ TEST_F(AgentDirReadTest, ANestedWorkspacesOwnDirectoryIsHiddenFromTheEnclosingOn
   check_hidden(outer, "nested made first");
 }
 
+// An audit key named inside the workspace (PULSEBOX_AUDIT_KEY=key, or the
+// default one of a home directory used as the workspace) was made there and
+// read by the command, its anchors beside it: with the key a command can MAC
+// audit records and seal commit points of its own.
+TEST_F(AgentDirReadTest, AnAuditKeyKeptInsideTheWorkspaceIsHiddenFromTheCommand) {
+  auto env = cli_env();
+  env.push_back("PULSEBOX_AUDIT_KEY=" + (workspace_ / "keys" / "audit.key").string());
+  const auto run = testing::run_cli(
+      {"run", "--allow-weaker", "limits", "-w", workspace_.path().string(), "--", "sh", "-c",
+       "od -An -tx1 -v keys/audit.key | tr -d ' \\n'; echo; ls -A keys/audit-anchors; true"},
+      "", env);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const std::string key = testing::read_file(workspace_ / "keys" / "audit.key");
+  ASSERT_FALSE(key.empty()) << "no key was made at " << (workspace_ / "keys" / "audit.key");
+  std::string hex;
+  for (const unsigned char byte : key) {
+    static const char digits[] = "0123456789abcdef";
+    hex += digits[byte >> 4];
+    hex += digits[byte & 15];
+  }
+  EXPECT_EQ(run.out.find(hex.substr(0, 16)), std::string::npos) << run.out;
+  for (const auto& anchor : fs::directory_iterator(workspace_ / "keys" / "audit-anchors")) {
+    const std::string name = anchor.path().filename().string();
+    EXPECT_EQ(run.out.find(name), std::string::npos) << name << " listed: " << run.out;
+  }
+  const json request = {{"v", 1},
+                        {"request", "read_file"},
+                        {"workspace", workspace_.path().string()},
+                        {"path", "keys/audit.key"}};
+  const auto reply = testing::run_cli({"request"}, request.dump(), env);
+  EXPECT_NE(reply.out.find("\"error\""), std::string::npos) << reply.out;
+}
+
 }  // namespace
 }  // namespace pulsebox
