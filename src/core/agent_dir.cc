@@ -15,6 +15,14 @@ namespace pulsebox::core {
 
 namespace fs = std::filesystem;
 
+namespace {
+
+// What ensure_agent_dir writes to .agent/.gitignore, also how a .agent/ is
+// known to be pulsebox's.
+constexpr std::string_view kAgentIgnore = "# pulsebox's own state: never part of the project\n*\n";
+
+}  // namespace
+
 Status ensure_agent_dir(const fs::path& workspace) {
   const fs::path agent = workspace / ".agent";
   if (::mkdir(agent.c_str(), 0700) != 0 && errno != EEXIST)
@@ -31,8 +39,8 @@ Status ensure_agent_dir(const fs::path& workspace) {
     if (errno == EEXIST) return ok_status();  // the user's own content is left alone
     return Error::from_errno("workspace", "creating " + ignore.string());
   }
-  constexpr std::string_view kContent = "# pulsebox's own state: never part of the project\n*\n";
-  if (::write(fd.get(), kContent.data(), kContent.size()) != static_cast<ssize_t>(kContent.size()))
+  if (::write(fd.get(), kAgentIgnore.data(), kAgentIgnore.size()) !=
+      static_cast<ssize_t>(kAgentIgnore.size()))
     return Error::from_errno("workspace", "writing " + ignore.string());
   return ok_status();
 }
@@ -80,6 +88,46 @@ void register_with_enclosing_workspaces(const fs::path& workspace, const fs::pat
     if (!fd) continue;
     (void)write_all(fd.get(), relative + "\n", "the list of nested workspaces");
   }
+}
+
+void find_nested_workspaces_once(const fs::path& workspace) {
+  const fs::path marker = workspace / ".agent" / "nested-found";
+  struct stat st {};
+  if (::lstat(marker.c_str(), &st) == 0) return;
+  std::vector<std::string> found;
+  std::error_code ec;
+  fs::recursive_directory_iterator it(workspace, fs::directory_options::skip_permission_denied, ec);
+  for (; !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    const fs::path& path = it->path();
+    const fs::path name = path.filename();
+    if (name != ".agent" && name != ".git") continue;
+    it.disable_recursion_pending();  // never into any .agent/ or .git/
+    std::error_code status_ec;
+    if (name != ".agent" || path.parent_path() == workspace ||
+        !fs::is_directory(it->symlink_status(status_ec)))
+      continue;
+    // pulsebox's own (ensure_agent_dir's .gitignore), not another tool's.
+    UniqueFd ignore(
+        ::open((path / ".gitignore").c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+    char head[kAgentIgnore.size()] = {};
+    if (!ignore || ::read(ignore.get(), head, sizeof head) != static_cast<ssize_t>(sizeof head) ||
+        std::string_view(head, sizeof head) != kAgentIgnore)
+      continue;
+    const std::string relative = path.parent_path().lexically_relative(workspace).string();
+    if (!relative.empty() && relative.find('\n') == std::string::npos) found.push_back(relative);
+  }
+  if (ec) return;  // unfinished: looked for again when next opened
+  const auto listed = nested_lines(workspace);
+  std::string lines;
+  for (const std::string& relative : found) {
+    if (std::find(listed.begin(), listed.end(), relative) == listed.end()) lines += relative + "\n";
+  }
+  if (!lines.empty()) {
+    UniqueFd fd(::open((workspace / ".agent" / "nested").c_str(),
+                       O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600));
+    if (!fd || !write_all(fd.get(), lines, "the list of nested workspaces").ok()) return;
+  }
+  UniqueFd done(::open(marker.c_str(), O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
 }
 
 std::vector<std::string> nested_workspaces(const fs::path& workspace) {

@@ -27,6 +27,15 @@ Status ensure_agent_dir(const std::filesystem::path& workspace);
 // user's, whose sandboxes cannot read this one's .agent/ (mode 0700) either.
 void register_with_enclosing_workspaces(const std::filesystem::path& workspace,
                                         const std::filesystem::path& home);
+// Once per workspace (until .agent/nested-found exists): lists in
+// <workspace>/.agent/nested the workspaces already nested in it, found by
+// walking its tree (not into any .agent/ or .git/, nor through a symlink);
+// a workspace made before the one enclosing it and not opened since would
+// not be listed otherwise. A .agent/ counts when its .gitignore is the one
+// ensure_agent_dir writes, so another tool's .agent/ stays the project's.
+// A walk that fails part-way is repeated at the next open.
+void find_nested_workspaces_once(const std::filesystem::path& workspace);
+
 // The nested workspaces listed in <workspace>/.agent/nested that still hold
 // a .agent/ directory, relative to `workspace`: normal relative paths
 // beneath it, reached without a symlink. Anything else in the file is

@@ -114,6 +114,7 @@ Sandbox::Sandbox(SandboxOptions options)
   {
     const char* home = std::getenv("HOME");
     core::register_with_enclosing_workspaces(options_.workspace, home ? home : "");
+    core::find_nested_workspaces_once(options_.workspace);
     // Nested workspaces' own directories are theirs, not this one's files.
     for (const std::string& nested : core::nested_workspaces(options_.workspace))
       hidden_workspace_paths_.push_back(nested + "/.agent");

@@ -125,6 +125,23 @@ TEST_F(AgentDirReadTest, ANestedWorkspacesOwnDirectoryIsHiddenFromTheEnclosingOn
   ASSERT_EQ(run_in(outer, "true", secret_env).exit_code, 0);
   ASSERT_EQ(run_in(outer / "sub", "true", secret_env).exit_code, 0);
   check_hidden(outer, "nested made first");
+
+  // The nested one first and never opened again: the enclosing one's first
+  // run finds it. A .agent/ of another tool's stays the project's.
+  const fs::path first = scratch_ / "first";
+  fs::create_directories(first / "deep" / "sub");
+  fs::create_directories(first / "tool" / ".agent");
+  testing::write_file(first / "tool" / ".agent" / "config", "tool-setting-5150\n");
+  ASSERT_EQ(run_in(first / "deep" / "sub", "echo \"$TOKEN\" > pending.txt", secret_env).exit_code,
+            0);
+  const auto seen = run_in(first, look + "; cat tool/.agent/config", secret_env);
+  ASSERT_EQ(seen.exit_code, 0) << seen.err;
+  EXPECT_EQ(seen.out.find("n3sted-s3cr3t-77"), std::string::npos) << seen.out;
+  EXPECT_NE(seen.out.find("tool-setting-5150"), std::string::npos) << seen.out;
+  const auto deep = run_in(first, "find deep/sub/.agent -type f -exec cat {} +; true", secret_env);
+  ASSERT_EQ(deep.exit_code, 0) << deep.err;
+  EXPECT_EQ(deep.out.find("n3sted-s3cr3t-77"), std::string::npos) << deep.out;
+  EXPECT_EQ(deep.out.find("\"seq\""), std::string::npos) << deep.out;
 }
 
 // An audit key named inside the workspace (PULSEBOX_AUDIT_KEY=key, or the
