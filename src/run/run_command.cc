@@ -279,18 +279,20 @@ int execute_run(const RunOptions& o, const RunIo& given_io) {
                        : "-t: a terminal's output cannot travel as events; drop -t");
     }
     core::trace_phase("cli: parsed");
+    // Found once: each lookup canonicalises the path and its ancestors.
+    const RunPlace place = run_place(o);
     // The profile, the flags and the workspace's config file, in that order.
     RunOptions effective = o;
     const config::RunConfig settings =
-        config::apply_run_config(effective, run_place(o).workspace,
+        config::apply_run_config(effective, place.workspace,
                                  [&io](const std::string& name) { return run_getenv(io, name); });
     effective.workspace_rules = settings.workspace_rules;
+    effective.workspace = place.workspace.string();
     SandboxOptions options = build_sandbox_options(effective, io);
     if (events != nullptr)
       options.approver =
           approver_with_events(std::move(options.approver), *events, run_id, o.approve_timeout);
     core::trace_phase("cli: options built");
-    const RunPlace place = run_place(o);
     Sandbox sandbox(std::move(options));
     core::trace_phase("cli: sandbox constructed");
     if (const std::string& why = sandbox.audit().key_warning(); !why.empty()) {
