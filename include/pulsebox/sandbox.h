@@ -229,6 +229,12 @@ class PULSEBOX_API Sandbox {
   // Whether a workspace-relative path is pulsebox's own (.agent/, an audit
   // log kept in the workspace), which read_file never reads.
   bool is_own_path(const std::string& relative) const;
+  // is_own_path, or a directory an own path lies in (the workspace too).
+  bool holds_own_path(const std::string& relative) const;
+  // Throws (and audits) when a staged change of `normal` would reach an own
+  // path, by its name or through the workspace's symlinks.
+  void refuse_own_place(const std::string& verb, const std::string& target,
+                        const std::string& normal);
 
   SandboxOptions options_;
   SecretScrubber scrubber_;

@@ -29,18 +29,22 @@ void register_with_enclosing_workspaces(const std::filesystem::path& workspace,
                                         const std::filesystem::path& home);
 // Once per workspace (until .agent/nested-found exists): lists in
 // <workspace>/.agent/nested the workspaces already nested in it, found by
-// walking its tree (not into any .agent/ or .git/, nor through a symlink);
-// a workspace made before the one enclosing it and not opened since would
-// not be listed otherwise. A .agent/ counts when its .gitignore is the one
-// ensure_agent_dir writes, so another tool's .agent/ stays the project's.
-// A walk that fails part-way is repeated at the next open.
+// walking its tree (not into any .agent/ or .git/, nor through a symlink or
+// onto another file system); a workspace made before the one enclosing it
+// and not opened since would not be listed otherwise. A .agent/ counts when
+// its .gitignore is the one ensure_agent_dir writes or it holds a file only
+// pulsebox makes (clock, transactions, logs/audit.jsonl, nested), so
+// another tool's .agent/ stays the project's. A walk that fails part-way is
+// repeated at the next open.
 void find_nested_workspaces_once(const std::filesystem::path& workspace);
 
 // The nested workspaces listed in <workspace>/.agent/nested that still hold
 // a .agent/ directory, relative to `workspace`: normal relative paths
 // beneath it, reached without a symlink. Anything else in the file is
-// ignored (a planted list can only ask to hide more).
-std::vector<std::string> nested_workspaces(const std::filesystem::path& workspace);
+// ignored (a planted list can only ask to hide more). An error (kSecurity)
+// when the list cannot be read whole (not a regular file, over 256 KiB) or
+// names more than 1,000 of them: a run must not start with them unmasked.
+Result<std::vector<std::string>> nested_workspaces(const std::filesystem::path& workspace);
 
 struct FoundWorkspace {
   std::filesystem::path root;      // the directory holding .agent/ (canonical)

@@ -70,6 +70,20 @@ std::optional<std::string> resolved_location(const std::filesystem::path& root,
   return inside.string();
 }
 
+// Where a staged change of `normal` lands: the deepest existing directory
+// on its way with its symlinks followed (as a commit follows them beneath
+// the root), then the rest as named. The last name is not followed: a
+// delete removes a symlink itself.
+std::string landing_place(const std::filesystem::path& root, const std::string& normal) {
+  for (auto slash = normal.rfind('/'); slash != std::string::npos && slash > 0;
+       slash = normal.rfind('/', slash - 1)) {
+    if (const auto parent = resolved_location(root, normal.substr(0, slash))) {
+      return (*parent == "." ? normal.substr(slash + 1) : *parent + normal.substr(slash));
+    }
+  }
+  return normal;
+}
+
 }  // namespace
 
 Sandbox::Sandbox(SandboxOptions options)
@@ -116,7 +130,8 @@ Sandbox::Sandbox(SandboxOptions options)
     core::register_with_enclosing_workspaces(options_.workspace, home ? home : "");
     core::find_nested_workspaces_once(options_.workspace);
     // Nested workspaces' own directories are theirs, not this one's files.
-    for (const std::string& nested : core::nested_workspaces(options_.workspace))
+    for (const std::string& nested :
+         core::value_or_throw(core::nested_workspaces(options_.workspace)))
       hidden_workspace_paths_.push_back(nested + "/.agent");
   }
   if (!options_.home.empty()) {
@@ -368,6 +383,29 @@ bool Sandbox::is_own_path(const std::string& relative) const {
                      });
 }
 
+bool Sandbox::holds_own_path(const std::string& relative) const {
+  if (relative.empty() || relative == ".") return true;
+  return is_own_path(relative) ||
+         std::any_of(
+             hidden_workspace_paths_.begin(), hidden_workspace_paths_.end(),
+             [&relative](const std::string& hidden) { return hidden.starts_with(relative + "/"); });
+}
+
+void Sandbox::refuse_own_place(const std::string& verb, const std::string& target,
+                               const std::string& normal) {
+  if (!normal.empty() && normal.front() == '/') return;  // refused as outside the workspace
+  const std::string lands = landing_place(options_.workspace, normal);
+  for (const std::string& place : {normal, lands}) {
+    if (!holds_own_path(place)) continue;
+    const std::string why = "refusing to stage a " + verb + " of " + target + ": " +
+                            (place == normal ? "" : "it lands on " + place + ", ") +
+                            "pulsebox's own (.agent/ and its audit log, key and anchors), or a "
+                            "directory holding them";
+    audit_->record({.action = verb, .target = target, .decision = "deny", .detail = why});
+    throw SandboxSecurityError(why, 0, "path");
+  }
+}
+
 std::string Sandbox::create_transaction() {
   return workspace_.create_transaction("api");
 }
@@ -376,6 +414,7 @@ void Sandbox::stage_write(const std::string& tx, std::string_view path, std::str
                           unsigned mode) {
   const std::string target(path);
   const std::string normal = policy_target(path);
+  refuse_own_place("write", target, normal);
   const PolicyEvaluation evaluation = require_not_denied(ActionType::Write, normal);
   if (scrubber_.contains_secret(bytes)) {
     audit_->record({.action = "write",
@@ -417,7 +456,9 @@ void Sandbox::stage_write(const std::string& tx, std::string_view path, std::str
 
 void Sandbox::stage_delete(const std::string& tx, std::string_view path) {
   const std::string target(path);
-  const PolicyEvaluation evaluation = require_not_denied(ActionType::Delete, policy_target(path));
+  const std::string normal = policy_target(path);
+  refuse_own_place("delete", target, normal);
+  const PolicyEvaluation evaluation = require_not_denied(ActionType::Delete, normal);
   workspace_.stage_delete(tx, path);
   audit_->record({.action = "delete-staged",
                   .target = target,

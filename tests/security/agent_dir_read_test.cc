@@ -142,6 +142,42 @@ TEST_F(AgentDirReadTest, ANestedWorkspacesOwnDirectoryIsHiddenFromTheEnclosingOn
   ASSERT_EQ(deep.exit_code, 0) << deep.err;
   EXPECT_EQ(deep.out.find("n3sted-s3cr3t-77"), std::string::npos) << deep.out;
   EXPECT_EQ(deep.out.find("\"seq\""), std::string::npos) << deep.out;
+
+  // A nested workspace whose .gitignore its user changed is pulsebox's all
+  // the same (its audit log says so).
+  const fs::path edited = scratch_ / "edited";
+  fs::create_directories(edited / "inner");
+  ASSERT_EQ(run_in(edited / "inner", "echo \"$TOKEN\" > pending.txt", secret_env).exit_code, 0);
+  testing::write_file(edited / "inner" / ".agent" / ".gitignore", "*.log\n");
+  const auto inner = run_in(edited, "find inner/.agent -type f -exec cat {} +; true", secret_env);
+  ASSERT_EQ(inner.exit_code, 0) << inner.err;
+  EXPECT_EQ(inner.out.find("\"seq\""), std::string::npos) << inner.out;
+}
+
+// The list of nested workspaces read as empty when it could not be read
+// (a repository shipping .agent/nested as a symlink, or one past 256 KiB),
+// and every nested .agent/ was shown: a run now refuses to start.
+TEST_F(AgentDirReadTest, AListOfNestedWorkspacesThatCannotBeReadStopsTheRun) {
+  auto run_in = [&](const fs::path& dir) {
+    return testing::run_cli({"run", "--allow-weaker", "limits", "-w", dir.string(), "--", "true"},
+                            "", cli_env());
+  };
+  ASSERT_EQ(run_in(workspace_.path()).exit_code, 0);
+  const fs::path list = workspace_ / ".agent" / "nested";
+  fs::remove(list);
+  fs::create_symlink("/dev/null", list);
+  const auto linked = run_in(workspace_.path());
+  EXPECT_NE(linked.exit_code, 0) << linked.out;
+  EXPECT_NE(linked.err.find(list.string()), std::string::npos) << linked.err;
+
+  fs::remove(list);
+  testing::write_file(list, std::string(300 * 1024, 'a') + "\n");
+  const auto big = run_in(workspace_.path());
+  EXPECT_NE(big.exit_code, 0) << big.out;
+  EXPECT_NE(big.err.find("nested"), std::string::npos) << big.err;
+
+  fs::remove(list);
+  EXPECT_EQ(run_in(workspace_.path()).exit_code, 0);
 }
 
 // An audit key named inside the workspace (PULSEBOX_AUDIT_KEY=key, or the
@@ -175,6 +211,49 @@ TEST_F(AgentDirReadTest, AnAuditKeyKeptInsideTheWorkspaceIsHiddenFromTheCommand)
                         {"path", "keys/audit.key"}};
   const auto reply = testing::run_cli({"request"}, request.dump(), env);
   EXPECT_NE(reply.out.find("\"error\""), std::string::npos) << reply.out;
+}
+
+// Staging through the protocol named pulsebox's own paths: a delete of the
+// key (with a client policy allowing deletes) made `diff` show its 32 bytes,
+// and a staged write replaced it at commit; the same reached a nested
+// workspace's pending blobs and audit log, and the workspace's own .agent/.
+TEST_F(AgentDirReadTest, PulseboxsOwnPathsAreNeverStagedThroughTheProtocol) {
+  auto env = cli_env();
+  env.push_back("PULSEBOX_AUDIT_KEY=" + (workspace_ / "keys" / "audit.key").string());
+  fs::create_directories(workspace_ / "sub");
+  ASSERT_EQ(
+      testing::run_cli({"run", "--allow-weaker", "limits", "-w", (workspace_ / "sub").string(),
+                        "--", "sh", "-c", "echo pending > p.txt"},
+                       "", env)
+          .exit_code,
+      0);
+  std::error_code ec;
+  fs::create_directory_symlink("keys", workspace_ / "link", ec);
+  const json allow_all = {{"rules",
+                           {{{"action", "delete"}, {"target", "*"}, {"decision", "allow"}},
+                            {{"action", "write"}, {"target", "*"}, {"decision", "allow"}}}}};
+  auto request = [&](json body) {
+    body["v"] = 1;
+    body["workspace"] = workspace_.path().string();
+    const auto reply = testing::run_cli({"request"}, body.dump(), env);
+    return json::parse(reply.out.empty() ? "{}" : reply.out);
+  };
+  const json created = request({{"request", "create_transaction"}});
+  ASSERT_TRUE(created.contains("transaction")) << created;
+  const std::string tx = created["transaction"];
+  for (const std::string path :
+       {"keys/audit.key", "keys/audit-anchors", "keys", "link/audit.key", "link/audit-anchors/x",
+        ".agent/logs/audit.jsonl", "sub/.agent/logs/audit.jsonl", "sub", "."}) {
+    for (const std::string op : {"stage_delete", "stage_write"}) {
+      json body = {{"request", op}, {"transaction", tx}, {"path", path}, {"policy", allow_all}};
+      if (op == "stage_write") body["data_base64"] = "AAAA";
+      const json reply = request(body);
+      EXPECT_TRUE(reply.contains("error")) << op << " " << path << ": " << reply;
+    }
+  }
+  const json diff = request({{"request", "diff"}, {"transaction", tx}});
+  EXPECT_EQ(diff.dump().find("audit.key"), std::string::npos) << diff;
+  EXPECT_EQ(diff.dump().find(".agent"), std::string::npos) << diff;
 }
 
 }  // namespace
