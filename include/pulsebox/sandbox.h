@@ -235,6 +235,9 @@ class PULSEBOX_API Sandbox {
   // path, by its name or through the workspace's symlinks.
   void refuse_own_place(const std::string& verb, const std::string& target,
                         const std::string& normal);
+  // Audits the refusal of `action` on an own path, then throws it (kSecurity).
+  [[noreturn]] void deny_own_path(const std::string& action, const std::string& target,
+                                  const std::string& why);
 
   SandboxOptions options_;
   SecretScrubber scrubber_;

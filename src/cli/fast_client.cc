@@ -22,8 +22,7 @@
 // that returns (the work is this process's) to pulsebox_prefault_image()
 // (cli/prefault.h); then glibc's own entry with the stack pointer and %rdx
 // (the dynamic linker's exit function, 0 for a static program) as the
-// kernel gave them. %r12/%r13 are
-// callee-saved, so they survive the call.
+// kernel gave them. %r12/%r13 are callee-saved, so they survive the calls.
 asm(R"(
   .text
   .globl pulsebox_fast_entry

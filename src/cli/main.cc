@@ -26,7 +26,7 @@ std::string first_line(const std::string& text) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (pulsebox::cli::prefaults_memory(argc, argv)) pulsebox::cli::prefault_heap();
+  if (pulsebox_image_prefaulted != 0) pulsebox::cli::prefault_heap();
   // A closed stdin would be taken by the first descriptor this process
   // opens, which a run would then hand the command as its stdin.
   if (::fcntl(STDIN_FILENO, F_GETFD) < 0) (void)::open("/dev/null", O_RDONLY);

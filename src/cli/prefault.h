@@ -17,6 +17,10 @@ extern "C" {
 // segment (before its relocations write it) and its text. Raw system calls
 // only, like the fast client.
 void pulsebox_prefault_image(long* initial_stack);
+// Set by pulsebox_prefault_image when it populated (every command but
+// `serve`): main() then populates a heap too. 0 in builds without the
+// pre-libc entry (sanitizers).
+[[gnu::visibility("hidden")]] extern int pulsebox_image_prefaulted;
 }
 
 namespace pulsebox::cli {
@@ -24,8 +28,5 @@ namespace pulsebox::cli {
 // Grows the heap once by what a command uses and populates it, and keeps
 // that much on every later growth and trim. Call first in main().
 void prefault_heap();
-
-// Whether this command line is one whose memory is made at once (see above).
-bool prefaults_memory(int argc, char** argv);
 
 }  // namespace pulsebox::cli

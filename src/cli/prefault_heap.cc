@@ -4,7 +4,6 @@
 
 #include <cstdint>
 #include <cstdlib>
-#include <string_view>
 
 #include "cli/prefault.h"
 
@@ -18,10 +17,6 @@ constexpr std::size_t kHeapBytes = 320 * 1024;
 constexpr std::uintptr_t kPage = 4096;
 
 }  // namespace
-
-bool prefaults_memory(int argc, char** argv) {
-  return !(argc > 1 && std::string_view(argv[1]) == "serve");
-}
 
 void prefault_heap() {
   // Threads (the trash remover) allocate from this heap too, not from an

@@ -29,8 +29,11 @@ bool is_serve(long* initial_stack) {
 
 }  // namespace
 
+int pulsebox_image_prefaulted = 0;  // hidden: no GOT entry to relocate
+
 extern "C" void pulsebox_prefault_image(long* initial_stack) {
   if (is_serve(initial_stack)) return;
+  pulsebox_image_prefaulted = 1;
   const auto base = reinterpret_cast<std::uintptr_t>(&__ehdr_start);
   const auto* segments = reinterpret_cast<const Elf64_Phdr*>(base + __ehdr_start.e_phoff);
   constexpr std::uintptr_t kPage = 4096;

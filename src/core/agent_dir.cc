@@ -98,6 +98,13 @@ bool is_pulsebox_agent_dir(const fs::path& agent) {
   return false;
 }
 
+// Appends `lines` (each ending in a newline) to <workspace>/.agent/nested.
+bool append_nested(const fs::path& workspace, const std::string& lines) {
+  UniqueFd fd(::open((workspace / ".agent" / "nested").c_str(),
+                     O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600));
+  return fd && write_all(fd.get(), lines, "the list of nested workspaces").ok();
+}
+
 }  // namespace
 
 void register_with_enclosing_workspaces(const fs::path& workspace, const fs::path& home) {
@@ -109,10 +116,7 @@ void register_with_enclosing_workspaces(const fs::path& workspace, const fs::pat
     const auto listed = nested_lines(dir);
     if (!listed) continue;  // the enclosing workspace's runs refuse to start then
     if (std::find(listed->begin(), listed->end(), relative) != listed->end()) continue;
-    UniqueFd fd(::open((dir / ".agent" / "nested").c_str(),
-                       O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600));
-    if (!fd) continue;
-    (void)write_all(fd.get(), relative + "\n", "the list of nested workspaces");
+    (void)append_nested(dir, relative + "\n");
   }
 }
 
@@ -148,11 +152,7 @@ void find_nested_workspaces_once(const fs::path& workspace) {
     if (std::find(listed->begin(), listed->end(), relative) == listed->end())
       lines += relative + "\n";
   }
-  if (!lines.empty()) {
-    UniqueFd fd(::open((workspace / ".agent" / "nested").c_str(),
-                       O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600));
-    if (!fd || !write_all(fd.get(), lines, "the list of nested workspaces").ok()) return;
-  }
+  if (!lines.empty() && !append_nested(workspace, lines)) return;
   UniqueFd done(::open(marker.c_str(), O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
 }
 

@@ -347,12 +347,11 @@ std::string Sandbox::read_file(std::string_view relative_path) {
     // redacted) or the audit log.
     for (const std::string& place : {normal, resolved.value_or(normal)}) {
       if (!is_own_path(place)) continue;
-      const std::string why = "refusing to read " + target + ": " +
-                              (place == normal ? "" : "it resolves to " + place + ", ") +
-                              "pulsebox's own (.agent: transactions and audit log); review "
-                              "staged changes with diff";
-      audit_->record({.action = "read", .target = target, .decision = "deny", .detail = why});
-      throw SandboxSecurityError(why, 0, "path");
+      deny_own_path("read", target,
+                    "refusing to read " + target + ": " +
+                        (place == normal ? "" : "it resolves to " + place + ", ") +
+                        "pulsebox's own (.agent: transactions and audit log); review staged "
+                        "changes with diff");
     }
   }
   PathValidator validator(options_.workspace,
@@ -383,6 +382,12 @@ bool Sandbox::is_own_path(const std::string& relative) const {
                      });
 }
 
+void Sandbox::deny_own_path(const std::string& action, const std::string& target,
+                            const std::string& why) {
+  audit_->record({.action = action, .target = target, .decision = "deny", .detail = why});
+  throw SandboxSecurityError(why, 0, "path");
+}
+
 bool Sandbox::holds_own_path(const std::string& relative) const {
   if (relative.empty() || relative == ".") return true;
   return is_own_path(relative) ||
@@ -397,12 +402,11 @@ void Sandbox::refuse_own_place(const std::string& verb, const std::string& targe
   const std::string lands = landing_place(options_.workspace, normal);
   for (const std::string& place : {normal, lands}) {
     if (!holds_own_path(place)) continue;
-    const std::string why = "refusing to stage a " + verb + " of " + target + ": " +
-                            (place == normal ? "" : "it lands on " + place + ", ") +
-                            "pulsebox's own (.agent/ and its audit log, key and anchors), or a "
-                            "directory holding them";
-    audit_->record({.action = verb, .target = target, .decision = "deny", .detail = why});
-    throw SandboxSecurityError(why, 0, "path");
+    deny_own_path(verb, target,
+                  "refusing to stage a " + verb + " of " + target + ": " +
+                      (place == normal ? "" : "it lands on " + place + ", ") +
+                      "pulsebox's own (.agent/ and its audit log, key and anchors), or a "
+                      "directory holding them; pulsebox keeps these itself, stage other paths");
   }
 }
 
