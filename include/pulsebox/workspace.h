@@ -320,15 +320,26 @@ class PULSEBOX_API Workspace {
 
   // The key that seals this workspace's commit points and verifies them
   // before a replay: the audit log's (SandboxOptions::audit_key, --audit-key).
-  // Unset: default_audit_key_location().
-  void set_audit_key(AuditKeyLocation key) { audit_key_ = std::move(key); }
+  // Unset: default_audit_key_location(). A key kept inside the workspace
+  // (and its anchors beside it) becomes an own path (add_own_path).
+  void set_audit_key(AuditKeyLocation key);
   const std::optional<AuditKeyLocation>& audit_key() const { return audit_key_; }
+
+  // A file of pulsebox's own kept inside the workspace besides .agent/ (an
+  // audit log, key or key anchors): an import refuses a run's change at or
+  // beneath it, or one that puts a file, symlink or deletion on the way to
+  // it, whether or not it exists yet (the command never sees one that
+  // exists). Outside the workspace or in .agent/: nothing to do.
+  void add_own_path(const std::filesystem::path& host_path);
+  // Relative to the root, in the order added.
+  const std::vector<std::string>& own_paths() const { return own_paths_; }
 
  private:
   std::filesystem::path root_;
   ActionPolicy policy_;
   WorkspaceLimits limits_;
   std::optional<AuditKeyLocation> audit_key_;
+  std::vector<std::string> own_paths_;
 };
 
 }  // namespace pulsebox

@@ -140,21 +140,15 @@ Sandbox::Sandbox(SandboxOptions options)
   }
   const AuditKeyLocation key =
       options_.audit_key ? *options_.audit_key : default_audit_key_location();
-  // The audit log, its key and the key's anchors, when kept inside the
-  // workspace (not in .agent/), are hidden from the command too: with the
-  // key a command could MAC records and seal commit points of its own.
-  for (const std::filesystem::path& own :
-       {default_audit_path(options_), key.file,
-        key.file.empty() ? key.file : audit::Key::anchor_directory_of(key.file)}) {
-    if (own.empty()) continue;
-    std::error_code ec;
-    const auto relative =
-        std::filesystem::weakly_canonical(own, ec).lexically_relative(options_.workspace);
-    if (!ec && !relative.empty() && *relative.begin() != ".." && *relative.begin() != ".agent") {
-      hidden_workspace_paths_.push_back(relative.string());
-    }
-  }
-  workspace_.set_audit_key(key);  // commit points are sealed with the audit log's key
+  // Commit points are sealed with the audit log's key. The audit log, its
+  // key and the key's anchors, when kept inside the workspace (not in
+  // .agent/), are hidden from the command too, and the import refuses a
+  // run's change to them: with the key a command could MAC records and seal
+  // commit points of its own.
+  workspace_.set_audit_key(key);
+  workspace_.add_own_path(default_audit_path(options_));
+  for (const std::string& own : workspace_.own_paths())
+    hidden_workspace_paths_.push_back(own);
   audit_ = std::make_unique<AuditLog>(default_audit_path(options_), &scrubber_,
                                       AuditLog::Options{.fsync = options_.audit_fsync, .key = key});
 }

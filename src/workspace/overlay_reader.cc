@@ -82,16 +82,22 @@ struct Walker {
   TransactionStore& store;
   Draft& draft;
   std::uint64_t max_file_bytes;
-  bool full_copy;                            // the upper side is a whole copy
-  bool take_files;                           // ImportOptions::take_upper_files
-  std::vector<std::string>& linked_sources;  // upper files linked as blobs
+  bool full_copy;                             // the upper side is a whole copy
+  bool take_files;                            // ImportOptions::take_upper_files
+  const std::vector<std::string>& own_paths;  // Workspace::own_paths
+  std::vector<std::string>& linked_sources;   // upper files linked as blobs
   // Files with more than one link, by (device, inode): the first path met.
   std::map<std::pair<dev_t, ino_t>, std::string> linked = {};
   const uid_t euid = ::geteuid();
   const gid_t egid = ::getegid();
 
+  // Every change passes here: one that would reach an own path is refused
+  // (a file left as it was, as a whole copy holds them, is no change).
   core::Status stage(Entry entry, std::string_view bytes = {},
                      const TransactionStore::BlobSource* source = nullptr) {
+    const bool keeps_directory = entry.op == StagedOp::Mkdir || entry.op == StagedOp::Chmod;
+    if (std::string why = reaches_own_path(entry.path, keeps_directory); !why.empty())
+      return refuse(entry.path, std::move(why));
     return store.stage(draft, std::move(entry), bytes, /*check_policy=*/false, source);
   }
 
@@ -131,6 +137,22 @@ struct Walker {
     // a share from another system can take it for a separator.
     if (path.find('\\') != std::string::npos)
       return "a backslash in the name, which pulsebox never writes into a workspace";
+    return "";
+  }
+
+  // Why a change of `path` (a directory staying one, or not) would reach one
+  // of pulsebox's own paths ("" when it would not). A command can write one
+  // that does not exist yet (only an existing one is masked): committed, it
+  // would become the user's audit key.
+  std::string reaches_own_path(const std::string& path, bool stays_directory) const {
+    for (const std::string& own : own_paths) {
+      if (path == own || path.starts_with(own + "/"))
+        return "pulsebox's own path " + core::quote_name(own) + ": a run never changes it";
+      if (!stays_directory && own.starts_with(path + "/")) {
+        return "on the way to pulsebox's own path " + core::quote_name(own) +
+               ": a run never replaces or deletes it";
+      }
+    }
     return "";
   }
 
@@ -314,10 +336,11 @@ core::Status import_upper_directory(TransactionStore& store, Draft& draft,
                                     const std::filesystem::path& upper,
                                     const std::filesystem::path& lower,
                                     std::uint64_t max_file_bytes, bool full_copy, bool take_files,
+                                    const std::vector<std::string>& own_paths,
                                     std::vector<std::string>& linked) {
   PB_TRY(upper_fd, core::open_directory(upper));
   PB_TRY(lower_fd, core::open_directory(lower));
-  Walker walker{store, draft, max_file_bytes, full_copy, take_files, linked};
+  Walker walker{store, draft, max_file_bytes, full_copy, take_files, own_paths, linked};
   return walker.walk(upper_fd.get(), lower_fd.get(), full_copy || is_opaque(upper_fd.get()), "", 0);
 }
 

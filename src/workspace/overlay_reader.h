@@ -12,6 +12,8 @@
 
 namespace pulsebox::workspace {
 
+// `own_paths` (Workspace::own_paths): a change at or beneath one, or a
+// non-directory or deletion on the way to one, is refused.
 // With `take_files` (ImportOptions::take_upper_files), `linked` receives
 // the upper files that became their blobs as they are (hard links): once
 // the transaction is saved, release_linked() removes their names from the
@@ -21,6 +23,7 @@ core::Status import_upper_directory(TransactionStore& store, Draft& draft,
                                     const std::filesystem::path& upper,
                                     const std::filesystem::path& lower,
                                     std::uint64_t max_file_bytes, bool full_copy, bool take_files,
+                                    const std::vector<std::string>& own_paths,
                                     std::vector<std::string>& linked);
 
 // Removes the `linked` names from `upper`, so that deleting the run's

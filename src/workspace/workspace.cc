@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "audit/key.h"
 #include "core/fs.h"
 #include "core/system_dirs.h"
 #include "core/text.h"
@@ -261,15 +262,17 @@ ImportResult import_into_new_transaction(TransactionStore& store,
                                          const std::filesystem::path& upper,
                                          const std::filesystem::path& lower,
                                          const ImportOptions& options, std::uint64_t max_file_bytes,
-                                         bool full_copy) {
+                                         bool full_copy,
+                                         const std::vector<std::string>& own_paths) {
   const auto& run_started = options.run_started;
   store.set_secrets(options.secrets);
   store.set_known_secrets(&options.known_secrets);
   const std::string id = core::value_or_throw(store.create(options.origin));
   Draft draft = core::value_or_throw(store.load(id));
   std::vector<std::string> linked;
-  auto imported = workspace::import_upper_directory(store, draft, upper, lower, max_file_bytes,
-                                                    full_copy, options.take_upper_files, linked);
+  auto imported =
+      workspace::import_upper_directory(store, draft, upper, lower, max_file_bytes, full_copy,
+                                        options.take_upper_files, own_paths, linked);
   if (imported.ok() && run_started) mark_changed_during_run(draft, *run_started);
   if (imported.ok() && draft.entries.empty()) imported = store.discard(id);
   if (!imported.ok()) {
@@ -301,7 +304,8 @@ ImportResult Workspace::import_overlay(const std::filesystem::path& upper,
   // root's mode) needs no transaction to be made and thrown away.
   if (upper_is_unchanged(upper, lower)) return {};
   auto store = opened_store(*this, policy_, limits_);
-  return import_into_new_transaction(store, upper, lower, options, limits_.max_file_bytes, false);
+  return import_into_new_transaction(store, upper, lower, options, limits_.max_file_bytes, false,
+                                     own_paths_);
 }
 
 std::optional<std::string> Workspace::import_overlay(const std::filesystem::path& upper,
@@ -316,7 +320,8 @@ std::optional<std::string> Workspace::import_overlay(const std::filesystem::path
 ImportResult Workspace::import_copy(const std::filesystem::path& copy,
                                     const ImportOptions& options) {
   auto store = opened_store(*this, policy_, limits_);
-  return import_into_new_transaction(store, copy, root_, options, limits_.max_file_bytes, true);
+  return import_into_new_transaction(store, copy, root_, options, limits_.max_file_bytes, true,
+                                     own_paths_);
 }
 
 std::optional<std::string> Workspace::import_copy(const std::filesystem::path& copy,
@@ -324,6 +329,25 @@ std::optional<std::string> Workspace::import_copy(const std::filesystem::path& c
                                                   std::optional<RunClock> run_started) {
   return import_copy(copy, ImportOptions{.origin = std::move(origin), .run_started = run_started})
       .transaction;
+}
+
+void Workspace::set_audit_key(AuditKeyLocation key) {
+  if (!key.file.empty()) {
+    add_own_path(key.file);
+    add_own_path(audit::Key::anchor_directory_of(key.file));
+  }
+  audit_key_ = std::move(key);
+}
+
+void Workspace::add_own_path(const std::filesystem::path& host_path) {
+  if (host_path.empty()) return;
+  std::error_code ec;
+  const auto relative = std::filesystem::weakly_canonical(host_path, ec).lexically_relative(root_);
+  if (ec || relative.empty() || *relative.begin() == ".." || *relative.begin() == ".agent" ||
+      relative == ".")
+    return;
+  if (std::find(own_paths_.begin(), own_paths_.end(), relative.string()) == own_paths_.end())
+    own_paths_.push_back(relative.string());
 }
 
 std::vector<TransactionInfo> Workspace::list_transactions() const {

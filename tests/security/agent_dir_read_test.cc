@@ -213,6 +213,45 @@ TEST_F(AgentDirReadTest, AnAuditKeyKeptInsideTheWorkspaceIsHiddenFromTheCommand)
   EXPECT_NE(reply.out.find("\"error\""), std::string::npos) << reply.out;
 }
 
+// The default audit key, when it would lie inside the workspace and could
+// not be made there (its directory writable by others: the run goes on with
+// a warning), was not there to mask: the command wrote one at its path and
+// the run's commit installed it, and the next run keyed the audit log with
+// the command's bytes. A run's change at, beneath or on the way to an own
+// path is refused now; the rest of its changes is committed.
+TEST_F(AgentDirReadTest, ARunNeverWritesAnAuditKeyThatDoesNotExistYet) {
+  fs::create_directories(workspace_ / "state" / "pulsebox");
+  fs::permissions(workspace_ / "state" / "pulsebox", fs::perms::all);  // 0777: no key made
+  auto env = cli_env();
+  env.push_back("PULSEBOX_AUDIT_KEY=");
+  env.push_back("XDG_STATE_HOME=" + (workspace_ / "state").string());
+  const auto planted = testing::run_cli(
+      {"run", "--allow-weaker", "limits", "--changes", "commit", "--json", "-w",
+       workspace_.path().string(), "--", "sh", "-c",
+       "cd state/pulsebox && mkdir audit-anchors && echo a > audit-anchors/a && "
+       "head -c 32 /dev/zero > audit.key && chmod 600 audit.key && echo kept > ../../other.txt"},
+      "", env);
+  ASSERT_NE(planted.err.find("not keyed"), std::string::npos) << planted.err;
+  EXPECT_EQ(planted.exit_code, 123) << planted.out << planted.err;
+  EXPECT_FALSE(fs::exists(workspace_ / "state" / "pulsebox" / "audit.key"));
+  EXPECT_FALSE(fs::exists(workspace_ / "state" / "pulsebox" / "audit-anchors"));
+  EXPECT_EQ(testing::read_file(workspace_ / "other.txt"), "kept\n");
+  const json result = json::parse(planted.out);
+  std::string refused;
+  for (const json& item : result["changes_status"]["refused"])
+    refused += item["path"].get<std::string>() + " ";
+  EXPECT_NE(refused.find("state/pulsebox/audit.key "), std::string::npos) << result.dump();
+  EXPECT_NE(refused.find("state/pulsebox/audit-anchors "), std::string::npos) << result.dump();
+  // Nor a symlink, file or deletion on the way to one.
+  const auto swapped = testing::run_cli(
+      {"run", "--allow-weaker", "limits", "--changes", "commit", "--json", "-w",
+       workspace_.path().string(), "--", "sh", "-c", "rm -rf state && ln -s /tmp state"},
+      "", env);
+  EXPECT_EQ(swapped.exit_code, 123) << swapped.out << swapped.err;
+  EXPECT_TRUE(fs::is_directory(fs::symlink_status(workspace_ / "state")));
+  EXPECT_TRUE(fs::is_directory(workspace_ / "state" / "pulsebox"));
+}
+
 // Staging through the protocol named pulsebox's own paths: a delete of the
 // key (with a client policy allowing deletes) made `diff` show its 32 bytes,
 // and a staged write replaced it at commit; the same reached a nested
