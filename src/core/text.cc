@@ -163,6 +163,11 @@ std::string ascii_lower(std::string_view text) {
   return out;
 }
 
+bool is_at_or_beneath(std::string_view path, std::string_view base) {
+  if (path.size() == base.size()) return path == base;
+  return path.size() > base.size() && path.starts_with(base) && path[base.size()] == '/';
+}
+
 std::string octal_mode(unsigned mode) {
   std::string out;
   for (int shift = 9; shift >= 0; shift -= 3) {

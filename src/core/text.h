@@ -36,6 +36,10 @@ std::string escape_for_terminal(std::string_view text, bool keep_newlines = fals
 // ASCII-only lower case, for keywords such as "allow" or "Write".
 std::string ascii_lower(std::string_view text);
 
+// Whether the relative path `path` is `base` or lies beneath it, by name:
+// "a/b" is beneath "a", "ab" is not.
+bool is_at_or_beneath(std::string_view path, std::string_view base);
+
 // A file mode's permission bits in octal as chmod takes them: "755",
 // "4755" when a setuid, setgid or sticky bit is set.
 std::string octal_mode(unsigned mode);

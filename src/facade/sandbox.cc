@@ -370,10 +370,9 @@ std::string Sandbox::read_file(std::string_view relative_path) {
 bool Sandbox::is_own_path(const std::string& relative) const {
   // In any case: a case-insensitive file system's .AGENT is .agent.
   if (core::ascii_lower(relative.substr(0, relative.find('/'))) == ".agent") return true;
-  return std::any_of(hidden_workspace_paths_.begin(), hidden_workspace_paths_.end(),
-                     [&relative](const std::string& hidden) {
-                       return relative == hidden || relative.starts_with(hidden + "/");
-                     });
+  return std::any_of(
+      hidden_workspace_paths_.begin(), hidden_workspace_paths_.end(),
+      [&relative](const std::string& hidden) { return core::is_at_or_beneath(relative, hidden); });
 }
 
 void Sandbox::deny_own_path(const std::string& action, const std::string& target,
@@ -385,9 +384,10 @@ void Sandbox::deny_own_path(const std::string& action, const std::string& target
 bool Sandbox::holds_own_path(const std::string& relative) const {
   if (relative.empty() || relative == ".") return true;
   return is_own_path(relative) ||
-         std::any_of(
-             hidden_workspace_paths_.begin(), hidden_workspace_paths_.end(),
-             [&relative](const std::string& hidden) { return hidden.starts_with(relative + "/"); });
+         std::any_of(hidden_workspace_paths_.begin(), hidden_workspace_paths_.end(),
+                     [&relative](const std::string& hidden) {
+                       return core::is_at_or_beneath(hidden, relative);
+                     });
 }
 
 void Sandbox::refuse_own_place(const std::string& verb, const std::string& target,

@@ -146,9 +146,9 @@ struct Walker {
   // would become the user's audit key.
   std::string reaches_own_path(const std::string& path, bool stays_directory) const {
     for (const std::string& own : own_paths) {
-      if (path == own || path.starts_with(own + "/"))
+      if (core::is_at_or_beneath(path, own))
         return "pulsebox's own path " + core::quote_name(own) + ": a run never changes it";
-      if (!stays_directory && own.starts_with(path + "/")) {
+      if (!stays_directory && core::is_at_or_beneath(own, path)) {
         return "on the way to pulsebox's own path " + core::quote_name(own) +
                ": a run never replaces or deletes it";
       }

@@ -356,9 +356,8 @@ core::Status OpenSession::scan_for_secrets(const fs::path& layer, const SecretSc
         continue;
       }
       // A whiteout, a symlink or a special file: whatever it replaced goes.
-      std::erase_if(secrets_, [&](const auto& item) {
-        return item.first == path || item.first.starts_with(path + "/");
-      });
+      std::erase_if(secrets_,
+                    [&](const auto& item) { return core::is_at_or_beneath(item.first, path); });
       if (!S_ISREG(st.st_mode) || static_cast<std::uint64_t>(st.st_size) > kMaxScannedBytes)
         continue;
       UniqueFd fd(::openat(dirfd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));

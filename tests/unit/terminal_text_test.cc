@@ -145,5 +145,16 @@ TEST(OctalMode, ThreeDigitsOrFourWithSpecialBits) {
   EXPECT_EQ(core::octal_mode(01777), "1777");
 }
 
+TEST(IsAtOrBeneath, ComparesWholeNamesOnly) {
+  EXPECT_TRUE(core::is_at_or_beneath("a", "a"));
+  EXPECT_TRUE(core::is_at_or_beneath("a/b", "a"));
+  EXPECT_TRUE(core::is_at_or_beneath("a/b/c", "a/b"));
+  EXPECT_FALSE(core::is_at_or_beneath("ab", "a"));
+  EXPECT_FALSE(core::is_at_or_beneath("a", "a/b"));
+  EXPECT_FALSE(core::is_at_or_beneath("a/bc", "a/b"));
+  EXPECT_FALSE(core::is_at_or_beneath("b/a", "a"));
+  EXPECT_FALSE(core::is_at_or_beneath("a", ""));
+}
+
 }  // namespace
 }  // namespace pulsebox
