@@ -44,6 +44,11 @@ std::optional<ProcessStat> parse_process_stat(std::string_view text) {
     if (field == 3) {
       if (word.size() != 1) return std::nullopt;
       stat.state = word[0];
+    } else if (field == 9) {
+      constexpr std::uint64_t kPfExiting = 0x4;  // include/linux/sched.h
+      const auto flags = to_number(word);
+      if (!flags) return std::nullopt;
+      stat.exiting = (*flags & kPfExiting) != 0;
     } else if (field == 22) {
       auto start = to_number(word.substr(0, word.find('\n')));
       if (!start) return std::nullopt;

@@ -22,10 +22,15 @@ struct ProcessRef {
   std::uint64_t start_time = 0;  // /proc/<pid>/stat field 22, in clock ticks since boot
 };
 
-// What /proc/<pid>/stat says of a process: field 3 (R, S, Z, X, ...) and field 22.
+// What /proc/<pid>/stat says of a process: field 3 (R, S, Z, X, ...), field
+// 22, and field 9's PF_EXITING.
 struct ProcessStat {
   char state = '?';
   std::uint64_t start_time = 0;
+  // In the kernel's exit path: it runs no code of its own any more. A pid
+  // namespace's init stays there until every process of its namespace is
+  // reaped, by parents that may be outside it.
+  bool exiting = false;
 };
 
 // Parses the text of /proc/<pid>/stat (the name in parentheses may hold

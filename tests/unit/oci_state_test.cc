@@ -142,6 +142,11 @@ TEST(OciProcess, ParsesStatWithHostileName) {
   ASSERT_TRUE(stat.has_value());
   EXPECT_EQ(stat->state, 'S');
   EXPECT_EQ(stat->start_time, 777777u);
+  EXPECT_FALSE(stat->exiting);  // flags 0x400100
+  std::string ending = text;
+  ending.replace(ending.find("4194560"), 7, "4194564");  // | PF_EXITING
+  ASSERT_TRUE(parse_process_stat(ending).has_value());
+  EXPECT_TRUE(parse_process_stat(ending)->exiting);
   EXPECT_FALSE(parse_process_stat("42 (x) S 1 2").has_value());
   EXPECT_FALSE(parse_process_stat("garbage").has_value());
 }

@@ -12,12 +12,31 @@
 #include "oci/cgroups.h"
 #include "oci/commands/commands.h"
 #include "oci/hooks.h"
+#include "oci/process_ref.h"
 
 namespace pulsebox::oci::commands {
 
 namespace {
 
 constexpr int kExitWaitMs = 2000;
+constexpr int kExitPollMs = 10;
+
+// Waits until the killed process has ended or is ending. A pid namespace's
+// init ends only once every process of its namespace is reaped, and one whose
+// parent was outside it (an exec'd process whose `exec` returned) is reaped
+// by the host's init, which may take over a second; by then the kernel has
+// killed them all and init runs nothing of its own (PF_EXITING).
+bool ended_or_ending(int pidfd, pid_t pid) {
+  for (int waited = 0; waited < kExitWaitMs; waited += kExitPollMs) {
+    pollfd ready{pidfd, POLLIN, 0};
+    if (::poll(&ready, 1, kExitPollMs) == 1) return true;
+    // Read while the pidfd said alive: a pid reused after that is seen as
+    // ended at the next poll.
+    const auto stat = read_process_stat(pid);
+    if (!stat || stat->exiting) return true;
+  }
+  return false;
+}
 
 // The delete steps on a directory held with LOCK_EX. `record` is null when
 // there is none (a create killed before writing it).
@@ -26,8 +45,7 @@ core::Status destroy(ContainerDir& dir, const ContainerRecord* record) {
     // The process only through a verified pidfd: a reused pid is left alone.
     if (auto pidfd = open_verified_pidfd(record->process)) {
       (void)linux_api::sys_pidfd_send_signal(pidfd->get(), SIGKILL);
-      pollfd ready{pidfd->get(), POLLIN, 0};
-      if (::poll(&ready, 1, kExitWaitMs) != 1)
+      if (!ended_or_ending(pidfd->get(), record->process.pid))
         return core::Error(core::ErrorKind::kResource, "oci",
                            "container " + dir.id() + ": process " +
                                std::to_string(record->process.pid) +
