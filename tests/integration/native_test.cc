@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "backends/native/probe.h"
 #include "helpers/cli_runner.h"
 #include "helpers/test_support.h"
 #include "linux/cgroup.h"
@@ -73,6 +74,28 @@ class NativeBackendTest : public ::testing::Test {
   TempDir workspace_;
   TempDir state_;
 };
+
+// The host probe (a clone with every namespace) is remembered per boot in
+// the state directory; a memo that does not match, or that others could
+// write, is never trusted: the probe runs again and rewrites it.
+TEST_F(NativeBackendTest, TheHostProbeIsRememberedOnlyInAMatchingOwnFile) {
+  const fs::path memo = state_.path() / "host-probe";
+  const auto first = backends::native::remembered_or_fresh_probe(state_.path());
+  ASSERT_TRUE(first.namespaces_ok) << first.namespaces_reason;
+  const std::string remembered = testing::read_file(memo);
+  EXPECT_EQ(remembered.rfind("namespaces ok, boot ", 0), 0u) << remembered;
+  EXPECT_EQ(fs::status(memo).permissions(), fs::perms::owner_read | fs::perms::owner_write);
+
+  testing::write_file(memo, "namespaces ok, boot of another day\n");
+  EXPECT_TRUE(backends::native::remembered_or_fresh_probe(state_.path()).namespaces_ok);
+  EXPECT_EQ(testing::read_file(memo), remembered);
+
+  // Group-writable: someone else could have written it. Probed and rewritten 0600.
+  fs::permissions(memo, fs::perms::group_write, fs::perm_options::add);
+  EXPECT_TRUE(backends::native::remembered_or_fresh_probe(state_.path()).namespaces_ok);
+  EXPECT_EQ(fs::status(memo).permissions(), fs::perms::owner_read | fs::perms::owner_write);
+  EXPECT_EQ(testing::read_file(memo), remembered);
+}
 
 TEST_F(NativeBackendTest, TheProbeSeesAnIsolatedUnprivilegedSandbox) {
   Sandbox sandbox(options());

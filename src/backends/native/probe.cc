@@ -1,10 +1,12 @@
 #include "backends/native/probe.h"
 
+#include <fcntl.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <fstream>
+#include <string_view>
 
 #include "backends/native/namespaces.h"
 #include "backends/native/state_dir.h"
@@ -38,28 +40,31 @@ HostProbe probe_host() {
   return probe;
 }
 
+// The first line of a small /proc file, "" when it cannot be read. Plain
+// read(2): this runs in every process that launches a sandbox.
+std::string first_line(const char* path) {
+  const core::UniqueFd fd(::open(path, O_RDONLY | O_CLOEXEC));
+  char buffer[256];
+  const ssize_t got = fd ? ::read(fd.get(), buffer, sizeof buffer) : -1;
+  if (got <= 0) return "";
+  const std::string_view text(buffer, static_cast<std::size_t>(got));
+  return std::string(text.substr(0, text.find('\n')));
+}
+
 // The probe costs a clone with every namespace (a network namespace
 // included: docs/benchmarks.md), so a success is remembered in the state directory, keyed by
 // what decides it: the boot, this process's user namespace, its seccomp
 // mode and the user namespace sysctls. A later failure still surfaces as a
 // clear launch error.
 std::string probe_key() {
-  auto first_line = [](const char* path) {
-    std::string line;
-    std::getline(std::ifstream(path), line);
-    return line;
-  };
-  std::string seccomp_mode;
-  std::ifstream status("/proc/self/status");
-  for (std::string line; std::getline(status, line);) {
-    if (line.rfind("Seccomp:", 0) == 0) seccomp_mode = line;
-  }
+  // PR_GET_SECCOMP: 0 none, 2 a filter (strict mode could not run this).
+  const int seccomp_mode = ::prctl(PR_GET_SECCOMP, 0, 0, 0, 0);
   struct stat user_ns {};
   ::stat("/proc/self/ns/user", &user_ns);
   const std::string boot_id = first_line("/proc/sys/kernel/random/boot_id");
   if (boot_id.empty()) return "";
-  return "namespaces ok, boot " + boot_id + ", userns " + std::to_string(user_ns.st_ino) + ", " +
-         seccomp_mode + ", max_user_namespaces " +
+  return "namespaces ok, boot " + boot_id + ", userns " + std::to_string(user_ns.st_ino) +
+         ", seccomp " + std::to_string(seccomp_mode) + ", max_user_namespaces " +
          first_line("/proc/sys/user/max_user_namespaces") + ", unprivileged_userns_clone " +
          first_line("/proc/sys/kernel/unprivileged_userns_clone") + "\n";
 }
@@ -72,9 +77,8 @@ HostProbe remembered_or_fresh_probe(const fs::path& state_dir) {
   struct stat st {};
   if (!expected.empty() && ::lstat(memo.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
       st.st_uid == ::geteuid() && (st.st_mode & 022) == 0) {
-    std::ifstream in(memo);
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (text == expected) return {true, ""};
+    auto text = core::read_regular_file(memo, 4096, "host probe");
+    if (text.ok() && *text == expected) return {true, ""};
   }
   HostProbe probe = probe_host();
   if (probe.namespaces_ok && !expected.empty()) {
