@@ -188,6 +188,15 @@ void move_above_stdio(UniqueFd& fd) {
   fd.reset(::fcntl(fd.get(), F_DUPFD_CLOEXEC, 3));
 }
 
+std::string first_line_of_file(const char* path) {
+  const UniqueFd fd(::open(path, O_RDONLY | O_CLOEXEC));
+  char buffer[256];
+  const ssize_t got = fd ? ::read(fd.get(), buffer, sizeof buffer) : -1;
+  if (got <= 0) return "";
+  const std::string_view text(buffer, static_cast<std::size_t>(got));
+  return std::string(text.substr(0, text.find('\n')));
+}
+
 UniqueFd read_only_memory_file(std::string_view bytes, const char* name) {
   UniqueFd memory(::memfd_create(name, MFD_CLOEXEC));
   if (!memory || !write_all(memory.get(), bytes, "a memory file").ok()) return UniqueFd();

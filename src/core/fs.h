@@ -48,6 +48,10 @@ Status write_file_atomic(const std::filesystem::path& path, unsigned mode,
 
 Status write_all(int fd, std::string_view bytes, std::string_view what);
 
+// The first line of a small kernel file (/proc/sys, /proc/PID): one read(2),
+// for files read on every launch; "" when it cannot be read.
+std::string first_line_of_file(const char* path);
+
 // A file in memory holding `bytes`, opened read-only (a run's stdin given as
 // data: the sandbox may read it, never write it). Invalid on failure.
 UniqueFd read_only_memory_file(std::string_view bytes, const char* name);

@@ -145,11 +145,12 @@ Sandbox::Sandbox(SandboxOptions options)
   // .agent/), are hidden from the command too, and the import refuses a
   // run's change to them: with the key a command could MAC records and seal
   // commit points of its own.
+  const std::filesystem::path audit_path = default_audit_path(options_);
   workspace_.set_audit_key(key);
-  workspace_.add_own_path(default_audit_path(options_));
+  workspace_.add_own_path(audit_path);
   for (const std::string& own : workspace_.own_paths())
     hidden_workspace_paths_.push_back(own);
-  audit_ = std::make_unique<AuditLog>(default_audit_path(options_), &scrubber_,
+  audit_ = std::make_unique<AuditLog>(audit_path, &scrubber_,
                                       AuditLog::Options{.fsync = options_.audit_fsync, .key = key});
 }
 

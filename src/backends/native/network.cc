@@ -46,12 +46,6 @@ bool has_effective_capability(cap_value_t capability) {
   return ok;
 }
 
-bool read_flag(const char* path) {
-  std::ifstream in(path);
-  char c = '0';
-  return static_cast<bool>(in >> c) && c == '1';
-}
-
 std::string proxy_text() {
   return "the sandbox has only its own loopback; pulsebox's HTTP proxy, listening on the "
          "sandbox's 127.0.0.1:" +
@@ -293,7 +287,7 @@ NetworkHostFacts probe_network_host() {
   NetworkHostFacts facts;
   facts.veth = ::geteuid() == 0 && has_effective_capability(CAP_NET_ADMIN) &&
                has_effective_capability(CAP_SYS_ADMIN);
-  facts.forwarding = read_flag("/proc/sys/net/ipv4/ip_forward");
+  facts.forwarding = core::first_line_of_file("/proc/sys/net/ipv4/ip_forward") == "1";
   // pasta refuses root (pasta.h): only an ordinary user's sandboxes use it.
   if (::geteuid() != 0) {
     facts.pasta = find_pasta();

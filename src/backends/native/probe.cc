@@ -1,12 +1,9 @@
 #include "backends/native/probe.h"
 
-#include <fcntl.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <string_view>
 
 #include "backends/native/namespaces.h"
 #include "backends/native/state_dir.h"
@@ -40,17 +37,6 @@ HostProbe probe_host() {
   return probe;
 }
 
-// The first line of a small /proc file, "" when it cannot be read. Plain
-// read(2): this runs in every process that launches a sandbox.
-std::string first_line(const char* path) {
-  const core::UniqueFd fd(::open(path, O_RDONLY | O_CLOEXEC));
-  char buffer[256];
-  const ssize_t got = fd ? ::read(fd.get(), buffer, sizeof buffer) : -1;
-  if (got <= 0) return "";
-  const std::string_view text(buffer, static_cast<std::size_t>(got));
-  return std::string(text.substr(0, text.find('\n')));
-}
-
 // The probe costs a clone with every namespace (a network namespace
 // included: docs/benchmarks.md), so a success is remembered in the state directory, keyed by
 // what decides it: the boot, this process's user namespace, its seccomp
@@ -61,12 +47,13 @@ std::string probe_key() {
   const int seccomp_mode = ::prctl(PR_GET_SECCOMP, 0, 0, 0, 0);
   struct stat user_ns {};
   ::stat("/proc/self/ns/user", &user_ns);
-  const std::string boot_id = first_line("/proc/sys/kernel/random/boot_id");
+  const std::string boot_id = core::first_line_of_file("/proc/sys/kernel/random/boot_id");
   if (boot_id.empty()) return "";
   return "namespaces ok, boot " + boot_id + ", userns " + std::to_string(user_ns.st_ino) +
          ", seccomp " + std::to_string(seccomp_mode) + ", max_user_namespaces " +
-         first_line("/proc/sys/user/max_user_namespaces") + ", unprivileged_userns_clone " +
-         first_line("/proc/sys/kernel/unprivileged_userns_clone") + "\n";
+         core::first_line_of_file("/proc/sys/user/max_user_namespaces") +
+         ", unprivileged_userns_clone " +
+         core::first_line_of_file("/proc/sys/kernel/unprivileged_userns_clone") + "\n";
 }
 
 }  // namespace
