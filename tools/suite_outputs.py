@@ -36,7 +36,7 @@ def main():
         for dep in test.get("depends", []):
             if dep not in targets:
                 sys.exit(f"suite_outputs: test {test['name']} depends on unknown target {dep}")
-            wanted.update(targets[dep])
+            wanted.update(os.path.realpath(f) for f in targets[dep])
         # The program and its arguments, where they name a built target
         # (a test that inspects a library it does not declare in `depends`).
         for word in test["cmd"]:
@@ -44,7 +44,7 @@ def main():
             if path in built:
                 wanted.add(path)
     for path in sorted(wanted):
-        print(os.path.relpath(os.path.realpath(path), root))
+        print(os.path.relpath(path, root))
 
 
 if __name__ == "__main__":
