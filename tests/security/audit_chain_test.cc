@@ -149,11 +149,11 @@ TEST_F(AuditChainTest, AnIntactKeyedLogVerifiesAndSaysWhatThatProves) {
   EXPECT_TRUE(S_ISREG(st.st_mode));
   EXPECT_EQ(st.st_mode & 0777, 0600u);
   EXPECT_EQ(st.st_size, 32);
-  const auto json = testing::run_cli({"audit", "verify", "--json", log().string()}, "", env());
-  const auto parsed = nlohmann::json::parse(json.out);
-  EXPECT_EQ(parsed["verdict"], "verified") << json.out;
-  EXPECT_EQ(parsed["mode"], "keyed") << json.out;
-  EXPECT_EQ(parsed["anchor"], "matched") << json.out;
+  const auto verify = testing::run_cli({"audit", "verify", "--json", log().string()}, "", env());
+  const auto parsed = nlohmann::json::parse(verify.out);
+  EXPECT_EQ(parsed["verdict"], "verified") << verify.out;
+  EXPECT_EQ(parsed["mode"], "keyed") << verify.out;
+  EXPECT_EQ(parsed["anchor"], "matched") << verify.out;
 }
 
 TEST_F(AuditChainTest, AnEditedRecordWithRecomputedHashesIsDetected) {

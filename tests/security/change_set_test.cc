@@ -38,13 +38,13 @@ class ChangeSetTest : public testing::CliFixture {
                                           workspace_.path().string(), "--", "sh", "-c", command},
                                          "", cli_env());
     EXPECT_EQ(result.exit_code, expected_exit) << result.out << result.err;
-    const auto json = nlohmann::json::parse(result.out, nullptr, false);
-    if (json.is_discarded() || !json.contains("transaction_id") ||
-        !json["transaction_id"].is_string()) {
+    const auto reply = nlohmann::json::parse(result.out, nullptr, false);
+    if (reply.is_discarded() || !reply.contains("transaction_id") ||
+        !reply["transaction_id"].is_string()) {
       ADD_FAILURE() << "no transaction: " << result.out << result.err;
       return "";
     }
-    return json["transaction_id"];
+    return reply["transaction_id"];
   }
 
   void commit(const std::string& tx) {

@@ -97,11 +97,11 @@ TEST_F(ConfigFileTest, TheCiProfileSuitsABuild) {
       "-c",           "head -c 5000 /dev/zero | tr '\\0' a; echo finished > f.txt"};
   auto result = testing::run_cli(args, "", env());
   ASSERT_EQ(result.exit_code, 0) << result.err;
-  auto json = nlohmann::json::parse(result.out);
-  EXPECT_TRUE(json["truncated"].get<bool>());
-  EXPECT_TRUE(json["termination_reason"].is_null()) << json["termination_reason"];
-  EXPECT_EQ(json["stdout"].get<std::string>().size(), 1024u);
-  EXPECT_EQ(json["changes"].size(), 1u) << "the command did not run to its end";
+  auto reply = nlohmann::json::parse(result.out);
+  EXPECT_TRUE(reply["truncated"].get<bool>());
+  EXPECT_TRUE(reply["termination_reason"].is_null()) << reply["termination_reason"];
+  EXPECT_EQ(reply["stdout"].get<std::string>().size(), 1024u);
+  EXPECT_EQ(reply["changes"].size(), 1u) << "the command did not run to its end";
 
   // 100 threads at once: over the agent profile's 64, within ci's.
   const std::string threads =
@@ -112,8 +112,8 @@ TEST_F(ConfigFileTest, TheCiProfileSuitsABuild) {
           "--",  "sh",     "-c",        threads};
   result = testing::run_cli(args, "", env());
   ASSERT_EQ(result.exit_code, 0) << result.out << result.err;
-  json = nlohmann::json::parse(result.out);
-  EXPECT_EQ(json["stdout"], "ok\n") << json["stderr"];
+  reply = nlohmann::json::parse(result.out);
+  EXPECT_EQ(reply["stdout"], "ok\n") << reply["stderr"];
 }
 
 TEST_F(ConfigFileTest, AWorkspaceFileTightensTheRun) {
