@@ -9,7 +9,9 @@ Measures, interleaved so that every tool sees the same machine state:
   2. the same latency back to back (no pause between runs) for the floor,
      bwrap and pulsebox in-process and served, in alternating chunks;
   3. throughput: sandboxes completed per second with 1, 2, 4 parallel
-     clients, pulsebox in-process, served and bwrap, per client count;
+     clients, pulsebox in-process, served and bwrap, per client count,
+     with the whole machine's CPU time per run (/proc/stat: kernel work in
+     kworkers counts; what bounds throughput once the cores are busy);
   4. footprint: the pulsebox supervisor's own peak RSS (PULSEBOX_TRACE);
   5. latency with an empty workspace vs one with 100,000 files.
 Then compares the ratios with the targets at the top of docs/benchmarks.md
@@ -282,7 +284,17 @@ def summary(peer):
             "p99_ms": percentile(s, 0.99)}
 
 
+def machine_busy_ticks():
+    """Every CPU's busy time since boot, in clock ticks (/proc/stat): kernel
+    work done in kworkers for a run (namespace and mount teardown) counts."""
+    with open("/proc/stat") as stat:
+        fields = [int(x) for x in stat.readline().split()[1:]]
+    user, nice, system, _idle, _iowait, irq, softirq = fields[:7]
+    return user + nice + system + irq + softirq
+
+
 def throughput(argv, env, clients, seconds):
+    """Runs per second, and the machine's CPU milliseconds per run."""
     done = [0] * clients
     stop = time.perf_counter() + seconds
 
@@ -294,11 +306,14 @@ def throughput(argv, env, clients, seconds):
 
     threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
     start = time.perf_counter()
+    busy_before = machine_busy_ticks()
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    return sum(done) / (time.perf_counter() - start)
+    busy_ms = (machine_busy_ticks() - busy_before) * 1000 / os.sysconf("SC_CLK_TCK")
+    runs = sum(done)
+    return runs / (time.perf_counter() - start), (busy_ms / runs if runs else None)
 
 
 def supervisor_rss(workspace, runs=10):
@@ -432,7 +447,7 @@ def main():
     cpus = os.cpu_count()
     log(f"== throughput: sandboxes per second (/bin/true; {cpus} cpus), "
         "kinds in turn per client count")
-    tput, tput_vs_bwrap = {}, {}
+    tput, tput_vs_bwrap, cpu_per_run = {}, {}, {}
     kinds = [("in-process", pulsebox_peer("pulsebox", empty_ws))]
     if server:
         kinds.append(("server", pulsebox_peer("pulsebox", empty_ws, server=True)))
@@ -441,9 +456,11 @@ def main():
         kinds.append(("bwrap", bwrap_peer))
     for clients in (1, 2, 4):
         for kind, peer in kinds:
-            tput.setdefault(kind, {})[clients] = throughput(peer.argv, peer.env, clients,
-                                                            2 if args.quick else 4)
-            log(f"   {kind:<10} {clients} client(s): {tput[kind][clients]:.1f}/s")
+            rate, cpu_ms = throughput(peer.argv, peer.env, clients, 2 if args.quick else 4)
+            tput.setdefault(kind, {})[clients] = rate
+            cpu_per_run.setdefault(kind, {})[clients] = cpu_ms
+            cpu_text = f", {cpu_ms:.2f} ms of the machine's CPU per run" if cpu_ms else ""
+            log(f"   {kind:<10} {clients} client(s): {rate:.1f}/s{cpu_text}")
         if "server" in tput and "bwrap" in tput and tput["bwrap"][clients]:
             tput_vs_bwrap[clients] = tput["server"][clients] / tput["bwrap"][clients]
             log(f"   served / bwrap, {clients} client(s): {tput_vs_bwrap[clients]:.2f}")
@@ -549,6 +566,7 @@ def main():
                    "latency_back_to_back": {"chunks": b2b_chunks, "runs_per_chunk": b2b_runs,
                                             "results": b2b},
                    "skipped": reasons, "cpus": cpus, "throughput_per_s": tput,
+                   "cpu_ms_per_run": cpu_per_run,
                    "throughput_served_vs_bwrap": tput_vs_bwrap,
                    "supervisor_peak_rss_kib": rss, "server_peak_rss_kib": server_rss,
                    "workspace_100k_ratio": scale,
