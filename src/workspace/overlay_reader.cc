@@ -123,6 +123,39 @@ struct Walker {
     return euid == 0 && ::fchown(fd, 0, 0) == 0;
   }
 
+  // A file that becomes its own blob (may_link) when nothing looks into its
+  // content: no registered secret value to find in it
+  // (TransactionStore::reads_new_file_contents) and no lower file of its
+  // size to compare it with. It is staged without being read: reading
+  // every byte of a large change set only to link the same inodes was most
+  // of an import's time where the page cache had let them go. true when
+  // staged; false: read and staged as any other file.
+  core::Result<bool> stage_unread(int fd, int upper, const std::string& name,
+                                  const std::string& path, const struct stat& st, bool lower_exists,
+                                  const struct stat& below) {
+    if (!take_files || full_copy || store.reads_new_file_contents()) return false;
+    if (lower_exists && S_ISREG(below.st_mode) && below.st_size == st.st_size) return false;
+    struct stat opened {};
+    if (::fstat(fd, &opened) != 0) return Error::from_errno("overlay", "stat " + path);
+    const unsigned mode = st.st_mode & 0777;
+    if (opened.st_ino != st.st_ino || opened.st_dev != st.st_dev || opened.st_size != st.st_size ||
+        mtime_of(opened) != mtime_of(st) || (opened.st_mode & 07777) != mode ||
+        !may_link(fd, opened)) {
+      return false;
+    }
+    Entry entry;
+    entry.path = path;
+    entry.op = StagedOp::Write;
+    entry.mode = mode;
+    entry.mtime_ns = mtime_of(st);
+    bool as_blob = false;
+    TransactionStore::BlobSource source{upper, name, opened, fd, &as_blob};
+    source.unread = true;
+    PB_CHECK(stage(std::move(entry), {}, &source));
+    if (as_blob) linked_sources.push_back(path);
+    return true;
+  }
+
   // Why a path the run changed can never be staged, refused alone so that
   // the rest of the change set is not held for it ("" when it can be).
   static std::string unstageable(const std::string& path) {
@@ -230,6 +263,8 @@ struct Walker {
       }
       UniqueFd fd(::openat(upper, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
       if (!fd) return Error::from_errno("overlay", "open " + path);
+      PB_TRY(staged_unread, stage_unread(fd.get(), upper, name, path, st, lower_exists, below));
+      if (staged_unread) return core::ok_status();
       auto read = core::read_all(fd.get(), max_file_bytes, path);
       if (!read && read.error().kind() == ErrorKind::kResource) {
         return refuse(path, "grew over the per-file limit of " + std::to_string(max_file_bytes) +

@@ -707,11 +707,16 @@ namespace {
 
 // Links `source` as `blob` in blobs_fd; false when the file system will
 // not (another one: EXDEV, ...), and the blob is then written as a copy.
-// The open file itself is linked (through /proc/self/fd, which needs no
-// privilege): the inode that was read and scanned, whatever its name is
-// now. Without /proc, its name, checked to still be that inode.
+// The open file itself is linked (by its fd, else through /proc/self/fd,
+// which needs no privilege): the inode that was read and scanned,
+// whatever its name is now. Without /proc, its name, checked to still be
+// that inode.
 core::Result<bool> link_blob(const TransactionStore::BlobSource& source, int blobs_fd,
                              const std::string& blob) {
+  // The open file itself, where the kernel allows it (CAP_DAC_READ_SEARCH,
+  // as root): a quarter of a link through /proc went to walking that path.
+  if (::linkat(source.fd, "", blobs_fd, blob.c_str(), AT_EMPTY_PATH) == 0) return true;
+  if (errno != EPERM && errno != ENOENT) return false;
   char opened[40];
   std::snprintf(opened, sizeof opened, "/proc/self/fd/%d", source.fd);
   if (::linkat(AT_FDCWD, opened, blobs_fd, blob.c_str(), AT_SYMLINK_FOLLOW) == 0) return true;
@@ -754,14 +759,31 @@ core::Status TransactionStore::stage(Draft& draft, Entry entry, std::string_view
                      " stages " + core::quote_name(above->first) + as +
                      "; stage a directory there first");
   }
+  // An unread source's content is read only if it must be copied (or
+  // scanned) after all.
+  const bool unread = source != nullptr && source->unread;
+  const std::uint64_t content_size =
+      unread ? static_cast<std::uint64_t>(source->st.st_size) : bytes.size();
+  std::string loaded;
+  const auto load_content = [&]() -> core::Status {
+    if (!unread || !loaded.empty() || content_size == 0) return core::ok_status();
+    PB_TRY(read, core::read_all(source->fd, limits_.max_file_bytes, entry.path));
+    if (read.size() != content_size) {
+      return Error(ErrorKind::kSecurity, "workspace",
+                   core::quote_name(entry.path) + " changed size while it was staged");
+    }
+    loaded = std::move(read);
+    bytes = loaded;
+    return core::ok_status();
+  };
   if (entry.op == StagedOp::Write) {
-    if (bytes.size() > limits_.max_file_bytes) {
+    if (content_size > limits_.max_file_bytes) {
       return Error(ErrorKind::kResource, "workspace",
-                   core::quote_name(entry.path) + ": " + std::to_string(bytes.size()) +
+                   core::quote_name(entry.path) + ": " + std::to_string(content_size) +
                        " bytes is over the per-file limit of " +
                        std::to_string(limits_.max_file_bytes));
     }
-    std::uint64_t total = draft.staged_bytes() + bytes.size();
+    std::uint64_t total = draft.staged_bytes() + content_size;
     if (auto it = draft.entries.find(entry.path); it != draft.entries.end())
       total -= it->second.size;
     if (total > limits_.max_total_bytes) {
@@ -813,6 +835,7 @@ core::Status TransactionStore::stage(Draft& draft, Entry entry, std::string_view
       *source->linked = done;
     }
     if (!linked) {
+      PB_CHECK(load_content());
       UniqueFd fd(::openat(blob.dir, blob.name.c_str(),
                            O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
       if (!fd) return Error::from_errno("workspace", "create " + blob_path.string());
@@ -829,9 +852,10 @@ core::Status TransactionStore::stage(Draft& draft, Entry entry, std::string_view
         }
       }
     }
-    entry.size = bytes.size();
+    entry.size = content_size;
     // Only the redacted copy is ever shown (diff).
     std::optional<std::string> redacted;
+    if (reads_new_file_contents()) PB_CHECK(load_content());
     if (secrets_ != nullptr && secrets_->contains_secret(bytes)) {
       redacted = secrets_->redact(bytes);
     } else if (known_secrets_ != nullptr) {

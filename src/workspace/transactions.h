@@ -137,14 +137,26 @@ class TransactionStore {
   // setuid/setgid bits) and modification time are the entry's. The caller
   // vouches that nothing writes to it any more (overlay_reader.cc).
   // `*linked` says afterwards whether it was linked (false: written as a
-  // copy).
+  // copy). `unread`: the caller did not read it (`bytes` is empty, its
+  // size is st_size) because nothing needed its content
+  // (reads_new_file_contents() was false); stage() reads it from `fd` if
+  // it must be copied after all.
   struct BlobSource {
     int dir;
     const std::string& name;
     const struct stat& st;
     int fd;
     bool* linked;
+    bool unread = false;
   };
+
+  // Whether stage() looks into a new file's content (registered secret
+  // values to find in it). When not, and the file can be linked as its
+  // blob, the caller need not read it: a 100,000-file import read every
+  // byte only to link the same inodes.
+  bool reads_new_file_contents() const {
+    return secrets_ != nullptr && secrets_->secret_count() > 0;
+  }
 
   // Adds `entry` to the draft (snapshotting the path the first time), writing
   // `bytes` to a blob for a Write (or linking `source` as the blob, when it

@@ -13,6 +13,7 @@
 #include "core/system_dirs.h"
 #include "core/text.h"
 #include "core/throw_error.h"
+#include "core/trace.h"
 #include "pulsebox/workspace.h"
 #include "workspace/diff.h"
 #include "workspace/overlay_reader.h"
@@ -273,6 +274,7 @@ ImportResult import_into_new_transaction(TransactionStore& store,
   auto imported =
       workspace::import_upper_directory(store, draft, upper, lower, max_file_bytes, full_copy,
                                         options.take_upper_files, own_paths, linked);
+  core::trace_phase("import: upper directory read");
   if (imported.ok() && run_started) mark_changed_during_run(draft, *run_started);
   if (imported.ok() && draft.entries.empty()) imported = store.discard(id);
   if (!imported.ok()) {
@@ -285,7 +287,9 @@ ImportResult import_into_new_transaction(TransactionStore& store,
   result.notes = draft.notes;
   if (draft.entries.empty()) return result;
   core::check_or_throw(store.save(draft));
+  core::trace_phase("import: manifest saved");
   workspace::release_linked(upper, linked);
+  core::trace_phase("import: linked names released");
   // The run goes on to describe the transaction: the draft's memory goes
   // back to the system first rather than stay resident beside it.
   draft = Draft{};

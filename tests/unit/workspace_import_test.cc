@@ -232,6 +232,57 @@ TEST_F(WorkspaceImportTest, AnUpperFileIsLinkedOnlyWhenACopyWouldBeTheSame) {
   EXPECT_EQ(lstat_of(ws() / "one").st_nlink, 1u);
 }
 
+// A file taken as its blob is not read when nothing needs its content; a
+// registered secret value makes the import read (and scan) every one.
+TEST_F(WorkspaceImportTest, ATakenFileIsStillScannedWhenASecretIsRegistered) {
+  const std::string secret = "hunter2-token-value";
+  write_file(upper() / "config.env", "TOKEN=" + secret + "\n");
+  write_file(upper() / "clean.txt", "nothing here\n");
+  const SecretScrubber scrubber({secret});
+  Workspace workspace(ws());
+  const auto tx = workspace
+                      .import_overlay(upper(), ws(),
+                                      ImportOptions{.secrets = &scrubber, .take_upper_files = true})
+                      .transaction;
+  ASSERT_TRUE(tx.has_value());
+  EXPECT_FALSE(fs::exists(upper() / "config.env"));  // taken: linked, not copied
+  std::map<std::string, bool> flagged;
+  for (const auto& change : workspace.describe(*tx).changes)
+    flagged[change.path] = change.contains_secret;
+  EXPECT_TRUE(flagged["config.env"]);
+  EXPECT_FALSE(flagged["clean.txt"]);
+  EXPECT_THROW((void)workspace.commit(*tx), SandboxSecurityError);
+  EXPECT_FALSE(fs::exists(ws() / "config.env"));
+}
+
+// A file staged unread whose link fails (an upper directory on another
+// file system, as --disk's tmpfs is) is read then and copied whole.
+TEST_F(WorkspaceImportTest, AnUnreadFileOnAnotherFileSystemIsCopiedWhole) {
+  const fs::path shm = "/dev/shm";
+  struct stat shm_st {};
+  if (::stat(shm.c_str(), &shm_st) != 0 || shm_st.st_dev == lstat_of(ws()).st_dev) {
+    GTEST_SKIP() << "needs /dev/shm on a file system other than " << ws();
+  }
+  char pattern[] = "/dev/shm/pulsebox-upper-XXXXXX";
+  ASSERT_NE(::mkdtemp(pattern), nullptr);
+  const fs::path other = pattern;
+  std::string big(300000, 'x');
+  for (std::size_t i = 0; i < big.size(); i += 997)
+    big[i] = static_cast<char>('a' + i % 26);
+  write_file(other / "big.bin", big);
+  write_file(other / "empty", "");
+  Workspace workspace(ws());
+  const auto tx =
+      workspace.import_overlay(other, ws(), ImportOptions{.take_upper_files = true}).transaction;
+  ASSERT_TRUE(tx.has_value());
+  workspace.commit(*tx);
+  EXPECT_EQ(read_file(ws() / "big.bin"), big);
+  EXPECT_EQ(read_file(ws() / "empty"), "");
+  EXPECT_NE(lstat_of(ws() / "big.bin").st_dev, lstat_of(other).st_dev);
+  std::error_code ec;
+  fs::remove_all(other, ec);
+}
+
 // A layer that is kept (a session's) is never taken from: copies only.
 TEST_F(WorkspaceImportTest, AKeptLayerIsCopiedAndLeftWhole) {
   write_file(upper() / "plain.txt", "plain\n");
