@@ -17,6 +17,7 @@
 #include "core/byte_names.h"
 #include "core/fs.h"
 #include "core/json_parse.h"
+#include "core/json_writer.h"
 #include "core/sha256.h"
 #include "core/text.h"
 #include "workspace/protected_changes.h"
@@ -69,18 +70,6 @@ StagedOp op_from_string(std::string_view text) {
   return StagedOp::Write;
 }
 
-json snapshot_to_json(const Snapshot& s) {
-  return {{"type", std::string(to_string(s.type))},
-          {"inode", s.inode},
-          {"device", s.device},
-          {"size", s.size},
-          {"mtime_ns", s.mtime_ns},
-          {"newest_ctime_ns", s.newest_ctime_ns},
-          {"mode", s.mode},
-          {"sha256", s.sha256},
-          {"changed_during_run", s.changed_during_run}};
-}
-
 Snapshot snapshot_from_json(const json& j) {
   Snapshot s;
   s.type = node_type_from_string(j.at("type").get<std::string>());
@@ -95,23 +84,35 @@ Snapshot snapshot_from_json(const json& j) {
   return s;
 }
 
-// Paths and link targets are bytes (core/byte_names.h).
-json entry_to_json(const Entry& e) {
-  json j = json::object();
-  core::put_name(j, "path", e.path);
-  j["op"] = std::string(to_string(e.op));
-  j["mode"] = e.mode;
-  core::put_name(j, "link_target", e.link_target);
-  j["blob"] = e.blob;
-  j["size"] = e.size;
-  if (e.blob_inode != 0) j["blob_inode"] = e.blob_inode;
-  j["mtime_ns"] = e.mtime_ns;
-  j["contains_secret"] = e.contains_secret;
-  j["snapshot"] = snapshot_to_json(e.snapshot);
-  if (!e.base_blob.empty()) j["base_blob"] = e.base_blob;
-  if (!e.base_link.empty()) core::put_name(j, "base_link", e.base_link);
-  if (!e.redacted_link.empty()) core::put_name(j, "redacted_link", e.redacted_link);
-  return j;
+// One entry as a JSON object, appended to `out` (the keys entry_from_json
+// reads). Paths and link targets are bytes (core/byte_names.h).
+void append_entry_json(std::string& out, const Entry& e) {
+  core::JsonObjectWriter j(out);
+  j.name("path", e.path);
+  j.field("op", to_string(e.op));
+  j.field("mode", e.mode);
+  j.name("link_target", e.link_target);
+  j.field("blob", e.blob);
+  j.field("size", e.size);
+  if (e.blob_inode != 0) j.field("blob_inode", e.blob_inode);
+  j.field("mtime_ns", e.mtime_ns);
+  j.field("contains_secret", e.contains_secret);
+  const Snapshot& s = e.snapshot;
+  j.begin_object("snapshot");
+  j.field("type", to_string(s.type));
+  j.field("inode", s.inode);
+  j.field("device", s.device);
+  j.field("size", s.size);
+  j.field("mtime_ns", s.mtime_ns);
+  j.field("newest_ctime_ns", s.newest_ctime_ns);
+  j.field("mode", s.mode);
+  j.field("sha256", s.sha256);
+  j.field("changed_during_run", s.changed_during_run);
+  j.end_object();
+  if (!e.base_blob.empty()) j.field("base_blob", e.base_blob);
+  if (!e.base_link.empty()) j.name("base_link", e.base_link);
+  if (!e.redacted_link.empty()) j.name("redacted_link", e.redacted_link);
+  j.finish();
 }
 
 Entry entry_from_json(const json& j) {
@@ -230,9 +231,9 @@ core::Status write_entries(const std::filesystem::path& file, const json& head,
     for (const auto& [path, entry] : entries) {
       buffer += first ? "\n" : ",\n";
       first = false;
-      // Every string is valid UTF-8 (names go through core::put_name): a
-      // replacement here would change a name.
-      buffer += entry_to_json(entry).dump();
+      // Names are kept as bytes (JsonObjectWriter::name); any other
+      // string that is not UTF-8 throws rather than be written changed.
+      append_entry_json(buffer, entry);
       if (buffer.size() >= kChunk) {
         PB_CHECK(core::write_all(fd, buffer, file.string()));
         buffer.clear();
