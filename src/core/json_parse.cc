@@ -225,4 +225,19 @@ Result<nlohmann::json> parse_json_fd_streaming(int fd, std::uint64_t max_bytes,
   }
 }
 
+Result<bool> sax_parse_fd(int fd, std::uint64_t max_bytes, std::string_view source,
+                          nlohmann::json_sax<nlohmann::json>& handler) {
+  BoundedFdBuffer buffer(fd, max_bytes, source);
+  std::istream input(&buffer);
+  bool parsed = false;
+  try {
+    parsed = nlohmann::json::sax_parse(input, &handler);
+  } catch (const nlohmann::json::exception&) {
+    parsed = false;
+  }
+  // Input past the limit may have ended the text early but cleanly.
+  if (buffer.failure()) return *buffer.failure();
+  return parsed;
+}
+
 }  // namespace pulsebox::core

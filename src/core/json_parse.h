@@ -15,6 +15,11 @@
 
 #include "core/result.h"
 
+NLOHMANN_JSON_NAMESPACE_BEGIN
+template <typename BasicJsonType>
+struct json_sax;
+NLOHMANN_JSON_NAMESPACE_END
+
 namespace pulsebox::core {
 
 // Policies, seccomp profiles and transaction manifests need fewer than ten
@@ -63,5 +68,16 @@ Result<nlohmann::json> parse_json_fd_streaming(int fd, std::uint64_t max_bytes,
                                                std::string_view source, std::string_view stream_key,
                                                const std::function<void(nlohmann::json&)>& each,
                                                std::size_t max_depth = kMaxJsonDepth);
+
+// Runs nlohmann's SAX `handler` over what `fd` reads from its offset (at
+// most `max_bytes`; more is kResource, as is a read error kIo), without
+// building a document: for files read by the hundred thousand entries,
+// where a document of each entry cost more than reading it. true: the
+// whole text parsed and the handler took every event. false: the text or
+// the handler stopped it (a syntax error, a depth the handler refused, a
+// value it rejected); read the file again with parse_json_fd_streaming for
+// the exact diagnostic of a syntax or depth error.
+Result<bool> sax_parse_fd(int fd, std::uint64_t max_bytes, std::string_view source,
+                          nlohmann::json_sax<nlohmann::json>& handler);
 
 }  // namespace pulsebox::core

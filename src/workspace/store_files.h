@@ -34,9 +34,7 @@ core::Status set_mtime_at(int dir, const std::string& name, std::int64_t mtime_n
 void failpoint(std::string_view step);
 
 StagedOp op_from_string(std::string_view text);
-nlohmann::json snapshot_to_json(const Snapshot& snapshot);
 Snapshot snapshot_from_json(const nlohmann::json& json);
-nlohmann::json entry_to_json(const Entry& entry);
 Entry entry_from_json(const nlohmann::json& json);
 // "" or why a loaded entry cannot be used (a bad blob name, ...).
 std::string entry_problem(const Entry& entry);

@@ -20,6 +20,7 @@
 #include "core/json_writer.h"
 #include "core/sha256.h"
 #include "core/text.h"
+#include "workspace/entry_stream.h"
 #include "workspace/protected_changes.h"
 #include "workspace/safe_open.h"
 #include "workspace/store_files.h"
@@ -201,24 +202,24 @@ core::Result<json> read_json(const std::filesystem::path& file) {
 
 core::Result<json> read_entries(const std::filesystem::path& file, std::string_view key,
                                 const std::function<void(Entry&&)>& each) {
-  // Parsed as it is read: a 100,000-entry manifest's text is never in memory whole.
+  // Parsed as it is read, each entry straight from the parser's events: a
+  // 100,000-entry manifest's text, or a document of it, is never in memory
+  // whole.
   auto fd = core::open_regular_file(file, kMaxTransactionFileBytes, "transaction file");
   if (!fd) return corrupt(file, fd.error().to_string());
-  std::string problem;
+  auto streamed = stream_entries(fd->get(), kMaxTransactionFileBytes, file.string(), key, each);
+  if (!streamed) return corrupt(file, streamed.error().to_string());
+  if (*streamed) {
+    if (!(*streamed)->problem.empty()) return corrupt(file, (*streamed)->problem);
+    return std::move((*streamed)->document);
+  }
+  // Its syntax or depth stopped the parse: read again for the diagnostic
+  // (line, column, the depth), entries ignored this time.
+  if (::lseek(fd->get(), 0, SEEK_SET) != 0) return corrupt(file, "it cannot be read again");
   auto document = core::parse_json_fd_streaming(fd->get(), kMaxTransactionFileBytes, file.string(),
-                                                key, [&](json& item) {
-                                                  if (!problem.empty()) return;
-                                                  try {
-                                                    Entry entry = entry_from_json(item);
-                                                    problem = entry_problem(entry);
-                                                    if (problem.empty()) each(std::move(entry));
-                                                  } catch (const json::exception& error) {
-                                                    problem = error.what();
-                                                  }
-                                                });
+                                                key, [](json&) {});
   if (!document) return corrupt(file, document.error().to_string());
-  if (!problem.empty()) return corrupt(file, problem);
-  return std::move(document).value();
+  return corrupt(file, "its entries could not be read");
 }
 
 core::Status write_entries(const std::filesystem::path& file, const json& head,
