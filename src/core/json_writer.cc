@@ -8,13 +8,12 @@
 
 namespace pulsebox::core {
 
-void append_json_string(std::string& out, std::string_view text) {
+void append_json_escaped(std::string& out, std::string_view text, bool escape_slash) {
   static constexpr char kHex[] = "0123456789abcdef";
-  out += '"';
   std::size_t plain = 0;  // start of the run not yet copied
   for (std::size_t i = 0; i < text.size(); ++i) {
     const auto c = static_cast<unsigned char>(text[i]);
-    if (c >= 0x20 && c != '"' && c != '\\') continue;
+    if (c >= 0x20 && c != '"' && c != '\\' && (c != '/' || !escape_slash)) continue;
     out.append(text, plain, i - plain);
     plain = i + 1;
     switch (c) {
@@ -23,6 +22,9 @@ void append_json_string(std::string& out, std::string_view text) {
         break;
       case '\\':
         out += "\\\\";
+        break;
+      case '/':
+        out += "\\/";
         break;
       case '\b':
         out += "\\b";
@@ -47,6 +49,11 @@ void append_json_string(std::string& out, std::string_view text) {
     }
   }
   out.append(text, plain, text.size() - plain);
+}
+
+void append_json_string(std::string& out, std::string_view text) {
+  out += '"';
+  append_json_escaped(out, text);
   out += '"';
 }
 

@@ -17,8 +17,11 @@
 
 namespace pulsebox::core {
 
-// `text` as a JSON string (quotes included), appended to `out`. Control
-// characters are escaped; other bytes are copied as they are.
+// `text` escaped for a JSON string, without the quotes, appended to `out`:
+// the quote, the backslash and control characters escaped (and '/' with
+// `escape_slash`, as some encoders write it); other bytes copied as they are.
+void append_json_escaped(std::string& out, std::string_view text, bool escape_slash = false);
+// `text` as a JSON string, quotes included.
 void append_json_string(std::string& out, std::string_view text);
 
 class JsonObjectWriter {

@@ -7,6 +7,7 @@
 #include <optional>
 #include <set>
 
+#include "core/json_writer.h"
 #include "pulsebox/secrets.h"
 #include "secrets/builtin_patterns.h"
 
@@ -67,45 +68,8 @@ std::string url_encode(std::string_view value, bool plus_for_space) {
 }
 
 std::string json_escape(std::string_view value, bool escape_slash) {
-  static constexpr char kHex[] = "0123456789abcdef";
   std::string out;
-  for (char c : value) {
-    const auto byte = static_cast<unsigned char>(c);
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      case '\b':
-        out += "\\b";
-        break;
-      case '\f':
-        out += "\\f";
-        break;
-      case '/':
-        out += escape_slash ? "\\/" : "/";
-        break;
-      default:
-        if (byte < 0x20) {
-          out += "\\u00";
-          out.push_back(kHex[byte >> 4]);
-          out.push_back(kHex[byte & 0xF]);
-        } else {
-          out.push_back(c);
-        }
-    }
-  }
+  core::append_json_escaped(out, value, escape_slash);
   return out;
 }
 

@@ -88,9 +88,10 @@ Field snapshot_field(std::string_view key) {
   return Field::Unknown;
 }
 
-// A name and its "_hex" twin (core::get_name: the hex wins when present).
+// A name and its "_hex" twin (core::get_name: the hex wins when present);
+// which of them the entry had, its seen bits say.
 struct NameField {
-  std::optional<std::string> text, hex;
+  std::string text, hex;
 };
 
 class EntryHandler : public nlohmann::json_sax<json> {
@@ -229,7 +230,7 @@ class EntryHandler : public nlohmann::json_sax<json> {
     entry_ = Entry{};
     entry_level_ = 1;
     field_ = Field::Unknown;
-    seen_ = 0;
+    seen_ = snapshot_seen_ = 0;
     has_snapshot_ = false;
     path_ = link_target_ = base_link_ = redacted_link_ = NameField{};
   }
@@ -251,147 +252,114 @@ class EntryHandler : public nlohmann::json_sax<json> {
   // Copied, not moved out of the parser's buffer: a moved string keeps the
   // buffer's spare capacity, a few MB over 100,000 entries.
   bool entry_string(const std::string& v) {
-    Snapshot& s = entry_.snapshot;
-    if (entry_level_ == 2) {
-      switch (field_) {
-        case Field::Type:
-          s.type = node_type_from_string(v);
-          break;
-        case Field::Sha256:
-          s.sha256 = v;
-          break;
-        case Field::Unknown:
-          return true;
-        default:
-          return wrong_type();
-      }
-      mark_snapshot(field_);
-      return true;
+    if (entry_level_ == 2 && field_ == Field::Type) {
+      entry_.snapshot.type = node_type_from_string(v);
+    } else if (entry_level_ == 1 && field_ == Field::Op) {
+      entry_.op = op_from_string(v);
+    } else if (std::string* slot = string_slot(); slot != nullptr) {
+      *slot = v;
+    } else {
+      return wrong_type();
     }
+    mark_field();
+    return true;
+  }
+  // Where the current key's string goes; nullptr when it takes no string.
+  std::string* string_slot() {
+    if (entry_level_ == 2) return field_ == Field::Sha256 ? &entry_.snapshot.sha256 : nullptr;
     switch (field_) {
       case Field::Path:
-        path_.text = v;
-        break;
+        return &path_.text;
       case Field::PathHex:
-        path_.hex = v;
-        break;
-      case Field::Op:
-        entry_.op = op_from_string(v);
-        break;
+        return &path_.hex;
       case Field::LinkTarget:
-        link_target_.text = v;
-        break;
+        return &link_target_.text;
       case Field::LinkTargetHex:
-        link_target_.hex = v;
-        break;
-      case Field::Blob:
-        entry_.blob = v;
-        break;
-      case Field::BaseBlob:
-        entry_.base_blob = v;
-        break;
+        return &link_target_.hex;
       case Field::BaseLink:
-        base_link_.text = v;
-        break;
+        return &base_link_.text;
       case Field::BaseLinkHex:
-        base_link_.hex = v;
-        break;
+        return &base_link_.hex;
       case Field::RedactedLink:
-        redacted_link_.text = v;
-        break;
+        return &redacted_link_.text;
       case Field::RedactedLinkHex:
-        redacted_link_.hex = v;
-        break;
-      case Field::Unknown:
-        return true;
+        return &redacted_link_.hex;
+      case Field::Blob:
+        return &entry_.blob;
+      case Field::BaseBlob:
+        return &entry_.base_blob;
       default:
-        return wrong_type();
+        return nullptr;
     }
-    mark(field_);
-    return true;
   }
 
   bool entry_number(std::uint64_t u, std::int64_t i) {
+    std::uint64_t* as_unsigned = nullptr;
+    std::int64_t* as_signed = nullptr;
+    unsigned* as_mode = nullptr;
     Snapshot& s = entry_.snapshot;
-    if (entry_level_ == 2) {
-      switch (field_) {
-        case Field::Inode:
-          s.inode = u;
-          break;
-        case Field::Device:
-          s.device = u;
-          break;
-        case Field::Size:
-          s.size = u;
-          break;
-        case Field::MtimeNs:
-          s.mtime_ns = i;
-          break;
-        case Field::NewestCtimeNs:
-          s.newest_ctime_ns = i;
-          break;
-        case Field::Mode:
-          s.mode = static_cast<unsigned>(u);
-          break;
-        case Field::Unknown:
-          return true;
-        default:
-          return wrong_type();
-      }
-      mark_snapshot(field_);
-      return true;
-    }
+    const bool in_snapshot = entry_level_ == 2;
     switch (field_) {
-      case Field::Mode:
-        entry_.mode = static_cast<unsigned>(u);
+      case Field::Inode:
+        as_unsigned = &s.inode;
         break;
-      case Field::Size:
-        entry_.size = u;
+      case Field::Device:
+        as_unsigned = &s.device;
+        break;
+      case Field::NewestCtimeNs:
+        as_signed = &s.newest_ctime_ns;
         break;
       case Field::BlobInode:
-        entry_.blob_inode = u;
+        as_unsigned = &entry_.blob_inode;
+        break;
+      case Field::Size:
+        as_unsigned = in_snapshot ? &s.size : &entry_.size;
         break;
       case Field::MtimeNs:
-        entry_.mtime_ns = i;
+        as_signed = in_snapshot ? &s.mtime_ns : &entry_.mtime_ns;
         break;
-      case Field::Unknown:
-        return true;
+      case Field::Mode:
+        as_mode = in_snapshot ? &s.mode : &entry_.mode;
+        break;
       default:
         return wrong_type();
     }
-    mark(field_);
+    if (as_unsigned != nullptr) *as_unsigned = u;
+    if (as_signed != nullptr) *as_signed = i;
+    if (as_mode != nullptr) *as_mode = static_cast<unsigned>(u);
+    mark_field();
     return true;
   }
 
   bool entry_bool(bool v) {
-    if (entry_level_ == 2) {
-      if (field_ == Field::Unknown) return true;
-      if (field_ != Field::ChangedDuringRun) return wrong_type();
+    if (entry_level_ == 2 && field_ == Field::ChangedDuringRun) {
       entry_.snapshot.changed_during_run = v;
-      mark_snapshot(field_);
-      return true;
+    } else if (entry_level_ == 1 && field_ == Field::ContainsSecret) {
+      entry_.contains_secret = v;
+    } else {
+      return wrong_type();
     }
-    if (field_ == Field::Unknown) return true;
-    if (field_ != Field::ContainsSecret) return wrong_type();
-    entry_.contains_secret = v;
-    mark(field_);
+    mark_field();
     return true;
   }
 
   // The snapshot's fields are counted apart (some share names with the
   // entry's).
-  void mark_snapshot(Field field) { snapshot_seen_ |= std::uint64_t{1} << static_cast<int>(field); }
+  void mark_field() {
+    (entry_level_ == 2 ? snapshot_seen_ : seen_) |= std::uint64_t{1} << static_cast<int>(field_);
+  }
 
   // core::get_name: the hex form wins; a missing name is a missing key.
-  bool resolve(const NameField& name, const char* key, bool required, std::string& out) {
-    if (name.hex) {
-      auto bytes = core::from_hex(*name.hex);
+  bool resolve(const NameField& name, Field text, Field hex, const char* key, bool required,
+               std::string& out) {
+    if (has(hex)) {
+      auto bytes = core::from_hex(name.hex);
       if (!bytes) return stop(std::string(key) + "_hex is not hex");
       out = std::move(*bytes);
       return true;
     }
-    if (name.text) {
-      out = *name.text;
+    if (has(text)) {
+      out = name.text;
       return true;
     }
     if (required) return stop(std::string("key '") + key + "' not found");
@@ -418,11 +386,13 @@ class EntryHandler : public nlohmann::json_sax<json> {
         return stop(std::string("key 'snapshot.") + key + "' not found");
       }
     }
-    snapshot_seen_ = 0;
-    if (!resolve(path_, "path", true, entry_.path) ||
-        !resolve(link_target_, "link_target", true, entry_.link_target) ||
-        !resolve(base_link_, "base_link", false, entry_.base_link) ||
-        !resolve(redacted_link_, "redacted_link", false, entry_.redacted_link)) {
+    if (!resolve(path_, Field::Path, Field::PathHex, "path", true, entry_.path) ||
+        !resolve(link_target_, Field::LinkTarget, Field::LinkTargetHex, "link_target", true,
+                 entry_.link_target) ||
+        !resolve(base_link_, Field::BaseLink, Field::BaseLinkHex, "base_link", false,
+                 entry_.base_link) ||
+        !resolve(redacted_link_, Field::RedactedLink, Field::RedactedLinkHex, "redacted_link",
+                 false, entry_.redacted_link)) {
       return false;
     }
     if (std::string why = entry_problem(entry_); !why.empty()) return stop(std::move(why));

@@ -73,6 +73,16 @@ TEST(JsonObjectWriter, NamesKeepTheirBytesAsPutNameDoes) {
   }
 }
 
+// The scrubber looks for a secret as JSON encoders write it, '/' escaped or not.
+TEST(JsonEscaped, SlashesOnlyWhenAsked) {
+  std::string plain, slashed;
+  append_json_escaped(plain, "a/b\"\x01");
+  append_json_escaped(slashed, "a/b\"\x01", /*escape_slash=*/true);
+  EXPECT_EQ(plain, "a/b\\\"\\u0001");
+  EXPECT_EQ(slashed, "a\\/b\\\"\\u0001");
+  EXPECT_EQ(json::parse("\"" + slashed + "\""), "a/b\"\x01");
+}
+
 TEST(JsonObjectWriter, AFieldThatIsNotUtf8IsRefusedNotChanged) {
   std::string out;
   JsonObjectWriter writer(out);
