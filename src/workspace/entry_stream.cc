@@ -129,8 +129,11 @@ class EntryHandler : public nlohmann::json_sax<json> {
     if (!deeper()) return false;
     if (skip_ > 0) return ++skip_, true;
     if (entry_level_ == 1 && field_ == Field::Snapshot) {
+      // A second "snapshot" replaces the first, as in a parsed document.
       entry_level_ = 2;
       has_snapshot_ = true;
+      entry_.snapshot = Snapshot{};
+      snapshot_seen_ = 0;
       return true;
     }
     if (in_entry()) return skip_unread();
@@ -155,7 +158,9 @@ class EntryHandler : public nlohmann::json_sax<json> {
     if (!deeper()) return false;
     if (skip_ > 0) return ++skip_, true;
     if (in_entry()) return skip_unread();
-    const bool stream = stack_.size() == 1 && pending_key_ == key_;
+    // The array under the top-level object's key (a key left over from an
+    // object inside a top-level array does not count).
+    const bool stream = stack_.size() == 1 && stack_.back()->is_object() && pending_key_ == key_;
     if (!open(json::array())) return false;
     if (stream) in_stream_ = true;
     return true;
@@ -213,7 +218,7 @@ class EntryHandler : public nlohmann::json_sax<json> {
   }
   json* place(json v) {
     if (stack_.empty()) {
-      document_ = v;
+      document_ = std::move(v);
       return &document_;
     }
     json& parent = *stack_.back();
@@ -222,7 +227,7 @@ class EntryHandler : public nlohmann::json_sax<json> {
       return &parent.back();
     }
     json& slot = parent[pending_key_];
-    slot = v;
+    slot = std::move(v);
     return &slot;
   }
 

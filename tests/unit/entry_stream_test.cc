@@ -142,6 +142,26 @@ TEST_F(EntryStreamTest, TheRestOfTheDocumentIsKeptAndUnknownKeysIgnored) {
                         R"("other":[{"entries":[1]}],"n":-3,"f":1.5,"t":true,"z":null})"));
 }
 
+// As in a parsed document: a repeated key's last value counts, and only
+// the top-level object's array holds entries.
+TEST_F(EntryStreamTest, RepeatedKeysAndOtherArraysReadAsTheDocumentSays) {
+  const std::string snapshot =
+      R"({"type":"absent","inode":0,"device":0,"size":0,"mtime_ns":0,"mode":0,"sha256":""})";
+  const std::string entry = R"({"path":"a","op":"mkdir","mode":493,"link_target":"","blob":"",)"
+                            R"("size":0,"snapshot":)" +
+                            snapshot;
+  EXPECT_NE(damage_of(R"({"entries":[)" + entry + R"(,"snapshot":{"type":"absent"}}]})")
+                .find("not found"),
+            std::string::npos);
+  const std::string text = R"([{"entries":1},[)" + entry + "}]]";
+  write_file(file(), text);
+  std::vector<std::string> out;
+  auto document = streamed(out);
+  ASSERT_TRUE(document.ok()) << document.error().to_string();
+  EXPECT_TRUE(out.empty());
+  EXPECT_EQ(*document, json::parse(text));
+}
+
 TEST_F(EntryStreamTest, ADamagedFileIsRefusedWithWhy) {
   const std::string snapshot =
       R"("snapshot":{"type":"absent","inode":0,"device":0,"size":0,"mtime_ns":0,"mode":0,"sha256":""})";
