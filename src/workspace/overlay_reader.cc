@@ -123,6 +123,16 @@ struct Walker {
     return euid == 0 && ::fchown(fd, 0, 0) == 0;
   }
 
+  // The open file is still the one its name was looked up as (`st`), holds
+  // `size` bytes and no setuid/setgid bits, and may become its own blob
+  // (may_link); else it is staged as a copy.
+  bool linkable_as_looked_up(int fd, const struct stat& st, const struct stat& opened,
+                             std::uint64_t size) const {
+    return opened.st_ino == st.st_ino && opened.st_dev == st.st_dev &&
+           static_cast<std::uint64_t>(opened.st_size) == size && mtime_of(opened) == mtime_of(st) &&
+           (opened.st_mode & 07777) == (st.st_mode & 0777) && may_link(fd, opened);
+  }
+
   // A file that becomes its own blob (may_link) when nothing looks into its
   // content: no registered secret value to find in it
   // (TransactionStore::reads_new_file_contents) and no lower file of its
@@ -137,16 +147,13 @@ struct Walker {
     if (lower_exists && S_ISREG(below.st_mode) && below.st_size == st.st_size) return false;
     struct stat opened {};
     if (::fstat(fd, &opened) != 0) return Error::from_errno("overlay", "stat " + path);
-    const unsigned mode = st.st_mode & 0777;
-    if (opened.st_ino != st.st_ino || opened.st_dev != st.st_dev || opened.st_size != st.st_size ||
-        mtime_of(opened) != mtime_of(st) || (opened.st_mode & 07777) != mode ||
-        !may_link(fd, opened)) {
+    if (!linkable_as_looked_up(fd, st, opened, static_cast<std::uint64_t>(st.st_size))) {
       return false;
     }
     Entry entry;
     entry.path = path;
     entry.op = StagedOp::Write;
-    entry.mode = mode;
+    entry.mode = st.st_mode & 0777;
     entry.mtime_ns = mtime_of(st);
     bool as_blob = false;
     TransactionStore::BlobSource source{upper, name, opened, fd, &as_blob};
@@ -304,10 +311,7 @@ struct Walker {
       // The inode as it was read (fd), not as the name was first looked up.
       struct stat opened {};
       if (::fstat(fd.get(), &opened) != 0) return Error::from_errno("overlay", "stat " + path);
-      if (opened.st_ino != st.st_ino || opened.st_dev != st.st_dev ||
-          static_cast<std::uint64_t>(opened.st_size) != bytes.size() ||
-          mtime_of(opened) != entry.mtime_ns || (opened.st_mode & 07777) != mode ||
-          !may_link(fd.get(), opened)) {
+      if (!linkable_as_looked_up(fd.get(), st, opened, bytes.size())) {
         return stage(std::move(entry), bytes);
       }
       bool as_blob = false;
