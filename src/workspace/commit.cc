@@ -69,9 +69,13 @@ core::Status replace_with_copy(int dir, const std::string& name, int fd, const s
 // Every Write's blob is a regular file this store wrote (a symlink planted
 // in blobs/ would be renamed into the workspace as if it were the file);
 // with `gone_ok`, a blob already renamed into place (a replay) passes.
-core::Status check_blobs_are_files(Draft& draft, const std::filesystem::path& dir, bool gone_ok) {
+// `owner`, when given, is set to the owner every blob found has (the
+// importing user's, as a rule), or left empty when they differ.
+core::Status check_blobs_are_files(Draft& draft, const std::filesystem::path& dir, bool gone_ok,
+                                   std::optional<BlobOwner>* owner) {
   PB_TRY(blob_dir, core::open_directory(dir / "blobs"));
   BlobShards shards(blob_dir.get());
+  bool seen_one = false;
   for (auto& [path, entry] : draft.entries) {
     if (entry.op != StagedOp::Write) continue;
     auto blob = shards.locate(entry.blob);
@@ -97,6 +101,12 @@ core::Status check_blobs_are_files(Draft& draft, const std::filesystem::path& di
                      "not the file the write-ahead log names (another inode or size)");
     }
     entry.blob_inode = inode;
+    if (owner != nullptr) {
+      if (!seen_one) *owner = BlobOwner{st.st_uid, st.st_gid};
+      if (*owner && (owner->value().first != st.st_uid || owner->value().second != st.st_gid))
+        owner->reset();
+      seen_one = true;
+    }
   }
   return core::ok_status();
 }
@@ -106,7 +116,13 @@ core::Status check_blobs_are_files(Draft& draft, const std::filesystem::path& di
 // Applies every step; each is idempotent so a replay after a crash at any
 // point converges on the committed state.
 core::Status TransactionStore::apply(const Draft& draft, int root_fd,
-                                     std::size_t* temp_files_removed) {
+                                     std::size_t* temp_files_removed,
+                                     std::optional<BlobOwner> blobs_owner) {
+  struct stat blobs_owner_stat {};
+  if (blobs_owner) {
+    blobs_owner_stat.st_uid = blobs_owner->first;
+    blobs_owner_stat.st_gid = blobs_owner->second;
+  }
   const auto blobs = tx_dir(draft.id) / "blobs";
   PB_TRY(blob_dir, core::open_directory(blobs));
   BlobShards shards(blob_dir.get());
@@ -122,6 +138,13 @@ core::Status TransactionStore::apply(const Draft& draft, int root_fd,
   // their names up first (100,000 lookups of names that are not there).
   std::set<std::string> made_now;
   bool open_dir_made_now = false;
+  // The owner a new entry of the open directory takes (as root), stat'ed
+  // once for its entries.
+  const bool as_root = ::geteuid() == 0;
+  struct stat root_stat {};
+  if (as_root && ::fstat(root_fd, &root_stat) != 0)
+    return Error::from_errno("workspace", "stat the workspace");
+  struct stat open_dir_stat {};
   for (const auto& [path, entry] : draft.entries) {
     const std::size_t slash = path.rfind('/');
     const std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
@@ -140,8 +163,11 @@ core::Status TransactionStore::apply(const Draft& draft, int root_fd,
       open_dir = std::move(parent).value();
       open_path = parent_path;
       open_dir_made_now = made_now.contains(parent_path);
+      if (as_root && ::fstat(open_dir.get(), &open_dir_stat) != 0)
+        return Error::from_errno("workspace", "stat " + parent_path);
     }
     const int dir = parent_path.empty() ? root_fd : open_dir.get();
+    const struct stat* dir_stat = parent_path.empty() ? &root_stat : &open_dir_stat;
     touched_dirs.insert(parent_path);
     struct stat current {};
     const bool in_new_directory = !parent_path.empty() && open_dir_made_now;
@@ -152,17 +178,24 @@ core::Status TransactionStore::apply(const Draft& draft, int root_fd,
         PB_CHECK(remove_tree_at(dir, name));
         break;
       case StagedOp::Write: {
+        // A blob that is gone was renamed into place by an earlier attempt
+        // (check_blobs_are_files passed it as such): the rename finds it so,
+        // without a stat of every blob first.
         auto blob = shards.locate(entry.blob);
-        struct stat blob_stat {};
-        if (!blob || ::fstatat(blob->dir, blob->name.c_str(), &blob_stat, 0) != 0) {
-          break;  // already renamed into place by an earlier attempt
-        }
+        if (!blob) break;
         const bool replaces_file = exists && !S_ISDIR(current.st_mode);
-        if (exists && S_ISDIR(current.st_mode)) PB_CHECK(remove_tree_at(dir, name));
+        if (exists && S_ISDIR(current.st_mode)) {
+          // Only a blob still there replaces the directory.
+          struct stat blob_stat {};
+          if (::fstatat(blob->dir, blob->name.c_str(), &blob_stat, AT_SYMLINK_NOFOLLOW) != 0) break;
+          PB_CHECK(remove_tree_at(dir, name));
+        }
         if (::renameat(blob->dir, blob->name.c_str(), dir, name.c_str()) != 0) {
+          if (errno == ENOENT) break;
           return Error::from_errno("workspace", "rename into place: " + path);
         }
-        adopt_owner(dir, name, replaces_file ? &current : nullptr, &blob_stat);
+        adopt_owner(dir, name, replaces_file ? &current : nullptr,
+                    blobs_owner ? &blobs_owner_stat : nullptr, dir_stat);
         break;
       }
       case StagedOp::Mkdir:
@@ -182,7 +215,7 @@ core::Status TransactionStore::apply(const Draft& draft, int root_fd,
         if (::fchmodat(dir, name.c_str(), entry.mode, 0) != 0) {
           return Error::from_errno("workspace", "chmod " + path);
         }
-        adopt_owner(dir, name, nullptr);
+        adopt_owner(dir, name, nullptr, nullptr, dir_stat);
         break;
       case StagedOp::Symlink: {
         if (exists && S_ISDIR(current.st_mode)) PB_CHECK(remove_tree_at(dir, name));
@@ -199,7 +232,7 @@ core::Status TransactionStore::apply(const Draft& draft, int root_fd,
           ::unlinkat(dir, temp.c_str(), 0);
           return error;
         }
-        adopt_owner(dir, name, nullptr);
+        adopt_owner(dir, name, nullptr, nullptr, dir_stat);
         break;
       }
       case StagedOp::Chmod: {
@@ -221,6 +254,7 @@ core::Status TransactionStore::apply(const Draft& draft, int root_fd,
     }
     failpoint("applied " + path);
   }
+  core::trace_phase("commit: steps applied");
   // Make the renames durable, and remove temporary symlinks an interrupted
   // attempt may have left in the directories this commit touches.
   for (const std::string& dir_path : touched_dirs) {
@@ -242,6 +276,7 @@ core::Status TransactionStore::apply(const Draft& draft, int root_fd,
     }
     if (::fsync(dir->get()) != 0) return Error::from_errno("workspace", "fsync " + dir_path);
   }
+  core::trace_phase("commit: directories synced");
   // Directory times last, children before parents: every step above that
   // adds or removes an entry in a directory moves its time.
   for (auto it = draft.entries.rbegin(); it != draft.entries.rend(); ++it) {
@@ -344,7 +379,8 @@ core::Result<std::vector<std::string>> TransactionStore::commit(
 
   // 1. Nothing changed underneath since staging, and every blob is a file
   // this store wrote.
-  PB_CHECK(check_blobs_are_files(draft, dir, /*gone_ok=*/false));
+  std::optional<BlobOwner> blobs_owner;
+  PB_CHECK(check_blobs_are_files(draft, dir, /*gone_ok=*/false, &blobs_owner));
   std::vector<std::pair<std::string, std::string>> conflicts;  // path, why
   for (const auto& [path, entry] : draft.entries) {
     // Beneath a directory that replaces a symlink or file: that entry's own
@@ -428,7 +464,7 @@ core::Result<std::vector<std::string>> TransactionStore::commit(
   core::trace_phase("commit: log written");
 
   // 4. Apply; 5. clean up (or, for a partial commit, keep the rest pending).
-  PB_CHECK(apply(draft, root_fd.get(), nullptr));
+  PB_CHECK(apply(draft, root_fd.get(), nullptr, blobs_owner));
   core::trace_phase("commit: applied");
   if (partial) {
     std::vector<Entry> committed;
@@ -540,13 +576,14 @@ core::Status TransactionStore::replay(const std::string& id, int root_fd,
   // The checks a commit made before its READY pass again (a sealed log
   // too: the seal does not vouch for blobs or a changed policy).
   // A blob gone was renamed into place before the interruption.
-  if (auto files = check_blobs_are_files(draft, dir, /*gone_ok=*/true); !files.ok())
+  std::optional<BlobOwner> blobs_owner;
+  if (auto files = check_blobs_are_files(draft, dir, /*gone_ok=*/true, &blobs_owner); !files.ok())
     return planted(files.error(), false);
   for (const auto& [path, entry] : draft.entries) {
     if (auto allowed = check_entry_policy(draft, entry); !allowed.ok())
       return planted(allowed.error(), false);
   }
-  PB_CHECK(apply(draft, root_fd, temp_files_removed));
+  PB_CHECK(apply(draft, root_fd, temp_files_removed, blobs_owner));
   if (wal.value("partial", false)) {
     std::vector<Entry> committed;
     for (const auto& [path, entry] : draft.entries)

@@ -53,9 +53,10 @@ core::Status write_entries(const std::filesystem::path& file, const nlohmann::js
                            std::string_view key, const std::map<std::string, Entry>& entries);
 core::Status fsync_path(const std::filesystem::path& path);
 // As root, a new entry takes the owner of the entry it replaced, or of the
-// directory it is made in; `now`, when known, is its stat (no chown when
-// it has that owner already).
+// directory it is made in (`dir_stat`, when the caller has it: one stat a
+// directory, not one a file); `now`, when known, is its stat (no chown
+// when it has that owner already).
 void adopt_owner(int dir, const std::string& name, const struct stat* replaced,
-                 const struct stat* now = nullptr);
+                 const struct stat* now = nullptr, const struct stat* dir_stat = nullptr);
 
 }  // namespace pulsebox::workspace

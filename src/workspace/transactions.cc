@@ -259,11 +259,13 @@ core::Status fsync_path(const std::filesystem::path& path) {
 // a replaced file keeps its owner: committing a user's workspace as root must
 // not leave root-owned files behind.
 void adopt_owner(int dir, const std::string& name, const struct stat* replaced,
-                 const struct stat* now) {
+                 const struct stat* now, const struct stat* dir_stat) {
   if (::geteuid() != 0) return;
   struct stat owner {};
   if (replaced != nullptr) {
     owner = *replaced;
+  } else if (dir_stat != nullptr) {
+    owner = *dir_stat;
   } else if (::fstat(dir, &owner) != 0) {
     return;
   }

@@ -14,8 +14,10 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/result.h"
@@ -55,6 +57,9 @@ class BlobShards {
   std::string shard_;  // the shard shard_fd_ is open on
   core::UniqueFd shard_fd_;
 };
+
+// A blob's owner, uid and gid.
+using BlobOwner = std::pair<uid_t, gid_t>;
 
 struct Entry {
   std::string path;
@@ -199,7 +204,9 @@ class TransactionStore {
 
  private:
   core::Result<core::UniqueFd> lock() const;
-  core::Status apply(const Draft& draft, int root_fd, std::size_t* temp_files_removed);
+  // `blobs_owner`: the owner every blob has, when one (check_blobs_are_files).
+  core::Status apply(const Draft& draft, int root_fd, std::size_t* temp_files_removed,
+                     std::optional<BlobOwner> blobs_owner);
   core::Result<std::vector<std::string>> decided_ids() const;
   // Refuses a transaction whose directories (.agent, transactions/, its
   // own, blobs/, base/, redacted/) are not real directories: one planted

@@ -234,6 +234,43 @@ TEST_F(WorkspaceImportTest, AnUpperFileIsLinkedOnlyWhenACopyWouldBeTheSame) {
 
 // A file taken as its blob is not read when nothing needs its content; a
 // registered secret value makes the import read (and scan) every one.
+// As root, each committed entry takes the owner of the directory it is
+// made in (a directory this commit made included), and a replaced file
+// keeps its own: the commit stats each directory once, not each file.
+TEST_F(WorkspaceImportTest, CommittedEntriesTakeTheirDirectorysOwnerAsRoot) {
+  PULSEBOX_SKIP_UNLESS_ROOT("giving files another user's owner needs root");
+  fs::create_directories(ws() / "sub");
+  ASSERT_EQ(::chown(ws().c_str(), 23456, 23457), 0);
+  ASSERT_EQ(::chown((ws() / "sub").c_str(), 34567, 34568), 0);
+  ASSERT_EQ(::chown((ws() / "README").c_str(), 45678, 45679), 0);
+  write_file(upper() / "a.txt", "a\n");
+  write_file(upper() / "README", "replaced\n");
+  fs::create_directories(upper() / "sub");
+  write_file(upper() / "sub" / "b.txt", "b\n");
+  fs::create_directories(upper() / "new" / "deeper");
+  write_file(upper() / "new" / "c.txt", "c\n");
+  write_file(upper() / "new" / "deeper" / "d.txt", "d\n");
+
+  Workspace workspace(ws());
+  const auto tx =
+      workspace.import_overlay(upper(), ws(), ImportOptions{.take_upper_files = true}).transaction;
+  ASSERT_TRUE(tx.has_value());
+  workspace.commit(*tx);
+  const auto owner = [&](const char* name) {
+    const struct stat st = lstat_of(ws() / name);
+    return std::make_pair(st.st_uid, st.st_gid);
+  };
+  using Owner = std::pair<uid_t, gid_t>;
+  EXPECT_EQ(owner("a.txt"), Owner(23456, 23457));
+  EXPECT_EQ(owner("README"), Owner(45678, 45679));
+  EXPECT_EQ(read_file(ws() / "README"), "replaced\n");
+  EXPECT_EQ(owner("sub/b.txt"), Owner(34567, 34568));
+  EXPECT_EQ(owner("new"), Owner(23456, 23457));
+  EXPECT_EQ(owner("new/c.txt"), Owner(23456, 23457));
+  EXPECT_EQ(owner("new/deeper"), Owner(23456, 23457));
+  EXPECT_EQ(owner("new/deeper/d.txt"), Owner(23456, 23457));
+}
+
 TEST_F(WorkspaceImportTest, ATakenFileIsStillScannedWhenASecretIsRegistered) {
   const std::string secret = "hunter2-token-value";
   write_file(upper() / "config.env", "TOKEN=" + secret + "\n");
