@@ -1,4 +1,7 @@
 #include <algorithm>
+#include <optional>
+#include <string>
+#include <unordered_map>
 
 #include "core/byte_names.h"
 #include "core/text.h"
@@ -63,13 +66,22 @@ std::optional<std::string> normalize_policy_target(std::string_view target) {
   // Names are bytes: each byte of a malformed sequence becomes one character
   // of its own, so '*' and '?' treat it as they treat any character and no
   // two names share a spelling (a replacement character would merge them).
-  const std::string spelled =
-      core::is_valid_utf8(target) ? std::string(target) : core::spell_malformed_utf8(target);
-  auto composed = core::nfc(spelled);
-  if (!composed) return std::nullopt;
-  std::replace(composed->begin(), composed->end(), '\\', '/');
-  const auto lowered = core::full_lower(*composed);
-  if (!lowered) return std::nullopt;
+  // ASCII text is its own NFC and its full lower case is ASCII's: most
+  // paths skip the Unicode library (a commit normalises every path it holds).
+  const bool ascii = std::all_of(target.begin(), target.end(),
+                                 [](char c) { return static_cast<unsigned char>(c) < 0x80; });
+  std::optional<std::string> lowered;
+  if (ascii) {
+    lowered = core::ascii_lower(target);
+  } else {
+    const std::string spelled =
+        core::is_valid_utf8(target) ? std::string(target) : core::spell_malformed_utf8(target);
+    const auto composed = core::nfc(spelled);
+    if (!composed) return std::nullopt;
+    lowered = core::full_lower(*composed);
+    if (!lowered) return std::nullopt;
+  }
+  std::replace(lowered->begin(), lowered->end(), '\\', '/');
 
   std::string_view view = *lowered;
   if (view.size() >= 2 && view[1] == ':' && view[0] >= 'a' && view[0] <= 'z') view.remove_prefix(2);
@@ -134,6 +146,20 @@ void ActionPolicy::add_rule(PolicyRule rule) {
   rules_.insert(rules_.begin(), std::move(rule));
 }
 
+namespace {
+
+// A rule's pattern normalised once per thread, not once for every target
+// checked against it (a commit of 100,000 entries checks each one).
+const std::optional<std::string>& normalized_pattern(const std::string& pattern) {
+  thread_local std::unordered_map<std::string, std::optional<std::string>> cache;
+  if (cache.size() >= 1024) cache.clear();  // bounded: patterns come from policies
+  auto it = cache.find(pattern);
+  if (it == cache.end()) it = cache.emplace(pattern, normalize_policy_target(pattern)).first;
+  return it->second;
+}
+
+}  // namespace
+
 PolicyEvaluation ActionPolicy::explain(ActionType action, std::string_view target) const {
   const auto normalized = normalize_policy_target(target);
   return explain_normalized(action, normalized.value_or(std::string()), normalized.has_value());
@@ -147,7 +173,7 @@ PolicyEvaluation ActionPolicy::explain_normalized(ActionType action, const std::
   for (std::size_t i = 0; i < rules_.size(); ++i) {
     const PolicyRule& rule = rules_[i];
     if (rule.action && *rule.action != action) continue;
-    const auto pattern = normalize_policy_target(rule.target_pattern);
+    const std::optional<std::string>& pattern = normalized_pattern(rule.target_pattern);
     // "*" normalises to itself; an empty pattern (e.g. "/") matches the root.
     if (!pattern || !glob_match(*pattern, normalized)) continue;
     result.decision = rule.decision;

@@ -150,5 +150,21 @@ TEST(PolicyNormaliseTest, CorpusMatchesTheRecordedSpellings) {
   }
 }
 
+// ASCII targets take a path of their own (no Unicode library): the same
+// text with a non-ASCII name after it takes the library's path, and both
+// must spell the ASCII part alike, for every ASCII byte.
+TEST(PolicyNormaliseTest, AsciiTargetsNormaliseAsTheUnicodePathWould) {
+  std::vector<std::string> targets = {"Src/Main.CC", "C:\\Users\\X", "//a//B//",
+                                      "\\",          "Z:",           "..\\A"};
+  for (int byte = 1; byte < 0x80; ++byte)
+    targets.push_back("A" + std::string(1, static_cast<char>(byte)) + "Z");
+  for (const std::string& target : targets) {
+    const auto ascii = normalize_policy_target(target);
+    const auto unicode = normalize_policy_target(target + "/\u00C9");
+    ASSERT_TRUE(ascii.has_value() && unicode.has_value()) << as_literal(target);
+    EXPECT_EQ(*unicode, (ascii->empty() ? "" : *ascii + "/") + "\u00E9") << as_literal(target);
+  }
+}
+
 }  // namespace
 }  // namespace pulsebox
