@@ -1,7 +1,6 @@
 #include <algorithm>
 #include <optional>
 #include <string>
-#include <unordered_map>
 
 #include "core/byte_names.h"
 #include "core/text.h"
@@ -146,20 +145,6 @@ void ActionPolicy::add_rule(PolicyRule rule) {
   rules_.insert(rules_.begin(), std::move(rule));
 }
 
-namespace {
-
-// A rule's pattern normalised once per thread, not once for every target
-// checked against it (a commit of 100,000 entries checks each one).
-const std::optional<std::string>& normalized_pattern(const std::string& pattern) {
-  thread_local std::unordered_map<std::string, std::optional<std::string>> cache;
-  if (cache.size() >= 1024) cache.clear();  // bounded: patterns come from policies
-  auto it = cache.find(pattern);
-  if (it == cache.end()) it = cache.emplace(pattern, normalize_policy_target(pattern)).first;
-  return it->second;
-}
-
-}  // namespace
-
 PolicyEvaluation ActionPolicy::explain(ActionType action, std::string_view target) const {
   const auto normalized = normalize_policy_target(target);
   return explain_normalized(action, normalized.value_or(std::string()), normalized.has_value());
@@ -173,7 +158,7 @@ PolicyEvaluation ActionPolicy::explain_normalized(ActionType action, const std::
   for (std::size_t i = 0; i < rules_.size(); ++i) {
     const PolicyRule& rule = rules_[i];
     if (rule.action && *rule.action != action) continue;
-    const std::optional<std::string>& pattern = normalized_pattern(rule.target_pattern);
+    const auto pattern = normalize_policy_target(rule.target_pattern);
     // "*" normalises to itself; an empty pattern (e.g. "/") matches the root.
     if (!pattern || !glob_match(*pattern, normalized)) continue;
     result.decision = rule.decision;

@@ -232,8 +232,6 @@ TEST_F(WorkspaceImportTest, AnUpperFileIsLinkedOnlyWhenACopyWouldBeTheSame) {
   EXPECT_EQ(lstat_of(ws() / "one").st_nlink, 1u);
 }
 
-// A file taken as its blob is not read when nothing needs its content; a
-// registered secret value makes the import read (and scan) every one.
 // As root, each committed entry takes the owner of the directory it is
 // made in (a directory this commit made included), and a replaced file
 // keeps its own: the commit stats each directory once, not each file.
@@ -271,6 +269,8 @@ TEST_F(WorkspaceImportTest, CommittedEntriesTakeTheirDirectorysOwnerAsRoot) {
   EXPECT_EQ(owner("new/deeper/d.txt"), Owner(23456, 23457));
 }
 
+// A file taken as its blob is not read when nothing needs its content; a
+// registered secret value makes the import read (and scan) every one.
 TEST_F(WorkspaceImportTest, ATakenFileIsStillScannedWhenASecretIsRegistered) {
   const std::string secret = "hunter2-token-value";
   write_file(upper() / "config.env", "TOKEN=" + secret + "\n");
