@@ -134,8 +134,9 @@ struct ImportOptions {
   // import (nothing else will read it, no process of the run is left): its
   // files may become the staged copies as they are (hard links, on the
   // same file system) where that is exactly what a copy would be, and
-  // their names are then removed from it. Never for a layer that is kept
-  // (a session's).
+  // their names are then removed from it; or, when none of its paths is
+  // refused, the directory itself moves into the transaction, those files
+  // staying where they lie. Never for a layer that is kept (a session's).
   bool take_upper_files = false;
 };
 

@@ -150,7 +150,7 @@ core::Status materialise_changes(const fs::path& root, const std::string& id,
     switch (entry.op) {
       case StagedOp::Write: {
         // The blob carries its final mode: a hard link is the file as staged.
-        PB_TRY(where, shards.locate(entry.blob));
+        PB_TRY(where, shards.locate(workspace::blob_relative_path(entry)));
         if (::linkat(where.dir, where.name.c_str(), dir.get(), name.c_str(), 0) == 0) break;
         UniqueFd blob(::openat(where.dir, where.name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
         if (!blob) return Error::from_errno("export", "open the content of " + path);

@@ -78,17 +78,17 @@ core::Status check_blobs_are_files(Draft& draft, const std::filesystem::path& di
   bool seen_one = false;
   for (auto& [path, entry] : draft.entries) {
     if (entry.op != StagedOp::Write) continue;
-    auto blob = shards.locate(entry.blob);
+    auto blob = shards.locate(blob_relative_path(entry));
     struct stat st {};
     const bool found =
         blob && ::fstatat(blob->dir, blob->name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
     if (!found && blob && gone_ok && errno == ENOENT) continue;
     if (!found || !S_ISREG(st.st_mode))
-      return corrupt(dir / "blobs" / entry.blob, "not a regular file");
+      return corrupt(dir / "blobs" / blob_relative_path(entry), "not a regular file");
     // A blob carries its final mode, which the diff showed from the
     // manifest: any other (a planted setuid bit) is not what was reviewed.
     if ((st.st_mode & 07777) != entry.mode) {
-      return corrupt(dir / "blobs" / entry.blob,
+      return corrupt(dir / "blobs" / blob_relative_path(entry),
                      "its mode " + core::octal_mode(st.st_mode & 07777) +
                          " is not the staged one, " + core::octal_mode(entry.mode));
     }
@@ -97,7 +97,7 @@ core::Status check_blobs_are_files(Draft& draft, const std::filesystem::path& di
     const auto inode = static_cast<std::uint64_t>(st.st_ino);
     if (entry.blob_inode != 0 &&
         (inode != entry.blob_inode || static_cast<std::uint64_t>(st.st_size) != entry.size)) {
-      return corrupt(dir / "blobs" / entry.blob,
+      return corrupt(dir / "blobs" / blob_relative_path(entry),
                      "not the file the write-ahead log names (another inode or size)");
     }
     entry.blob_inode = inode;
@@ -181,7 +181,7 @@ core::Status TransactionStore::apply(const Draft& draft, int root_fd,
         // A blob that is gone was renamed into place by an earlier attempt
         // (check_blobs_are_files passed it as such): the rename finds it so,
         // without a stat of every blob first.
-        auto blob = shards.locate(entry.blob);
+        auto blob = shards.locate(blob_relative_path(entry));
         if (!blob) break;
         const bool replaces_file = exists && !S_ISDIR(current.st_mode);
         if (exists && S_ISDIR(current.st_mode)) {
@@ -310,7 +310,7 @@ Draft split_off(Draft& draft, const std::vector<std::string>& selected) {
     taken.insert(path);
     for (std::size_t slash = path.find('/'); slash != std::string::npos;
          slash = path.find('/', slash + 1)) {
-      const auto it = draft.entries.find(path.substr(0, slash));
+      const auto it = draft.entries.find(std::string_view(path).substr(0, slash));
       if (it != draft.entries.end() && type_after(it->second) == NodeType::Directory &&
           it->second.snapshot.type != NodeType::Directory) {
         taken.insert(it->first);

@@ -86,6 +86,7 @@ struct Walker {
   bool take_files;                            // ImportOptions::take_upper_files
   const std::vector<std::string>& own_paths;  // Workspace::own_paths
   std::vector<std::string>& linked_sources;   // upper files linked as blobs
+  bool in_place;                              // files may stay as blobs where they are
   // Files with more than one link, by (device, inode): the first path met.
   std::map<std::pair<dev_t, ino_t>, std::string> linked = {};
   const uid_t euid = ::geteuid();
@@ -158,9 +159,16 @@ struct Walker {
     bool as_blob = false;
     TransactionStore::BlobSource source{upper, name, opened, fd, &as_blob};
     source.unread = true;
+    source.in_place = keeps_in_place(path);
     PB_CHECK(stage(std::move(entry), {}, &source));
-    if (as_blob) linked_sources.push_back(path);
+    if (as_blob && !source.in_place) linked_sources.push_back(path);
     return true;
+  }
+
+  // A file kept in place (kInPlaceBlob) is named by its path in the
+  // manifest's text: a name that is not UTF-8 is linked as before.
+  bool keeps_in_place(const std::string& path) const {
+    return in_place && core::is_valid_utf8(path);
   }
 
   // Why a path the run changed can never be staged, refused alone so that
@@ -315,9 +323,10 @@ struct Walker {
         return stage(std::move(entry), bytes);
       }
       bool as_blob = false;
-      const TransactionStore::BlobSource source{upper, name, opened, fd.get(), &as_blob};
+      TransactionStore::BlobSource source{upper, name, opened, fd.get(), &as_blob};
+      source.in_place = keeps_in_place(path);
       PB_CHECK(stage(std::move(entry), bytes, &source));
-      if (as_blob) linked_sources.push_back(path);
+      if (as_blob && !source.in_place) linked_sources.push_back(path);
       return core::ok_status();
     }
     if (S_ISLNK(st.st_mode)) {
@@ -376,10 +385,11 @@ core::Status import_upper_directory(TransactionStore& store, Draft& draft,
                                     const std::filesystem::path& lower,
                                     std::uint64_t max_file_bytes, bool full_copy, bool take_files,
                                     const std::vector<std::string>& own_paths,
-                                    std::vector<std::string>& linked) {
+                                    std::vector<std::string>& linked, bool in_place) {
   PB_TRY(upper_fd, core::open_directory(upper));
   PB_TRY(lower_fd, core::open_directory(lower));
-  Walker walker{store, draft, max_file_bytes, full_copy, take_files, own_paths, linked};
+  Walker walker{store,      draft,     max_file_bytes, full_copy,
+                take_files, own_paths, linked,         in_place && take_files && !full_copy};
   return walker.walk(upper_fd.get(), lower_fd.get(), full_copy || is_opaque(upper_fd.get()), "", 0);
 }
 

@@ -19,12 +19,15 @@ namespace pulsebox::workspace {
 // the transaction is saved, release_linked() removes their names from the
 // upper directory. Until then, a failed import leaves the upper directory
 // whole (it may be kept as held changes).
+// With `in_place` too, such files (with UTF-8 paths) are staged as
+// kInPlaceBlob instead, left where they are: the caller then moves the upper
+// directory whole to the transaction's blobs/u before saving the draft.
 core::Status import_upper_directory(TransactionStore& store, Draft& draft,
                                     const std::filesystem::path& upper,
                                     const std::filesystem::path& lower,
                                     std::uint64_t max_file_bytes, bool full_copy, bool take_files,
                                     const std::vector<std::string>& own_paths,
-                                    std::vector<std::string>& linked);
+                                    std::vector<std::string>& linked, bool in_place = false);
 
 // Removes the `linked` names from `upper`, so that deleting the run's
 // directory later never touches the committed file (it would move its

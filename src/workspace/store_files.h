@@ -50,7 +50,7 @@ core::Result<nlohmann::json> read_entries(const std::filesystem::path& file, std
 // Writes the object `head` with `entries` as its array `key` to `file`
 // (write_file_atomic), one entry's text at a time.
 core::Status write_entries(const std::filesystem::path& file, const nlohmann::json& head,
-                           std::string_view key, const std::map<std::string, Entry>& entries);
+                           std::string_view key, const Entries& entries);
 core::Status fsync_path(const std::filesystem::path& path);
 // As root, a new entry takes the owner of the entry it replaced, or of the
 // directory it is made in (`dir_stat`, when the caller has it: one stat a

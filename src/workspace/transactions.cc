@@ -139,6 +139,7 @@ std::string blob_name(std::uint64_t n) {
 }
 
 bool is_blob_name(std::string_view name) {
+  if (name == kInPlaceBlob) return true;
   const auto digits = [](std::string_view part) {
     return !part.empty() && part.find_first_not_of("0123456789") == std::string_view::npos;
   };
@@ -147,18 +148,35 @@ bool is_blob_name(std::string_view name) {
   return digits(name.substr(0, slash)) && digits(name.substr(slash + 1));
 }
 
+std::string blob_relative_path(const Entry& entry) {
+  if (entry.blob != kInPlaceBlob) return entry.blob;
+  std::string relative;
+  relative.reserve(kInPlaceBlob.size() + 1 + entry.path.size());
+  relative.append(kInPlaceBlob).append("/").append(entry.path);
+  return relative;
+}
+
 core::Result<BlobShards::Location> BlobShards::locate(const std::string& blob, bool create) {
-  const std::size_t slash = blob.find('/');
+  // In place: u/<path>, the path checked at load (entry_problem), its
+  // directories opened one name at a time without following a symlink.
+  const bool in_place = blob.size() > kInPlaceBlob.size() + 1 && blob.starts_with(kInPlaceBlob) &&
+                        blob[kInPlaceBlob.size()] == '/';
+  const std::size_t slash = in_place ? blob.rfind('/') : blob.find('/');
   if (slash == std::string::npos) return Location{dir_, blob};
   const std::string shard = blob.substr(0, slash);
   if (!shard_fd_ || shard != shard_) {
     shard_fd_.reset();
-    if (create && ::mkdirat(dir_, shard.c_str(), 0700) != 0 && errno != EEXIST) {
-      return Error::from_errno("workspace", "mkdir blob directory " + shard);
+    if (in_place) {
+      PB_TRY(fd, open_beneath(dir_, shard, O_RDONLY | O_DIRECTORY, ResolveMode::kComponentWalk));
+      shard_fd_ = std::move(fd);
+    } else {
+      if (create && ::mkdirat(dir_, shard.c_str(), 0700) != 0 && errno != EEXIST) {
+        return Error::from_errno("workspace", "mkdir blob directory " + shard);
+      }
+      UniqueFd fd(::openat(dir_, shard.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      if (!fd) return Error::from_errno("workspace", "open blob directory " + shard);
+      shard_fd_ = std::move(fd);
     }
-    UniqueFd fd(::openat(dir_, shard.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-    if (!fd) return Error::from_errno("workspace", "open blob directory " + shard);
-    shard_fd_ = std::move(fd);
     shard_ = shard;
   }
   return Location{shard_fd_.get(), blob.substr(slash + 1)};
@@ -223,7 +241,7 @@ core::Result<json> read_entries(const std::filesystem::path& file, std::string_v
 }
 
 core::Status write_entries(const std::filesystem::path& file, const json& head,
-                           std::string_view key, const std::map<std::string, Entry>& entries) {
+                           std::string_view key, const Entries& entries) {
   return core::write_file_atomic(file, 0600, [&](int fd) -> core::Status {
     constexpr std::size_t kChunk = 1 << 16;
     std::string buffer = json(std::string(key)).dump() + ":[";
@@ -276,7 +294,7 @@ void adopt_owner(int dir, const std::string& name, const struct stat* replaced,
 bool beneath_new_directory(const Draft& draft, const std::string& path) {
   for (std::size_t slash = path.find('/'); slash != std::string::npos;
        slash = path.find('/', slash + 1)) {
-    const auto it = draft.entries.find(path.substr(0, slash));
+    const auto it = draft.entries.find(std::string_view(path).substr(0, slash));
     if (it != draft.entries.end() && type_after(it->second) == NodeType::Directory &&
         it->second.snapshot.type != NodeType::Directory) {
       return true;
@@ -639,7 +657,7 @@ core::Status TransactionStore::discard_entries(const std::string& id,
       ++it;
       continue;
     }
-    if (!it->second.blob.empty()) blobs.push_back(it->second.blob);
+    if (!it->second.blob.empty()) blobs.push_back(blob_relative_path(it->second));
     if (!it->second.base_blob.empty()) bases.push_back(it->second.base_blob);
     draft.total_bytes -= it->second.size;
     it = draft.entries.erase(it);
@@ -746,13 +764,18 @@ core::Status TransactionStore::stage(Draft& draft, Entry entry, std::string_view
   entry.path = path;
   // One tree: nothing is staged beneath a path the transaction makes a file,
   // a symlink or nothing (its commit could not apply it, and would fail past
-  // its commit point).
+  // its commit point). The same walk says whether the path lies beneath a
+  // new directory (beneath_new_directory): each ancestor is looked up once.
+  bool beneath_new = false;
   for (auto slash = entry.path.find('/'); slash != std::string::npos;
        slash = entry.path.find('/', slash + 1)) {
-    const auto above = draft.entries.find(entry.path.substr(0, slash));
+    const auto above = draft.entries.find(std::string_view(entry.path).substr(0, slash));
     if (above == draft.entries.end()) continue;
     const NodeType above_type = type_after(above->second);
-    if (above_type == NodeType::Directory) continue;
+    if (above_type == NodeType::Directory) {
+      beneath_new = beneath_new || above->second.snapshot.type != NodeType::Directory;
+      continue;
+    }
     // Beneath a staged symlink the commit would write through it.
     const bool symlink = above_type == NodeType::Symlink;
     const char* as = above->second.op == StagedOp::Delete ? " for deletion"
@@ -763,6 +786,10 @@ core::Status TransactionStore::stage(Draft& draft, Entry entry, std::string_view
                      " stages " + core::quote_name(above->first) + as +
                      "; stage a directory there first");
   }
+  // The path's own entry when it is staged again (looked up once: nothing
+  // below adds or removes it before it is replaced).
+  const auto staged = draft.entries.find(entry.path);
+  const bool restaged = staged != draft.entries.end();
   // An unread source's content is read only if it must be copied (or
   // scanned) after all.
   const bool unread = source != nullptr && source->unread;
@@ -788,8 +815,7 @@ core::Status TransactionStore::stage(Draft& draft, Entry entry, std::string_view
                        std::to_string(limits_.max_file_bytes));
     }
     std::uint64_t total = draft.staged_bytes() + content_size;
-    if (auto it = draft.entries.find(entry.path); it != draft.entries.end())
-      total -= it->second.size;
+    if (restaged) total -= staged->second.size;
     if (total > limits_.max_total_bytes) {
       return Error(ErrorKind::kResource, "workspace",
                    "staging " + core::quote_name(entry.path) + " would bring the transaction to " +
@@ -804,11 +830,11 @@ core::Status TransactionStore::stage(Draft& draft, Entry entry, std::string_view
     }
     entry.mode &= 0777;
   }
-  if (auto it = draft.entries.find(entry.path); it != draft.entries.end()) {
-    entry.snapshot = it->second.snapshot;  // the first snapshot is the one that counts
-    entry.base_blob = it->second.base_blob;
-    entry.base_link = it->second.base_link;
-  } else if (beneath_new_directory(draft, entry.path)) {
+  if (restaged) {
+    entry.snapshot = staged->second.snapshot;  // the first snapshot is the one that counts
+    entry.base_blob = staged->second.base_blob;
+    entry.base_link = staged->second.base_link;
+  } else if (beneath_new) {
     entry.snapshot = Snapshot{};
   } else {
     PB_TRY(root_fd, shared_root());
@@ -816,7 +842,7 @@ core::Status TransactionStore::stage(Draft& draft, Entry entry, std::string_view
     entry.snapshot = std::move(snapshot);
   }
   if (check_policy) PB_CHECK(check_entry_policy(draft, entry));
-  if (!draft.entries.contains(entry.path) && entry.snapshot.exists()) {
+  if (!restaged && entry.snapshot.exists()) {
     PB_TRY(root_fd, shared_root());
     PB_CHECK(keep_base(draft, entry, root_fd));
   }
@@ -828,19 +854,23 @@ core::Status TransactionStore::stage(Draft& draft, Entry entry, std::string_view
     entry.redacted_link = secrets_->redact(entry.link_target);
   }
   if (entry.op == StagedOp::Write) {
-    entry.blob = blob_name(draft.next_blob++);
+    const bool in_place = source != nullptr && source->in_place;
+    entry.blob = in_place ? std::string(kInPlaceBlob) : blob_name(draft.next_blob++);
     // Its path only for messages: built for each of 100,000 files it was a
     // visible part of an import's time.
     const auto blob_path = [&] { return (tx_dir(draft.id) / "blobs" / entry.blob).string(); };
-    PB_TRY(shards, blob_shards(draft.id));
-    PB_TRY(blob, shards->locate(entry.blob, /*create=*/true));
-    bool linked = false;
-    if (source != nullptr) {
+    bool linked = in_place;  // it is the blob where it lies
+    if (in_place) *source->linked = true;
+    if (!in_place && source != nullptr) {
+      PB_TRY(shards, blob_shards(draft.id));
+      PB_TRY(blob, shards->locate(entry.blob, /*create=*/true));
       PB_TRY(done, link_blob(*source, blob.dir, blob.name));
       linked = done;
       *source->linked = done;
     }
     if (!linked) {
+      PB_TRY(shards, blob_shards(draft.id));
+      PB_TRY(blob, shards->locate(entry.blob, /*create=*/true));
       PB_CHECK(load_content());
       UniqueFd fd(::openat(blob.dir, blob.name.c_str(),
                            O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
@@ -871,23 +901,30 @@ core::Status TransactionStore::stage(Draft& draft, Entry entry, std::string_view
     }
     if (redacted) {
       entry.contains_secret = true;
-      const auto file = tx_dir(draft.id) / "redacted" / entry.blob;
+      const auto file = tx_dir(draft.id) / "redacted" / blob_relative_path(entry);
       std::error_code ec;
       std::filesystem::create_directories(file.parent_path(), ec);
       PB_CHECK(core::write_file_atomic(file, *redacted, 0600));
     }
   }
-  if (auto it = draft.entries.find(entry.path); it != draft.entries.end()) {
-    draft.total_bytes -= it->second.size;
-    if (!it->second.blob.empty()) {
+  if (restaged) {
+    draft.total_bytes -= staged->second.size;
+    if (!staged->second.blob.empty()) {
       std::error_code ec;
-      std::filesystem::remove(tx_dir(draft.id) / "blobs" / it->second.blob, ec);
-      std::filesystem::remove(tx_dir(draft.id) / "redacted" / it->second.blob, ec);
+      const std::string blob = blob_relative_path(staged->second);
+      std::filesystem::remove(tx_dir(draft.id) / "blobs" / blob, ec);
+      std::filesystem::remove(tx_dir(draft.id) / "redacted" / blob, ec);
     }
   }
+  // Only entries beneath the path go: `staged` stays valid.
   if (type_after(entry) != NodeType::Directory) drop_beneath(draft, entry.path);
   draft.total_bytes += entry.size;
-  draft.entries[entry.path] = std::move(entry);
+  if (restaged) {
+    staged->second = std::move(entry);
+  } else {
+    // The key is copied from the entry before the entry is moved.
+    draft.entries.emplace(entry.path, std::move(entry));
+  }
   return core::ok_status();
 }
 
@@ -901,8 +938,9 @@ void TransactionStore::drop_beneath(Draft& draft, const std::string& path) {
     const Entry& child = it->second;
     draft.total_bytes -= child.size;
     if (!child.blob.empty()) {
-      std::filesystem::remove(tx_dir(draft.id) / "blobs" / child.blob, ec);
-      std::filesystem::remove(tx_dir(draft.id) / "redacted" / child.blob, ec);
+      const std::string blob = blob_relative_path(child);
+      std::filesystem::remove(tx_dir(draft.id) / "blobs" / blob, ec);
+      std::filesystem::remove(tx_dir(draft.id) / "redacted" / blob, ec);
     }
     if (!child.base_blob.empty())
       std::filesystem::remove(tx_dir(draft.id) / "base" / child.base_blob, ec);

@@ -5,6 +5,8 @@
 //   manifest.json   the staged entries (path, op, mode, blob, snapshot)
 //   blobs/<n/100>/<n>  new file contents, already carrying their final mode
 //                   (blobs/<n> in manifests written before)
+//   blobs/u/        the run's upper directory, moved whole at import: the
+//                   files kept in place (kInPlaceBlob) at their paths
 //   wal.json        written at commit: the ordered steps (fsynced)
 //   READY           the commit point: once it exists the commit is replayed
 #pragma once
@@ -35,8 +37,18 @@ namespace pulsebox::workspace {
 // Manifests written before this hold "<n>", which stays valid.
 inline constexpr std::uint64_t kBlobsPerShard = 100;
 std::string blob_name(std::uint64_t n);
-// "<digits>" or "<digits>/<digits>": never a path that leaves its directory.
+// "<digits>", "<digits>/<digits>" or kInPlaceBlob: never a path that
+// leaves its directory.
 bool is_blob_name(std::string_view name);
+
+// A Write's blob kept where the run wrote it: the run's upper directory,
+// moved whole to blobs/u at import (ImportOptions::take_upper_files, on the
+// same file system), holds it at blobs/u/<path>. A 100,000-file import
+// linked each file into a shard and unlinked its upper name instead.
+inline constexpr std::string_view kInPlaceBlob = "u";
+// Where `entry`'s blob lies beneath blobs/ (and its redacted copy beneath
+// redacted/): its name, or "u/<path>" for one kept in place.
+std::string blob_relative_path(const struct Entry& entry);
 
 // The shard directories of one of a transaction's blob directories, each
 // opened with O_NOFOLLOW (a planted symlink there is an error, never
@@ -48,13 +60,14 @@ class BlobShards {
     int dir;           // the directory holding the blob
     std::string name;  // its name there
   };
-  // Where `blob` (is_blob_name) is; with `create`, its shard is made first
-  // when missing (mode 0700).
+  // Where `blob` (blob_relative_path) is; with `create`, its shard is made
+  // first when missing (mode 0700). The directories of one kept in place
+  // are opened without following any symlink.
   core::Result<Location> locate(const std::string& blob, bool create = false);
 
  private:
   int dir_;
-  std::string shard_;  // the shard shard_fd_ is open on
+  std::string shard_;  // the shard (or in-place directory) shard_fd_ is open on
   core::UniqueFd shard_fd_;
 };
 
@@ -84,13 +97,17 @@ struct Entry {
   std::string redacted_link;
 };
 
+// A draft's entries by path; found by a string_view too (no copy of a
+// parent's name for each lookup).
+using Entries = std::map<std::string, Entry, std::less<>>;
+
 struct Draft {
   std::string id;
   std::string created;
   std::string origin;
-  std::map<std::string, Entry> entries;  // sorted: parents before children
-  std::vector<RefusedChange> refused;    // left out at import
-  std::vector<ChangeNote> notes;         // taken at import, with a caveat
+  Entries entries;                     // sorted: parents before children
+  std::vector<RefusedChange> refused;  // left out at import
+  std::vector<ChangeNote> notes;       // taken at import, with a caveat
   std::uint64_t next_blob = 0;
   std::uint64_t total_bytes = 0;  // sum of entries' sizes, kept by stage() and load()
   std::uint64_t base_bytes = 0;   // kept base contents, bounded like the staged bytes
@@ -153,6 +170,10 @@ class TransactionStore {
     int fd;
     bool* linked;
     bool unread = false;
+    // The file stays where it is (kInPlaceBlob): `dir` is the upper
+    // directory's, which the caller moves whole into blobs/u before the
+    // draft is saved. Its path must be UTF-8 (a manifest's blob is text).
+    bool in_place = false;
   };
 
   // Whether stage() looks into a new file's content (registered secret

@@ -259,6 +259,31 @@ void mark_changed_during_run(Draft& draft, std::chrono::system_clock::time_point
   }
 }
 
+// Whether `upper` can be moved whole into `tx` (one file system): its files
+// may then stay where they are as their blobs (kInPlaceBlob).
+bool same_file_system(const std::filesystem::path& upper, const std::filesystem::path& tx) {
+  struct stat upper_st {};
+  struct stat tx_st {};
+  return ::lstat(upper.c_str(), &upper_st) == 0 && S_ISDIR(upper_st.st_mode) &&
+         ::stat(tx.c_str(), &tx_st) == 0 && upper_st.st_dev == tx_st.st_dev;
+}
+
+bool keeps_files_in_place(const Draft& draft) {
+  return std::any_of(draft.entries.begin(), draft.entries.end(),
+                     [](const auto& item) { return item.second.blob == workspace::kInPlaceBlob; });
+}
+
+// The upper directory becomes the transaction's blobs/u, closed to others.
+core::Status move_upper_into(const std::filesystem::path& upper, const std::filesystem::path& tx) {
+  const auto target = tx / "blobs" / workspace::kInPlaceBlob;
+  if (::rename(upper.c_str(), target.c_str()) != 0)
+    return core::Error::from_errno("workspace", "move " + upper.string() + " into " + tx.string());
+  core::UniqueFd moved(::open(target.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!moved || ::fchmod(moved.get(), 0700) != 0)
+    return core::Error::from_errno("workspace", "chmod " + target.string());
+  return core::ok_status();
+}
+
 ImportResult import_into_new_transaction(TransactionStore& store,
                                          const std::filesystem::path& upper,
                                          const std::filesystem::path& lower,
@@ -268,15 +293,40 @@ ImportResult import_into_new_transaction(TransactionStore& store,
   const auto& run_started = options.run_started;
   store.set_secrets(options.secrets);
   store.set_known_secrets(&options.known_secrets);
-  const std::string id = core::value_or_throw(store.create(options.origin));
-  Draft draft = core::value_or_throw(store.load(id));
+  std::string id;
+  Draft draft;
   std::vector<std::string> linked;
-  auto imported =
-      workspace::import_upper_directory(store, draft, upper, lower, max_file_bytes, full_copy,
-                                        options.take_upper_files, own_paths, linked);
+  // The upper directory's files stay where they are, and the directory
+  // moves into the transaction as one (a link and an unlink a file cost
+  // most of a 100,000-file import), unless it must stay whole: paths were
+  // refused (it is kept as held changes), or it cannot move.
+  bool in_place = options.take_upper_files && !full_copy;
+  const auto walk = [&]() -> core::Status {
+    id = core::value_or_throw(store.create(options.origin));
+    draft = core::value_or_throw(store.load(id));
+    linked.clear();
+    in_place = in_place && same_file_system(upper, store.tx_dir(id));
+    return workspace::import_upper_directory(store, draft, upper, lower, max_file_bytes, full_copy,
+                                             options.take_upper_files, own_paths, linked, in_place);
+  };
+  const auto walk_again_linking = [&]() -> core::Status {
+    (void)store.discard(id);
+    in_place = false;
+    return walk();
+  };
+  auto imported = walk();
+  if (imported.ok() && in_place && !draft.refused.empty()) imported = walk_again_linking();
   core::trace_phase("import: upper directory read");
   if (imported.ok() && run_started) mark_changed_during_run(draft, *run_started);
   if (imported.ok() && draft.entries.empty()) imported = store.discard(id);
+  bool moved = false;
+  if (imported.ok() && !draft.entries.empty() && in_place && keeps_files_in_place(draft)) {
+    moved = move_upper_into(upper, store.tx_dir(id)).ok();
+    if (!moved) {
+      imported = walk_again_linking();
+      if (imported.ok() && run_started) mark_changed_during_run(draft, *run_started);
+    }
+  }
   if (!imported.ok()) {
     (void)store.discard(id);  // never leave a half-imported transaction behind
     core::throw_error(
@@ -286,9 +336,14 @@ ImportResult import_into_new_transaction(TransactionStore& store,
   result.refused = draft.refused;
   result.notes = draft.notes;
   if (draft.entries.empty()) return result;
-  core::check_or_throw(store.save(draft));
+  const auto moved_upper = store.tx_dir(id) / "blobs" / workspace::kInPlaceBlob;
+  if (auto saved = store.save(draft); !saved.ok()) {
+    // The run's directory back where it was, whole, for the caller to keep.
+    if (moved && ::rename(moved_upper.c_str(), upper.c_str()) == 0) (void)store.discard(id);
+    core::throw_error(std::move(saved).error());
+  }
   core::trace_phase("import: manifest saved");
-  workspace::release_linked(upper, linked);
+  workspace::release_linked(moved ? moved_upper : upper, linked);
   core::trace_phase("import: linked names released");
   // The run goes on to describe the transaction: the draft's memory goes
   // back to the system first rather than stay resident beside it.
@@ -497,7 +552,7 @@ EntrySides entry_sides(const TransactionStore& store, int root_fd, const Draft& 
       // A change holding a secret is only ever shown redacted.
       auto bytes =
           read_blob(store.tx_dir(draft.id) / (entry.contains_secret ? "redacted" : "blobs"),
-                    entry.blob, limit);
+                    workspace::blob_relative_path(entry), limit);
       if (bytes) {
         after.content = std::move(bytes).value();
       } else if (entry.contains_secret) {

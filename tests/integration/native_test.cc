@@ -810,9 +810,9 @@ TEST_F(NativeBackendTest, UnchangedStagingTreesAreReusedChangedOnesRemoved) {
   EXPECT_EQ(::llistxattr((pooled / "upper").c_str(), names, sizeof names), 0)
       << "the overlay's attributes (its uuid) are cleared";
 
-  // The next run takes it, and sees only its own changes. Its new file
-  // becomes the staged copy as it is (taken from upper/); its directory
-  // stays in upper/.
+  // The next run takes it, and sees only its own changes. Its upper/
+  // moves whole into the transaction, its new file staying in place as the
+  // staged copy: its tree in trash/ has no upper/ left.
   const auto changed =
       run(sandbox, {"sh", "-c", "mkdir /workspace/d && echo x > /workspace/d/new.txt"});
   ASSERT_EQ(changed.exit_code, 0) << changed.termination_detail;
@@ -821,9 +821,10 @@ TEST_F(NativeBackendTest, UnchangedStagingTreesAreReusedChangedOnesRemoved) {
   EXPECT_FALSE(fs::exists(pooled)) << "taken by the run";
   std::vector<std::string> with_changes;
   for (const auto& name : entries(trash))
-    if (fs::exists(trash / name / "upper" / "d")) with_changes.push_back(name);
+    if (!fs::exists(trash / name / "upper")) with_changes.push_back(name);
   ASSERT_EQ(with_changes.size(), 1u);
-  EXPECT_FALSE(fs::exists(trash / with_changes[0] / "upper" / "d" / "new.txt"));
+  EXPECT_TRUE(fs::exists(workspace_.path() / ".agent" / "transactions" / *changed.transaction_id /
+                         "blobs" / "u" / "d" / "new.txt"));
 
   ASSERT_EQ(run(sandbox, {"/workspace/probe", "sleep", "pool-test", "1"}).exit_code, 0);
   EXPECT_FALSE(fs::exists(trash / with_changes[0])) << "removed during the run";

@@ -77,7 +77,7 @@ class EntryStreamTest : public ::testing::Test {
 };
 
 TEST_F(EntryStreamTest, WrittenEntriesReadBackAsTheWholeDocumentGivesThem) {
-  std::map<std::string, Entry> entries;
+  Entries entries;
   Entry file_entry;
   file_entry.path = "dir/f\xff\xfe name";  // not UTF-8: kept as bytes
   file_entry.op = StagedOp::Write;

@@ -56,6 +56,7 @@ class WorkspaceImportTest : public ::testing::Test {
   fs::path ws() const { return base_.path() / "ws"; }
   fs::path upper() const { return base_.path() / "upper"; }
   fs::path outside() const { return base_.path() / "outside"; }
+  fs::path tx_dir(const std::string& id) const { return ws() / ".agent" / "transactions" / id; }
   // Everything outside the workspace must stay exactly as it was.
   void expect_outside_untouched() const {
     EXPECT_EQ(
@@ -204,12 +205,11 @@ TEST_F(WorkspaceImportTest, AnUpperFileIsLinkedOnlyWhenACopyWouldBeTheSame) {
   const auto tx =
       workspace.import_overlay(upper(), ws(), ImportOptions{.take_upper_files = true}).transaction;
   ASSERT_TRUE(tx.has_value());
-  // A linked file's upper name is gone once the transaction is saved (the
-  // run directory's removal must not touch the committed file); the
-  // copied ones stay.
-  EXPECT_FALSE(fs::exists(upper() / "plain.txt"));
-  EXPECT_TRUE(fs::exists(upper() / "tool"));
-  EXPECT_TRUE(fs::exists(upper() / "two"));
+  // The upper directory moves whole into the transaction, its files that
+  // a copy would match staying where they lie as their blobs: the run
+  // directory's removal can never touch a committed file.
+  EXPECT_FALSE(fs::exists(upper()));
+  EXPECT_TRUE(fs::exists(tx_dir(*tx) / "blobs" / "u" / "plain.txt"));
   workspace.commit(*tx);
   for (const char* name : {"plain.txt", "owned.txt", "noted.txt", "tool", "one", "two"})
     EXPECT_EQ(read_file(ws() / name), content[name]) << name;
@@ -230,6 +230,62 @@ TEST_F(WorkspaceImportTest, AnUpperFileIsLinkedOnlyWhenACopyWouldBeTheSame) {
   EXPECT_NE(lstat_of(ws() / "one").st_ino, inode["one"]);
   EXPECT_NE(lstat_of(ws() / "two").st_ino, inode["one"]);
   EXPECT_EQ(lstat_of(ws() / "one").st_nlink, 1u);
+}
+
+// A refused path keeps the upper directory where it is, whole, for the run
+// to hold: its files are linked as their blobs then, not moved with it.
+TEST_F(WorkspaceImportTest, WithARefusedPathTheUpperDirectoryStaysWhereItIs) {
+  write_file(upper() / "plain.txt", "plain\n");
+  ASSERT_EQ(::mkfifo((upper() / "fifo").c_str(), 0644), 0);
+  Workspace workspace(ws());
+  const ImportResult result =
+      workspace.import_overlay(upper(), ws(), ImportOptions{.take_upper_files = true});
+  ASSERT_TRUE(result.transaction.has_value());
+  ASSERT_EQ(result.refused.size(), 1u);
+  EXPECT_EQ(result.refused[0].path, "fifo");
+  EXPECT_TRUE(fs::exists(fs::symlink_status(upper() / "fifo")));
+  EXPECT_FALSE(fs::exists(upper() / "plain.txt"));  // linked, its upper name released
+  EXPECT_FALSE(fs::exists(tx_dir(*result.transaction) / "blobs" / "u"));
+  workspace.commit(*result.transaction);
+  EXPECT_EQ(read_file(ws() / "plain.txt"), "plain\n");
+  EXPECT_EQ(lstat_of(ws() / "plain.txt").st_nlink, 1u);
+}
+
+// A file kept in place is reached beneath blobs/u one name at a time,
+// never through a symlink: one planted there (for a directory of the
+// staged path) would rename a file from anywhere into the workspace.
+TEST_F(WorkspaceImportTest, AFileKeptInPlaceIsNeverReachedThroughAPlantedSymlink) {
+  fs::create_directories(upper() / "dir");
+  write_file(upper() / "dir" / "secret.txt", "mine\n");
+  Workspace workspace(ws());
+  const auto tx =
+      workspace.import_overlay(upper(), ws(), ImportOptions{.take_upper_files = true}).transaction;
+  ASSERT_TRUE(tx.has_value());
+  const fs::path kept = tx_dir(*tx) / "blobs" / "u" / "dir";
+  ASSERT_TRUE(fs::exists(kept / "secret.txt"));
+  fs::rename(kept, tx_dir(*tx) / "blobs" / "u" / "moved");
+  fs::create_directory_symlink(outside(), kept);
+  EXPECT_THROW(workspace.commit(*tx), SandboxRecoveryError);
+  EXPECT_FALSE(fs::exists(ws() / "dir" / "secret.txt"));
+  expect_outside_untouched();
+}
+
+// A name that is not UTF-8 cannot be a manifest's in-place blob: that file
+// is linked as before, and its name in the moved directory released.
+TEST_F(WorkspaceImportTest, ANameThatIsNotUtf8IsLinkedBesideTheFilesKeptInPlace) {
+  const std::string odd = "odd\xff.txt";
+  write_file(upper() / odd, "odd\n");
+  write_file(upper() / "plain.txt", "plain\n");
+  Workspace workspace(ws());
+  const auto tx =
+      workspace.import_overlay(upper(), ws(), ImportOptions{.take_upper_files = true}).transaction;
+  ASSERT_TRUE(tx.has_value());
+  EXPECT_TRUE(fs::exists(tx_dir(*tx) / "blobs" / "u" / "plain.txt"));
+  EXPECT_FALSE(fs::exists(tx_dir(*tx) / "blobs" / "u" / odd));
+  workspace.commit(*tx);
+  EXPECT_EQ(read_file(ws() / odd), "odd\n");
+  EXPECT_EQ(read_file(ws() / "plain.txt"), "plain\n");
+  EXPECT_EQ(lstat_of(ws() / odd).st_nlink, 1u);
 }
 
 // As root, each committed entry takes the owner of the directory it is
