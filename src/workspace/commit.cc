@@ -23,6 +23,7 @@
 #include "core/text.h"
 #include "core/trace.h"
 #include "workspace/commit_seal.h"
+#include "workspace/new_directory_move.h"
 #include "workspace/protected_changes.h"
 #include "workspace/safe_open.h"
 #include "workspace/store_files.h"
@@ -145,7 +146,11 @@ core::Status TransactionStore::apply(const Draft& draft, int root_fd,
   if (as_root && ::fstat(root_fd, &root_stat) != 0)
     return Error::from_errno("workspace", "stat the workspace");
   struct stat open_dir_stat {};
+  // A new directory moved in whole (move_new_directory): what it holds is
+  // in place with it.
+  std::string moved_prefix;
   for (const auto& [path, entry] : draft.entries) {
+    if (!moved_prefix.empty() && path.starts_with(moved_prefix)) continue;
     const std::size_t slash = path.rfind('/');
     const std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
     const std::string parent_path =
@@ -207,6 +212,14 @@ core::Status TransactionStore::apply(const Draft& draft, int root_fd,
           break;
         }
         if (exists) PB_CHECK(remove_tree_at(dir, name));
+        if (!exists) {
+          PB_TRY(moved, move_new_directory(draft, entry, blob_dir.get(), dir, name,
+                                           as_root ? dir_stat : nullptr));
+          if (moved) {
+            moved_prefix = path + "/";
+            break;
+          }
+        }
         if (::mkdirat(dir, name.c_str(), entry.mode) == 0) {
           made_now.insert(path);
         } else if (errno != EEXIST) {

@@ -288,6 +288,50 @@ TEST_F(WorkspaceImportTest, ANameThatIsNotUtf8IsLinkedBesideTheFilesKeptInPlace)
   EXPECT_EQ(lstat_of(ws() / odd).st_nlink, 1u);
 }
 
+// A new directory holding only files kept in place (and directories) is
+// committed as one rename of the run's own directory, with the staged
+// modes (a setgid bit dropped), not one rename a file.
+TEST_F(WorkspaceImportTest, ANewDirectoryOfFilesKeptInPlaceIsCommittedAsOneRename) {
+  fs::create_directories(upper() / "new" / "sub");
+  write_file(upper() / "new" / "a.txt", "a\n");
+  write_file(upper() / "new" / "sub" / "b.txt", "b\n");
+  ASSERT_EQ(::chmod((upper() / "new").c_str(), 02750), 0);
+  ASSERT_EQ(::chmod((upper() / "new" / "sub").c_str(), 0700), 0);
+  Workspace workspace(ws());
+  const auto tx =
+      workspace.import_overlay(upper(), ws(), ImportOptions{.take_upper_files = true}).transaction;
+  ASSERT_TRUE(tx.has_value());
+  const ino_t kept = lstat_of(tx_dir(*tx) / "blobs" / "u" / "new").st_ino;
+  const ino_t file = lstat_of(tx_dir(*tx) / "blobs" / "u" / "new" / "sub" / "b.txt").st_ino;
+  workspace.commit(*tx);
+  EXPECT_EQ(lstat_of(ws() / "new").st_ino, kept) << "moved as one";
+  EXPECT_EQ(lstat_of(ws() / "new" / "sub" / "b.txt").st_ino, file);
+  EXPECT_EQ(lstat_of(ws() / "new").st_mode & 07777, 0750u);
+  EXPECT_EQ(lstat_of(ws() / "new" / "sub").st_mode & 07777, 0700u);
+  EXPECT_EQ(read_file(ws() / "new" / "a.txt"), "a\n");
+  EXPECT_EQ(read_file(ws() / "new" / "sub" / "b.txt"), "b\n");
+  EXPECT_FALSE(fs::exists(tx_dir(*tx)));
+}
+
+// A file planted in such a directory after the import (not one the
+// transaction stages) makes it go entry by entry: the planted file never
+// reaches the workspace.
+TEST_F(WorkspaceImportTest, AFilePlantedInANewDirectoryNeverReachesTheWorkspace) {
+  fs::create_directories(upper() / "new");
+  write_file(upper() / "new" / "a.txt", "a\n");
+  Workspace workspace(ws());
+  const auto tx =
+      workspace.import_overlay(upper(), ws(), ImportOptions{.take_upper_files = true}).transaction;
+  ASSERT_TRUE(tx.has_value());
+  const fs::path kept = tx_dir(*tx) / "blobs" / "u" / "new";
+  const ino_t kept_inode = lstat_of(kept).st_ino;
+  write_file(kept / "planted.sh", "#!/bin/sh\n");
+  workspace.commit(*tx);
+  EXPECT_EQ(read_file(ws() / "new" / "a.txt"), "a\n");
+  EXPECT_FALSE(fs::exists(ws() / "new" / "planted.sh"));
+  EXPECT_NE(lstat_of(ws() / "new").st_ino, kept_inode) << "made anew, not moved";
+}
+
 // As root, each committed entry takes the owner of the directory it is
 // made in (a directory this commit made included), and a replaced file
 // keeps its own: the commit stats each directory once, not each file.

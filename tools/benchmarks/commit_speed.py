@@ -74,6 +74,9 @@ def phase(trace, name):
 
 def one_round(files, base, binary):
     ws, state = os.path.join(base, "ws"), os.path.join(base, "state")
+    # What the rounds before left to write back (their trees' removal) is
+    # flushed first: else the commit's syncfs or cp's sync pays for it.
+    subprocess.run(["sync"], check=True)
     os.makedirs(ws)
     os.chmod(base, 0o711)  # the sandbox's init must reach the state directory
     _, run_rss, out, err = rss_of([binary, "run", "--allow-weaker", "limits", "--timeout", "600",
@@ -94,9 +97,11 @@ def one_round(files, base, binary):
     copy = os.path.join(base, "copy")
     started = time.perf_counter()
     _, cp_rss, _, _ = rss_of(["cp", "-a", os.path.join(ws, "tree"), copy])
+    copied = time.perf_counter()
     subprocess.run(["sync"], check=True)
     cp_ms = (time.perf_counter() - started) * 1000
-    return imported, run_rss, commit_ms, commit_rss, cp_ms, cp_rss
+    sync_ms = (time.perf_counter() - copied) * 1000
+    return imported, run_rss, commit_ms, commit_rss, cp_ms, cp_rss, sync_ms
 
 
 def main():
@@ -115,6 +120,7 @@ def main():
     builds.append(("new" if args.old else "", BIN))
     print("== commits at copy speed: import + commit vs cp -a + sync (ms; peak RSS MB)")
     print(f"{'files':>7} {'build':>5} {'import':>9} {'commit':>9} {'cp+sync':>9} {'ratio':>6} "
+          f"{'(sync':>6}) "
           f"{'run RSS':>8} {'commit RSS':>11} {'cp RSS':>7}")
     for files in (int(s) for s in args.sizes.split(",")):
         rows = {name: [] for name, _ in builds}
@@ -129,8 +135,10 @@ def main():
                 finally:
                     shutil.rmtree(base, ignore_errors=True)
         for name, _ in builds:
-            imp, rrss, com, crss, cp, cprss = (statistics.median(c) for c in zip(*rows[name]))
+            imp, rrss, com, crss, cp, cprss, sync = (statistics.median(c)
+                                                     for c in zip(*rows[name]))
             print(f"{files:>7} {name:>5} {imp:>9.0f} {com:>9.0f} {cp:>9.0f} {(imp + com) / cp:>6.2f} "
+                  f"{sync:>6.0f}) "
                   f"{rrss:>8.0f} {crss:>11.0f} {cprss:>7.0f}", flush=True)
 
 
