@@ -114,6 +114,13 @@ core::Status check_blobs_are_files(Draft& draft, const std::filesystem::path& di
 
 }  // namespace
 
+// A directory's mode while the steps run: its owner may write to it (an
+// ordinary user renames entries into and out of it); the staged mode is set
+// after the last step beneath it.
+unsigned working_directory_mode(unsigned mode) {
+  return mode | 0700;
+}
+
 // Applies every step; each is idempotent so a replay after a crash at any
 // point converges on the committed state.
 core::Status TransactionStore::apply(const Draft& draft, int root_fd,
@@ -206,7 +213,7 @@ core::Status TransactionStore::apply(const Draft& draft, int root_fd,
       case StagedOp::Mkdir:
         if (exists && S_ISDIR(current.st_mode)) {
           UniqueFd fd(::openat(dir, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-          if (!fd || ::fchmod(fd.get(), entry.mode) != 0) {
+          if (!fd || ::fchmod(fd.get(), working_directory_mode(entry.mode)) != 0) {
             return Error::from_errno("workspace", "chmod " + path);
           }
           break;
@@ -220,12 +227,12 @@ core::Status TransactionStore::apply(const Draft& draft, int root_fd,
             break;
           }
         }
-        if (::mkdirat(dir, name.c_str(), entry.mode) == 0) {
+        if (::mkdirat(dir, name.c_str(), working_directory_mode(entry.mode)) == 0) {
           made_now.insert(path);
         } else if (errno != EEXIST) {
           return Error::from_errno("workspace", "mkdir " + path);
         }
-        if (::fchmodat(dir, name.c_str(), entry.mode, 0) != 0) {
+        if (::fchmodat(dir, name.c_str(), working_directory_mode(entry.mode), 0) != 0) {
           return Error::from_errno("workspace", "chmod " + path);
         }
         adopt_owner(dir, name, nullptr, nullptr, dir_stat);
@@ -259,7 +266,9 @@ core::Status TransactionStore::apply(const Draft& draft, int root_fd,
           PB_CHECK(replace_with_copy(dir, name, fd.get(), linked, entry.mode, path));
           break;
         }
-        if (!fd || ::fchmod(fd.get(), entry.mode) != 0) {
+        const bool directory = fd && S_ISDIR(linked.st_mode);  // stat'ed above
+        const unsigned mode = directory ? working_directory_mode(entry.mode) : entry.mode;
+        if (!fd || ::fchmod(fd.get(), mode) != 0) {
           return Error::from_errno("workspace", "chmod " + path);
         }
         break;
@@ -290,11 +299,13 @@ core::Status TransactionStore::apply(const Draft& draft, int root_fd,
     if (::fsync(dir->get()) != 0) return Error::from_errno("workspace", "fsync " + dir_path);
   }
   core::trace_phase("commit: directories synced");
-  // Directory times last, children before parents: every step above that
-  // adds or removes an entry in a directory moves its time.
+  // Directory modes and times last, children before parents: every step
+  // above that adds or removes an entry in a directory moves its time, and
+  // needs it writable (working_directory_mode).
   for (auto it = draft.entries.rbegin(); it != draft.entries.rend(); ++it) {
     const Entry& entry = it->second;
-    if (entry.mtime_ns == 0 || type_after(entry) != NodeType::Directory) continue;
+    const bool sets_mode = entry.op == StagedOp::Mkdir || entry.op == StagedOp::Chmod;
+    if ((entry.mtime_ns == 0 && !sets_mode) || type_after(entry) != NodeType::Directory) continue;
     std::string name;
     auto parent = open_parent(root_fd, entry.path, &name);
     if (!parent) continue;  // removed by a later step
@@ -303,7 +314,14 @@ core::Status TransactionStore::apply(const Draft& draft, int root_fd,
         !S_ISDIR(st.st_mode)) {
       continue;
     }
-    PB_CHECK(set_mtime_at(parent->get(), name, entry.mtime_ns, entry.path));
+    if (sets_mode && (st.st_mode & 07777) != entry.mode) {
+      UniqueFd fd(
+          ::openat(parent->get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      if (!fd || ::fchmod(fd.get(), entry.mode) != 0)
+        return Error::from_errno("workspace", "chmod " + entry.path);
+    }
+    if (entry.mtime_ns != 0)
+      PB_CHECK(set_mtime_at(parent->get(), name, entry.mtime_ns, entry.path));
   }
   failpoint("directories synced");
   return core::ok_status();

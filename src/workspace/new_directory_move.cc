@@ -37,15 +37,18 @@ std::optional<std::size_t> staged_beneath(const Draft& draft, const std::string&
 
 class Preparer {
  public:
+  // `owner`: as root, the owner every entry takes; nullptr otherwise.
   Preparer(const Draft& draft, const struct stat* owner) : draft_(draft), owner_(owner) {}
 
   // The directory `fd` (at `path`, staged as `entry`): no extended
-  // attributes, its staged mode and owner; then what it holds.
+  // attributes, its staged mode with its owner's rwx (the commit sets the
+  // staged mode after its last step; renaming a directory writes its "..")
+  // and owner; then what it holds.
   bool directory(int fd, const std::string& path, const Entry& entry, int depth) {
     if (depth > kMaxDepth || entry.op != StagedOp::Mkdir) return false;
     const ssize_t attributes = ::flistxattr(fd, nullptr, 0);
     if (attributes != 0 && !(attributes < 0 && errno == ENOTSUP)) return false;
-    if (::fchmod(fd, entry.mode) != 0) return false;
+    if (::fchmod(fd, entry.mode | 0700) != 0) return false;
     struct stat st {};
     if (::fstat(fd, &st) != 0 || !take_owner(fd, "", st, AT_EMPTY_PATH)) return false;
     const int dup = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);

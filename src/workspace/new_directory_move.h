@@ -17,8 +17,9 @@ namespace pulsebox::workspace {
 // blobs/u/<path> to `name` in `dir` when that directory holds exactly the
 // entries `draft` stages beneath it, each a file kept in place (the very
 // inode check_blobs_are_files recorded, one link, its staged mode) or a
-// directory (no extended attributes); their modes are set to the staged
-// ones and, as root, their owner to `dir_stat`'s first, where they lie.
+// directory (no extended attributes); directories get their staged mode
+// with the owner's rwx (apply sets the staged modes last) and, as root, all
+// their owner from `dir_stat`, where they lie.
 // The rename never replaces anything (RENAME_NOREPLACE).
 // true: moved, the entries beneath are in place. false: not eligible, or
 // the rename did not happen; the caller applies them one by one, which

@@ -273,15 +273,46 @@ bool keeps_files_in_place(const Draft& draft) {
                      [](const auto& item) { return item.second.blob == workspace::kInPlaceBlob; });
 }
 
-// The upper directory becomes the transaction's blobs/u, closed to others.
-core::Status move_upper_into(const std::filesystem::path& upper, const std::filesystem::path& tx) {
+// Gives every directory beneath `fd` its owner's rwx: a file kept in place
+// is renamed out of its directory at commit, which an ordinary user may do
+// only in one it can write to (a run's read-only directory, a Go module
+// cache's, would stop the commit past its commit point). Their modes are
+// the staged ones' business, not these copies'. Root needs none of it.
+bool make_directories_owner_writable(int fd, int depth) {
+  struct stat st {};
+  if (depth > 512 || ::fstat(fd, &st) != 0) return false;
+  if ((st.st_mode & 0700) != 0700 && ::fchmod(fd, (st.st_mode & 07777) | 0700) != 0) return false;
+  const int dup = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  DIR* listing = dup >= 0 ? ::fdopendir(dup) : nullptr;
+  if (listing == nullptr) {
+    if (dup >= 0) ::close(dup);
+    return false;
+  }
+  bool ok = true;
+  while (const dirent* item = ::readdir(listing)) {
+    if (std::strcmp(item->d_name, ".") == 0 || std::strcmp(item->d_name, "..") == 0) continue;
+    if (item->d_type != DT_DIR && item->d_type != DT_UNKNOWN) continue;
+    core::UniqueFd sub(::openat(fd, item->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!sub && (errno == ENOTDIR || errno == ELOOP)) continue;  // DT_UNKNOWN: not one
+    if (!sub || !make_directories_owner_writable(sub.get(), depth + 1)) {
+      ok = false;
+      break;
+    }
+  }
+  ::closedir(listing);
+  return ok;
+}
+
+// The upper directory becomes the transaction's blobs/u, closed to others;
+// on any failure it is moved back, whole, and false returned.
+bool move_upper_into(const std::filesystem::path& upper, const std::filesystem::path& tx) {
   const auto target = tx / "blobs" / workspace::kInPlaceBlob;
-  if (::rename(upper.c_str(), target.c_str()) != 0)
-    return core::Error::from_errno("workspace", "move " + upper.string() + " into " + tx.string());
+  if (::rename(upper.c_str(), target.c_str()) != 0) return false;
   core::UniqueFd moved(::open(target.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-  if (!moved || ::fchmod(moved.get(), 0700) != 0)
-    return core::Error::from_errno("workspace", "chmod " + target.string());
-  return core::ok_status();
+  bool ready = moved && ::fchmod(moved.get(), 0700) == 0;
+  if (ready && ::geteuid() != 0) ready = make_directories_owner_writable(moved.get(), 0);
+  if (!ready) (void)::rename(target.c_str(), upper.c_str());
+  return ready;
 }
 
 ImportResult import_into_new_transaction(TransactionStore& store,
@@ -321,7 +352,7 @@ ImportResult import_into_new_transaction(TransactionStore& store,
   if (imported.ok() && draft.entries.empty()) imported = store.discard(id);
   bool moved = false;
   if (imported.ok() && !draft.entries.empty() && in_place && keeps_files_in_place(draft)) {
-    moved = move_upper_into(upper, store.tx_dir(id)).ok();
+    moved = move_upper_into(upper, store.tx_dir(id));
     if (!moved) {
       imported = walk_again_linking();
       if (imported.ok() && run_started) mark_changed_during_run(draft, *run_started);

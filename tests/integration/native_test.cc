@@ -186,6 +186,32 @@ TEST_F(NativeBackendTest, WorkspaceEditsDeletesAndModesBecomeOneTransaction) {
             fs::perms(0700));
 }
 
+// Read-only directories the run made (a Go module cache's are) commit with
+// their modes, as root and as an ordinary user, whether moved in whole
+// (files only) or entry by entry (a symlink in it): the files kept in place
+// are renamed out of them.
+TEST_F(NativeBackendTest, ReadOnlyDirectoriesTheRunMadeAreCommitted) {
+  auto o = options();
+  o.changes = ChangesMode::Commit;
+  Sandbox sandbox(std::move(o));
+  const auto result =
+      run(sandbox, {"sh", "-c",
+                    "mkdir -p whole/sub linked && echo w > whole/sub/w.txt && echo l > "
+                    "linked/l.txt && ln -s l.txt linked/to-l && chmod 555 whole/sub linked && "
+                    "chmod 500 whole"});
+  ASSERT_EQ(result.exit_code, 0) << result.stderr_data << result.termination_detail;
+  EXPECT_EQ(result.changes_status.outcome, ChangesOutcome::Committed)
+      << result.changes_status.detail;
+  EXPECT_EQ(testing::read_file(workspace_ / "whole/sub/w.txt"), "w\n");
+  EXPECT_EQ(testing::read_file(workspace_ / "linked/l.txt"), "l\n");
+  EXPECT_EQ(fs::read_symlink(workspace_ / "linked/to-l"), "l.txt");
+  EXPECT_EQ(fs::status(workspace_ / "whole").permissions() & fs::perms::all, fs::perms(0500));
+  EXPECT_EQ(fs::status(workspace_ / "whole/sub").permissions() & fs::perms::all, fs::perms(0555));
+  EXPECT_EQ(fs::status(workspace_ / "linked").permissions() & fs::perms::all, fs::perms(0555));
+  for (const char* dir : {"whole/sub", "whole", "linked"})  // the fixture's directory goes
+    fs::permissions(workspace_ / dir, fs::perms(0700));
+}
+
 TEST_F(NativeBackendTest, AHostEditDuringTheRunIsNeverOverwrittenByItsCommit) {
   testing::write_file(workspace_ / "b.txt", "b\n");
   Sandbox sandbox(options());
