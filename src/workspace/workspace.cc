@@ -278,9 +278,11 @@ bool keeps_files_in_place(const Draft& draft) {
 // only in one it can write to (a run's read-only directory, a Go module
 // cache's, would stop the commit past its commit point). Their modes are
 // the staged ones' business, not these copies'. Root needs none of it.
+// false for a directory of another owner (a subordinate id's, where a run
+// maps a range): this user could not write to it at all.
 bool make_directories_owner_writable(int fd, int depth) {
   struct stat st {};
-  if (depth > 512 || ::fstat(fd, &st) != 0) return false;
+  if (depth > 512 || ::fstat(fd, &st) != 0 || st.st_uid != ::geteuid()) return false;
   if ((st.st_mode & 0700) != 0700 && ::fchmod(fd, (st.st_mode & 07777) | 0700) != 0) return false;
   const int dup = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
   DIR* listing = dup >= 0 ? ::fdopendir(dup) : nullptr;
