@@ -11,6 +11,7 @@
 
 #include "core/unique_fd.h"
 #include "workspace/safe_open.h"
+#include "workspace/tree.h"
 
 namespace pulsebox::workspace {
 
@@ -51,20 +52,9 @@ class Preparer {
     if (::fchmod(fd, entry.mode | 0700) != 0) return false;
     struct stat st {};
     if (::fstat(fd, &st) != 0 || !take_owner(fd, "", st, AT_EMPTY_PATH)) return false;
-    const int dup = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
-    DIR* listing = dup >= 0 ? ::fdopendir(dup) : nullptr;
-    if (listing == nullptr) {
-      if (dup >= 0) ::close(dup);
-      return false;
-    }
-    bool ok = true;
-    while (const dirent* item = ::readdir(listing)) {
-      const std::string_view name = item->d_name;
-      if (name == "." || name == "..") continue;
-      if (!(ok = child(fd, path + "/" + std::string(name), item->d_name, depth))) break;
-    }
-    ::closedir(listing);
-    return ok;
+    return for_each_name(fd, [&](const dirent& item) {
+      return child(fd, path + "/" + item.d_name, item.d_name, depth);
+    });
   }
 
   std::size_t seen() const { return seen_; }

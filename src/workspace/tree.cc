@@ -71,21 +71,34 @@ core::Result<std::string> sha256_of_fd(int fd) {
   return hasher.hex_digest();
 }
 
-std::vector<std::string> list_directory(int dirfd) {
-  std::vector<std::string> names;
+bool for_each_name(int dirfd, const std::function<bool(const dirent&)>& each) {
   const int dup = ::fcntl(dirfd, F_DUPFD_CLOEXEC, 0);
-  if (dup < 0) return names;
+  if (dup < 0) return false;
   DIR* dir = ::fdopendir(dup);
   if (dir == nullptr) {
     ::close(dup);
-    return names;
+    return false;
   }
   ::rewinddir(dir);
+  bool finished = true;
   while (const dirent* entry = ::readdir(dir)) {
     const std::string_view name = entry->d_name;
-    if (name != "." && name != "..") names.emplace_back(name);
+    if (name == "." || name == "..") continue;
+    if (!each(*entry)) {
+      finished = false;
+      break;
+    }
   }
   ::closedir(dir);
+  return finished;
+}
+
+std::vector<std::string> list_directory(int dirfd) {
+  std::vector<std::string> names;
+  (void)for_each_name(dirfd, [&names](const dirent& entry) {
+    names.emplace_back(entry.d_name);
+    return true;
+  });
   std::sort(names.begin(), names.end());
   return names;
 }

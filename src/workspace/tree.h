@@ -2,9 +2,12 @@
 // a symlink out of it: snapshots of a path's state, recursive removal.
 #pragma once
 
+#include <dirent.h>
+
 #include <sys/stat.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -63,5 +66,9 @@ core::Result<std::string> sha256_of_fd(int fd);
 
 // The names in a directory (without "." and ".."), sorted.
 std::vector<std::string> list_directory(int dirfd);
+// Hands `each` every entry of a directory but "." and "..", unsorted (with
+// its d_type), until it returns false. false: the directory could not be
+// read, or `each` stopped.
+bool for_each_name(int dirfd, const std::function<bool(const dirent&)>& each);
 
 }  // namespace pulsebox::workspace

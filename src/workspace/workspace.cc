@@ -19,6 +19,7 @@
 #include "workspace/overlay_reader.h"
 #include "workspace/safe_open.h"
 #include "workspace/transactions.h"
+#include "workspace/tree.h"
 
 namespace pulsebox {
 
@@ -284,25 +285,12 @@ bool make_directories_owner_writable(int fd, int depth) {
   struct stat st {};
   if (depth > 512 || ::fstat(fd, &st) != 0 || st.st_uid != ::geteuid()) return false;
   if ((st.st_mode & 0700) != 0700 && ::fchmod(fd, (st.st_mode & 07777) | 0700) != 0) return false;
-  const int dup = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
-  DIR* listing = dup >= 0 ? ::fdopendir(dup) : nullptr;
-  if (listing == nullptr) {
-    if (dup >= 0) ::close(dup);
-    return false;
-  }
-  bool ok = true;
-  while (const dirent* item = ::readdir(listing)) {
-    if (std::strcmp(item->d_name, ".") == 0 || std::strcmp(item->d_name, "..") == 0) continue;
-    if (item->d_type != DT_DIR && item->d_type != DT_UNKNOWN) continue;
-    core::UniqueFd sub(::openat(fd, item->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-    if (!sub && (errno == ENOTDIR || errno == ELOOP)) continue;  // DT_UNKNOWN: not one
-    if (!sub || !make_directories_owner_writable(sub.get(), depth + 1)) {
-      ok = false;
-      break;
-    }
-  }
-  ::closedir(listing);
-  return ok;
+  return workspace::for_each_name(fd, [fd, depth](const dirent& item) {
+    if (item.d_type != DT_DIR && item.d_type != DT_UNKNOWN) return true;
+    core::UniqueFd sub(::openat(fd, item.d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!sub && (errno == ENOTDIR || errno == ELOOP)) return true;  // DT_UNKNOWN: not one
+    return sub && make_directories_owner_writable(sub.get(), depth + 1);
+  });
 }
 
 // The upper directory becomes the transaction's blobs/u, closed to others;
