@@ -83,7 +83,10 @@ core::Status check_blobs_are_files(Draft& draft, const std::filesystem::path& di
     struct stat st {};
     const bool found =
         blob && ::fstatat(blob->dir, blob->name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
-    if (!found && blob && gone_ok && errno == ENOENT) continue;
+    // Gone: the blob itself, or (kept in place) a directory on its way,
+    // moved in whole with it (move_new_directory).
+    const bool gone = blob ? errno == ENOENT : blob.error().error_number() == ENOENT;
+    if (!found && gone_ok && gone) continue;
     if (!found || !S_ISREG(st.st_mode))
       return corrupt(dir / "blobs" / blob_relative_path(entry), "not a regular file");
     // A blob carries its final mode, which the diff showed from the
@@ -194,7 +197,8 @@ core::Status TransactionStore::apply(const Draft& draft, int root_fd,
         // (check_blobs_are_files passed it as such): the rename finds it so,
         // without a stat of every blob first.
         auto blob = shards.locate(blob_relative_path(entry));
-        if (!blob) break;
+        if (!blob && blob.error().error_number() == ENOENT) break;  // moved in whole
+        if (!blob) return std::move(blob).error().with_context("applying " + path);
         const bool replaces_file = exists && !S_ISDIR(current.st_mode);
         if (exists && S_ISDIR(current.st_mode)) {
           // Only a blob still there replaces the directory.

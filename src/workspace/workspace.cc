@@ -274,16 +274,29 @@ bool keeps_files_in_place(const Draft& draft) {
                      [](const auto& item) { return item.second.blob == workspace::kInPlaceBlob; });
 }
 
+// Whether this user owns `fd` and every directory beneath it: an ordinary
+// user cannot rename a file out of a directory of another owner (a
+// subordinate id's, where a run maps a range), which a file kept in place
+// needs at commit. Nothing is changed: a run's directory is then left whole.
+bool owns_every_directory(int fd, int depth) {
+  struct stat st {};
+  if (depth > 512 || ::fstat(fd, &st) != 0 || st.st_uid != ::geteuid()) return false;
+  return workspace::for_each_name(fd, [fd, depth](const dirent& item) {
+    if (item.d_type != DT_DIR && item.d_type != DT_UNKNOWN) return true;
+    core::UniqueFd sub(::openat(fd, item.d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!sub && (errno == ENOTDIR || errno == ELOOP)) return true;  // DT_UNKNOWN: not one
+    return sub && owns_every_directory(sub.get(), depth + 1);
+  });
+}
+
 // Gives every directory beneath `fd` its owner's rwx: a file kept in place
 // is renamed out of its directory at commit, which an ordinary user may do
 // only in one it can write to (a run's read-only directory, a Go module
 // cache's, would stop the commit past its commit point). Their modes are
 // the staged ones' business, not these copies'. Root needs none of it.
-// false for a directory of another owner (a subordinate id's, where a run
-// maps a range): this user could not write to it at all.
 bool make_directories_owner_writable(int fd, int depth) {
   struct stat st {};
-  if (depth > 512 || ::fstat(fd, &st) != 0 || st.st_uid != ::geteuid()) return false;
+  if (depth > 512 || ::fstat(fd, &st) != 0) return false;
   if ((st.st_mode & 0700) != 0700 && ::fchmod(fd, (st.st_mode & 07777) | 0700) != 0) return false;
   return workspace::for_each_name(fd, [fd, depth](const dirent& item) {
     if (item.d_type != DT_DIR && item.d_type != DT_UNKNOWN) return true;
@@ -293,16 +306,31 @@ bool make_directories_owner_writable(int fd, int depth) {
   });
 }
 
+enum class UpperMove {
+  kMoved,     // the upper directory is the transaction's blobs/u
+  kNotMoved,  // it is where it was, whole and unchanged
+  kStuck,     // it is in blobs/u and could not be moved back: keep the transaction
+};
+
 // The upper directory becomes the transaction's blobs/u, closed to others;
-// on any failure it is moved back, whole, and false returned.
-bool move_upper_into(const std::filesystem::path& upper, const std::filesystem::path& tx) {
+// on a failure after the rename it is moved back (its root's mode as it was).
+UpperMove move_upper_into(const std::filesystem::path& upper, const std::filesystem::path& tx) {
+  const bool as_root = ::geteuid() == 0;
+  {
+    core::UniqueFd upper_fd(::open(upper.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!upper_fd || (!as_root && !owns_every_directory(upper_fd.get(), 0)))
+      return UpperMove::kNotMoved;
+  }
+  struct stat before {};
+  if (::lstat(upper.c_str(), &before) != 0) return UpperMove::kNotMoved;
   const auto target = tx / "blobs" / workspace::kInPlaceBlob;
-  if (::rename(upper.c_str(), target.c_str()) != 0) return false;
+  if (::rename(upper.c_str(), target.c_str()) != 0) return UpperMove::kNotMoved;
   core::UniqueFd moved(::open(target.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   bool ready = moved && ::fchmod(moved.get(), 0700) == 0;
-  if (ready && ::geteuid() != 0) ready = make_directories_owner_writable(moved.get(), 0);
-  if (!ready) (void)::rename(target.c_str(), upper.c_str());
-  return ready;
+  if (ready && !as_root) ready = make_directories_owner_writable(moved.get(), 0);
+  if (ready) return UpperMove::kMoved;
+  if (moved) (void)::fchmod(moved.get(), before.st_mode & 07777);
+  return ::rename(target.c_str(), upper.c_str()) == 0 ? UpperMove::kNotMoved : UpperMove::kStuck;
 }
 
 ImportResult import_into_new_transaction(TransactionStore& store,
@@ -342,7 +370,15 @@ ImportResult import_into_new_transaction(TransactionStore& store,
   if (imported.ok() && draft.entries.empty()) imported = store.discard(id);
   bool moved = false;
   if (imported.ok() && !draft.entries.empty() && in_place && keeps_files_in_place(draft)) {
-    moved = move_upper_into(upper, store.tx_dir(id));
+    const UpperMove move = move_upper_into(upper, store.tx_dir(id));
+    if (move == UpperMove::kStuck) {
+      // Never discarded: the transaction's directory holds the run's changes.
+      core::throw_error(core::Error(
+          core::ErrorKind::kIo, "workspace",
+          "the run's changes are in " + (store.tx_dir(id) / "blobs" / "u").string() +
+              " and could not be moved back to " + upper.string() + " after a failed import"));
+    }
+    moved = move == UpperMove::kMoved;
     if (!moved) {
       imported = walk_again_linking();
       if (imported.ok() && run_started) mark_changed_during_run(draft, *run_started);

@@ -121,6 +121,57 @@ TEST(CommitCrashTest, EveryStepLeavesOldOrNewAfterReconcile) {
   EXPECT_GE(saw_new, 8);  // killed after it: replayed (one per applied step and more)
 }
 
+// A run's import whose new directory is kept in place (blobs/u) and moved
+// into the workspace whole, killed at every step of its commit: a replay
+// finds the directory moved with its files, which counts as done.
+TEST(CommitCrashTest, ANewDirectoryMovedWholeIsFinishedAfterEveryStep) {
+  const auto import_run = [](const std::filesystem::path& base) {
+    populate(base / "ws");
+    write_file(base / "upper/new/a.txt", "a\n");
+    write_file(base / "upper/new/sub/b.txt", "b\n");
+    write_file(base / "upper/zz.txt", "after the directory\n");
+    Workspace ws(base / "ws");
+    return ws.import_overlay(base / "upper", base / "ws", ImportOptions{.take_upper_files = true})
+        .transaction.value();
+  };
+  TempDir reference;
+  const auto tx_reference = import_run(reference.path());
+  const auto ws_reference = reference.path() / "ws";
+  ASSERT_TRUE(std::filesystem::exists(ws_reference / ".agent/transactions" / tx_reference /
+                                      "blobs/u/new/sub/b.txt"));
+  const auto old_state = listing(ws_reference);
+  Workspace(ws_reference).commit(tx_reference);
+  const auto new_state = listing(ws_reference);
+  ASSERT_NE(old_state, new_state);
+
+  int saw_new = 0;
+  bool completed = false;
+  for (int crash_after = 1; crash_after < 60 && !completed; ++crash_after) {
+    TempDir dir;
+    const std::string tx = import_run(dir.path());
+    const int status = commit_killed_at_step(dir.path() / "ws", tx, {}, crash_after);
+    ASSERT_GE(status, 0);
+    if (WIFEXITED(status)) {
+      ASSERT_EQ(WEXITSTATUS(status), 0) << "commit failed without a crash";
+      completed = true;
+      EXPECT_EQ(listing(dir.path() / "ws"), new_state);
+      break;
+    }
+    ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    Workspace ws(dir.path() / "ws");
+    ASSERT_NO_THROW(ws.reconcile()) << "after crash at step " << crash_after;
+    if (listing(dir.path() / "ws") == old_state) {
+      ws.commit(tx);
+    } else {
+      ++saw_new;
+    }
+    EXPECT_EQ(listing(dir.path() / "ws"), new_state) << "after crash at step " << crash_after;
+    EXPECT_TRUE(ws.list_transactions().empty());
+  }
+  EXPECT_TRUE(completed);
+  EXPECT_GE(saw_new, 3);  // killed after the commit point, the directory moved or not
+}
+
 // A partial commit, killed at every step: after reconcile the workspace is
 // the old one with the whole transaction pending, or has exactly the chosen
 // paths with the rest still pending; either way the rest then commits to the
