@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 
 #include "audit/key.h"
 #include "core/fs.h"
@@ -274,35 +275,37 @@ bool keeps_files_in_place(const Draft& draft) {
                      [](const auto& item) { return item.second.blob == workspace::kInPlaceBlob; });
 }
 
+// Hands `visit` the directory `fd` and then each directory beneath it
+// (opened without following a symlink), until it returns false.
+bool each_directory(int fd, int depth,
+                    const std::function<bool(int dir, const struct stat& st)>& visit) {
+  struct stat st {};
+  if (depth > 512 || ::fstat(fd, &st) != 0 || !visit(fd, st)) return false;
+  return workspace::for_each_name(fd, [&](const dirent& item) {
+    if (item.d_type != DT_DIR && item.d_type != DT_UNKNOWN) return true;
+    core::UniqueFd sub(::openat(fd, item.d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!sub && (errno == ENOTDIR || errno == ELOOP)) return true;  // DT_UNKNOWN: not one
+    return sub && each_directory(sub.get(), depth + 1, visit);
+  });
+}
+
 // Whether this user owns `fd` and every directory beneath it: an ordinary
 // user cannot rename a file out of a directory of another owner (a
 // subordinate id's, where a run maps a range), which a file kept in place
 // needs at commit. Nothing is changed: a run's directory is then left whole.
-bool owns_every_directory(int fd, int depth) {
-  struct stat st {};
-  if (depth > 512 || ::fstat(fd, &st) != 0 || st.st_uid != ::geteuid()) return false;
-  return workspace::for_each_name(fd, [fd, depth](const dirent& item) {
-    if (item.d_type != DT_DIR && item.d_type != DT_UNKNOWN) return true;
-    core::UniqueFd sub(::openat(fd, item.d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-    if (!sub && (errno == ENOTDIR || errno == ELOOP)) return true;  // DT_UNKNOWN: not one
-    return sub && owns_every_directory(sub.get(), depth + 1);
-  });
+bool owns_every_directory(int fd) {
+  return each_directory(fd, 0, [](int, const struct stat& st) { return st.st_uid == ::geteuid(); });
 }
 
-// Gives every directory beneath `fd` its owner's rwx: a file kept in place
-// is renamed out of its directory at commit, which an ordinary user may do
-// only in one it can write to (a run's read-only directory, a Go module
-// cache's, would stop the commit past its commit point). Their modes are
-// the staged ones' business, not these copies'. Root needs none of it.
-bool make_directories_owner_writable(int fd, int depth) {
-  struct stat st {};
-  if (depth > 512 || ::fstat(fd, &st) != 0) return false;
-  if ((st.st_mode & 0700) != 0700 && ::fchmod(fd, (st.st_mode & 07777) | 0700) != 0) return false;
-  return workspace::for_each_name(fd, [fd, depth](const dirent& item) {
-    if (item.d_type != DT_DIR && item.d_type != DT_UNKNOWN) return true;
-    core::UniqueFd sub(::openat(fd, item.d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-    if (!sub && (errno == ENOTDIR || errno == ELOOP)) return true;  // DT_UNKNOWN: not one
-    return sub && make_directories_owner_writable(sub.get(), depth + 1);
+// Gives every directory beneath `fd` its owner's rwx (before it is listed):
+// a file kept in place is renamed out of its directory at commit, which an
+// ordinary user may do only in one it can write to (a run's read-only
+// directory, a Go module cache's, would stop the commit past its commit
+// point). Their modes are the staged ones' business, not these copies'.
+// Root needs none of it.
+bool make_directories_owner_writable(int fd) {
+  return each_directory(fd, 0, [](int dir, const struct stat& st) {
+    return (st.st_mode & 0700) == 0700 || ::fchmod(dir, (st.st_mode & 07777) | 0700) == 0;
   });
 }
 
@@ -318,7 +321,7 @@ UpperMove move_upper_into(const std::filesystem::path& upper, const std::filesys
   const bool as_root = ::geteuid() == 0;
   {
     core::UniqueFd upper_fd(::open(upper.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-    if (!upper_fd || (!as_root && !owns_every_directory(upper_fd.get(), 0)))
+    if (!upper_fd || (!as_root && !owns_every_directory(upper_fd.get())))
       return UpperMove::kNotMoved;
   }
   struct stat before {};
@@ -327,7 +330,7 @@ UpperMove move_upper_into(const std::filesystem::path& upper, const std::filesys
   if (::rename(upper.c_str(), target.c_str()) != 0) return UpperMove::kNotMoved;
   core::UniqueFd moved(::open(target.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   bool ready = moved && ::fchmod(moved.get(), 0700) == 0;
-  if (ready && !as_root) ready = make_directories_owner_writable(moved.get(), 0);
+  if (ready && !as_root) ready = make_directories_owner_writable(moved.get());
   if (ready) return UpperMove::kMoved;
   if (moved) (void)::fchmod(moved.get(), before.st_mode & 07777);
   return ::rename(target.c_str(), upper.c_str()) == 0 ? UpperMove::kNotMoved : UpperMove::kStuck;
