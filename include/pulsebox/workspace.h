@@ -53,6 +53,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -146,6 +147,17 @@ struct ImportResult {
   std::optional<std::string> transaction;
   std::vector<RefusedChange> refused;  // paths left out (special files, too large, ...)
   std::vector<ChangeNote> notes;
+  // What `transaction` stages, by path, as describe() lists it, and whether
+  // a change holds a registered secret value: a run's summary without
+  // reading back the manifest the import has just written.
+  struct Staged {
+    std::string path;
+    ChangeKind kind = ChangeKind::Modified;
+  };
+  // A deque: built as the draft's entries are freed, its blocks take their
+  // memory (a vector's one allocation would come on top of the draft's).
+  std::deque<Staged> staged;
+  bool contains_secrets = false;
 };
 
 struct DiffOptions {

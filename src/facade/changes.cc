@@ -53,16 +53,17 @@ void Sandbox::import_changes(Run& run, ProcessResult& result) {
     const std::string& tx = *imported.transaction;
     result.transaction_id = tx;
     status.outcome = ChangesOutcome::Staged;
-    const TransactionInfo info = workspace_.describe(tx);
-    for (const auto& change : info.changes)
-      result.changes.push_back({change.path, change.kind});
-    status.contains_secrets = info.contains_secrets;
+    result.changes.reserve(imported.staged.size());
+    for (auto& change : imported.staged)
+      result.changes.push_back({std::move(change.path), change.kind});
+    imported.staged = {};
+    status.contains_secrets = imported.contains_secrets;
     audit_->record({.action = "changes-staged",
                     .target = tx,
                     .decision = "allow",
                     .isolation_level = run.level,
                     .detail = std::to_string(result.changes.size()) + " changes from " + run.id});
-    if (info.contains_secrets) {
+    if (imported.contains_secrets) {
       audit_->record({.action = "changes-secret",
                       .target = tx,
                       .decision = "deny",

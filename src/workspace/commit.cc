@@ -640,6 +640,7 @@ core::Result<Workspace::ReconcileReport> TransactionStore::reconcile(
     dirs.push_back(item.path());
   for (const auto& dir : dirs) {
     const std::string id = dir.filename().string();
+    if (std::filesystem::exists(dir / kImportManifest, ec)) PB_CHECK(finish_import(id));
     const bool ready = std::filesystem::exists(dir / "READY", ec);
     if (ready) {
       // Decided: replay the logged steps to the end.

@@ -455,32 +455,57 @@ core::Result<std::vector<std::string>> TransactionStore::list_ids() const {
   return ids;
 }
 
-core::Result<std::vector<std::string>> TransactionStore::decided_ids() const {
-  std::vector<std::string> ids;
+core::Result<TransactionStore::Unfinished> TransactionStore::unfinished_ids() const {
+  Unfinished found;
   const auto dir = root_ / ".agent" / "transactions";
   UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (!fd) {
-    if (errno == ENOENT) return ids;
+    if (errno == ENOENT) return found;
     return unreadable(dir, errno);
   }
+  const std::string importing = "/" + std::string(kImportManifest);
   for (const std::string& name : list_directory(fd.get())) {
-    struct stat ready {};
-    const std::string file = name + "/READY";
-    if (::fstatat(fd.get(), file.c_str(), &ready, AT_SYMLINK_NOFOLLOW) == 0) ids.push_back(name);
+    struct stat st {};
+    if (::fstatat(fd.get(), (name + "/READY").c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0)
+      found.decided.push_back(name);
+    if (::fstatat(fd.get(), (name + importing).c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0)
+      found.importing.push_back(name);
   }
-  return ids;
+  return found;
+}
+
+core::Status TransactionStore::promote_import(const std::string& id) const {
+  const auto dir = tx_dir(id);
+  PB_CHECK(fsync_path(dir / "blobs"));  // the moved directory's name, before a manifest names it
+  if (::rename((dir / kImportManifest).c_str(), (dir / "manifest.json").c_str()) != 0)
+    return Error::from_errno("workspace", "make " + (dir / kImportManifest).string() +
+                                              " the manifest of transaction " + id);
+  return fsync_path(dir);
+}
+
+core::Status TransactionStore::finish_import(const std::string& id) const {
+  PB_CHECK(check_directories(id));
+  struct stat st {};
+  const auto moved = tx_dir(id) / "blobs" / kInPlaceBlob;
+  if (::lstat(moved.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return promote_import(id);
+  const auto draft = tx_dir(id) / kImportManifest;
+  if (::unlink(draft.c_str()) != 0 && errno != ENOENT)
+    return Error::from_errno("workspace", "remove " + draft.string());
+  return core::ok_status();
 }
 
 core::Result<std::vector<std::string>> TransactionStore::finish_decided() {
-  PB_TRY(decided, decided_ids());
-  if (decided.empty()) return decided;  // the common case: no lock taken
+  PB_TRY(found, unfinished_ids());
+  if (found.decided.empty() && found.importing.empty()) return found.decided;  // no lock taken
   PB_TRY(lock_fd, lock());
   PB_TRY(root_fd, open_root());
-  PB_TRY(still_decided, decided_ids());  // another process may have finished them
+  PB_TRY(still, unfinished_ids());  // another process may have finished them
+  for (const std::string& id : still.importing)
+    PB_CHECK(finish_import(id));
   std::size_t temp_files = 0;
-  for (const std::string& id : still_decided)
+  for (const std::string& id : still.decided)
     PB_CHECK(replay(id, root_fd.get(), &temp_files));
-  return still_decided;
+  return still.decided;
 }
 
 core::Result<std::string> TransactionStore::create(std::string origin) {

@@ -46,6 +46,14 @@ bool is_blob_name(std::string_view name);
 // same file system), holds it at blobs/u/<path>. A 100,000-file import
 // linked each file into a shard and unlinked its upper name instead.
 inline constexpr std::string_view kInPlaceBlob = "u";
+
+// The draft of an import that keeps files in place, saved before the run's
+// upper directory moves to blobs/u and renamed over manifest.json once it
+// is there (promote_import). One left behind is an import interrupted
+// between the two: the next opening of the workspace finishes it
+// (finish_decided), so the run's files never sit in a transaction whose
+// manifest does not list them.
+inline constexpr std::string_view kImportManifest = "import.json";
 // Where `entry`'s blob lies beneath blobs/ (and its redacted copy beneath
 // redacted/): its name, or "u/<path>" for one kept in place.
 std::string blob_relative_path(const struct Entry& entry);
@@ -150,8 +158,18 @@ class TransactionStore {
   // Transactions with a manifest (or one that cannot be read: load() says why).
   core::Result<std::vector<std::string>> list_ids() const;
   // Finishes every decided commit (READY present) under the lock, as
-  // reconcile() does; returns their ids. Cheap when there is none: no lock.
+  // reconcile() does, and every interrupted import (kImportManifest
+  // present); returns the commits' ids. Cheap when there is none: no lock.
   core::Result<std::vector<std::string>> finish_decided();
+
+  // Held while an import moves the upper directory in and saves the draft
+  // that names it (kImportManifest, then promote_import): no other process
+  // finishes the import meanwhile. Not reentrant: release it before
+  // discard(), create() or commit().
+  core::Result<core::UniqueFd> lock() const;
+  // kImportManifest becomes the transaction's manifest: blobs/ synced (the
+  // moved upper directory's name), then one rename, synced.
+  core::Status promote_import(const std::string& id) const;
 
   // A file whose inode may become a Write's blob as it is (a hard link, no
   // copy): `fd` is open on it, `name` its name in `dir`, `bytes` its
@@ -224,11 +242,19 @@ class TransactionStore {
   core::Result<int> shared_root() const;
 
  private:
-  core::Result<core::UniqueFd> lock() const;
   // `blobs_owner`: the owner every blob has, when one (check_blobs_are_files).
   core::Status apply(const Draft& draft, int root_fd, std::size_t* temp_files_removed,
                      std::optional<BlobOwner> blobs_owner);
-  core::Result<std::vector<std::string>> decided_ids() const;
+  // Transactions with a commit decided (READY) or an import interrupted
+  // (kImportManifest), from one listing.
+  struct Unfinished {
+    std::vector<std::string> decided;
+    std::vector<std::string> importing;
+  };
+  core::Result<Unfinished> unfinished_ids() const;
+  // An interrupted import: with blobs/u there the move happened and its
+  // draft becomes the manifest; without, the draft is dropped.
+  core::Status finish_import(const std::string& id) const;
   // Refuses a transaction whose directories (.agent, transactions/, its
   // own, blobs/, base/, redacted/) are not real directories: one planted
   // as a symlink would take reads, renames and removals elsewhere.
@@ -262,8 +288,9 @@ class TransactionStore {
   AuditKeyLocation seal_key_;
 };
 
-// Test seam: called after each step of a commit with the step's name, so a
-// test can kill the process at that exact point. Empty in production.
+// Test seam: called after each step of a commit (and of an import that
+// moves the upper directory) with the step's name, so a test can kill the
+// process at that exact point. Empty in production.
 extern std::function<void(std::string_view step)> commit_failpoint;
 
 }  // namespace pulsebox::workspace

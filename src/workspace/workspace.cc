@@ -19,6 +19,7 @@
 #include "workspace/diff.h"
 #include "workspace/overlay_reader.h"
 #include "workspace/safe_open.h"
+#include "workspace/store_files.h"
 #include "workspace/transactions.h"
 #include "workspace/tree.h"
 
@@ -336,6 +337,38 @@ UpperMove move_upper_into(const std::filesystem::path& upper, const std::filesys
   return ::rename(target.c_str(), upper.c_str()) == 0 ? UpperMove::kNotMoved : UpperMove::kStuck;
 }
 
+// Saves `draft` and moves the upper directory into its transaction under
+// the store's lock, in an order a crash cannot split: the draft as
+// kImportManifest, the move, the draft renamed over the manifest. Killed
+// between, the next opening of the workspace finishes the import
+// (TransactionStore::finish_decided); the run's files are never in a
+// transaction whose manifest does not name them. kNotMoved: nothing saved.
+core::Result<UpperMove> save_moving_upper(TransactionStore& store, const Draft& draft,
+                                          const std::filesystem::path& upper) {
+  const auto tx = store.tx_dir(draft.id);
+  const auto moved_upper = tx / "blobs" / workspace::kInPlaceBlob;
+  const auto draft_file = tx / workspace::kImportManifest;
+  PB_TRY(lock, store.lock());
+  PB_CHECK(store.save(draft, workspace::kImportManifest));
+  workspace::failpoint("import: draft saved");
+  const UpperMove move = move_upper_into(upper, tx);
+  if (move != UpperMove::kMoved) {
+    // Stuck: its directories may lack the modes a commit needs; the error
+    // says where the changes are instead.
+    ::unlink(draft_file.c_str());
+    return move;
+  }
+  workspace::failpoint("import: upper directory moved");
+  if (auto promoted = store.promote_import(draft.id); !promoted.ok()) {
+    // Moved back, the caller discards the transaction; if not, the draft
+    // stays beside the directory for the next opening to finish.
+    if (::rename(moved_upper.c_str(), upper.c_str()) != 0) return UpperMove::kStuck;
+    ::unlink(draft_file.c_str());
+    return promoted.error();
+  }
+  return UpperMove::kMoved;
+}
+
 ImportResult import_into_new_transaction(TransactionStore& store,
                                          const std::filesystem::path& upper,
                                          const std::filesystem::path& lower,
@@ -373,16 +406,17 @@ ImportResult import_into_new_transaction(TransactionStore& store,
   if (imported.ok() && draft.entries.empty()) imported = store.discard(id);
   bool moved = false;
   if (imported.ok() && !draft.entries.empty() && in_place && keeps_files_in_place(draft)) {
-    const UpperMove move = move_upper_into(upper, store.tx_dir(id));
-    if (move == UpperMove::kStuck) {
+    auto move = save_moving_upper(store, draft, upper);
+    if (move && *move == UpperMove::kStuck) {
       // Never discarded: the transaction's directory holds the run's changes.
       core::throw_error(core::Error(
           core::ErrorKind::kIo, "workspace",
           "the run's changes are in " + (store.tx_dir(id) / "blobs" / "u").string() +
               " and could not be moved back to " + upper.string() + " after a failed import"));
     }
-    moved = move == UpperMove::kMoved;
-    if (!moved) {
+    if (!move) imported = std::move(move).error();
+    moved = move && *move == UpperMove::kMoved;
+    if (move && !moved) {
       imported = walk_again_linking();
       if (imported.ok() && run_started) mark_changed_during_run(draft, *run_started);
     }
@@ -397,16 +431,18 @@ ImportResult import_into_new_transaction(TransactionStore& store,
   result.notes = draft.notes;
   if (draft.entries.empty()) return result;
   const auto moved_upper = store.tx_dir(id) / "blobs" / workspace::kInPlaceBlob;
-  if (auto saved = store.save(draft); !saved.ok()) {
-    // The run's directory back where it was, whole, for the caller to keep.
-    if (moved && ::rename(moved_upper.c_str(), upper.c_str()) == 0) (void)store.discard(id);
-    core::throw_error(std::move(saved).error());
-  }
+  if (!moved) core::check_or_throw(store.save(draft));  // a failure: the caller keeps `upper`
   core::trace_phase("import: manifest saved");
   workspace::release_linked(moved ? moved_upper : upper, linked);
   core::trace_phase("import: linked names released");
-  // The run goes on to describe the transaction: the draft's memory goes
-  // back to the system first rather than stay resident beside it.
+  // The run's summary from the draft, entry by entry as each is freed, so
+  // the two are never whole side by side; the rest of the draft's memory
+  // goes back to the system rather than stay resident.
+  while (!draft.entries.empty()) {
+    auto node = draft.entries.extract(draft.entries.begin());
+    result.contains_secrets = result.contains_secrets || node.mapped().contains_secret;
+    result.staged.push_back({std::move(node.key()), workspace::change_kind(node.mapped())});
+  }
   draft = Draft{};
   linked = {};
   ::malloc_trim(0);

@@ -8,15 +8,18 @@
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstring>
 
 #include "helpers/test_support.h"
 #include "pulsebox/error.h"
 #include "pulsebox/secrets.h"
 #include "pulsebox/workspace.h"
+#include "workspace/transactions.h"
 
 namespace pulsebox {
 namespace {
@@ -313,6 +316,73 @@ TEST_F(WorkspaceImportTest, ANewDirectoryOfFilesKeptInPlaceIsCommittedAsOneRenam
   EXPECT_FALSE(fs::exists(tx_dir(*tx)));
 }
 
+// Imports `upper` into `ws` in a child process killed (SIGKILL) at the
+// import's step `step`: its wait status, or -1 when it could not be run.
+int import_killed_at(const fs::path& ws, const fs::path& upper, std::string_view step) {
+  const pid_t child = ::fork();
+  if (child < 0) return -1;
+  if (child == 0) {
+    workspace::commit_failpoint = [step](std::string_view at) {
+      if (at == step) ::raise(SIGKILL);
+    };
+    try {
+      (void)Workspace(ws).import_overlay(upper, ws, ImportOptions{.take_upper_files = true});
+    } catch (...) {
+      ::_exit(3);
+    }
+    ::_exit(0);
+  }
+  int status = 0;
+  return ::waitpid(child, &status, 0) == child ? status : -1;
+}
+
+// Killed after the run's upper directory moved into the transaction but
+// before the draft naming its files became the manifest, the import is
+// finished by the next opening of the workspace: every change is listed
+// and commits. Before, the transaction's manifest was the empty one, and
+// the run's files sat in it unlisted.
+TEST_F(WorkspaceImportTest, AnImportKilledAfterTheUpperDirectoryMovedIsFinishedAtTheNextOpening) {
+  write_file(upper() / "a.txt", "a\n");
+  write_file(upper() / "new" / "b.txt", "b\n");
+  const int status = import_killed_at(ws(), upper(), "import: upper directory moved");
+  ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << status;
+  ASSERT_FALSE(fs::exists(upper())) << "the kill came after the move";
+  Workspace workspace(ws());
+  const auto listed = workspace.list_transactions();
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_TRUE(listed[0].damaged.empty()) << listed[0].damaged;
+  std::vector<std::string> paths;
+  for (const auto& change : listed[0].changes)
+    paths.push_back(change.path);
+  EXPECT_EQ(paths, (std::vector<std::string>{"a.txt", "new", "new/b.txt"}));
+  EXPECT_FALSE(fs::exists(tx_dir(listed[0].id) / "import.json"));
+  workspace.commit(listed[0].id);
+  EXPECT_EQ(read_file(ws() / "a.txt"), "a\n");
+  EXPECT_EQ(read_file(ws() / "new" / "b.txt"), "b\n");
+}
+
+// Killed before the move, the run's upper directory is whole where it was,
+// and the next opening drops the draft that names files it never took.
+TEST_F(WorkspaceImportTest, AnImportKilledBeforeTheUpperDirectoryMovedLeavesItWhole) {
+  write_file(upper() / "a.txt", "a\n");
+  const auto before = listing(upper());
+  const int status = import_killed_at(ws(), upper(), "import: draft saved");
+  ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << status;
+  EXPECT_EQ(listing(upper()), before);
+  Workspace workspace(ws());
+  const auto listed = workspace.list_transactions();
+  ASSERT_EQ(listed.size(), 1u);  // the empty one the import began with
+  EXPECT_TRUE(listed[0].changes.empty());
+  EXPECT_FALSE(fs::exists(tx_dir(listed[0].id) / "import.json"));
+  EXPECT_FALSE(fs::exists(tx_dir(listed[0].id) / "blobs" / "u"));
+  // The run's changes import whole from where they still are.
+  const auto tx =
+      workspace.import_overlay(upper(), ws(), ImportOptions{.take_upper_files = true}).transaction;
+  ASSERT_TRUE(tx.has_value());
+  workspace.commit(*tx);
+  EXPECT_EQ(read_file(ws() / "a.txt"), "a\n");
+}
+
 // A file planted in such a directory after the import (not one the
 // transaction stages) makes it go entry by entry: the planted file never
 // reaches the workspace.
@@ -539,6 +609,36 @@ TEST_F(WorkspaceImportTest, CommitKeepsTimesModesTargetsAndEmptyDirectories) {
 
 // A command that writes a --secret value into a file: the change is
 // flagged, the diff shows it redacted, and commit refuses it unless allowed.
+// The import's own summary (a run reports it without reading the manifest
+// back) is what describe() lists: each path with its kind, and the secret.
+TEST_F(WorkspaceImportTest, TheImportsSummaryIsWhatDescribeLists) {
+  const std::string secret = "hunter2-token-value";
+  write_file(upper() / "README", "changed\n");
+  write_file(upper() / "new" / "clean.txt", "nothing here\n");
+  write_file(upper() / "new" / "config.env", "TOKEN=" + secret + "\n");
+  const SecretScrubber scrubber({secret});
+  for (const bool in_place : {false, true}) {
+    SCOPED_TRACE(in_place ? "files kept in place" : "files linked");
+    const fs::path from = base_.path() / (in_place ? "upper-kept" : "upper-linked");
+    fs::copy(upper(), from, fs::copy_options::recursive);
+    Workspace workspace(ws());
+    const ImportResult result = workspace.import_overlay(
+        from, ws(), ImportOptions{.secrets = &scrubber, .take_upper_files = in_place});
+    ASSERT_TRUE(result.transaction.has_value());
+    const TransactionInfo info = workspace.describe(*result.transaction);
+    std::vector<std::pair<std::string, ChangeKind>> described, summarised;
+    for (const auto& change : info.changes)
+      described.emplace_back(change.path, change.kind);
+    for (const auto& change : result.staged)
+      summarised.emplace_back(change.path, change.kind);
+    EXPECT_EQ(summarised, described);
+    EXPECT_EQ(summarised.size(), 4u);
+    EXPECT_TRUE(result.contains_secrets);
+    EXPECT_EQ(result.contains_secrets, info.contains_secrets);
+    workspace.discard(*result.transaction);
+  }
+}
+
 TEST_F(WorkspaceImportTest, AChangeHoldingASecretIsFlaggedRedactedAndRefused) {
   const std::string secret = "hunter2-token-value";
   write_file(upper() / "config.env", "TOKEN=" + secret + "\n");
