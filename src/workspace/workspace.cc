@@ -277,16 +277,20 @@ bool keeps_files_in_place(const Draft& draft) {
 }
 
 // Hands `visit` the directory `fd` and then each directory beneath it
-// (opened without following a symlink), until it returns false.
-bool each_directory(int fd, int depth,
-                    const std::function<bool(int dir, const struct stat& st)>& visit) {
+// (opened without following a symlink), with its path relative to the
+// first ("" for it), until it returns false.
+bool each_directory(
+    int fd, const std::string& path,
+    const std::function<bool(int dir, const struct stat& st, const std::string& path)>& visit) {
   struct stat st {};
-  if (depth > 512 || ::fstat(fd, &st) != 0 || !visit(fd, st)) return false;
+  const auto depth = std::count(path.begin(), path.end(), '/');
+  if (depth > 512 || ::fstat(fd, &st) != 0 || !visit(fd, st, path)) return false;
   return workspace::for_each_name(fd, [&](const dirent& item) {
     if (item.d_type != DT_DIR && item.d_type != DT_UNKNOWN) return true;
     core::UniqueFd sub(::openat(fd, item.d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     if (!sub && (errno == ENOTDIR || errno == ELOOP)) return true;  // DT_UNKNOWN: not one
-    return sub && each_directory(sub.get(), depth + 1, visit);
+    return sub &&
+           each_directory(sub.get(), path.empty() ? item.d_name : path + "/" + item.d_name, visit);
   });
 }
 
@@ -295,19 +299,45 @@ bool each_directory(int fd, int depth,
 // subordinate id's, where a run maps a range), which a file kept in place
 // needs at commit. Nothing is changed: a run's directory is then left whole.
 bool owns_every_directory(int fd) {
-  return each_directory(fd, 0, [](int, const struct stat& st) { return st.st_uid == ::geteuid(); });
+  return each_directory(fd, "", [](int, const struct stat& st, const std::string&) {
+    return st.st_uid == ::geteuid();
+  });
 }
+
+// A directory's mode before the move changed it, `path` relative to the
+// moved directory ("" for it).
+struct ChangedMode {
+  std::string path;
+  mode_t mode = 0;
+};
 
 // Gives every directory beneath `fd` its owner's rwx (before it is listed):
 // a file kept in place is renamed out of its directory at commit, which an
 // ordinary user may do only in one it can write to (a run's read-only
 // directory, a Go module cache's, would stop the commit past its commit
-// point). Their modes are the staged ones' business, not these copies'.
+// point). Their modes are the staged ones' business, not these copies';
+// `changed` keeps the ones before, parents first, for a move undone.
 // Root needs none of it.
-bool make_directories_owner_writable(int fd) {
-  return each_directory(fd, 0, [](int dir, const struct stat& st) {
-    return (st.st_mode & 0700) == 0700 || ::fchmod(dir, (st.st_mode & 07777) | 0700) == 0;
+bool make_directories_owner_writable(int fd, std::vector<ChangedMode>& changed) {
+  return each_directory(fd, "", [&](int dir, const struct stat& st, const std::string& path) {
+    if ((st.st_mode & 0700) == 0700) return true;
+    changed.push_back({path, static_cast<mode_t>(st.st_mode & 07777)});
+    return ::fchmod(dir, (st.st_mode & 07777) | 0700) == 0;
   });
+}
+
+// Gives the directories beneath `fd` back the modes `changed` holds,
+// children first: each parent still lets its owner in until its own turn.
+// Best effort: a move undone goes on whatever this finds.
+void restore_directory_modes(int fd, const std::vector<ChangedMode>& changed) {
+  for (auto it = changed.rbegin(); it != changed.rend(); ++it) {
+    if (it->path.empty()) {
+      (void)::fchmod(fd, it->mode);
+      continue;
+    }
+    auto dir = workspace::open_beneath(fd, it->path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
+    if (dir) (void)::fchmod(dir->get(), it->mode);
+  }
 }
 
 enum class UpperMove {
@@ -316,9 +346,22 @@ enum class UpperMove {
   kStuck,     // it is in blobs/u and could not be moved back: keep the transaction
 };
 
+// Moves the directory at `moved` back to `upper` with the modes `changed`
+// holds: the run's directory as the import found it, for the caller to
+// keep as held changes.
+UpperMove move_upper_back(const std::filesystem::path& moved, const std::filesystem::path& upper,
+                          const std::vector<ChangedMode>& changed) {
+  core::UniqueFd fd(::open(moved.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (fd) restore_directory_modes(fd.get(), changed);
+  return ::rename(moved.c_str(), upper.c_str()) == 0 ? UpperMove::kNotMoved : UpperMove::kStuck;
+}
+
 // The upper directory becomes the transaction's blobs/u, closed to others;
-// on a failure after the rename it is moved back (its root's mode as it was).
-UpperMove move_upper_into(const std::filesystem::path& upper, const std::filesystem::path& tx) {
+// on a failure after the rename it is moved back, every mode as it was.
+// `changed`: the modes the move changed (its root's first), for
+// move_upper_back.
+UpperMove move_upper_into(const std::filesystem::path& upper, const std::filesystem::path& tx,
+                          std::vector<ChangedMode>& changed) {
   const bool as_root = ::geteuid() == 0;
   {
     core::UniqueFd upper_fd(::open(upper.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
@@ -329,12 +372,12 @@ UpperMove move_upper_into(const std::filesystem::path& upper, const std::filesys
   if (::lstat(upper.c_str(), &before) != 0) return UpperMove::kNotMoved;
   const auto target = tx / "blobs" / workspace::kInPlaceBlob;
   if (::rename(upper.c_str(), target.c_str()) != 0) return UpperMove::kNotMoved;
+  changed = {{"", static_cast<mode_t>(before.st_mode & 07777)}};
   core::UniqueFd moved(::open(target.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   bool ready = moved && ::fchmod(moved.get(), 0700) == 0;
-  if (ready && !as_root) ready = make_directories_owner_writable(moved.get());
+  if (ready && !as_root) ready = make_directories_owner_writable(moved.get(), changed);
   if (ready) return UpperMove::kMoved;
-  if (moved) (void)::fchmod(moved.get(), before.st_mode & 07777);
-  return ::rename(target.c_str(), upper.c_str()) == 0 ? UpperMove::kNotMoved : UpperMove::kStuck;
+  return move_upper_back(target, upper, changed);
 }
 
 // Saves `draft` and moves the upper directory into its transaction under
@@ -351,7 +394,8 @@ core::Result<UpperMove> save_moving_upper(TransactionStore& store, const Draft& 
   PB_TRY(lock, store.lock());
   PB_CHECK(store.save(draft, workspace::kImportManifest));
   workspace::failpoint("import: draft saved");
-  const UpperMove move = move_upper_into(upper, tx);
+  std::vector<ChangedMode> changed;
+  const UpperMove move = move_upper_into(upper, tx, changed);
   if (move != UpperMove::kMoved) {
     // Stuck: its directories may lack the modes a commit needs; the error
     // says where the changes are instead.
@@ -362,7 +406,7 @@ core::Result<UpperMove> save_moving_upper(TransactionStore& store, const Draft& 
   if (auto promoted = store.promote_import(draft.id); !promoted.ok()) {
     // Moved back, the caller discards the transaction; if not, the draft
     // stays beside the directory for the next opening to finish.
-    if (::rename(moved_upper.c_str(), upper.c_str()) != 0) return UpperMove::kStuck;
+    if (move_upper_back(moved_upper, upper, changed) == UpperMove::kStuck) return UpperMove::kStuck;
     ::unlink(draft_file.c_str());
     return promoted.error();
   }

@@ -383,6 +383,54 @@ TEST_F(WorkspaceImportTest, AnImportKilledBeforeTheUpperDirectoryMovedLeavesItWh
   EXPECT_EQ(read_file(ws() / "a.txt"), "a\n");
 }
 
+// The draft cannot become the manifest after the run's directory moved in:
+// the directory goes back as the import found it, every mode as it was (an
+// ordinary user's move had given its read-only directories the owner's
+// rwx), for the caller to keep as held changes; no transaction is left.
+TEST_F(WorkspaceImportTest, AManifestNotSavedAfterTheMoveLeavesTheRunsDirectoryAsItWas) {
+  write_file(upper() / "ro" / "deep" / "a.txt", "a\n");
+  ASSERT_EQ(::chmod((upper() / "ro" / "deep").c_str(), 0500), 0);
+  ASSERT_EQ(::chmod((upper() / "ro").c_str(), 0555), 0);
+  ASSERT_EQ(::chmod(upper().c_str(), 0751), 0);
+  const bool root = ::geteuid() == 0;
+  const fs::path transactions = ws() / ".agent" / "transactions";
+  if (root) {  // the move changes modes only for an ordinary user: be one
+    for (const auto& item : fs::recursive_directory_iterator(base_.path()))
+      ASSERT_EQ(::lchown(item.path().c_str(), 65534, 65534), 0) << item.path();
+    ASSERT_EQ(::chown(base_.path().c_str(), 65534, 65534), 0);
+  }
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    if (root && (::setgid(65534) != 0 || ::setuid(65534) != 0)) ::_exit(4);
+    workspace::commit_failpoint = [&](std::string_view at) {
+      if (at != "import: upper directory moved") return;
+      // A directory where the manifest was: the rename over it fails.
+      for (const auto& tx : fs::directory_iterator(transactions)) {
+        fs::remove(tx.path() / "manifest.json");
+        fs::create_directories(tx.path() / "manifest.json" / "in-the-way");
+      }
+    };
+    try {
+      (void)Workspace(ws()).import_overlay(upper(), ws(), ImportOptions{.take_upper_files = true});
+    } catch (const std::exception& error) {
+      ::_exit(std::string(error.what()).find("manifest") != std::string::npos ? 0 : 5);
+    }
+    ::_exit(1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "1: imported anyway; 5: the error names no manifest";
+  EXPECT_EQ(lstat_of(upper()).st_mode & 07777, 0751u);
+  EXPECT_EQ(lstat_of(upper() / "ro").st_mode & 07777, 0555u);
+  EXPECT_EQ(lstat_of(upper() / "ro" / "deep").st_mode & 07777, 0500u);
+  EXPECT_EQ(read_file(upper() / "ro" / "deep" / "a.txt"), "a\n");
+  EXPECT_TRUE(fs::is_empty(transactions)) << "the transaction is discarded";
+  fs::permissions(upper() / "ro", fs::perms::owner_all, fs::perm_options::add);
+  fs::permissions(upper() / "ro" / "deep", fs::perms::owner_all, fs::perm_options::add);
+}
+
 // A file planted in such a directory after the import (not one the
 // transaction stages) makes it go entry by entry: the planted file never
 // reaches the workspace.
