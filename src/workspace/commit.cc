@@ -638,9 +638,11 @@ core::Result<Workspace::ReconcileReport> TransactionStore::reconcile(
   std::vector<std::filesystem::path> dirs;
   for (const auto& item : std::filesystem::directory_iterator(base, ec))
     dirs.push_back(item.path());
+  std::vector<std::string> importing;
   for (const auto& dir : dirs) {
     const std::string id = dir.filename().string();
-    if (std::filesystem::exists(dir / kImportManifest, ec)) PB_CHECK(finish_import(id));
+    struct stat draft {};
+    if (::lstat((dir / kImportManifest).c_str(), &draft) == 0) importing.push_back(id);
     const bool ready = std::filesystem::exists(dir / "READY", ec);
     if (ready) {
       // Decided: replay the logged steps to the end.
@@ -653,11 +655,15 @@ core::Result<Workspace::ReconcileReport> TransactionStore::reconcile(
     // Not decided: an interrupted commit rolls back to a pending transaction.
     std::filesystem::remove(dir / "wal.json", ec);
     std::filesystem::remove(dir / "remaining.json", ec);
-    if (!std::filesystem::exists(dir / "manifest.json", ec)) {
+    if (!std::filesystem::exists(dir / "manifest.json", ec) &&
+        (importing.empty() || importing.back() != id)) {
       std::filesystem::remove_all(dir, ec);  // staging that never completed
       report.removed_staging.push_back(id);
     }
   }
+  // Interrupted imports, after every decided commit is replayed.
+  for (const std::string& id : importing)
+    PB_CHECK(finish_import(id));
   // The host backend's run copies whose owner died: their lock, <id>.lock
   // beside the directory (taken before the directory is made), is free. A
   // lock file alone is a run that died before its mkdir.

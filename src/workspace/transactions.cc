@@ -24,6 +24,7 @@
 #include "workspace/protected_changes.h"
 #include "workspace/safe_open.h"
 #include "workspace/store_files.h"
+#include "workspace/tree.h"
 
 namespace pulsebox::workspace {
 
@@ -485,13 +486,27 @@ core::Status TransactionStore::promote_import(const std::string& id) const {
 
 core::Status TransactionStore::finish_import(const std::string& id) const {
   PB_CHECK(check_directories(id));
-  struct stat st {};
   const auto moved = tx_dir(id) / "blobs" / kInPlaceBlob;
-  if (::lstat(moved.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return promote_import(id);
-  const auto draft = tx_dir(id) / kImportManifest;
-  if (::unlink(draft.c_str()) != 0 && errno != ENOENT)
-    return Error::from_errno("workspace", "remove " + draft.string());
-  return core::ok_status();
+  UniqueFd fd(::open(moved.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd) {
+    if (errno != ENOENT) return Error::from_errno("workspace", "open " + moved.string());
+    // Not moved: the run's directory is whole where it was.
+    const auto draft = tx_dir(id) / kImportManifest;
+    if (::unlink(draft.c_str()) != 0 && errno != ENOENT)
+      return Error::from_errno("workspace", "remove " + draft.string());
+    return core::ok_status();
+  }
+  // Killed between the move and its fix-up, the directory has the run's
+  // modes: closed to others here, and (for an ordinary user) its owner's
+  // rwx on every directory, or a commit could not rename files out of a
+  // read-only one past its commit point. The staged modes are the draft's.
+  if (::fchmod(fd.get(), 0700) != 0)
+    return Error::from_errno("workspace", "change the mode of " + moved.string());
+  if (::geteuid() != 0 && !make_directories_owner_writable(fd.get())) {
+    return Error::from_errno(
+        "workspace", "give the directories beneath " + moved.string() + " their owner's rwx");
+  }
+  return promote_import(id);
 }
 
 core::Result<std::vector<std::string>> TransactionStore::finish_decided() {
@@ -500,11 +515,12 @@ core::Result<std::vector<std::string>> TransactionStore::finish_decided() {
   PB_TRY(lock_fd, lock());
   PB_TRY(root_fd, open_root());
   PB_TRY(still, unfinished_ids());  // another process may have finished them
-  for (const std::string& id : still.importing)
-    PB_CHECK(finish_import(id));
+  // Decided commits first: a workspace half applied comes before an import.
   std::size_t temp_files = 0;
   for (const std::string& id : still.decided)
     PB_CHECK(replay(id, root_fd.get(), &temp_files));
+  for (const std::string& id : still.importing)
+    PB_CHECK(finish_import(id));
   return still.decided;
 }
 

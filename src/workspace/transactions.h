@@ -165,7 +165,8 @@ class TransactionStore {
   // Held while an import moves the upper directory in and saves the draft
   // that names it (kImportManifest, then promote_import): no other process
   // finishes the import meanwhile. Not reentrant: release it before
-  // discard(), create() or commit().
+  // discard(), discard_entries(), create(), commit(), reconcile() or
+  // finish_decided().
   core::Result<core::UniqueFd> lock() const;
   // kImportManifest becomes the transaction's manifest: blobs/ synced (the
   // moved upper directory's name), then one rename, synced.
@@ -252,7 +253,8 @@ class TransactionStore {
     std::vector<std::string> importing;
   };
   core::Result<Unfinished> unfinished_ids() const;
-  // An interrupted import: with blobs/u there the move happened and its
+  // An interrupted import (the lock held): with blobs/u there the move
+  // happened, and its directories get the modes a commit needs before its
   // draft becomes the manifest; without, the draft is dropped.
   core::Status finish_import(const std::string& id) const;
   // Refuses a transaction whose directories (.agent, transactions/, its

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <climits>
 #include <vector>
 
@@ -91,6 +92,53 @@ bool for_each_name(int dirfd, const std::function<bool(const dirent&)>& each) {
   }
   ::closedir(dir);
   return finished;
+}
+
+namespace {
+
+bool each_directory_at(
+    int fd, const std::string& path, int depth,
+    const std::function<bool(int dir, const struct stat& st, const std::string& path)>& visit) {
+  struct stat st {};
+  if (depth > 512 || ::fstat(fd, &st) != 0 || !visit(fd, st, path)) return false;
+  return for_each_name(fd, [&](const dirent& item) {
+    if (item.d_type != DT_DIR && item.d_type != DT_UNKNOWN) return true;
+    core::UniqueFd sub(::openat(fd, item.d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!sub && (errno == ENOTDIR || errno == ELOOP)) return true;  // DT_UNKNOWN: not one
+    const std::string sub_path = path.empty() ? item.d_name : path + "/" + item.d_name;
+    return sub && each_directory_at(sub.get(), sub_path, depth + 1, visit);
+  });
+}
+
+}  // namespace
+
+bool each_directory(
+    int fd,
+    const std::function<bool(int dir, const struct stat& st, const std::string& path)>& visit) {
+  return each_directory_at(fd, "", 0, visit);
+}
+
+bool make_directories_owner_writable(int fd, std::vector<ChangedMode>* changed) {
+  return each_directory(fd, [&](int dir, const struct stat& st, const std::string& path) {
+    if ((st.st_mode & 0700) == 0700) return true;
+    if (changed != nullptr) changed->push_back({path, static_cast<mode_t>(st.st_mode & 07777)});
+    return ::fchmod(dir, (st.st_mode & 07777) | 0700) == 0;
+  });
+}
+
+bool restore_directory_modes(int fd, const std::vector<ChangedMode>& changed) {
+  bool restored = true;
+  // Children first: each parent keeps letting its owner in until its turn.
+  for (auto it = changed.rbegin(); it != changed.rend(); ++it) {
+    if (it->path.empty()) {
+      restored = ::fchmod(fd, it->mode) == 0 && restored;
+      continue;
+    }
+    auto dir = open_beneath(fd, it->path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW,
+                            ResolveMode::kComponentWalk);
+    restored = dir && ::fchmod(dir->get(), it->mode) == 0 && restored;
+  }
+  return restored;
 }
 
 std::vector<std::string> list_directory(int dirfd) {

@@ -71,4 +71,27 @@ std::vector<std::string> list_directory(int dirfd);
 // read, or `each` stopped.
 bool for_each_name(int dirfd, const std::function<bool(const dirent&)>& each);
 
+// Hands `visit` the directory `fd` and then each directory beneath it
+// (opened one name at a time, never through a symlink), with its path
+// relative to `fd` ("" for it), until it returns false. false: `visit`
+// stopped, a directory could not be read, or the tree is deeper than 512.
+bool each_directory(
+    int fd,
+    const std::function<bool(int dir, const struct stat& st, const std::string& path)>& visit);
+
+// A directory's mode before make_directories_owner_writable changed it.
+struct ChangedMode {
+  std::string path;  // relative to the walk's first directory ("" for it)
+  mode_t mode = 0;
+};
+// Gives `fd` and every directory beneath it its owner's rwx. An ordinary
+// user renames a file out of a directory only where it may write (a file
+// of a transaction kept in place, at commit). `changed`, when given, gets
+// each mode it changed, parents first. false: a directory could not be
+// read or changed.
+bool make_directories_owner_writable(int fd, std::vector<ChangedMode>* changed = nullptr);
+// Gives the directories beneath `fd` back the modes `changed` holds,
+// children first. false: one could not be reached or changed.
+bool restore_directory_modes(int fd, const std::vector<ChangedMode>& changed);
+
 }  // namespace pulsebox::workspace

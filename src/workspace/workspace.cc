@@ -276,106 +276,60 @@ bool keeps_files_in_place(const Draft& draft) {
                      [](const auto& item) { return item.second.blob == workspace::kInPlaceBlob; });
 }
 
-// Hands `visit` the directory `fd` and then each directory beneath it
-// (opened without following a symlink), with its path relative to the
-// first ("" for it), until it returns false.
-bool each_directory(
-    int fd, const std::string& path,
-    const std::function<bool(int dir, const struct stat& st, const std::string& path)>& visit) {
-  struct stat st {};
-  const auto depth = std::count(path.begin(), path.end(), '/');
-  if (depth > 512 || ::fstat(fd, &st) != 0 || !visit(fd, st, path)) return false;
-  return workspace::for_each_name(fd, [&](const dirent& item) {
-    if (item.d_type != DT_DIR && item.d_type != DT_UNKNOWN) return true;
-    core::UniqueFd sub(::openat(fd, item.d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-    if (!sub && (errno == ENOTDIR || errno == ELOOP)) return true;  // DT_UNKNOWN: not one
-    return sub &&
-           each_directory(sub.get(), path.empty() ? item.d_name : path + "/" + item.d_name, visit);
-  });
-}
-
 // Whether this user owns `fd` and every directory beneath it: an ordinary
 // user cannot rename a file out of a directory of another owner (a
 // subordinate id's, where a run maps a range), which a file kept in place
 // needs at commit. Nothing is changed: a run's directory is then left whole.
 bool owns_every_directory(int fd) {
-  return each_directory(fd, "", [](int, const struct stat& st, const std::string&) {
-    return st.st_uid == ::geteuid();
-  });
+  return workspace::each_directory(
+      fd, [](int, const struct stat& st, const std::string&) { return st.st_uid == ::geteuid(); });
 }
 
-// A directory's mode before the move changed it, `path` relative to the
-// moved directory ("" for it).
-struct ChangedMode {
-  std::string path;
-  mode_t mode = 0;
-};
-
-// Gives every directory beneath `fd` its owner's rwx (before it is listed):
-// a file kept in place is renamed out of its directory at commit, which an
-// ordinary user may do only in one it can write to (a run's read-only
-// directory, a Go module cache's, would stop the commit past its commit
-// point). Their modes are the staged ones' business, not these copies';
-// `changed` keeps the ones before, parents first, for a move undone.
-// Root needs none of it.
-bool make_directories_owner_writable(int fd, std::vector<ChangedMode>& changed) {
-  return each_directory(fd, "", [&](int dir, const struct stat& st, const std::string& path) {
-    if ((st.st_mode & 0700) == 0700) return true;
-    changed.push_back({path, static_cast<mode_t>(st.st_mode & 07777)});
-    return ::fchmod(dir, (st.st_mode & 07777) | 0700) == 0;
-  });
-}
-
-// Gives the directories beneath `fd` back the modes `changed` holds,
-// children first: each parent still lets its owner in until its own turn.
-// Best effort: a move undone goes on whatever this finds.
-void restore_directory_modes(int fd, const std::vector<ChangedMode>& changed) {
-  for (auto it = changed.rbegin(); it != changed.rend(); ++it) {
-    if (it->path.empty()) {
-      (void)::fchmod(fd, it->mode);
-      continue;
-    }
-    auto dir = workspace::open_beneath(fd, it->path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
-    if (dir) (void)::fchmod(dir->get(), it->mode);
-  }
+// Whether the run's upper directory may move into a transaction as it is:
+// root always, an ordinary user where it owns every directory of it.
+bool upper_may_move(const std::filesystem::path& upper) {
+  if (::geteuid() == 0) return true;
+  core::UniqueFd fd(::open(upper.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  return fd && owns_every_directory(fd.get());
 }
 
 enum class UpperMove {
   kMoved,     // the upper directory is the transaction's blobs/u
   kNotMoved,  // it is where it was, whole and unchanged
   kStuck,     // it is in blobs/u and could not be moved back: keep the transaction
+  kAltered,   // moved back, but some directory's mode could not be restored
 };
 
-// Moves the directory at `moved` back to `upper` with the modes `changed`
-// holds: the run's directory as the import found it, for the caller to
-// keep as held changes.
+// Moves the directory at `moved` back to `upper`, then gives its
+// directories back the modes `changed` holds (through a descriptor that
+// follows it): if it cannot move, it stays as a commit needs it.
+// kNotMoved only when every mode is back: the caller walks it again.
 UpperMove move_upper_back(const std::filesystem::path& moved, const std::filesystem::path& upper,
-                          const std::vector<ChangedMode>& changed) {
+                          const std::vector<workspace::ChangedMode>& changed) {
   core::UniqueFd fd(::open(moved.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-  if (fd) restore_directory_modes(fd.get(), changed);
-  return ::rename(moved.c_str(), upper.c_str()) == 0 ? UpperMove::kNotMoved : UpperMove::kStuck;
+  if (::rename(moved.c_str(), upper.c_str()) != 0) return UpperMove::kStuck;
+  return fd && workspace::restore_directory_modes(fd.get(), changed) ? UpperMove::kNotMoved
+                                                                     : UpperMove::kAltered;
 }
 
-// The upper directory becomes the transaction's blobs/u, closed to others;
-// on a failure after the rename it is moved back, every mode as it was.
-// `changed`: the modes the move changed (its root's first), for
-// move_upper_back.
+// The upper directory becomes the transaction's blobs/u, closed to others,
+// with every directory its owner's rwx for an ordinary user; on a failure
+// after the rename it is moved back (move_upper_back). `changed`: the modes
+// the move changed (its root's first).
 UpperMove move_upper_into(const std::filesystem::path& upper, const std::filesystem::path& tx,
-                          std::vector<ChangedMode>& changed) {
-  const bool as_root = ::geteuid() == 0;
-  {
-    core::UniqueFd upper_fd(::open(upper.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-    if (!upper_fd || (!as_root && !owns_every_directory(upper_fd.get())))
-      return UpperMove::kNotMoved;
-  }
+                          std::vector<workspace::ChangedMode>& changed) {
   struct stat before {};
   if (::lstat(upper.c_str(), &before) != 0) return UpperMove::kNotMoved;
   const auto target = tx / "blobs" / workspace::kInPlaceBlob;
   if (::rename(upper.c_str(), target.c_str()) != 0) return UpperMove::kNotMoved;
+  // Killed from here on, the next opening finishes the import and gives
+  // the directories the modes a commit needs itself (finish_import).
+  workspace::failpoint("import: upper directory renamed");
   changed = {{"", static_cast<mode_t>(before.st_mode & 07777)}};
   core::UniqueFd moved(::open(target.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   bool ready = moved && ::fchmod(moved.get(), 0700) == 0;
-  if (ready && !as_root) ready = make_directories_owner_writable(moved.get(), changed);
+  if (ready && ::geteuid() != 0)
+    ready = workspace::make_directories_owner_writable(moved.get(), &changed);
   if (ready) return UpperMove::kMoved;
   return move_upper_back(target, upper, changed);
 }
@@ -388,27 +342,39 @@ UpperMove move_upper_into(const std::filesystem::path& upper, const std::filesys
 // transaction whose manifest does not name them. kNotMoved: nothing saved.
 core::Result<UpperMove> save_moving_upper(TransactionStore& store, const Draft& draft,
                                           const std::filesystem::path& upper) {
+  // Checked before the draft is saved: a directory this user does not own
+  // keeps the run's directory where it is, at no cost.
+  if (!upper_may_move(upper)) return UpperMove::kNotMoved;
   const auto tx = store.tx_dir(draft.id);
   const auto moved_upper = tx / "blobs" / workspace::kInPlaceBlob;
   const auto draft_file = tx / workspace::kImportManifest;
   PB_TRY(lock, store.lock());
   PB_CHECK(store.save(draft, workspace::kImportManifest));
   workspace::failpoint("import: draft saved");
-  std::vector<ChangedMode> changed;
+  std::vector<workspace::ChangedMode> changed;
   const UpperMove move = move_upper_into(upper, tx, changed);
+  // Stuck: the draft stays beside the directory, and the next opening of
+  // the workspace stages the run's changes from them (finish_import).
+  if (move == UpperMove::kStuck) return move;
   if (move != UpperMove::kMoved) {
-    // Stuck: its directories may lack the modes a commit needs; the error
-    // says where the changes are instead.
-    ::unlink(draft_file.c_str());
+    // Not moved: a draft left behind is dropped by the next opening.
+    (void)::unlink(draft_file.c_str());
     return move;
   }
   workspace::failpoint("import: upper directory moved");
   if (auto promoted = store.promote_import(draft.id); !promoted.ok()) {
-    // Moved back, the caller discards the transaction; if not, the draft
-    // stays beside the directory for the next opening to finish.
-    if (move_upper_back(moved_upper, upper, changed) == UpperMove::kStuck) return UpperMove::kStuck;
-    ::unlink(draft_file.c_str());
-    return promoted.error();
+    // The rename over the manifest done, only a sync failed: the import
+    // stands (a crash before the rename reached the disk leaves the draft
+    // beside the directory, which the next opening finishes).
+    struct stat st {};
+    if (::lstat(draft_file.c_str(), &st) != 0 && errno == ENOENT) return UpperMove::kMoved;
+    const UpperMove back = move_upper_back(moved_upper, upper, changed);
+    if (back == UpperMove::kStuck) return back;
+    (void)::unlink(draft_file.c_str());  // a draft left behind is dropped by the next opening
+    auto error = std::move(promoted).error();
+    if (back == UpperMove::kAltered)
+      return std::move(error).with_context("some of the run's directories keep their owner's rwx");
+    return error;
   }
   return UpperMove::kMoved;
 }
@@ -452,15 +418,24 @@ ImportResult import_into_new_transaction(TransactionStore& store,
   if (imported.ok() && !draft.entries.empty() && in_place && keeps_files_in_place(draft)) {
     auto move = save_moving_upper(store, draft, upper);
     if (move && *move == UpperMove::kStuck) {
-      // Never discarded: the transaction's directory holds the run's changes.
+      // Never discarded: the transaction's directory holds the run's
+      // changes, beside the draft that names them.
       core::throw_error(core::Error(
           core::ErrorKind::kIo, "workspace",
           "the run's changes are in " + (store.tx_dir(id) / "blobs" / "u").string() +
-              " and could not be moved back to " + upper.string() + " after a failed import"));
+              " and could not be moved back to " + upper.string() +
+              " after a failed import: the next opening of the workspace stages them as "
+              "transaction " +
+              id));
+    }
+    if (move && *move == UpperMove::kAltered) {
+      imported = core::Error(core::ErrorKind::kIo, "workspace",
+                             "the run's directory is back in place after a failed import, but "
+                             "some of its directories keep their owner's rwx");
     }
     if (!move) imported = std::move(move).error();
     moved = move && *move == UpperMove::kMoved;
-    if (move && !moved) {
+    if (move && *move == UpperMove::kNotMoved) {
       imported = walk_again_linking();
       if (imported.ok() && run_started) mark_changed_during_run(draft, *run_started);
     }

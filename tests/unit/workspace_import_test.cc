@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <cstdio>
 #include <cstring>
 
 #include "helpers/test_support.h"
@@ -383,6 +384,38 @@ TEST_F(WorkspaceImportTest, AnImportKilledBeforeTheUpperDirectoryMovedLeavesItWh
   EXPECT_EQ(read_file(ws() / "a.txt"), "a\n");
 }
 
+// An ordinary user's import changes directory modes that root's never
+// needs to. As root, the test's files go to uid 65534 (run_as_ordinary_user
+// is then that user).
+bool hand_to_ordinary_user(const fs::path& base) {
+  if (::geteuid() != 0) return true;
+  for (const auto& item : fs::recursive_directory_iterator(base)) {
+    if (::lchown(item.path().c_str(), 65534, 65534) != 0) return false;
+  }
+  return ::chown(base.c_str(), 65534, 65534) == 0;
+}
+
+// Runs `body` in a child process as that user and returns its exit status,
+// or -1 when it did not exit.
+template <typename Body>
+int run_as_ordinary_user(Body body) {
+  const bool root = ::geteuid() == 0;
+  const pid_t child = ::fork();
+  if (child < 0) return -3;
+  if (child == 0) {
+    if (root && (::setgid(65534) != 0 || ::setuid(65534) != 0)) ::_exit(100);
+    try {
+      ::_exit(body());
+    } catch (const std::exception& error) {
+      std::fprintf(stderr, "%s\n", error.what());
+      ::_exit(101);
+    }
+  }
+  int status = 0;
+  if (::waitpid(child, &status, 0) != child) return -4;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
 // The draft cannot become the manifest after the run's directory moved in:
 // the directory goes back as the import found it, every mode as it was (an
 // ordinary user's move had given its read-only directories the owner's
@@ -392,17 +425,9 @@ TEST_F(WorkspaceImportTest, AManifestNotSavedAfterTheMoveLeavesTheRunsDirectoryA
   ASSERT_EQ(::chmod((upper() / "ro" / "deep").c_str(), 0500), 0);
   ASSERT_EQ(::chmod((upper() / "ro").c_str(), 0555), 0);
   ASSERT_EQ(::chmod(upper().c_str(), 0751), 0);
-  const bool root = ::geteuid() == 0;
   const fs::path transactions = ws() / ".agent" / "transactions";
-  if (root) {  // the move changes modes only for an ordinary user: be one
-    for (const auto& item : fs::recursive_directory_iterator(base_.path()))
-      ASSERT_EQ(::lchown(item.path().c_str(), 65534, 65534), 0) << item.path();
-    ASSERT_EQ(::chown(base_.path().c_str(), 65534, 65534), 0);
-  }
-  const pid_t child = ::fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    if (root && (::setgid(65534) != 0 || ::setuid(65534) != 0)) ::_exit(4);
+  ASSERT_TRUE(hand_to_ordinary_user(base_.path()));
+  const int status = run_as_ordinary_user([&] {
     workspace::commit_failpoint = [&](std::string_view at) {
       if (at != "import: upper directory moved") return;
       // A directory where the manifest was: the rename over it fails.
@@ -414,14 +439,11 @@ TEST_F(WorkspaceImportTest, AManifestNotSavedAfterTheMoveLeavesTheRunsDirectoryA
     try {
       (void)Workspace(ws()).import_overlay(upper(), ws(), ImportOptions{.take_upper_files = true});
     } catch (const std::exception& error) {
-      ::_exit(std::string(error.what()).find("manifest") != std::string::npos ? 0 : 5);
+      return std::string(error.what()).find("manifest") != std::string::npos ? 0 : 5;
     }
-    ::_exit(1);
-  }
-  int status = 0;
-  ASSERT_EQ(::waitpid(child, &status, 0), child);
-  ASSERT_TRUE(WIFEXITED(status)) << status;
-  EXPECT_EQ(WEXITSTATUS(status), 0) << "1: imported anyway; 5: the error names no manifest";
+    return 1;
+  });
+  EXPECT_EQ(status, 0) << "1: imported anyway; 5: the error names no manifest";
   EXPECT_EQ(lstat_of(upper()).st_mode & 07777, 0751u);
   EXPECT_EQ(lstat_of(upper() / "ro").st_mode & 07777, 0555u);
   EXPECT_EQ(lstat_of(upper() / "ro" / "deep").st_mode & 07777, 0500u);
@@ -429,6 +451,38 @@ TEST_F(WorkspaceImportTest, AManifestNotSavedAfterTheMoveLeavesTheRunsDirectoryA
   EXPECT_TRUE(fs::is_empty(transactions)) << "the transaction is discarded";
   fs::permissions(upper() / "ro", fs::perms::owner_all, fs::perm_options::add);
   fs::permissions(upper() / "ro" / "deep", fs::perms::owner_all, fs::perm_options::add);
+}
+
+// Killed after the run's directory was renamed in but before its
+// directories got their owner's rwx, an ordinary user's import is finished
+// by the next opening with the modes a commit needs. Before, it was
+// promoted as it lay: the commit of a run that did `chmod 555 src` failed
+// past its commit point (a name cannot leave a read-only directory), and
+// every later opening failed the same way.
+TEST_F(WorkspaceImportTest, AnImportKilledBeforeItsDirectoriesWereMadeWritableStillCommits) {
+  write_file(ws() / "src" / "main.c", "old\n");
+  write_file(upper() / "src" / "main.c", "new\n");
+  ASSERT_EQ(::chmod((upper() / "src").c_str(), 0555), 0);
+  ASSERT_TRUE(hand_to_ordinary_user(base_.path()));
+  const int killed = run_as_ordinary_user([&] {
+    workspace::commit_failpoint = [](std::string_view at) {
+      if (at == "import: upper directory renamed") ::raise(SIGKILL);
+    };
+    (void)Workspace(ws()).import_overlay(upper(), ws(), ImportOptions{.take_upper_files = true});
+    return 1;
+  });
+  ASSERT_EQ(killed, -1) << "the import was to be killed after the rename";
+  ASSERT_FALSE(fs::exists(upper()));
+  const int committed = run_as_ordinary_user([&] {
+    Workspace workspace(ws());
+    const auto listed = workspace.list_transactions();
+    if (listed.size() != 1 || listed[0].changes.size() != 2) return 10;
+    workspace.commit(listed[0].id);
+    return read_file(ws() / "src" / "main.c") == "new\n" ? 0 : 11;
+  });
+  EXPECT_EQ(committed, 0) << "10: not listed as staged; 11: not committed; 101: an error";
+  EXPECT_EQ(lstat_of(ws() / "src").st_mode & 07777, 0555u) << "the run's own mode, committed";
+  fs::permissions(ws() / "src", fs::perms::owner_all, fs::perm_options::add);
 }
 
 // A file planted in such a directory after the import (not one the
@@ -655,8 +709,6 @@ TEST_F(WorkspaceImportTest, CommitKeepsTimesModesTargetsAndEmptyDirectories) {
   EXPECT_EQ(mtime_ns(ws() / "pkg"), kDir);
 }
 
-// A command that writes a --secret value into a file: the change is
-// flagged, the diff shows it redacted, and commit refuses it unless allowed.
 // The import's own summary (a run reports it without reading the manifest
 // back) is what describe() lists: each path with its kind, and the secret.
 TEST_F(WorkspaceImportTest, TheImportsSummaryIsWhatDescribeLists) {
@@ -664,11 +716,17 @@ TEST_F(WorkspaceImportTest, TheImportsSummaryIsWhatDescribeLists) {
   write_file(upper() / "README", "changed\n");
   write_file(upper() / "new" / "clean.txt", "nothing here\n");
   write_file(upper() / "new" / "config.env", "TOKEN=" + secret + "\n");
+  fs::create_symlink("clean.txt", upper() / "new" / "link");
+  const bool root = ::geteuid() == 0;
+  if (root) write_file(ws() / "gone.txt", "gone\n");
   const SecretScrubber scrubber({secret});
   for (const bool in_place : {false, true}) {
     SCOPED_TRACE(in_place ? "files kept in place" : "files linked");
     const fs::path from = base_.path() / (in_place ? "upper-kept" : "upper-linked");
-    fs::copy(upper(), from, fs::copy_options::recursive);
+    fs::copy(upper(), from, fs::copy_options::recursive | fs::copy_options::copy_symlinks);
+    if (root) {  // a whiteout: the run deleted gone.txt
+      ASSERT_EQ(::mknod((from / "gone.txt").c_str(), S_IFCHR | 0000, makedev(0, 0)), 0);
+    }
     Workspace workspace(ws());
     const ImportResult result = workspace.import_overlay(
         from, ws(), ImportOptions{.secrets = &scrubber, .take_upper_files = in_place});
@@ -680,13 +738,16 @@ TEST_F(WorkspaceImportTest, TheImportsSummaryIsWhatDescribeLists) {
     for (const auto& change : result.staged)
       summarised.emplace_back(change.path, change.kind);
     EXPECT_EQ(summarised, described);
-    EXPECT_EQ(summarised.size(), 4u);
+    EXPECT_EQ(summarised.size(), root ? 6u : 5u);
+    EXPECT_EQ(fs::exists(tx_dir(*result.transaction) / "blobs" / "u"), in_place);
     EXPECT_TRUE(result.contains_secrets);
     EXPECT_EQ(result.contains_secrets, info.contains_secrets);
     workspace.discard(*result.transaction);
   }
 }
 
+// A command that writes a --secret value into a file: the change is
+// flagged, the diff shows it redacted, and commit refuses it unless allowed.
 TEST_F(WorkspaceImportTest, AChangeHoldingASecretIsFlaggedRedactedAndRefused) {
   const std::string secret = "hunter2-token-value";
   write_file(upper() / "config.env", "TOKEN=" + secret + "\n");
