@@ -490,10 +490,19 @@ core::Status TransactionStore::finish_import(const std::string& id) const {
   UniqueFd fd(::open(moved.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (!fd) {
     if (errno != ENOENT) return Error::from_errno("workspace", "open " + moved.string());
-    // Not moved: the run's directory is whole where it was.
+    // Not moved: the run's directory is whole where it was, and the
+    // transaction the import began with holds nothing of it.
     const auto draft = tx_dir(id) / kImportManifest;
     if (::unlink(draft.c_str()) != 0 && errno != ENOENT)
       return Error::from_errno("workspace", "remove " + draft.string());
+    auto begun = load(id);
+    struct stat ready {};
+    if (!begun || !begun->entries.empty() || ::lstat((tx_dir(id) / "READY").c_str(), &ready) == 0)
+      return core::ok_status();  // not the empty one: listed as it is
+    std::error_code ec;
+    std::filesystem::remove_all(tx_dir(id), ec);
+    if (ec)
+      return Error(ErrorKind::kIo, "workspace", "cannot remove " + tx_dir(id).string(), ec.value());
     return core::ok_status();
   }
   // Killed between the move and its fix-up, the directory has the run's
