@@ -490,30 +490,32 @@ core::Status TransactionStore::finish_import(const std::string& id) const {
   UniqueFd fd(::open(moved.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (!fd) {
     if (errno != ENOENT) return Error::from_errno("workspace", "open " + moved.string());
-    // Not moved: the run's directory is whole where it was, and the
-    // transaction the import began with holds nothing of it.
+    // Not moved: the run's directory is whole where it was. The
+    // transaction the import began goes with the draft when it holds
+    // nothing (one that cannot be removed stays listed, empty, as before).
     const auto draft = tx_dir(id) / kImportManifest;
-    if (::unlink(draft.c_str()) != 0 && errno != ENOENT)
-      return Error::from_errno("workspace", "remove " + draft.string());
     auto begun = load(id);
     struct stat ready {};
-    if (!begun || !begun->entries.empty() || ::lstat((tx_dir(id) / "READY").c_str(), &ready) == 0)
-      return core::ok_status();  // not the empty one: listed as it is
-    std::error_code ec;
-    std::filesystem::remove_all(tx_dir(id), ec);
-    if (ec)
-      return Error(ErrorKind::kIo, "workspace", "cannot remove " + tx_dir(id).string(), ec.value());
+    if (begun && begun->entries.empty() && ::lstat((tx_dir(id) / "READY").c_str(), &ready) != 0) {
+      std::error_code ec;
+      std::filesystem::remove_all(tx_dir(id), ec);
+      if (!ec) return core::ok_status();
+    }
+    if (::unlink(draft.c_str()) != 0 && errno != ENOENT)
+      return Error::from_errno("workspace", "remove " + draft.string());
     return core::ok_status();
   }
   // Killed between the move and its fix-up, the directory has the run's
-  // modes: closed to others here, and (for an ordinary user) its owner's
-  // rwx on every directory, or a commit could not rename files out of a
-  // read-only one past its commit point. The staged modes are the draft's.
+  // modes: closed to others here, and its owner's rwx on every directory,
+  // or an ordinary user's commit could not rename files out of a read-only
+  // one past its commit point (whoever finishes the import: root may for
+  // a user's workspace). The staged modes are the draft's.
   if (::fchmod(fd.get(), 0700) != 0)
     return Error::from_errno("workspace", "change the mode of " + moved.string());
-  if (::geteuid() != 0 && !make_directories_owner_writable(fd.get())) {
-    return Error::from_errno(
-        "workspace", "give the directories beneath " + moved.string() + " their owner's rwx");
+  if (!make_directories_owner_writable(fd.get())) {
+    return Error(ErrorKind::kIo, "workspace",
+                 "could not give every directory beneath " + moved.string() +
+                     " its owner's rwx (transaction " + id + ")");
   }
   return promote_import(id);
 }

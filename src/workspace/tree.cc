@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <climits>
+#include <cstdio>
 #include <vector>
 
 #include "core/sha256.h"
@@ -126,19 +127,30 @@ bool make_directories_owner_writable(int fd, std::vector<ChangedMode>* changed) 
   });
 }
 
-bool restore_directory_modes(int fd, const std::vector<ChangedMode>& changed) {
-  bool restored = true;
+core::Status restore_directory_modes(int fd, const std::vector<ChangedMode>& changed) {
+  core::Status first = core::ok_status();
+  const auto failed = [&](const std::string& path, mode_t mode) {
+    char octal[8];
+    std::snprintf(octal, sizeof octal, "%04o", static_cast<unsigned>(mode));
+    if (first.ok())
+      first = core::Error::from_errno("workspace", std::string("give back mode ") + octal + " to " +
+                                                       (path.empty() ? "." : path));
+  };
   // Children first: each parent keeps letting its owner in until its turn.
   for (auto it = changed.rbegin(); it != changed.rend(); ++it) {
     if (it->path.empty()) {
-      restored = ::fchmod(fd, it->mode) == 0 && restored;
+      if (::fchmod(fd, it->mode) != 0) failed(it->path, it->mode);
       continue;
     }
     auto dir = open_beneath(fd, it->path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW,
                             ResolveMode::kComponentWalk);
-    restored = dir && ::fchmod(dir->get(), it->mode) == 0 && restored;
+    if (!dir) {
+      if (first.ok()) first = std::move(dir).error();
+    } else if (::fchmod(dir->get(), it->mode) != 0) {
+      failed(it->path, it->mode);
+    }
   }
-  return restored;
+  return first;
 }
 
 std::vector<std::string> list_directory(int dirfd) {

@@ -91,7 +91,8 @@ struct ChangedMode {
 // read or changed.
 bool make_directories_owner_writable(int fd, std::vector<ChangedMode>* changed = nullptr);
 // Gives the directories beneath `fd` back the modes `changed` holds,
-// children first. false: one could not be reached or changed.
-bool restore_directory_modes(int fd, const std::vector<ChangedMode>& changed);
+// children first; the error names the first that could not be reached or
+// changed (the others are still restored).
+core::Status restore_directory_modes(int fd, const std::vector<ChangedMode>& changed);
 
 }  // namespace pulsebox::workspace

@@ -296,20 +296,31 @@ bool upper_may_move(const std::filesystem::path& upper) {
 enum class UpperMove {
   kMoved,     // the upper directory is the transaction's blobs/u
   kNotMoved,  // it is where it was, whole and unchanged
-  kStuck,     // it is in blobs/u and could not be moved back: keep the transaction
-  kAltered,   // moved back, but some directory's mode could not be restored
+  kStuck,     // it is in blobs/u, beside its draft: the next opening finishes the import
 };
 
-// Moves the directory at `moved` back to `upper`, then gives its
-// directories back the modes `changed` holds (through a descriptor that
-// follows it): if it cannot move, it stays as a commit needs it.
-// kNotMoved only when every mode is back: the caller walks it again.
+// Gives the directory at `moved` back the modes `changed` holds (children
+// first), then moves it back to `upper`. Stuck (`why` says why) when a
+// mode cannot be restored or the rename fails: it stays with its draft,
+// which knows the run's modes, rather than go back with the owner's rwx
+// for a second walk to stage as the run's. Killed between, the next
+// opening finishes the import from the draft too.
 UpperMove move_upper_back(const std::filesystem::path& moved, const std::filesystem::path& upper,
-                          const std::vector<workspace::ChangedMode>& changed) {
+                          const std::vector<workspace::ChangedMode>& changed, std::string& why) {
   core::UniqueFd fd(::open(moved.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-  if (::rename(moved.c_str(), upper.c_str()) != 0) return UpperMove::kStuck;
-  return fd && workspace::restore_directory_modes(fd.get(), changed) ? UpperMove::kNotMoved
-                                                                     : UpperMove::kAltered;
+  if (!fd) {
+    why = core::Error::from_errno("workspace", "open " + moved.string()).to_string();
+    return UpperMove::kStuck;
+  }
+  if (auto restored = workspace::restore_directory_modes(fd.get(), changed); !restored.ok()) {
+    why = restored.error().to_string();
+    return UpperMove::kStuck;
+  }
+  if (::rename(moved.c_str(), upper.c_str()) != 0) {
+    why = core::Error::from_errno("workspace", "rename it to " + upper.string()).to_string();
+    return UpperMove::kStuck;
+  }
+  return UpperMove::kNotMoved;
 }
 
 // The upper directory becomes the transaction's blobs/u, closed to others,
@@ -317,7 +328,7 @@ UpperMove move_upper_back(const std::filesystem::path& moved, const std::filesys
 // after the rename it is moved back (move_upper_back). `changed`: the modes
 // the move changed (its root's first).
 UpperMove move_upper_into(const std::filesystem::path& upper, const std::filesystem::path& tx,
-                          std::vector<workspace::ChangedMode>& changed) {
+                          std::vector<workspace::ChangedMode>& changed, std::string& why) {
   struct stat before {};
   if (::lstat(upper.c_str(), &before) != 0) return UpperMove::kNotMoved;
   const auto target = tx / "blobs" / workspace::kInPlaceBlob;
@@ -325,13 +336,18 @@ UpperMove move_upper_into(const std::filesystem::path& upper, const std::filesys
   // Killed from here on, the next opening finishes the import and gives
   // the directories the modes a commit needs itself (finish_import).
   workspace::failpoint("import: upper directory renamed");
-  changed = {{"", static_cast<mode_t>(before.st_mode & 07777)}};
   core::UniqueFd moved(::open(target.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-  bool ready = moved && ::fchmod(moved.get(), 0700) == 0;
+  if (!moved) {  // nothing changed yet
+    if (::rename(target.c_str(), upper.c_str()) == 0) return UpperMove::kNotMoved;
+    why = core::Error::from_errno("workspace", "rename it to " + upper.string()).to_string();
+    return UpperMove::kStuck;
+  }
+  changed = {{"", static_cast<mode_t>(before.st_mode & 07777)}};
+  bool ready = ::fchmod(moved.get(), 0700) == 0;
   if (ready && ::geteuid() != 0)
     ready = workspace::make_directories_owner_writable(moved.get(), &changed);
   if (ready) return UpperMove::kMoved;
-  return move_upper_back(target, upper, changed);
+  return move_upper_back(target, upper, changed, why);
 }
 
 // Saves `draft` and moves the upper directory into its transaction under
@@ -340,8 +356,9 @@ UpperMove move_upper_into(const std::filesystem::path& upper, const std::filesys
 // between, the next opening of the workspace finishes the import
 // (TransactionStore::finish_decided); the run's files are never in a
 // transaction whose manifest does not name them. kNotMoved: nothing saved.
+// kStuck: `why` says why the directory could not go back.
 core::Result<UpperMove> save_moving_upper(TransactionStore& store, const Draft& draft,
-                                          const std::filesystem::path& upper) {
+                                          const std::filesystem::path& upper, std::string& why) {
   // Checked before the draft is saved: a directory this user does not own
   // keeps the run's directory where it is, at no cost.
   if (!upper_may_move(upper)) return UpperMove::kNotMoved;
@@ -352,12 +369,12 @@ core::Result<UpperMove> save_moving_upper(TransactionStore& store, const Draft& 
   PB_CHECK(store.save(draft, workspace::kImportManifest));
   workspace::failpoint("import: draft saved");
   std::vector<workspace::ChangedMode> changed;
-  const UpperMove move = move_upper_into(upper, tx, changed);
+  const UpperMove move = move_upper_into(upper, tx, changed, why);
   // Stuck: the draft stays beside the directory, and the next opening of
   // the workspace stages the run's changes from them (finish_import).
   if (move == UpperMove::kStuck) return move;
-  if (move != UpperMove::kMoved) {
-    // Not moved: a draft left behind is dropped by the next opening.
+  if (move == UpperMove::kNotMoved) {
+    // A draft left behind is dropped by the next opening.
     (void)::unlink(draft_file.c_str());
     return move;
   }
@@ -368,13 +385,12 @@ core::Result<UpperMove> save_moving_upper(TransactionStore& store, const Draft& 
     // beside the directory, which the next opening finishes).
     struct stat st {};
     if (::lstat(draft_file.c_str(), &st) != 0 && errno == ENOENT) return UpperMove::kMoved;
-    const UpperMove back = move_upper_back(moved_upper, upper, changed);
-    if (back == UpperMove::kStuck) return back;
+    if (move_upper_back(moved_upper, upper, changed, why) == UpperMove::kStuck) {
+      why = promoted.error().to_string() + "; then " + why;
+      return UpperMove::kStuck;
+    }
     (void)::unlink(draft_file.c_str());  // a draft left behind is dropped by the next opening
-    auto error = std::move(promoted).error();
-    if (back == UpperMove::kAltered)
-      return std::move(error).with_context("some of the run's directories keep their owner's rwx");
-    return error;
+    return std::move(promoted).error();
   }
   return UpperMove::kMoved;
 }
@@ -416,22 +432,16 @@ ImportResult import_into_new_transaction(TransactionStore& store,
   if (imported.ok() && draft.entries.empty()) imported = store.discard(id);
   bool moved = false;
   if (imported.ok() && !draft.entries.empty() && in_place && keeps_files_in_place(draft)) {
-    auto move = save_moving_upper(store, draft, upper);
+    std::string why;
+    auto move = save_moving_upper(store, draft, upper, why);
     if (move && *move == UpperMove::kStuck) {
       // Never discarded: the transaction's directory holds the run's
       // changes, beside the draft that names them.
       core::throw_error(core::Error(
           core::ErrorKind::kIo, "workspace",
           "the run's changes are in " + (store.tx_dir(id) / "blobs" / "u").string() +
-              " and could not be moved back to " + upper.string() +
-              " after a failed import: the next opening of the workspace stages them as "
-              "transaction " +
-              id));
-    }
-    if (move && *move == UpperMove::kAltered) {
-      imported = core::Error(core::ErrorKind::kIo, "workspace",
-                             "the run's directory is back in place after a failed import, but "
-                             "some of its directories keep their owner's rwx");
+              " and could not be moved back to " + upper.string() + " after a failed import (" +
+              why + "): the next opening of the workspace stages them as transaction " + id));
     }
     if (!move) imported = std::move(move).error();
     moved = move && *move == UpperMove::kMoved;

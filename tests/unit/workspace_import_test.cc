@@ -3,6 +3,7 @@
 // The upper directory here is a plain directory (no whiteouts), read the way
 // Workspace::import_overlay reads an overlayfs upper directory.
 #include <fcntl.h>
+#include <grp.h>
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -403,12 +404,15 @@ int run_as_ordinary_user(Body body) {
   const pid_t child = ::fork();
   if (child < 0) return -3;
   if (child == 0) {
-    if (root && (::setgid(65534) != 0 || ::setuid(65534) != 0)) ::_exit(100);
+    if (root && (::setgroups(0, nullptr) != 0 || ::setgid(65534) != 0 || ::setuid(65534) != 0))
+      ::_exit(100);
     try {
       ::_exit(body());
     } catch (const std::exception& error) {
       std::fprintf(stderr, "%s\n", error.what());
       ::_exit(101);
+    } catch (...) {
+      ::_exit(102);
     }
   }
   int status = 0;
@@ -459,30 +463,85 @@ TEST_F(WorkspaceImportTest, AManifestNotSavedAfterTheMoveLeavesTheRunsDirectoryA
 // promoted as it lay: the commit of a run that did `chmod 555 src` failed
 // past its commit point (a name cannot leave a read-only directory), and
 // every later opening failed the same way.
-TEST_F(WorkspaceImportTest, AnImportKilledBeforeItsDirectoriesWereMadeWritableStillCommits) {
-  write_file(ws() / "src" / "main.c", "old\n");
-  write_file(upper() / "src" / "main.c", "new\n");
-  ASSERT_EQ(::chmod((upper() / "src").c_str(), 0555), 0);
-  ASSERT_TRUE(hand_to_ordinary_user(base_.path()));
+// `root_opens_first`: root (when the suite runs as root) opens the
+// workspace before its user does, and so finishes the user's import.
+void killed_before_fix_up_then_committed(const fs::path& base, const fs::path& ws,
+                                         const fs::path& upper, bool root_opens_first) {
+  write_file(ws / "src" / "main.c", "old\n");
+  write_file(upper / "src" / "main.c", "new\n");
+  ASSERT_EQ(::chmod((upper / "src").c_str(), 0555), 0);
+  ASSERT_TRUE(hand_to_ordinary_user(base));
   const int killed = run_as_ordinary_user([&] {
     workspace::commit_failpoint = [](std::string_view at) {
       if (at == "import: upper directory renamed") ::raise(SIGKILL);
     };
-    (void)Workspace(ws()).import_overlay(upper(), ws(), ImportOptions{.take_upper_files = true});
+    (void)Workspace(ws).import_overlay(upper, ws, ImportOptions{.take_upper_files = true});
     return 1;
   });
   ASSERT_EQ(killed, -1) << "the import was to be killed after the rename";
-  ASSERT_FALSE(fs::exists(upper()));
+  ASSERT_FALSE(fs::exists(upper));
+  if (root_opens_first) {
+    EXPECT_EQ(Workspace(ws).list_transactions().size(), 1u);
+  }
   const int committed = run_as_ordinary_user([&] {
-    Workspace workspace(ws());
+    Workspace workspace(ws);
     const auto listed = workspace.list_transactions();
     if (listed.size() != 1 || listed[0].changes.size() != 2) return 10;
     workspace.commit(listed[0].id);
-    return read_file(ws() / "src" / "main.c") == "new\n" ? 0 : 11;
+    return read_file(ws / "src" / "main.c") == "new\n" ? 0 : 11;
   });
   EXPECT_EQ(committed, 0) << "10: not listed as staged; 11: not committed; 101: an error";
-  EXPECT_EQ(lstat_of(ws() / "src").st_mode & 07777, 0555u) << "the run's own mode, committed";
-  fs::permissions(ws() / "src", fs::perms::owner_all, fs::perm_options::add);
+  EXPECT_EQ(lstat_of(ws / "src").st_mode & 07777, 0555u) << "the run's own mode, committed";
+  fs::permissions(ws / "src", fs::perms::owner_all, fs::perm_options::add);
+}
+
+TEST_F(WorkspaceImportTest, AnImportKilledBeforeItsDirectoriesWereMadeWritableStillCommits) {
+  killed_before_fix_up_then_committed(base_.path(), ws(), upper(), false);
+}
+
+// Root may open a user's workspace first (`sudo pulsebox changes`): the
+// import it finishes needs the user's modes all the same.
+TEST_F(WorkspaceImportTest, AnImportRootFinishesForItsUserStillCommits) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to open an ordinary user's workspace first";
+  killed_before_fix_up_then_committed(base_.path(), ws(), upper(), true);
+}
+
+// The directory cannot go back after the draft failed to become the
+// manifest (a name in the way where it was): it stays with its draft, the
+// import fails saying where the changes are, and once the way is clear the
+// next opening stages them. Before, the draft was removed and the run's
+// files sat under an empty manifest.
+TEST_F(WorkspaceImportTest, ADirectoryThatCannotGoBackIsStagedByTheNextOpening) {
+  write_file(upper() / "a.txt", "a\n");
+  const fs::path transactions = ws() / ".agent" / "transactions";
+  std::string error;
+  workspace::commit_failpoint = [&](std::string_view at) {
+    if (at != "import: upper directory moved") return;
+    for (const auto& tx : fs::directory_iterator(transactions)) {
+      fs::remove(tx.path() / "manifest.json");
+      fs::create_directories(tx.path() / "manifest.json" / "in-the-way");
+    }
+    write_file(upper() / "in-the-way", "x\n");  // the rename back fails: not empty
+  };
+  try {
+    (void)Workspace(ws()).import_overlay(upper(), ws(), ImportOptions{.take_upper_files = true});
+  } catch (const std::exception& thrown) {
+    error = thrown.what();
+  }
+  workspace::commit_failpoint = nullptr;
+  EXPECT_NE(error.find("could not be moved back"), std::string::npos) << error;
+  EXPECT_NE(error.find("the next opening of the workspace stages them"), std::string::npos)
+      << error;
+  for (const auto& tx : fs::directory_iterator(transactions))
+    fs::remove_all(tx.path() / "manifest.json");
+  fs::remove_all(upper());
+  Workspace workspace(ws());
+  const auto listed = workspace.list_transactions();
+  ASSERT_EQ(listed.size(), 1u);
+  ASSERT_EQ(listed[0].changes.size(), 1u);
+  EXPECT_EQ(listed[0].changes[0].path, "a.txt");
+  workspace.commit(listed[0].id);
+  EXPECT_EQ(read_file(ws() / "a.txt"), "a\n");
 }
 
 // A file planted in such a directory after the import (not one the
