@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -281,8 +282,15 @@ TEST_F(CgroupTest, ReconcileRemovesACrashedRunsCgroups) {
   int status = 0;
   ASSERT_EQ(::waitpid(crashing, &status, 0), crashing);
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  // By name, not by count: other runs' cgroups may come and go meanwhile.
   const auto left = sandbox_cgroups(host_);
-  ASSERT_GT(left.size(), before_.size() + live->directories().size());
+  for (const auto& dir : live->directories())
+    ASSERT_EQ(left.count(dir), 1u) << dir;
+  const std::string crashed_name = "/sandbox-run-crashed-" + std::to_string(crashing);
+  ASSERT_EQ(std::count_if(left.begin(), left.end(),
+                          [&](const std::string& dir) { return dir.ends_with(crashed_name); }),
+            static_cast<std::ptrdiff_t>(live->directories().size()))
+      << "the crashed run's cgroups, one per hierarchy";
 
   const auto removed = make_native_backend(native_options())->reconcile();
   std::size_t crashed_cgroups = 0;

@@ -829,6 +829,16 @@ TEST_F(ServedRunsTest, AGoneClientsRunIsKilledAndSigtermLosesNoFinishedResult) {
   // Three runs on a server of (at least) two slots: the runs that began
   // finish and deliver their results; one still queued, if any, is told
   // shutting_down. Nothing ends without an answer.
+  httplib::ClientImpl health_client(socket_path().string(), 80);
+  health_client.set_address_family(AF_UNIX);
+  auto runs_held = [&] {
+    auto health = health_client.Get("/v1/health", bearer(kToken));
+    if (!health) return -1;
+    const auto runs = nlohmann::json::parse(health->body, nullptr, false)["runs"];
+    return runs.is_object() ? runs.value("active", 0) + runs.value("queued", 0) : -1;
+  };
+  // The gone client's slot is given back after its audit record.
+  ASSERT_TRUE(poll_until([&] { return runs_held() == 0; }, 20s)) << log();
   std::vector<std::thread> clients;
   std::atomic<int> finished{0};
   std::atomic<int> told_shutting_down{0};
@@ -849,7 +859,8 @@ TEST_F(ServedRunsTest, AGoneClientsRunIsKilledAndSigtermLosesNoFinishedResult) {
       }
     });
   }
-  std::this_thread::sleep_for(500ms);  // the runs have begun
+  // Every run holds a slot or waits in the queue, not a fixed pause.
+  EXPECT_TRUE(poll_until([&] { return runs_held() == 3; }, 20s)) << log();
   ::kill(pid_, SIGTERM);
   for (auto& client : clients)
     client.join();

@@ -215,15 +215,18 @@ TEST_F(NativeBackendTest, ReadOnlyDirectoriesTheRunMadeAreCommitted) {
 TEST_F(NativeBackendTest, AHostEditDuringTheRunIsNeverOverwrittenByItsCommit) {
   testing::write_file(workspace_ / "b.txt", "b\n");
   Sandbox sandbox(options());
-  // The command edits a.txt and b.txt at once, then works on; meanwhile the
-  // user edits a.txt on the host.
-  std::thread user([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(400));
-    testing::write_file(workspace_ / "a.txt", "the user's edit\n");
-  });
+  // The command edits a.txt and b.txt at once and says so; then the user
+  // edits a.txt on the host (output arrives during the run, before its
+  // changes are imported).
+  ExecuteOptions execute;
+  std::string seen;
+  execute.on_output = [&](OutputStream, std::string_view text) {
+    seen += text;
+    if (seen == "edited\n") testing::write_file(workspace_ / "a.txt", "the user's edit\n");
+  };
   const auto result =
-      run(sandbox, {"sh", "-c", "echo run >> a.txt && echo run >> b.txt && sleep 1"});
-  user.join();
+      run(sandbox, {"sh", "-c", "echo run >> a.txt && echo run >> b.txt && echo edited"}, execute);
+  ASSERT_EQ(seen, "edited\n");
   ASSERT_EQ(result.exit_code, 0) << result.stderr_data;
   ASSERT_TRUE(result.transaction_id.has_value());
   try {

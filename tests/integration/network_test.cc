@@ -220,8 +220,17 @@ class NetworkTest : public testing::CliFixture {
         binary_,   "run", "--allow-weaker",          "limits", "--changes",
         "discard", "-w",  workspace_.path().string()};
     args.insert(args.end(), flags.begin(), flags.end());
-    args.insert(args.end(), {"--", "sleep", "30"});
+    // "up" comes from the command: its network was made before it started.
+    args.insert(args.end(), {"--", "sh", "-c", "echo up; exec sleep 30"});
     return testing::spawn(args, cli_env(), scratch_.path() / "background.log");
+  }
+  bool sleeping_run_is_up() {
+    return testing::poll_until(
+        [&] {
+          return testing::read_file(scratch_.path() / "background.log").find("up\n") !=
+                 std::string::npos;
+        },
+        10s);
   }
 
   static std::string url(const std::string& host, int port) {
@@ -716,8 +725,9 @@ TEST_F(RootNetworkTest, NothingIsLeftAfterARunAKilledSupervisorAndReconcile) {
   // for reconcile.
   const pid_t supervisor = start_sleeping_run({"--net", "all"});
   ASSERT_GT(supervisor, 0);
-  ASSERT_TRUE(testing::poll_until([] { return links().find("pbx") != std::string::npos; }, 10s))
-      << links();
+  // Not the link alone: it exists before its addresses and the NAT table.
+  ASSERT_TRUE(sleeping_run_is_up()) << testing::read_file(scratch_.path() / "background.log");
+  ASSERT_NE(links().find("pbx"), std::string::npos) << links();
   ::kill(supervisor, SIGKILL);
   ::waitpid(supervisor, nullptr, 0);
   EXPECT_TRUE(testing::poll_until([] { return links().find("pbx") == std::string::npos; }, 10s))
@@ -743,7 +753,8 @@ TEST_F(ConnectedNetworkTest, PastaEndsWithItsRunAndWithAKilledSupervisor) {
 
   const pid_t supervisor = start_sleeping_run({"--net", "all"});
   ASSERT_GT(supervisor, 0);
-  ASSERT_TRUE(testing::poll_until([&] { return testing::processes_with_marker(marker) > 0; }, 10s));
+  ASSERT_TRUE(sleeping_run_is_up()) << testing::read_file(scratch_.path() / "background.log");
+  ASSERT_GT(testing::processes_with_marker(marker), 0) << "pasta is not running";
   ::kill(supervisor, SIGKILL);
   ::waitpid(supervisor, nullptr, 0);
   EXPECT_TRUE(testing::poll_until([&] { return testing::processes_with_marker(marker) == 0; }, 10s))

@@ -449,13 +449,14 @@ TEST_F(ProxyTest, OneConnectionOverTheLimitGets503) {
 TEST_F(ProxyTest, StopDoesNotWaitForStalledClientsOrIdleTunnels) {
   TestServer echo(kServerAddress, TestServer::Mode::Echo);
   start([](ProxyConfig& config) { config.head_timeout = 60s; });
+  // The stalled client first: the proxy accepts in order, so the tunnel's
+  // answer says the stalled one was accepted too.
+  UniqueFd stalled = client();
+  send_text(stalled.get(), "CONNECT api.exa");
   UniqueFd tunnel = client();
   send_text(tunnel.get(),
             "CONNECT api.example.test:" + std::to_string(echo.port()) + " HTTP/1.1\r\n\r\n");
   ASSERT_TRUE(read_until(tunnel.get(), "\r\n\r\n").starts_with("HTTP/1.1 200 "));
-  UniqueFd stalled = client();
-  send_text(stalled.get(), "CONNECT api.exa");
-  std::this_thread::sleep_for(200ms);  // the proxy reads the partial head
 
   const auto before = std::chrono::steady_clock::now();
   proxy_->stop();

@@ -151,10 +151,14 @@ TEST_F(RemoteTest, JsonAndEventsReportTheRemoteRunAndTheLocalTransaction) {
 TEST_F(RemoteTest, AHostChangeDuringTheRemoteRunIsAConflictNotOverwritten) {
   const pid_t client =
       testing::spawn({binary_, "run", "--allow-weaker", "limits", "-w", workspace_.path().string(),
-                      "--", "sh", "-c", "sleep 2; echo remote > a.txt"},
+                      "--", "sh", "-c", "echo up; sleep 2; echo remote > a.txt"},
                      remote_env(), scratch_ / "client.log");
   ASSERT_GT(client, 0);
-  std::this_thread::sleep_for(1s);  // the upload is done, the command sleeps
+  // "up" comes from the remote command: the upload is done, the command sleeps.
+  ASSERT_TRUE(testing::poll_until(
+      [&] { return testing::read_file(scratch_ / "client.log").find("up\n") != std::string::npos; },
+      30s))
+      << testing::read_file(scratch_ / "client.log");
   testing::write_file(workspace_ / "a.txt", "edited here meanwhile\n");
   EXPECT_EQ(testing::wait_for(client, 60s), 0) << testing::read_file(scratch_ / "client.log");
   const auto committed =

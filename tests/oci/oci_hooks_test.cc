@@ -182,7 +182,8 @@ TEST_F(OciHooksTest, ARuntimeHookThatLeavesItsGroupIsKilledAtItsTimeout) {
       "    os.setpgid(0, 0)\n"
       "    time.sleep(3)\n"
       "    os._exit(0)\n"
-      "time.sleep(0.2)\n"
+      "while os.getpgid(child) != child:\n"  // the group exists before it is joined
+      "    time.sleep(0.01)\n"
       "os.setpgid(0, child)\n"
       "time.sleep(30)\n";
   bundle({{"createRuntime",

@@ -7,6 +7,7 @@
 // the runtime inside a network and uts namespace the test makes, which plays
 // the host, so a runtime that writes changes only that throwaway namespace.
 // Root only: an ordinary user cannot write its own namespace's sysctls.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sched.h>
 #include <signal.h>
@@ -165,16 +166,28 @@ TEST(OciAttackHostNamespace, NetSysctlInAJoinedNamespaceOfItsOwnIsApplied) {
   PULSEBOX_SKIP_UNLESS(why.empty(), why);
   testing::TempDir temp;
   // A network namespace held by a process of the test's (not the runtime's).
+  int unshared[2];
+  ASSERT_EQ(::pipe2(unshared, O_CLOEXEC), 0);
   const pid_t holder = ::fork();
   if (holder == 0) {
+    ::close(unshared[0]);
     if (::unshare(CLONE_NEWNET) != 0) ::_exit(1);
+    (void)!::write(unshared[1], "u", 1);
     ::pause();
     ::_exit(0);
   }
+  ::close(unshared[1]);
+  // Until the holder has unshared, its ns link is the test's own: the
+  // sysctl would be the host's. A byte says it has (end of file: it failed).
+  char byte = 0;
+  const bool holder_unshared = ::read(unshared[0], &byte, 1) == 1;
+  ::close(unshared[0]);
   const std::string path = "/proc/" + std::to_string(holder) + "/ns/net";
-  // Until the holder has unshared, its ns link is the test's own.
-  for (int i = 0; i < 100 && same_file(path, "/proc/self/ns/net"); ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  if (!holder_unshared || same_file(path, "/proc/self/ns/net")) {
+    ::kill(holder, SIGKILL);
+    ::waitpid(holder, nullptr, 0);
+    FAIL() << "the holder has no network namespace of its own";
+  }
   auto bundle = joining_bundle(temp / "bundle", "network", path.c_str());
   bundle.config["linux"]["sysctl"] = {{"net.ipv4.ip_unprivileged_port_start", "555"}};
   bundle.config["process"]["args"] = {"cat", "/proc/sys/net/ipv4/ip_unprivileged_port_start"};

@@ -35,12 +35,19 @@ TEST_F(SupervisorDeathTest, AKilledSupervisorLeavesNoProcessOfItsSandbox) {
                                          "--",
                                          "sh",
                                          "-c",
-                                         "sleep 600; : " + marker};
+                                         "echo up; sleep 600; : " + marker};
   const auto env = cli_env();
   const pid_t supervisor = testing::spawn(args, env, scratch_.path() / "run.log");
   ASSERT_GT(supervisor, 0);
-  ASSERT_TRUE(testing::poll_until([&] { return testing::processes_with_marker(marker) > 0; }, 10s))
-      << "the sandboxed command never started";
+  // The marker is in the supervisor's own command line too: "up" says the
+  // sandboxed command is running.
+  ASSERT_TRUE(testing::poll_until(
+      [&] {
+        return testing::read_file(scratch_.path() / "run.log").find("up\n") != std::string::npos;
+      },
+      10s))
+      << "the sandboxed command never started: " << testing::read_file(scratch_.path() / "run.log");
+  ASSERT_GE(testing::processes_with_marker(marker), 2) << "the supervisor and its command";
   ::kill(supervisor, SIGKILL);
   ::waitpid(supervisor, nullptr, 0);
   EXPECT_TRUE(testing::poll_until([&] { return testing::processes_with_marker(marker) == 0; }, 10s))
