@@ -249,7 +249,13 @@ def test_cancelling_a_run_ends_it_and_its_sandbox(any_transport):
     async def go():
         task = asyncio.create_task(any_transport.execute_command(["sleep", marker]))
         deadline = time.monotonic() + 20
-        while not processes_with_arg(marker):
+        # The command running, and the client past its "started" event: a
+        # cancel before that event is a run that failed to start.
+        def running():
+            execution = getattr(any_transport, "last_execution", None)
+            return (processes_with_arg(marker) and execution is not None
+                    and execution.state == pulsebox.LifecycleState.RUNNING)
+        while not running():
             assert time.monotonic() < deadline, "the sandbox never started"
             await asyncio.sleep(0.02)
         started = time.monotonic()
