@@ -642,7 +642,8 @@ core::Result<Workspace::ReconcileReport> TransactionStore::reconcile(
   for (const auto& dir : dirs) {
     const std::string id = dir.filename().string();
     struct stat draft {};
-    if (::lstat((dir / kImportManifest).c_str(), &draft) == 0) importing.push_back(id);
+    const bool being_imported = ::lstat((dir / kImportManifest).c_str(), &draft) == 0;
+    if (being_imported) importing.push_back(id);
     const bool ready = std::filesystem::exists(dir / "READY", ec);
     if (ready) {
       // Decided: replay the logged steps to the end.
@@ -655,8 +656,7 @@ core::Result<Workspace::ReconcileReport> TransactionStore::reconcile(
     // Not decided: an interrupted commit rolls back to a pending transaction.
     std::filesystem::remove(dir / "wal.json", ec);
     std::filesystem::remove(dir / "remaining.json", ec);
-    if (!std::filesystem::exists(dir / "manifest.json", ec) &&
-        (importing.empty() || importing.back() != id)) {
+    if (!being_imported && !std::filesystem::exists(dir / "manifest.json", ec)) {
       std::filesystem::remove_all(dir, ec);  // staging that never completed
       report.removed_staging.push_back(id);
     }

@@ -1,12 +1,15 @@
 #include "helpers/test_support.h"
 
+#include <grp.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <dirent.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <thread>
 
 #include "core/sha256.h"
@@ -91,6 +94,27 @@ std::string run_concurrently(int clients, const std::function<std::string(int)>&
     }
   }
   return report;
+}
+
+int run_as_ordinary_user(const std::function<int()>& body) {
+  const bool root = ::geteuid() == 0;
+  const pid_t child = ::fork();
+  if (child < 0) return -3;
+  if (child == 0) {
+    if (root && (::setgroups(0, nullptr) != 0 || ::setgid(65534) != 0 || ::setuid(65534) != 0))
+      ::_exit(100);
+    try {
+      ::_exit(body());
+    } catch (const std::exception& error) {
+      std::fprintf(stderr, "%s\n", error.what());
+      ::_exit(101);
+    } catch (...) {
+      ::_exit(102);
+    }
+  }
+  int status = 0;
+  if (::waitpid(child, &status, 0) != child) return -4;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
 bool poll_until(const std::function<bool()>& condition, std::chrono::milliseconds timeout) {

@@ -99,6 +99,13 @@ std::vector<char*> c_strings(std::vector<std::string>& strings);
 // Host processes whose command line contains `marker` (read-only scan of /proc).
 int processes_with_marker(const std::string& marker);
 
+// Runs `body` in a forked child and returns its exit status: as root the
+// child first becomes uid/gid 65534 with no supplementary groups (root
+// reads and writes everything; an ordinary user's case needs one), as
+// anyone else it stays who it is. 101: `body` threw (its message on
+// stderr), 100: the ids could not be dropped, -1: it did not exit.
+int run_as_ordinary_user(const std::function<int()>& body);
+
 // Runs `client(index)` on `clients` threads at once; each returns "" or what
 // went wrong (an exception counts as its message). Returns the failures,
 // "client N: ..." per line; "" when all succeeded.

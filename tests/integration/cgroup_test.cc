@@ -77,9 +77,10 @@ class CgroupTest : public ::testing::Test {
 
   void TearDown() override {
     if (IsSkipped()) return;
-    // Other suites' sandboxes come and go beside this one (meson runs
-    // tests in parallel, and CI's ordinary user shares one delegated
-    // cgroup): what this test left behind is a new cgroup nobody holds.
+    // Sandboxes that are not this test's may come and go beside its own
+    // under the same parent (one still being torn down, or another user of
+    // the hierarchy's): what this test left behind is a new cgroup nobody
+    // holds.
     for (const auto& dir : sandbox_cgroups(host_)) {
       if (before_.count(dir) == 0) {
         EXPECT_FALSE(left_behind(dir)) << "a sandbox's cgroup was left behind: " << dir;

@@ -3,7 +3,6 @@
 // The upper directory here is a plain directory (no whiteouts), read the way
 // Workspace::import_overlay reads an overlayfs upper directory.
 #include <fcntl.h>
-#include <grp.h>
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -14,7 +13,6 @@
 #include <unistd.h>
 
 #include <csignal>
-#include <cstdio>
 #include <cstring>
 
 #include "helpers/test_support.h"
@@ -386,38 +384,14 @@ TEST_F(WorkspaceImportTest, AnImportKilledBeforeTheUpperDirectoryMovedLeavesItWh
 }
 
 // An ordinary user's import changes directory modes that root's never
-// needs to. As root, the test's files go to uid 65534 (run_as_ordinary_user
-// is then that user).
+// needs to. As root, the test's files go to uid 65534, the user
+// testing::run_as_ordinary_user becomes.
 bool hand_to_ordinary_user(const fs::path& base) {
   if (::geteuid() != 0) return true;
   for (const auto& item : fs::recursive_directory_iterator(base)) {
     if (::lchown(item.path().c_str(), 65534, 65534) != 0) return false;
   }
   return ::chown(base.c_str(), 65534, 65534) == 0;
-}
-
-// Runs `body` in a child process as that user and returns its exit status,
-// or -1 when it did not exit.
-template <typename Body>
-int run_as_ordinary_user(Body body) {
-  const bool root = ::geteuid() == 0;
-  const pid_t child = ::fork();
-  if (child < 0) return -3;
-  if (child == 0) {
-    if (root && (::setgroups(0, nullptr) != 0 || ::setgid(65534) != 0 || ::setuid(65534) != 0))
-      ::_exit(100);
-    try {
-      ::_exit(body());
-    } catch (const std::exception& error) {
-      std::fprintf(stderr, "%s\n", error.what());
-      ::_exit(101);
-    } catch (...) {
-      ::_exit(102);
-    }
-  }
-  int status = 0;
-  if (::waitpid(child, &status, 0) != child) return -4;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
 // The draft cannot become the manifest after the run's directory moved in:
@@ -431,7 +405,7 @@ TEST_F(WorkspaceImportTest, AManifestNotSavedAfterTheMoveLeavesTheRunsDirectoryA
   ASSERT_EQ(::chmod(upper().c_str(), 0751), 0);
   const fs::path transactions = ws() / ".agent" / "transactions";
   ASSERT_TRUE(hand_to_ordinary_user(base_.path()));
-  const int status = run_as_ordinary_user([&] {
+  const int status = testing::run_as_ordinary_user([&] {
     workspace::commit_failpoint = [&](std::string_view at) {
       if (at != "import: upper directory moved") return;
       // A directory where the manifest was: the rename over it fails.
@@ -471,7 +445,7 @@ void killed_before_fix_up_then_committed(const fs::path& base, const fs::path& w
   write_file(upper / "src" / "main.c", "new\n");
   ASSERT_EQ(::chmod((upper / "src").c_str(), 0555), 0);
   ASSERT_TRUE(hand_to_ordinary_user(base));
-  const int killed = run_as_ordinary_user([&] {
+  const int killed = testing::run_as_ordinary_user([&] {
     workspace::commit_failpoint = [](std::string_view at) {
       if (at == "import: upper directory renamed") ::raise(SIGKILL);
     };
@@ -483,7 +457,7 @@ void killed_before_fix_up_then_committed(const fs::path& base, const fs::path& w
   if (root_opens_first) {
     EXPECT_EQ(Workspace(ws).list_transactions().size(), 1u);
   }
-  const int committed = run_as_ordinary_user([&] {
+  const int committed = testing::run_as_ordinary_user([&] {
     Workspace workspace(ws);
     const auto listed = workspace.list_transactions();
     if (listed.size() != 1 || listed[0].changes.size() != 2) return 10;

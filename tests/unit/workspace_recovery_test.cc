@@ -110,29 +110,24 @@ TEST(WorkspaceRecoveryTest, AnUnreadableAgentDirectoryIsAnErrorNotAnEmptyList) {
   if (!root) {
     ASSERT_EQ(::chmod((dir / ".agent/transactions").c_str(), 0), 0);
   }
-  const pid_t child = ::fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    // Root reads everything: drop to another user, as the ordinary user is.
-    if (root && (::setgid(65534) != 0 || ::setuid(65534) != 0)) ::_exit(4);
+  // Root reads everything: the listing runs as another user, as the
+  // ordinary user is.
+  const int status = testing::run_as_ordinary_user([&] {
     try {
       const auto listed = Workspace(dir.path()).list_transactions();
-      ::_exit(listed.empty() ? 1 : 2);
+      return listed.empty() ? 1 : 2;
     } catch (const SandboxConfigError& error) {
       const std::string what = error.what();
-      ::_exit(what.find(".agent") != std::string::npos &&
-                      what.find("Permission denied") != std::string::npos
-                  ? 0
-                  : 5);
+      return what.find(".agent") != std::string::npos &&
+                     what.find("Permission denied") != std::string::npos
+                 ? 0
+                 : 5;
     } catch (...) {
-      ::_exit(6);
+      return 6;
     }
-  }
-  int status = 0;
-  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  });
   if (!root) ::chmod((dir / ".agent/transactions").c_str(), 0700);
-  ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 0) << "1: an empty list; 2: a list; 5: the error names no path";
+  EXPECT_EQ(status, 0) << "1: an empty list; 2: a list; 5: the error names no path";
 }
 
 }  // namespace
