@@ -125,7 +125,7 @@ TEST_F(OciExecTest, DetachWritesThePidFileAndExits) {
   ASSERT_FALSE(text.empty());
   const std::string status = testing::read_file("/proc/" + text + "/status");
   // A pid of the container's namespace too (NSpid: host, then inside), and
-  // the program already runs.
+  // the program already runs: exec returned once execve had replaced it.
   const auto nspid = status.find("NSpid:\t" + text + "\t");
   EXPECT_NE(nspid, std::string::npos) << status;
   EXPECT_NE(status.find("Name:\tsleep"), std::string::npos) << status;
@@ -154,8 +154,19 @@ TEST_F(OciExecTest, AStoppedContainerIsNotRunning) {
 }
 
 TEST_F(OciExecTest, FailuresAreNamed) {
+  // A program that cannot run is exec's own error, in the words podman maps
+  // to 127, and a detached one writes no pid file for conmon to watch.
   const auto missing = oci({"exec", "c1", "/no/such/program"});
-  EXPECT_NE(missing.exit_code, 0);
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_NE(missing.err.find("executing /no/such/program: No such file or directory"),
+            std::string::npos)
+      << missing.err;
+  const fs::path pid_file = temp_ / "missing.pid";
+  const auto detached =
+      oci({"exec", "--detach", "--pid-file", pid_file.string(), "c1", "/no/such/program"});
+  EXPECT_EQ(detached.exit_code, 1);
+  EXPECT_NE(detached.err.find("executing /no/such/program"), std::string::npos) << detached.err;
+  EXPECT_FALSE(fs::exists(pid_file));
   const auto cwd = oci({"exec", "--cwd", "/no-such-dir", "c1", "true"});
   EXPECT_EQ(cwd.exit_code, 1);
   EXPECT_NE(cwd.err.find("changing to the working directory /no-such-dir"), std::string::npos)

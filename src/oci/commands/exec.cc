@@ -227,13 +227,23 @@ core::Result<int> exec(StateStore& store, const ExecOptions& options) {
   core::Status handshake = spawned.go();
   if (handshake.ok()) handshake = spawned.wait_ready(kHandshakeMs);
   if (!handshake.ok()) return fail(handshake.error());
+  if (auto detached = spawned.detach(kHandshakeMs); !detached.ok()) return fail(detached.error());
+  // Only a program that runs is reported: the pid file's process is the
+  // program, and a missing one is exec's error ("executing P: No such file
+  // or directory", the words podman maps to 127).
+  if (plan.stop_before_exec) {
+    siginfo_t stopped{};
+    ::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(spawned.pidfd()), &stopped,
+             WSTOPPED | WEXITED | WNOWAIT);
+  } else if (auto executed = spawned.wait_exec(kHandshakeMs); !executed.ok()) {
+    return fail(executed.error());
+  }
   if (!options.pid_file.empty()) {
     std::error_code error;
     auto written = core::write_file_atomic(fs::absolute(options.pid_file, error),
                                            std::to_string(spawned.pid()));
     if (!written.ok()) return fail(std::move(written).error().with_context("--pid-file"));
   }
-  if (auto detached = spawned.detach(kHandshakeMs); !detached.ok()) return fail(detached.error());
   dir.reset();
   if (options.detach) return 0;
   return wait_forwarding(spawned.pidfd(), signal_fd.get(), "the exec'd process");

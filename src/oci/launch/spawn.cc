@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <linux/sched.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -218,6 +219,18 @@ core::Status ContainerProcess::go() {
   return core::ok_status();
 }
 
+namespace {
+
+// The child's own words, as data: stage() is its stage, the message
+// "stage detail" (what to_string prints), error_number() its errno.
+core::Error child_error(const runtime::ChildMessage& message) {
+  std::string text = message.stage;
+  if (message.detail[0] != '\0') text += std::string(" ") + message.detail;
+  return core::Error(core::ErrorKind::kIo, message.stage, std::move(text), message.error_number);
+}
+
+}  // namespace
+
 core::Status ContainerProcess::expect(runtime::ChildMessageKind kind, const char* waiting_for,
                                       int timeout_ms) {
   const auto message = runtime::receive_message(channel_.get(), timeout_ms, nullptr);
@@ -226,14 +239,7 @@ core::Status ContainerProcess::expect(runtime::ChildMessageKind kind, const char
         core::ErrorKind::kIo, kComponent,
         std::string("the container's process ended or did not answer while ") + waiting_for);
   }
-  if (message->kind == runtime::ChildMessageKind::Error) {
-    // The child's own words, as data: stage() is its stage, the message
-    // "stage detail" (what to_string prints), error_number() its errno.
-    std::string text = message->stage;
-    if (message->detail[0] != '\0') text += std::string(" ") + message->detail;
-    return core::Error(core::ErrorKind::kIo, message->stage, std::move(text),
-                       message->error_number);
-  }
+  if (message->kind == runtime::ChildMessageKind::Error) return child_error(*message);
   if (message->kind != kind) {
     return core::Error(
         core::ErrorKind::kInternal, kComponent,
@@ -250,6 +256,26 @@ core::Status ContainerProcess::detach(int timeout_ms) {
   if (!runtime::send_detach(channel_.get()))
     return core::Error::from_errno(kComponent, "sending Detach to the container's process");
   return expect(runtime::ChildMessageKind::Detached, "detaching", timeout_ms);
+}
+
+core::Status ContainerProcess::wait_exec(int timeout_ms) {
+  pollfd waiting{channel_.get(), POLLIN, 0};
+  int ready = 0;
+  do {
+    ready = ::poll(&waiting, 1, timeout_ms);
+  } while (ready < 0 && errno == EINTR);
+  if (ready < 0) return core::Error::from_errno(kComponent, "waiting for the program to start");
+  if (ready == 0) {
+    return core::Error(core::ErrorKind::kIo, kComponent,
+                       "the container's process did not start its program in time");
+  }
+  // Readable: a failed execve's report, or end-of-file once execve closed
+  // the process's (CLOEXEC) end.
+  const auto message = runtime::receive_message(channel_.get(), 0, nullptr);
+  if (!message) return core::ok_status();
+  if (message->kind == runtime::ChildMessageKind::Error) return child_error(*message);
+  return core::Error(core::ErrorKind::kInternal, kComponent,
+                     "unexpected message from the container's process before its program");
 }
 
 core::Status ContainerProcess::kill() {

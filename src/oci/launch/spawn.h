@@ -9,6 +9,7 @@
 //   process->go();                             // the setup list runs
 //   process->wait_ready(timeout);              // set up, waiting for Detach
 //   process->detach(timeout);                  // PDEATHSIG cleared; create may exit
+//   process->wait_exec(timeout);               // exec only: the program runs
 //
 // A failed setup step comes back from wait_ready (or detach) as a
 // core::Error: stage() is the child's stage, error_number() its errno and
@@ -43,6 +44,11 @@ class ContainerProcess {
   core::Status go();
   core::Status wait_ready(int timeout_ms);
   core::Status detach(int timeout_ms);
+  // After detach, with no exec fifo to wait on: ok once execve has
+  // replaced the process (its CLOEXEC end of the channel closed), or the
+  // failed execve's error ("executing PROGRAM", its errno). End-of-file
+  // also comes from a process killed before execve; its exit status tells.
+  core::Status wait_exec(int timeout_ms);
   // SIGKILL through the pidfd (never a reused pid).
   core::Status kill();
 
