@@ -2,6 +2,7 @@
 // exec fifo, the plan, the clone and its handshake, the pid file. Whatever
 // fails on the way takes back what was made: no half-built container stays.
 #include <fcntl.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/file.h>
@@ -11,9 +12,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <optional>
 
 #include "core/fs.h"
@@ -414,6 +419,49 @@ core::Result<Created> create(StateStore& store, const CreateOptions& options) {
   return Created{options.id, std::move(process), record.enforced};
 }
 
+namespace {
+
+// How long start waits for the program: the startContainer hooks' own
+// timeouts (the default where config.json gives none) and the handshake's.
+int program_wait_ms(const StateStore& store, std::string_view id) {
+  int seconds = kHandshakeMs / 1000;
+  const auto text = core::read_regular_file(store.root() / std::string(id) / "config.json",
+                                            spec::kMaxConfigBytes, "the container's config.json");
+  if (!text) return seconds * 1000;
+  const auto config = nlohmann::json::parse(text.value(), nullptr, false);
+  const auto* hooks = config.is_object() && config.contains("hooks") ? &config["hooks"] : nullptr;
+  if (hooks == nullptr || !hooks->is_object() || !hooks->contains("startContainer") ||
+      !(*hooks)["startContainer"].is_array())
+    return seconds * 1000;
+  for (const auto& hook : (*hooks)["startContainer"]) {
+    const auto timeout = hook.is_object() ? hook.find("timeout") : hook.end();
+    seconds += timeout != hook.end() && timeout->is_number_integer() && *timeout > 0
+                   ? static_cast<int>(std::min<std::int64_t>(timeout->get<std::int64_t>(), 3600))
+                   : kDefaultHookTimeoutSeconds;
+  }
+  return seconds * 1000;
+}
+
+// The program runs before start returns, and before poststart as the
+// runtime spec orders them: the process holds its read end of the fifo,
+// close-on-exec, through its startContainer hooks to execve, and the last
+// reader gone is POLLERR on this write end (a process that ended first, as
+// after a failed hook, closes it too). Past the bound start returns anyway:
+// the container is started.
+void wait_until_program_runs(int fifo, int timeout_ms) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  pollfd readers_gone{fifo, 0, 0};
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          deadline - std::chrono::steady_clock::now())
+                          .count();
+    if (left <= 0) return;
+    if (::poll(&readers_gone, 1, static_cast<int>(left)) >= 0 || errno != EINTR) return;
+  }
+}
+
+}  // namespace
+
 core::Status start(StateStore& store, std::string_view id) {
   PB_TRY(dir, store.open(id, false));
   PB_TRY(record, dir.read_record());
@@ -459,6 +507,8 @@ core::Status start(StateStore& store, std::string_view id) {
   core::trace_phase("oci: start byte written");
   if (::unlinkat(dir.fd(), kFifoName, 0) != 0 && errno != ENOENT)
     return io_error("removing exec.fifo");
+  wait_until_program_runs(fifo.get(), program_wait_ms(store, id));
+  core::trace_phase("oci: program running");
   run_recorded_hooks(record, "poststart", "running");
   return core::ok_status();
 }

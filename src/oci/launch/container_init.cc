@@ -308,9 +308,10 @@ PULSEBOX_CHILD_CODE void run_create_container_hooks(const ContainerPlan& plan, c
   }
 }
 
-// startContainer: `start` has returned by now (as with runc), so a failure
-// is written on the process's stderr, where the engine reads the
-// container's output, and the process exits without running the program.
+// startContainer: `start` waits for the program but cannot tell a hook's
+// failure from a program that ended at once, so a failure is written on the
+// process's stderr, where the engine reads the container's output, and the
+// process exits without running the program.
 PULSEBOX_CHILD_CODE void run_start_container_hooks(const ContainerPlan& plan,
                                                    const Text& pid) noexcept {
   for (const auto& hook : plan.start_container_hooks) {
@@ -506,11 +507,12 @@ PULSEBOX_CHILD_CODE void apply_identity(const ContainerPlan& plan, int channel) 
   apply_identity(plan, channel);
   report_ready_and_detach(channel);
 
-  // 10. Wait for `start`, then only stdio, preserved fds and the
-  // channel (CLOEXEC, to report a failed execve) are left.
+  // 10. Wait for `start`, then only stdio, preserved fds, the fifo's read
+  // end and the channel (CLOEXEC, to report a failed execve) are left.
   if (plan.exec_fifo_fd >= 0) {
     wait_for_start_byte(plan, fail);
-    raw(SYS_close, plan.exec_fifo_fd);
+    // The read end stays open to execve (close-on-exec): start waits for
+    // its last reader to go, so it returns once the program runs.
     raw(SYS_close, plan.exec_fifo_writer_fd);
   }
   run_start_container_hooks(plan, host_pid);

@@ -104,8 +104,8 @@ PULSEBOX_CHILD_CODE void report_ready_and_detach(int channel) noexcept {
 
 [[noreturn]] PULSEBOX_CHILD_CODE void exec_program(const ContainerPlan& plan,
                                                    int channel) noexcept {
-  const int keep_for_exec[] = {channel};
-  runtime::close_all_except(3U + static_cast<unsigned>(plan.preserved_fds), keep_for_exec, 1);
+  const int keep_for_exec[] = {channel, plan.exec_fifo_fd};
+  runtime::close_all_except(3U + static_cast<unsigned>(plan.preserved_fds), keep_for_exec, 2);
   if (plan.stop_before_exec) raw(SYS_kill, raw(SYS_getpid), SIGSTOP);
   int error_number = ENOENT;
   for (const auto& candidate : plan.exec_candidates) {

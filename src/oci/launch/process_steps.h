@@ -56,7 +56,8 @@ void set_rlimits(const ContainerPlan& plan, const runtime::Failure& fail) noexce
 // exits if create is gone.
 void report_ready_and_detach(int channel) noexcept;
 
-// Closes all but stdio, the preserved fds and the channel, and execs the
+// Closes all but stdio, the preserved fds, the channel and the exec fifo's
+// read end (both close-on-exec: their closing tells execve), and execs the
 // planner's candidates in turn, keeping the most telling error (as execvp:
 // EACCES beats ENOENT); a failure is sent on the channel. With
 // plan.stop_before_exec (only exec sets it) the process stops itself just
