@@ -849,7 +849,7 @@ TEST_F(ServedRunsTest, AGoneClientsRunIsKilledAndSigtermLosesNoFinishedResult) {
       client.set_read_timeout(60, 0);
       auto response =
           client.Post("/v1/runs", bearer(kToken),
-                      run_body({"sh", "-c", "sleep 1; echo finished"}).dump(), "application/json");
+                      run_body({"sh", "-c", "sleep 3; echo finished"}).dump(), "application/json");
       if (response && response->body.find("finished\\n") != std::string::npos &&
           response->body.find("\"event\":\"result\"") != std::string::npos) {
         ++finished;
@@ -859,7 +859,8 @@ TEST_F(ServedRunsTest, AGoneClientsRunIsKilledAndSigtermLosesNoFinishedResult) {
       }
     });
   }
-  // Every run holds a slot or waits in the queue, not a fixed pause.
+  // Every run holds a slot or waits in the queue, not a fixed pause (seen
+  // within the runs' 3 s, before the first one ends).
   EXPECT_TRUE(poll_until([&] { return runs_held() == 3; }, 20s)) << log();
   ::kill(pid_, SIGTERM);
   for (auto& client : clients)

@@ -362,9 +362,10 @@ VethPlan plan_for(const Sandbox& sandbox, int n) {
 }
 
 void wait_until_no_links(const std::string& prefix) {
-  // A namespace is torn down asynchronously after its last reference goes.
+  // A namespace is torn down asynchronously after its last reference goes
+  // (up to 30 s: RCU is slow on a loaded host).
   std::vector<std::string> left;
-  for (int attempt = 0; attempt < 100; ++attempt) {
+  for (int attempt = 0; attempt < 600; ++attempt) {
     auto links = links_with_prefix(prefix);
     ASSERT_TRUE(links.ok()) << links.error().to_string();
     left = *links;

@@ -717,7 +717,7 @@ TEST_F(RootNetworkTest, NothingIsLeftAfterARunAKilledSupervisorAndReconcile) {
   EXPECT_EQ(tables().find("pulsebox-"), std::string::npos) << tables();
   // The kernel removes the veth with the sandbox's namespace, in the
   // background once init has exited.
-  EXPECT_TRUE(testing::poll_until([] { return links().find("pbx") == std::string::npos; }, 5s))
+  EXPECT_TRUE(testing::poll_until([] { return links().find("pbx") == std::string::npos; }, 30s))
       << links();
 
   // A supervisor killed with SIGKILL mid-run: its sandbox dies with it
@@ -730,7 +730,7 @@ TEST_F(RootNetworkTest, NothingIsLeftAfterARunAKilledSupervisorAndReconcile) {
   ASSERT_NE(links().find("pbx"), std::string::npos) << links();
   ::kill(supervisor, SIGKILL);
   ::waitpid(supervisor, nullptr, 0);
-  EXPECT_TRUE(testing::poll_until([] { return links().find("pbx") == std::string::npos; }, 10s))
+  EXPECT_TRUE(testing::poll_until([] { return links().find("pbx") == std::string::npos; }, 30s))
       << links();
   EXPECT_NE(tables().find("pulsebox-"), std::string::npos) << "left for reconcile: " << tables();
   const auto reconciled =

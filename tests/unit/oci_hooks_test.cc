@@ -151,8 +151,9 @@ TEST(OciHooksRun, EnvIsExactlyTheHooks) {
   hook.env = {"HOOK_VAR=1", "OTHER=two words"};
   // env prints its environment on stdout, which goes to the log: wrap it.
   auto wrapped = shell_hook("/usr/bin/env > " + out.string(), {"HOOK_VAR=1"});
-  ASSERT_TRUE(run_hooks({hook, wrapped}, {"c1", "stopped", 0, "/b", {}}).ok());
+  const bool ran = run_hooks({hook, wrapped}, {"c1", "stopped", 0, "/b", {}}).ok();
   ::unsetenv("PULSEBOX_HOOK_TEST_SECRET");
+  ASSERT_TRUE(ran);
   const std::string env = testing::read_file(out);
   EXPECT_NE(env.find("HOOK_VAR=1\n"), std::string::npos) << env;
   EXPECT_EQ(env.find("PULSEBOX_HOOK_TEST_SECRET"), std::string::npos) << env;
@@ -193,15 +194,17 @@ TEST(OciHooksRun, TheTimeoutKillsTheHooksWholeProcessGroup) {
   testing::TempDir temp;
   const fs::path pid_file = temp / "child";
   // A background child of the hook, in its process group, must go too.
-  auto hook = shell_hook("/bin/sleep 60 & echo $! > " + pid_file.string() + "; wait", {}, 1);
+  auto hook = shell_hook("/bin/sleep 60 & echo $! > " + pid_file.string() + "; wait", {}, 2);
   const auto started = std::chrono::steady_clock::now();
   auto status = run_hooks({hook}, {"c1", "creating", 7, "/b", {}});
   const auto took = std::chrono::steady_clock::now() - started;
   ASSERT_FALSE(status.ok());
-  EXPECT_NE(status.error().message().find("after its timeout of 1 s"), std::string::npos)
+  EXPECT_NE(status.error().message().find("after its timeout of 2 s"), std::string::npos)
       << status.error().message();
   EXPECT_LT(took, std::chrono::seconds(10));
-  const pid_t child = std::stoi(testing::read_file(pid_file));
+  const std::string written = testing::read_file(pid_file);
+  ASSERT_FALSE(written.empty()) << "the hook had not started its child at the timeout";
+  const pid_t child = std::stoi(written);
   // Killed; reaped by init (or a subreaper) soon after. Bounded wait.
   bool gone = false;
   for (int i = 0; i < 100 && !gone; ++i) {

@@ -415,7 +415,8 @@ TEST_F(HostBackendTest, ExplicitSecretIsPassedAndScrubbed) {
 
 TEST_F(HostBackendTest, TimeoutKillsTheWholeProcessGroup) {
   auto o = host_options();
-  o.limits.wall_time_seconds = 0.5;
+  // Long enough for the shell to start its sleeper under ASan on a loaded host.
+  o.limits.wall_time_seconds = 2;
   o.limits.termination_grace_seconds = 0.2;
   Sandbox sandbox(o);
   const auto pid_file = dir_ / "bg.pid";
@@ -424,7 +425,9 @@ TEST_F(HostBackendTest, TimeoutKillsTheWholeProcessGroup) {
   EXPECT_TRUE(result.timed_out);
   EXPECT_EQ(result.termination_reason, TerminationReason::Timeout);
   EXPECT_LT(result.duration_ms, 10000);
-  const pid_t background = std::stoi(read_file(pid_file));
+  const std::string written = read_file(pid_file);
+  ASSERT_FALSE(written.empty()) << "the command had not started its sleeper at the timeout";
+  const pid_t background = std::stoi(written);
   // The background sleeper was in the run's process group: it is gone.
   EXPECT_TRUE(wait_gone(background))
       << "background process " << background << " survived the timeout";
