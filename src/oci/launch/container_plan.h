@@ -147,8 +147,9 @@ struct ContainerPlan {
   // other descriptor of this plan must be above that range.
   int stdio[3] = {-1, -1, -1};
   int preserved_fds = 0;
-  // The exec fifo's read end (O_RDONLY | O_NONBLOCK): the process waits for
-  // one byte on it before execve; -1 starts at once. `exec_fifo_writer` is a
+  // The exec fifo's read end (O_RDONLY | O_NONBLOCK, close-on-exec): the
+  // process waits for one byte on it, then holds it to execve, whose closing
+  // it tells `start`; -1 starts at once. `exec_fifo_writer` is a
   // write end the process holds while it waits, so that a writer that comes
   // and goes without writing leaves no end-of-file behind (poll would
   // return POLLHUP forever); it is required with a fifo.
