@@ -15,10 +15,10 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <climits>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
-#include <nlohmann/json.hpp>
 #include <optional>
 
 #include "core/fs.h"
@@ -421,42 +421,37 @@ core::Result<Created> create(StateStore& store, const CreateOptions& options) {
 
 namespace {
 
-// How long start waits for the program: the startContainer hooks' own
-// timeouts (the default where config.json gives none) and the handshake's.
-int program_wait_ms(const StateStore& store, std::string_view id) {
-  int seconds = kHandshakeMs / 1000;
+// The time the container's startContainer hooks may take (their own
+// timeouts, the default where config.json gives none), read only when the
+// program is late: the common start reads no config.
+int start_container_hooks_ms(const StateStore& store, std::string_view id,
+                             const std::filesystem::path& bundle) {
   const auto text = core::read_regular_file(store.root() / std::string(id) / "config.json",
                                             spec::kMaxConfigBytes, "the container's config.json");
-  if (!text) return seconds * 1000;
-  const auto config = nlohmann::json::parse(text.value(), nullptr, false);
-  const auto* hooks = config.is_object() && config.contains("hooks") ? &config["hooks"] : nullptr;
-  if (hooks == nullptr || !hooks->is_object() || !hooks->contains("startContainer") ||
-      !(*hooks)["startContainer"].is_array())
-    return seconds * 1000;
-  for (const auto& hook : (*hooks)["startContainer"]) {
-    const auto timeout = hook.is_object() ? hook.find("timeout") : hook.end();
-    seconds += timeout != hook.end() && timeout->is_number_integer() && *timeout > 0
-                   ? static_cast<int>(std::min<std::int64_t>(timeout->get<std::int64_t>(), 3600))
-                   : kDefaultHookTimeoutSeconds;
-  }
-  return seconds * 1000;
+  if (!text) return 0;
+  const auto parsed = spec::parse_spec(text.value(), bundle);
+  if (!parsed) return 0;
+  std::int64_t seconds = 0;  // up to a day per hook: summed wide, then clamped
+  for (const auto& hook : parsed.value().hooks.start_container)
+    seconds += hook.timeout.value_or(kDefaultHookTimeoutSeconds);
+  return static_cast<int>(std::min<std::int64_t>(seconds * 1000, INT_MAX));
 }
 
 // The program runs before start returns, and before poststart as the
 // runtime spec orders them: the process holds its read end of the fifo,
 // close-on-exec, through its startContainer hooks to execve, and the last
 // reader gone is POLLERR on this write end (a process that ended first, as
-// after a failed hook, closes it too). Past the bound start returns anyway:
-// the container is started.
-void wait_until_program_runs(int fifo, int timeout_ms) {
+// after a failed hook, closes it too). False once `timeout_ms` has passed.
+bool wait_until_program_runs(int fifo, int timeout_ms) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   pollfd readers_gone{fifo, 0, 0};
   for (;;) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
                           deadline - std::chrono::steady_clock::now())
                           .count();
-    if (left <= 0) return;
-    if (::poll(&readers_gone, 1, static_cast<int>(left)) >= 0 || errno != EINTR) return;
+    if (left <= 0) return false;
+    const int ready = ::poll(&readers_gone, 1, static_cast<int>(left));
+    if (ready > 0 || (ready < 0 && errno != EINTR)) return true;
   }
 }
 
@@ -507,7 +502,10 @@ core::Status start(StateStore& store, std::string_view id) {
   core::trace_phase("oci: start byte written");
   if (::unlinkat(dir.fd(), kFifoName, 0) != 0 && errno != ENOENT)
     return io_error("removing exec.fifo");
-  wait_until_program_runs(fifo.get(), program_wait_ms(store, id));
+  // Bounded by the handshake's time and the hooks' timeouts; past them
+  // start returns anyway: the container is started.
+  if (!wait_until_program_runs(fifo.get(), kHandshakeMs))
+    (void)wait_until_program_runs(fifo.get(), start_container_hooks_ms(store, id, record.bundle));
   core::trace_phase("oci: program running");
   run_recorded_hooks(record, "poststart", "running");
   return core::ok_status();
