@@ -526,6 +526,39 @@ TEST_F(StartedAheadTest, ASandboxOfAnotherShapeIsNeverUsed) {
   EXPECT_EQ(runtime->stats().used_started_ahead, 1);
 }
 
+// The shape is compared when the command is about to start, not when the
+// sandbox is taken: a file to hide that appears after prepare() (while init
+// makes the workspace mounts) is still masked.
+TEST_F(StartedAheadTest, TheShapeIsComparedJustBeforeTheCommandStarts) {
+  auto runtime = backends::make_native_runtime(native_, true);
+  runtime->start_ahead(NetworkPolicy{}, ResourcePolicy{});
+  runtime->wait_until_idle();
+  auto backend = runtime->make_backend();
+  ExecutionRequest request;
+  request.argv = {"sh", "-c",
+                  "cat " + (system_ / "bin/visible").string() + "; cat " +
+                      (system_ / "bin/hidden-file").string()};
+  request.workspace = workspace_.path();
+  request.environment = {{"PATH", "/usr/bin:/bin"}};
+  request.execution_id = "run-late-shape";
+  std::string out;
+  request.on_output = [&](OutputStream which, std::string_view text) {
+    if (which == OutputStream::Stdout) out += text;
+  };
+  auto prepared = backend->prepare(request);
+  ASSERT_NE(prepared, nullptr);
+  testing::write_file(system_ / "bin/hidden-file", "do not show\n");
+  fs::permissions(system_ / "bin/hidden-file", fs::perms(0644));
+  const auto outcome = backend->execute(request, std::move(prepared));
+  backend->cleanup();
+  EXPECT_NE(outcome.result.exit_code, 0);
+  EXPECT_EQ(out, "shown\n");
+  runtime->wait_until_idle();
+  const auto stats = runtime->stats();
+  EXPECT_EQ(stats.used_started_ahead, 0);
+  EXPECT_EQ(stats.launched_for_a_run, 1);
+}
+
 TEST_F(StartedAheadTest, ACancelDescriptorEndsTheRun) {
   auto runtime = backends::make_native_runtime(native_, true);
   const int cancel = ::eventfd(0, EFD_CLOEXEC);

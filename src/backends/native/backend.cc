@@ -6,6 +6,7 @@
 
 #include "backends/native/capabilities.h"
 #include "backends/native/host.h"
+#include "backends/native/launch.h"
 #include "backends/native/state_dir.h"
 #include "core/throw_error.h"
 #include "core/trace.h"
@@ -24,6 +25,8 @@ namespace fs = std::filesystem;
 struct Begun {
   std::unique_ptr<SandboxRun> run;
   bool armed = false;  // false: the kernel refused the launch (run->launch_error says why)
+  // Started ahead, its shape not compared yet (confirm_started_ahead()).
+  bool taken_ahead = false;
   fs::path workspace;
   runtime::Clock::time_point start;  // the run's wall-clock limit counts from here
   LaunchSpec spec;
@@ -110,6 +113,9 @@ class NativeBackend final : public Backend {
 
  private:
   core::Result<Begun> begin(const ExecutionRequest& request);
+  core::Status launch_for_the_run(Begun& begun);
+  core::Status arm(Begun& begun, const ExecutionRequest& request);
+  core::Status confirm_started_ahead(Begun& begun, const ExecutionRequest& request);
   core::Result<ExecutionOutcome> run(const ExecutionRequest& request,
                                      std::unique_ptr<PreparedRun> prepared);
 
@@ -147,24 +153,52 @@ core::Result<Begun> NativeBackend::begin(const ExecutionRequest& request) {
   spec.limits = request.limits;
   spec.binds = request.binds;
   if (host_->prestarts()) {
-    begun.run = host_->take_started(host_->shape_of(spec));
-    if (begun.run) {
-      core::trace_phase("native: sandbox started ahead taken");
-      host_->count(&NativeRuntime::Stats::used_started_ahead);
-    }
+    begun.run = host_->take_started(spec_key(spec));
+    begun.taken_ahead = begun.run != nullptr;
+    if (begun.taken_ahead) core::trace_phase("native: sandbox started ahead taken");
   }
-  if (!begun.run) {
-    PB_TRY(launched, host_->launch(spec));
-    begun.run = std::move(launched);
-    host_->count(&NativeRuntime::Stats::launched_for_a_run);
-  }
+  if (!begun.run) PB_CHECK(launch_for_the_run(begun));
   if (!begun.run->launched) return begun;
+  PB_CHECK(arm(begun, request));
+  return begun;
+}
+
+core::Status NativeBackend::launch_for_the_run(Begun& begun) {
+  PB_TRY(launched, host_->launch(begun.spec));
+  begun.run = std::move(launched);
+  host_->count(&NativeRuntime::Stats::launched_for_a_run);
+  return core::ok_status();
+}
+
+core::Status NativeBackend::arm(Begun& begun, const ExecutionRequest& request) {
   if (auto armed = host_->arm(*begun.run, request, begun.workspace); !armed) {
     host_->tear_down(*begun.run);
     return std::move(armed).error();
   }
   begun.armed = true;
-  return begun;
+  return core::ok_status();
+}
+
+// A sandbox started ahead runs the command only if the host still gives
+// its shape: a file to hide that appeared since it started has no mask in
+// it. Compared here, just before Start, rather than when taken: init makes
+// the workspace mounts meanwhile. Otherwise it goes before its command
+// starts, and a sandbox launched for the run takes its place.
+core::Status NativeBackend::confirm_started_ahead(Begun& begun, const ExecutionRequest& request) {
+  begun.taken_ahead = false;
+  if (host_->shape_of(begun.spec) == begun.run->shape) {
+    host_->count(&NativeRuntime::Stats::used_started_ahead);
+    core::trace_phase("native: shape of the sandbox started ahead confirmed");
+    return core::ok_status();
+  }
+  host_->count(&NativeRuntime::Stats::discarded);
+  std::vector<std::unique_ptr<SandboxRun>> discarded;
+  discarded.push_back(std::move(begun.run));
+  host_->retire(std::move(discarded), nullptr);
+  begun.armed = false;
+  PB_CHECK(launch_for_the_run(begun));
+  if (!begun.run->launched) return core::ok_status();
+  return arm(begun, request);
 }
 
 core::Result<ExecutionOutcome> NativeBackend::run(const ExecutionRequest& request,
@@ -181,6 +215,7 @@ core::Result<ExecutionOutcome> NativeBackend::run(const ExecutionRequest& reques
     PB_TRY(fresh, begin(request));
     begun = std::move(fresh);
   }
+  if (begun.taken_ahead) PB_CHECK(confirm_started_ahead(begun, request));
   // Whatever happens from here, cleanup() tears the run down.
   SandboxRun& run = *begun.run;
   finished_.push_back(std::move(begun.run));

@@ -143,8 +143,8 @@ NativeHost::~NativeHost() {
   prestart_.reset();
 }
 
-std::unique_ptr<SandboxRun> NativeHost::take_started(const std::string& shape) {
-  return prestart_ ? prestart_->take(shape) : nullptr;
+std::unique_ptr<SandboxRun> NativeHost::take_started(const std::string& spec_key) {
+  return prestart_ ? prestart_->take(spec_key) : nullptr;
 }
 
 void NativeHost::retire(std::vector<std::unique_ptr<SandboxRun>> runs, const LaunchSpec* next) {

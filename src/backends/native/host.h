@@ -81,9 +81,10 @@ class NativeHost final : public NativeRuntime, public std::enable_shared_from_th
   // (idempotent; what cannot be removed keeps its lock file for reconcile).
   void tear_down(SandboxRun& run);
 
-  // With prestart: the sandbox started ahead for runs of this shape, if there
-  // is one and it is still waiting; nullptr otherwise (launch then).
-  std::unique_ptr<SandboxRun> take_started(const std::string& shape);
+  // With prestart: a sandbox started ahead for a spec with this spec_key(),
+  // if there is one and it is still waiting; nullptr otherwise (launch then).
+  // It is used only if shape_of() still gives its shape.
+  std::unique_ptr<SandboxRun> take_started(const std::string& spec_key);
   // Hands finished runs over (torn down in the background when prestarting,
   // here otherwise) and, with prestart, asks for a sandbox of `next`'s shape.
   void retire(std::vector<std::unique_ptr<SandboxRun>> runs, const LaunchSpec* next);

@@ -70,6 +70,22 @@ bool needs_cgroup(const linux_api::CgroupHost& host, const linux_api::CgroupSett
 
 }  // namespace
 
+std::string spec_key(const LaunchSpec& spec) {
+  std::string text;
+  add_field(text, static_cast<std::uint64_t>(spec.network));
+  add_field(text, spec.limits.memory_bytes);
+  add_field(text, spec.limits.swap_bytes);
+  add_field(text, spec.limits.max_processes);
+  add_field(text, std::to_string(spec.limits.cpu_quota_percent));
+  add_field(text, spec.binds.size());
+  for (const auto& bind : spec.binds) {
+    add_field(text, bind.host.string());
+    add_field(text, bind.sandbox_path);
+    add_field(text, bind.writable ? 1 : 0);
+  }
+  return text;
+}
+
 std::string shape_text(const runtime::LaunchPlan& plan, const linux_api::CgroupSettings& settings,
                        bool idmapped_workspace) {
   std::string text;

@@ -21,14 +21,13 @@ Prestart::~Prestart() {
   thread_.join();
 }
 
-std::unique_ptr<SandboxRun> Prestart::take(const std::string& shape) {
-  if (shape.empty()) return nullptr;
+std::unique_ptr<SandboxRun> Prestart::take(const std::string& spec_key) {
   std::unique_lock lock(mutex_);
   for (;;) {
-    // With none waiting, one being started in this very shape is further
+    // With none waiting, one being started for this very spec is further
     // along than a new launch would be: wait for it.
-    changed_.wait(lock, [&] { return !ready_.empty() || !starting_ || starting_shape_ != shape; });
-    if (ready_.empty() || ready_.front()->shape != shape) return nullptr;
+    changed_.wait(lock, [&] { return !ready_.empty() || !starting_ || starting_key_ != spec_key; });
+    if (ready_.empty() || ready_.front()->spec_key != spec_key) return nullptr;
     std::unique_ptr<SandboxRun> run = std::move(ready_.front());
     ready_.pop_front();
     if (still_waiting(*run)) return run;
@@ -106,7 +105,7 @@ void Prestart::loop() {
         continue;
       }
       starting_ = true;
-      starting_shape_ = shape;
+      starting_key_ = spec_key(spec);
       lock.unlock();
       std::unique_ptr<SandboxRun> run = launch_quietly(spec);
       lock.lock();
@@ -157,6 +156,7 @@ std::unique_ptr<SandboxRun> Prestart::launch_quietly(const LaunchSpec& spec) {
   // now: the two may differ if the host changed meanwhile.
   if ((*run)->launched) {
     (*run)->shape = shape_text((*run)->plan, (*run)->settings, (*run)->ids.idmapped_workspace);
+    (*run)->spec_key = spec_key(spec);
   }
   return std::move(run).value();
 }

@@ -35,8 +35,9 @@ class Prestart {
 
   static constexpr std::size_t kSandboxesAhead = 2;
 
-  // A sandbox started ahead in this shape, if one is still waiting.
-  std::unique_ptr<SandboxRun> take(const std::string& shape);
+  // A sandbox started ahead for a spec with this spec_key(), if one is still
+  // waiting. Its shape is the caller's to compare before its command starts.
+  std::unique_ptr<SandboxRun> take(const std::string& spec_key);
   // Queues finished runs for teardown and, with `next`, asks for a sandbox in
   // its shape.
   void retire(std::vector<std::unique_ptr<SandboxRun>> runs, const LaunchSpec* next);
@@ -65,7 +66,7 @@ class Prestart {
   bool refill_ = false;                            // set by retire() with a spec, cleared once full
   std::deque<std::unique_ptr<SandboxRun>> ready_;  // all of wanted_shape_
   bool starting_ = false;
-  std::string starting_shape_;
+  std::string starting_key_;
   std::thread thread_;  // last: started once everything above exists
 };
 

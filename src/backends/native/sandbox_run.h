@@ -54,6 +54,7 @@ struct SandboxRun {
   std::string launch_error;           // when not launched: why (the kernel refused)
   bool reported = false;              // init sent Exited: it is ending by itself
   std::string shape;                  // shape_text() of its plan, when started ahead
+  std::string spec_key;               // spec_key() of its spec, when started ahead
   std::filesystem::path changes_dir;  // the overlay's upper directory (arm())
   // The run's tmpfs for its changes (--disk), from init: changes_dir is then
   // /proc/self/fd/N/upper, valid while this is open (until tear_down()).
