@@ -106,8 +106,9 @@ void Prestart::loop() {
       }
       starting_ = true;
       starting_key_ = spec_key(spec);
+      const std::string key = starting_key_;
       lock.unlock();
-      std::unique_ptr<SandboxRun> run = launch_quietly(spec);
+      std::unique_ptr<SandboxRun> run = launch_quietly(spec, key);
       lock.lock();
       starting_ = false;
       if (run && run->launched && run->shape == wanted_shape_) {
@@ -148,7 +149,8 @@ void Prestart::loop() {
     tear_down_quietly(*run);
 }
 
-std::unique_ptr<SandboxRun> Prestart::launch_quietly(const LaunchSpec& spec) {
+std::unique_ptr<SandboxRun> Prestart::launch_quietly(const LaunchSpec& spec,
+                                                     const std::string& key) {
   auto run = host_.launch(spec);
   // Not started ahead: the next run launches itself and reports the error.
   if (!run) return nullptr;
@@ -156,7 +158,7 @@ std::unique_ptr<SandboxRun> Prestart::launch_quietly(const LaunchSpec& spec) {
   // now: the two may differ if the host changed meanwhile.
   if ((*run)->launched) {
     (*run)->shape = shape_text((*run)->plan, (*run)->settings, (*run)->ids.idmapped_workspace);
-    (*run)->spec_key = spec_key(spec);
+    (*run)->spec_key = key;
   }
   return std::move(run).value();
 }

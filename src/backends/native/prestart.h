@@ -50,7 +50,8 @@ class Prestart {
   // With the lock held: a wanted shape not known yet, or fewer sandboxes
   // of the wanted shape waiting than kSandboxesAhead.
   bool start_needed() const;
-  std::unique_ptr<SandboxRun> launch_quietly(const LaunchSpec& spec);
+  // `key` is spec_key(spec).
+  std::unique_ptr<SandboxRun> launch_quietly(const LaunchSpec& spec, const std::string& key);
   void tear_down_quietly(SandboxRun& run);
 
   NativeHost& host_;
