@@ -212,6 +212,15 @@ def pulsebox_peer(name, workspace, server=False):
                 env=pulsebox_env(server))
 
 
+def socket_identity(path):
+    """(device, inode) of the file at `path`, or None when there is none."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
 class Server:
     """`pulsebox serve --local` for the benchmark's runs, on its own state
     directory. Its runs are measured like every other tool's, from the
@@ -220,13 +229,23 @@ class Server:
     def __init__(self, workspace):
         self.env = pulsebox_env(server=True)
         self.log = open(os.path.join(BENCH, "server.log"), "w")
+        socket = os.path.join(self.env["PULSEBOX_STATE_DIR"], "server.sock")
+        # A socket already there may be another server's (one an interrupted
+        # benchmark left running): only a socket this server made counts.
+        before = socket_identity(socket)
         self.process = subprocess.Popen([PULSEBOX, "serve", "--local"], env=self.env,
                                         stdout=self.log, stderr=self.log)
-        socket = os.path.join(self.env["PULSEBOX_STATE_DIR"], "server.sock")
+        try:
+            self.wait_until_serving(workspace, socket, before)
+        except BaseException:
+            self.stop()
+            raise
+
+    def wait_until_serving(self, workspace, socket, before):
         deadline = time.monotonic() + 10
-        while not os.path.exists(socket):
+        while socket_identity(socket) in (None, before):
             if self.process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("pulsebox serve --local did not start: see " + self.log.name)
+                raise RuntimeError("pulsebox serve --local did not start: " + self.log_text())
             time.sleep(0.01)
         # A run that the server did (the client would say so if it fell back).
         probe = subprocess.run([PULSEBOX, "run", "-w", workspace, "--", "/bin/true"],
@@ -234,6 +253,13 @@ class Server:
                                capture_output=True, text=True)
         if probe.returncode != 0 or "running in this process" in probe.stderr:
             raise RuntimeError("pulsebox serve --local does not serve runs: " + probe.stderr)
+        if self.process.poll() is not None:
+            raise RuntimeError("pulsebox serve --local exited: " + self.log_text())
+
+    def log_text(self):
+        self.log.flush()
+        with open(self.log.name) as f:
+            return f.read().strip() or "(nothing in " + self.log.name + ")"
 
     def peak_rss_kib(self):
         with open(f"/proc/{self.process.pid}/status") as f:
@@ -243,8 +269,9 @@ class Server:
         return None
 
     def stop(self):
-        self.process.send_signal(signal.SIGTERM)
-        self.process.wait(timeout=30)
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            self.process.wait(timeout=30)
         self.log.close()
 
 
