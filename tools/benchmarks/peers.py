@@ -382,6 +382,37 @@ plot "{data}" using 2:xtic(1) title "median", "" using 3 title "p95"
 
 
 def main():
+    # What the benchmark starts is stopped however it ends (a peer that
+    # fails raises): a server or a helper left behind would hold on to the
+    # next run's state directory and mount namespace.
+    cleanups = [remove_bench_cgroups]
+    try:
+        return benchmark(cleanups)
+    finally:
+        for cleanup in reversed(cleanups):
+            cleanup()
+
+
+def stop_helper(helper):
+    helper.send_signal(signal.SIGKILL)
+    helper.wait()
+
+
+def remove_bench_cgroups():
+    """The runtimes' own cgroups (cgroupsPath /pulsebox-bench/...), if any
+    stayed: only that tree, deepest first, and only empty directories."""
+    for top in ("/sys/fs/cgroup/pulsebox-bench",) + tuple(
+            f"/sys/fs/cgroup/{c}/pulsebox-bench" for c in os.listdir("/sys/fs/cgroup")):
+        if not os.path.isdir(top):
+            continue
+        for directory, _, _ in sorted(os.walk(top), key=lambda w: -w[0].count("/")):
+            try:
+                os.rmdir(directory)
+            except OSError:
+                pass
+
+
+def benchmark(cleanups):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=60, help="interleaved rounds (default 60)")
     parser.add_argument("--quick", action="store_true", help="fewer rounds, no 100k workspace")
@@ -415,6 +446,8 @@ def main():
         prefix = []
         if runtime == "crun":
             helper, prefix = hidden_unified_namespace()
+            if helper:
+                cleanups.append(lambda: stop_helper(helper))
         peer = Peer(runtime, prefix + [which(runtime), "run", "--bundle", bundle,
                                        f"pulsebox-bench-{os.getpid()}"])
         try:
@@ -433,6 +466,7 @@ def main():
     server = None
     try:
         server = Server(empty_ws)
+        cleanups.append(server.stop)
         peers.append(pulsebox_peer("pulsebox (server)", empty_ws, server=True))
     except (OSError, RuntimeError) as error:
         reasons["pulsebox (server)"] = str(error)
@@ -599,22 +633,6 @@ def main():
                    "workspace_100k_ratio": scale,
                    "targets": [{"target": w, "value": v, "verdict": d} for w, v, d in verdicts]},
                   f, indent=2)
-    if server:
-        server.stop()
-    if helper:
-        helper.send_signal(signal.SIGKILL)
-        helper.wait()
-    # The runtimes' own cgroups (cgroupsPath /pulsebox-bench/...), if any
-    # stayed: only that tree, deepest first, and only empty directories.
-    for top in ("/sys/fs/cgroup/pulsebox-bench",) + tuple(
-            f"/sys/fs/cgroup/{c}/pulsebox-bench" for c in os.listdir("/sys/fs/cgroup")):
-        if not os.path.isdir(top):
-            continue
-        for directory, _, _ in sorted(os.walk(top), key=lambda w: -w[0].count("/")):
-            try:
-                os.rmdir(directory)
-            except OSError:
-                pass
 
 
 if __name__ == "__main__":
