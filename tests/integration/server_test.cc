@@ -559,6 +559,31 @@ TEST_F(StartedAheadTest, TheShapeIsComparedJustBeforeTheCommandStarts) {
   EXPECT_EQ(stats.launched_for_a_run, 1);
 }
 
+// Under load, runs of the same shape end while the next sandbox is being
+// started ahead: each asks for a refill and a fresh look at the host, and
+// the sandbox being started is still of the shape they want.
+TEST_F(StartedAheadTest, ASandboxStartedAheadIsKeptWhenRunsOfItsShapeEndMeanwhile) {
+  auto runtime = backends::make_native_runtime(native_, true);
+  // What each finished run's hand-over asks for (its spec as the next),
+  // every 2 ms: more often than a sandbox takes to start here, less often
+  // than its shape takes to compute.
+  const auto deadline = std::chrono::steady_clock::now() + 5s;
+  int asked = 0;
+  for (;;) {
+    const auto stats = runtime->stats();
+    if (stats.started_ahead + stats.discarded >= 2 || std::chrono::steady_clock::now() > deadline)
+      break;
+    runtime->start_ahead(NetworkPolicy{}, ResourcePolicy{});
+    ++asked;
+    std::this_thread::sleep_for(2ms);
+  }
+  runtime->wait_until_idle();
+  const auto stats = runtime->stats();
+  EXPECT_GE(asked, 2);
+  EXPECT_EQ(stats.discarded, 0) << "started ahead in the wanted shape, then thrown away";
+  EXPECT_EQ(stats.started_ahead, 2);
+}
+
 TEST_F(StartedAheadTest, ACancelDescriptorEndsTheRun) {
   auto runtime = backends::make_native_runtime(native_, true);
   const int cancel = ::eventfd(0, EFD_CLOEXEC);

@@ -45,6 +45,7 @@ void Prestart::retire(std::vector<std::unique_ptr<SandboxRun>> runs, const Launc
       retired_.push_back(std::move(run));
     if (next != nullptr) {
       wanted_ = *next;
+      wanted_key_ = spec_key(*next);
       wanted_shape_.clear();
       ++wanted_generation_;
       // Refilled once a run is over, not as soon as one is taken: the
@@ -88,38 +89,49 @@ void Prestart::loop() {
       LaunchSpec spec = *wanted_;
       spec.id = "run-" + core::random_hex(16);
       const std::uint64_t generation = wanted_generation_;
+      const std::string key = wanted_key_;
       std::string shape = wanted_shape_;
       if (shape.empty()) {
         lock.unlock();
         shape = host_.shape_of(spec);
         lock.lock();
-        if (generation != wanted_generation_) continue;  // another spec came meanwhile
+        // Another spec came meanwhile: its shape is computed next. The same
+        // one asked for again (a run of it ended) takes this fresh look.
+        if (generation != wanted_generation_ && wanted_key_ != key) continue;
         wanted_shape_ = shape;
         // Those of another shape would never be used.
-        while (!ready_.empty() && ready_.back()->shape != shape) {
+        for (auto it = ready_.begin(); it != ready_.end();) {
+          if ((*it)->shape == shape) {
+            ++it;
+            continue;
+          }
           host_.count(&NativeRuntime::Stats::discarded);
-          retired_.push_back(std::move(ready_.back()));
-          ready_.pop_back();
+          retired_.push_back(std::move(*it));
+          it = ready_.erase(it);
         }
         if (shape.empty() || ready_.size() >= kSandboxesAhead) refill_ = false;
         continue;
       }
       starting_ = true;
-      starting_key_ = spec_key(spec);
-      const std::string key = starting_key_;
+      starting_key_ = key;
       lock.unlock();
       std::unique_ptr<SandboxRun> run = launch_quietly(spec, key);
       lock.lock();
       starting_ = false;
-      if (run && run->launched && run->shape == wanted_shape_) {
+      // Kept if init has the shape it was started for and that spec is still
+      // the one wanted: runs of it that ended meanwhile only ask for a fresh
+      // look at the host, which the next turn compares the waiting ones with.
+      if (run && run->launched && run->shape == shape && wanted_key_ == key) {
         host_.count(&NativeRuntime::Stats::started_ahead);
         ready_.push_back(std::move(run));
-        if (ready_.size() >= kSandboxesAhead) refill_ = false;
+        if (ready_.size() >= kSandboxesAhead && !wanted_shape_.empty()) refill_ = false;
       } else {
+        if (run && run->launched) host_.count(&NativeRuntime::Stats::discarded);
+        if (run) retired_.push_back(std::move(run));
         // Not launched (the next run launches itself and reports why), or
         // the host changed while it was: no second try until the next run.
-        if (run) retired_.push_back(std::move(run));
-        refill_ = false;
+        // Another spec asked for meanwhile is started next.
+        if (wanted_key_ == key) refill_ = false;
       }
       changed_.notify_all();
       core::trace_flush();

@@ -62,6 +62,7 @@ class Prestart {
   std::vector<std::unique_ptr<SandboxRun>> retired_;
   // The last run's spec; wanted_shape_ is empty until the thread computed it.
   std::optional<LaunchSpec> wanted_;
+  std::string wanted_key_;  // spec_key(*wanted_)
   std::string wanted_shape_;
   std::uint64_t wanted_generation_ = 0;
   bool refill_ = false;                            // set by retire() with a spec, cleared once full
