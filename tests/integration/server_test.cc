@@ -565,8 +565,8 @@ TEST_F(StartedAheadTest, TheShapeIsComparedJustBeforeTheCommandStarts) {
 TEST_F(StartedAheadTest, ASandboxStartedAheadIsKeptWhenRunsOfItsShapeEndMeanwhile) {
   auto runtime = backends::make_native_runtime(native_, true);
   // What each finished run's hand-over asks for (its spec as the next),
-  // every 2 ms: more often than a sandbox takes to start here, less often
-  // than its shape takes to compute.
+  // every 2 ms: sooner than a sandbox takes to start here, so each start
+  // sees such a request come while it runs.
   const auto deadline = std::chrono::steady_clock::now() + 5s;
   int asked = 0;
   for (;;) {
