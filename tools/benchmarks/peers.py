@@ -23,6 +23,7 @@ same harness cost (the floor shows it). A peer that cannot run here is
 skipped with the reason. Needs root for crun, runc and podman.
 """
 import argparse
+import functools
 import json
 import os
 import random
@@ -434,7 +435,6 @@ def benchmark(cleanups):
                                     "--ro-bind", "/", "/", "/bin/true"]))
     else:
         reasons["bwrap"] = "bubblewrap is not installed"
-    helper = None
     for runtime in ("crun", "runc"):
         if not which(runtime):
             reasons[runtime] = f"{runtime} is not installed"
@@ -447,7 +447,7 @@ def benchmark(cleanups):
         if runtime == "crun":
             helper, prefix = hidden_unified_namespace()
             if helper:
-                cleanups.append(lambda: stop_helper(helper))
+                cleanups.append(functools.partial(stop_helper, helper))
         peer = Peer(runtime, prefix + [which(runtime), "run", "--bundle", bundle,
                                        f"pulsebox-bench-{os.getpid()}"])
         try:
