@@ -27,7 +27,7 @@ using core::UniqueFd;
 
 namespace {
 
-constexpr std::size_t kChunkBytes = 1 << 16;
+constexpr std::size_t kExtractChunkBytes = 1 << 16;
 // Bytes after the end-of-archive blocks (a writer's block padding) are read
 // so the sha256 covers the whole stream, but only this many.
 constexpr std::uint64_t kMaxTrailingBytes = 1 << 20;
@@ -175,7 +175,7 @@ core::Status check_empty_directory(int fd, const std::filesystem::path& path) {
 class Extractor {
  public:
   Extractor(const ArchiveSource& source, const ExtractLimits& limits)
-      : source_(source), limits_(limits), buffer_(kChunkBytes) {}
+      : source_(source), limits_(limits), buffer_(kExtractChunkBytes) {}
 
   core::Result<ExtractSummary> run(const std::filesystem::path& dest) {
     root_.reset(::open(dest.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
@@ -492,7 +492,7 @@ core::Result<ExtractSummary> extract_archive(const ArchiveSource& source,
 
 core::Result<ExtractSummary> extract_archive(int fd, const std::filesystem::path& empty_dest_dir,
                                              const ExtractLimits& limits) {
-  std::vector<char> buffer(kChunkBytes);
+  std::vector<char> buffer(kExtractChunkBytes);
   const ArchiveSource source = [&]() -> core::Result<std::string_view> {
     for (;;) {
       const ssize_t got = ::read(fd, buffer.data(), buffer.size());

@@ -26,7 +26,7 @@ using core::UniqueFd;
 
 namespace {
 
-constexpr std::size_t kChunkBytes = 1 << 16;
+constexpr std::size_t kWriteChunkBytes = 1 << 16;
 
 // archive_write_free finishes an archive left open by an error (flush,
 // end-of-archive blocks): the writer's callback refuses those bytes once
@@ -72,7 +72,7 @@ core::Result<std::vector<std::string>> sorted_names(int dir_fd, const std::strin
 class TreeWriter {
  public:
   TreeWriter(const ArchiveSink& sink, const WriteOptions& options)
-      : sink_(sink), options_(options), buffer_(kChunkBytes) {}
+      : sink_(sink), options_(options), buffer_(kWriteChunkBytes) {}
   ~TreeWriter() {
     abandoned_ = true;
     handle_.reset();

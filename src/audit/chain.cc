@@ -25,7 +25,8 @@ std::string chain_hash(std::string_view prev, std::string_view body) {
 namespace {
 
 constexpr std::string_view kHashKey = ",\"hash\":\"";
-constexpr std::string_view kMacKey = "\",\"mac\":\"";
+// The end of the hash's value and the start of the mac's.
+constexpr std::string_view kMacAfterHash = "\",\"mac\":\"";
 
 bool is_hex(std::string_view text) {
   return text.find_first_not_of("0123456789abcdef") == std::string_view::npos;
@@ -115,10 +116,10 @@ std::optional<SplitLine> split_hashed_line(std::string_view line) {
   if (line.size() < 2 || line.back() != '}' || line[line.size() - 2] != '"') return std::nullopt;
   SplitLine split;
   std::string_view rest = line.substr(0, line.size() - 2);  // without `"}`
-  if (rest.size() > 64 + kMacKey.size() &&
-      rest.substr(rest.size() - 64 - kMacKey.size(), kMacKey.size()) == kMacKey) {
+  if (rest.size() > 64 + kMacAfterHash.size() &&
+      rest.substr(rest.size() - 64 - kMacAfterHash.size(), kMacAfterHash.size()) == kMacAfterHash) {
     split.mac = rest.substr(rest.size() - 64);
-    rest.remove_suffix(64 + kMacKey.size());
+    rest.remove_suffix(64 + kMacAfterHash.size());
     if (!is_hex(split.mac)) return std::nullopt;
   }
   if (rest.size() < 64 + kHashKey.size() ||

@@ -43,23 +43,6 @@ std::string summarize(const TransactionInfo& info) {
   return out + " (" + detail + ")";
 }
 
-nlohmann::json group_json(const std::optional<workspace::ReviewGroup>& group) {
-  if (!group) return nullptr;
-  nlohmann::json out = {{"reason", std::string(workspace::to_string(group->reason))}};
-  core::put_name(out, "directory", group->directory);
-  return out;
-}
-
-nlohmann::json groups_json(const std::map<workspace::ReviewGroup, std::size_t>& counts) {
-  nlohmann::json out = nlohmann::json::array();
-  for (const auto& [group, count] : counts) {
-    nlohmann::json item = group_json(group);
-    item["count"] = count;
-    out.push_back(std::move(item));
-  }
-  return out;
-}
-
 using review::refused_json;
 
 nlohmann::json notes_json(const std::vector<ChangeNote>& notes) {
@@ -78,7 +61,7 @@ nlohmann::json to_json(const TransactionInfo& info,
   for (std::size_t i = 0; i < info.changes.size(); ++i) {
     const auto& change = info.changes[i];
     nlohmann::json item = {{"kind", std::string(to_string(change.kind))},
-                           {"group", group_json(groups[i])},
+                           {"group", review::group_json(groups[i])},
                            {"contains_secret", change.contains_secret}};
     core::put_name(item, "path", change.path);
     changes.push_back(std::move(item));
@@ -90,7 +73,7 @@ nlohmann::json to_json(const TransactionInfo& info,
                         {"staged_bytes", info.staged_bytes},
                         {"contains_secrets", info.contains_secrets},
                         {"changes", std::move(changes)},
-                        {"groups", groups_json(review::count_groups(groups))},
+                        {"groups", review::groups_json(review::count_groups(groups))},
                         {"refused", refused_json(info.refused)},
                         {"notes", notes_json(info.notes)}};
   core::put_name(out, "origin", info.origin);

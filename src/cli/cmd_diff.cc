@@ -19,13 +19,6 @@ namespace {
 
 using review::Options;
 
-nlohmann::json group_json(const std::optional<workspace::ReviewGroup>& group) {
-  if (!group) return nullptr;
-  nlohmann::json out = {{"reason", std::string(workspace::to_string(group->reason))}};
-  core::put_name(out, "directory", group->directory);
-  return out;
-}
-
 // On a terminal a file's own escape sequences must not act; piped, the
 // diff stays byte for byte (`pulsebox diff TX | git apply`).
 void print_diff_text(const std::string& text) {
@@ -133,22 +126,16 @@ int run_diff(const Options& options) {
                                {"added_lines", stat.added_lines},
                                {"removed_lines", stat.removed_lines},
                                {"binary", stat.binary},
-                               {"group", group_json(groups[i])},
+                               {"group", review::group_json(groups[i])},
                                {"contains_secret", change.contains_secret}};
         core::put_name(item, "path", change.path);
         entries.push_back(std::move(item));
-      }
-      nlohmann::json group_list = nlohmann::json::array();
-      for (const auto& [group, count] : group_counts) {
-        nlohmann::json item = group_json(group);
-        item["count"] = count;
-        group_list.push_back(std::move(item));
       }
       nlohmann::json out = {{"id", info.id},
                             {"created", info.created},
                             {"contains_secrets", info.contains_secrets},
                             {"paths", std::move(entries)},
-                            {"groups", std::move(group_list)}};
+                            {"groups", review::groups_json(group_counts)}};
       core::put_name(out, "origin", info.origin);
       review::print_json(out);
       return kExitOk;

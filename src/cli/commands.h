@@ -6,14 +6,10 @@
 #include <string>
 #include <vector>
 
+#include "cli/exit_codes.h"
 #include "core/result.h"
 
 namespace pulsebox::cli {
-
-// Exit statuses shared by every subcommand (see docs/cli.md).
-inline constexpr int kExitOk = 0;
-inline constexpr int kExitCheckFailed = 1;  // the input was read and is invalid
-inline constexpr int kExitUsage = 125;      // pulsebox itself refused or failed
 
 // A `check` whose input did not load: 125 when it could not be read at all
 // (missing, not a regular file, over its size limit: the file readers'

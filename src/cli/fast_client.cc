@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <cstdint>
 
+#include "cli/exit_codes.h"
 #include "core/decimal_text.h"
 #include "linux/syscalls.h"
 #include "server/protocol_constants.h"
@@ -50,7 +51,7 @@ namespace {
 using pulsebox::linux_api::raw;
 
 constexpr std::size_t kBufferBytes = pulsebox::server::kMaxRequestBytes + 64 * 1024;
-constexpr int kExitUsage = 125;
+using pulsebox::cli::kExitUsage;
 
 std::size_t length(const char* text) {
   std::size_t n = 0;

@@ -303,6 +303,23 @@ void Audit::record(const std::string& action, const std::string& target, bool al
                           {"path_count", static_cast<std::int64_t>(paths.size())}}});
 }
 
+nlohmann::json group_json(const std::optional<workspace::ReviewGroup>& group) {
+  if (!group) return nullptr;
+  nlohmann::json out = {{"reason", std::string(workspace::to_string(group->reason))}};
+  core::put_name(out, "directory", group->directory);
+  return out;
+}
+
+nlohmann::json groups_json(const std::map<workspace::ReviewGroup, std::size_t>& counts) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& [group, count] : counts) {
+    nlohmann::json item = group_json(group);
+    item["count"] = count;
+    out.push_back(std::move(item));
+  }
+  return out;
+}
+
 nlohmann::json path_object(const std::string& path) {
   nlohmann::json item = nlohmann::json::object();
   core::put_name(item, "path", path);

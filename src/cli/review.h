@@ -97,6 +97,11 @@ class Grouping {
   std::size_t warned_ = 0;
 };
 
+// A path's review group as JSON ({"reason", "directory"}), null for none.
+nlohmann::json group_json(const std::optional<workspace::ReviewGroup>& group);
+// Counts per group as a JSON array of group_json objects with "count".
+nlohmann::json groups_json(const std::map<workspace::ReviewGroup, std::size_t>& counts);
+
 // Counts per group, in order of directory.
 std::map<workspace::ReviewGroup, std::size_t> count_groups(
     const std::vector<std::optional<workspace::ReviewGroup>>& groups);

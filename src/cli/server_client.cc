@@ -13,6 +13,7 @@
 #include <string_view>
 
 #include "backends/native_runtime.h"
+#include "cli/exit_codes.h"
 #include "cli/fast_client.h"
 #include "core/text.h"
 #include "core/trace.h"
@@ -25,8 +26,6 @@ extern char** environ;
 namespace pulsebox::cli {
 
 namespace {
-
-constexpr int kExitUsage = 125;
 
 void warn(const std::string& message) {
   const std::string line = "pulsebox: " + message + "\n";

@@ -68,6 +68,10 @@ inline long raw(long number, Args... args) noexcept {
   return raw_syscall(number, raw_arg(args)...);
 }
 
+// The size of the kernel's sigset_t (rt_sigprocmask and co. take it; glibc's
+// sigset_t is 128 bytes).
+inline constexpr long kKernelSigsetBytes = 8;
+
 // Credentials for the calling thread only: 0 or the errno. (glibc's
 // setresuid() & co. first signal every other thread they know of, POSIX's
 // process-wide semantics; in a child cloned from a multi-threaded process

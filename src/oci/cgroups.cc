@@ -20,14 +20,11 @@
 
 #include "core/fs.h"
 #include "linux/syscalls.h"
+#include "oci/invalid_input.h"
 
 namespace pulsebox::oci {
 
 namespace {
-
-core::Error invalid(std::string message) {
-  return core::Error(core::ErrorKind::kInvalidInput, "oci", std::move(message));
-}
 
 core::Error unavailable(std::string message) {
   return core::Error(core::ErrorKind::kUnavailable, "cgroup", std::move(message));

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/fs.h"
+#include "oci/invalid_input.h"
 #include "oci/state_store.h"
 
 namespace pulsebox::oci {
@@ -24,10 +25,6 @@ const char* level_name(LogLevel level) {
       return "error";
   }
   return "error";
-}
-
-core::Error invalid(std::string message) {
-  return core::Error(core::ErrorKind::kInvalidInput, "oci", std::move(message));
 }
 
 }  // namespace

@@ -22,6 +22,7 @@
 
 #include "core/fs.h"
 #include "core/json_parse.h"
+#include "oci/invalid_input.h"
 
 namespace pulsebox::oci {
 
@@ -37,10 +38,6 @@ constexpr std::string_view kStagingPrefix = ".creating-";
 // What a container directory may hold; remove() unlinks these and refuses
 // anything else rather than guess.
 constexpr const char* kKnownFiles[] = {kStateTemp, kStateFile, "config.json", kFifo, kLockFile};
-
-core::Error invalid(std::string message) {
-  return core::Error(core::ErrorKind::kInvalidInput, "oci", std::move(message));
-}
 
 core::Error not_found(std::string_view id) {
   return invalid("container " + std::string(id) + " does not exist");

@@ -33,10 +33,9 @@
 namespace pulsebox::runtime {
 namespace {
 
+using linux_api::kKernelSigsetBytes;
 using linux_api::raw;
 using linux_api::raw_error;
-
-constexpr long kSigsetBytes = 8;  // the kernel's sigset_t
 
 constexpr std::uint64_t signal_bit(int signal) {
   return std::uint64_t{1} << (signal - 1);
@@ -97,7 +96,7 @@ PULSEBOX_CHILD_CODE void switch_ids(const LaunchPlan& plan, uid_t uid, gid_t gid
   close_all_except(3, keep, 1);
   // init blocks SIGCHLD and SIGTERM to wait for them; the mask survives execve.
   const std::uint64_t none = 0;
-  raw(SYS_rt_sigprocmask, SIG_SETMASK, &none, nullptr, kSigsetBytes);
+  raw(SYS_rt_sigprocmask, SIG_SETMASK, &none, nullptr, kKernelSigsetBytes);
   mark(plan, "command: ids, capabilities, fds set");
   int listener = -1;
   if (plan.load_seccomp) {
@@ -293,7 +292,7 @@ PULSEBOX_CHILD_CODE void run_sandbox_init(const LaunchPlan& plan) noexcept {
   // init waits for SIGCHLD and SIGTERM (blocked, taken with sigtimedwait: no
   // handler, which would need a signal trampoline of its own).
   const std::uint64_t waited = signal_bit(SIGCHLD) | signal_bit(SIGTERM);
-  raw(SYS_rt_sigprocmask, SIG_BLOCK, &waited, nullptr, kSigsetBytes);
+  raw(SYS_rt_sigprocmask, SIG_BLOCK, &waited, nullptr, kKernelSigsetBytes);
 
   // The command shares init's memory (the supervisor's) until its execve,
   // and init is suspended meanwhile (CLONE_VFORK, as posix_spawn does).
@@ -312,7 +311,7 @@ PULSEBOX_CHILD_CODE void run_sandbox_init(const LaunchPlan& plan) noexcept {
   if (plan.passed_stdin_fd >= 0) raw(SYS_close, plan.passed_stdin_fd);
   for (;;) {
     siginfo_t info{};
-    const long signal = raw(SYS_rt_sigtimedwait, &waited, &info, nullptr, kSigsetBytes);
+    const long signal = raw(SYS_rt_sigtimedwait, &waited, &info, nullptr, kKernelSigsetBytes);
     if (signal == SIGTERM) raw(SYS_kill, -1, SIGTERM);
     for (;;) {
       int status = 0;

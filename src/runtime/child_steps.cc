@@ -10,9 +10,8 @@
 namespace pulsebox::runtime {
 namespace {
 
+using linux_api::kKernelSigsetBytes;
 using linux_api::raw;
-
-constexpr long kSigsetBytes = 8;  // the kernel's sigset_t
 
 // The kernel's struct sigaction (no restorer is needed for SIG_DFL).
 struct KernelSigaction {
@@ -54,10 +53,10 @@ PULSEBOX_CHILD_CODE void reset_signals() noexcept {
   const KernelSigaction default_action{SIG_DFL, 0, nullptr, 0};
   for (int signal = 1; signal <= 64; ++signal) {
     if (signal == SIGKILL || signal == SIGSTOP) continue;
-    raw(SYS_rt_sigaction, signal, &default_action, nullptr, kSigsetBytes);
+    raw(SYS_rt_sigaction, signal, &default_action, nullptr, kKernelSigsetBytes);
   }
   const std::uint64_t none = 0;
-  raw(SYS_rt_sigprocmask, SIG_SETMASK, &none, nullptr, kSigsetBytes);
+  raw(SYS_rt_sigprocmask, SIG_SETMASK, &none, nullptr, kKernelSigsetBytes);
 }
 
 }  // namespace pulsebox::runtime

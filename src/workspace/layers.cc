@@ -22,7 +22,6 @@ using core::UniqueFd;
 
 namespace {
 
-constexpr int kMaxDepth = 512;
 constexpr char kOpaque[] = "user.overlay.opaque";
 
 bool is_whiteout(const struct stat& st) {
@@ -81,7 +80,7 @@ void copy_directory_metadata(int from, int to) {
 }
 
 core::Status remove_tree_fd(int dirfd, const std::string& name, int depth) {
-  if (depth > kMaxDepth) return Error(ErrorKind::kResource, "session", "nested too deeply");
+  if (depth > kMaxTreeDepth) return Error(ErrorKind::kResource, "session", "nested too deeply");
   struct stat st {};
   if (::fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
     return errno == ENOENT ? core::ok_status() : Error::from_errno("session", "stat " + name);
@@ -110,7 +109,7 @@ core::Status remove_tree_fd(int dirfd, const std::string& name, int depth) {
 }
 
 core::Status merge_directory(int upper, int lower, const std::string& prefix, int depth) {
-  if (depth > kMaxDepth) {
+  if (depth > kMaxTreeDepth) {
     return Error(ErrorKind::kResource, "session", prefix + ": directories nested too deeply");
   }
   WritableWhileMerging upper_writable(upper);
@@ -182,7 +181,7 @@ core::Status copy_contents(int source, int target, const std::string& path) {
 }
 
 core::Status copy_tree(int from_dir, int to_dir, const std::string& prefix, int depth) {
-  if (depth > kMaxDepth) {
+  if (depth > kMaxTreeDepth) {
     return Error(ErrorKind::kResource, "session", prefix + ": directories nested too deeply");
   }
   for (const std::string& name : list_directory(from_dir)) {
@@ -247,7 +246,7 @@ struct LayerDescriber {
   }
 
   void walk(int dirfd, const std::string& prefix, int depth) {
-    if (depth > kMaxDepth || changes.size() >= max_entries) return;
+    if (depth > kMaxTreeDepth || changes.size() >= max_entries) return;
     for (const std::string& name : list_directory(dirfd)) {
       if (prefix.empty() && name == ".agent") continue;  // never imported
       const std::string path = prefix + name;

@@ -19,8 +19,6 @@ using core::UniqueFd;
 
 namespace {
 
-constexpr int kMaxDepth = 512;
-
 // The entries staged beneath `path` are all files kept in place or
 // directories; how many.
 std::optional<std::size_t> staged_beneath(const Draft& draft, const std::string& path) {
@@ -46,7 +44,7 @@ class Preparer {
   // staged mode after its last step; renaming a directory writes its "..")
   // and owner; then what it holds.
   bool directory(int fd, const std::string& path, const Entry& entry, int depth) {
-    if (depth > kMaxDepth || entry.op != StagedOp::Mkdir) return false;
+    if (depth > kMaxTreeDepth || entry.op != StagedOp::Mkdir) return false;
     const ssize_t attributes = ::flistxattr(fd, nullptr, 0);
     if (attributes != 0 && !(attributes < 0 && errno == ENOTSUP)) return false;
     if (::fchmod(fd, entry.mode | 0700) != 0) return false;

@@ -47,8 +47,6 @@ using core::UniqueFd;
 
 namespace {
 
-constexpr int kMaxDepth = 512;
-
 bool is_opaque(int dirfd) {
   for (const char* attribute : {"trusted.overlay.opaque", "user.overlay.opaque"}) {
     char value[8] = {};
@@ -223,7 +221,7 @@ struct Walker {
   // `lower` is the matching lower directory or -1; `hidden` means the lower
   // entries here are hidden by an opaque directory above.
   core::Status walk(int upper, int lower, bool hidden, const std::string& prefix, int depth) {
-    if (depth > kMaxDepth) {
+    if (depth > kMaxTreeDepth) {
       return Error(ErrorKind::kResource, "overlay", prefix + ": directories nested too deeply");
     }
     std::vector<std::string> upper_names = list_directory(upper);

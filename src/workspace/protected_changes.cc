@@ -10,6 +10,7 @@
 
 #include "core/text.h"
 #include "workspace/safe_open.h"
+#include "workspace/tree.h"
 
 namespace pulsebox::workspace {
 
@@ -18,8 +19,6 @@ using core::ErrorKind;
 using core::UniqueFd;
 
 namespace {
-
-constexpr int kMaxDepth = 512;
 
 bool equal_ignoring_ascii_case(std::string_view a, std::string_view b) {
   return a.size() == b.size() && core::ascii_lower(a) == core::ascii_lower(b);
@@ -158,7 +157,7 @@ core::Result<std::optional<std::string>> resolved_location(int root_fd, const st
 // deletion of the directory would remove.
 core::Result<std::optional<ProtectedChange>> find_beneath(int dirfd, const std::string& prefix,
                                                           const HoldsEntry& holds, int depth) {
-  if (depth > kMaxDepth) {
+  if (depth > kMaxTreeDepth) {
     return Error(ErrorKind::kResource, "workspace", prefix + ": directories nested too deeply");
   }
   for (const std::string& name : list_directory(dirfd)) {

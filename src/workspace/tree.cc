@@ -101,7 +101,7 @@ bool each_directory_at(
     int fd, const std::string& path, int depth,
     const std::function<bool(int dir, const struct stat& st, const std::string& path)>& visit) {
   struct stat st {};
-  if (depth > 512 || ::fstat(fd, &st) != 0 || !visit(fd, st, path)) return false;
+  if (depth > kMaxTreeDepth || ::fstat(fd, &st) != 0 || !visit(fd, st, path)) return false;
   return for_each_name(fd, [&](const dirent& item) {
     if (item.d_type != DT_DIR && item.d_type != DT_UNKNOWN) return true;
     core::UniqueFd sub(::openat(fd, item.d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));

@@ -16,6 +16,10 @@
 
 namespace pulsebox::workspace {
 
+// How deep the workspace's walks go: a deeper tree is refused, not followed
+// (each level holds a descriptor open).
+inline constexpr int kMaxTreeDepth = 512;
+
 enum class NodeType { Absent, File, Directory, Symlink, Other };
 
 std::string_view to_string(NodeType type);
@@ -74,7 +78,7 @@ bool for_each_name(int dirfd, const std::function<bool(const dirent&)>& each);
 // Hands `visit` the directory `fd` and then each directory beneath it
 // (opened one name at a time, never through a symlink), with its path
 // relative to `fd` ("" for it), until it returns false. false: `visit`
-// stopped, a directory could not be read, or the tree is deeper than 512.
+// stopped, a directory could not be read, or the tree is deeper than kMaxTreeDepth.
 bool each_directory(
     int fd,
     const std::function<bool(int dir, const struct stat& st, const std::string& path)>& visit);

@@ -6,9 +6,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/file.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -26,6 +24,7 @@
 #include "linux/cgroup.h"
 #include "oci/cgroups.h"
 #include "oci/commands/commands.h"
+#include "oci/commands/process_handoff.h"
 #include "oci/device_filter.h"
 #include "oci/hooks.h"
 #include "oci/launch/join.h"
@@ -56,34 +55,10 @@ void warn_ambient_left_out(std::uint64_t asked, std::uint64_t raised,
 
 namespace fs = std::filesystem;
 
-constexpr int kHandshakeMs = 30000;
 constexpr const char* kFifoName = "exec.fifo";
 
 core::Error io_error(const std::string& what) {
   return core::Error::from_errno("oci", what);
-}
-
-// A descriptor above fds 0 .. 2 + preserved (the plan requires it), close-on-exec.
-core::Result<core::UniqueFd> above_preserved(core::UniqueFd fd, int preserved) {
-  if (!fd) return io_error("opening a descriptor for the container");
-  if (fd.get() >= 3 + preserved) return fd;
-  const int moved = ::fcntl(fd.get(), F_DUPFD_CLOEXEC, 3 + preserved);
-  if (moved < 0) return io_error("moving a descriptor above the preserved ones");
-  return core::UniqueFd(moved);
-}
-
-core::Result<core::UniqueFd> connect_console(const std::string& path) {
-  sockaddr_un address{};
-  address.sun_family = AF_UNIX;
-  if (path.size() >= sizeof address.sun_path)
-    return core::Error(core::ErrorKind::kInvalidInput, "oci",
-                       "--console-socket " + path + ": the path is too long for a socket");
-  path.copy(address.sun_path, path.size());
-  core::UniqueFd socket(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!socket ||
-      ::connect(socket.get(), reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0)
-    return io_error("--console-socket " + path + ": connecting");
-  return socket;
 }
 
 core::Status write_config_copy(int dir_fd, const fs::path& bundle) {

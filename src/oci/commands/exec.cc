@@ -8,9 +8,7 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -26,7 +24,9 @@
 #include "core/trace.h"
 #include "oci/cgroups.h"
 #include "oci/commands/commands.h"
+#include "oci/commands/process_handoff.h"
 #include "oci/commands/signal_forwarding.h"
+#include "oci/invalid_input.h"
 #include "oci/plan_builder.h"
 #include "oci/spec/spec.h"
 
@@ -35,7 +35,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr int kHandshakeMs = 30000;
 constexpr const char* kStopBeforeExec = "oci exec: before execve";
 // Every namespace type a container may have; exec joins those that are
 // not this process's own (setns refuses re-entering one's user namespace).
@@ -43,31 +42,6 @@ constexpr std::pair<int, const char*> kNamespaceFiles[] = {
     {CLONE_NEWUSER, "user"},    {CLONE_NEWIPC, "ipc"}, {CLONE_NEWUTS, "uts"},
     {CLONE_NEWNET, "net"},      {CLONE_NEWPID, "pid"}, {CLONE_NEWNS, "mnt"},
     {CLONE_NEWCGROUP, "cgroup"}};
-
-core::Error invalid(std::string message) {
-  return core::Error(core::ErrorKind::kInvalidInput, "oci", std::move(message));
-}
-
-core::Result<core::UniqueFd> above_preserved(core::UniqueFd fd, int preserved) {
-  if (!fd) return core::Error::from_errno("oci", "opening a descriptor for the process");
-  if (fd.get() >= 3 + preserved) return fd;
-  const int moved = ::fcntl(fd.get(), F_DUPFD_CLOEXEC, 3 + preserved);
-  if (moved < 0) return core::Error::from_errno("oci", "moving a descriptor above the preserved");
-  return core::UniqueFd(moved);
-}
-
-core::Result<core::UniqueFd> connect_console(const std::string& path) {
-  sockaddr_un address{};
-  address.sun_family = AF_UNIX;
-  if (path.size() >= sizeof address.sun_path)
-    return invalid("--console-socket " + path + ": the path is too long for a socket");
-  path.copy(address.sun_path, path.size());
-  core::UniqueFd socket(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!socket ||
-      ::connect(socket.get(), reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0)
-    return core::Error::from_errno("oci", "--console-socket " + path + ": connecting");
-  return socket;
-}
 
 // The namespaces of `pid` that are not this process's own. Where this
 // process may not read the link (an ordinary user and a created container's
