@@ -52,7 +52,7 @@ int SleepChild::wait_for_signal() {
 
 void write_oci_record(const std::filesystem::path& root, const std::string& id, pid_t pid,
                       std::uint64_t start_time, bool with_fifo,
-                      const std::vector<std::string>& cgroup_leaves) {
+                      const std::vector<std::string>& cgroup_leaves, core::UniqueFd* fifo_reader) {
   auto store = oci::StateStore::open(root);
   ASSERT_TRUE(store.ok()) << store.error().to_string();
   auto dir = store->create(id);
@@ -73,6 +73,7 @@ void write_oci_record(const std::filesystem::path& root, const std::string& id, 
     // this test process plays it, until it exits (the descriptor is kept).
     const int reader = ::openat(dir->fd(), "exec.fifo", O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     ASSERT_GE(reader, 0);
+    if (fifo_reader) *fifo_reader = core::UniqueFd(reader);
   }
 }
 

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "core/unique_fd.h"
 #include "helpers/cli_runner.h"
 #include "oci/state_store.h"
 
@@ -37,10 +38,12 @@ class SleepChild {
 // Writes <root>/<id>/{lock,state.json} as create would for a created
 // container whose process is `pid` with `start_time` (+ exec.fifo when
 // `with_fifo`, its read end held open by this process as the container's
-// process would while it waits for start); no lock is left held.
+// process would while it waits for start: in *fifo_reader when given, else
+// for the rest of the test); no lock is left held.
 void write_oci_record(const std::filesystem::path& root, const std::string& id, pid_t pid,
                       std::uint64_t start_time, bool with_fifo = false,
-                      const std::vector<std::string>& cgroup_leaves = {});
+                      const std::vector<std::string>& cgroup_leaves = {},
+                      core::UniqueFd* fifo_reader = nullptr);
 
 // `pulsebox oci --root ROOT args...`.
 CliRun run_oci(const std::filesystem::path& root, const std::vector<std::string>& args,

@@ -7,8 +7,10 @@
 #include <sys/file.h>
 #include <sys/wait.h>
 
+#include <chrono>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "helpers/cli_runner.h"
 #include "helpers/oci_state.h"
@@ -84,7 +86,9 @@ TEST_F(OciStateCliTest, OnlyAFifoAtExecFifoReadsAsCreated) {
 // holds the fifo (the state lock is shared, so that `state` never reads a
 // start as a create); both used to write their byte and run poststart.
 TEST_F(OciStateCliTest, AStartWhileAnotherIsUnderWayIsRefused) {
-  testing::write_oci_record(root_, "c1", child_.pid(), start_time_, /*with_fifo=*/true);
+  core::UniqueFd reader;
+  testing::write_oci_record(root_, "c1", child_.pid(), start_time_, /*with_fifo=*/true, {},
+                            &reader);
   // The first start, as it is between its lock and its byte.
   const int first = ::open((root_ / "c1" / "exec.fifo").c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
   ASSERT_GE(first, 0);
@@ -95,9 +99,24 @@ TEST_F(OciStateCliTest, AStartWhileAnotherIsUnderWayIsRefused) {
       << second.err;
   EXPECT_TRUE(fs::exists(root_ / "c1" / "exec.fifo")) << "the first start's fifo is left to it";
   ::close(first);
-  // Once the first is gone without its byte, a start works.
+  // Once the first is gone without its byte, a start works. The container's
+  // process (a thread here) takes the byte and closes its end, as its
+  // execve would: start waits for that, up to its handshake time. Until
+  // start opens the fifo, a read finds end-of-file (the first writer came
+  // and went) and is tried again.
+  std::thread process([&reader] {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    char byte = 0;
+    while (::read(reader.get(), &byte, 1) != 1 && std::chrono::steady_clock::now() < deadline)
+      ::usleep(1000);
+    reader.reset();
+  });
+  const auto started = std::chrono::steady_clock::now();
   const auto again = run_oci(root_, {"start", "c1"});
+  process.join();
   EXPECT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(20))
+      << "start saw the process take its byte (not its handshake time running out)";
   EXPECT_FALSE(fs::exists(root_ / "c1" / "exec.fifo"));
 }
 
