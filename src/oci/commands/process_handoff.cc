@@ -10,7 +10,8 @@ core::Result<core::UniqueFd> above_preserved(core::UniqueFd fd, int preserved) {
   if (!fd) return core::Error::from_errno("oci", "opening a descriptor for the container");
   if (fd.get() >= 3 + preserved) return fd;
   const int moved = ::fcntl(fd.get(), F_DUPFD_CLOEXEC, 3 + preserved);
-  if (moved < 0) return core::Error::from_errno("oci", "moving a descriptor above the preserved ones");
+  if (moved < 0)
+    return core::Error::from_errno("oci", "moving a descriptor above the preserved ones");
   return core::UniqueFd(moved);
 }
 
