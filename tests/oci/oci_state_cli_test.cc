@@ -104,8 +104,9 @@ TEST_F(OciStateCliTest, AStartWhileAnotherIsUnderWayIsRefused) {
   // execve would: start waits for that, up to its handshake time. Until
   // start opens the fifo, a read finds end-of-file (the first writer came
   // and went) and is tried again.
-  std::thread process([&reader] {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  constexpr auto kPatience = std::chrono::seconds(20);  // under start's 30 s handshake
+  std::thread process([&reader, kPatience] {
+    const auto deadline = std::chrono::steady_clock::now() + kPatience;
     char byte = 0;
     while (::read(reader.get(), &byte, 1) != 1 && std::chrono::steady_clock::now() < deadline)
       ::usleep(1000);
@@ -115,7 +116,7 @@ TEST_F(OciStateCliTest, AStartWhileAnotherIsUnderWayIsRefused) {
   const auto again = run_oci(root_, {"start", "c1"});
   process.join();
   EXPECT_EQ(again.exit_code, 0) << again.err;
-  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(20))
+  EXPECT_LT(std::chrono::steady_clock::now() - started, kPatience)
       << "start saw the process take its byte (not its handshake time running out)";
   EXPECT_FALSE(fs::exists(root_ / "c1" / "exec.fifo"));
 }

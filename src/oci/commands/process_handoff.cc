@@ -4,6 +4,8 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 
+#include "oci/invalid_input.h"
+
 namespace pulsebox::oci::commands {
 
 core::Result<core::UniqueFd> above_preserved(core::UniqueFd fd, int preserved) {
@@ -19,8 +21,7 @@ core::Result<core::UniqueFd> connect_console(const std::string& path) {
   sockaddr_un address{};
   address.sun_family = AF_UNIX;
   if (path.size() >= sizeof address.sun_path)
-    return core::Error(core::ErrorKind::kInvalidInput, "oci",
-                       "--console-socket " + path + ": the path is too long for a socket");
+    return invalid("--console-socket " + path + ": the path is too long for a socket");
   path.copy(address.sun_path, path.size());
   core::UniqueFd socket(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!socket ||
