@@ -343,7 +343,7 @@ core::Status refuse_sysctl_in_runtimes_namespace(const spec::Spec& spec, const P
 // supervisor stays with the container: the kernel kills.
 core::Status add_seccomp(const spec::Spec& spec, launch::ContainerPlan& plan) {
   if (!spec.linux.seccomp) return core::ok_status();
-  PB_TRY(filter, seccomp::compile(*spec.linux.seccomp, seccomp::Layout::BinaryTree,
+  PB_TRY(filter, seccomp::compile(*spec.linux.seccomp, seccomp::Layout::Ranges,
                                   seccomp::KillActions::Kernel));
   plan.seccomp_program = filter->program;
   plan.seccomp_flags = filter->load_flags;

@@ -1,6 +1,7 @@
 #include "seccomp/compiler.h"
 
 #include <fcntl.h>
+#include <linux/audit.h>
 #include <linux/seccomp.h>
 #include <seccomp.h>
 #include <sys/mman.h>
@@ -12,10 +13,15 @@
 #include <cctype>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <optional>
+#include <set>
 
 #include "core/fs.h"
 #include "core/sha256.h"
 #include "core/unique_fd.h"
+#include "seccomp/bpf_run.h"
+#include "seccomp/ranges.h"
 
 namespace pulsebox::seccomp {
 
@@ -26,7 +32,7 @@ using core::UniqueFd;
 namespace {
 
 // Bump when the compilation itself changes, so old cache files are not used.
-constexpr const char* kCompilerVersion = "pulsebox-seccomp-2";  // 2: binary tree
+constexpr const char* kCompilerVersion = "pulsebox-seccomp-3";  // 2: binary tree, 3: ranges
 
 bool is_kill(Action action) {
   return action == Action::KillProcess || action == Action::KillThread;
@@ -77,6 +83,14 @@ scmp_compare scmp_op(ArgOp op) {
       return SCMP_CMP_MASKED_EQ;
   }
   return SCMP_CMP_EQ;
+}
+
+// "SCMP_ARCH_X86_64" -> "x86_64", as seccomp_arch_resolve_name() spells it.
+std::string architecture_token(const std::string& arch_name) {
+  std::string lower = arch_name.substr(std::string("SCMP_ARCH_").size());
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return lower;
 }
 
 std::string libseccomp_version() {
@@ -137,25 +151,43 @@ unsigned int load_flags(std::uint32_t filter_flags) {
 
 }  // namespace
 
-core::Result<std::shared_ptr<const CompiledFilter>> compile(const Profile& profile, Layout layout,
-                                                            KillActions kill_actions) {
-  const std::uint32_t default_action =
-      scmp_action(profile.default_action, profile.default_errno, kill_actions);
+namespace {
+
+// The syscall numbers a rule names, on this machine's architecture. Docker
+// profiles list syscalls of every architecture: the unknown ones simply do
+// not exist here.
+std::vector<int> rule_numbers(const Rule& rule) {
+  std::vector<int> numbers;
+  for (const auto& name : rule.names) {
+    const int nr = ::seccomp_syscall_resolve_name(name.c_str());
+    if (nr != __NR_SCMP_ERROR) numbers.push_back(nr);
+  }
+  return numbers;
+}
+
+bool lists_only_the_native_architecture(const Profile& profile) {
+  for (const auto& arch_name : profile.architectures) {
+    const std::uint32_t arch = ::seccomp_arch_resolve_name(architecture_token(arch_name).c_str());
+    if (arch != 0 && arch != ::seccomp_arch_native()) return false;
+  }
+  return true;
+}
+
+// libseccomp's program for the profile; with `only`, for the rules of the
+// syscalls in it alone (every other syscall gets the default action).
+core::Result<std::vector<sock_filter>> libseccomp_program(const Profile& profile,
+                                                          std::uint32_t default_action,
+                                                          KillActions kill_actions, Layout layout,
+                                                          const std::set<int>* only) {
   std::unique_ptr<void, ContextDeleter> ctx(::seccomp_init(default_action));
   if (!ctx) return Error(ErrorKind::kInternal, "seccomp", "seccomp_init failed");
-  auto filter = std::make_shared<CompiledFilter>();
-  filter->uses_listener = kill_actions == KillActions::Notify && needs_listener(profile);
-  filter->load_flags = load_flags(profile.filter_flags);
   // A syscall from an architecture the profile does not list ends the process.
   ::seccomp_attr_set(ctx.get(), SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
   // no_new_privs is set by pulsebox itself, earlier.
   ::seccomp_attr_set(ctx.get(), SCMP_FLTATR_CTL_NNP, 0);
-  if (layout == Layout::BinaryTree) ::seccomp_attr_set(ctx.get(), SCMP_FLTATR_CTL_OPTIMIZE, 2);
+  if (layout != Layout::Linear) ::seccomp_attr_set(ctx.get(), SCMP_FLTATR_CTL_OPTIMIZE, 2);
   for (const auto& arch_name : profile.architectures) {
-    std::string lower = arch_name.substr(std::string("SCMP_ARCH_").size());
-    std::transform(lower.begin(), lower.end(), lower.begin(),
-                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-    const std::uint32_t arch = ::seccomp_arch_resolve_name(lower.c_str());
+    const std::uint32_t arch = ::seccomp_arch_resolve_name(architecture_token(arch_name).c_str());
     if (arch == 0) continue;  // not a name this libseccomp knows
     const int rc = ::seccomp_arch_add(ctx.get(), arch);
     if (rc < 0 && rc != -EEXIST) return compile_error(profile, "adding " + arch_name, rc);
@@ -169,10 +201,9 @@ core::Result<std::shared_ptr<const CompiledFilter>> compile(const Profile& profi
     }
     for (const auto& name : rule.names) {
       const int nr = ::seccomp_syscall_resolve_name(name.c_str());
-      // Docker profiles list syscalls of every architecture: unknown ones here
-      // simply do not exist on this machine.
-      if (nr == __NR_SCMP_ERROR) continue;
-      if (action == default_action) continue;
+      if (nr == __NR_SCMP_ERROR) continue;     // see rule_numbers()
+      if (action == default_action) continue;  // libseccomp refuses it (EACCES)
+      if (only != nullptr && only->count(nr) == 0) continue;
       const int rc = ::seccomp_rule_add_array(ctx.get(), action, nr,
                                               static_cast<unsigned>(args.size()), args.data());
       if (rc < 0) {
@@ -189,10 +220,171 @@ core::Result<std::shared_ptr<const CompiledFilter>> compile(const Profile& profi
   }
   struct stat st {};
   if (::fstat(memory.get(), &st) != 0) return Error::from_errno("seccomp", "fstat");
-  filter->program.resize(static_cast<std::size_t>(st.st_size) / sizeof(sock_filter));
-  if (::pread(memory.get(), filter->program.data(), filter->program.size() * sizeof(sock_filter),
-              0) != static_cast<ssize_t>(filter->program.size() * sizeof(sock_filter))) {
+  std::vector<sock_filter> program(static_cast<std::size_t>(st.st_size) / sizeof(sock_filter));
+  if (::pread(memory.get(), program.data(), program.size() * sizeof(sock_filter), 0) !=
+      static_cast<ssize_t>(program.size() * sizeof(sock_filter))) {
     return Error::from_errno("seccomp", "reading the BPF program");
+  }
+  return program;
+}
+
+// What each syscall number named by the profile gets: an action for every
+// call, or "it depends on the arguments".
+struct NumberDecisions {
+  std::map<int, std::uint32_t> constant;
+  std::set<int> argument_checked;
+  std::set<int> named;  // every number a rule names, as resolved
+};
+
+std::optional<NumberDecisions> number_decisions(const Profile& profile,
+                                                std::uint32_t default_action,
+                                                KillActions kill_actions) {
+  NumberDecisions decisions;
+  for (const auto& rule : profile.rules) {
+    for (const int nr : rule_numbers(rule)) {
+      decisions.named.insert(nr);
+      if (!rule.args.empty()) decisions.argument_checked.insert(nr);
+    }
+  }
+  for (const auto& rule : profile.rules) {
+    if (!rule.args.empty()) continue;
+    const std::uint32_t action = scmp_action(rule.action, rule.errno_ret, kill_actions);
+    for (const int nr : rule_numbers(rule)) {
+      if (decisions.argument_checked.count(nr) != 0) continue;
+      // libseccomp's pseudo-syscalls (negative: syscalls of other
+      // architectures) mean nothing here; decides_alike() checks that the
+      // whole program ignores them too. A number in the x32 range, or one
+      // listed with two different actions: left to libseccomp.
+      if (nr < 0) continue;
+      if (static_cast<std::uint32_t>(nr) >= kX32SyscallBit) return std::nullopt;
+      const auto [it, added] = decisions.constant.emplace(nr, action);
+      if (!added && it->second != action) return std::nullopt;
+    }
+  }
+  for (auto it = decisions.constant.begin(); it != decisions.constant.end();) {
+    it = it->second == default_action ? decisions.constant.erase(it) : std::next(it);
+  }
+  return decisions;
+}
+
+std::vector<NumberInterval> number_intervals(const NumberDecisions& decisions,
+                                             std::uint32_t default_action) {
+  int highest = 0;
+  for (const int nr : decisions.argument_checked)
+    highest = std::max(highest, nr);
+  if (!decisions.constant.empty()) highest = std::max(highest, decisions.constant.rbegin()->first);
+  std::vector<NumberInterval> intervals;
+  auto add = [&intervals](std::uint32_t first, std::optional<std::uint32_t> action) {
+    if (intervals.empty() || intervals.back().action != action)
+      intervals.push_back({first, action});
+  };
+  for (int nr = 0; nr <= highest + 1; ++nr) {
+    std::optional<std::uint32_t> action = default_action;
+    if (decisions.argument_checked.count(nr) != 0) {
+      action.reset();
+    } else if (auto it = decisions.constant.find(nr); it != decisions.constant.end()) {
+      action = it->second;
+    }
+    add(static_cast<std::uint32_t>(nr), action);
+  }
+  add(kX32SyscallBit, std::nullopt);
+  return intervals;
+}
+
+// Whether `candidate` decides as `reference` does: every call number up to
+// past the highest named one, the x32 range, every number the profile
+// names, the top of the range, on this and two other architectures; and
+// for each syscall with argument rules, each argument set to the rules'
+// values, their neighbours and a few others.
+bool decides_alike(const std::vector<sock_filter>& reference,
+                   const std::vector<sock_filter>& candidate, const Profile& profile,
+                   const NumberDecisions& decisions) {
+  std::set<std::uint32_t> numbers;
+  const int highest = decisions.named.empty() ? 0 : std::max(0, *decisions.named.rbegin());
+  for (std::uint32_t nr = 0; nr <= static_cast<std::uint32_t>(highest) + 64; ++nr) {
+    numbers.insert(nr);
+    numbers.insert(nr | kX32SyscallBit);
+  }
+  for (const int nr : decisions.named)
+    numbers.insert(static_cast<std::uint32_t>(nr));
+  for (const std::uint32_t nr :
+       {kX32SyscallBit - 1, 0x7fffffffU, 0x80000000U, 0xfffffffeU, 0xffffffffU})
+    numbers.insert(nr);
+  std::set<std::uint64_t> values = {0,          1,          2,           0x7fffffff,
+                                    0x80000000, 0xffffffff, 0x100000000, ~std::uint64_t{0}};
+  for (const auto& rule : profile.rules) {
+    for (const auto& check : rule.args) {
+      for (const std::uint64_t v : {check.value, check.value_two}) {
+        for (const std::uint64_t near : {v, v - 1, v + 1, ~v, v | check.value_two, v << 32})
+          values.insert(near);
+      }
+    }
+  }
+  auto same = [&](const seccomp_data& call) {
+    const auto expected = run_program(reference, call);
+    return expected && expected == run_program(candidate, call);
+  };
+  for (const std::uint32_t arch :
+       {::seccomp_arch_native(), std::uint32_t{AUDIT_ARCH_I386}, std::uint32_t{0}}) {
+    for (const std::uint32_t nr : numbers) {
+      seccomp_data call{};
+      call.arch = arch;
+      call.nr = static_cast<int>(nr);
+      if (!same(call)) return false;
+    }
+  }
+  for (const int nr : decisions.argument_checked) {
+    seccomp_data call{};
+    call.arch = ::seccomp_arch_native();
+    call.nr = nr;
+    for (auto& arg : call.args) {
+      for (const std::uint64_t value : values) {
+        arg = value;
+        if (!same(call)) return false;
+      }
+      arg = 0;
+    }
+  }
+  return true;
+}
+
+// The ranged layout (seccomp/ranges.h), or nullopt when the profile needs
+// libseccomp's whole program: several architectures, a number libseccomp
+// alone knows what to do with, too many ranges, or (never expected) a call
+// the two programs would decide differently.
+std::optional<std::vector<sock_filter>> ranged_layout(const Profile& profile,
+                                                      std::uint32_t default_action,
+                                                      KillActions kill_actions,
+                                                      const std::vector<sock_filter>& whole) {
+  if (!lists_only_the_native_architecture(profile)) return std::nullopt;
+  const auto decisions = number_decisions(profile, default_action, kill_actions);
+  if (!decisions) return std::nullopt;
+  auto remainder = libseccomp_program(profile, default_action, kill_actions, Layout::BinaryTree,
+                                      &decisions->argument_checked);
+  if (!remainder) return std::nullopt;
+  auto program = ranged_program(number_intervals(*decisions, default_action),
+                                ::seccomp_arch_native(), remainder.value());
+  if (!program || program->size() >= whole.size() ||
+      !decides_alike(whole, *program, profile, *decisions)) {
+    return std::nullopt;
+  }
+  return program;
+}
+
+}  // namespace
+
+core::Result<std::shared_ptr<const CompiledFilter>> compile(const Profile& profile, Layout layout,
+                                                            KillActions kill_actions) {
+  const std::uint32_t default_action =
+      scmp_action(profile.default_action, profile.default_errno, kill_actions);
+  auto filter = std::make_shared<CompiledFilter>();
+  filter->uses_listener = kill_actions == KillActions::Notify && needs_listener(profile);
+  filter->load_flags = load_flags(profile.filter_flags);
+  PB_TRY(whole, libseccomp_program(profile, default_action, kill_actions, layout, nullptr));
+  filter->program = std::move(whole);
+  if (layout == Layout::Ranges) {
+    if (auto ranged = ranged_layout(profile, default_action, kill_actions, filter->program))
+      filter->program = std::move(ranged).value();
   }
   // Another program from the same text: another key.
   filter->key = kill_actions == KillActions::Notify

@@ -14,6 +14,7 @@
 
 #include "core/json_lines.h"
 #include "helpers/test_support.h"
+#include "seccomp/bpf_run.h"
 #include "seccomp/compiler.h"
 #include "seccomp/profile.h"
 
@@ -250,160 +251,100 @@ TEST(FilterCache, ByNameHitsNeedNoParseAndKeepTheListenerFlag) {
   EXPECT_NE(missing.error().message().find("absent.json"), std::string::npos);
 }
 
-// Runs a seccomp program on one call, as the kernel's classic BPF
-// interpreter would. An instruction it does not know fails the test.
-std::uint32_t run_program(const std::vector<sock_filter>& program, const seccomp_data& data) {
-  std::uint32_t a = 0;
-  std::uint32_t x = 0;
-  std::uint32_t memory[BPF_MEMWORDS] = {};
-  const auto* bytes = reinterpret_cast<const unsigned char*>(&data);
-  for (std::size_t pc = 0; pc < program.size(); ++pc) {
-    const sock_filter& op = program[pc];
-    switch (op.code) {
-      case BPF_LD | BPF_W | BPF_ABS:
-        if (op.k + 4 > sizeof data) {
-          ADD_FAILURE() << "load beyond seccomp_data at " << pc;
-          return 0;
-        }
-        std::memcpy(&a, bytes + op.k, 4);
-        break;
-      case BPF_LD | BPF_IMM:
-        a = op.k;
-        break;
-      case BPF_LDX | BPF_IMM:
-        x = op.k;
-        break;
-      case BPF_LD | BPF_MEM:
-        a = memory[op.k % BPF_MEMWORDS];
-        break;
-      case BPF_LDX | BPF_MEM:
-        x = memory[op.k % BPF_MEMWORDS];
-        break;
-      case BPF_ST:
-        memory[op.k % BPF_MEMWORDS] = a;
-        break;
-      case BPF_STX:
-        memory[op.k % BPF_MEMWORDS] = x;
-        break;
-      case BPF_ALU | BPF_AND | BPF_K:
-        a &= op.k;
-        break;
-      case BPF_ALU | BPF_OR | BPF_K:
-        a |= op.k;
-        break;
-      case BPF_MISC | BPF_TAX:
-        x = a;
-        break;
-      case BPF_MISC | BPF_TXA:
-        a = x;
-        break;
-      case BPF_JMP | BPF_JA:
-        pc += op.k;
-        break;
-      case BPF_JMP | BPF_JEQ | BPF_K:
-        pc += a == op.k ? op.jt : op.jf;
-        break;
-      case BPF_JMP | BPF_JGT | BPF_K:
-        pc += a > op.k ? op.jt : op.jf;
-        break;
-      case BPF_JMP | BPF_JGE | BPF_K:
-        pc += a >= op.k ? op.jt : op.jf;
-        break;
-      case BPF_JMP | BPF_JSET | BPF_K:
-        pc += (a & op.k) != 0 ? op.jt : op.jf;
-        break;
-      case BPF_JMP | BPF_JEQ | BPF_X:
-        pc += a == x ? op.jt : op.jf;
-        break;
-      case BPF_JMP | BPF_JGT | BPF_X:
-        pc += a > x ? op.jt : op.jf;
-        break;
-      case BPF_JMP | BPF_JGE | BPF_X:
-        pc += a >= x ? op.jt : op.jf;
-        break;
-      case BPF_RET | BPF_K:
-        return op.k;
-      case BPF_RET | BPF_A:
-        return a;
-      default:
-        ADD_FAILURE() << "opcode 0x" << std::hex << op.code << " at " << std::dec << pc;
-        return 0;
-    }
-  }
-  ADD_FAILURE() << "the program ran off its end";
-  return 0;
+// What a program decides for one call (seccomp/bpf_run.h); a program the
+// interpreter cannot run fails the test.
+std::uint32_t decide(const std::vector<sock_filter>& program, const seccomp_data& data) {
+  const auto decided = run_program(program, data);
+  if (!decided) ADD_FAILURE() << "a program the interpreter cannot run";
+  return decided.value_or(0);
 }
 
-// The binary-tree layout loads in half the time; it must decide every call
-// exactly as the linear one: every syscall number (and beyond), the x32 and
-// i386 entry points, and for calls with argument rules the rules' own
-// values, their neighbours and random ones in every argument.
-TEST(SeccompCompiler, TheBinaryTreeDecidesEveryCallAsTheLinearLayout) {
+// The binary tree and the ranges load faster than libseccomp's linear
+// layout; they must decide every call exactly as it does: every syscall
+// number (and beyond), the x32 and i386 entry points, and for calls with
+// argument rules the rules' own values, their neighbours and random ones in
+// every argument; with kills compiled as notifications and as the kernel's.
+TEST(SeccompCompiler, TheTreeAndTheRangesDecideEveryCallAsTheLinearLayout) {
   std::mt19937_64 random(20261130);
   for (const auto& name : builtin_profile_names()) {
-    auto profile = load_profile(name);
-    ASSERT_TRUE(profile.ok()) << name;
-    auto tree = compile(profile.value(), Layout::BinaryTree);
-    auto linear = compile(profile.value(), Layout::Linear);
-    ASSERT_TRUE(tree.ok() && linear.ok()) << name;
-    EXPECT_NE(tree.value()->program.size(), linear.value()->program.size())
-        << name << ": the layouts should differ";
+    for (const KillActions kills : {KillActions::Notify, KillActions::Kernel}) {
+      auto profile = load_profile(name);
+      ASSERT_TRUE(profile.ok()) << name;
+      auto linear = compile(profile.value(), Layout::Linear, kills);
+      auto tree = compile(profile.value(), Layout::BinaryTree, kills);
+      auto ranges = compile(profile.value(), Layout::Ranges, kills);
+      ASSERT_TRUE(tree.ok() && linear.ok() && ranges.ok()) << name;
+      EXPECT_NE(tree.value()->program.size(), linear.value()->program.size())
+          << name << ": the layouts should differ";
+      // Shorter, or compile() fell back to the tree.
+      EXPECT_LT(ranges.value()->program.size(), tree.value()->program.size()) << name;
 
-    std::set<std::uint64_t> values = {0,          1,          2,           0x7fffffff,
-                                      0x80000000, 0xffffffff, 0x100000000, ~std::uint64_t{0}};
-    std::set<int> argument_checked;
-    for (const auto& rule : profile.value().rules) {
-      if (rule.args.empty()) continue;
-      for (const auto& syscall : rule.names) {
-        const int nr = ::seccomp_syscall_resolve_name(syscall.c_str());
-        if (nr >= 0) argument_checked.insert(nr);
-      }
-      for (const auto& check : rule.args) {
-        for (std::uint64_t v : {check.value, check.value_two}) {
-          for (std::uint64_t near : {v, v - 1, v + 1, ~v, v | check.value_two, v << 32})
-            values.insert(near);
+      std::set<std::uint64_t> values = {0,          1,          2,           0x7fffffff,
+                                        0x80000000, 0xffffffff, 0x100000000, ~std::uint64_t{0}};
+      std::set<int> argument_checked;
+      for (const auto& rule : profile.value().rules) {
+        if (rule.args.empty()) continue;
+        for (const auto& syscall : rule.names) {
+          const int nr = ::seccomp_syscall_resolve_name(syscall.c_str());
+          if (nr >= 0) argument_checked.insert(nr);
+        }
+        for (const auto& check : rule.args) {
+          for (std::uint64_t v : {check.value, check.value_two}) {
+            for (std::uint64_t near : {v, v - 1, v + 1, ~v, v | check.value_two, v << 32})
+              values.insert(near);
+          }
         }
       }
-    }
-    const std::vector<std::uint64_t> pool(values.begin(), values.end());
-    int compared = 0;
-    auto compare = [&](const seccomp_data& data) {
-      ++compared;
-      const std::uint32_t expected = run_program(linear.value()->program, data);
-      const std::uint32_t actual = run_program(tree.value()->program, data);
-      if (expected != actual) {
-        ADD_FAILURE() << name << ": syscall " << data.nr << " arch 0x" << std::hex << data.arch
-                      << " args " << data.args[0] << " " << data.args[1] << " " << data.args[2]
-                      << ": linear 0x" << expected << ", tree 0x" << actual;
-        return false;
-      }
-      return true;
-    };
-    for (std::uint32_t arch : {std::uint32_t{AUDIT_ARCH_X86_64}, std::uint32_t{AUDIT_ARCH_I386}}) {
-      for (int nr = 0; nr < 600; ++nr) {
-        for (int x32 : {0, 0x40000000}) {
-          seccomp_data data{};
-          data.arch = arch;
-          data.nr = nr | x32;
-          if (!compare(data)) return;
-          if (!argument_checked.count(nr) || x32 != 0 || arch != AUDIT_ARCH_X86_64) continue;
-          for (int index = 0; index < 6; ++index) {
-            for (std::uint64_t value : pool) {
-              seccomp_data one = data;
-              one.args[index] = value;
-              if (!compare(one)) return;
+      const std::vector<std::uint64_t> pool(values.begin(), values.end());
+      int compared = 0;
+      auto compare = [&](const seccomp_data& data) {
+        ++compared;
+        const std::uint32_t expected = decide(linear.value()->program, data);
+        const std::uint32_t by_tree = decide(tree.value()->program, data);
+        const std::uint32_t by_ranges = decide(ranges.value()->program, data);
+        if (expected != by_tree || expected != by_ranges) {
+          ADD_FAILURE() << name << ": syscall " << data.nr << " arch 0x" << std::hex << data.arch
+                        << " args " << data.args[0] << " " << data.args[1] << " " << data.args[2]
+                        << ": linear 0x" << expected << ", tree 0x" << by_tree << ", ranges 0x"
+                        << by_ranges;
+          return false;
+        }
+        return true;
+      };
+      for (std::uint32_t arch :
+           {std::uint32_t{AUDIT_ARCH_X86_64}, std::uint32_t{AUDIT_ARCH_I386}}) {
+        for (int nr = 0; nr < 600; ++nr) {
+          for (int x32 : {0, 0x40000000}) {
+            seccomp_data data{};
+            data.arch = arch;
+            data.nr = nr | x32;
+            if (!compare(data)) return;
+            if (!argument_checked.count(nr) || x32 != 0 || arch != AUDIT_ARCH_X86_64) continue;
+            for (int index = 0; index < 6; ++index) {
+              for (std::uint64_t value : pool) {
+                seccomp_data one = data;
+                one.args[index] = value;
+                if (!compare(one)) return;
+              }
+            }
+            for (int round = 0; round < 200; ++round) {
+              seccomp_data mixed = data;
+              for (auto& arg : mixed.args)
+                arg = random() % 3 == 0 ? random() : pool[random() % pool.size()];
+              if (!compare(mixed)) return;
             }
           }
-          for (int round = 0; round < 200; ++round) {
-            seccomp_data mixed = data;
-            for (auto& arg : mixed.args)
-              arg = random() % 3 == 0 ? random() : pool[random() % pool.size()];
-            if (!compare(mixed)) return;
-          }
         }
       }
+      for (const std::uint32_t nr :
+           {0x3fffffffU, 0x7fffffffU, 0x80000000U, 0xfffffffeU, 0xffffffffU}) {
+        seccomp_data data{};
+        data.arch = AUDIT_ARCH_X86_64;
+        data.nr = static_cast<int>(nr);
+        if (!compare(data)) return;
+      }
+      EXPECT_GT(compared, 2400) << name;
     }
-    EXPECT_GT(compared, 2400) << name;
   }
 }
 
@@ -418,7 +359,7 @@ std::uint32_t decision(const std::string& profile_name, const char* syscall,
   std::size_t index = 0;
   for (std::uint64_t arg : args)
     data.args[index++] = arg;
-  return run_program(filter.value()->program, data);
+  return decide(filter.value()->program, data);
 }
 
 constexpr std::uint32_t kEafnosupport = SECCOMP_RET_ERRNO | EAFNOSUPPORT;
@@ -494,7 +435,7 @@ TEST(SeccompCompiler, KernelKillActionsNeedNoListener) {
     seccomp_data data{};
     data.arch = AUDIT_ARCH_X86_64;
     data.nr = ::seccomp_syscall_resolve_name(syscall);
-    return run_program(filter.program, data) & SECCOMP_RET_ACTION_FULL;
+    return decide(filter.program, data) & SECCOMP_RET_ACTION_FULL;
   };
   auto notify = compile(profile.value());
   ASSERT_TRUE(notify.ok());
