@@ -124,11 +124,13 @@ double time_install(const std::vector<sock_filter>& program) {
 }
 
 // range(0): a profile, or 3 for a one-instruction program (allow all): the
-// cost of installing any filter at all.
+// cost of installing any filter at all; range(1): the layout, pulsebox's
+// ranges (0, what runs use) or libseccomp's binary tree (1).
 void BM_Install(benchmark::State& state) {
   const bool profile = state.range(0) < 3;
+  const Layout layout = state.range(1) == 0 ? Layout::Ranges : Layout::BinaryTree;
   const std::vector<sock_filter> program =
-      profile ? compile(profile_named(kNames[state.range(0)])).value()->program
+      profile ? compile(profile_named(kNames[state.range(0)]), layout).value()->program
               : std::vector<sock_filter>{BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW)};
   for (auto _ : state) {
     const double seconds = time_install(program);
@@ -139,10 +141,13 @@ void BM_Install(benchmark::State& state) {
     state.SetIterationTime(seconds);
   }
   state.counters["instructions"] = static_cast<double>(program.size());
-  state.SetLabel(profile ? kNames[state.range(0)] : "allow all");
+  state.SetLabel(!profile ? "allow all"
+                          : std::string(kNames[state.range(0)]) +
+                                (layout == Layout::Ranges ? " ranges" : " tree"));
 }
 BENCHMARK(BM_Install)
-    ->DenseRange(0, 3)
+    ->ArgsProduct({{0, 1, 2}, {0, 1}})
+    ->Args({3, 0})
     ->UseManualTime()
     ->Iterations(50)
     ->Unit(benchmark::kMicrosecond);
