@@ -10,6 +10,7 @@
 #include <string>
 
 #include "core/unique_fd.h"
+#include "oci/invalid_input.h"
 
 namespace pulsebox::oci {
 namespace {
@@ -58,8 +59,7 @@ class Assembler {
     for (const auto& [at, label] : fixups_) {
       const long offset = static_cast<long>(places_[label]) - static_cast<long>(at) - 1;
       if (places_[label] < 0 || offset < 0 || offset > std::numeric_limits<std::int16_t>::max())
-        return core::Error(core::ErrorKind::kInvalidInput, "oci",
-                           "linux.resources.devices: too many rules for one device program");
+        return oci::invalid("linux.resources.devices: too many rules for one device program");
       code_[at].off = static_cast<std::int16_t>(offset);
     }
     return std::move(code_);
@@ -82,7 +82,7 @@ core::Result<Rule> read_rule(const spec::DeviceRule& rule, std::size_t index) {
   // The rule's JSON path, as the spec reader names its fields.
   const std::string where = "linux.resources.devices[" + std::to_string(index) + "]: ";
   const auto refuse = [&](const std::string& why) {
-    return core::Error(core::ErrorKind::kInvalidInput, "oci", "config.json: " + where + why);
+    return oci::invalid("config.json: " + where + why);
   };
   Rule result{rule.allow, 0, rule.major, rule.minor, 0};
   switch (rule.type) {

@@ -11,6 +11,7 @@
 
 #include "linux/caps.h"
 #include "oci/hooks.h"
+#include "oci/invalid_input.h"
 #include "oci/launch/join.h"
 #include "runtime/plan.h"
 #include "seccomp/compiler.h"
@@ -199,8 +200,7 @@ core::Status add_mount(const spec::Spec& spec, std::size_t index, const PlanInpu
     return core::ok_status();
   };
   if (options.copy_up && mount.type != "tmpfs")
-    return core::Error(core::ErrorKind::kInvalidInput, "oci",
-                       "config.json: " + where + ".options \"tmpcopyup\": only for a tmpfs");
+    return oci::invalid("config.json: " + where + ".options \"tmpcopyup\": only for a tmpfs");
   if (options.copy_up) {
     const auto fd = inputs.copy_up_fds.find(index);
     if (fd == inputs.copy_up_fds.end())
@@ -330,11 +330,10 @@ core::Status refuse_sysctl_in_runtimes_namespace(const spec::Spec& spec, const P
           "oci", "config.json: linux.sysctl." + key + ": comparing linux.namespaces[" +
                      std::to_string(i) + "].path with the runtime's own");
     if (joined.st_dev == own.st_dev && joined.st_ino == own.st_ino)
-      return core::Error(core::ErrorKind::kInvalidInput, "oci",
-                         "config.json: linux.sysctl." + key + ": linux.namespaces[" +
-                             std::to_string(i) + "].path is the runtime's own " + name +
-                             " namespace (the host's): the write would change it; remove "
-                             "the sysctl or join a namespace of the container's own");
+      return oci::invalid("config.json: linux.sysctl." + key + ": linux.namespaces[" +
+                          std::to_string(i) + "].path is the runtime's own " + name +
+                          " namespace (the host's): the write would change it; remove "
+                          "the sysctl or join a namespace of the container's own");
   }
   return core::ok_status();
 }
@@ -396,8 +395,7 @@ core::Status add_namespaces(const spec::Spec& spec, const PlanInputs& inputs,
                        "config.json: linux.namespaces: pulsebox oci needs a mount namespace; add "
                        "{\"type\": \"mount\"}");
   if (!spec.hostname.empty() && (plan.unshare_namespaces & CLONE_NEWUTS) == 0)
-    return core::Error(core::ErrorKind::kInvalidInput, "oci",
-                       "config.json: hostname: needs a uts namespace; add {\"type\": \"uts\"}");
+    return oci::invalid("config.json: hostname: needs a uts namespace; add {\"type\": \"uts\"}");
   std::sort(plan.join_namespaces.begin(), plan.join_namespaces.end(),
             [](const auto& a, const auto& b) {
               return launch::join_rank(a.type) < launch::join_rank(b.type);
@@ -439,10 +437,9 @@ core::Status add_process(const spec::Process& process, launch::ContainerPlan& pl
   }
   plan.exec_candidates = runtime::exec_candidates(process.args.front(), path);
   if (plan.exec_candidates.empty())
-    return core::Error(core::ErrorKind::kInvalidInput, "oci",
-                       "config.json: process.args[0] \"" + process.args.front() +
-                           "\": not found on the PATH of process.env (" + path +
-                           "); give an absolute path");
+    return oci::invalid("config.json: process.args[0] \"" + process.args.front() +
+                        "\": not found on the PATH of process.env (" + path +
+                        "); give an absolute path");
   if (process.console_size) {
     plan.console_rows = process.console_size->first;
     plan.console_columns = process.console_size->second;
@@ -500,8 +497,7 @@ core::Status take_process_fds(const PlanInputs& inputs, launch::ContainerPlan& p
 core::Result<launch::ContainerPlan> build_container_plan(const spec::Spec& spec,
                                                          const PlanInputs& inputs) {
   if (!spec.process)
-    return core::Error(core::ErrorKind::kInvalidInput, "oci",
-                       "config.json: process: missing; create needs the container's process");
+    return oci::invalid("config.json: process: missing; create needs the container's process");
   launch::ContainerPlan plan;
   PB_CHECK(add_namespaces(spec, inputs, plan));
   plan.rootfs = spec.root_path.string();
@@ -538,11 +534,9 @@ core::Result<launch::ContainerPlan> build_container_plan(const spec::Spec& spec,
 
   const spec::Process& process = *spec.process;
   if (process.terminal && inputs.console_socket_fd < 0)
-    return core::Error(core::ErrorKind::kInvalidInput, "oci",
-                       "config.json: process.terminal is true: give --console-socket");
+    return oci::invalid("config.json: process.terminal is true: give --console-socket");
   if (!process.terminal && inputs.console_socket_fd >= 0)
-    return core::Error(core::ErrorKind::kInvalidInput, "oci",
-                       "--console-socket: given, but process.terminal is false in config.json");
+    return oci::invalid("--console-socket: given, but process.terminal is false in config.json");
   PB_CHECK(add_process(process, plan));
 
   PB_CHECK(add_seccomp(spec, plan));
@@ -559,14 +553,11 @@ core::Result<launch::ContainerPlan> build_exec_plan(const spec::Spec& spec,
                                                     const spec::Process& process,
                                                     const PlanInputs& inputs) {
   if (process.args.empty())
-    return core::Error(core::ErrorKind::kInvalidInput, "oci",
-                       "exec: the process has no args; give the program to run");
+    return oci::invalid("exec: the process has no args; give the program to run");
   if (process.terminal && inputs.console_socket_fd < 0)
-    return core::Error(core::ErrorKind::kInvalidInput, "oci",
-                       "exec: the process has a terminal: give --console-socket");
+    return oci::invalid("exec: the process has a terminal: give --console-socket");
   if (!process.terminal && inputs.console_socket_fd >= 0)
-    return core::Error(core::ErrorKind::kInvalidInput, "oci",
-                       "--console-socket: given, but the process has no terminal (--tty)");
+    return oci::invalid("--console-socket: given, but the process has no terminal (--tty)");
   launch::ContainerPlan plan;
   PB_CHECK(add_process(process, plan));
   if (process.rlimits.empty() && spec.process) {
@@ -576,9 +567,9 @@ core::Result<launch::ContainerPlan> build_exec_plan(const spec::Spec& spec,
   const spec::Namespace* user = spec.find_namespace(CLONE_NEWUSER);
   if (user != nullptr && user->path.empty()) plan.set_groups = !spec.linux.id_maps.deny_setgroups;
   if (!plan.set_groups && !plan.additional_gids.empty())
-    return core::Error(core::ErrorKind::kInvalidInput, "oci",
-                       "exec: process.user.additionalGids: setgroups is denied in the "
-                       "container's user namespace; remove them");
+    return oci::invalid(
+        "exec: process.user.additionalGids: setgroups is denied in the "
+        "container's user namespace; remove them");
   PB_CHECK(add_seccomp(spec, plan));
   PB_CHECK(take_process_fds(inputs, plan));
   plan.seal();

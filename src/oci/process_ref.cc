@@ -11,6 +11,7 @@
 
 #include "core/fs.h"
 #include "linux/syscalls.h"
+#include "oci/invalid_input.h"
 
 namespace pulsebox::oci {
 
@@ -95,9 +96,8 @@ core::Result<core::UniqueFd> open_verified_pidfd(const ProcessRef& ref) {
 
 core::Result<int> parse_signal(std::string_view text) {
   const auto invalid = [&] {
-    return core::Error(core::ErrorKind::kInvalidInput, "oci",
-                       "invalid signal \"" + std::string(text) +
-                           "\": give a number (15), a name (TERM, SIGKILL) or RTMIN+n");
+    return oci::invalid("invalid signal \"" + std::string(text) +
+                        "\": give a number (15), a name (TERM, SIGKILL) or RTMIN+n");
   };
   if (const auto number = to_number(text)) {
     if (*number < 1 || *number > static_cast<std::uint64_t>(SIGRTMAX)) return invalid();

@@ -17,6 +17,7 @@
 
 #include "core/fs.h"
 #include "linux/rooted_mounts.h"
+#include "oci/invalid_input.h"
 #include "server/protocol.h"
 
 namespace pulsebox::oci {
@@ -67,10 +68,9 @@ struct Copy {
       // Inside a user namespace (an ordinary user's copy): an owner it
       // does not map is refused rather than replaced.
       if (errno == EINVAL)
-        return core::Error(core::ErrorKind::kInvalidInput, "oci",
-                           "tmpcopyup of " + destination + ": " + name +
-                               " is owned by an id the container's user namespace does not map; "
-                               "give it an owner the maps cover in the image");
+        return oci::invalid("tmpcopyup of " + destination + ": " + name +
+                            " is owned by an id the container's user namespace does not map; "
+                            "give it an owner the maps cover in the image");
       return fail(destination, std::string("setting the owner of ") + name);
     }
     if (!link && name[0] != '\0' && ::fchmodat(dir, name, source.st_mode & 07777, 0) != 0)

@@ -27,6 +27,7 @@
 #include "oci/commands/process_handoff.h"
 #include "oci/device_filter.h"
 #include "oci/hooks.h"
+#include "oci/invalid_input.h"
 #include "oci/launch/join.h"
 #include "oci/plan_builder.h"
 #include "oci/spec/spec.h"
@@ -145,11 +146,9 @@ struct Undo {
 
 core::Result<Created> create(StateStore& store, const CreateOptions& options) {
   if (!valid_container_id(options.id))
-    return core::Error(core::ErrorKind::kInvalidInput, "oci",
-                       "container ID \"" + options.id +
-                           "\": use letters, digits and _ . + - (at most 128, not first)");
-  if (options.preserve_fds < 0)
-    return core::Error(core::ErrorKind::kInvalidInput, "oci", "--preserve-fds: must be >= 0");
+    return oci::invalid("container ID \"" + options.id +
+                        "\": use letters, digits and _ . + - (at most 128, not first)");
+  if (options.preserve_fds < 0) return oci::invalid("--preserve-fds: must be >= 0");
   std::error_code error;
   const fs::path bundle = fs::absolute(options.bundle, error).lexically_normal();
   // Every refusal of the config comes before anything is made.
@@ -437,9 +436,8 @@ core::Status start(StateStore& store, std::string_view id) {
   PB_TRY(record, dir.read_record());
   const Status status = status_of(dir, record);
   if (status != Status::Created)
-    return core::Error(
-        core::ErrorKind::kInvalidInput, "oci",
-        "container " + std::string(id) + " is not created (it is " + status_name(status) + ")");
+    return oci::invalid("container " + std::string(id) + " is not created (it is " +
+                        status_name(status) + ")");
   // The process holds the read end: a non-blocking open for writing works.
   core::UniqueFd fifo(
       ::openat(dir.fd(), kFifoName, O_WRONLY | O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW));
@@ -449,13 +447,11 @@ core::Status start(StateStore& store, std::string_view id) {
   // still be there, not removed by a start that came first.
   struct stat opened {};
   if (::fstat(fifo.get(), &opened) != 0 || !S_ISFIFO(opened.st_mode))
-    return core::Error(core::ErrorKind::kInvalidInput, "oci",
-                       "container " + std::string(id) + ": exec.fifo is not a fifo");
+    return oci::invalid("container " + std::string(id) + ": exec.fifo is not a fifo");
   if (::flock(fifo.get(), LOCK_EX | LOCK_NB) != 0 || ::fstat(fifo.get(), &opened) != 0 ||
       opened.st_nlink == 0)
-    return core::Error(
-        core::ErrorKind::kInvalidInput, "oci",
-        "container " + std::string(id) + " is being started, or was, by another command");
+    return oci::invalid("container " + std::string(id) +
+                        " is being started, or was, by another command");
   core::trace_phase("oci: start fifo opened");
   // The byte, then the fifo gone. A start killed between the two leaves a
   // fifo whose reader closed it at execve, which reads as running
@@ -470,8 +466,7 @@ core::Status start(StateStore& store, std::string_view id) {
   const int write_errno = errno;
   ::sigaction(SIGPIPE, &previous, nullptr);
   if (written != 1 && write_errno == EPIPE)
-    return core::Error(core::ErrorKind::kInvalidInput, "oci",
-                       "container " + std::string(id) + "'s process ended before it was started");
+    return oci::invalid("container " + std::string(id) + "'s process ended before it was started");
   errno = write_errno;
   if (written != 1) return io_error("writing exec.fifo");
   core::trace_phase("oci: start byte written");

@@ -12,6 +12,7 @@
 #include "oci/cgroups.h"
 #include "oci/commands/commands.h"
 #include "oci/hooks.h"
+#include "oci/invalid_input.h"
 #include "oci/process_ref.h"
 
 namespace pulsebox::oci::commands {
@@ -81,9 +82,8 @@ core::Status remove(StateStore& store, std::string_view id, bool force) {
   auto record = dir.read_record();
   if (record) {
     if (!force && status_of(dir, *record) == Status::Running)
-      return core::Error(core::ErrorKind::kInvalidInput, "oci",
-                         "container " + std::string(id) + " is running: stop it first (kill " +
-                             std::string(id) + " KILL) or use --force");
+      return oci::invalid("container " + std::string(id) + " is running: stop it first (kill " +
+                          std::string(id) + " KILL) or use --force");
     return destroy(dir, &*record);
   }
   // A damaged record (not a missing one) is kept for a look unless forced.

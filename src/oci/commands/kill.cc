@@ -5,6 +5,7 @@
 #include "linux/syscalls.h"
 #include "oci/cgroups.h"
 #include "oci/commands/commands.h"
+#include "oci/invalid_input.h"
 
 namespace pulsebox::oci::commands {
 
@@ -14,8 +15,7 @@ namespace {
 // running" to learn that the process already finished (a not-found, not a
 // failed kill).
 core::Error not_running(std::string_view id) {
-  return core::Error(core::ErrorKind::kInvalidInput, "oci",
-                     "container " + std::string(id) + " is not running (container not running)");
+  return oci::invalid("container " + std::string(id) + " is not running (container not running)");
 }
 
 }  // namespace

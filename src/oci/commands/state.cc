@@ -4,6 +4,7 @@
 
 #include "oci/cgroups.h"
 #include "oci/commands/commands.h"
+#include "oci/invalid_input.h"
 
 namespace pulsebox::oci::commands {
 
@@ -15,8 +16,7 @@ core::Result<std::string> state(StateStore& store, std::string_view id) {
 
 core::Result<std::string> list(StateStore& store, std::string_view format) {
   if (format != "table" && format != "json")
-    return core::Error(core::ErrorKind::kInvalidInput, "oci",
-                       "--format " + std::string(format) + ": give table or json");
+    return oci::invalid("--format " + std::string(format) + ": give table or json");
   auto documents = nlohmann::json::array();
   for (const auto& id : store.ids()) {
     auto dir = store.open(id, false);
@@ -39,14 +39,12 @@ core::Result<std::string> list(StateStore& store, std::string_view format) {
 core::Result<std::string> processes(StateStore& store, std::string_view id,
                                     std::string_view format) {
   if (format != "table" && format != "json")
-    return core::Error(core::ErrorKind::kInvalidInput, "oci",
-                       "--format " + std::string(format) + ": give table or json");
+    return oci::invalid("--format " + std::string(format) + ": give table or json");
   PB_TRY(dir, store.open(id, false));
   PB_TRY(record, dir.read_record());
   const Status status = status_of(dir, record);
   if (status != Status::Created && status != Status::Running)
-    return core::Error(core::ErrorKind::kInvalidInput, "oci",
-                       "container " + std::string(id) + " is not running");
+    return oci::invalid("container " + std::string(id) + " is not running");
   if (record.cgroup_leaves.empty())
     return core::Error(
         core::ErrorKind::kUnsupported, "oci",

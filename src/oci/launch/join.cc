@@ -17,6 +17,7 @@
 
 #include "linux/clone.h"
 #include "linux/syscalls.h"
+#include "oci/invalid_input.h"
 #include "oci/launch/container_init.h"
 #include "oci/launch/process_steps.h"
 #include "runtime/child_steps.h"
@@ -86,15 +87,13 @@ core::Result<std::vector<NamespacePath>> open_namespace_paths(const spec::Spec& 
     if (!fd) return core::Error::from_errno("oci", where + ": opening the namespace");
     const int type = ::ioctl(fd.get(), NS_GET_NSTYPE);
     if (type < 0) {
-      return core::Error(core::ErrorKind::kInvalidInput, "oci",
-                         where + ": not a namespace (" + std::string(std::strerror(errno)) +
-                             "); give a /proc/<pid>/ns/<type> file or a bind mount of one");
+      return oci::invalid(where + ": not a namespace (" + std::string(std::strerror(errno)) +
+                          "); give a /proc/<pid>/ns/<type> file or a bind mount of one");
     }
     if (type != ns.clone_flag) {
-      return core::Error(core::ErrorKind::kInvalidInput, "oci",
-                         where + ": " + article(type) + " " + type_name(type) +
-                             " namespace, not a " + type_name(ns.clone_flag) +
-                             " one; give a path of the named type");
+      return oci::invalid(where + ": " + article(type) + " " + type_name(type) +
+                          " namespace, not a " + type_name(ns.clone_flag) +
+                          " one; give a path of the named type");
     }
     paths.push_back({std::move(fd), type, i});
   }

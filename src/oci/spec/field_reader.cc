@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "oci/invalid_input.h"
 #include "oci/spec/spec_refusals.h"
 
 namespace pulsebox::oci::spec {
@@ -31,9 +32,8 @@ core::Error wrong_type(const ReadContext& ctx, std::string_view path, std::strin
 
 core::Error invalid(const ReadContext& ctx, std::string_view path, std::string_view why,
                     std::string_view fix) {
-  return core::Error(core::ErrorKind::kInvalidInput, "oci",
-                     ctx.source + ": " + std::string(path.empty() ? "the document" : path) + ": " +
-                         std::string(why) + "; " + std::string(fix));
+  return oci::invalid(ctx.source + ": " + std::string(path.empty() ? "the document" : path) + ": " +
+                      std::string(why) + "; " + std::string(fix));
 }
 
 core::Result<std::string> as_string(const ReadContext& ctx, const json& value,
