@@ -339,10 +339,13 @@ core::Status refuse_sysctl_in_runtimes_namespace(const spec::Spec& spec, const P
 }
 
 // The config's filter, for create's and exec's process alike. No
-// supervisor stays with the container: the kernel kills.
+// supervisor stays with the container: the kernel kills. libseccomp's tree,
+// not the ranges: the filter is compiled for every create and loaded once,
+// and the ranges' check against libseccomp's program costs more than it
+// saves on one load (docs/benchmarks.md).
 core::Status add_seccomp(const spec::Spec& spec, launch::ContainerPlan& plan) {
   if (!spec.linux.seccomp) return core::ok_status();
-  PB_TRY(filter, seccomp::compile(*spec.linux.seccomp, seccomp::Layout::Ranges,
+  PB_TRY(filter, seccomp::compile(*spec.linux.seccomp, seccomp::Layout::BinaryTree,
                                   seccomp::KillActions::Kernel));
   plan.seccomp_program = filter->program;
   plan.seccomp_flags = filter->load_flags;

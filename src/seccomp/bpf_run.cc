@@ -14,7 +14,7 @@ std::optional<std::uint32_t> run_program(const std::vector<sock_filter>& program
     const sock_filter& op = program[pc];
     switch (op.code) {
       case BPF_LD | BPF_W | BPF_ABS:
-        if (op.k % 4 != 0 || op.k + 4 > sizeof call) return std::nullopt;
+        if (op.k % 4 != 0 || op.k > sizeof call - 4) return std::nullopt;
         std::memcpy(&a, bytes + op.k, 4);
         break;
       case BPF_LD | BPF_IMM:

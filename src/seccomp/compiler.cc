@@ -229,10 +229,11 @@ core::Result<std::vector<sock_filter>> libseccomp_program(const Profile& profile
 }
 
 // What each syscall number named by the profile gets: an action for every
-// call, or "it depends on the arguments".
+// call, or "it depends on the arguments" (with the values its rules compare
+// the arguments with).
 struct NumberDecisions {
   std::map<int, std::uint32_t> constant;
-  std::set<int> argument_checked;
+  std::map<int, std::set<std::uint64_t>> argument_checked;
   std::set<int> named;  // every number a rule names, as resolved
 };
 
@@ -241,9 +242,19 @@ std::optional<NumberDecisions> number_decisions(const Profile& profile,
                                                 KillActions kill_actions) {
   NumberDecisions decisions;
   for (const auto& rule : profile.rules) {
+    const std::uint32_t action = scmp_action(rule.action, rule.errno_ret, kill_actions);
     for (const int nr : rule_numbers(rule)) {
       decisions.named.insert(nr);
-      if (!rule.args.empty()) decisions.argument_checked.insert(nr);
+      // A rule with the default action never reaches libseccomp's program
+      // (libseccomp_program()): it decides nothing.
+      if (rule.args.empty() || action == default_action) continue;
+      auto& values = decisions.argument_checked[nr];
+      for (const auto& check : rule.args) {
+        for (const std::uint64_t v : {check.value, check.value_two}) {
+          for (const std::uint64_t near : {v, v - 1, v + 1, ~v, v | check.value_two, v << 32})
+            values.insert(near);
+        }
+      }
     }
   }
   for (const auto& rule : profile.rules) {
@@ -251,10 +262,12 @@ std::optional<NumberDecisions> number_decisions(const Profile& profile,
     const std::uint32_t action = scmp_action(rule.action, rule.errno_ret, kill_actions);
     for (const int nr : rule_numbers(rule)) {
       if (decisions.argument_checked.count(nr) != 0) continue;
-      // libseccomp's pseudo-syscalls (negative: syscalls of other
-      // architectures) mean nothing here; decides_alike() checks that the
-      // whole program ignores them too. A number in the x32 range, or one
-      // listed with two different actions: left to libseccomp.
+      // libseccomp's pseudo-syscalls (negative: syscalls another
+      // architecture has) are no syscall on x86_64 or aarch64, the only
+      // architectures this layout is used on (ranged_layout()): i386's
+      // socketcall, for one, would make them numbers of their own. A number
+      // in the x32 range, or one listed with two different actions: left
+      // to libseccomp.
       if (nr < 0) continue;
       if (static_cast<std::uint32_t>(nr) >= kX32SyscallBit) return std::nullopt;
       const auto [it, added] = decisions.constant.emplace(nr, action);
@@ -270,7 +283,7 @@ std::optional<NumberDecisions> number_decisions(const Profile& profile,
 std::vector<NumberInterval> number_intervals(const NumberDecisions& decisions,
                                              std::uint32_t default_action) {
   int highest = 0;
-  for (const int nr : decisions.argument_checked)
+  for (const auto& [nr, values] : decisions.argument_checked)
     highest = std::max(highest, nr);
   if (!decisions.constant.empty()) highest = std::max(highest, decisions.constant.rbegin()->first);
   std::vector<NumberInterval> intervals;
@@ -291,14 +304,20 @@ std::vector<NumberInterval> number_intervals(const NumberDecisions& decisions,
   return intervals;
 }
 
+// The calls decides_alike() runs both programs on, at most: a profile
+// whose argument rules would need more (tens of thousands of compared
+// values) keeps libseccomp's program rather than a slow compile.
+constexpr std::size_t kMaxComparedCalls = 50000;
+
 // Whether `candidate` decides as `reference` does: every call number up to
 // past the highest named one, the x32 range, every number the profile
 // names, the top of the range, on this and two other architectures; and
-// for each syscall with argument rules, each argument set to the rules'
-// values, their neighbours and a few others.
-bool decides_alike(const std::vector<sock_filter>& reference,
-                   const std::vector<sock_filter>& candidate, const Profile& profile,
-                   const NumberDecisions& decisions) {
+// for each syscall with argument rules, each argument set to its rules'
+// values, their neighbours and a few others. nullopt: more calls than
+// kMaxComparedCalls.
+std::optional<bool> decides_alike(const std::vector<sock_filter>& reference,
+                                  const std::vector<sock_filter>& candidate,
+                                  const NumberDecisions& decisions) {
   std::set<std::uint32_t> numbers;
   const int highest = decisions.named.empty() ? 0 : std::max(0, *decisions.named.rbegin());
   for (std::uint32_t nr = 0; nr <= static_cast<std::uint32_t>(highest) + 64; ++nr) {
@@ -310,16 +329,15 @@ bool decides_alike(const std::vector<sock_filter>& reference,
   for (const std::uint32_t nr :
        {kX32SyscallBit - 1, 0x7fffffffU, 0x80000000U, 0xfffffffeU, 0xffffffffU})
     numbers.insert(nr);
-  std::set<std::uint64_t> values = {0,          1,          2,           0x7fffffff,
-                                    0x80000000, 0xffffffff, 0x100000000, ~std::uint64_t{0}};
-  for (const auto& rule : profile.rules) {
-    for (const auto& check : rule.args) {
-      for (const std::uint64_t v : {check.value, check.value_two}) {
-        for (const std::uint64_t near : {v, v - 1, v + 1, ~v, v | check.value_two, v << 32})
-          values.insert(near);
-      }
-    }
-  }
+  const std::set<std::uint64_t> always = {0,          1,          2,           0x7fffffff,
+                                          0x80000000, 0xffffffff, 0x100000000, ~std::uint64_t{0}};
+  constexpr std::size_t kArchitecturesTried = 3;
+  constexpr std::size_t kArguments = std::size(seccomp_data{}.args);
+  std::size_t calls = numbers.size() * kArchitecturesTried;
+  for (const auto& [nr, values] : decisions.argument_checked)
+    calls += kArguments * (always.size() + values.size());
+  if (calls > kMaxComparedCalls) return std::nullopt;
+
   auto same = [&](const seccomp_data& call) {
     const auto expected = run_program(reference, call);
     return expected && expected == run_program(candidate, call);
@@ -333,14 +351,16 @@ bool decides_alike(const std::vector<sock_filter>& reference,
       if (!same(call)) return false;
     }
   }
-  for (const int nr : decisions.argument_checked) {
+  for (const auto& [nr, values] : decisions.argument_checked) {
     seccomp_data call{};
     call.arch = ::seccomp_arch_native();
     call.nr = nr;
     for (auto& arg : call.args) {
-      for (const std::uint64_t value : values) {
-        arg = value;
-        if (!same(call)) return false;
+      for (const auto* pool : {&always, &values}) {
+        for (const std::uint64_t value : *pool) {
+          arg = value;
+          if (!same(call)) return false;
+        }
       }
       arg = 0;
     }
@@ -349,25 +369,34 @@ bool decides_alike(const std::vector<sock_filter>& reference,
 }
 
 // The ranged layout (seccomp/ranges.h), or nullopt when the profile needs
-// libseccomp's whole program: several architectures, a number libseccomp
-// alone knows what to do with, too many ranges, or (never expected) a call
-// the two programs would decide differently.
+// libseccomp's whole program: another machine than x86_64 or aarch64,
+// several architectures, a number libseccomp alone knows what to do with,
+// too many ranges or compared calls, or (never expected) a call the two
+// programs would decide differently.
 std::optional<std::vector<sock_filter>> ranged_layout(const Profile& profile,
                                                       std::uint32_t default_action,
                                                       KillActions kill_actions,
                                                       const std::vector<sock_filter>& whole) {
-  if (!lists_only_the_native_architecture(profile)) return std::nullopt;
-  const auto decisions = number_decisions(profile, default_action, kill_actions);
-  if (!decisions) return std::nullopt;
-  auto remainder = libseccomp_program(profile, default_action, kill_actions, Layout::BinaryTree,
-                                      &decisions->argument_checked);
-  if (!remainder) return std::nullopt;
-  auto program = ranged_program(number_intervals(*decisions, default_action),
-                                ::seccomp_arch_native(), remainder.value());
-  if (!program || program->size() >= whole.size() ||
-      !decides_alike(whole, *program, profile, *decisions)) {
+  // Architectures whose syscalls each have a number of their own (i386
+  // and s390 multiplex socketcall and ipc, which number_decisions() does
+  // not know), and profiles for this one alone.
+  const std::uint32_t native = ::seccomp_arch_native();
+  if ((native != SCMP_ARCH_X86_64 && native != SCMP_ARCH_AARCH64) ||
+      !lists_only_the_native_architecture(profile)) {
     return std::nullopt;
   }
+  const auto decisions = number_decisions(profile, default_action, kill_actions);
+  if (!decisions) return std::nullopt;
+  std::set<int> argument_checked;
+  for (const auto& [nr, values] : decisions->argument_checked)
+    argument_checked.insert(nr);
+  auto remainder = libseccomp_program(profile, default_action, kill_actions, Layout::BinaryTree,
+                                      &argument_checked);
+  if (!remainder) return std::nullopt;
+  auto program =
+      ranged_program(number_intervals(*decisions, default_action), native, remainder.value());
+  if (!program || program->size() >= whole.size()) return std::nullopt;
+  if (decides_alike(whole, *program, *decisions) != true) return std::nullopt;
   return program;
 }
 

@@ -13,7 +13,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "seccomp/bpf_run.h"
 #include "seccomp/compiler.h"
@@ -111,6 +113,8 @@ TEST(SeccompRanges, SyscallsOfOtherArchitecturesDoNotStopTheRanges) {
                    "pipe", "select", "sched_yield", "getpid", "socketcall", "exit_group"],
          "action": "SCMP_ACT_ALLOW"},
         {"names": ["mount"], "action": "SCMP_ACT_KILL_PROCESS"},
+        {"names": ["getpid"], "action": "SCMP_ACT_ERRNO",
+         "args": [{"index": 0, "value": 5, "op": "SCMP_CMP_EQ"}]},
         {"names": ["socket"], "action": "SCMP_ACT_ALLOW",
          "args": [{"index": 0, "value": 1, "op": "SCMP_CMP_EQ"}]}]})");
   const auto ranges = compile(profile, Layout::Ranges);
@@ -120,6 +124,13 @@ TEST(SeccompRanges, SyscallsOfOtherArchitecturesDoNotStopTheRanges) {
   EXPECT_LT(program.size(), tree.value()->program.size());
   EXPECT_TRUE(ranges.value()->uses_listener);  // the kill is a notification
   EXPECT_EQ(number_decision(program, SYS_getpid), kAllow);
+  // A rule with the default action decides nothing (libseccomp refuses it).
+  seccomp_data getpid_five{};
+  getpid_five.arch = AUDIT_ARCH_X86_64;
+  getpid_five.nr = SYS_getpid;
+  getpid_five.args[0] = 5;
+  EXPECT_EQ(run_program(program, getpid_five), kAllow);
+  EXPECT_EQ(run_program(tree.value()->program, getpid_five), kAllow);
   EXPECT_EQ(number_decision(program, SYS_mount), std::uint32_t{SECCOMP_RET_USER_NOTIF});
   EXPECT_EQ(number_decision(program, SYS_openat), kEperm);
   seccomp_data unix_socket{};
@@ -129,6 +140,44 @@ TEST(SeccompRanges, SyscallsOfOtherArchitecturesDoNotStopTheRanges) {
   EXPECT_EQ(run_program(program, unix_socket), kAllow);
   unix_socket.args[0] = AF_INET;
   EXPECT_EQ(run_program(program, unix_socket), kEperm);
+}
+
+// A profile whose argument rules would need too many compared calls keeps
+// libseccomp's program (a crafted profile cannot make the check run for
+// minutes); a smaller one of the same shape gets the ranges.
+std::string many_socket_rules(int rules) {
+  std::string names;
+  for (int nr = 0; nr < 200; ++nr) {
+    if (nr == SYS_socket || nr == SYS_socketpair) continue;
+    char* name = ::seccomp_syscall_resolve_num_arch(SCMP_ARCH_NATIVE, nr);
+    if (name == nullptr) continue;
+    names += std::string(names.empty() ? "" : ", ") + "\"" + name + "\"";
+    std::free(name);
+  }
+  std::string text = R"({"defaultAction": "SCMP_ACT_ERRNO", "architectures": ["SCMP_ARCH_X86_64"],
+      "syscalls": [{"names": [)" +
+                     names + R"(], "action": "SCMP_ACT_ALLOW"})";
+  for (int i = 0; i < rules; ++i) {
+    text += R"(, {"names": ["socket", "socketpair"], "action": "SCMP_ACT_ALLOW", "args": [
+        {"index": 0, "value": )" +
+            std::to_string(1000 + i) + R"(, "valueTwo": )" + std::to_string(50000 + i) +
+            R"(, "op": "SCMP_CMP_EQ"}]})";
+  }
+  return text + "]}";
+}
+
+TEST(SeccompRanges, TooManyArgumentValuesToCompareKeepLibseccompsTree) {
+  for (const int rules : {100, 1000}) {
+    const Profile profile = profile_from(many_socket_rules(rules));
+    const auto ranges = compile(profile, Layout::Ranges);
+    const auto tree = compile(profile, Layout::BinaryTree);
+    ASSERT_TRUE(ranges.ok() && tree.ok());
+    if (rules == 100) {
+      EXPECT_LT(ranges.value()->program.size(), tree.value()->program.size());
+    } else {
+      EXPECT_EQ(ranges.value()->program.size(), tree.value()->program.size());
+    }
+  }
 }
 
 // The kernel loads the ranged `default` program and enforces it: an
