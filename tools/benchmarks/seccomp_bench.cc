@@ -37,13 +37,16 @@ const Profile& profile_named(const std::string& name) {
 
 const char* kNames[] = {"default", "strict", "permissive"};
 
+// range(1): the layout, ranges (0: what runs use, with its check against
+// libseccomp's program) or libseccomp's tree alone (1: what OCI uses).
 void BM_Compile(benchmark::State& state) {
   const Profile& profile = profile_named(kNames[state.range(0)]);
+  const Layout layout = state.range(1) == 0 ? Layout::Ranges : Layout::BinaryTree;
   for (auto _ : state)
-    benchmark::DoNotOptimize(compile(profile).value());
-  state.SetLabel(kNames[state.range(0)]);
+    benchmark::DoNotOptimize(compile(profile, layout).value());
+  state.SetLabel(std::string(kNames[state.range(0)]) + (state.range(1) == 0 ? "" : " tree"));
 }
-BENCHMARK(BM_Compile)->DenseRange(0, 2)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Compile)->ArgsProduct({{0, 1, 2}, {0, 1}})->Unit(benchmark::kMicrosecond);
 
 void BM_CacheFromDisk(benchmark::State& state) {
   const Profile& profile = profile_named(kNames[state.range(0)]);
