@@ -151,6 +151,10 @@ def main():
     if not runs:
         sys.exit("phases: no trace lines were printed (is PULSEBOX_TRACE honoured?)")
     table = medians(runs)
+    # A breakdown without init's and the command's marks would hide most of
+    # the run (tools/check runs this to keep the tracing whole).
+    if not any(phase.startswith("child: ") for phase in table):
+        sys.exit("phases: no marks of init or the command (child: ...) in the trace")
     kind = "in-process" if args.in_process else "served"
     origin = "main()" if args.in_process else f'"{REQUEST_START}"'
     print(f"== phases of {kind} runs of /bin/true: medians of {len(runs)} runs "
