@@ -194,15 +194,15 @@ core::Result<std::vector<sock_filter>> libseccomp_program(const Profile& profile
   }
   for (const auto& rule : profile.rules) {
     const std::uint32_t action = scmp_action(rule.action, rule.errno_ret, kill_actions);
-    if (action == default_action && rule.args.empty()) continue;  // nothing to add
+    // The default action needs no rule (libseccomp refuses one: EACCES).
+    if (action == default_action) continue;
     std::vector<scmp_arg_cmp> args;
     for (const auto& check : rule.args) {
       args.push_back({check.index, scmp_op(check.op), check.value, check.value_two});
     }
     for (const auto& name : rule.names) {
       const int nr = ::seccomp_syscall_resolve_name(name.c_str());
-      if (nr == __NR_SCMP_ERROR) continue;     // see rule_numbers()
-      if (action == default_action) continue;  // libseccomp refuses it (EACCES)
+      if (nr == __NR_SCMP_ERROR) continue;  // see rule_numbers()
       if (only != nullptr && only->count(nr) == 0) continue;
       const int rc = ::seccomp_rule_add_array(ctx.get(), action, nr,
                                               static_cast<unsigned>(args.size()), args.data());

@@ -227,8 +227,8 @@ class Server:
     directory. Its runs are measured like every other tool's, from the
     client's posix_spawn to its exit."""
 
-    def __init__(self, workspace):
-        self.env = pulsebox_env(server=True)
+    def __init__(self, workspace, extra_env=None):
+        self.env = dict(pulsebox_env(server=True), **(extra_env or {}))
         self.log = open(os.path.join(BENCH, "server.log"), "w")
         socket = os.path.join(self.env["PULSEBOX_STATE_DIR"], "server.sock")
         # A socket already there may be another server's (one an interrupted
