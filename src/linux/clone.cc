@@ -4,6 +4,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <array>
+#include <mutex>
+#include <optional>
 #include <utility>
 
 namespace pulsebox::linux_api {
@@ -62,9 +65,70 @@ static_assert(SYS_exit == 60, "the trampoline above exits with syscall 60");
 #error "pulsebox_clone_on_stack: write this architecture's trampoline"
 #endif
 
-core::Result<ChildStack> ChildStack::allocate(std::size_t size) {
-  const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+namespace {
+
+// Stacks of kPooled children that have ended, each still mapped, populated
+// and guarded. A few: the server has one sandbox started ahead and one
+// running per client.
+class StackPool {
+ public:
+  static constexpr std::size_t kMaxStacks = kMaxPooledStacks;
+  struct Stack {
+    void* mapping;
+    std::size_t size;  // without the guard page
+  };
+
+  std::optional<Stack> take(std::size_t size) {
+    const std::lock_guard hold(mutex_);
+    for (std::size_t i = 0; i < count_; ++i) {
+      if (stacks_[i].size != size) continue;
+      const Stack found = stacks_[i];
+      stacks_[i] = stacks_[--count_];
+      return found;
+    }
+    return std::nullopt;
+  }
+  // False when the pool is full: the caller unmaps the stack.
+  bool give(Stack stack) {
+    const std::lock_guard hold(mutex_);
+    if (count_ == kMaxStacks) return false;
+    stacks_[count_++] = stack;
+    return true;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::array<Stack, kMaxStacks> stacks_{};
+  std::size_t count_ = 0;
+};
+
+// Never destroyed: a ChildStack may be destroyed during exit, after static
+// objects are.
+StackPool& stack_pool() {
+  static auto* pool = new StackPool;
+  return *pool;
+}
+
+std::size_t page_size() {
+  static const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  return page;
+}
+
+}  // namespace
+
+core::Result<ChildStack> ChildStack::allocate(std::size_t size, StackReuse reuse) {
+  const std::size_t page = page_size();
   size = (size + page - 1) / page * page;
+  ChildStack stack;
+  stack.reuse_ = reuse;
+  stack.size_ = size;
+  if (reuse == StackReuse::kPooled) {
+    if (const auto kept = stack_pool().take(size)) {
+      stack.mapping_ = kept->mapping;
+      stack.base_ = static_cast<char*>(kept->mapping) + page;
+      return stack;
+    }
+  }
   // Populated here, by this process: a child's own page fault on it would
   // allocate kernel objects (the anon_vma, page tables) charged to the
   // child's memory cgroup, the sandbox's, and at its limit the fault is
@@ -79,17 +143,16 @@ core::Result<ChildStack> ChildStack::allocate(std::size_t size) {
     ::munmap(mapping, size + page);
     return error;
   }
-  ChildStack stack;
   stack.mapping_ = mapping;
   stack.base_ = static_cast<char*>(mapping) + page;
-  stack.size_ = size;
   return stack;
 }
 
 ChildStack::ChildStack(ChildStack&& other) noexcept
     : mapping_(std::exchange(other.mapping_, nullptr)),
       base_(std::exchange(other.base_, nullptr)),
-      size_(std::exchange(other.size_, 0)) {}
+      size_(std::exchange(other.size_, 0)),
+      reuse_(other.reuse_) {}
 
 ChildStack& ChildStack::operator=(ChildStack&& other) noexcept {
   if (this != &other) {
@@ -97,16 +160,16 @@ ChildStack& ChildStack::operator=(ChildStack&& other) noexcept {
     mapping_ = std::exchange(other.mapping_, nullptr);
     base_ = std::exchange(other.base_, nullptr);
     size_ = std::exchange(other.size_, 0);
+    reuse_ = other.reuse_;
   }
   return *this;
 }
 
 ChildStack::~ChildStack() {
-  if (mapping_ != nullptr) {
-    const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
-    ::munmap(mapping_, size_ + page);
-    mapping_ = nullptr;
-  }
+  if (mapping_ == nullptr) return;
+  if (reuse_ != StackReuse::kPooled || !stack_pool().give({mapping_, size_}))
+    ::munmap(mapping_, size_ + page_size());
+  mapping_ = nullptr;
 }
 
 long clone3_on_stack(clone_args* args, ChildEntry entry, void* argument) noexcept {

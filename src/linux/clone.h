@@ -24,12 +24,27 @@ namespace pulsebox::linux_api {
 
 using ChildEntry = int (*)(void* argument);
 
+// What becomes of a ChildStack when it is destroyed.
+enum class StackReuse {
+  kUnmap,
+  // Kept (a few per process) for the next allocate(.., kPooled) of its size:
+  // an mmap and a guard's mprotect fewer, and no munmap, whose TLB flush
+  // interrupts every CPU running this process's threads. Only for a child
+  // that has certainly ended when its owner destroys the stack: the init of
+  // a new pid namespace, once reaped (every process of the namespace has
+  // exited by then), and that namespace's processes.
+  kPooled,
+};
+// How many ended kPooled stacks a process keeps; the rest are unmapped.
+inline constexpr std::size_t kMaxPooledStacks = 8;
+
 // An mmap-ed stack with a guard page below it, populated (its pages and
 // page tables made by the caller, not by the child's faults). Move-only;
-// unmapped on destruction, so it must outlive the child that runs on it.
+// unmapped (or pooled) on destruction, so it must outlive the child that
+// runs on it.
 class ChildStack {
  public:
-  static core::Result<ChildStack> allocate(std::size_t size);
+  static core::Result<ChildStack> allocate(std::size_t size, StackReuse reuse = StackReuse::kUnmap);
   ChildStack() = default;
   ChildStack(ChildStack&& other) noexcept;
   ChildStack& operator=(ChildStack&& other) noexcept;
@@ -45,6 +60,7 @@ class ChildStack {
   void* mapping_ = nullptr;  // guard page + stack
   void* base_ = nullptr;
   std::size_t size_ = 0;
+  StackReuse reuse_ = StackReuse::kUnmap;
 };
 
 // clone3(args) where args->stack and args->stack_size are the child's stack.

@@ -74,7 +74,11 @@ core::Result<LaunchedSandbox> launch_sandbox(LaunchPlan& plan, UniqueFd supervis
     return Error(core::ErrorKind::kInternal, "launch", "the plan has no stack for the command");
   }
   LaunchedSandbox sandbox(syscalls);
-  PB_TRY(stack, linux_api::ChildStack::allocate(kInitStackSize));
+  // Pooled for the init of a new pid namespace: reaped (wait()) before its
+  // stack goes back, it is the last of the namespace's processes.
+  const auto reuse = (plan.namespaces & CLONE_NEWPID) != 0 ? linux_api::StackReuse::kPooled
+                                                           : linux_api::StackReuse::kUnmap;
+  PB_TRY(stack, linux_api::ChildStack::allocate(kInitStackSize, reuse));
   sandbox.init_stack = std::move(stack);
   core::trace_phase("launch: init's stack made");
   auto clone = std::make_shared<InitClone>();

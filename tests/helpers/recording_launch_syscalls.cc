@@ -112,6 +112,7 @@ long RecordingLaunchSyscalls::clone3_init(runtime::InitClone& init) {
   call.cgroup = init.args.cgroup;
   call.exit_signal = init.args.exit_signal;
   call.has_stack = init.args.stack != 0 && init.args.stack_size != 0;
+  call.stack = init.args.stack;
   call.unblocked = unblocked_signals();
   record(std::move(call));
   if (const int error = failure("clone3")) return -error;

@@ -48,6 +48,7 @@ class RecordingLaunchSyscalls final : public runtime::LaunchSyscalls {
     std::uint64_t cgroup = 0;       // clone3's args.cgroup
     std::uint64_t exit_signal = 0;  // clone3's args.exit_signal
     bool has_stack = false;         // clone3: a stack and its size; clone: a stack top
+    std::uint64_t stack = 0;        // clone3: the stack's lowest address
     long pid = 0;                   // the pid the step was given
     int fd = -1;                    // the pidfd or channel it was given
     bool in_cgroup = false;         // before_go's argument

@@ -6,8 +6,13 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -269,6 +274,113 @@ TEST_F(LauncherTest, DroppingALaunchedSandboxKillsAndReapsInit) {
   }
   EXPECT_EQ(fake_.steps(),
             (Steps{"clone3", "write_id_maps", "before_go", "send_go", "kill_init", "reap_init"}));
+}
+
+// Whether [address, address + bytes) is mapped in this process.
+bool mapped(const void* address, std::size_t bytes) {
+  return ::msync(const_cast<void*>(address), bytes, MS_ASYNC) == 0 || errno != ENOMEM;
+}
+
+// The permissions /proc/self/maps shows for the mapping that holds `address`.
+std::string permissions_at(const void* address) {
+  const auto wanted = reinterpret_cast<std::uintptr_t>(address);
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  while (std::getline(maps, line)) {
+    const auto dash = line.find('-');
+    const auto space = line.find(' ');
+    const auto low = std::stoull(line.substr(0, dash), nullptr, 16);
+    const auto high = std::stoull(line.substr(dash + 1, space - dash - 1), nullptr, 16);
+    if (wanted >= low && wanted < high) return line.substr(space + 1, 4);
+  }
+  return "unmapped";
+}
+
+const std::size_t kPage = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+
+// A pooled stack comes back, still mapped, with its guard page, for the
+// next pooled stack of its size; other sizes and unpooled stacks never get it.
+TEST(ChildStackTest, APooledStackIsKeptWithItsGuardForTheNextOfItsSize) {
+  const std::size_t size = 13 * kPage;  // a size no other stack in this program has
+  void* base = nullptr;
+  {
+    auto stack = linux_api::ChildStack::allocate(size, linux_api::StackReuse::kPooled);
+    ASSERT_TRUE(stack.ok()) << stack.error().to_string();
+    base = stack.value().base();
+  }
+  ASSERT_TRUE(mapped(base, size)) << "a pooled stack was unmapped";
+  auto other_size = linux_api::ChildStack::allocate(12 * kPage, linux_api::StackReuse::kPooled);
+  ASSERT_TRUE(other_size.ok());
+  EXPECT_NE(other_size.value().base(), base);
+  auto unpooled = linux_api::ChildStack::allocate(size);
+  ASSERT_TRUE(unpooled.ok());
+  EXPECT_NE(unpooled.value().base(), base);
+  auto again = linux_api::ChildStack::allocate(size, linux_api::StackReuse::kPooled);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again.value().base(), base);
+  EXPECT_EQ(again.value().size(), size);
+  EXPECT_EQ(permissions_at(static_cast<char*>(base) - kPage), "---p") << "the guard page is gone";
+  EXPECT_EQ(permissions_at(base), "rw-p");
+}
+
+TEST(ChildStackTest, AnUnpooledStackIsUnmapped) {
+  const std::size_t size = 14 * kPage;
+  void* base = nullptr;
+  {
+    auto stack = linux_api::ChildStack::allocate(size);
+    ASSERT_TRUE(stack.ok()) << stack.error().to_string();
+    base = stack.value().base();
+  }
+  EXPECT_FALSE(mapped(base, size));
+  EXPECT_FALSE(mapped(static_cast<char*>(base) - kPage, kPage)) << "its guard page stayed";
+}
+
+// The pool holds a few: of more pooled stacks ending at once, the rest are
+// unmapped. In a child process, so that this process's pool stays as it was.
+TEST(ChildStackTest, ThePoolIsBounded) {
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    const std::size_t size = 15 * kPage;
+    std::vector<void*> bases;
+    {
+      std::vector<linux_api::ChildStack> stacks;
+      for (std::size_t i = 0; i <= linux_api::kMaxPooledStacks; ++i) {
+        auto stack = linux_api::ChildStack::allocate(size, linux_api::StackReuse::kPooled);
+        if (!stack.ok()) ::_exit(2);
+        bases.push_back(stack.value().base());
+        stacks.push_back(std::move(stack).value());
+      }
+    }
+    std::size_t still_mapped = 0;
+    for (void* base : bases)
+      still_mapped += mapped(base, size) ? 1 : 0;
+    ::_exit(still_mapped >= 1 && still_mapped <= linux_api::kMaxPooledStacks ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << "status " << status << " (exit 1: more than the pool's bound stayed mapped, or none)";
+}
+
+// init's stack is pooled only when init is a new pid namespace's init: its
+// reap then means every process that ran on the sandbox's stacks is gone.
+TEST_F(LauncherTest, InitsStackIsPooledOnlyForANewPidNamespace) {
+  for (const bool new_pid_namespace : {true, false}) {
+    SCOPED_TRACE(new_pid_namespace ? "a new pid namespace" : "no pid namespace");
+    RecordingLaunchSyscalls fake;
+    plan_.namespaces = new_pid_namespace ? kAllNamespaces : (kAllNamespaces & ~CLONE_NEWPID);
+    {
+      auto launched = launch_sandbox(plan_, supervisor_end(), fake.before_go(), fake);
+      ASSERT_TRUE(launched.ok()) << launched.error().to_string();
+    }
+    const auto calls = fake.calls();
+    ASSERT_FALSE(calls.empty());
+    ASSERT_EQ(calls.front().step, "clone3");
+    const auto* stack = reinterpret_cast<const void*>(calls.front().stack);
+    ASSERT_NE(stack, nullptr);
+    EXPECT_EQ(mapped(stack, kPage), new_pid_namespace);
+  }
 }
 
 }  // namespace

@@ -213,7 +213,12 @@ core::Status NativeHost::launch_into(SandboxRun& run, const LaunchSpec& spec) {
     run.trace = std::make_unique<core::ChildTrace>();
     plan.trace = run.trace.get();
   }
-  PB_TRY(command_stack, linux_api::ChildStack::allocate(runtime::LaunchPlan::kCommandStackSize));
+  // Pooled: the command is a process of init's pid namespace (every native
+  // sandbox has its own, kSandboxNamespaces), over once init is reaped, and
+  // the plan outlives init (SandboxRun::sandbox is destroyed first).
+  static_assert((kSandboxNamespaces & CLONE_NEWPID) != 0);
+  PB_TRY(command_stack, linux_api::ChildStack::allocate(runtime::LaunchPlan::kCommandStackSize,
+                                                        linux_api::StackReuse::kPooled));
   plan.command_stack = std::move(command_stack);
   plan.capabilities = linux_api::prepare_capability_drop();
   PB_TRY(ids, plan_launch(spec, mount_points, plan, run.layout, run.settings));
