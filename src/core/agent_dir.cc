@@ -107,9 +107,14 @@ bool append_nested(const fs::path& workspace, const std::string& lines) {
 
 }  // namespace
 
-void register_with_enclosing_workspaces(const fs::path& workspace, const fs::path& home) {
+void register_with_enclosing_workspaces(const fs::path& given, const fs::path& home) {
+  // Resolved once: its ancestors are then canonical too.
+  std::error_code ec;
+  const fs::path workspace = fs::weakly_canonical(given, ec);
+  if (ec) return;
+  const SystemDirectoryCheck system(home);
   for (fs::path dir = workspace.parent_path(); dir != dir.parent_path(); dir = dir.parent_path()) {
-    if (system_directory_reason(dir, home)) return;
+    if (system.reason_for_canonical(dir)) return;
     if (!is_agent_dir(dir)) continue;
     const std::string relative = workspace.lexically_relative(dir).string();
     if (relative.empty() || relative.find('\n') != std::string::npos) continue;
@@ -185,8 +190,9 @@ std::optional<FoundWorkspace> find_workspace_root(const fs::path& start, const f
   std::error_code ec;
   const fs::path from = fs::canonical(start, ec);
   if (ec) return std::nullopt;
+  const SystemDirectoryCheck system(home);
   for (fs::path dir = from;; dir = dir.parent_path()) {
-    if (system_directory_reason(dir, home)) return std::nullopt;
+    if (system.reason_for_canonical(dir)) return std::nullopt;
     struct stat st {};
     // lstat: a symlink named .agent is nobody's workspace.
     if (::lstat((dir / ".agent").c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {

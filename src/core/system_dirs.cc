@@ -81,13 +81,16 @@ fs::path resolve(const fs::path& path) {
 
 }  // namespace
 
-std::optional<std::string> system_directory_reason(const fs::path& path, const fs::path& home) {
-  const fs::path resolved = resolve(path);
+SystemDirectoryCheck::SystemDirectoryCheck(const fs::path& home)
+    : resolved_home_(home.empty() ? fs::path() : resolve(home)) {}
+
+std::optional<std::string> SystemDirectoryCheck::reason_for_canonical(
+    const fs::path& resolved) const {
   for (const Rule& rule : kExact) {
     if (resolved == rule.path) return std::string(rule.reason);
   }
   if (resolved == "/root" || resolved.parent_path() == "/home" ||
-      (!home.empty() && resolved == resolve(home))) {
+      (!resolved_home_.empty() && resolved == resolved_home_)) {
     return std::string(kHome);
   }
   for (const Rule& rule : kSubtrees) {
@@ -102,6 +105,10 @@ std::optional<std::string> system_directory_reason(const fs::path& path, const f
     return std::string(rule.reason);
   }
   return std::nullopt;
+}
+
+std::optional<std::string> system_directory_reason(const fs::path& path, const fs::path& home) {
+  return SystemDirectoryCheck(home).reason_for_canonical(resolve(path));
 }
 
 std::optional<std::string> system_directory_reason(const fs::path& path) {

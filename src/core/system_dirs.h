@@ -27,4 +27,18 @@ std::optional<std::string> system_directory_reason(const std::filesystem::path& 
 // The same, with `home` from $HOME.
 std::optional<std::string> system_directory_reason(const std::filesystem::path& path);
 
+// The same rule for many paths against one home, without resolving each:
+// for the walk up from a canonical directory (its ancestors are canonical
+// too). `home` is resolved once, here.
+class SystemDirectoryCheck {
+ public:
+  explicit SystemDirectoryCheck(const std::filesystem::path& home);
+  // `canonical`: absolute, with no symlink, "." or ".." in it, as
+  // std::filesystem::canonical returns a path.
+  std::optional<std::string> reason_for_canonical(const std::filesystem::path& canonical) const;
+
+ private:
+  std::filesystem::path resolved_home_;  // empty: unknown
+};
+
 }  // namespace pulsebox::core

@@ -69,6 +69,27 @@ TEST(SystemDirectories, SymlinksAndDotDotAreResolvedFirst) {
   EXPECT_FALSE(refused(dir.path()));
 }
 
+// The walk up from a canonical directory checks each ancestor as it is, and
+// resolves the home directory once: the same answers as the full check.
+TEST(SystemDirectories, TheCheckOfCanonicalPathsAgreesWithTheFullOne) {
+  const core::SystemDirectoryCheck check("/home/someone");
+  for (const char* path : {"/etc", "/etc/ssh", "/usr/local/src", "/run", "/run/user",
+                           "/run/user/1000", "/run/user/1000/pulsebox", "/var", "/var/lib/pulsebox",
+                           "/tmp", "/tmp/project", "/root", "/root/project", "/home", "/home/alice",
+                           "/home/someone", "/home/someone/project", "/etcetera"}) {
+    EXPECT_EQ(check.reason_for_canonical(path), system_directory_reason(path, "/home/someone"))
+        << path;
+  }
+  TempDir dir;
+  fs::create_directory(dir / "real-home");
+  fs::create_symlink(dir / "real-home", dir / "home-link");
+  const fs::path real_home = fs::canonical(dir / "real-home");
+  const core::SystemDirectoryCheck linked(dir / "home-link");
+  EXPECT_TRUE(linked.reason_for_canonical(real_home)) << "$HOME named through a symlink";
+  EXPECT_FALSE(linked.reason_for_canonical(real_home / "project"));
+  EXPECT_FALSE(core::SystemDirectoryCheck("").reason_for_canonical(real_home));
+}
+
 TEST(SystemDirectories, TheReasonSaysWhy) {
   EXPECT_NE(system_directory_reason("/etc", "")->find("configuration"), std::string::npos);
   EXPECT_NE(system_directory_reason("/root", "")->find(".bashrc"), std::string::npos);
