@@ -72,7 +72,6 @@ namespace {
 // running per client.
 class StackPool {
  public:
-  static constexpr std::size_t kMaxStacks = kMaxPooledStacks;
   struct Stack {
     void* mapping;
     std::size_t size;  // without the guard page
@@ -91,14 +90,14 @@ class StackPool {
   // False when the pool is full: the caller unmaps the stack.
   bool give(Stack stack) {
     const std::lock_guard hold(mutex_);
-    if (count_ == kMaxStacks) return false;
+    if (count_ == kMaxPooledStacks) return false;
     stacks_[count_++] = stack;
     return true;
   }
 
  private:
   std::mutex mutex_;
-  std::array<Stack, kMaxStacks> stacks_{};
+  std::array<Stack, kMaxPooledStacks> stacks_{};
   std::size_t count_ = 0;
 };
 

@@ -65,6 +65,8 @@ void measure(int rounds, int spin_us, int gap_ms, bool pinned) {
     }
     ::_exit(0);
   }
+  cpu_set_t allowed;  // given back after the pinned rounds
+  (void)::sched_getaffinity(0, sizeof allowed, &allowed);
   if (pinned) pin_to(0);
   std::vector<double> latencies;
   int same_cpu = 0;
@@ -81,13 +83,7 @@ void measure(int rounds, int spin_us, int gap_ms, bool pinned) {
     same_cpu += shared->child_cpu[i] == parent_cpu ? 1 : 0;
   }
   ::waitpid(child, nullptr, 0);
-  if (pinned) {
-    cpu_set_t all;
-    CPU_ZERO(&all);
-    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
-      CPU_SET(cpu, &all);
-    (void)::sched_setaffinity(0, sizeof all, &all);
-  }
+  if (pinned) (void)::sched_setaffinity(0, sizeof allowed, &allowed);
   ::munmap(shared, sizeof(Shared));
   ::close(pair[0]);
   ::close(pair[1]);
