@@ -47,6 +47,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <variant>
@@ -83,6 +84,14 @@ struct AuditKeyLocation {
   bool chosen = false;
   std::string unavailable;
 };
+
+// A network decision with the reference's fields (AuditLog::log_network
+// appends one).
+PULSEBOX_API AuditRecord network_record(const std::string& destination, std::optional<int> port,
+                                        const std::string& protocol, const std::string& decision,
+                                        const std::string& backend,
+                                        const std::string& enforcement_level,
+                                        const std::string& detail);
 
 // From this process's environment: PULSEBOX_AUDIT_KEY if set (chosen), else
 // $XDG_STATE_HOME/pulsebox/audit.key, else ~/.local/state/pulsebox/audit.key
@@ -121,6 +130,13 @@ class PULSEBOX_API AuditLog {
   // anchor whose log is missing or empty, gets an "audit-anchor" record
   // saying so before this one.
   std::uint64_t record(const AuditRecord& record);
+  // Appends the records in order as one append (one lock, one write, one
+  // anchor update); returns the last one's seq, 0 for none. For records
+  // made together: each still has its own seq, hash and MAC, and after a
+  // crash the anchor can be behind by all of them at most, which the
+  // writer and the verifier both accept (as for one record). Throws as
+  // record() does; a failure before the write appends none of them.
+  std::uint64_t record_all(std::span<const AuditRecord> records);
 
   // A network decision with the reference's fields.
   std::uint64_t log_network(const std::string& destination, std::optional<int> port,
@@ -149,6 +165,8 @@ class PULSEBOX_API AuditLog {
     std::uint64_t keyed_from = 0;  // keyed: for the anchor
     std::uint64_t generation = 0;  // keyed: the anchor's
   };
+
+  std::uint64_t append(std::span<const AuditRecord> records);
 
   std::filesystem::path path_;
   const SecretScrubber* scrubber_;

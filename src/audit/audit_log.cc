@@ -354,6 +354,15 @@ std::filesystem::path AuditLog::key_file() const {
 }
 
 std::uint64_t AuditLog::record(const AuditRecord& record) {
+  return append(std::span<const AuditRecord>(&record, 1));
+}
+
+std::uint64_t AuditLog::record_all(std::span<const AuditRecord> records) {
+  if (records.empty()) return 0;
+  return append(records);
+}
+
+std::uint64_t AuditLog::append(std::span<const AuditRecord> records) {
   std::lock_guard<std::mutex> guard(mutex_);
   if (::flock(fd_, LOCK_EX) != 0) {
     core::throw_error(Error::from_errno("audit", "locking " + path_.string()));
@@ -399,9 +408,11 @@ std::uint64_t AuditLog::record(const AuditRecord& record) {
     ++tip.seq;
     tip.hash = hash;
   }
-  lines += make_bounded_line(record, tip.seq + 1, tip.hash, key_.get(), scrubber_, &hash);
-  ++tip.seq;
-  tip.hash = hash;
+  for (const AuditRecord& record : records) {
+    lines += make_bounded_line(record, tip.seq + 1, tip.hash, key_.get(), scrubber_, &hash);
+    ++tip.seq;
+    tip.hash = hash;
+  }
 
   const ssize_t written = ::write(fd_, lines.data(), lines.size());
   if (written != static_cast<ssize_t>(lines.size())) {
@@ -437,6 +448,14 @@ std::uint64_t AuditLog::log_network(const std::string& destination, std::optiona
                                     const std::string& backend,
                                     const std::string& enforcement_level,
                                     const std::string& detail) {
+  return record(
+      network_record(destination, port, protocol, decision, backend, enforcement_level, detail));
+}
+
+AuditRecord network_record(const std::string& destination, std::optional<int> port,
+                           const std::string& protocol, const std::string& decision,
+                           const std::string& backend, const std::string& enforcement_level,
+                           const std::string& detail) {
   AuditRecord entry;
   entry.action = "network";
   entry.target = destination;
@@ -450,7 +469,7 @@ std::uint64_t AuditLog::log_network(const std::string& destination, std::optiona
       {"backend", backend},
       {"enforcement_level", enforcement_level},
   };
-  return record(entry);
+  return entry;
 }
 
 }  // namespace pulsebox

@@ -165,10 +165,12 @@ ExecutionRequest Sandbox::build_request(Run& run, const std::vector<std::string>
 // and not accepted, refuses the run.
 void Sandbox::decide_enforcement(Run& run) {
   run.verdicts = enforcement_plan();
-  audit_->log_network("*", std::nullopt, "any",
-                      options_.network.mode == NetworkMode::DenyAll ? "deny" : "allow",
-                      run.backend_name, std::string(to_string(run.verdicts[0].level)),
-                      "network mode " + std::string(to_string(options_.network.mode)));
+  // Made together, appended together: one lock, write and anchor update.
+  std::vector<AuditRecord> records;
+  records.push_back(network_record(
+      "*", std::nullopt, "any", options_.network.mode == NetworkMode::DenyAll ? "deny" : "allow",
+      run.backend_name, std::string(to_string(run.verdicts[0].level)),
+      "network mode " + std::string(to_string(options_.network.mode))));
   const EnforcementDecision* refused = nullptr;
   for (const EnforcementDecision& decision : run.verdicts) {
     const bool weak = decision.level != EnforcementLevel::StronglyEnforced;
@@ -176,15 +178,16 @@ void Sandbox::decide_enforcement(Run& run) {
     std::string detail = std::string(to_string(decision.level)) + ": " + decision.reason;
     if (weak && decision.accepted) detail += " (weaker level accepted with --allow-weaker)";
     if (weak && !decision.requested) detail += " (default limits: reported, not refused)";
-    audit_->record({.action = "enforcement",
-                    .target = std::string(to_string(decision.dimension)),
-                    .decision = blocks ? "deny" : "allow",
-                    .container_id = run.backend_name,
-                    .isolation_level = run.level,
-                    .detail = detail,
-                    .extra = {{"enforcement_level", std::string(to_string(decision.level))}}});
+    records.push_back({.action = "enforcement",
+                       .target = std::string(to_string(decision.dimension)),
+                       .decision = blocks ? "deny" : "allow",
+                       .container_id = run.backend_name,
+                       .isolation_level = run.level,
+                       .detail = detail,
+                       .extra = {{"enforcement_level", std::string(to_string(decision.level))}}});
     if (blocks && refused == nullptr) refused = &decision;
   }
+  audit_->record_all(records);
   if (refused != nullptr) {
     const std::string dimension(to_string(refused->dimension));
     std::string message = dimension + ": the " + run.backend_name +

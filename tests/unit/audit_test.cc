@@ -551,6 +551,82 @@ TEST_F(KeyedAuditTest, AnAnchorOneAppendBehindStillVerifies) {
   EXPECT_TRUE(check.notes.empty());
 }
 
+// The anchor as the log's writer left it.
+audit::Anchor read_anchor(const std::filesystem::path& key_file, const std::filesystem::path& log,
+                          const std::filesystem::path& anchor_file) {
+  auto key = audit::Key::load(key_file, false);
+  EXPECT_TRUE(key.ok());
+  auto file = audit::AnchorFile::open(anchor_file, false);
+  EXPECT_TRUE(file.ok());
+  auto anchor = file->read(**key, audit::log_identity(log));
+  EXPECT_TRUE(anchor.ok() && anchor->has_value());
+  return **anchor;
+}
+
+std::vector<AuditRecord> three_records(const std::string& prefix) {
+  std::vector<AuditRecord> records;
+  for (int i = 0; i < 3; ++i)
+    records.push_back(
+        {.action = "enforcement", .target = prefix + std::to_string(i), .decision = "allow"});
+  return records;
+}
+
+TEST_F(KeyedAuditTest, RecordsMadeTogetherAreOneAppendEachWithItsOwnSeqAndMac) {
+  write(2);
+  const audit::Anchor before = read_anchor(key_, path_, anchor());
+  {
+    AuditLog log(path_, nullptr, keyed());
+    EXPECT_EQ(log.record_all(three_records("dim ")), 5u);
+  }
+  const audit::Anchor after = read_anchor(key_, path_, anchor());
+  // One append: the anchor was written once, for the last of the three.
+  EXPECT_EQ(after.generation, before.generation + 1);
+  EXPECT_EQ(after.records, 5u);
+  const auto lines = read_lines(path_);
+  ASSERT_EQ(lines.size(), 5u);
+  for (int i = 0; i < 3; ++i) {
+    const auto line = nlohmann::json::parse(lines[static_cast<std::size_t>(2 + i)]);
+    EXPECT_EQ(line["seq"], 3 + i);
+    EXPECT_EQ(line["target"], "dim " + std::to_string(i));
+    EXPECT_EQ(line["mac"].get<std::string>().size(), 64u);
+  }
+  const auto check = verify();
+  EXPECT_EQ(check.verdict, AuditVerdict::Verified) << check.summary;
+  EXPECT_EQ(check.entries, 5u);
+  EXPECT_TRUE(check.notes.empty());
+}
+
+TEST_F(KeyedAuditTest, AnAnchorBehindByAWholeAppendOfSeveralRecordsStillVerifies) {
+  // A writer that stopped after appending three records together, before
+  // updating the anchor.
+  write(2);
+  const auto saved = testing::read_file(anchor());
+  {
+    AuditLog log(path_, nullptr, keyed());
+    log.record_all(three_records("dim "));
+  }
+  testing::write_file(anchor(), saved);
+  auto check = verify();
+  EXPECT_EQ(check.verdict, AuditVerdict::Verified) << check.problem;
+  ASSERT_EQ(check.notes.size(), 1u);
+  EXPECT_NE(check.notes[0].find("lines 3-5 come after the anchor's tip"), std::string::npos)
+      << check.notes[0];
+  write(1);  // the next writer checks the three and goes on from there
+  check = verify();
+  EXPECT_EQ(check.verdict, AuditVerdict::Verified) << check.problem;
+  EXPECT_EQ(check.entries, 6u);
+  EXPECT_TRUE(check.notes.empty());
+}
+
+TEST(AuditLogTest, RecordingNoRecordsTogetherAppendsNothing) {
+  TempDir dir;
+  const auto path = dir / "audit.jsonl";
+  AuditLog log(path);
+  EXPECT_EQ(log.record_all({}), 0u);
+  EXPECT_TRUE(read_lines(path).empty());
+  EXPECT_EQ(log.record({.action = "shell", .target = "x", .decision = "allow"}), 1u);
+}
+
 TEST_F(KeyedAuditTest, ATornAnchorCopyFallsBackAndAForgedOneIsTampering) {
   write(3);
   auto bytes = testing::read_file(anchor());

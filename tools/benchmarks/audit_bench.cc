@@ -1,11 +1,13 @@
 // The cost of one audit record (a run writes about a dozen): hash-chained,
 // scrubbed, appended under flock; keyed, also MACed and anchored. And what
 // a new keyed log costs before its first record (loading the key, opening
-// the anchor; a server makes one per run).
+// the anchor; a server makes one per run). And six records appended one by
+// one against together.
 #include <benchmark/benchmark.h>
 #include <unistd.h>
 
 #include <filesystem>
+#include <vector>
 
 #include "pulsebox/audit.h"
 #include "pulsebox/secrets.h"
@@ -40,6 +42,26 @@ void BM_AuditRecord(benchmark::State& state) {
   state.SetLabel(state.range(0) != 0 ? "keyed" : "unkeyed");
 }
 BENCHMARK(BM_AuditRecord)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
+
+// A run's six enforcement records (the network decision and one per
+// dimension), keyed: appended one by one, or together (record_all).
+void BM_AuditSixRecords(benchmark::State& state) {
+  const BenchDir dir;
+  const pulsebox::SecretScrubber scrubber({}, true);
+  pulsebox::AuditLog log(dir.path / "audit.jsonl", &scrubber,
+                         {.key = {.file = dir.path / "keys/audit.key", .chosen = true}});
+  const std::vector<pulsebox::AuditRecord> six(6, sample());
+  for (auto _ : state) {
+    if (state.range(0) != 0) {
+      log.record_all(six);
+    } else {
+      for (const auto& record : six)
+        log.record(record);
+    }
+  }
+  state.SetLabel(state.range(0) != 0 ? "together" : "one by one");
+}
+BENCHMARK(BM_AuditSixRecords)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
 
 void BM_AuditKeyedLogOpen(benchmark::State& state) {
   const BenchDir dir;
