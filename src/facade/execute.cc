@@ -166,7 +166,7 @@ ExecutionRequest Sandbox::build_request(Run& run, const std::vector<std::string>
 void Sandbox::decide_enforcement(Run& run) {
   run.verdicts = enforcement_plan();
   // Made together, appended together: one lock, write and anchor update.
-  std::vector<AuditRecord> records;
+  std::vector<AuditRecord>& records = run.pending;
   records.push_back(network_record(
       "*", std::nullopt, "any", options_.network.mode == NetworkMode::DenyAll ? "deny" : "allow",
       run.backend_name, std::string(to_string(run.verdicts[0].level)),
@@ -187,7 +187,8 @@ void Sandbox::decide_enforcement(Run& run) {
                        .extra = {{"enforcement_level", std::string(to_string(decision.level))}}});
     if (blocks && refused == nullptr) refused = &decision;
   }
-  audit_->record_all(records);
+  // Appended with the Running transition (run_and_scrub), or by the
+  // refusal below (Run::deny appends what is pending first).
   if (refused != nullptr) {
     const std::string dimension(to_string(refused->dimension));
     std::string message = dimension + ": the " + run.backend_name +
@@ -204,24 +205,24 @@ void Sandbox::decide_enforcement(Run& run) {
 ProcessResult Sandbox::run_and_scrub(Run& run, ExecutionRequest& request,
                                      const ExecuteOptions& options) {
   for (const auto& bind : options_.binds) {
-    audit_->record({.action = "bind",
-                    .target = bind.host.string() + " -> " + bind.sandbox_path,
-                    .decision = "allow",
-                    .container_id = run.backend_name,
-                    .isolation_level = run.level,
-                    .detail = bind.writable ? "read-write bind into the sandbox"
-                                            : "read-only bind into the sandbox"});
+    run.pending.push_back({.action = "bind",
+                           .target = bind.host.string() + " -> " + bind.sandbox_path,
+                           .decision = "allow",
+                           .container_id = run.backend_name,
+                           .isolation_level = run.level,
+                           .detail = bind.writable ? "read-write bind into the sandbox"
+                                                   : "read-only bind into the sandbox"});
   }
   // Names only: a value may be a secret the caller did not mark as one.
   for (const auto& [name, value] : options_.environment) {
-    audit_->record({.action = "env",
-                    .target = name,
-                    .decision = "allow",
-                    .container_id = run.backend_name,
-                    .isolation_level = run.level,
-                    .detail = is_dangerous_environment_variable(name)
-                                  ? "set explicitly; changes how programs load code"
-                                  : "set explicitly"});
+    run.pending.push_back({.action = "env",
+                           .target = name,
+                           .decision = "allow",
+                           .container_id = run.backend_name,
+                           .isolation_level = run.level,
+                           .detail = is_dangerous_environment_variable(name)
+                                         ? "set explicitly; changes how programs load code"
+                                         : "set explicitly"});
   }
   std::string stdout_text;
   std::string stderr_text;
@@ -237,7 +238,8 @@ ProcessResult Sandbox::run_and_scrub(Run& run, ExecutionRequest& request,
   };
 
   core::trace_phase("sandbox: request ready");
-  run.lifecycle.transition(LifecycleState::Running);
+  run.lifecycle.transition(LifecycleState::Running, run.pending);
+  run.write_pending();
   // Files the host changes from now on while the run goes on are marked at
   // import (Workspace::import_overlay).
   run.started = workspace_.stamp_now();
@@ -261,7 +263,8 @@ ProcessResult Sandbox::run_and_scrub(Run& run, ExecutionRequest& request,
   audit_network_accesses(run, result);
   const bool succeeded =
       result.exit_code == 0 && result.termination_reason == TerminationReason::None;
-  run.lifecycle.transition(succeeded ? LifecycleState::Completing : LifecycleState::Failed);
+  run.lifecycle.transition(succeeded ? LifecycleState::Completing : LifecycleState::Failed,
+                           run.pending);
   std::string detail = "ran via the " + run.backend_name + " backend";
   if (result.termination_reason != TerminationReason::None) {
     detail += "; termination: " + std::string(to_string(result.termination_reason));
@@ -270,14 +273,15 @@ ProcessResult Sandbox::run_and_scrub(Run& run, ExecutionRequest& request,
   if (out_stream.redacted() || err_stream.redacted()) {
     detail += "; secrets were redacted from the output";
   }
-  audit_->record({.action = "shell",
-                  .target = run.command,
-                  .decision = std::string(to_string(run.shell.decision)),
-                  .exit_code = result.exit_code,
-                  .duration_ms = result.duration_ms,
-                  .container_id = run.backend_name + ":" + run.id,
-                  .isolation_level = run.level,
-                  .detail = detail});
+  run.pending.push_back({.action = "shell",
+                         .target = run.command,
+                         .decision = std::string(to_string(run.shell.decision)),
+                         .exit_code = result.exit_code,
+                         .duration_ms = result.duration_ms,
+                         .container_id = run.backend_name + ":" + run.id,
+                         .isolation_level = run.level,
+                         .detail = detail});
+  run.write_pending();
   core::trace_phase("sandbox: result audited");
   return result;
 }
@@ -295,20 +299,20 @@ void Sandbox::audit_network_accesses(Run& run, ProcessResult& result) {
     std::string addresses;
     for (const auto& address : access.addresses)
       addresses += (addresses.empty() ? "" : " ") + address;
-    audit_->record({.action = "network",
-                    .target = access.host,
-                    .decision = access.allowed ? "allow" : "deny",
-                    .container_id = run.backend_name + ":" + run.id,
-                    .isolation_level = run.level,
-                    .detail = access.reason,
-                    .extra = {{"method", access.method},
-                              {"destination", access.host},
-                              {"port", static_cast<std::int64_t>(access.port)},
-                              {"addresses", addresses},
-                              {"bytes_up", static_cast<std::int64_t>(access.bytes_up)},
-                              {"bytes_down", static_cast<std::int64_t>(access.bytes_down)},
-                              {"network", result.network},
-                              {"enforcement_level", level}}});
+    run.pending.push_back({.action = "network",
+                           .target = access.host,
+                           .decision = access.allowed ? "allow" : "deny",
+                           .container_id = run.backend_name + ":" + run.id,
+                           .isolation_level = run.level,
+                           .detail = access.reason,
+                           .extra = {{"method", access.method},
+                                     {"destination", access.host},
+                                     {"port", static_cast<std::int64_t>(access.port)},
+                                     {"addresses", addresses},
+                                     {"bytes_up", static_cast<std::int64_t>(access.bytes_up)},
+                                     {"bytes_down", static_cast<std::int64_t>(access.bytes_down)},
+                                     {"network", result.network},
+                                     {"enforcement_level", level}}});
   }
 }
 

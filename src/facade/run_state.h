@@ -23,8 +23,25 @@ struct Sandbox::Run {
         audit(audit_log),
         lifecycle(id, audit_log) {}
 
+  // What waits in `pending` is written before anything else is.
+  ~Run() {
+    try {
+      write_pending();
+    } catch (...) {  // NOLINT(bugprone-empty-catch): leaving by an exception already
+    }
+  }
+  Run(const Run&) = delete;
+  Run& operator=(const Run&) = delete;
+
+  // Appends the records made together so far (one append).
+  void write_pending() {
+    if (pending.empty()) return;
+    audit->record_all(pending);
+    pending.clear();
+  }
   // A record of a refusal of this run's command.
   void deny(const std::string& action, const std::string& detail) {
+    write_pending();
     audit->record({.action = action,
                    .target = command,
                    .decision = "deny",
@@ -35,6 +52,7 @@ struct Sandbox::Run {
   // Ends the lifecycle (Failed, then Cleaning and Finalized) and throws.
   template <class Exception>
   [[noreturn]] void refuse(const Exception& exception) {
+    write_pending();
     lifecycle.transition(LifecycleState::Failed);
     prepared.reset();  // a run prepare() set up, never started
     finish(true);
@@ -51,6 +69,11 @@ struct Sandbox::Run {
   std::string level;
   std::string backend_name;
   AuditLog* audit;
+  // Records made before the command starts, or once it ended, that are
+  // appended together (AuditLog::record_all): the enforcement verdicts,
+  // binds and variables with the Running transition; the network accesses
+  // and the command's record with the transition after it.
+  std::vector<AuditRecord> pending;
   SandboxExecution lifecycle;
   PolicyEvaluation shell;  // the policy's verdict on the command
   std::unique_ptr<PreparedRun> prepared;

@@ -60,23 +60,41 @@ bool is_terminal(LifecycleState state) {
 SandboxExecution::SandboxExecution(std::string execution_id, AuditLog* audit)
     : id_(std::move(execution_id)), audit_(audit) {}
 
+AuditRecord SandboxExecution::record_of(LifecycleState to, bool allowed) const {
+  const std::string move = std::string(to_string(state_)) + " -> " + std::string(to_string(to));
+  AuditRecord record;
+  record.action = "lifecycle-transition";
+  record.target = id_;
+  record.decision = allowed ? "allow" : "deny";
+  record.detail = allowed ? move : "refused transition " + move;
+  record.extra = {{"from", std::string(to_string(state_))}, {"to", std::string(to_string(to))}};
+  return record;
+}
+
 void SandboxExecution::transition(LifecycleState to) {
   const bool allowed = is_transition_allowed(state_, to);
-  const std::string move = std::string(to_string(state_)) + " -> " + std::string(to_string(to));
-  if (audit_ != nullptr) {
-    AuditRecord record;
-    record.action = "lifecycle-transition";
-    record.target = id_;
-    record.decision = allowed ? "allow" : "deny";
-    record.detail = allowed ? move : "refused transition " + move;
-    record.extra = {{"from", std::string(to_string(state_))}, {"to", std::string(to_string(to))}};
-    audit_->record(record);
-  }
+  if (audit_ != nullptr) audit_->record(record_of(to, allowed));
+  if (!allowed) refused(to);
+  state_ = to;
+}
+
+void SandboxExecution::transition(LifecycleState to, std::vector<AuditRecord>& batch) {
+  const bool allowed = is_transition_allowed(state_, to);
+  if (audit_ != nullptr) batch.push_back(record_of(to, allowed));
   if (!allowed) {
-    throw SandboxError("execution " + id_ + ": invalid lifecycle transition " + move, 0,
-                       "lifecycle");
+    if (audit_ != nullptr) {
+      audit_->record_all(batch);
+      batch.clear();
+    }
+    refused(to);
   }
   state_ = to;
+}
+
+void SandboxExecution::refused(LifecycleState to) const {
+  throw SandboxError("execution " + id_ + ": invalid lifecycle transition " +
+                         std::string(to_string(state_)) + " -> " + std::string(to_string(to)),
+                     0, "lifecycle");
 }
 
 }  // namespace pulsebox

@@ -800,5 +800,46 @@ TEST(LifecycleTest, EveryTransitionIsAudited) {
   EXPECT_TRUE(verify_audit_log(dir / "a.jsonl").ok);
 }
 
+TEST(LifecycleTest, ATransitionWithABatchJoinsItAndWritesNothingYet) {
+  TempDir dir;
+  AuditLog log(dir / "a.jsonl");
+  SandboxExecution execution("exec-1", &log);
+  std::vector<AuditRecord> batch = {{.action = "enforcement", .decision = "allow"}};
+  execution.transition(LifecycleState::Starting, batch);
+  EXPECT_EQ(execution.state(), LifecycleState::Starting);
+  ASSERT_EQ(batch.size(), 2u);
+  EXPECT_EQ(batch[1].action, "lifecycle-transition");
+  EXPECT_EQ(batch[1].detail, "created -> starting");
+  EXPECT_TRUE(read_lines(dir / "a.jsonl").empty());
+  log.record_all(batch);
+  const auto lines = read_lines(dir / "a.jsonl");
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(nlohmann::json::parse(lines[1])["to"], "starting");
+}
+
+TEST(LifecycleTest, ARefusedTransitionWritesItsBatchAndItsRecordThenThrows) {
+  TempDir dir;
+  AuditLog log(dir / "a.jsonl");
+  SandboxExecution execution("exec-1", &log);
+  std::vector<AuditRecord> batch = {{.action = "enforcement", .decision = "allow"}};
+  EXPECT_THROW(execution.transition(LifecycleState::Finalized, batch), SandboxError);
+  EXPECT_EQ(execution.state(), LifecycleState::Created);
+  EXPECT_TRUE(batch.empty());
+  const auto lines = read_lines(dir / "a.jsonl");
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(nlohmann::json::parse(lines[0])["action"], "enforcement");
+  const auto refused = nlohmann::json::parse(lines[1]);
+  EXPECT_EQ(refused["decision"], "deny");
+  EXPECT_EQ(refused["detail"], "refused transition created -> finalized");
+}
+
+TEST(LifecycleTest, WithoutAnAuditLogABatchStaysAsItWas) {
+  SandboxExecution execution("exec-1", nullptr);
+  std::vector<AuditRecord> batch;
+  execution.transition(LifecycleState::Starting, batch);
+  EXPECT_TRUE(batch.empty());
+  EXPECT_THROW(execution.transition(LifecycleState::Finalized, batch), SandboxError);
+}
+
 }  // namespace
 }  // namespace pulsebox

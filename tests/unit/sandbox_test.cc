@@ -2,8 +2,10 @@
 // A FakeBackend stands in at the backend interface (the seam) to test the
 // facade's decisions; the host backend tests run real processes.
 #include <gtest/gtest.h>
+
 #include <signal.h>
 #include <unistd.h>
+#include <functional>
 
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -33,6 +35,7 @@ class FakeBackend : public Backend {
   int executions = 0;
   int cleanups = 0;
   std::map<std::string, std::string> last_environment;
+  std::function<void()> on_execute;  // called as the command would start
 
   std::string name() const override { return "fake"; }
   bool is_unsafe() const override { return false; }
@@ -44,6 +47,7 @@ class FakeBackend : public Backend {
   ExecutionOutcome execute(const ExecutionRequest& request,
                            std::unique_ptr<PreparedRun> /*prepared*/) override {
     ++executions;
+    if (on_execute) on_execute();
     last_environment = request.environment;
     request.on_output(OutputStream::Stdout, "token: sup3r-s3cret-v");
     request.on_output(OutputStream::Stdout, "alue done\n");
@@ -147,6 +151,8 @@ TEST_F(SandboxTest, HostBackendNeedsExplicitOptIn) {
 
 TEST_F(SandboxTest, RunsScrubsAndAuditsEveryStep) {
   auto fake = std::make_shared<FakeBackend>();
+  std::vector<std::string> on_disk_at_start;
+  fake->on_execute = [&] { on_disk_at_start = audit_actions(); };
   Sandbox sandbox(options(fake));
   std::string streamed;
   const auto result = sandbox.execute(
@@ -165,7 +171,12 @@ TEST_F(SandboxTest, RunsScrubsAndAuditsEveryStep) {
       "lifecycle-transition", "lifecycle-transition", "shell",       "lifecycle-transition",
       "lifecycle-transition"};
   EXPECT_EQ(audit_actions(), expected);
+  // Every record before the command's start was on disk when it started
+  // (those made together are appended together, before it).
+  const std::vector<std::string> before_start(expected.begin(), expected.begin() + 9);
+  EXPECT_EQ(on_disk_at_start, before_start);
   const auto entries = audit_entries();
+  EXPECT_EQ(entries[8]["detail"], "starting -> running");
   EXPECT_EQ(entries[1]["detail"], "created -> starting");
   EXPECT_EQ(entries[9]["detail"], "running -> completing");
   EXPECT_EQ(entries[10]["target"], "echo hi");
