@@ -165,9 +165,9 @@ ExecutionRequest Sandbox::build_request(Run& run, const std::vector<std::string>
 // and not accepted, refuses the run.
 void Sandbox::decide_enforcement(Run& run) {
   run.verdicts = enforcement_plan();
-  // Made together, appended together: one lock, write and anchor update.
-  std::vector<AuditRecord>& records = run.pending;
-  records.push_back(network_record(
+  // Pending: appended together with the Running transition (run_and_scrub),
+  // or by the refusal below (Run::deny appends what is pending first).
+  run.pending.push_back(network_record(
       "*", std::nullopt, "any", options_.network.mode == NetworkMode::DenyAll ? "deny" : "allow",
       run.backend_name, std::string(to_string(run.verdicts[0].level)),
       "network mode " + std::string(to_string(options_.network.mode))));
@@ -178,17 +178,16 @@ void Sandbox::decide_enforcement(Run& run) {
     std::string detail = std::string(to_string(decision.level)) + ": " + decision.reason;
     if (weak && decision.accepted) detail += " (weaker level accepted with --allow-weaker)";
     if (weak && !decision.requested) detail += " (default limits: reported, not refused)";
-    records.push_back({.action = "enforcement",
-                       .target = std::string(to_string(decision.dimension)),
-                       .decision = blocks ? "deny" : "allow",
-                       .container_id = run.backend_name,
-                       .isolation_level = run.level,
-                       .detail = detail,
-                       .extra = {{"enforcement_level", std::string(to_string(decision.level))}}});
+    run.pending.push_back(
+        {.action = "enforcement",
+         .target = std::string(to_string(decision.dimension)),
+         .decision = blocks ? "deny" : "allow",
+         .container_id = run.backend_name,
+         .isolation_level = run.level,
+         .detail = detail,
+         .extra = {{"enforcement_level", std::string(to_string(decision.level))}}});
     if (blocks && refused == nullptr) refused = &decision;
   }
-  // Appended with the Running transition (run_and_scrub), or by the
-  // refusal below (Run::deny appends what is pending first).
   if (refused != nullptr) {
     const std::string dimension(to_string(refused->dimension));
     std::string message = dimension + ": the " + run.backend_name +
