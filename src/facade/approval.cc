@@ -24,6 +24,8 @@ std::string ApprovalRequest::to_json() const {
 
 void Sandbox::approve(Run& run, ActionType action, const std::string& target,
                       const PolicyEvaluation& asked) {
+  // On disk before anybody is asked: an approver may take its time.
+  run.write_pending();
   const std::string word(to_string(action));
   const std::string what = action == ActionType::Shell ? "running \"" + run.command + "\""
                                                        : word + " for \"" + run.command + "\"";

@@ -66,11 +66,17 @@ void append_detail(ProcessResult& result, const std::string& text) {
 ProcessResult Sandbox::execute(const std::vector<std::string>& argv,
                                const ExecuteOptions& options) {
   if (argv.empty() || argv[0].empty()) throw SandboxConfigError("no command to run", 0, "sandbox");
-  initialize();
+  // The backend's choice and the Starting transition wait in the run's
+  // pending records, appended with the others made before the command
+  // starts (run_and_scrub), or before anything else is recorded.
+  std::string id = options.execution_id.empty() ? new_execution_id() : options.execution_id;
+  std::string command = command_text(argv);
+  std::vector<AuditRecord> chosen;
+  initialize(chosen);
   core::trace_phase("sandbox: initialized");
-  Run run(options.execution_id.empty() ? new_execution_id() : options.execution_id,
-          command_text(argv), audit_.get(), *backend_);
-  run.lifecycle.transition(LifecycleState::Starting);
+  Run run(std::move(id), std::move(command), audit_.get(), *backend_);
+  run.pending = std::move(chosen);
+  run.lifecycle.transition(LifecycleState::Starting, run.pending);
   check_policy(run);
   ExecutionRequest request = build_request(run, argv, options);
   if (!options_.session.empty()) open_session(run, request);

@@ -162,15 +162,31 @@ const Backend& Sandbox::backend() const {
 }
 
 void Sandbox::initialize() {
+  std::vector<AuditRecord> batch;
+  initialize(batch);
+  audit_->record_all(batch);
+}
+
+void Sandbox::initialize(std::vector<AuditRecord>& batch) {
   if (backend_) return;
   core::trace_phase("sandbox: initialize");
+  try {
+    choose_backend(batch);
+  } catch (...) {
+    audit_->record_all(batch);
+    batch.clear();
+    throw;
+  }
+}
+
+void Sandbox::choose_backend(std::vector<AuditRecord>& batch) {
   auto init_record = [&](const std::string& target, const std::string& decision,
                          const std::string& level, const std::string& detail) {
-    audit_->record({.action = "sandbox-init",
-                    .target = target,
-                    .decision = decision,
-                    .isolation_level = level,
-                    .detail = detail});
+    batch.push_back({.action = "sandbox-init",
+                     .target = target,
+                     .decision = decision,
+                     .isolation_level = level,
+                     .detail = detail});
   };
   auto refuse = [&](const std::string& target, const std::string& why) {
     init_record(target, "deny", "unavailable", why);
@@ -182,10 +198,10 @@ void Sandbox::initialize() {
       refuse(backend->name(), backend->name() + ": " + availability.reason);
     core::trace_phase("sandbox: backend available");
     for (const std::string& what : backend->reconcile_if_needed()) {
-      audit_->record({.action = "reconcile",
-                      .target = backend->name(),
-                      .decision = "allow",
-                      .detail = "removed " + what});
+      batch.push_back({.action = "reconcile",
+                       .target = backend->name(),
+                       .decision = "allow",
+                       .detail = "removed " + what});
     }
     core::trace_phase("sandbox: backend reconciled");
     backend_ = std::move(backend);

@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <unistd.h>
 #include <functional>
+#include <optional>
 
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -36,6 +37,7 @@ class FakeBackend : public Backend {
   int cleanups = 0;
   std::map<std::string, std::string> last_environment;
   std::function<void()> on_execute;  // called as the command would start
+  std::function<void()> on_prepare;  // called as the run would be set up
 
   std::string name() const override { return "fake"; }
   bool is_unsafe() const override { return false; }
@@ -43,6 +45,10 @@ class FakeBackend : public Backend {
   Availability availability() const override { return {true, ""}; }
   std::vector<std::string> reconcile() override { return {}; }
   void cleanup() override { ++cleanups; }
+  std::unique_ptr<PreparedRun> prepare(const ExecutionRequest& /*request*/) override {
+    if (on_prepare) on_prepare();
+    return nullptr;
+  }
   using Backend::execute;
   ExecutionOutcome execute(const ExecutionRequest& request,
                            std::unique_ptr<PreparedRun> /*prepared*/) override {
@@ -153,6 +159,8 @@ TEST_F(SandboxTest, RunsScrubsAndAuditsEveryStep) {
   auto fake = std::make_shared<FakeBackend>();
   std::vector<std::string> on_disk_at_start;
   fake->on_execute = [&] { on_disk_at_start = audit_actions(); };
+  std::optional<std::vector<std::string>> on_disk_at_prepare;
+  fake->on_prepare = [&] { on_disk_at_prepare = audit_actions(); };
   Sandbox sandbox(options(fake));
   std::string streamed;
   const auto result = sandbox.execute(
@@ -175,6 +183,10 @@ TEST_F(SandboxTest, RunsScrubsAndAuditsEveryStep) {
   // (those made together are appended together, before it).
   const std::vector<std::string> before_start(expected.begin(), expected.begin() + 9);
   EXPECT_EQ(on_disk_at_start, before_start);
+  // The backend's choice and the Starting transition wait for the records
+  // made just before the start: none was written on its own before.
+  ASSERT_TRUE(on_disk_at_prepare.has_value());
+  EXPECT_EQ(*on_disk_at_prepare, std::vector<std::string>{});
   const auto entries = audit_entries();
   EXPECT_EQ(entries[8]["detail"], "starting -> running");
   EXPECT_EQ(entries[1]["detail"], "created -> starting");
@@ -264,8 +276,10 @@ TEST_F(SandboxTest, AskIsDecidedByTheApproverBeforeAnythingRuns) {
 
   std::vector<ApprovalRequest> asked;
   bool answer = false;
+  std::vector<std::string> on_disk_when_asked;
   o.approver = [&](const ApprovalRequest& request) {
     asked.push_back(request);
+    on_disk_when_asked = audit_actions();
     return ApprovalAnswer{answer, "unit test", "answer " + std::to_string(answer)};
   };
   EXPECT_THROW(Sandbox(o).execute({"make", "all"}), PolicyDenied);
@@ -274,6 +288,11 @@ TEST_F(SandboxTest, AskIsDecidedByTheApproverBeforeAnythingRuns) {
   EXPECT_NO_THROW(Sandbox(o).execute({"make", "all"}));
   EXPECT_EQ(fake->executions, 1);
   ASSERT_EQ(asked.size(), 2u);
+  // What the run recorded before the question is on disk before it is
+  // asked (an approver may take its time).
+  ASSERT_GE(on_disk_when_asked.size(), 2u);
+  EXPECT_EQ(on_disk_when_asked.back(), "lifecycle-transition");
+  EXPECT_EQ(audit_entries()[on_disk_when_asked.size() - 1]["detail"], "created -> starting");
   EXPECT_EQ(asked[1].action, ActionType::Shell);
   EXPECT_EQ(asked[1].target, "make all");
   EXPECT_EQ(asked[1].evaluation.rule->reason, "builds need a look");
