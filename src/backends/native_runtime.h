@@ -42,6 +42,9 @@ class NativeRuntime {
     int used_started_ahead = 0;  // runs that began in one
     int launched_for_a_run = 0;  // runs that launched their own
     int discarded = 0;           // started ahead, never used (shape changed, ended)
+    // The host's shape computed on its own, not by a launch: a run's check
+    // just before its command starts, a fresh look with none to start.
+    int shapes_computed = 0;
   };
   virtual Stats stats() const = 0;
 };

@@ -485,6 +485,10 @@ TEST_F(StartedAheadTest, TheNextRunBeginsInASandboxStartedAheadAndNeverInAUsedOn
   EXPECT_EQ(stats.used_started_ahead, 2);
   EXPECT_EQ(stats.launched_for_a_run, 0);
   EXPECT_EQ(stats.started_ahead, 4);  // each run's is replaced: two wait for the next runs
+  // One look at the host per run, just before its command starts: each
+  // launch ahead plans from the host as it is, and is the fresh look a
+  // finished run asks for.
+  EXPECT_EQ(stats.shapes_computed, 2);
 }
 
 TEST_F(StartedAheadTest, ASandboxOfAnotherShapeIsNeverUsed) {

@@ -165,6 +165,7 @@ core::Result<IdPlan> NativeHost::plan_launch(const LaunchSpec& spec, const fs::p
 }
 
 std::string NativeHost::shape_of(const LaunchSpec& spec) {
+  count(&NativeRuntime::Stats::shapes_computed);
   runtime::LaunchPlan plan;
   runtime::MountLayout layout;
   linux_api::CgroupSettings settings;

@@ -62,6 +62,20 @@ void Prestart::wait_until_idle() {
   changed_.wait(lock, [&] { return !busy_ && retired_.empty() && !start_needed(); });
 }
 
+// With the lock held: those waiting in another shape than the wanted one
+// would never be used.
+void Prestart::discard_other_shapes() {
+  for (auto it = ready_.begin(); it != ready_.end();) {
+    if ((*it)->shape == wanted_shape_) {
+      ++it;
+      continue;
+    }
+    host_.count(&NativeRuntime::Stats::discarded);
+    retired_.push_back(std::move(*it));
+    it = ready_.erase(it);
+  }
+}
+
 // init still waits for PlanReady: nothing in the channel, no exit.
 bool Prestart::still_waiting(const SandboxRun& run) {
   pollfd fds[] = {{run.sandbox.channel.get(), POLLIN, 0}, {run.sandbox.pidfd.get(), POLLIN, 0}};
@@ -91,7 +105,10 @@ void Prestart::loop() {
       const std::uint64_t generation = wanted_generation_;
       const std::string key = wanted_key_;
       std::string shape = wanted_shape_;
-      if (shape.empty()) {
+      // A fresh look at the host is asked for (a run of this spec ended):
+      // with room for one more, the launch itself is that look (below).
+      const bool fresh_look = shape.empty();
+      if (fresh_look && ready_.size() >= kSandboxesAhead) {
         lock.unlock();
         shape = host_.shape_of(spec);
         lock.lock();
@@ -99,16 +116,7 @@ void Prestart::loop() {
         // one asked for again (a run of it ended) takes this fresh look.
         if (generation != wanted_generation_ && wanted_key_ != key) continue;
         wanted_shape_ = shape;
-        // Those of another shape would never be used.
-        for (auto it = ready_.begin(); it != ready_.end();) {
-          if ((*it)->shape == shape) {
-            ++it;
-            continue;
-          }
-          host_.count(&NativeRuntime::Stats::discarded);
-          retired_.push_back(std::move(*it));
-          it = ready_.erase(it);
-        }
+        discard_other_shapes();
         if (shape.empty() || ready_.size() >= kSandboxesAhead) refill_ = false;
         continue;
       }
@@ -118,10 +126,18 @@ void Prestart::loop() {
       std::unique_ptr<SandboxRun> run = launch_quietly(spec, key);
       lock.lock();
       starting_ = false;
+      // The launch planned from the host as it is now: its shape is the
+      // fresh look, unless another spec is wanted by now.
+      if (fresh_look && run && run->launched && !run->shape.empty() && wanted_key_ == key &&
+          wanted_shape_.empty()) {
+        shape = run->shape;
+        wanted_shape_ = shape;
+        discard_other_shapes();
+      }
       // Kept if init has the shape it was started for and that spec is still
       // the one wanted: runs of it that ended meanwhile only ask for a fresh
       // look at the host, which the next turn compares the waiting ones with.
-      if (run && run->launched && run->shape == shape && wanted_key_ == key) {
+      if (run && run->launched && !shape.empty() && run->shape == shape && wanted_key_ == key) {
         host_.count(&NativeRuntime::Stats::started_ahead);
         ready_.push_back(std::move(run));
         if (ready_.size() >= kSandboxesAhead && !wanted_shape_.empty()) refill_ = false;

@@ -50,6 +50,7 @@ class Prestart {
   // With the lock held: a wanted shape not known yet, or fewer sandboxes
   // of the wanted shape waiting than kSandboxesAhead.
   bool start_needed() const;
+  void discard_other_shapes();
   // `key` is spec_key(spec).
   std::unique_ptr<SandboxRun> launch_quietly(const LaunchSpec& spec, const std::string& key);
   void tear_down_quietly(SandboxRun& run);
