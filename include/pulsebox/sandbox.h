@@ -205,11 +205,11 @@ class PULSEBOX_API Sandbox {
   const SecretScrubber& scrubber() const { return scrubber_; }
 
  private:
-  // As initialize(), with its records (the backend chosen, leftovers of
-  // crashed runs removed) added to `batch` for the caller to append with
-  // what it records next: execute() appends them with the records made
-  // just before the command starts. A refusal, or any other exception,
-  // appends the batch before it leaves.
+  // As initialize(), with the record of the backend chosen added to
+  // `batch` for the caller to append with what it records next: execute()
+  // appends it with the records made just before the command starts.
+  // Leftovers of crashed runs removed are recorded at once; a refusal, or
+  // any other exception, appends the batch before it leaves.
   void initialize(std::vector<AuditRecord>& batch);
   void choose_backend(std::vector<AuditRecord>& batch);
   // One execute() and its stages (facade/execute.cc), in order.

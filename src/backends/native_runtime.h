@@ -43,7 +43,7 @@ class NativeRuntime {
     int launched_for_a_run = 0;  // runs that launched their own
     int discarded = 0;           // started ahead, never used (shape changed, ended)
     // The host's shape computed on its own, not by a launch: a run's check
-    // just before its command starts, a fresh look with none to start.
+    // just before its command starts, or a fresh look while two wait.
     int shapes_computed = 0;
   };
   virtual Stats stats() const = 0;

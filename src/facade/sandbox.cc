@@ -197,11 +197,17 @@ void Sandbox::choose_backend(std::vector<AuditRecord>& batch) {
     if (!availability.available)
       refuse(backend->name(), backend->name() + ": " + availability.reason);
     core::trace_phase("sandbox: backend available");
-    for (const std::string& what : backend->reconcile_if_needed()) {
+    const std::vector<std::string> removed = backend->reconcile_if_needed();
+    for (const std::string& what : removed) {
       batch.push_back({.action = "reconcile",
                        .target = backend->name(),
                        .decision = "allow",
                        .detail = "removed " + what});
+    }
+    // What was removed is on record at once, not with the run's records.
+    if (!removed.empty()) {
+      audit_->record_all(batch);
+      batch.clear();
     }
     core::trace_phase("sandbox: backend reconciled");
     backend_ = std::move(backend);

@@ -43,7 +43,8 @@ class FakeBackend : public Backend {
   bool is_unsafe() const override { return false; }
   std::string isolation_level() const override { return "fake"; }
   Availability availability() const override { return {true, ""}; }
-  std::vector<std::string> reconcile() override { return {}; }
+  std::vector<std::string> leftovers;  // what reconcile() says it removed
+  std::vector<std::string> reconcile() override { return leftovers; }
   void cleanup() override { ++cleanups; }
   std::unique_ptr<PreparedRun> prepare(const ExecutionRequest& /*request*/) override {
     if (on_prepare) on_prepare();
@@ -195,6 +196,23 @@ TEST_F(SandboxTest, RunsScrubsAndAuditsEveryStep) {
   EXPECT_EQ(entries[10]["exit_code"], 0);
   EXPECT_EQ(entries.back()["detail"], "cleaning -> finalized");
   EXPECT_TRUE(verify_audit_log(dir_ / "ws/.agent/logs/audit.jsonl").ok);
+}
+
+// What a reconcile removed is on record at once, before the run goes on;
+// the backend's choice waits for the records made before the start.
+TEST_F(SandboxTest, LeftoversRemovedAreRecordedAtOnce) {
+  auto fake = std::make_shared<FakeBackend>();
+  fake->leftovers = {"the staging directory of crashed run run-1"};
+  std::optional<std::vector<std::string>> on_disk_at_prepare;
+  fake->on_prepare = [&] { on_disk_at_prepare = audit_actions(); };
+  Sandbox sandbox(options(fake));
+  sandbox.execute({"true"});
+  ASSERT_TRUE(on_disk_at_prepare.has_value());
+  EXPECT_EQ(*on_disk_at_prepare, std::vector<std::string>{"reconcile"});
+  const auto entries = audit_entries();
+  ASSERT_GE(entries.size(), 2u);
+  EXPECT_EQ(entries[0]["detail"], "removed the staging directory of crashed run run-1");
+  EXPECT_EQ(entries[1]["action"], "sandbox-init");
 }
 
 TEST_F(SandboxTest, WeakerDimensionRefusesUnlessAccepted) {
