@@ -70,7 +70,8 @@ struct Sandbox::Run {
   std::string backend_name;
   AuditLog* audit;
   // Records made before the command starts, or once it ended, that are
-  // appended together (AuditLog::record_all): the enforcement verdicts,
+  // appended together (AuditLog::record_all): the backend's choice, the
+  // Starting transition, the network decision, the enforcement verdicts,
   // binds and variables with the Running transition; the network accesses
   // and the command's record with the transition after it.
   std::vector<AuditRecord> pending;
