@@ -322,16 +322,16 @@ void Sandbox::audit_network_accesses(Run& run, ProcessResult& result) {
 }
 
 // 6. The backend's cleanup; a failure is audited and leaves the lifecycle
-// in RecoveryRequired.
+// in RecoveryRequired. Its records are appended together once it is over.
 void Sandbox::clean_up(Run& run) {
   core::trace_phase("sandbox: changes imported");
-  run.lifecycle.transition(LifecycleState::Cleaning);
+  run.lifecycle.transition(LifecycleState::Cleaning, run.pending);
   bool cleanup_ok = true;
   try {
     backend_->cleanup();
   } catch (const std::exception& error) {
     cleanup_ok = false;
-    audit_->record(
+    run.pending.push_back(
         {.action = "sandbox-cleanup",
          .target = run.id,
          .decision = "deny",

@@ -58,10 +58,15 @@ struct Sandbox::Run {
     finish(true);
     throw exception;
   }
+  // The Cleaning transition (when it is not pending already) and the end,
+  // appended together: a supervisor that dies while cleaning leaves
+  // leftovers that the next reconcile removes and records.
   void finish(bool cleanup_ok) {
     if (lifecycle.state() != LifecycleState::Cleaning)
-      lifecycle.transition(LifecycleState::Cleaning);
-    lifecycle.transition(cleanup_ok ? LifecycleState::Finalized : LifecycleState::RecoveryRequired);
+      lifecycle.transition(LifecycleState::Cleaning, pending);
+    lifecycle.transition(cleanup_ok ? LifecycleState::Finalized : LifecycleState::RecoveryRequired,
+                         pending);
+    write_pending();
   }
 
   std::string id;
@@ -73,7 +78,8 @@ struct Sandbox::Run {
   // appended together (AuditLog::record_all): the backend's choice, the
   // Starting transition, the network decision, the enforcement verdicts,
   // binds and variables with the Running transition; the network accesses
-  // and the command's record with the transition after it.
+  // and the command's record with the transition after it; the Cleaning
+  // transition, a failed cleanup's record and the end.
   std::vector<AuditRecord> pending;
   SandboxExecution lifecycle;
   PolicyEvaluation shell;  // the policy's verdict on the command

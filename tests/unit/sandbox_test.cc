@@ -11,6 +11,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <stdexcept>
 #include <thread>
 
 #include "helpers/namespaces.h"
@@ -38,6 +39,8 @@ class FakeBackend : public Backend {
   std::map<std::string, std::string> last_environment;
   std::function<void()> on_execute;  // called as the command would start
   std::function<void()> on_prepare;  // called as the run would be set up
+  std::function<void()> on_cleanup;  // called as the run would be cleaned up
+  bool cleanup_fails = false;
 
   std::string name() const override { return "fake"; }
   bool is_unsafe() const override { return false; }
@@ -45,7 +48,11 @@ class FakeBackend : public Backend {
   Availability availability() const override { return {true, ""}; }
   std::vector<std::string> leftovers;  // what reconcile() says it removed
   std::vector<std::string> reconcile() override { return leftovers; }
-  void cleanup() override { ++cleanups; }
+  void cleanup() override {
+    ++cleanups;
+    if (on_cleanup) on_cleanup();
+    if (cleanup_fails) throw std::runtime_error("the fake's cleanup failed");
+  }
   std::unique_ptr<PreparedRun> prepare(const ExecutionRequest& /*request*/) override {
     if (on_prepare) on_prepare();
     return nullptr;
@@ -195,6 +202,43 @@ TEST_F(SandboxTest, RunsScrubsAndAuditsEveryStep) {
   EXPECT_EQ(entries[10]["target"], "echo hi");
   EXPECT_EQ(entries[10]["exit_code"], 0);
   EXPECT_EQ(entries.back()["detail"], "cleaning -> finalized");
+  EXPECT_TRUE(verify_audit_log(dir_ / "ws/.agent/logs/audit.jsonl").ok);
+}
+
+// The cleanup's records are appended together once it is over: the
+// command's record is the last on disk while the backend cleans up.
+TEST_F(SandboxTest, TheCleanupIsRecordedInOneAppendAfterIt) {
+  auto fake = std::make_shared<FakeBackend>();
+  std::vector<nlohmann::json> on_disk_at_cleanup;
+  fake->on_cleanup = [&] { on_disk_at_cleanup = audit_entries(); };
+  Sandbox sandbox(options(fake));
+  sandbox.execute({"true"});
+  ASSERT_FALSE(on_disk_at_cleanup.empty());
+  EXPECT_EQ(on_disk_at_cleanup.back()["action"], "shell");
+  const auto entries = audit_entries();
+  ASSERT_EQ(entries.size(), on_disk_at_cleanup.size() + 2);
+  EXPECT_EQ(entries[entries.size() - 2]["detail"], "completing -> cleaning");
+  EXPECT_EQ(entries.back()["detail"], "cleaning -> finalized");
+  EXPECT_TRUE(verify_audit_log(dir_ / "ws/.agent/logs/audit.jsonl").ok);
+}
+
+// A failed cleanup is on record between the Cleaning transition and the
+// end it leads to; the run's result is still returned.
+TEST_F(SandboxTest, AFailedCleanupIsRecordedBeforeRecoveryRequired) {
+  auto fake = std::make_shared<FakeBackend>();
+  fake->cleanup_fails = true;
+  Sandbox sandbox(options(fake));
+  const auto result = sandbox.execute({"true"});
+  EXPECT_EQ(result.exit_code, 0);
+  const auto entries = audit_entries();
+  ASSERT_GE(entries.size(), 3u);
+  EXPECT_EQ(entries[entries.size() - 3]["detail"], "completing -> cleaning");
+  EXPECT_EQ(entries[entries.size() - 2]["action"], "sandbox-cleanup");
+  EXPECT_EQ(entries[entries.size() - 2]["decision"], "deny");
+  EXPECT_NE(
+      entries[entries.size() - 2]["detail"].get<std::string>().find("the fake's cleanup failed"),
+      std::string::npos);
+  EXPECT_EQ(entries.back()["detail"], "cleaning -> recovery_required");
   EXPECT_TRUE(verify_audit_log(dir_ / "ws/.agent/logs/audit.jsonl").ok);
 }
 
