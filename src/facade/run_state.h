@@ -58,8 +58,8 @@ struct Sandbox::Run {
     finish(true);
     throw exception;
   }
-  // The Cleaning transition (when it is not pending already) and the end,
-  // appended together: a supervisor that dies while cleaning leaves
+  // The Cleaning transition (unless clean_up() made it) and the end,
+  // appended together with whatever else is pending: a supervisor that dies while cleaning leaves
   // leftovers that the next reconcile removes and records.
   void finish(bool cleanup_ok) {
     if (lifecycle.state() != LifecycleState::Cleaning)

@@ -197,18 +197,15 @@ void Sandbox::choose_backend(std::vector<AuditRecord>& batch) {
     if (!availability.available)
       refuse(backend->name(), backend->name() + ": " + availability.reason);
     core::trace_phase("sandbox: backend available");
-    const std::vector<std::string> removed = backend->reconcile_if_needed();
-    for (const std::string& what : removed) {
-      batch.push_back({.action = "reconcile",
-                       .target = backend->name(),
-                       .decision = "allow",
-                       .detail = "removed " + what});
-    }
     // What was removed is on record at once, not with the run's records.
-    if (!removed.empty()) {
-      audit_->record_all(batch);
-      batch.clear();
+    std::vector<AuditRecord> removed;
+    for (const std::string& what : backend->reconcile_if_needed()) {
+      removed.push_back({.action = "reconcile",
+                         .target = backend->name(),
+                         .decision = "allow",
+                         .detail = "removed " + what});
     }
+    audit_->record_all(removed);
     core::trace_phase("sandbox: backend reconciled");
     backend_ = std::move(backend);
     init_record(
