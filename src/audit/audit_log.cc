@@ -222,11 +222,12 @@ std::string cut(std::string text, std::size_t cap) {
   return text + " [audit: " + std::to_string(removed) + " bytes cut]";
 }
 
-// One line (with its newline) for `record` at `seq` after `prev`; `hash`
-// gets its hash. String fields are cut to `cap` bytes each.
+// One line (with its newline) for `record` at `seq` after `prev`, written
+// by process `pid`; `hash` gets its hash. String fields are cut to `cap`
+// bytes each.
 std::string make_line(const AuditRecord& record, std::uint64_t seq, const std::string& prev,
-                      const audit::Key* key, const SecretScrubber* scrubber, std::size_t cap,
-                      std::string* hash) {
+                      pid_t pid, const audit::Key* key, const SecretScrubber* scrubber,
+                      std::size_t cap, std::string* hash) {
   bool redacted = false;
   auto clean = [&](const std::string& text) {
     std::string out = text;
@@ -240,7 +241,7 @@ std::string make_line(const AuditRecord& record, std::uint64_t seq, const std::s
   ordered_json entry;
   entry["seq"] = seq;
   entry["timestamp"] = audit::utc_timestamp();
-  entry["pid"] = static_cast<std::int64_t>(::getpid());
+  entry["pid"] = static_cast<std::int64_t>(pid);
   entry["action"] = clean(record.action);
   entry["target"] = clean(record.target);
   entry["decision"] = clean(record.decision);
@@ -280,11 +281,11 @@ std::string make_line(const AuditRecord& record, std::uint64_t seq, const std::s
 
 // As make_line, with fields cut until the line fits the limit.
 std::string make_bounded_line(const AuditRecord& record, std::uint64_t seq, const std::string& prev,
-                              const audit::Key* key, const SecretScrubber* scrubber,
+                              pid_t pid, const audit::Key* key, const SecretScrubber* scrubber,
                               std::string* hash) {
   for (const std::size_t cap : {std::size_t(-1), std::size_t(64) << 10, std::size_t(16) << 10,
                                 std::size_t(4) << 10, std::size_t(1) << 10}) {
-    std::string line = make_line(record, seq, prev, key, scrubber, cap, hash);
+    std::string line = make_line(record, seq, prev, pid, key, scrubber, cap, hash);
     if (line.size() <= audit::kMaxLineBytes) return line;
   }
   core::throw_error(Error(ErrorKind::kInvalidInput, "audit",
@@ -401,15 +402,16 @@ std::uint64_t AuditLog::append(std::span<const AuditRecord> records) {
 
   std::string lines;
   std::string hash;
+  const pid_t pid = ::getpid();  // one system call for the whole append
   if (!note.empty()) {
     lines += make_bounded_line(
         {.action = "audit-anchor", .target = path_.string(), .decision = "allow", .detail = note},
-        tip.seq + 1, tip.hash, key_.get(), nullptr, &hash);
+        tip.seq + 1, tip.hash, pid, key_.get(), nullptr, &hash);
     ++tip.seq;
     tip.hash = hash;
   }
   for (const AuditRecord& record : records) {
-    lines += make_bounded_line(record, tip.seq + 1, tip.hash, key_.get(), scrubber_, &hash);
+    lines += make_bounded_line(record, tip.seq + 1, tip.hash, pid, key_.get(), scrubber_, &hash);
     ++tip.seq;
     tip.hash = hash;
   }

@@ -2,7 +2,6 @@
 
 #include <chrono>
 #include <cstdio>
-#include <ctime>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -170,16 +169,21 @@ core::Result<Entry> parse_entry(std::string_view line) {
 }
 
 std::string utc_timestamp() {
-  const auto now = std::chrono::system_clock::now();
-  const auto micros =
-      std::chrono::duration_cast<std::chrono::microseconds>(now.time_since_epoch()).count();
-  const std::time_t seconds = static_cast<std::time_t>(micros / 1000000);
-  std::tm tm{};
-  gmtime_r(&seconds, &tm);
+  return utc_timestamp(std::chrono::system_clock::now());
+}
+
+std::string utc_timestamp(std::chrono::system_clock::time_point at) {
+  using namespace std::chrono;
+  const auto micros = floor<microseconds>(at);
+  const auto day = floor<days>(micros);
+  const year_month_day date{day};
+  const hh_mm_ss time{micros - day};
   char buffer[64];
-  std::snprintf(buffer, sizeof buffer, "%04d-%02d-%02dT%02d:%02d:%02d.%06lldZ", tm.tm_year + 1900,
-                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-                static_cast<long long>(micros % 1000000));
+  std::snprintf(buffer, sizeof buffer, "%04d-%02u-%02uT%02d:%02d:%02d.%06lldZ",
+                static_cast<int>(date.year()), static_cast<unsigned>(date.month()),
+                static_cast<unsigned>(date.day()), static_cast<int>(time.hours().count()),
+                static_cast<int>(time.minutes().count()), static_cast<int>(time.seconds().count()),
+                static_cast<long long>(time.subseconds().count()));
   return buffer;
 }
 

@@ -9,6 +9,8 @@
 // parsed without building a tree, to a bounded depth.
 #pragma once
 
+#include <chrono>
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -51,6 +53,10 @@ struct Entry {
 // wrong, for "line N: not a valid audit entry: ...".
 core::Result<Entry> parse_entry(std::string_view line);
 
+// "2026-12-05T21:47:20.346920Z": UTC with microseconds, the time of every
+// record. Computed from the clock alone: no time zone is read (gmtime_r
+// reads /etc/localtime on its first call in a process).
 std::string utc_timestamp();
+std::string utc_timestamp(std::chrono::system_clock::time_point at);
 
 }  // namespace pulsebox::audit

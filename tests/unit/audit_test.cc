@@ -4,6 +4,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <cstdio>
+#include <ctime>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -843,3 +846,36 @@ TEST(LifecycleTest, WithoutAnAuditLogABatchStaysAsItWas) {
 
 }  // namespace
 }  // namespace pulsebox
+
+// The record's time, computed without a time zone, is what gmtime_r gives
+// (the oracle): across leap days, century years, 2038 and sub-second parts.
+TEST(AuditTimestampTest, IsUtcAsGmtimeGivesIt) {
+  using namespace std::chrono;
+  const auto oracle = [](system_clock::time_point at) {
+    const long long micros = duration_cast<microseconds>(at.time_since_epoch()).count();
+    const std::time_t seconds = static_cast<std::time_t>(micros / 1000000);
+    std::tm tm{};
+    gmtime_r(&seconds, &tm);
+    char text[64];
+    std::snprintf(text, sizeof text, "%04d-%02d-%02dT%02d:%02d:%02d.%06lldZ", tm.tm_year + 1900,
+                  tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, micros % 1000000);
+    return std::string(text);
+  };
+  EXPECT_EQ(pulsebox::audit::utc_timestamp(system_clock::time_point{}),
+            "1970-01-01T00:00:00.000000Z");
+  EXPECT_EQ(pulsebox::audit::utc_timestamp(sys_days{year{2024} / 2 / 29} + hours{23} + minutes{59} +
+                                           seconds{59} + microseconds{999999}),
+            "2024-02-29T23:59:59.999999Z");
+  for (long long seconds : {951782400LL, 951868799LL, 2147483647LL, 2147483648LL, 4107542400LL,
+                            4102444799LL, 1764968840LL, 7258118400LL}) {
+    for (long long micros : {0LL, 1LL, 500000LL, 999999LL}) {
+      const system_clock::time_point at{microseconds{seconds * 1000000 + micros}};
+      EXPECT_EQ(pulsebox::audit::utc_timestamp(at), oracle(at)) << seconds << "." << micros;
+    }
+  }
+  // A day's worth of instants, 7 minutes 13.000123 s apart.
+  for (long long step = 0; step < 200; ++step) {
+    const system_clock::time_point at{microseconds{1764892800000000LL + step * 433000123LL}};
+    EXPECT_EQ(pulsebox::audit::utc_timestamp(at), oracle(at));
+  }
+}
