@@ -10,7 +10,6 @@
 #pragma once
 
 #include <chrono>
-
 #include <cstdint>
 #include <optional>
 #include <string>

@@ -59,8 +59,9 @@ struct Sandbox::Run {
     throw exception;
   }
   // The Cleaning transition (unless clean_up() made it) and the end,
-  // appended together with whatever else is pending: a supervisor that dies while cleaning leaves
-  // leftovers that the next reconcile removes and records.
+  // appended together with whatever else is pending. A supervisor that dies
+  // while cleaning leaves leftovers that the next reconcile removes and
+  // records.
   void finish(bool cleanup_ok) {
     if (lifecycle.state() != LifecycleState::Cleaning)
       lifecycle.transition(LifecycleState::Cleaning, pending);

@@ -844,9 +844,6 @@ TEST(LifecycleTest, WithoutAnAuditLogABatchStaysAsItWas) {
   EXPECT_THROW(execution.transition(LifecycleState::Finalized, batch), SandboxError);
 }
 
-}  // namespace
-}  // namespace pulsebox
-
 // The record's time, computed without a time zone, is what gmtime_r gives
 // (the oracle): across leap days, century years, 2038 and sub-second parts.
 TEST(AuditTimestampTest, IsUtcAsGmtimeGivesIt) {
@@ -861,21 +858,23 @@ TEST(AuditTimestampTest, IsUtcAsGmtimeGivesIt) {
                   tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, micros % 1000000);
     return std::string(text);
   };
-  EXPECT_EQ(pulsebox::audit::utc_timestamp(system_clock::time_point{}),
-            "1970-01-01T00:00:00.000000Z");
-  EXPECT_EQ(pulsebox::audit::utc_timestamp(sys_days{year{2024} / 2 / 29} + hours{23} + minutes{59} +
-                                           seconds{59} + microseconds{999999}),
+  EXPECT_EQ(audit::utc_timestamp(system_clock::time_point{}), "1970-01-01T00:00:00.000000Z");
+  EXPECT_EQ(audit::utc_timestamp(sys_days{year{2024} / 2 / 29} + hours{23} + minutes{59} +
+                                 seconds{59} + microseconds{999999}),
             "2024-02-29T23:59:59.999999Z");
   for (long long seconds : {951782400LL, 951868799LL, 2147483647LL, 2147483648LL, 4107542400LL,
                             4102444799LL, 1764968840LL, 7258118400LL}) {
     for (long long micros : {0LL, 1LL, 500000LL, 999999LL}) {
       const system_clock::time_point at{microseconds{seconds * 1000000 + micros}};
-      EXPECT_EQ(pulsebox::audit::utc_timestamp(at), oracle(at)) << seconds << "." << micros;
+      EXPECT_EQ(audit::utc_timestamp(at), oracle(at)) << seconds << "." << micros;
     }
   }
   // A day's worth of instants, 7 minutes 13.000123 s apart.
   for (long long step = 0; step < 200; ++step) {
     const system_clock::time_point at{microseconds{1764892800000000LL + step * 433000123LL}};
-    EXPECT_EQ(pulsebox::audit::utc_timestamp(at), oracle(at));
+    EXPECT_EQ(audit::utc_timestamp(at), oracle(at));
   }
 }
+
+}  // namespace
+}  // namespace pulsebox
