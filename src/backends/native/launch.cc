@@ -169,7 +169,7 @@ std::string NativeHost::shape_of(const LaunchSpec& spec) {
   runtime::LaunchPlan plan;
   runtime::MountLayout layout;
   linux_api::CgroupSettings settings;
-  auto ids = plan_launch(spec, options_.state_dir / "mnt", plan, layout, settings);
+  auto ids = plan_launch(spec, mount_points_dir(options_.state_dir), plan, layout, settings);
   if (!ids) return "";  // never the shape of a started sandbox
   auto base = runtime::build_base_mount_steps(layout);
   if (!base) return "";  // never the shape of a started sandbox
@@ -185,19 +185,18 @@ core::Result<std::unique_ptr<SandboxRun>> NativeHost::launch(const LaunchSpec& s
   return run;
 }
 
-// Launched in parts: init makes its namespaces while this process writes the
+// Launched in parts: init makes its namespaces while this process checks
+// the state directory's mount points and its trash/ and pool/, writes the
 // id maps and the base mount steps (everything that needs no staging); after
 // "go" init makes the base mounts while this process makes the staging
 // directory (and, in arm(), the idmapped workspace, the workspace's mounts
 // and the seccomp filter); then PlanReady lets init finish
-// (runtime/launch_plan.h).
+// (runtime/launch_plan.h). Only what clone needs comes before it.
 core::Status NativeHost::launch_into(SandboxRun& run, const LaunchSpec& spec) {
   // Staging, locked for the run's lifetime so reconcile() leaves it alone.
   const fs::path& state = options_.state_dir;
   PB_CHECK(ensure_private_dir(state, state_dir_mode()));
   PB_CHECK(ensure_private_dir(state / "runs", state_dir_mode()));
-  PB_CHECK(ensure_private_dir(state / "trash", 0700));
-  PB_CHECK(ensure_private_dir(state / "pool", 0700));
   run.run_dir = state / "runs" / spec.id;
   // The lock comes first, beside the directory: a concurrent reconcile()
   // never sees the directory of a live run unlocked.
@@ -207,7 +206,8 @@ core::Status NativeHost::launch_into(SandboxRun& run, const LaunchSpec& spec) {
     const std::lock_guard hold(runs_mutex_);
     own_runs_.insert(spec.id);
   }
-  PB_TRY(mount_points, ensure_mount_points(state));
+  // Made before "go" (init mounts on them after it); named now for the plan.
+  const fs::path mount_points = mount_points_dir(state);
 
   runtime::LaunchPlan& plan = run.plan;
   if (core::trace_enabled()) {
@@ -263,7 +263,10 @@ core::Status NativeHost::launch_into(SandboxRun& run, const LaunchSpec& spec) {
   plan.channel_fd = child_end.get();
 
   auto launched = runtime::launch_sandbox(
-      plan, std::move(supervisor_end), [&run](pid_t pid, bool in_cgroup) -> core::Status {
+      plan, std::move(supervisor_end), [&run, &state](pid_t pid, bool in_cgroup) -> core::Status {
+        PB_CHECK(ensure_private_dir(state / "trash", 0700));
+        PB_CHECK(ensure_private_dir(state / "pool", 0700));
+        PB_CHECK(ensure_mount_points(state));
         PB_TRY(base, runtime::build_base_mount_steps(run.layout));
         run.plan.base_mounts = std::move(base);
         if (!run.cgroup) return core::ok_status();

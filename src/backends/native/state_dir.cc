@@ -140,8 +140,12 @@ core::Status ensure_agent_whiteout(const fs::path& layer) {
 
 }  // namespace
 
-core::Result<fs::path> ensure_mount_points(const fs::path& state_dir) {
-  const fs::path dir = state_dir / "mnt";
+fs::path mount_points_dir(const fs::path& state_dir) {
+  return state_dir / "mnt";
+}
+
+core::Status ensure_mount_points(const fs::path& state_dir) {
+  const fs::path dir = mount_points_dir(state_dir);
   PB_CHECK(ensure_private_dir(dir, state_dir_mode()));
   PB_CHECK(ensure_mount_point(dir / "root", true, 0755));
   PB_CHECK(ensure_mount_point(dir / "lower", true, 0755));
@@ -151,7 +155,7 @@ core::Result<fs::path> ensure_mount_points(const fs::path& state_dir) {
   PB_CHECK(ensure_agent_whiteout(dir / "agent-whiteout"));
   // Where a run's size-limited tmpfs for its changes is mounted (--disk).
   PB_CHECK(ensure_mount_point(dir / "changes", true, 0755));
-  return dir;
+  return core::ok_status();
 }
 
 }  // namespace pulsebox::backends::native

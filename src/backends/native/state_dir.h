@@ -36,10 +36,12 @@ core::Status check_reachable_by_sandbox(const std::filesystem::path& dir);
 
 mode_t state_dir_mode();
 
-// <state>/mnt: root/, lower/ and changes/, empty directories every run mounts
-// on in its own mount namespace; empty and empty-dir, bound over masked files
-// and directories; agent-whiteout/, the overlay layer that hides .agent/. Made once and checked
-// each run (type and owner: never a symlink). Returns the directory.
-core::Result<std::filesystem::path> ensure_mount_points(const std::filesystem::path& state_dir);
+// <state>/mnt (mount_points_dir): root/, lower/ and changes/, empty
+// directories every run mounts on in its own mount namespace; empty and
+// empty-dir, bound over masked files and directories; agent-whiteout/, the
+// overlay layer that hides .agent/. Made once and checked each run (type and
+// owner: never a symlink) by ensure_mount_points(), before init mounts on them.
+std::filesystem::path mount_points_dir(const std::filesystem::path& state_dir);
+core::Status ensure_mount_points(const std::filesystem::path& state_dir);
 
 }  // namespace pulsebox::backends::native
