@@ -408,7 +408,7 @@ SandboxCgroup::~SandboxCgroup() {
 }
 
 core::Result<SandboxCgroup> SandboxCgroup::make(const CgroupHost& host, const std::string& name,
-                                                const CgroupSettings& settings) {
+                                                const CgroupSettings& settings, Hierarchies which) {
   SandboxCgroup group;
   const std::string leaf = kSandboxPrefix + name;
   auto need = [&](const ControllerPlace& place, const char* what) -> core::Result<std::string> {
@@ -463,11 +463,29 @@ core::Result<SandboxCgroup> SandboxCgroup::make(const CgroupHost& host, const st
     group.cpu_accounting_v1_ = host.cpu_accounting.v1;
   }
   for (const auto* dir : {&group.memory_, &group.pids_, &group.cpu_, &group.cpu_accounting_}) {
-    if (dir->empty() || std::find(dirs.begin(), dirs.end(), *dir) != dirs.end()) continue;
-    PB_CHECK(make_directory(parent_of(*dir)));  // the v1 "pulsebox" level (ours)
-    dirs.push_back(*dir);
+    if (dir->empty() || *dir == group.unified_) continue;
+    if (std::find(group.others_.begin(), group.others_.end(), *dir) != group.others_.end())
+      continue;
+    group.others_.push_back(*dir);
   }
+  group.settings_ = settings;
+  group.swap_accounting_ = host.swap_accounting;
+  group.cpu_v1_ = host.cpu.v1;
+  PB_CHECK(group.create_directories(dirs));
+  if (which == Hierarchies::All) PB_CHECK(group.make_others());
+  return group;
+}
 
+core::Status SandboxCgroup::make_others() {
+  for (const auto& dir : others_)
+    PB_CHECK(make_directory(parent_of(dir)));  // the v1 "pulsebox" level (ours)
+  PB_CHECK(create_directories(others_));
+  others_.clear();
+  task_files_.open(directories_, unified_);
+  return core::ok_status();
+}
+
+core::Status SandboxCgroup::create_directories(const std::vector<std::string>& dirs) {
   for (const auto& dir : dirs) {
     // mkdir and flock happen under a shared lock on the parent, which
     // reconcile_cgroups() takes exclusively: it never sees a new cgroup
@@ -481,23 +499,18 @@ core::Result<SandboxCgroup> SandboxCgroup::make(const CgroupHost& host, const st
       return Error::from_errno("cgroup", "creating the cgroup " + dir)
           .with_kind(ErrorKind::kUnavailable);
     }
-    group.directories_.push_back(dir);
+    directories_.push_back(dir);
     UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (!fd || ::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
       return Error::from_errno("cgroup", "locking the cgroup " + dir);
     }
-    if (dir == group.unified_) {
-      group.unified_fd_ = std::move(fd);
+    if (dir == unified_) {
+      unified_fd_ = std::move(fd);
     } else {
-      group.locks_.push_back(std::move(fd));
+      locks_.push_back(std::move(fd));
     }
   }
-
-  group.task_files_.open(group.directories_, group.unified_);
-  group.settings_ = settings;
-  group.swap_accounting_ = host.swap_accounting;
-  group.cpu_v1_ = host.cpu.v1;
-  return group;
+  return core::ok_status();
 }
 
 core::Result<SandboxCgroup> SandboxCgroup::create(const CgroupHost& host, const std::string& name,

@@ -138,13 +138,18 @@ class SandboxCgroup {
   // can tell a live sandbox from a crashed one.
   static core::Result<SandboxCgroup> create(const CgroupHost& host, const std::string& name,
                                             const CgroupSettings& settings);
-  // create() in two steps, for a launch that writes the limits while the
-  // child makes its namespaces: make() creates and locks the directories
-  // and opens the `tasks` files; apply_limits() writes the limits and opens
-  // the counters usage() reads. Nothing may run in the cgroup in between
-  // but the sandbox's own init.
+  // create() in steps, for a launch that makes the cgroups while the child
+  // makes its namespaces: make() creates and locks the directories and opens
+  // the `tasks` files; apply_limits() writes the limits and opens the
+  // counters usage() reads. Nothing may run in the cgroup in between but the
+  // sandbox's own init. With Hierarchies::UnifiedFirst, make() creates only
+  // the unified directory (the one clone3 puts the child in) and
+  // make_others() the rest, after the clone.
+  enum class Hierarchies { All, UnifiedFirst };
   static core::Result<SandboxCgroup> make(const CgroupHost& host, const std::string& name,
-                                          const CgroupSettings& settings);
+                                          const CgroupSettings& settings,
+                                          Hierarchies which = Hierarchies::All);
+  core::Status make_others();
   core::Status apply_limits();
 
   SandboxCgroup() = default;
@@ -176,6 +181,8 @@ class SandboxCgroup {
 
  private:
   std::vector<std::string> directories_;  // deepest-last order of creation
+  std::vector<std::string> others_;       // make_others() creates them
+  core::Status create_directories(const std::vector<std::string>& dirs);
   std::string unified_, memory_, pids_, cpu_, cpu_accounting_;
   bool memory_v1_ = false;
   bool cpu_accounting_v1_ = false;

@@ -179,18 +179,21 @@ PULSEBOX_CHILD_CODE void run_sandbox_init(const LaunchPlan& plan) noexcept {
       fail("creating the mount, network, ipc and uts namespaces", e);
   }
   mark(plan, "init: namespaces made");
-  // init moves itself into the v1 cgroups (the file's opener, the
-  // supervisor, is who the kernel checks); nothing runs before it.
-  for (int i = 0; i < plan.cgroup_task_fd_count; ++i) {
-    const int tasks = plan.cgroup_task_fds[i];
-    const long written = raw(SYS_write, tasks, "0", 1);
-    if (written != 1) fail("joining the sandbox's cgroups", written < 0 ? raw_error(written) : EIO);
-  }
-  mark(plan, "init: in its cgroups");
   const int keep[] = {channel, plan.stdout_fd, plan.stderr_fd};
   close_all_except(0, keep, 3);
-  if (!wait_for_go(channel)) exit_now(kSetupFailed);  // the supervisor is gone
+  int task_files[kMaxGoFds];
+  if (!wait_for_go(channel, task_files)) exit_now(kSetupFailed);  // the supervisor is gone
   mark(plan, "init: go");
+  // init moves itself into the v1 cgroups whose `tasks` files came with Go
+  // (the files' opener, the supervisor, is who the kernel checks); nothing
+  // runs before it.
+  for (const int tasks : task_files) {
+    if (tasks < 0) continue;
+    const long written = raw(SYS_write, tasks, "0", 1);
+    if (written != 1) fail("joining the sandbox's cgroups", written < 0 ? raw_error(written) : EIO);
+    raw(SYS_close, tasks);
+  }
+  mark(plan, "init: in its cgroups");
   if (plan.new_cgroup_namespace) {
     if (const int e = raw_error(raw(SYS_unshare, CLONE_NEWCGROUP)); e != 0)
       fail("creating the cgroup namespace", e);

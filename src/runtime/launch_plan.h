@@ -49,9 +49,10 @@ struct LaunchPlan {
   bool new_cgroup_namespace = false;
   // The sandbox's unified cgroup (clone3 CLONE_INTO_CGROUP), -1 for none.
   int cgroup_fd = -1;
-  // The sandbox's v1 cgroups' `tasks` files (SandboxCgroup::self_join_fds):
-  // init writes "0" to each once its namespaces are made, which moves it
-  // without the kernel's global lock a move by pid takes (linux/cgroup.h).
+  // The sandbox's v1 cgroups' `tasks` files (SandboxCgroup::self_join_fds),
+  // opened while init makes its namespaces and sent to it with Go: init
+  // writes "0" to each, which moves it without the kernel's global lock a
+  // move by pid takes (linux/cgroup.h).
   static constexpr int kMaxCgroupTaskFiles = 4;
   int cgroup_task_fds[kMaxCgroupTaskFiles] = {};
   int cgroup_task_fd_count = 0;

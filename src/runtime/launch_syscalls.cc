@@ -48,8 +48,8 @@ class KernelLaunchSyscalls final : public LaunchSyscalls {
     return linux_api::write_id_maps(pid, maps);
   }
 
-  core::Status send_go(int channel) override {
-    if (!runtime::send_go(channel)) {
+  core::Status send_go(int channel, const int* fds, int count) override {
+    if (!runtime::send_go(channel, fds, count)) {
       return core::Error::from_errno("launch", "starting the sandbox's setup");
     }
     return core::ok_status();

@@ -66,8 +66,9 @@ class LaunchSyscalls {
   virtual long pid_of_pidfd(int pidfd) = 0;
   // /proc/PID/{setgroups,uid_map,gid_map}, or the setuid helpers.
   virtual core::Status write_id_maps(pid_t pid, const linux_api::IdMaps& maps) = 0;
-  // Go on the supervisor's end of the channel (runtime/sync_channel.h).
-  virtual core::Status send_go(int channel) = 0;
+  // Go on the supervisor's end of the channel (runtime/sync_channel.h),
+  // passing fds[0..count) (the v1 cgroups' `tasks` files init joins).
+  virtual core::Status send_go(int channel, const int* fds, int count) = 0;
   // SIGKILL to init.
   virtual void kill_init(pid_t pid) = 0;
   // Waits for init to exit and reaps it; its wait status.

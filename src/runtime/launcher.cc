@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "core/trace.h"
+#include "runtime/sync_channel.h"
 
 namespace pulsebox::runtime {
 
@@ -22,6 +23,9 @@ namespace {
 // init's stack: its setup is a flat list of calls, a few kB deep (the stack
 // is populated up front: linux/clone.h).
 constexpr std::size_t kInitStackSize = 32 * 1024;
+
+// Go carries every `tasks` file init joins.
+static_assert(LaunchPlan::kMaxCgroupTaskFiles <= kMaxGoFds);
 
 }  // namespace
 
@@ -165,7 +169,9 @@ core::Result<LaunchedSandbox> launch_sandbox(LaunchPlan& plan, UniqueFd supervis
     }
   }
   core::trace_phase("launch: placed in cgroups");
-  if (auto sent = syscalls.send_go(sandbox.channel.get()); !sent) {
+  if (auto sent =
+          syscalls.send_go(sandbox.channel.get(), plan.cgroup_task_fds, plan.cgroup_task_fd_count);
+      !sent) {
     return abandon(std::move(sent).error());
   }
   return sandbox;

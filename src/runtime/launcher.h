@@ -69,8 +69,10 @@ class LaunchedSandbox {
 // closes its copies of the pipe write ends after this returns. On error the
 // child (if any) has been killed and reaped.
 // `before_go` runs after the id maps are written, while the child makes its
-// namespaces and then waits for "go": the place to move it into cgroups and
-// to write what it reads after "go" (the plan's base mounts).
+// namespaces and then waits for "go": the place to make the cgroups it
+// joins (their `tasks` files, plan.cgroup_task_fds, travel with "go"), to
+// move it into the others by pid, and to write what it reads after "go"
+// (the plan's base mounts).
 // `in_cgroup` says clone3 already created it in plan.cgroup_fd.
 // The steps, in order, each through `syscalls` (which must outlive the
 // result): clone3 (clone when clone3 is missing: ENOSYS, E2BIG), the pid

@@ -30,15 +30,18 @@ void send_message(int fd, const ChildMessage& message) noexcept {
 
 // One message, with `passed_fd` as SCM_RIGHTS when it is >= 0 (raw: the
 // children use it). Returns 0 or the errno.
+// The most descriptors any message carries.
+constexpr int kMaxFdsInMessage = kMaxGoFds > kMaxPassedFds ? kMaxGoFds : kMaxPassedFds;
+
 int send_with_fds(int fd, const ChildMessage& message, const int* passed, int count) noexcept {
   iovec data{const_cast<ChildMessage*>(&message), sizeof message};
   msghdr header{};
   header.msg_iov = &data;
   header.msg_iovlen = 1;
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxPassedFds)] = {};
-  int fds[kMaxPassedFds];
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxFdsInMessage)] = {};
+  int fds[kMaxFdsInMessage];
   int n = 0;
-  for (int i = 0; i < count && n < kMaxPassedFds; ++i) {
+  for (int i = 0; i < count && n < kMaxFdsInMessage; ++i) {
     if (passed[i] >= 0) fds[n++] = passed[i];
   }
   if (n > 0) {
@@ -60,31 +63,32 @@ int send_with_fd(int fd, const ChildMessage& message, int passed_fd) noexcept {
   return send_with_fds(fd, message, &passed_fd, 1);
 }
 
-// One message, and the descriptors sent with it in passed[0..kMaxPassedFds)
-// (CLOEXEC, in the order sent; -1 for none). Raw: the children use it too.
-// Returns recvmsg's result (the bytes, or -errno).
-long receive_with_fds(int fd, ChildMessage& message, int flags, int* passed) noexcept {
-  for (int i = 0; i < kMaxPassedFds; ++i)
+// One message, and the descriptors sent with it in passed[0..capacity)
+// (CLOEXEC, in the order sent; -1 for none; the kernel closes any beyond
+// `capacity`). Raw: the children use it too. Returns recvmsg's result (the
+// bytes, or -errno).
+long receive_with_fds(int fd, ChildMessage& message, int flags, int* passed,
+                      int capacity = kMaxPassedFds) noexcept {
+  for (int i = 0; i < capacity; ++i)
     passed[i] = -1;
   iovec data{&message, sizeof message};
   msghdr header{};
   header.msg_iov = &data;
   header.msg_iovlen = 1;
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxPassedFds)] = {};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxFdsInMessage)] = {};
   header.msg_control = control;
-  header.msg_controllen = sizeof control;
+  header.msg_controllen = CMSG_SPACE(sizeof(int) * static_cast<unsigned>(capacity));
   long n = 0;
   do {
     n = linux_api::raw(SYS_recvmsg, fd, &header, flags | MSG_CMSG_CLOEXEC);
   } while (n == -EINTR);
-  // Room for kMaxPassedFds descriptors: a sender never passes more.
+  // Room for `capacity` descriptors: a sender never passes more.
   const cmsghdr* item = n >= 0 ? CMSG_FIRSTHDR(&header) : nullptr;
   if (item != nullptr && item->cmsg_level == SOL_SOCKET && item->cmsg_type == SCM_RIGHTS) {
     const auto bytes = item->cmsg_len - CMSG_LEN(0);
     const auto count = static_cast<int>(bytes / sizeof(int));
-    __builtin_memcpy(
-        passed, CMSG_DATA(item),
-        sizeof(int) * static_cast<unsigned>(count < kMaxPassedFds ? count : kMaxPassedFds));
+    __builtin_memcpy(passed, CMSG_DATA(item),
+                     sizeof(int) * static_cast<unsigned>(count < capacity ? count : capacity));
   }
   return n;
 }
@@ -154,6 +158,12 @@ bool wait_for_go(int fd) noexcept {
   return wait_for(fd, ChildMessageKind::Go);
 }
 
+bool wait_for_go(int fd, int* passed) noexcept {
+  ChildMessage message;
+  const long n = receive_with_fds(fd, message, 0, passed, kMaxGoFds);
+  return n == static_cast<long>(sizeof message) && message.kind == ChildMessageKind::Go;
+}
+
 bool wait_for_start(int fd) noexcept {
   return wait_for(fd, ChildMessageKind::Start);
 }
@@ -176,6 +186,12 @@ bool wait_for_plan_ready(int fd, int* passed) noexcept {
 
 bool send_go(int fd) {
   return send_kind(fd, ChildMessageKind::Go);
+}
+
+bool send_go(int fd, const int* passed, int count) {
+  ChildMessage message;
+  message.kind = ChildMessageKind::Go;
+  return send_with_fds(fd, message, passed, count < kMaxGoFds ? count : kMaxGoFds) == 0;
 }
 
 bool send_start(int fd) {

@@ -2,8 +2,9 @@
 // SOCK_SEQPACKET | SOCK_CLOEXEC socket pair carrying fixed-size messages.
 //
 //   supervisor -> init   Go        the id maps and the base mount steps are
-//                                  written: make the base mounts
-//                                  (LaunchPlan::base_mounts)
+//                                  written: join the v1 cgroups whose `tasks`
+//                                  files it carries (SCM_RIGHTS), make the
+//                                  base mounts (LaunchPlan::base_mounts)
 //   supervisor -> init   PlanReady the rest of the plan is written: finish
 //                                  the setup and start the command; carries
 //                                  the idmapped workspace and home trees
@@ -59,6 +60,8 @@ enum class ChildMessageKind : std::uint32_t {
 // The most descriptors one message carries (PlanReady: the idmapped
 // workspace and home, the command's stdin).
 inline constexpr int kMaxPassedFds = 3;
+// The most Go carries (the v1 cgroups' `tasks` files).
+inline constexpr int kMaxGoFds = 4;
 
 struct ChildMessage {
   ChildMessageKind kind = ChildMessageKind::Go;
@@ -83,6 +86,9 @@ int send_child_terminal(int fd, int master) noexcept;
 int send_child_network(int fd, const int* fds, int count) noexcept;
 // Blocks for the Go message; false on EOF (the supervisor is gone).
 bool wait_for_go(int fd) noexcept;
+// The same, the descriptors sent with it landing in passed[0..kMaxGoFds)
+// (CLOEXEC, in the order sent; the rest -1; more are closed unread).
+bool wait_for_go(int fd, int* passed) noexcept;
 // Blocks for PlanReady; the descriptors sent with it land in
 // passed[0..kMaxPassedFds), in the order sent (the rest -1). False on EOF or
 // another message.
@@ -96,6 +102,9 @@ void send_child_detached(int fd) noexcept;
 
 // Supervisor side.
 bool send_go(int fd);
+// Go, passing passed[0..count) along (those >= 0, in order; at most
+// kMaxGoFds).
+bool send_go(int fd, const int* passed, int count);
 // PlanReady, passing passed[0..count) along (those >= 0, in order; at most
 // kMaxPassedFds).
 bool send_plan_ready(int fd, const int* passed, int count);

@@ -153,10 +153,11 @@ core::Status RecordingLaunchSyscalls::write_id_maps(pid_t pid, const linux_api::
   return core::ok_status();
 }
 
-core::Status RecordingLaunchSyscalls::send_go(int channel) {
+core::Status RecordingLaunchSyscalls::send_go(int channel, const int* fds, int count) {
   Call call;
   call.step = "send_go";
   call.fd = channel;
+  call.passed_fds.assign(fds, fds + count);
   record(std::move(call));
   if (const int error = failure("send_go")) {
     return core::Error::from_errno("recording", "send_go", error);

@@ -54,6 +54,7 @@ class RecordingLaunchSyscalls final : public runtime::LaunchSyscalls {
     bool in_cgroup = false;         // before_go's argument
     linux_api::IdMaps id_maps;      // write_id_maps's argument
     std::vector<int> unblocked;     // clone3, clone: signals the calling thread left unblocked
+    std::vector<int> passed_fds;    // send_go: the descriptors Go carries
   };
 
   RecordingLaunchSyscalls() = default;
@@ -83,7 +84,7 @@ class RecordingLaunchSyscalls final : public runtime::LaunchSyscalls {
   long clone_init(runtime::InitClone& init) override;
   long pid_of_pidfd(int pidfd) override;
   core::Status write_id_maps(pid_t pid, const linux_api::IdMaps& maps) override;
-  core::Status send_go(int channel) override;
+  core::Status send_go(int channel, const int* fds, int count) override;
   void kill_init(pid_t pid) override;
   int reap_init(pid_t pid, rusage* usage) override;
   void kill_and_reap_pidfd(int pidfd) override;

@@ -243,6 +243,48 @@ TEST_F(CgroupTest, ConcurrentRunsEachGetTheirCgroup) {
   EXPECT_EQ(failures, "");
 }
 
+// A launch makes the unified cgroup before clone (clone3 puts init there)
+// and the others while init makes its namespaces: in parts, the same
+// directories and `tasks` files as made at once.
+TEST_F(CgroupTest, MadeInPartsTheOtherHierarchiesComeOnlyWhenAsked) {
+  linux_api::CgroupSettings settings;
+  settings.memory_max = 64ull << 20;
+  settings.pids_max = 8;
+  settings.cpu_quota_us = 50000;
+  const std::string suffix = std::to_string(::getpid());
+  auto whole = linux_api::SandboxCgroup::make(host_, "run-whole-" + suffix, settings);
+  ASSERT_TRUE(whole.ok()) << whole.error().to_string();
+  auto parts = linux_api::SandboxCgroup::make(host_, "run-parts-" + suffix, settings,
+                                              linux_api::SandboxCgroup::Hierarchies::UnifiedFirst);
+  ASSERT_TRUE(parts.ok()) << parts.error().to_string();
+
+  const std::vector<std::string> unified_only =
+      host_.unified.usable
+          ? std::vector<std::string>{host_.unified.parent + "/sandbox-run-parts-" + suffix}
+          : std::vector<std::string>{};
+  EXPECT_EQ(parts->directories(), unified_only);
+  for (const auto& dir : whole->directories()) {
+    const std::string own = fs::path(dir).parent_path() / ("sandbox-run-parts-" + suffix);
+    if (std::find(unified_only.begin(), unified_only.end(), own) == unified_only.end()) {
+      EXPECT_FALSE(fs::exists(own)) << own << " made before it was asked for";
+    }
+  }
+  EXPECT_TRUE(parts->self_join_fds().empty());
+
+  ASSERT_TRUE(parts->make_others().ok());
+  ASSERT_EQ(parts->directories().size(), whole->directories().size());
+  for (std::size_t i = 0; i < whole->directories().size(); ++i) {
+    EXPECT_EQ(fs::path(parts->directories()[i]).parent_path(),
+              fs::path(whole->directories()[i]).parent_path())
+        << "the same hierarchy, in the same order";
+    EXPECT_TRUE(fs::is_directory(parts->directories()[i])) << parts->directories()[i];
+  }
+  EXPECT_EQ(parts->self_join_fds().size(), whole->self_join_fds().size());
+  EXPECT_TRUE(parts->apply_limits().ok());
+  EXPECT_TRUE(parts->remove().ok());
+  EXPECT_TRUE(whole->remove().ok());
+}
+
 // A crashed supervisor leaves its cgroups (and maybe a process in them):
 // reconcile kills what is left and removes them; a live run's are kept.
 TEST_F(CgroupTest, ReconcileRemovesACrashedRunsCgroups) {

@@ -2,11 +2,14 @@
 // LaunchSyscalls (tests/helpers/recording_launch_syscalls.h) stands in for
 // the kernel, so nothing is cloned, signalled or reaped and no privilege is
 // needed. The real launch runs in tests/integration.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,6 +21,7 @@
 
 #include "helpers/recording_launch_syscalls.h"
 #include "runtime/launcher.h"
+#include "runtime/sync_channel.h"
 
 namespace pulsebox::runtime {
 namespace {
@@ -86,6 +90,7 @@ TEST_F(LauncherTest, InitIsBornInItsCgroupThenMapsThenBeforeGoThenGo) {
   EXPECT_EQ(before_go.pid, fake_.init_pid);
   EXPECT_TRUE(before_go.in_cgroup) << "clone3 placed it: before_go must not attach it again";
   EXPECT_EQ(fake_.first("send_go").fd, channel_);
+  EXPECT_EQ(fake_.first("send_go").passed_fds, std::vector<int>{}) << "no v1 cgroup to join";
 
   const LaunchedSandbox& sandbox = launched.value();
   EXPECT_EQ(sandbox.pid, fake_.init_pid);
@@ -110,6 +115,26 @@ TEST_F(LauncherTest, WithoutClone3InitIsClonedWithEverySignalBlockedToo) {
   auto launched = launch();
   ASSERT_TRUE(launched.ok()) << launched.error().to_string();
   EXPECT_EQ(fake_.first("clone").unblocked, std::vector<int>{});
+}
+
+// The v1 cgroups are made after the clone, while init makes its namespaces
+// (before_go): init gets their `tasks` files with Go, not through the
+// descriptors it was cloned with.
+TEST_F(LauncherTest, GoCarriesTheTaskFilesBeforeGoOpened) {
+  const BeforeGo recorded = fake_.before_go();
+  auto launched = launch_sandbox(
+      plan_, supervisor_end(),
+      [&](pid_t pid, bool in_cgroup) -> core::Status {
+        PB_CHECK(recorded(pid, in_cgroup));
+        plan_.cgroup_task_fds[0] = 11;
+        plan_.cgroup_task_fds[1] = 12;
+        plan_.cgroup_task_fd_count = 2;
+        return core::ok_status();
+      },
+      fake_);
+  ASSERT_TRUE(launched.ok()) << launched.error().to_string();
+  EXPECT_EQ(fake_.steps(), (Steps{"clone3", "write_id_maps", "before_go", "send_go"}));
+  EXPECT_EQ(fake_.first("send_go").passed_fds, (std::vector<int>{11, 12}));
 }
 
 TEST_F(LauncherTest, WithoutACgroupInitIsNotClonedIntoOne) {
@@ -381,6 +406,68 @@ TEST_F(LauncherTest, InitsStackIsPooledOnlyForANewPidNamespace) {
     ASSERT_NE(stack, nullptr);
     EXPECT_EQ(mapped(stack, kPage), new_pid_namespace);
   }
+}
+
+// Go over a real channel: the descriptors it carries arrive in order, as
+// the same open files, close-on-exec (init must not leave them to the
+// command), and the slots past them say -1.
+class GoMessageTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    int pair[2];
+    ASSERT_EQ(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair), 0);
+    supervisor_.reset(pair[0]);
+    init_.reset(pair[1]);
+  }
+  static ino_t inode_of(int fd) {
+    struct stat st {};
+    return ::fstat(fd, &st) == 0 ? st.st_ino : 0;
+  }
+  core::UniqueFd supervisor_, init_;
+};
+
+TEST_F(GoMessageTest, TheDescriptorsArriveInOrderAndCloseOnExec) {
+  std::vector<core::UniqueFd> sent;
+  std::vector<int> raw;
+  for (int i = 0; i < kMaxGoFds; ++i) {
+    sent.emplace_back(::eventfd(0, EFD_CLOEXEC));
+    raw.push_back(sent.back().get());
+  }
+  ASSERT_TRUE(send_go(supervisor_.get(), raw.data(), static_cast<int>(raw.size())));
+  int received[kMaxGoFds];
+  ASSERT_TRUE(wait_for_go(init_.get(), received));
+  for (int i = 0; i < kMaxGoFds; ++i) {
+    SCOPED_TRACE(i);
+    ASSERT_GE(received[i], 0);
+    core::UniqueFd owned(received[i]);
+    EXPECT_NE(received[i], raw[i]) << "a new descriptor of the same file";
+    EXPECT_EQ(inode_of(received[i]), inode_of(raw[i]));
+    EXPECT_TRUE(::fcntl(received[i], F_GETFD) & FD_CLOEXEC);
+  }
+}
+
+TEST_F(GoMessageTest, FewerDescriptorsLeaveTheRestMinusOne) {
+  core::UniqueFd one(::eventfd(0, EFD_CLOEXEC));
+  const int raw[] = {one.get()};
+  ASSERT_TRUE(send_go(supervisor_.get(), raw, 1));
+  int received[kMaxGoFds];
+  ASSERT_TRUE(wait_for_go(init_.get(), received));
+  core::UniqueFd owned(received[0]);
+  EXPECT_EQ(inode_of(received[0]), inode_of(one.get()));
+  for (int i = 1; i < kMaxGoFds; ++i)
+    EXPECT_EQ(received[i], -1) << i;
+}
+
+TEST_F(GoMessageTest, APlainGoCarriesNothingAndAnotherMessageIsNotGo) {
+  ASSERT_TRUE(send_go(supervisor_.get()));
+  int received[kMaxGoFds];
+  ASSERT_TRUE(wait_for_go(init_.get(), received));
+  for (const int fd : received)
+    EXPECT_EQ(fd, -1);
+  ASSERT_TRUE(send_start(supervisor_.get()));
+  EXPECT_FALSE(wait_for_go(init_.get(), received));
+  supervisor_.reset();
+  EXPECT_FALSE(wait_for_go(init_.get(), received)) << "end of file: the supervisor is gone";
 }
 
 }  // namespace

@@ -185,13 +185,14 @@ core::Result<std::unique_ptr<SandboxRun>> NativeHost::launch(const LaunchSpec& s
   return run;
 }
 
-// Launched in parts: init makes its namespaces while this process checks
-// the state directory's mount points and its trash/ and pool/, writes the
-// id maps and the base mount steps (everything that needs no staging); after
-// "go" init makes the base mounts while this process makes the staging
-// directory (and, in arm(), the idmapped workspace, the workspace's mounts
-// and the seccomp filter); then PlanReady lets init finish
-// (runtime/launch_plan.h). Only what clone needs comes before it.
+// Launched in parts: init makes its namespaces while this process writes the
+// id maps, makes the v1 cgroups and checks the state directory's mount
+// points, and writes the base mount steps (everything that needs no
+// staging); after "go" init joins its cgroups and makes the base mounts
+// while this process writes the limits and makes the staging directory
+// (and, in arm(), the idmapped workspace, the workspace's mounts and the
+// seccomp filter); then PlanReady lets init finish (runtime/launch_plan.h).
+// Only what clone needs comes before it.
 core::Status NativeHost::launch_into(SandboxRun& run, const LaunchSpec& spec) {
   // Staging, locked for the run's lifetime so reconcile() leaves it alone.
   const fs::path& state = options_.state_dir;
@@ -230,19 +231,15 @@ core::Status NativeHost::launch_into(SandboxRun& run, const LaunchSpec& spec) {
   PB_CHECK(runtime::check_extra_binds(run.layout));
   core::trace_phase("native: ids planned, binds checked");
 
-  // The sandbox's cgroup, created before the child exists; its limits are
-  // written while init makes its namespaces (before "go").
+  // The sandbox's unified cgroup, created before the child exists (clone3
+  // puts it there); the v1 ones while init makes its namespaces (before
+  // "go", which hands init their `tasks` files); the limits after "go".
   if (needs_cgroup(cgroups(), run.settings)) {
-    auto made = linux_api::SandboxCgroup::make(cgroups(), spec.id, run.settings);
+    auto made = linux_api::SandboxCgroup::make(cgroups(), spec.id, run.settings,
+                                               linux_api::SandboxCgroup::Hierarchies::UnifiedFirst);
     if (!made) return std::move(made).error().with_context("creating the sandbox's cgroup");
     run.cgroup = std::move(made).value();
     plan.cgroup_fd = run.cgroup->unified_fd();
-    const std::vector<int> task_fds = run.cgroup->self_join_fds();
-    if (task_fds.size() > std::size(plan.cgroup_task_fds)) {
-      return Error(core::ErrorKind::kInternal, "native", "more v1 cgroups than init can join");
-    }
-    std::copy(task_fds.begin(), task_fds.end(), plan.cgroup_task_fds);
-    plan.cgroup_task_fd_count = static_cast<int>(task_fds.size());
   }
   core::trace_phase("native: cgroup created");
 
@@ -264,13 +261,19 @@ core::Status NativeHost::launch_into(SandboxRun& run, const LaunchSpec& spec) {
 
   auto launched = runtime::launch_sandbox(
       plan, std::move(supervisor_end), [&run, &state](pid_t pid, bool in_cgroup) -> core::Status {
-        PB_CHECK(ensure_private_dir(state / "trash", 0700));
-        PB_CHECK(ensure_private_dir(state / "pool", 0700));
+        // What init uses right after "go": the cgroups it joins, the
+        // mount points and the base mount steps.
         PB_CHECK(ensure_mount_points(state));
         PB_TRY(base, runtime::build_base_mount_steps(run.layout));
         run.plan.base_mounts = std::move(base);
         if (!run.cgroup) return core::ok_status();
-        PB_CHECK(run.cgroup->apply_limits());
+        PB_CHECK(run.cgroup->make_others());
+        const std::vector<int> task_fds = run.cgroup->self_join_fds();
+        if (task_fds.size() > std::size(run.plan.cgroup_task_fds)) {
+          return Error(core::ErrorKind::kInternal, "native", "more v1 cgroups than init can join");
+        }
+        std::copy(task_fds.begin(), task_fds.end(), run.plan.cgroup_task_fds);
+        run.plan.cgroup_task_fd_count = static_cast<int>(task_fds.size());
         return run.cgroup->attach_rest(pid, in_cgroup);
       });
   if (!launched) {
@@ -280,6 +283,11 @@ core::Status NativeHost::launch_into(SandboxRun& run, const LaunchSpec& spec) {
   run.sandbox = std::move(launched).value();
   run.launched = true;
   core::trace_phase("native: launched (id maps written, go sent)");
+  // The limits hold before PlanReady, so before the command exists; until
+  // then only init runs in the cgroups, making its base mounts.
+  if (run.cgroup) PB_CHECK(run.cgroup->apply_limits());
+  PB_CHECK(ensure_private_dir(state / "trash", 0700));
+  PB_CHECK(ensure_private_dir(state / "pool", 0700));
 
   // The staging directory (its lock is held since before the cgroup).
   PB_CHECK(make_staging(state / "pool", run.run_dir));
