@@ -106,48 +106,82 @@ namespace {
 // The holder of the mapping namespace: it only waits for the pipe to close.
 // It shares the parent's memory on a stack of its own (linux/clone.h), so it
 // must not touch anything the parent uses, errno included: raw system calls.
-struct HoldPipe {
-  int read_end;
-};
-
+// The pipe's read end comes as the argument's value: the parent may have
+// returned (and reused its stack) before the holder runs at all.
 PULSEBOX_CHILD_CODE int hold_namespace(void* argument) {
-  const auto* pipe = static_cast<const HoldPipe*>(argument);
+  const int read_end = static_cast<int>(reinterpret_cast<std::intptr_t>(argument));
   // Keep only the read end. Its copy of the write end, and of any other
   // thread's hold pipe, would keep EOF from coming: two concurrent holders
   // would wait for each other forever.
-  if (pipe->read_end > 0) raw(SYS_close_range, 0, pipe->read_end - 1, 0);
-  raw(SYS_close_range, pipe->read_end + 1, ~0U, 0);
+  if (read_end > 0) raw(SYS_close_range, 0, read_end - 1, 0);
+  raw(SYS_close_range, read_end + 1, ~0U, 0);
   char byte;
-  raw(SYS_read, pipe->read_end, &byte, 1);
+  raw(SYS_read, read_end, &byte, 1);
   return 0;
 }
 
 }  // namespace
 
-core::Result<UniqueFd> create_mapping_namespace(const IdMaps& maps) {
+core::Result<MappingNamespace> create_mapping_namespace(const IdMaps& maps) {
   int hold[2];
   if (::pipe2(hold, O_CLOEXEC) != 0) return Error::from_errno("userns", "pipe2");
   UniqueFd hold_read(hold[0]), hold_write(hold[1]);
   PB_TRY(stack, ChildStack::allocate(64 * 1024));
-  HoldPipe pipe{hold_read.get()};
-  const long pid = clone_on_stack(CLONE_NEWUSER | CLONE_VM | SIGCHLD, stack.top(), nullptr,
-                                  hold_namespace, &pipe);
+  const long pid =
+      clone_on_stack(CLONE_NEWUSER | CLONE_VM | SIGCHLD, stack.top(), nullptr, hold_namespace,
+                     reinterpret_cast<void*>(static_cast<std::intptr_t>(hold_read.get())));
   if (pid < 0) {
     return Error(ErrorKind::kIo, "userns", "clone(CLONE_NEWUSER) for an idmapped mount",
                  static_cast<int>(-pid));
   }
-  core::Result<UniqueFd> result = Error(ErrorKind::kInternal, "userns", "unreachable");
-  if (auto written = write_id_maps(static_cast<pid_t>(pid), maps); !written) {
-    result = written.error();
-  } else {
+  // From here `helper` reaps it (before its stack goes) on every path, once
+  // the pipe's write end is closed.
+  MappingHelper helper(static_cast<pid_t>(pid), std::move(stack));
+  core::Result<UniqueFd> ns = [&]() -> core::Result<UniqueFd> {
+    PB_CHECK(write_id_maps(static_cast<pid_t>(pid), maps));
     const std::string path = "/proc/" + std::to_string(pid) + "/ns/user";
-    UniqueFd ns(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-    result = ns ? core::Result<UniqueFd>(std::move(ns)) : Error::from_errno("userns", path);
+    UniqueFd opened(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!opened) return Error::from_errno("userns", path);
+    return opened;
+  }();
+  hold_write.reset();  // the helper exits
+  if (!ns) return std::move(ns).error();
+  return MappingNamespace{std::move(ns).value(), std::move(helper)};
+}
+
+MappingHelper::MappingHelper(MappingHelper&& other) noexcept
+    : pid_(std::exchange(other.pid_, -1)), stack_(std::move(other.stack_)) {}
+
+MappingHelper& MappingHelper::operator=(MappingHelper&& other) noexcept {
+  if (this != &other) {
+    reap();
+    pid_ = std::exchange(other.pid_, -1);
+    stack_ = std::move(other.stack_);
   }
-  hold_write.reset();
+  return *this;
+}
+
+MappingHelper::~MappingHelper() {
+  reap();
+}
+
+// Waits for the helper (its stack goes after this). Another waiter may have
+// reaped it already (ECHILD): it has exited either way.
+void MappingHelper::reap() {
+  if (pid_ <= 0) return;
   int status = 0;
-  ::waitpid(static_cast<pid_t>(pid), &status, 0);  // before the stack goes
-  return result;
+  while (::waitpid(pid_, &status, __WALL) < 0 && errno == EINTR) {
+  }
+  pid_ = -1;
+}
+
+bool MappingHelper::try_reap() {
+  if (pid_ <= 0) return true;
+  int status = 0;
+  const pid_t reaped = ::waitpid(pid_, &status, WNOHANG | __WALL);
+  if (reaped == 0 || (reaped < 0 && errno == EINTR)) return false;
+  pid_ = -1;
+  return true;
 }
 
 namespace {

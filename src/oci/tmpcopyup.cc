@@ -182,7 +182,8 @@ core::Result<core::UniqueFd> make_tmpcopyup_in_user_namespace(const std::string&
                                                               const std::string& data,
                                                               unsigned long flags,
                                                               const linux_api::IdMaps& maps) {
-  PB_TRY(user_namespace, linux_api::create_mapping_namespace(maps));
+  PB_TRY(mapping, linux_api::create_mapping_namespace(maps));
+  const core::UniqueFd& user_namespace = mapping.ns;
   int pair[2];
   if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0)
     return fail(destination, "socketpair");

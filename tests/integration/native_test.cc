@@ -16,6 +16,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <thread>
 
 #include "backends/native/probe.h"
@@ -483,6 +484,68 @@ TEST_F(NativeBackendTest, ADaemonDoesNotOutliveTheRun) {
   ASSERT_EQ(result.exit_code, 0) << result.stderr_data << result.termination_detail;
   EXPECT_NE(result.stdout_data.find("daemon=started"), std::string::npos);
   EXPECT_EQ(processes_with_marker(marker), 0) << "the double-forked sleeper survived the run";
+}
+
+// This process's children that have exited and wait to be reaped.
+int zombie_children() {
+  int zombies = 0;
+  const std::string self = std::to_string(::getpid());
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    const std::string stat = testing::read_file(entry.path() / "stat");
+    const auto end = stat.rfind(')');
+    if (end == std::string::npos || end + 4 > stat.size()) continue;
+    std::istringstream fields(stat.substr(end + 2));
+    std::string state, ppid;
+    fields >> state >> ppid;
+    if (state == "Z" && ppid == self) ++zombies;
+  }
+  return zombies;
+}
+
+// The user namespace of an idmapped workspace (root) is made by a helper
+// process that is not waited for on the run's path: its stack stays mapped
+// until it is reaped, which the next teardown does. No zombie is left
+// while the sandbox lives on.
+TEST_F(NativeBackendTest, TheIdmappingHelperIsReapedByTheNextTeardown) {
+  Sandbox sandbox(options());
+  for (int i = 0; i < 2; ++i) {
+    const auto result = run(sandbox, {"/bin/true"});
+    ASSERT_EQ(result.exit_code, 0) << result.stderr_data << result.termination_detail;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(zombie_children(), 0);
+}
+
+// A mapping namespace outlives its helper; the helper, told to exit, is
+// reaped by try_reap() once it has, and a helper still running is waited
+// for when destroyed (never unmapping the stack it runs on).
+TEST(MappingNamespace, OutlivesItsHelperWhichIsReapedAfterItExits) {
+  linux_api::IdMaps maps;
+  maps.uids = {{0, static_cast<std::uint32_t>(::getuid()), 1}};
+  maps.gids = {{0, static_cast<std::uint32_t>(::getgid()), 1}};
+  maps.deny_setgroups = ::getuid() != 0;
+  auto made = linux_api::create_mapping_namespace(maps);
+  ASSERT_TRUE(made.ok()) << made.error().to_string();
+  std::error_code ec;
+  const auto ns = fs::read_symlink("/proc/self/fd/" + std::to_string(made->ns.get()), ec).string();
+  EXPECT_EQ(ns.rfind("user:[", 0), 0u) << ns;
+  EXPECT_NE(ns, fs::read_symlink("/proc/self/ns/user", ec).string()) << "a namespace of its own";
+  bool reaped = false;
+  for (int i = 0; i < 500 && !reaped; ++i) {
+    reaped = made->helper.try_reap();
+    if (!reaped) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  EXPECT_TRUE(reaped) << "the helper did not exit within a second";
+  EXPECT_TRUE(made->helper.try_reap()) << "reaped once, nothing left to reap";
+  EXPECT_EQ(fs::read_symlink("/proc/self/fd/" + std::to_string(made->ns.get()), ec).string(), ns)
+      << "the namespace lives on without its helper";
+  {
+    auto another = linux_api::create_mapping_namespace(maps);
+    ASSERT_TRUE(another.ok()) << another.error().to_string();
+  }  // destroyed at once: waits for its helper
+  EXPECT_EQ(zombie_children(), 0);
 }
 
 TEST_F(NativeBackendTest, TheTimeoutKillsTheWholeSandbox) {

@@ -93,10 +93,16 @@ core::Result<int> IdmappingNamespaces::get(std::pair<uid_t, gid_t> owner,
     maps.uids = {{owner.first, sandbox.first, 1}};
     maps.gids = {{owner.second, sandbox.second, 1}};
     maps.deny_setgroups = false;
-    PB_TRY(ns, linux_api::create_mapping_namespace(maps));
-    it = namespaces_.emplace(owner, std::move(ns)).first;
+    PB_TRY(made, linux_api::create_mapping_namespace(maps));
+    it = namespaces_.emplace(owner, std::move(made.ns)).first;
+    exiting_.push_back(std::move(made.helper));
   }
   return it->second.get();
+}
+
+void IdmappingNamespaces::reap_exited() {
+  const std::lock_guard lock(mutex_);
+  std::erase_if(exiting_, [](linux_api::MappingHelper& helper) { return helper.try_reap(); });
 }
 
 core::Result<UniqueFd> idmapped_tree(const IdPlan& ids, const NativeBackendOptions& options,

@@ -16,9 +16,11 @@
 #include <map>
 #include <mutex>
 #include <utility>
+#include <vector>
 
 #include "core/result.h"
 #include "core/unique_fd.h"
+#include "linux/userns.h"
 #include "pulsebox/backend.h"
 #include "runtime/launch_plan.h"
 
@@ -41,10 +43,14 @@ class IdmappingNamespaces {
  public:
   // A namespace mapping host `owner` to `sandbox` (uid, gid); owned here.
   core::Result<int> get(std::pair<uid_t, gid_t> owner, std::pair<uid_t, gid_t> sandbox);
+  // Reaps the helpers the namespaces were made with that have exited (a
+  // run's teardown asks; the rest are waited for on destruction).
+  void reap_exited();
 
  private:
   std::mutex mutex_;
   std::map<std::pair<uid_t, gid_t>, core::UniqueFd> namespaces_;
+  std::vector<linux_api::MappingHelper> exiting_;
 };
 
 // `dir` as a detached mount tree (open_tree + MOUNT_ATTR_IDMAP) in which its
