@@ -506,9 +506,9 @@ int zombie_children() {
 
 // The user namespace of an idmapped workspace (root) is made by a helper
 // process that is not waited for on the run's path: its stack stays mapped
-// until it is reaped, which the next teardown does. No zombie is left
-// while the sandbox lives on.
-TEST_F(NativeBackendTest, TheIdmappingHelperIsReapedByTheNextTeardown) {
+// until it is reaped, once the command is started (or by the teardown). No
+// zombie is left while the sandbox lives on.
+TEST_F(NativeBackendTest, TheIdmappingHelperIsReapedWhileTheSandboxLives) {
   Sandbox sandbox(options());
   for (int i = 0; i < 2; ++i) {
     const auto result = run(sandbox, {"/bin/true"});

@@ -112,8 +112,9 @@ void NativeHost::tear_down(SandboxRun& run) {
     linux_api::sys_pidfd_send_signal(run.sandbox.pidfd.get(), SIGKILL);
   run.sandbox.wait();
   core::trace_phase("native: init reaped");
-  // The helper an idmapped workspace's user namespace was made with exited
-  // long ago: no zombie left behind.
+  // The helper an idmapped workspace's user namespace was made with, if
+  // start_and_supervise() has not reaped it (a run that never started): no
+  // zombie left behind.
   idmapping_.reap_exited();
   // Its veth went with its namespace; the host's NAT table for it goes now.
   tear_down_network(run);

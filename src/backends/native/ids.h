@@ -44,7 +44,8 @@ class IdmappingNamespaces {
   // A namespace mapping host `owner` to `sandbox` (uid, gid); owned here.
   core::Result<int> get(std::pair<uid_t, gid_t> owner, std::pair<uid_t, gid_t> sandbox);
   // Reaps the helpers the namespaces were made with that have exited (a
-  // run's teardown asks; the rest are waited for on destruction).
+  // run asks once its command is started, and at its teardown; the rest
+  // are waited for on destruction).
   void reap_exited();
 
  private:
