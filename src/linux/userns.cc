@@ -127,16 +127,17 @@ core::Result<MappingNamespace> create_mapping_namespace(const IdMaps& maps) {
   if (::pipe2(hold, O_CLOEXEC) != 0) return Error::from_errno("userns", "pipe2");
   UniqueFd hold_read(hold[0]), hold_write(hold[1]);
   PB_TRY(stack, ChildStack::allocate(64 * 1024));
-  const long pid =
-      clone_on_stack(CLONE_NEWUSER | CLONE_VM | SIGCHLD, stack.top(), nullptr, hold_namespace,
-                     reinterpret_cast<void*>(static_cast<std::intptr_t>(hold_read.get())));
+  int pidfd = -1;
+  const long pid = clone_on_stack(
+      CLONE_NEWUSER | CLONE_VM | CLONE_PIDFD | SIGCHLD, stack.top(), &pidfd, hold_namespace,
+      reinterpret_cast<void*>(static_cast<std::intptr_t>(hold_read.get())));
   if (pid < 0) {
     return Error(ErrorKind::kIo, "userns", "clone(CLONE_NEWUSER) for an idmapped mount",
                  static_cast<int>(-pid));
   }
   // From here `helper` reaps it (before its stack goes) on every path, once
   // the pipe's write end is closed.
-  MappingHelper helper(static_cast<pid_t>(pid), std::move(stack));
+  MappingHelper helper(UniqueFd(pidfd), std::move(stack));
   core::Result<UniqueFd> ns = [&]() -> core::Result<UniqueFd> {
     PB_CHECK(write_id_maps(static_cast<pid_t>(pid), maps));
     const std::string path = "/proc/" + std::to_string(pid) + "/ns/user";
@@ -150,12 +151,12 @@ core::Result<MappingNamespace> create_mapping_namespace(const IdMaps& maps) {
 }
 
 MappingHelper::MappingHelper(MappingHelper&& other) noexcept
-    : pid_(std::exchange(other.pid_, -1)), stack_(std::move(other.stack_)) {}
+    : pidfd_(std::move(other.pidfd_)), stack_(std::move(other.stack_)) {}
 
 MappingHelper& MappingHelper::operator=(MappingHelper&& other) noexcept {
   if (this != &other) {
     reap();
-    pid_ = std::exchange(other.pid_, -1);
+    pidfd_ = std::move(other.pidfd_);
     stack_ = std::move(other.stack_);
   }
   return *this;
@@ -168,19 +169,23 @@ MappingHelper::~MappingHelper() {
 // Waits for the helper (its stack goes after this). Another waiter may have
 // reaped it already (ECHILD): it has exited either way.
 void MappingHelper::reap() {
-  if (pid_ <= 0) return;
-  int status = 0;
-  while (::waitpid(pid_, &status, __WALL) < 0 && errno == EINTR) {
+  if (!pidfd_) return;
+  siginfo_t info{};
+  while (::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(pidfd_.get()), &info, WEXITED) <
+             0 &&
+         errno == EINTR) {
   }
-  pid_ = -1;
+  pidfd_.reset();
 }
 
 bool MappingHelper::try_reap() {
-  if (pid_ <= 0) return true;
-  int status = 0;
-  const pid_t reaped = ::waitpid(pid_, &status, WNOHANG | __WALL);
-  if (reaped == 0 || (reaped < 0 && errno == EINTR)) return false;
-  pid_ = -1;
+  if (!pidfd_) return true;
+  siginfo_t info{};
+  const int waited = ::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(pidfd_.get()),
+                              &info, WEXITED | WNOHANG);
+  if (waited == 0 && info.si_pid == 0) return false;  // WNOHANG: still running
+  if (waited < 0 && errno == EINTR) return false;
+  pidfd_.reset();  // reaped, or by another waiter (ECHILD): gone either way
   return true;
 }
 

@@ -46,11 +46,14 @@ core::Status write_id_maps(pid_t pid, const IdMaps& maps);
 // The helper process a mapping namespace was made with, told to exit. It
 // runs on this process's memory and a stack of its own, so the stack stays
 // mapped until the helper is reaped: try_reap() reaps it once it has
-// exited; destroying it waits for that.
+// exited; destroying it waits for that. Known by its pidfd: a helper that
+// someone else's wait reaped first is never confused with a later process
+// given its pid.
 class MappingHelper {
  public:
   MappingHelper() = default;
-  MappingHelper(pid_t pid, ChildStack stack) : pid_(pid), stack_(std::move(stack)) {}
+  MappingHelper(core::UniqueFd pidfd, ChildStack stack)
+      : pidfd_(std::move(pidfd)), stack_(std::move(stack)) {}
   MappingHelper(MappingHelper&& other) noexcept;
   MappingHelper& operator=(MappingHelper&& other) noexcept;
   MappingHelper(const MappingHelper&) = delete;
@@ -62,7 +65,7 @@ class MappingHelper {
 
  private:
   void reap();
-  pid_t pid_ = -1;
+  core::UniqueFd pidfd_;
   ChildStack stack_;
 };
 

@@ -548,6 +548,26 @@ TEST(MappingNamespace, OutlivesItsHelperWhichIsReapedAfterItExits) {
   EXPECT_EQ(zombie_children(), 0);
 }
 
+// An embedder's own SIGCHLD handler may reap every child (waitpid(-1)),
+// the helper included: reaping it again then finds it gone, and never
+// waits for another process that was given its pid.
+TEST(MappingNamespace, AHelperSomeoneElseReapedIsGoneNotWaitedFor) {
+  linux_api::IdMaps maps;
+  maps.uids = {{0, static_cast<std::uint32_t>(::getuid()), 1}};
+  maps.gids = {{0, static_cast<std::uint32_t>(::getgid()), 1}};
+  maps.deny_setgroups = ::getuid() != 0;
+  auto made = linux_api::create_mapping_namespace(maps);
+  ASSERT_TRUE(made.ok()) << made.error().to_string();
+  pid_t reaped = 0;
+  for (int i = 0; i < 500 && reaped <= 0; ++i) {
+    int status = 0;
+    reaped = ::waitpid(-1, &status, WNOHANG | __WALL);
+    if (reaped <= 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  ASSERT_GT(reaped, 0) << "the helper did not exit within a second";
+  EXPECT_TRUE(made->helper.try_reap()) << "gone: another waiter reaped it";
+}
+
 TEST_F(NativeBackendTest, TheTimeoutKillsTheWholeSandbox) {
   auto o = options();
   o.limits.wall_time_seconds = 1;
