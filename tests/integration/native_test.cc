@@ -518,14 +518,21 @@ TEST_F(NativeBackendTest, TheIdmappingHelperIsReapedWhileTheSandboxLives) {
   EXPECT_EQ(zombie_children(), 0);
 }
 
-// A mapping namespace outlives its helper; the helper, told to exit, is
-// reaped by try_reap() once it has, and a helper still running is waited
-// for when destroyed (never unmapping the stack it runs on).
-TEST(MappingNamespace, OutlivesItsHelperWhichIsReapedAfterItExits) {
+// Maps that any user may write for a namespace of its own: root inside is
+// this process's uid and gid.
+linux_api::IdMaps own_id_as_root() {
   linux_api::IdMaps maps;
   maps.uids = {{0, static_cast<std::uint32_t>(::getuid()), 1}};
   maps.gids = {{0, static_cast<std::uint32_t>(::getgid()), 1}};
   maps.deny_setgroups = ::getuid() != 0;
+  return maps;
+}
+
+// A mapping namespace outlives its helper; the helper, told to exit, is
+// reaped by try_reap() once it has, and a helper still running is waited
+// for when destroyed (never unmapping the stack it runs on).
+TEST(MappingNamespace, OutlivesItsHelperWhichIsReapedAfterItExits) {
+  const linux_api::IdMaps maps = own_id_as_root();
   auto made = linux_api::create_mapping_namespace(maps);
   ASSERT_TRUE(made.ok()) << made.error().to_string();
   std::error_code ec;
@@ -552,10 +559,7 @@ TEST(MappingNamespace, OutlivesItsHelperWhichIsReapedAfterItExits) {
 // the helper included: reaping it again then finds it gone, and never
 // waits for another process that was given its pid.
 TEST(MappingNamespace, AHelperSomeoneElseReapedIsGoneNotWaitedFor) {
-  linux_api::IdMaps maps;
-  maps.uids = {{0, static_cast<std::uint32_t>(::getuid()), 1}};
-  maps.gids = {{0, static_cast<std::uint32_t>(::getgid()), 1}};
-  maps.deny_setgroups = ::getuid() != 0;
+  const linux_api::IdMaps maps = own_id_as_root();
   auto made = linux_api::create_mapping_namespace(maps);
   ASSERT_TRUE(made.ok()) << made.error().to_string();
   pid_t reaped = 0;
