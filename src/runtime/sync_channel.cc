@@ -28,11 +28,11 @@ void send_message(int fd, const ChildMessage& message) noexcept {
   }
 }
 
-// One message, with `passed_fd` as SCM_RIGHTS when it is >= 0 (raw: the
-// children use it). Returns 0 or the errno.
 // The most descriptors any message carries.
 constexpr int kMaxFdsInMessage = kMaxGoFds > kMaxPassedFds ? kMaxGoFds : kMaxPassedFds;
 
+// One message, with passed[0..count) (those >= 0) as SCM_RIGHTS (raw: the
+// children use it). Returns 0 or the errno.
 int send_with_fds(int fd, const ChildMessage& message, const int* passed, int count) noexcept {
   iovec data{const_cast<ChildMessage*>(&message), sizeof message};
   msghdr header{};
