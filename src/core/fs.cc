@@ -105,7 +105,25 @@ Result<UniqueFd> open_directory(const std::filesystem::path& path) {
   return fd;
 }
 
+namespace {
+
+// `path` made as an unnamed file in its directory, locked, then linked in;
+// invalid where that cannot be done (then the caller opens and locks).
+UniqueFd link_locked_file(const std::filesystem::path& path) {
+  const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : ".";
+  UniqueFd fd(::open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600));
+  if (!fd || ::flock(fd.get(), LOCK_EX) != 0) return {};
+  // linkat(AT_EMPTY_PATH) would need CAP_DAC_READ_SEARCH; the /proc link
+  // does not.
+  const std::string self = "/proc/self/fd/" + std::to_string(fd.get());
+  if (::linkat(AT_FDCWD, self.c_str(), AT_FDCWD, path.c_str(), AT_SYMLINK_FOLLOW) != 0) return {};
+  return fd;
+}
+
+}  // namespace
+
 Result<UniqueFd> create_locked_file(const std::filesystem::path& path) {
+  if (UniqueFd linked = link_locked_file(path)) return linked;
   for (int attempt = 0; attempt < 10; ++attempt) {
     UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
     if (!fd) return Error::from_errno("io", "locking " + path.string());
@@ -124,6 +142,17 @@ Result<UniqueFd> create_locked_file(const std::filesystem::path& path) {
 
 std::filesystem::path run_lock_path(const std::filesystem::path& run_dir) {
   return run_dir.string() + ".lock";
+}
+
+bool left_by_crashed_run(const std::filesystem::path& entry) {
+  const bool is_lock = entry.extension() == ".lock";
+  const std::filesystem::path lock_path = is_lock ? entry : run_lock_path(entry);
+  UniqueFd lock(::open(lock_path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  struct stat st {};
+  if (!lock) return ::lstat(entry.c_str(), &st) == 0;             // a directory without its lock
+  if (::flock(lock.get(), LOCK_EX | LOCK_NB) != 0) return false;  // a live run's
+  // A run that finished unlinks its lock while it holds it, then lets go.
+  return ::fstat(lock.get(), &st) != 0 || st.st_nlink > 0;
 }
 
 std::vector<std::filesystem::path> remove_crashed_runs(

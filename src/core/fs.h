@@ -60,10 +60,18 @@ Result<UniqueFd> open_directory(const std::filesystem::path& path);
 
 // Creates `path` if needed and takes an exclusive flock on it. A run's lock
 // sits beside its directory and is taken before the directory is made, so a
-// concurrent reconcile never sees a live run's directory unlocked; if that
-// reconcile removed the file between our open and flock (it unlinks lock
-// files it can take), the lock is on a dead inode and is taken again.
+// concurrent reconcile never sees a live run's directory unlocked. A new
+// file is made unnamed, locked, then linked in (O_TMPFILE), so nobody sees
+// it unlocked either; where that cannot be done (an existing file, no
+// O_TMPFILE or /proc) it is opened, then locked, and if a reconcile removed
+// it in between (it unlinks lock files it can take), taken again.
 Result<UniqueFd> create_locked_file(const std::filesystem::path& path);
+
+// Whether `entry` (a run's directory or its lock file, as listed in runs/)
+// is what a crashed run left: a lock file nobody holds, or a directory
+// without one. An entry gone since it was listed, or a lock file unlinked by
+// the run that held it, is a run that finished, not a crash.
+bool left_by_crashed_run(const std::filesystem::path& entry);
 
 // The lock of a run's directory: <dir>.lock beside it.
 std::filesystem::path run_lock_path(const std::filesystem::path& run_dir);

@@ -9,8 +9,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <map>
+#include <thread>
 
+#include "core/fs.h"
 #include "helpers/test_support.h"
 #include "pulsebox/workspace.h"
 #include "workspace/transactions.h"
@@ -309,6 +312,73 @@ TEST(ReconcileTest, RemovesCrashedRunsButNotLiveOnes) {
   EXPECT_TRUE(std::filesystem::exists(runs / "run-live/root/x"));
   EXPECT_TRUE(std::filesystem::exists(runs / "run-live.lock"));
   EXPECT_TRUE(std::filesystem::exists(runs / "run-older/lock"));
+}
+
+// A run's lock is never seen unlocked while it is made: a reconcile that
+// took it then (between the open and the flock) would run in full, as for
+// a crash, every time another run starts beside it. A watcher opens each
+// lock by name as soon as it can and tries to take it.
+TEST(RunLockTest, IsNeverSeenUnlockedWhileMade) {
+  TempDir dir;
+  constexpr int kLocks = 3000;
+  std::atomic<int> next{0};
+  std::atomic<int> seen_unlocked{0};
+  auto name = [&](int i) { return dir / ("run-" + std::to_string(i) + ".lock"); };
+  std::thread watcher([&] {
+    for (int i; (i = next.load()) < kLocks;) {
+      core::UniqueFd fd(::open(name(i).c_str(), O_RDONLY | O_CLOEXEC));
+      struct stat st {};
+      // Unlinked by then: the maker held it and let go (not this race).
+      if (fd && ::flock(fd.get(), LOCK_EX | LOCK_NB) == 0 && ::fstat(fd.get(), &st) == 0 &&
+          st.st_nlink > 0) {
+        ++seen_unlocked;
+      }
+    }
+  });
+  for (int i = 0; i < kLocks; ++i) {
+    auto lock = core::create_locked_file(name(i));
+    ASSERT_TRUE(lock.ok()) << lock.error().to_string();
+    ::unlink(name(i).c_str());  // while still holding it, as a run does
+    next.store(i + 1);
+  }
+  watcher.join();
+  EXPECT_EQ(seen_unlocked.load(), 0);
+}
+
+// What the start-up check (a full reconcile only after a crash) counts as a
+// crashed run's leftover, and what it takes for a run that finished.
+TEST(RunLockTest, OnlyALeftoverCountsAsACrash) {
+  TempDir dir;
+  write_file(dir / "run-crashed.lock", "");
+  write_file(dir / "run-crashed/upper/x", "");
+  write_file(dir / "run-no-lock/upper/x", "");
+  write_file(dir / "run-left-cgroup.lock", "");
+  EXPECT_TRUE(core::left_by_crashed_run(dir / "run-crashed.lock"));
+  EXPECT_TRUE(core::left_by_crashed_run(dir / "run-crashed"));
+  EXPECT_TRUE(core::left_by_crashed_run(dir / "run-no-lock"));
+  EXPECT_TRUE(core::left_by_crashed_run(dir / "run-left-cgroup.lock"));
+  // Listed, then gone with the run that finished (directory, then lock).
+  EXPECT_FALSE(core::left_by_crashed_run(dir / "run-finished.lock"));
+  EXPECT_FALSE(core::left_by_crashed_run(dir / "run-finished"));
+
+  auto live = core::create_locked_file(dir / "run-live.lock");
+  ASSERT_TRUE(live.ok());
+  write_file(dir / "run-live/upper/x", "");
+  // flock locks are per open file description: a child process stands in
+  // for the reconciling one.
+  const auto seen_from_a_child = [](const std::filesystem::path& entry) {
+    const pid_t child = ::fork();
+    if (child == 0) ::_exit(core::left_by_crashed_run(entry) ? 1 : 0);
+    int status = 0;
+    ::waitpid(child, &status, 0);
+    return WIFEXITED(status) && WEXITSTATUS(status) == 1;
+  };
+  EXPECT_FALSE(seen_from_a_child(dir / "run-live.lock"));
+  EXPECT_FALSE(seen_from_a_child(dir / "run-live"));
+  ::unlink((dir / "run-live.lock").c_str());  // the run finishing, holding its lock
+  std::filesystem::remove_all(dir / "run-live");
+  EXPECT_FALSE(seen_from_a_child(dir / "run-live.lock"));
+  EXPECT_FALSE(seen_from_a_child(dir / "run-live"));
 }
 
 }  // namespace

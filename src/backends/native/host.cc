@@ -1,8 +1,6 @@
 #include "backends/native/host.h"
 
-#include <fcntl.h>
 #include <signal.h>
-#include <sys/file.h>
 #include <unistd.h>
 
 #include "backends/native/capabilities.h"
@@ -15,7 +13,6 @@
 
 namespace pulsebox::backends::native {
 
-using core::UniqueFd;
 namespace fs = std::filesystem;
 
 NativeHost::NativeHost(NativeBackendOptions options, bool prestart) : options_(std::move(options)) {
@@ -73,13 +70,7 @@ std::vector<std::string> NativeHost::reconcile_if_needed() {
     // This process's own runs (a server's, started ahead or running) hold
     // their locks: no need to try them.
     if (holds_run(path.stem().string())) continue;
-    const fs::path lock_path = path.extension() == ".lock" ? path : core::run_lock_path(path);
-    UniqueFd lock(::open(lock_path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
-    // Released first: reconcile() would take our lock for a live run.
-    if (!lock || ::flock(lock.get(), LOCK_EX | LOCK_NB) == 0) {
-      lock.reset();
-      return reconcile();
-    }
+    if (core::left_by_crashed_run(path)) return reconcile();
   }
   return {};
 }
