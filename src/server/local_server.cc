@@ -56,14 +56,19 @@ constexpr std::size_t kSocketPathBytes = sizeof(sockaddr_un{}.sun_path);
 // A unix socket of this user's alone (0600 from the start: no moment
 // another user could connect) listening at `path`, which fits sun_path;
 // a crashed server's socket there is replaced (the caller holds the lock
-// beside it). Invalid, with errno set, on failure.
+// beside it). It is bound under a temporary name beside `path` and renamed
+// into place once it listens: a client that finds the name can connect
+// (one refused would quietly run in its own process). Invalid, with errno
+// set, on failure.
 UniqueFd listen_private(const fs::path& path, int type) {
+  fs::path bound_at = path.parent_path() / (".bind-" + std::to_string(::getpid()));
+  if (bound_at.string().size() >= kSocketPathBytes) bound_at = path;  // no room: bound in place
   sockaddr_un address{};
   address.sun_family = AF_UNIX;
-  std::memcpy(address.sun_path, path.c_str(), path.string().size());
+  std::memcpy(address.sun_path, bound_at.c_str(), bound_at.string().size());
   UniqueFd listener(::socket(AF_UNIX, type | SOCK_CLOEXEC, 0));
   if (!listener) return listener;
-  ::unlink(path.c_str());
+  ::unlink(bound_at.c_str());
   const mode_t previous = ::umask(0177);
   const int bound = ::bind(listener.get(), reinterpret_cast<sockaddr*>(&address), sizeof address);
   const int bind_errno = errno;
@@ -72,7 +77,13 @@ UniqueFd listen_private(const fs::path& path, int type) {
     errno = bind_errno;
     return UniqueFd();
   }
-  if (::listen(listener.get(), 128) != 0) return UniqueFd();
+  if (::listen(listener.get(), 128) != 0 ||
+      (bound_at != path && ::rename(bound_at.c_str(), path.c_str()) != 0)) {
+    const int failed = errno;
+    ::unlink(bound_at.c_str());
+    errno = failed;
+    return UniqueFd();
+  }
   return listener;
 }
 

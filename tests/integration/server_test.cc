@@ -405,6 +405,25 @@ TEST_F(ServerTest, OneServerPerStateDirectoryAndAStopLeavesNothing) {
   EXPECT_NE(told.err.find("PULSEBOX_SERVER=" + socket().string()), std::string::npos) << told.err;
 }
 
+// The socket appears only once it listens: a client that finds it must be
+// able to connect (else it silently runs in its own process, as with no
+// server). Bound, then listening, a watcher that connects the moment the
+// name appears got ECONNREFUSED in some of these starts.
+TEST_F(ServerTest, TheSocketAppearsListening) {
+  int refused = 0;
+  for (int start = 0; start < 15; ++start) {
+    server_ = spawn({binary_, "serve", "--local", "--verbose"}, env(), log_);
+    ASSERT_GT(server_, 0);
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (!fs::exists(socket())) {  // no sleep: as soon as the name is there
+      ASSERT_LT(std::chrono::steady_clock::now(), deadline) << server_log();
+    }
+    if (!connect_fast_path()) ++refused;
+    ASSERT_EQ(stop_server(), 0) << server_log();
+  }
+  EXPECT_EQ(refused, 0) << "starts whose socket refused its first client";
+}
+
 // The native runtime's sandboxes started ahead, in this process.
 class StartedAheadTest : public ::testing::Test {
  protected:
