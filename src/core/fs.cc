@@ -144,10 +144,18 @@ std::filesystem::path run_lock_path(const std::filesystem::path& run_dir) {
   return run_dir.string() + ".lock";
 }
 
+namespace {
+
+// The lock of an entry of runs/: the entry itself, or the lock beside a
+// run's directory.
+std::filesystem::path lock_of_entry(const std::filesystem::path& entry) {
+  return entry.extension() == ".lock" ? entry : run_lock_path(entry);
+}
+
+}  // namespace
+
 bool left_by_crashed_run(const std::filesystem::path& entry) {
-  const bool is_lock = entry.extension() == ".lock";
-  const std::filesystem::path lock_path = is_lock ? entry : run_lock_path(entry);
-  UniqueFd lock(::open(lock_path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  UniqueFd lock(::open(lock_of_entry(entry).c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
   struct stat st {};
   if (!lock) return ::lstat(entry.c_str(), &st) == 0;             // a directory without its lock
   if (::flock(lock.get(), LOCK_EX | LOCK_NB) != 0) return false;  // a live run's
@@ -165,11 +173,10 @@ std::vector<std::filesystem::path> remove_crashed_runs(
   for (const auto& entry : std::filesystem::directory_iterator(runs_dir, ec))
     entries.push_back(entry.path());
   for (const auto& path : entries) {
-    const bool is_lock = path.extension() == ".lock";
-    const std::filesystem::path lock_path = is_lock ? path : run_lock_path(path);
+    const std::filesystem::path lock_path = lock_of_entry(path);
     UniqueFd lock(::open(lock_path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW));
     if (lock && ::flock(lock.get(), LOCK_EX | LOCK_NB) != 0) continue;  // a live run
-    if (is_lock) {
+    if (lock_path == path) {
       if (!std::filesystem::exists(path.parent_path() / path.stem(), ec)) ::unlink(path.c_str());
       continue;
     }

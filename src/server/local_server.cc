@@ -58,10 +58,12 @@ constexpr std::size_t kSocketPathBytes = sizeof(sockaddr_un{}.sun_path);
 // a crashed server's socket there is replaced (the caller holds the lock
 // beside it). It is bound under a temporary name beside `path` and renamed
 // into place once it listens: a client that finds the name can connect
-// (one refused would quietly run in its own process). Invalid, with errno
-// set, on failure.
+// (one refused would quietly run in its own process). The temporary name is
+// fixed, so a server that died before the rename leaves nothing the next
+// one (holding the same lock) does not replace. Invalid, with errno set, on
+// failure.
 UniqueFd listen_private(const fs::path& path, int type) {
-  fs::path bound_at = path.parent_path() / (".bind-" + std::to_string(::getpid()));
+  fs::path bound_at = path.parent_path() / ("." + path.filename().string() + ".bind");
   if (bound_at.string().size() >= kSocketPathBytes) bound_at = path;  // no room: bound in place
   sockaddr_un address{};
   address.sun_family = AF_UNIX;
