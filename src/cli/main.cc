@@ -31,6 +31,11 @@ int main(int argc, char** argv) {
   // opens, which a run would then hand the command as its stdin.
   if (::fcntl(STDIN_FILENO, F_GETFD) < 0) (void)::open("/dev/null", O_RDONLY);
   pulsebox::core::trace_phase("main");
+  if (pulsebox_text_fault_ns >= pulsebox::cli::kSlowTextFaultNs) {
+    pulsebox::core::trace_phase("main: text populated (one text fault was slow)");
+  } else if (pulsebox_text_fault_ns >= 0) {
+    pulsebox::core::trace_phase("main: text left to fault in (one text fault was fast)");
+  }
   using namespace pulsebox::cli;
   // Called as pulsebox-runc (engines run it as a runc): `pulsebox oci ...`.
   // Before the server shortcut, so `pulsebox-runc run` is never a sandbox run.

@@ -14,9 +14,13 @@ extern "C" {
 
 // Called by the static CLI's entry point (cli/fast_client.cc) before the C
 // library starts, with the initial stack: populates the program's writable
-// segment (before its relocations write it) and its text. Raw system calls
-// only, like the fast client.
+// segment (before its relocations write it), and its text when one text
+// page fault turns out slow (what it cost is left in
+// pulsebox_text_fault_ns). Raw system calls only, like the fast client.
 void pulsebox_prefault_image(long* initial_stack);
+// The one text fault pulsebox_prefault_image timed, in ns; -1 when it did
+// not (`serve`, builds without the pre-libc entry). PULSEBOX_TRACE shows it.
+[[gnu::visibility("hidden")]] extern long pulsebox_text_fault_ns;
 // Set by pulsebox_prefault_image when it populated (every command but
 // `serve`): main() then populates a heap too. 0 in builds without the
 // pre-libc entry (sanitizers).
@@ -24,6 +28,14 @@ void pulsebox_prefault_image(long* initial_stack);
 }
 
 namespace pulsebox::cli {
+
+// Populating the whole text pays off only when a page fault costs at least
+// this. A run of the static CLI takes 33 text faults (one per 64 KiB
+// window, all over the text). On this kind of VM, MADV_POPULATE_READ of
+// the whole text costs 0.37 ms when faults are cheap (1.7-2.6 us each, the
+// probe 5-8 us: its fault also makes a page table) and 0.17 ms when they
+// are slow (11-17 us each, another hour): docs/benchmarks.md.
+constexpr long kSlowTextFaultNs = 15000;
 
 // Grows the heap once by what a command uses and populates it, and keeps
 // that much on every later growth and trim. Call first in main().

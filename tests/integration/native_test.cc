@@ -1150,6 +1150,18 @@ TEST_F(NativeBackendTest, TheTraceShowsEveryPhaseOfARunInOrder) {
   EXPECT_LE(at("child: init: namespaces made"), at("child: init: go"));
   EXPECT_LE(at("native: launched (id maps written, go sent)"), at("native: plan sent"));
   EXPECT_LE(at("native: seccomp filter ready"), at("child: init: plan ready"));
+  // The static CLI's entry point timed one fault on its text and says
+  // whether it populated the text for that (cli/prefault.h); a build
+  // without that entry point (sanitizers) has nothing to say.
+  int text_lines = 0;
+  for (const auto& [ms, text] : lines) {
+    if (text.ends_with("main: text populated (one text fault was slow)") ||
+        text.ends_with("main: text left to fault in (one text fault was fast)")) {
+      ++text_lines;
+      EXPECT_LE(at("main"), ms);
+    }
+  }
+  EXPECT_EQ(text_lines, PULSEBOX_STATIC_CLI) << run.err;
 }
 
 TEST_F(NativeBackendTest, WithoutADelegatedCgroupAnExplicitMemoryLimitIsRefused) {
