@@ -19,7 +19,8 @@ extern "C" {
 // pulsebox_text_fault_ns). Raw system calls only, like the fast client.
 void pulsebox_prefault_image(long* initial_stack);
 // The one text fault pulsebox_prefault_image timed, in ns; -1 when it did
-// not (`serve`, builds without the pre-libc entry). PULSEBOX_TRACE shows it.
+// not (`serve`, builds without the pre-libc entry). PULSEBOX_TRACE says
+// whether the text was populated for it.
 [[gnu::visibility("hidden")]] extern long pulsebox_text_fault_ns;
 // Set by pulsebox_prefault_image when it populated (every command but
 // `serve`): main() then populates a heap too. 0 in builds without the
@@ -29,12 +30,15 @@ void pulsebox_prefault_image(long* initial_stack);
 
 namespace pulsebox::cli {
 
-// Populating the whole text pays off only when a page fault costs at least
-// this. A run of the static CLI takes 33 text faults (one per 64 KiB
-// window, all over the text). On this kind of VM, MADV_POPULATE_READ of
-// the whole text costs 0.37 ms when faults are cheap (1.7-2.6 us each, the
-// probe 5-8 us: its fault also makes a page table) and 0.17 ms when they
-// are slow (11-17 us each, another hour): docs/benchmarks.md.
+// The probe's time from which the text is populated. A run of the static
+// CLI takes 33 text faults (one per 64 KiB window, all over the text). On
+// this kind of VM, MADV_POPULATE_READ of the whole text (1,118 pages) costs
+// 0.37 ms when a fault costs 1.7-2.6 us, so those 33 faults are cheaper; on
+// slow hours a fault cost 11-17 us and the populate far less than 33 of
+// them (0.17 ms for the 1,456 pages the text had then). The probe's fault
+// also makes a page table: 5-8 us when an average fault was 1.7-2.6, about
+// 3 x. So this threshold stands for an average fault of ~5 us, between the
+// two; the probe was not measured on a slow hour (docs/benchmarks.md).
 constexpr long kSlowTextFaultNs = 15000;
 
 // Grows the heap once by what a command uses and populates it, and keeps
