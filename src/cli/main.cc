@@ -31,7 +31,7 @@ int main(int argc, char** argv) {
   // opens, which a run would then hand the command as its stdin.
   if (::fcntl(STDIN_FILENO, F_GETFD) < 0) (void)::open("/dev/null", O_RDONLY);
   pulsebox::core::trace_phase("main");
-  if (pulsebox_text_fault_ns >= pulsebox::cli::kSlowTextFaultNs) {
+  if (pulsebox::cli::text_fault_is_slow(pulsebox_text_fault_ns)) {
     pulsebox::core::trace_phase("main: text populated (one text fault was slow)");
   } else if (pulsebox_text_fault_ns >= 0) {
     pulsebox::core::trace_phase("main: text left to fault in (one text fault was fast)");

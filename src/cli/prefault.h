@@ -41,6 +41,13 @@ namespace pulsebox::cli {
 // two; the probe was not measured on a slow hour (docs/benchmarks.md).
 constexpr long kSlowTextFaultNs = 15000;
 
+// Whether a probe of `fault_ns` populates the text: the entry point decides
+// with it and main()'s trace says what it decided. Inlined: the entry point
+// runs before the C library and calls nothing.
+[[gnu::always_inline]] constexpr bool text_fault_is_slow(long fault_ns) {
+  return fault_ns >= kSlowTextFaultNs;
+}
+
 // Grows the heap once by what a command uses and populates it, and keeps
 // that much on every later growth and trim. Call first in main().
 void prefault_heap();

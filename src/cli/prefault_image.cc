@@ -76,7 +76,7 @@ extern "C" void pulsebox_prefault_image(long* initial_stack) {
       advice = MADV_POPULATE_WRITE;
     } else if ((segment.p_flags & PF_X) != 0) {
       pulsebox_text_fault_ns = text_fault_ns(start, end);
-      if (pulsebox_text_fault_ns >= kSlowTextFaultNs) advice = MADV_POPULATE_READ;
+      if (pulsebox::cli::text_fault_is_slow(pulsebox_text_fault_ns)) advice = MADV_POPULATE_READ;
     }
     if (advice < 0) continue;
     pulsebox::linux_api::raw(SYS_madvise, start, end - start, advice);
