@@ -79,6 +79,11 @@ def main():
     }
     server = peers.Server(workspace)
     try:
+        # A kind that cannot run here says so now, not as 0 runs/s.
+        for kind, argv in kinds.items():
+            _, status, _ = peers.run_once(argv, env)
+            if status != 0:
+                sys.exit(f"sustained: {kind} exited with {status}: {' '.join(argv)}")
         rates, latency = {}, {}
         print(f"{'':<14}" + "".join(f"{w + 1:>7}" for w in range(args.windows)) +
               "   (runs/s per window)   then latency")
@@ -87,6 +92,8 @@ def main():
             print(f"{kind:<14}", end="", flush=True)
             for _ in range(args.windows):
                 rate, _ = peers.throughput(argv, env, CLIENTS, args.seconds)
+                if rate == 0:
+                    sys.exit(f"\nsustained: no run of {kind} succeeded in a window")
                 rates[kind].append(rate)
                 print(f"{rate:>7.1f}", end="", flush=True)
             samples = []
