@@ -208,6 +208,11 @@ def pulsebox_env(server=False):
                 PULSEBOX_SERVER="off")
 
 
+def bwrap_true(bwrap):
+    """The bwrap run every ratio here is against: /bin/true, every namespace."""
+    return [bwrap, "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "/bin/true"]
+
+
 def pulsebox_peer(name, workspace, server=False):
     return Peer(name, [PULSEBOX, "run", "-w", workspace, "--net", "none", "--", "/bin/true"],
                 env=pulsebox_env(server))
@@ -431,8 +436,7 @@ def benchmark(cleanups):
     else:
         reasons["unshare"] = "unshare is not installed"
     if which("bwrap"):
-        peers.append(Peer("bwrap", [which("bwrap"), "--unshare-all", "--die-with-parent",
-                                    "--ro-bind", "/", "/", "/bin/true"]))
+        peers.append(Peer("bwrap", bwrap_true(which("bwrap"))))
     else:
         reasons["bwrap"] = "bubblewrap is not installed"
     for runtime in ("crun", "runc"):

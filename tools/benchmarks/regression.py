@@ -30,8 +30,7 @@ def main():
     os.makedirs(peers.BENCH, exist_ok=True)
     workspace = peers.make_workspace(os.path.join(peers.BENCH, "ws-empty"), 0)
     runs = [peers.pulsebox_peer("pulsebox", workspace),
-            peers.Peer("bwrap", [bwrap, "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/",
-                                 "/bin/true"])]
+            peers.Peer("bwrap", peers.bwrap_true(bwrap))]
     for peer in runs:
         peer.once()
         peer.samples.clear()

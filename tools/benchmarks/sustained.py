@@ -53,6 +53,14 @@ def file_system_of(path):
     return fstype, source, journal
 
 
+def timed_run(kind, argv, env):
+    """One run's milliseconds; a failed run ends the benchmark, naming it."""
+    elapsed, status, _ = peers.run_once(argv, env)
+    if status != 0:
+        sys.exit(f"sustained: {kind} exited with {status}: {' '.join(argv)}")
+    return elapsed
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--windows", type=int, default=6, help="windows (default 6)")
@@ -67,23 +75,20 @@ def main():
     os.makedirs(peers.BENCH, exist_ok=True)
     workspace = peers.make_workspace(os.path.join(peers.BENCH, "ws-empty"), 0)
     env = peers.pulsebox_env(server=True)
-    fstype, source, journal = file_system_of(env["PULSEBOX_STATE_DIR"].rsplit("/", 1)[0])
+    fstype, source, journal = file_system_of(os.path.dirname(env["PULSEBOX_STATE_DIR"]))
     print(f"== sustained load: {CLIENTS} clients, {args.windows} window(s) of {args.seconds:g} s "
           f"per kind; state directory on {fstype} ({source}), journal: {journal}")
     base = [peers.PULSEBOX, "run", "-w", workspace, "--net", "none"]
     kinds = {
         "served": base + ["--", "/bin/true"],
         "served --disk": base + ["--disk", "256M", "--", "/bin/true"],
-        # What `tools/bench peers` runs.
-        "bwrap": [bwrap, "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "/bin/true"],
+        "bwrap": peers.bwrap_true(bwrap),
     }
     server = peers.Server(workspace)
     try:
         # A kind that cannot run here says so now, not as 0 runs/s.
         for kind, argv in kinds.items():
-            _, status, _ = peers.run_once(argv, env)
-            if status != 0:
-                sys.exit(f"sustained: {kind} exited with {status}: {' '.join(argv)}")
+            timed_run(kind, argv, env)
         rates, latency = {}, {}
         print(f"{'':<14}" + "".join(f"{w + 1:>7}" for w in range(args.windows)) +
               "   (runs/s per window)   then latency")
@@ -98,10 +103,7 @@ def main():
                 print(f"{rate:>7.1f}", end="", flush=True)
             samples = []
             for _ in range(20):
-                elapsed, status, _ = peers.run_once(argv, env)
-                if status != 0:
-                    sys.exit(f"sustained: {kind} exited with {status}: {' '.join(argv)}")
-                samples.append(elapsed)
+                samples.append(timed_run(kind, argv, env))
                 time.sleep(0.03)
             latency[kind] = statistics.median(samples)
             print(f"   {latency[kind]:.2f} ms")
@@ -114,6 +116,7 @@ def main():
               f"{latency['served --disk'] / latency['bwrap']:.2f}")
     finally:
         server.stop()
+
 
 if __name__ == "__main__":
     main()
