@@ -33,7 +33,7 @@ core::Result<spec::Spec> parse_with_hooks(const json& hooks) {
   return spec::parse_spec(config.dump(), "/bundle");
 }
 
-std::string error_of(const json& hooks) {
+std::string hooks_error_of(const json& hooks) {
   auto parsed = parse_with_hooks(hooks);
   return parsed.ok() ? "(parsed)" : parsed.error().message();
 }
@@ -74,21 +74,22 @@ TEST(OciHooksReader, EveryKindIsReadPrestartBeforeCreateRuntime) {
 }
 
 TEST(OciHooksReader, BadHooksAreRefusedByPath) {
-  EXPECT_NE(error_of(json::parse(R"({"poststop": [{"path": "bin/x"}]})"))
+  EXPECT_NE(hooks_error_of(json::parse(R"({"poststop": [{"path": "bin/x"}]})"))
                 .find("hooks.poststop[0].path: missing or not absolute"),
             std::string::npos);
-  EXPECT_NE(
-      error_of(json::parse(R"({"poststart": [{"args": ["x"]}]})")).find("hooks.poststart[0].path"),
-      std::string::npos);
-  EXPECT_NE(error_of(json::parse(R"({"createRuntime": [{"path": "/x", "timeout": 0}]})"))
+  EXPECT_NE(hooks_error_of(json::parse(R"({"poststart": [{"args": ["x"]}]})"))
+                .find("hooks.poststart[0].path"),
+            std::string::npos);
+  EXPECT_NE(hooks_error_of(json::parse(R"({"createRuntime": [{"path": "/x", "timeout": 0}]})"))
                 .find("hooks.createRuntime[0].timeout"),
             std::string::npos);
-  EXPECT_NE(error_of(json::parse(R"({"createRuntime": [{"path": "/x", "dir": "/"}]})"))
+  EXPECT_NE(hooks_error_of(json::parse(R"({"createRuntime": [{"path": "/x", "dir": "/"}]})"))
                 .find("hooks.createRuntime[0].dir: unknown key"),
             std::string::npos);
-  EXPECT_NE(error_of(json::parse(R"({"preStart": []})")).find("hooks.preStart: unknown key"),
+  EXPECT_NE(hooks_error_of(json::parse(R"({"preStart": []})")).find("hooks.preStart: unknown key"),
             std::string::npos);
-  EXPECT_NE(error_of(json::parse(R"({"poststop": {}})")).find("hooks.poststop"), std::string::npos);
+  EXPECT_NE(hooks_error_of(json::parse(R"({"poststop": {}})")).find("hooks.poststop"),
+            std::string::npos);
 }
 
 TEST(OciHooksState, TheStateDocumentHasRuntimeSpecsFields) {

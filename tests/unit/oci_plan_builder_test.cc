@@ -38,7 +38,7 @@ core::Result<launch::ContainerPlan> plan_of(const json& config, PlanInputs input
   return build_container_plan(parse(config), inputs);
 }
 
-std::string error_of(const json& config, PlanInputs inputs = {}) {
+std::string plan_error_of(const json& config, PlanInputs inputs = {}) {
   auto plan = plan_of(config, inputs);
   return plan.ok() ? "(built)" : plan.error().message();
 }
@@ -180,7 +180,8 @@ TEST(OciPlanBuilder, TmpcopyupAttachesTheTreeCreateMade) {
   json config = read_data("podman-run-none-mem-pids-ro-v.config.json");
   config["mounts"].erase(config["mounts"].size() - 1);  // the cgroup mount
   // /tmp, /run and /var/tmp carry tmpcopyup: without their trees, nothing.
-  EXPECT_EQ(error_of(config), "config.json: mounts[1] (/tmp): no tmpcopyup tree was made for it");
+  EXPECT_EQ(plan_error_of(config),
+            "config.json: mounts[1] (/tmp): no tmpcopyup tree was made for it");
   PlanInputs inputs;
   inputs.copy_up_fds = {{1, 21}, {3, 22}, {8, 23}};
   auto plan = plan_of(config, inputs);
@@ -213,9 +214,9 @@ TEST(OciPlanBuilder, CgroupMountNeedsTheContainersCgroup) {
   json with_cgroup = podman_without_pending();
   with_cgroup["mounts"].push_back(
       {{"destination", "/sys/fs/cgroup"}, {"type", "cgroup"}, {"source", "cgroup"}});
-  EXPECT_NE(error_of(with_cgroup).find("mounts[12] (/sys/fs/cgroup): not supported yet"),
+  EXPECT_NE(plan_error_of(with_cgroup).find("mounts[12] (/sys/fs/cgroup): not supported yet"),
             std::string::npos)
-      << error_of(with_cgroup);
+      << plan_error_of(with_cgroup);
 }
 
 TEST(OciPlanBuilder, CgroupMountShowsOnlyTheContainersLeaves) {
@@ -279,9 +280,9 @@ TEST(OciPlanBuilder, Refusals) {
   // A joined mount namespace would take the container's mounts.
   json joined_mount = config;
   joined_mount["linux"]["namespaces"][3]["path"] = "/proc/1/ns/mnt";
-  EXPECT_NE(error_of(joined_mount).find("linux.namespaces[3].path: not supported yet"),
+  EXPECT_NE(plan_error_of(joined_mount).find("linux.namespaces[3].path: not supported yet"),
             std::string::npos)
-      << error_of(joined_mount);
+      << plan_error_of(joined_mount);
   json joined_with_new_user = config;
   joined_with_new_user["linux"]["namespaces"][4]["path"] = "/run/netns/x";
   joined_with_new_user["linux"]["namespaces"].push_back({{"type", "user"}});
@@ -290,40 +291,42 @@ TEST(OciPlanBuilder, Refusals) {
   joined_with_new_user["linux"]["gidMappings"] = {
       {{"containerID", 0}, {"hostID", 1000}, {"size", 1}}};
   joined_with_new_user["process"]["user"].erase("additionalGids");
-  EXPECT_NE(error_of(joined_with_new_user).find("a new user namespace together with a namespace"),
-            std::string::npos)
-      << error_of(joined_with_new_user);
+  EXPECT_NE(
+      plan_error_of(joined_with_new_user).find("a new user namespace together with a namespace"),
+      std::string::npos)
+      << plan_error_of(joined_with_new_user);
 
   json no_mount = config;
   no_mount["linux"]["namespaces"].erase(3);
-  EXPECT_NE(error_of(no_mount).find("needs a mount namespace"), std::string::npos)
-      << error_of(no_mount);
+  EXPECT_NE(plan_error_of(no_mount).find("needs a mount namespace"), std::string::npos)
+      << plan_error_of(no_mount);
 
   json terminal = config;
   terminal["process"]["terminal"] = true;
-  EXPECT_EQ(error_of(terminal), "config.json: process.terminal is true: give --console-socket");
+  EXPECT_EQ(plan_error_of(terminal),
+            "config.json: process.terminal is true: give --console-socket");
   PlanInputs console;
   console.console_socket_fd = 20;
-  EXPECT_EQ(error_of(terminal, console), "(built)");
-  EXPECT_NE(error_of(config, console).find("--console-socket"), std::string::npos);
+  EXPECT_EQ(plan_error_of(terminal, console), "(built)");
+  EXPECT_NE(plan_error_of(config, console).find("--console-socket"), std::string::npos);
 
   json relative_path = config;
   relative_path["process"]["env"] = {"PATH=bin:usr/bin"};
-  EXPECT_NE(error_of(relative_path).find("process.args[0] \"echo\": not found on the PATH"),
+  EXPECT_NE(plan_error_of(relative_path).find("process.args[0] \"echo\": not found on the PATH"),
             std::string::npos)
-      << error_of(relative_path);
+      << plan_error_of(relative_path);
 
   json shared = config;
   shared["mounts"][1]["options"].push_back("rshared");
-  EXPECT_NE(error_of(shared).find("mounts[1] (/dev).options \"rshared\": not supported yet"),
+  EXPECT_NE(plan_error_of(shared).find("mounts[1] (/dev).options \"rshared\": not supported yet"),
             std::string::npos)
-      << error_of(shared);
-  EXPECT_NE(error_of(shared).find("never lets the container's mounts propagate back"),
+      << plan_error_of(shared);
+  EXPECT_NE(plan_error_of(shared).find("never lets the container's mounts propagate back"),
             std::string::npos);
 
   json proc_ro = config;
   proc_ro["mounts"][0]["options"].push_back("ro");
-  EXPECT_NE(error_of(proc_ro).find("mounts[0] (/proc).options"), std::string::npos);
+  EXPECT_NE(plan_error_of(proc_ro).find("mounts[0] (/proc).options"), std::string::npos);
 }
 
 // Propagation: on binds as the option says (after they are attached), on
@@ -353,14 +356,15 @@ TEST(OciPlanBuilder, Propagation) {
   plan = plan_of(bind_with({"rbind"}));
   ASSERT_TRUE(plan.ok());
   EXPECT_EQ(find_step(*plan, "/vol", MountOp::Bind)->propagation, 0u);  // runc: the clone's
-  EXPECT_NE(error_of(bind_with({"rbind", "shared"})).find("/vol).options \"shared\""),
+  EXPECT_NE(plan_error_of(bind_with({"rbind", "shared"})).find("/vol).options \"shared\""),
             std::string::npos);
 
   json tmpfs = config;
   tmpfs["mounts"][1]["options"].push_back("rprivate");
-  EXPECT_EQ(error_of(tmpfs), "(built)");
+  EXPECT_EQ(plan_error_of(tmpfs), "(built)");
   tmpfs["mounts"][1]["options"].push_back("unbindable");
-  EXPECT_NE(error_of(tmpfs).find("unbindable is applied to bind mounts only"), std::string::npos);
+  EXPECT_NE(plan_error_of(tmpfs).find("unbindable is applied to bind mounts only"),
+            std::string::npos);
 
   for (const auto& [name, flags] : std::vector<std::pair<std::string, unsigned long>>{
            {"slave", MS_SLAVE},
@@ -376,9 +380,10 @@ TEST(OciPlanBuilder, Propagation) {
   }
   json shared_root = config;
   shared_root["linux"]["rootfsPropagation"] = "shared";
-  EXPECT_NE(error_of(shared_root).find("linux.rootfsPropagation \"shared\": not supported yet"),
-            std::string::npos)
-      << error_of(shared_root);
+  EXPECT_NE(
+      plan_error_of(shared_root).find("linux.rootfsPropagation \"shared\": not supported yet"),
+      std::string::npos)
+      << plan_error_of(shared_root);
 }
 
 // linux.seccomp.flags reach seccomp(2) through the plan, for create and exec.
@@ -446,10 +451,10 @@ TEST(OciPlanBuilder, ListedDevicesAndRules) {
   config["linux"]["devices"][0]["path"] = "/dev/pulsebox-no-such-device";
   PlanInputs no_mknod;
   no_mknod.can_mknod = false;
-  EXPECT_NE(error_of(config, no_mknod)
+  EXPECT_NE(plan_error_of(config, no_mknod)
                 .find("linux.devices[0]: /dev/pulsebox-no-such-device: no host device"),
             std::string::npos)
-      << error_of(config, no_mknod);
+      << plan_error_of(config, no_mknod);
 
   // The config's rules first (podman: deny all), then runc's implicit allows.
   const auto rules = device_rules(spec);

@@ -51,28 +51,28 @@ TEST(OciRecord, RoundTrips) {
 }
 
 TEST(OciRecord, DamagedRecordsAreRefusedByField) {
-  auto json = record_to_json(sample_record());
-  json["pid"] = "12";
-  auto result = record_from_json(json.dump(), "c1/state.json");
+  auto record = record_to_json(sample_record());
+  record["pid"] = "12";
+  auto result = record_from_json(record.dump(), "c1/state.json");
   ASSERT_FALSE(result.ok());
   EXPECT_NE(result.error().message().find("\"pid\""), std::string::npos);
-  json = record_to_json(sample_record());
-  json["cgroup_leaves"] = {"relative/leaf"};
-  EXPECT_FALSE(record_from_json(json.dump(), "s").ok());
-  json = record_to_json(sample_record());
-  json["planned_cgroup_leaves"] = {"relative/leaf"};
-  result = record_from_json(json.dump(), "s");
+  record = record_to_json(sample_record());
+  record["cgroup_leaves"] = {"relative/leaf"};
+  EXPECT_FALSE(record_from_json(record.dump(), "s").ok());
+  record = record_to_json(sample_record());
+  record["planned_cgroup_leaves"] = {"relative/leaf"};
+  result = record_from_json(record.dump(), "s");
   ASSERT_FALSE(result.ok());
   EXPECT_NE(result.error().message().find("planned_cgroup_leaves"), std::string::npos);
   // A record written before the field existed is read, with none planned.
-  json = record_to_json(sample_record());
-  json.erase("planned_cgroup_leaves");
-  const auto older = record_from_json(json.dump(), "s");
+  record = record_to_json(sample_record());
+  record.erase("planned_cgroup_leaves");
+  const auto older = record_from_json(record.dump(), "s");
   ASSERT_TRUE(older.ok()) << older.error().to_string();
   EXPECT_TRUE(older->planned_cgroup_leaves.empty());
-  json = record_to_json(sample_record());
-  json["phase"] = "running";
-  EXPECT_FALSE(record_from_json(json.dump(), "s").ok());
+  record = record_to_json(sample_record());
+  record["phase"] = "running";
+  EXPECT_FALSE(record_from_json(record.dump(), "s").ok());
   EXPECT_FALSE(record_from_json("{", "s").ok());
 }
 
