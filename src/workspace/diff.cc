@@ -1,7 +1,9 @@
 #include "workspace/diff.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
+#include <limits>
 #include <vector>
 
 #include "core/text.h"
@@ -38,31 +40,45 @@ std::vector<std::string_view> split_lines(std::string_view text) {
 
 enum class Op { Keep, Delete, Insert };
 
-// Myers' O((N+M)D) shortest edit script, on the part left after trimming the
-// common prefix and suffix.
-std::vector<Op> edit_script(const std::vector<std::string_view>& a,
-                            const std::vector<std::string_view>& b) {
+// The part of two line lists a search has to look at: what is left after
+// their common prefix and suffix.
+struct Middle {
   std::size_t prefix = 0;
-  while (prefix < a.size() && prefix < b.size() && a[prefix] == b[prefix])
-    ++prefix;
   std::size_t suffix = 0;
-  while (suffix < a.size() - prefix && suffix < b.size() - prefix &&
-         a[a.size() - 1 - suffix] == b[b.size() - 1 - suffix]) {
-    ++suffix;
-  }
-  const long n = static_cast<long>(a.size() - prefix - suffix);
-  const long m = static_cast<long>(b.size() - prefix - suffix);
-  auto A = [&](long i) { return a[prefix + static_cast<std::size_t>(i)]; };
-  auto B = [&](long j) { return b[prefix + static_cast<std::size_t>(j)]; };
+  long n = 0;  // lines of a between them
+  long m = 0;  // lines of b between them
+};
 
-  std::vector<Op> middle;
-  const long max = std::min<long>(n + m, static_cast<long>(kMaxEditDistance));
+Middle middle_of(const std::vector<std::string_view>& a, const std::vector<std::string_view>& b) {
+  Middle middle;
+  while (middle.prefix < a.size() && middle.prefix < b.size() &&
+         a[middle.prefix] == b[middle.prefix]) {
+    ++middle.prefix;
+  }
+  while (middle.suffix < a.size() - middle.prefix && middle.suffix < b.size() - middle.prefix &&
+         a[a.size() - 1 - middle.suffix] == b[b.size() - 1 - middle.suffix]) {
+    ++middle.suffix;
+  }
+  middle.n = static_cast<long>(a.size() - middle.prefix - middle.suffix);
+  middle.m = static_cast<long>(b.size() - middle.prefix - middle.suffix);
+  return middle;
+}
+
+// Myers' greedy forward search over the middle: calls on_step(d, v, offset)
+// before each step d (v[k + offset]: the furthest x reached on diagonal k)
+// and returns the length D of a shortest edit script, or -1 past
+// kMaxEditDistance. Only the current row of x values is kept: O(n + m).
+template <typename OnStep>
+long forward_search(const std::vector<std::string_view>& a, const std::vector<std::string_view>& b,
+                    const Middle& mid, OnStep&& on_step) {
+  if (mid.n == 0 || mid.m == 0) return mid.n + mid.m;  // all deleted or all inserted
+  auto A = [&](long i) { return a[mid.prefix + static_cast<std::size_t>(i)]; };
+  auto B = [&](long j) { return b[mid.prefix + static_cast<std::size_t>(j)]; };
+  const long max = std::min<long>(mid.n + mid.m, static_cast<long>(kMaxEditDistance));
   const long offset = max + 1;
   std::vector<long> v(static_cast<std::size_t>(2 * max + 3), 0);
-  std::vector<std::vector<long>> trace;
-  bool found = n + m == 0;
-  for (long d = 0; d <= max && !found; ++d) {
-    trace.push_back(v);
+  for (long d = 0; d <= max; ++d) {
+    on_step(d, v, offset);
     for (long k = -d; k <= d; k += 2) {
       long x;
       if (k == -d || (k != d && v[offset + k - 1] < v[offset + k + 1])) {
@@ -71,31 +87,54 @@ std::vector<Op> edit_script(const std::vector<std::string_view>& a,
         x = v[offset + k - 1] + 1;
       }
       long y = x - k;
-      while (x < n && y < m && A(x) == B(y)) {
+      while (x < mid.n && y < mid.m && A(x) == B(y)) {
         ++x;
         ++y;
       }
       v[offset + k] = x;
-      if (x >= n && y >= m) {
-        found = true;
-        break;
-      }
+      if (x >= mid.n && y >= mid.m) return d;
     }
   }
-  if (found && n + m > 0) {
-    trace.push_back(v);
-    long x = n;
-    long y = m;
-    for (long d = static_cast<long>(trace.size()) - 2; d >= 0; --d) {
-      const std::vector<long>& vd = trace[static_cast<std::size_t>(d)];
+  return -1;
+}
+
+// Myers' O((N+M)D) shortest edit script. The distance is found first
+// without a trace; then the search runs again keeping, for each step d, only
+// the diagonals -d-1..d+1 the walk back reads (as 32-bit values): about
+// 4*D*D bytes, so at most 64 MB at kMaxEditDistance, and nothing for a file
+// only added or only deleted.
+std::vector<Op> edit_script(const std::vector<std::string_view>& a,
+                            const std::vector<std::string_view>& b) {
+  const Middle mid = middle_of(a, b);
+  std::vector<Op> middle;
+  const auto no_trace = [](long, const std::vector<long>&, long) {};
+  const bool searchable =
+      mid.n > 0 && mid.m > 0 && mid.n + mid.m < std::numeric_limits<std::int32_t>::max();
+  const long distance = searchable ? forward_search(a, b, mid, no_trace) : -1;
+  if (distance < 0) {
+    middle.assign(static_cast<std::size_t>(mid.n), Op::Delete);
+    middle.insert(middle.end(), static_cast<std::size_t>(mid.m), Op::Insert);
+  } else {
+    std::vector<std::vector<std::int32_t>>
+        trace;  // trace[d][k + d + 1]: x on diagonal k before step d
+    trace.reserve(static_cast<std::size_t>(distance) + 1);
+    forward_search(a, b, mid, [&](long d, const std::vector<long>& v, long offset) {
+      trace.emplace_back(v.begin() + (offset - d - 1), v.begin() + (offset + d + 2));
+    });
+    auto at = [&](long d, long k) -> long {
+      return trace[static_cast<std::size_t>(d)][static_cast<std::size_t>(k + d + 1)];
+    };
+    long x = mid.n;
+    long y = mid.m;
+    for (long d = distance; d >= 0; --d) {
       const long k = x - y;
       long prev_k;
-      if (k == -d || (k != d && vd[offset + k - 1] < vd[offset + k + 1])) {
+      if (k == -d || (k != d && at(d, k - 1) < at(d, k + 1))) {
         prev_k = k + 1;
       } else {
         prev_k = k - 1;
       }
-      const long prev_x = vd[offset + prev_k];
+      const long prev_x = at(d, prev_k);
       const long prev_y = prev_x - prev_k;
       while (x > prev_x && y > prev_y) {
         middle.push_back(Op::Keep);
@@ -107,13 +146,10 @@ std::vector<Op> edit_script(const std::vector<std::string_view>& a,
       y = prev_y;
     }
     std::reverse(middle.begin(), middle.end());
-  } else if (!found) {
-    middle.assign(static_cast<std::size_t>(n), Op::Delete);
-    middle.insert(middle.end(), static_cast<std::size_t>(m), Op::Insert);
   }
-  std::vector<Op> script(prefix, Op::Keep);
+  std::vector<Op> script(mid.prefix, Op::Keep);
   script.insert(script.end(), middle.begin(), middle.end());
-  script.insert(script.end(), suffix, Op::Keep);
+  script.insert(script.end(), mid.suffix, Op::Keep);
   return script;
 }
 
@@ -153,9 +189,17 @@ LineCounts count_changed_lines(const DiffSide& before, const DiffSide& after) {
   }
   const std::vector<std::string_view> a = split_lines(before.content);
   const std::vector<std::string_view> b = split_lines(after.content);
-  for (const Op op : edit_script(a, b)) {
-    if (op == Op::Insert) ++counts.added;
-    if (op == Op::Delete) ++counts.removed;
+  // The counts of edit_script's Inserts and Deletes without its trace: a
+  // shortest script of length D deletes (D + n - m) / 2 lines and inserts
+  // (D - n + m) / 2; past the search's limit it replaces the whole middle.
+  const Middle mid = middle_of(a, b);
+  const long distance = forward_search(a, b, mid, [](long, const std::vector<long>&, long) {});
+  if (distance < 0) {
+    counts.removed = static_cast<std::uint64_t>(mid.n);
+    counts.added = static_cast<std::uint64_t>(mid.m);
+  } else {
+    counts.removed = static_cast<std::uint64_t>((distance + mid.n - mid.m) / 2);
+    counts.added = static_cast<std::uint64_t>((distance - mid.n + mid.m) / 2);
   }
   return counts;
 }

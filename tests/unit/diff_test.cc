@@ -1,0 +1,143 @@
+// Line diffs of the change review: minimal counts, and memory that does not
+// grow with the square of a file's length.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "workspace/diff.h"
+
+namespace pulsebox::workspace {
+namespace {
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::size_t start = 0;
+  while (start < text.size()) {
+    std::size_t end = text.find('\n', start);
+    end = end == std::string::npos ? text.size() : end + 1;
+    lines.push_back(text.substr(start, end - start));
+    start = end;
+  }
+  return lines;
+}
+
+// The longest common subsequence of two line lists, by the quadratic table:
+// a minimal diff removes n - LCS lines and adds m - LCS.
+std::size_t longest_common_lines(const std::vector<std::string>& a,
+                                 const std::vector<std::string>& b) {
+  std::vector<std::vector<std::size_t>> table(a.size() + 1,
+                                              std::vector<std::size_t>(b.size() + 1, 0));
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      table[i][j] = a[i - 1] == b[j - 1] ? table[i - 1][j - 1] + 1
+                                         : std::max(table[i - 1][j], table[i][j - 1]);
+    }
+  }
+  return table[a.size()][b.size()];
+}
+
+// The '+' and '-' lines of a unified diff's hunks.
+std::pair<std::uint64_t, std::uint64_t> signed_lines(const std::string& diff) {
+  std::uint64_t added = 0, removed = 0;
+  for (const std::string& line : lines_of(diff)) {
+    if (line.starts_with("+++ ") || line.starts_with("--- ")) continue;
+    if (line.starts_with("+")) ++added;
+    if (line.starts_with("-")) ++removed;
+  }
+  return {added, removed};
+}
+
+DiffSide file_side(std::string content) {
+  return DiffSide{.exists = true, .is_symlink = false, .mode = 0644, .content = std::move(content)};
+}
+
+TEST(LineDiff, CountsAreMinimalAndMatchTheUnifiedDiff) {
+  std::mt19937 random(20261206);
+  for (int round = 0; round < 400; ++round) {
+    // Few distinct lines, so that the texts share many of them.
+    auto text = [&](int lines) {
+      std::string out;
+      for (int i = 0; i < lines; ++i)
+        out += "line " + std::to_string(random() % 5) + "\n";
+      return out;
+    };
+    const std::string before = text(static_cast<int>(random() % 40));
+    std::string after = text(static_cast<int>(random() % 40));
+    if (round % 3 == 0) after = before.substr(0, before.size() / 2) + after;  // a shared prefix
+    const auto lcs = longest_common_lines(lines_of(before), lines_of(after));
+    const LineCounts counts = count_changed_lines(file_side(before), file_side(after));
+    ASSERT_FALSE(counts.binary);
+    EXPECT_EQ(counts.removed, lines_of(before).size() - lcs) << before << "--\n" << after;
+    EXPECT_EQ(counts.added, lines_of(after).size() - lcs) << before << "--\n" << after;
+    const auto [added, removed] =
+        signed_lines(unified_file_diff("f.txt", file_side(before), file_side(after), false));
+    EXPECT_EQ(added, counts.added) << before << "--\n" << after;
+    EXPECT_EQ(removed, counts.removed) << before << "--\n" << after;
+  }
+}
+
+// Peak resident memory since the last reset (VmHWM), in kB; resetting it
+// to the current size is Linux's clear_refs 5.
+void reset_peak() {
+  std::ofstream("/proc/self/clear_refs") << "5";
+}
+long peak_kb() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.starts_with("VmHWM:")) return std::stol(line.substr(6));
+  }
+  return -1;
+}
+long current_kb() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.starts_with("VmRSS:")) return std::stol(line.substr(6));
+  }
+  return -1;
+}
+
+std::string numbered_lines(const std::string& stem, int count) {
+  std::string out;
+  for (int i = 0; i < count; ++i)
+    out += stem + std::to_string(i) + "\n";
+  return out;
+}
+
+// A file of 20,000 lines added or deleted, and one whose every line
+// changed (beyond the search's limit): each reviewed in a few MB, not the
+// hundreds of MB a trace of every search step as wide as the limit took.
+TEST(LineDiff, LongFilesAddedDeletedOrRewrittenAreReviewedInLittleMemory) {
+  const DiffSide absent;
+  const DiffSide added = file_side(numbered_lines("new line ", 20000));
+  const DiffSide old_text = file_side(numbered_lines("old line ", 20000));
+  const DiffSide rewritten = file_side(numbered_lines("rewritten line ", 20000));
+  struct Case {
+    const char* name;
+    const DiffSide& before;
+    const DiffSide& after;
+    std::uint64_t removed, added;
+  };
+  for (const Case& c :
+       {Case{"added", absent, added, 0, 20000}, Case{"deleted", old_text, absent, 20000, 0},
+        Case{"rewritten", old_text, rewritten, 20000, 20000}}) {
+    reset_peak();
+    const long start = current_kb();
+    ASSERT_GT(start, 0) << "no VmRSS in /proc/self/status";
+    const LineCounts counts = count_changed_lines(c.before, c.after);
+    const std::string diff = unified_file_diff("big.txt", c.before, c.after, false);
+    const long grown = peak_kb() - start;
+    EXPECT_EQ(counts.removed, c.removed) << c.name;
+    EXPECT_EQ(counts.added, c.added) << c.name;
+    EXPECT_EQ(signed_lines(diff), std::make_pair(c.added, c.removed)) << c.name;
+    EXPECT_LT(grown, 16 * 1024) << c.name << ": the peak grew by " << grown << " kB";
+  }
+}
+
+}  // namespace
+}  // namespace pulsebox::workspace
