@@ -51,17 +51,21 @@ def env(state, trace=False):
 
 
 def rss_of(argv, **kwargs):
-    """Like timed(), but with the child's peak RSS (MB), via wait4."""
-    started = time.perf_counter()
-    child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kwargs)
-    out = child.stdout.read()
-    err = child.stderr.read()
-    _, status, usage = os.wait4(child.pid, 0)
-    elapsed = (time.perf_counter() - started) * 1000
-    child.returncode = os.waitstatus_to_exitcode(status)
-    if child.returncode != 0:
-        sys.exit(f"{' '.join(argv[:4])}...: exit {child.returncode}: {err.decode()[-2000:]}")
-    return elapsed, usage.ru_maxrss / 1024, out.decode(errors="replace"), err.decode(errors="replace")
+    """Runs argv; returns (ms, its peak RSS in MB, stdout, stderr).
+    The peak is GNU time's %M: Python's own wait4 ru_maxrss would not do,
+    because a process that execs keeps the larger of its old and new
+    image's peaks, and a child forked (or vforked) from this script starts
+    with the script's size."""
+    with tempfile.NamedTemporaryFile("r") as peak:
+        started = time.perf_counter()
+        child = subprocess.run(["/usr/bin/time", "-q", "-f", "%M", "-o", peak.name] + argv,
+                               capture_output=True, **kwargs)
+        elapsed = (time.perf_counter() - started) * 1000
+        if child.returncode != 0:
+            sys.exit(f"{' '.join(argv[:4])}...: exit {child.returncode}: "
+                     f"{child.stderr.decode()[-2000:]}")
+        rss_mb = int(peak.read().split()[-1]) / 1024
+    return elapsed, rss_mb, child.stdout.decode(errors="replace"), child.stderr.decode(errors="replace")
 
 
 def phase(trace, name):
