@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <iterator>
 #include <limits>
+#include <span>
+#include <unordered_set>
 #include <vector>
 
 #include "core/text.h"
@@ -64,17 +67,17 @@ Middle middle_of(const std::vector<std::string_view>& a, const std::vector<std::
   return middle;
 }
 
-// Myers' greedy forward search over the middle: calls on_step(d, v, offset)
+// Myers' greedy forward search from a to b: calls on_step(d, v, offset)
 // before each step d (v[k + offset]: the furthest x reached on diagonal k)
-// and returns the length D of a shortest edit script, or -1 past
-// kMaxEditDistance. Only the current row of x values is kept: O(n + m).
+// and returns the length D of a shortest edit script, or -1 if it is longer
+// than limit. Only the current row of x values is kept: O(n + m).
 template <typename OnStep>
-long forward_search(const std::vector<std::string_view>& a, const std::vector<std::string_view>& b,
-                    const Middle& mid, OnStep&& on_step) {
-  if (mid.n == 0 || mid.m == 0) return mid.n + mid.m;  // all deleted or all inserted
-  auto A = [&](long i) { return a[mid.prefix + static_cast<std::size_t>(i)]; };
-  auto B = [&](long j) { return b[mid.prefix + static_cast<std::size_t>(j)]; };
-  const long max = std::min<long>(mid.n + mid.m, static_cast<long>(kMaxEditDistance));
+long forward_search(std::span<const std::string_view> a, std::span<const std::string_view> b,
+                    long limit, OnStep&& on_step) {
+  const long n = static_cast<long>(a.size());
+  const long m = static_cast<long>(b.size());
+  if (n == 0 || m == 0) return n + m <= limit ? n + m : -1;  // all deleted or all inserted
+  const long max = std::min(n + m, limit);
   const long offset = max + 1;
   std::vector<long> v(static_cast<std::size_t>(2 * max + 3), 0);
   for (long d = 0; d <= max; ++d) {
@@ -87,40 +90,68 @@ long forward_search(const std::vector<std::string_view>& a, const std::vector<st
         x = v[offset + k - 1] + 1;
       }
       long y = x - k;
-      while (x < mid.n && y < mid.m && A(x) == B(y)) {
+      while (x < n && y < m && a[static_cast<std::size_t>(x)] == b[static_cast<std::size_t>(y)]) {
         ++x;
         ++y;
       }
       v[offset + k] = x;
-      if (x >= mid.n && y >= mid.m) return d;
+      if (x >= n && y >= m) return d;
     }
   }
   return -1;
 }
 
-// Myers' O((N+M)D) shortest edit script. The distance is found first
-// without a trace; then the search runs again keeping, for each step d, only
-// the diagonals -d-1..d+1 the walk back reads (as 32-bit values): about
-// 4*D*D bytes, so at most 64 MB at kMaxEditDistance, and nothing for a file
-// only added or only deleted.
+// forward_search's on_step when only the distance is wanted.
+constexpr auto kNoTrace = [](long, const std::vector<long>&, long) {};
+
+// The length of a shortest edit script from a to b, or -1 past
+// kMaxEditDistance: edit_script's length, without its trace. A line found
+// on one side only cannot be kept, so it is an edit in every script: those
+// are counted, and only the lines left on both sides are searched (as git's
+// xdiff does). A rewritten file then costs no search at all.
+long edit_distance(std::span<const std::string_view> a, std::span<const std::string_view> b) {
+  const std::unordered_set<std::string_view> in_a(a.begin(), a.end());
+  const std::unordered_set<std::string_view> in_b(b.begin(), b.end());
+  std::vector<std::string_view> shared_a;
+  std::vector<std::string_view> shared_b;
+  std::copy_if(a.begin(), a.end(), std::back_inserter(shared_a),
+               [&](std::string_view line) { return in_b.contains(line); });
+  std::copy_if(b.begin(), b.end(), std::back_inserter(shared_b),
+               [&](std::string_view line) { return in_a.contains(line); });
+  const long unmatched = static_cast<long>(a.size() - shared_a.size() + b.size() - shared_b.size());
+  const long limit = static_cast<long>(kMaxEditDistance);
+  if (unmatched > limit) return -1;
+  const long searched = forward_search(shared_a, shared_b, limit - unmatched, kNoTrace);
+  return searched < 0 ? -1 : unmatched + searched;
+}
+
+// Myers' O((N+M)D) shortest edit script. Its length D comes first from
+// edit_distance (no trace; past the limit, the middle is shown replaced
+// without any search); then the search runs over the whole middle up to D,
+// keeping for each step d only the diagonals -d-1..d+1 the walk back reads
+// (as 32-bit values): about 4*D*D bytes, at most 64 MB at kMaxEditDistance.
+// Searching the whole middle, not only the lines both sides have, keeps
+// which of several shortest scripts is shown.
 std::vector<Op> edit_script(const std::vector<std::string_view>& a,
                             const std::vector<std::string_view>& b) {
   const Middle mid = middle_of(a, b);
   std::vector<Op> middle;
-  const auto no_trace = [](long, const std::vector<long>&, long) {};
   const bool searchable =
       mid.n > 0 && mid.m > 0 && mid.n + mid.m < std::numeric_limits<std::int32_t>::max();
-  const long distance = searchable ? forward_search(a, b, mid, no_trace) : -1;
+  const auto a_middle = std::span(a).subspan(mid.prefix, static_cast<std::size_t>(mid.n));
+  const auto b_middle = std::span(b).subspan(mid.prefix, static_cast<std::size_t>(mid.m));
+  const long distance = searchable ? edit_distance(a_middle, b_middle) : -1;
   if (distance < 0) {
     middle.assign(static_cast<std::size_t>(mid.n), Op::Delete);
     middle.insert(middle.end(), static_cast<std::size_t>(mid.m), Op::Insert);
   } else {
-    std::vector<std::vector<std::int32_t>>
-        trace;  // trace[d][k + d + 1]: x on diagonal k before step d
+    // trace[d][k + d + 1]: the furthest x on diagonal k before step d.
+    std::vector<std::vector<std::int32_t>> trace;
     trace.reserve(static_cast<std::size_t>(distance) + 1);
-    forward_search(a, b, mid, [&](long d, const std::vector<long>& v, long offset) {
-      trace.emplace_back(v.begin() + (offset - d - 1), v.begin() + (offset + d + 2));
-    });
+    forward_search(a_middle, b_middle, distance,
+                   [&](long d, const std::vector<long>& v, long offset) {
+                     trace.emplace_back(v.begin() + (offset - d - 1), v.begin() + (offset + d + 2));
+                   });
     auto at = [&](long d, long k) -> long {
       return trace[static_cast<std::size_t>(d)][static_cast<std::size_t>(k + d + 1)];
     };
@@ -193,7 +224,9 @@ LineCounts count_changed_lines(const DiffSide& before, const DiffSide& after) {
   // shortest script of length D deletes (D + n - m) / 2 lines and inserts
   // (D - n + m) / 2; past the search's limit it replaces the whole middle.
   const Middle mid = middle_of(a, b);
-  const long distance = forward_search(a, b, mid, [](long, const std::vector<long>&, long) {});
+  const long distance =
+      edit_distance(std::span(a).subspan(mid.prefix, static_cast<std::size_t>(mid.n)),
+                    std::span(b).subspan(mid.prefix, static_cast<std::size_t>(mid.m)));
   if (distance < 0) {
     counts.removed = static_cast<std::uint64_t>(mid.n);
     counts.added = static_cast<std::uint64_t>(mid.m);

@@ -58,11 +58,14 @@ DiffSide file_side(std::string content) {
 TEST(LineDiff, CountsAreMinimalAndMatchTheUnifiedDiff) {
   std::mt19937 random(20261206);
   for (int round = 0; round < 400; ++round) {
-    // Few distinct lines, so that the texts share many of them.
+    // Few distinct lines, so that the texts share many of them, and now and
+    // then a line only one side has.
     auto text = [&](int lines) {
       std::string out;
-      for (int i = 0; i < lines; ++i)
-        out += "line " + std::to_string(random() % 5) + "\n";
+      for (int i = 0; i < lines; ++i) {
+        out += random() % 6 == 0 ? "only here " + std::to_string(random()) + "\n"
+                                 : "line " + std::to_string(random() % 5) + "\n";
+      }
       return out;
     };
     const std::string before = text(static_cast<int>(random() % 40));
@@ -77,6 +80,27 @@ TEST(LineDiff, CountsAreMinimalAndMatchTheUnifiedDiff) {
         signed_lines(unified_file_diff("f.txt", file_side(before), file_side(after), false));
     EXPECT_EQ(added, counts.added) << before << "--\n" << after;
     EXPECT_EQ(removed, counts.removed) << before << "--\n" << after;
+  }
+}
+
+// At the search's limit (4,000 edits) the counts still say what the patch
+// shows: one edit under it a minimal diff, one over it the whole middle
+// replaced, however many of those edits are lines only one side has.
+TEST(LineDiff, AtTheSearchLimitCountsAndPatchAgree) {
+  for (const int unique_lines : {2000, 2001}) {
+    std::string before, after;
+    for (int i = 0; i < unique_lines; ++i) {
+      before += "before " + std::to_string(i) + "\nshared " + std::to_string(i) + "\n";
+      after += "after " + std::to_string(i) + "\nshared " + std::to_string(i) + "\n";
+    }
+    const LineCounts counts = count_changed_lines(file_side(before), file_side(after));
+    const auto [added, removed] =
+        signed_lines(unified_file_diff("f.txt", file_side(before), file_side(after), false));
+    EXPECT_EQ(counts.added, added) << unique_lines;
+    EXPECT_EQ(counts.removed, removed) << unique_lines;
+    // Over the limit: every line but the shared last one (the common suffix).
+    const std::uint64_t expected = unique_lines == 2000 ? 2000 : 4001;
+    EXPECT_EQ(counts.added, expected) << unique_lines;
   }
 }
 
