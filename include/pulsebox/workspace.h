@@ -55,6 +55,7 @@
 #include <cstdint>
 #include <deque>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -307,6 +308,13 @@ class PULSEBOX_API Workspace {
   // terminal (the CLI does).
   std::string diff(const std::string& tx, const DiffOptions& options) const;
   std::string diff(const std::string& tx, bool colour = false) const;
+  // The same diff, one changed path at a time in path order: `section` gets
+  // each path's part as soon as it is made, so the whole diff is never held
+  // at once (`pulsebox diff` prints it as it comes). The view is valid
+  // only during the call.
+  void diff(
+      const std::string& tx, const DiffOptions& options,
+      const std::function<void(const std::string& path, std::string_view section)>& section) const;
   // Lines added and removed per changed path (`paths` as DiffOptions::paths).
   std::vector<DiffStat> diff_stat(const std::string& tx,
                                   const std::vector<std::string>& paths = {}) const;

@@ -3,6 +3,8 @@
 
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <string_view>
+#include <unordered_set>
 
 #include "cli/commands.h"
 #include "cli/output.h"
@@ -21,7 +23,7 @@ using review::Options;
 
 // On a terminal a file's own escape sequences must not act; piped, the
 // diff stays byte for byte (`pulsebox diff TX | git apply`).
-void print_diff_text(const std::string& text) {
+void print_diff_text(std::string_view text) {
   if (::isatty(STDOUT_FILENO) == 1) {
     std::cout << workspace::escape_diff_for_terminal(text);
   } else {
@@ -192,27 +194,31 @@ int run_diff(const Options& options) {
       return kExitOk;
     }
 
-    const std::string text =
-        ws.diff(id, DiffOptions{.colour = stdout_is_colour_terminal(), .paths = paths});
-    const review::SplitDiff split = review::split_diff(text, info.changes);
     // Before the first "diff --git": `git apply` skips such lines.
-    std::string out;
+    std::string preamble;
     for (const std::string& summary : summaries)
-      out += summary + "\n";
+      preamble += summary + "\n";
+    // Grouped or unselected paths are left out; a section of any other path
+    // (none is expected) is shown, so that nothing is dropped.
+    std::unordered_set<std::string> hidden_paths;
     for (std::size_t i = 0; i < info.changes.size(); ++i) {
-      if (info.changes[i].contains_secret && shown[i]) {
-        out += "secret: " + core::quote_name(info.changes[i].path) +
-               " holds a registered secret value (redacted below; commit needs "
-               "--allow-secrets)\n";
+      if (!shown[i]) {
+        hidden_paths.insert(info.changes[i].path);
+        continue;
+      }
+      if (info.changes[i].contains_secret) {
+        preamble += "secret: " + core::quote_name(info.changes[i].path) +
+                    " holds a registered secret value (redacted below; commit needs "
+                    "--allow-secrets)\n";
       }
     }
-    out += split.other;
-    for (std::size_t i = 0; i < info.changes.size(); ++i) {
-      if (!shown[i]) continue;
-      if (auto found = split.by_path.find(info.changes[i].path); found != split.by_path.end())
-        out += found->second;
-    }
-    print_diff_text(out);
+    print_diff_text(preamble);
+    // Each path's part printed as it is made, in path order (info.changes'
+    // order too): a large diff is never held whole.
+    ws.diff(id, DiffOptions{.colour = stdout_is_colour_terminal(), .paths = paths},
+            [&](const std::string& path, std::string_view section) {
+              if (!hidden_paths.contains(path)) print_diff_text(section);
+            });
     return kExitOk;
   });
 }

@@ -241,34 +241,6 @@ std::map<workspace::ReviewGroup, std::size_t> count_groups(
   return counts;
 }
 
-SplitDiff split_diff(std::string_view diff, const std::vector<StagedChange>& changes) {
-  // Each file's section starts with its header line, plain or painted bold.
-  std::map<std::string, std::string, std::less<>> headers;
-  for (const StagedChange& change : changes) {
-    const std::string header = workspace::diff_header(change.path);
-    headers.emplace(header, change.path);
-    headers.emplace("\033[1m" + header + "\033[0m", change.path);
-  }
-  SplitDiff out;
-  std::string* section = &out.other;
-  std::size_t start = 0;
-  while (start < diff.size()) {
-    std::size_t end = diff.find('\n', start);
-    end = end == std::string_view::npos ? diff.size() : end + 1;
-    const std::string_view line = diff.substr(start, end - start);
-    // Content lines start with ' ', '+', '-', '\' or '@': only a header
-    // starts with "diff --git".
-    const std::string_view bare = line.back() == '\n' ? line.substr(0, line.size() - 1) : line;
-    if (bare.find("diff --git ") <= 4) {
-      auto found = headers.find(bare);
-      section = found != headers.end() ? &out.by_path[found->second] : &out.other;
-    }
-    section->append(line);
-    start = end;
-  }
-  return out;
-}
-
 Audit::Audit(const Workspace& ws, const Options& options)
     : uid_(static_cast<std::int64_t>(::getuid())) {
   AuditKeyLocation key = audit_key_location(options);

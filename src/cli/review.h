@@ -106,15 +106,6 @@ nlohmann::json groups_json(const std::map<workspace::ReviewGroup, std::size_t>& 
 std::map<workspace::ReviewGroup, std::size_t> count_groups(
     const std::vector<std::optional<workspace::ReviewGroup>>& groups);
 
-// A transaction's diff split into its files' sections, by path (each path
-// of `changes` has at most one section); text that belongs to no known path
-// (never expected) is kept in `other`, so nothing is dropped.
-struct SplitDiff {
-  std::map<std::string, std::string> by_path;
-  std::string other;
-};
-SplitDiff split_diff(std::string_view diff, const std::vector<StagedChange>& changes);
-
 // Appends the review commands' records to the workspace's audit log (the
 // one `pulsebox run` writes, with the same key): who (uid, user name),
 // what (the ids, the paths) and the result. Opened before anything is

@@ -733,20 +733,26 @@ std::vector<std::string> checked_selection(const Draft& draft,
 
 }  // namespace
 
-std::string Workspace::diff(const std::string& tx, const DiffOptions& options) const {
+void Workspace::diff(
+    const std::string& tx, const DiffOptions& options,
+    const std::function<void(const std::string& path, std::string_view section)>& section) const {
   auto store = opened_store(*this, policy_, limits_);
   const Draft draft = core::value_or_throw(store.load(tx));
   const std::vector<std::string> selected = checked_selection(draft, options.paths);
   const auto root_fd = core::value_or_throw(store.open_root());
-  std::string out;
   for (const auto& [path, entry] : draft.entries) {
     if (!is_selected(selected, path)) continue;
     const EntrySides sides =
         entry_sides(store, root_fd.get(), draft, entry, limits_.max_file_bytes);
-    out += sides.directory
-               ? directory_diff(path, entry, options.colour)
-               : workspace::unified_file_diff(path, sides.before, sides.after, options.colour);
+    section(path, sides.directory ? directory_diff(path, entry, options.colour)
+                                  : workspace::unified_file_diff(path, sides.before, sides.after,
+                                                                 options.colour));
   }
+}
+
+std::string Workspace::diff(const std::string& tx, const DiffOptions& options) const {
+  std::string out;
+  diff(tx, options, [&](const std::string&, std::string_view section) { out += section; });
   return out;
 }
 
