@@ -159,7 +159,10 @@ TEST(LineDiff, LongFilesAddedDeletedOrRewrittenAreReviewedInLittleMemory) {
     EXPECT_EQ(counts.removed, c.removed) << c.name;
     EXPECT_EQ(counts.added, c.added) << c.name;
     EXPECT_EQ(signed_lines(diff), std::make_pair(c.added, c.removed)) << c.name;
-    EXPECT_LT(grown, 16 * 1024) << c.name << ": the peak grew by " << grown << " kB";
+    // Under AddressSanitizer freed memory is held back (its quarantine), so
+    // the bound leaves room for that: at most 1.4 MB a case in a gcc build,
+    // up to 19 MB under the sanitizers, about 249 MB each with the old trace.
+    EXPECT_LT(grown, 48 * 1024) << c.name << ": the peak grew by " << grown << " kB";
   }
 }
 
