@@ -476,6 +476,33 @@ TEST_F(HttpServerTest, ATlsClientThatLeavesCancelsItsRun) {
   EXPECT_EQ(runs.finished, 0);
 }
 
+// A server forked by the test. Killed and reaped when the test ends before
+// it waited for it: a child left running holds meson's output pipe open,
+// and the whole suite then waits for its timeout.
+class ServerChild {
+ public:
+  explicit ServerChild(pid_t pid) : pid_(pid) {}
+  ~ServerChild() {
+    if (pid_ > 0) testing::wait_or_kill(pid_, 0ms);
+  }
+  ServerChild(const ServerChild&) = delete;
+  ServerChild& operator=(const ServerChild&) = delete;
+  pid_t pid() const { return pid_; }
+  // Its exit status (testing::wait_or_kill).
+  int wait(std::chrono::milliseconds timeout) {
+    return testing::wait_or_kill(std::exchange(pid_, -1), timeout);
+  }
+
+ private:
+  pid_t pid_;
+};
+
+// True once the socket takes connections: its file exists from bind(), a
+// moment before listen().
+bool accepts_connections(const fs::path& socket, std::chrono::milliseconds timeout = 5s) {
+  return poll_until([&] { return RawClient::unix_socket(socket).connected(); }, timeout);
+}
+
 // The server in a child process of its own, so that SIGTERM reaches its
 // signalfd thread and nothing of this test process.
 pid_t serve_in_child(const ServerConfig& config, FakeRuns& runs) {
@@ -499,13 +526,13 @@ TEST_F(HttpServerTest, SigtermLetsARunFinishRefusesNewRequestsAndExitsClean) {
   runs.gap = 100ms;  // 2 s of run, inside the grace
   ServerConfig config = unix_config();
   config.shutdown_grace = 20s;
-  const pid_t server = serve_in_child(config, runs);
-  ASSERT_TRUE(poll_until([&] { return fs::exists(socket_path()); }, 5s));
+  ServerChild server(serve_in_child(config, runs));
+  ASSERT_TRUE(accepts_connections(socket_path()));
 
   RawClient run = RawClient::unix_socket(socket_path());
   ASSERT_TRUE(run.send_request("POST", "/v1/runs"));
   ASSERT_NE(run.read_until(R"("n":1})", 5s).find(R"("n":1})"), std::string::npos);
-  ASSERT_EQ(::kill(server, SIGTERM), 0);
+  ASSERT_EQ(::kill(server.pid(), SIGTERM), 0);
 
   // A new request while the run goes on is refused.
   std::string refused;
@@ -528,7 +555,7 @@ TEST_F(HttpServerTest, SigtermLetsARunFinishRefusesNewRequestsAndExitsClean) {
       << stream;
   EXPECT_EQ(stream.find("cancelled"), std::string::npos) << stream;
   EXPECT_NE(stream.find("\r\n0\r\n\r\n"), std::string::npos) << "the chunked body ended";
-  EXPECT_EQ(testing::wait_or_kill(server, 10s), 0);
+  EXPECT_EQ(server.wait(10s), 0);
   EXPECT_FALSE(fs::exists(socket_path()));
 }
 
@@ -538,19 +565,19 @@ TEST_F(HttpServerTest, SigtermCancelsARunThatOutlivesTheGrace) {
   runs.gap = 100ms;
   ServerConfig config = unix_config();
   config.shutdown_grace = 1s;
-  const pid_t server = serve_in_child(config, runs);
-  ASSERT_TRUE(poll_until([&] { return fs::exists(socket_path()); }, 5s));
+  ServerChild server(serve_in_child(config, runs));
+  ASSERT_TRUE(accepts_connections(socket_path()));
   RawClient run = RawClient::unix_socket(socket_path());
   ASSERT_TRUE(run.send_request("POST", "/v1/runs"));
   ASSERT_NE(run.read_until(R"("n":0})", 5s).find(R"("n":0})"), std::string::npos);
   const auto start = std::chrono::steady_clock::now();
-  ASSERT_EQ(::kill(server, SIGTERM), 0);
+  ASSERT_EQ(::kill(server.pid(), SIGTERM), 0);
   const std::string& stream = run.read_to_end(10s);
   EXPECT_NE(stream.find(R"({"event":"cancelled"})"
                         "\n"),
             std::string::npos)
       << stream;
-  EXPECT_EQ(testing::wait_or_kill(server, 10s), 0);
+  EXPECT_EQ(server.wait(10s), 0);
   EXPECT_LT(std::chrono::steady_clock::now() - start, 8s);
   EXPECT_FALSE(fs::exists(socket_path()));
 }
@@ -581,8 +608,8 @@ TEST_F(HttpServerTest, TheCliServesUntilSigtermAndRemovesItsSocket) {
   const std::string token = write_token(dir_, 0600);
   const char* bin = std::getenv("PULSEBOX_BIN");
   ASSERT_NE(bin, nullptr);
-  const pid_t pid = ::fork();
-  if (pid == 0) {
+  ServerChild server(::fork());
+  if (server.pid() == 0) {
     const int null = ::open("/dev/null", O_WRONLY);
     ::dup2(null, 2);
     ::setenv("PULSEBOX_STATE_DIR", (dir_ / "state").c_str(), 1);
@@ -590,7 +617,7 @@ TEST_F(HttpServerTest, TheCliServesUntilSigtermAndRemovesItsSocket) {
             "--token-file", token.c_str(), "--max-runs", "3", static_cast<char*>(nullptr));
     ::_exit(127);
   }
-  ASSERT_TRUE(poll_until([&] { return fs::exists(socket_path()); }, 5s));
+  ASSERT_TRUE(accepts_connections(socket_path()));
   httplib::ClientImpl client(socket_path().string(), 80);
   client.set_address_family(AF_UNIX);
   auto health = client.Get("/v1/health", bearer(kToken));
@@ -607,8 +634,8 @@ TEST_F(HttpServerTest, TheCliServesUntilSigtermAndRemovesItsSocket) {
   auto refused = client.Get("/v1/health", bearer(kWrongToken));
   ASSERT_TRUE(refused);
   EXPECT_EQ(refused->status, 401);
-  ::kill(pid, SIGTERM);
-  EXPECT_EQ(testing::wait_or_kill(pid, 10s), 0);
+  ::kill(server.pid(), SIGTERM);
+  EXPECT_EQ(server.wait(10s), 0);
   EXPECT_FALSE(fs::exists(socket_path()));
 
   // The refusal is audited with the client's identity, without the token.
@@ -675,7 +702,7 @@ class ServedRunsTest : public HttpServerTest {
 
 TEST_F(ServedRunsTest, ARunOverTheUnixSocketStreamsItsEventsAndIsReviewed) {
   serve("unix:" + socket_path().string());
-  ASSERT_TRUE(poll_until([&] { return fs::exists(socket_path()); }, 10s)) << log();
+  ASSERT_TRUE(accepts_connections(socket_path(), 10s)) << log();
   httplib::ClientImpl client(socket_path().string(), 80);
   client.set_address_family(AF_UNIX);
   client.set_read_timeout(60, 0);
@@ -763,7 +790,7 @@ TEST_F(ServedRunsTest, ATcpCallerNamesNoPathOfTheServersMachine) {
 // output, and nothing left of them on the server afterwards.
 TEST_F(ServedRunsTest, TwoHundredRealRunsFromTwentyClientsAreAllRightAndLeaveNothing) {
   serve("unix:" + socket_path().string());
-  ASSERT_TRUE(poll_until([&] { return fs::exists(socket_path()); }, 10s)) << log();
+  ASSERT_TRUE(accepts_connections(socket_path(), 10s)) << log();
   std::atomic<int> right{0};
   std::mutex failures_mutex;
   std::string failures;
@@ -811,7 +838,7 @@ TEST_F(ServedRunsTest, TwoHundredRealRunsFromTwentyClientsAreAllRightAndLeaveNot
 // load lets the runs that finish deliver their results.
 TEST_F(ServedRunsTest, AGoneClientsRunIsKilledAndSigtermLosesNoFinishedResult) {
   serve("unix:" + socket_path().string());
-  ASSERT_TRUE(poll_until([&] { return fs::exists(socket_path()); }, 10s)) << log();
+  ASSERT_TRUE(accepts_connections(socket_path(), 10s)) << log();
   {
     auto raw = RawClient::unix_socket(socket_path());
     ASSERT_TRUE(raw.connected());
@@ -875,7 +902,7 @@ TEST_F(ServedRunsTest, AGoneClientsRunIsKilledAndSigtermLosesNoFinishedResult) {
 // not take it over. Attack review, #21.
 TEST_F(ServedRunsTest, AnIdOfALiveRunIsNotTakenOver) {
   serve("unix:" + socket_path().string());
-  ASSERT_TRUE(poll_until([&] { return fs::exists(socket_path()); }, 10s)) << log();
+  ASSERT_TRUE(accepts_connections(socket_path(), 10s)) << log();
   auto first_body = run_body({"sh", "-c", "sleep 2; echo first"});
   first_body["execution_id"] = "job-1";
   std::string first;
