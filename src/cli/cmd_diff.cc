@@ -118,7 +118,15 @@ int run_diff(const Options& options) {
       std::map<std::string, DiffStat> stats;
       for (DiffStat& stat : ws.diff_stat(id, paths))
         stats.emplace(stat.path, std::move(stat));
-      nlohmann::json entries = nlohmann::json::array();
+      nlohmann::json out = {{"id", info.id},
+                            {"created", info.created},
+                            {"contains_secrets", info.contains_secrets},
+                            {"groups", review::groups_json(group_counts)}};
+      core::put_name(out, "origin", info.origin);
+      // One entry per path, printed as it is made: a large transaction's
+      // entries are never all held as JSON. "paths" sorts after every other
+      // key, so the text is the one document print_json would print.
+      review::JsonArrayPrinter entries(out, "paths");
       for (std::size_t i = 0; i < info.changes.size(); ++i) {
         if (!selected[i]) continue;
         const StagedChange& change = info.changes[i];
@@ -131,15 +139,9 @@ int run_diff(const Options& options) {
                                {"group", review::group_json(groups[i])},
                                {"contains_secret", change.contains_secret}};
         core::put_name(item, "path", change.path);
-        entries.push_back(std::move(item));
+        entries.add(item);
       }
-      nlohmann::json out = {{"id", info.id},
-                            {"created", info.created},
-                            {"contains_secrets", info.contains_secrets},
-                            {"paths", std::move(entries)},
-                            {"groups", review::groups_json(group_counts)}};
-      core::put_name(out, "origin", info.origin);
-      review::print_json(out);
+      entries.finish();
       return kExitOk;
     }
 

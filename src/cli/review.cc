@@ -6,7 +6,9 @@
 
 #include <algorithm>
 #include <iostream>
+#include <iterator>
 #include <set>
+#include <stdexcept>
 #include <tuple>
 
 #include "core/agent_dir.h"
@@ -315,8 +317,36 @@ nlohmann::json path_list(const std::vector<std::string>& paths) {
   return out;
 }
 
+namespace {
+std::string one_line(const nlohmann::json& document) {
+  return document.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+}  // namespace
+
 void print_json(const nlohmann::json& document) {
-  std::cout << document.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+  std::cout << one_line(document) << "\n";
+}
+
+JsonArrayPrinter::JsonArrayPrinter(const nlohmann::json& head, std::string_view key) {
+  if (!head.is_object() || (!head.empty() && !(std::prev(head.end()).key() < key))) {
+    throw std::logic_error("JsonArrayPrinter: \"" + std::string(key) +
+                           "\" must sort after the document's other keys");
+  }
+  std::string text = one_line(head);
+  text.pop_back();  // its closing brace
+  if (!head.empty()) text += ',';
+  nlohmann::json name = std::string(key);
+  std::cout << text << one_line(name) << ":[";
+}
+
+void JsonArrayPrinter::add(const nlohmann::json& element) {
+  if (!first_) std::cout << ',';
+  first_ = false;
+  std::cout << one_line(element);
+}
+
+void JsonArrayPrinter::finish() {
+  std::cout << "]}\n";
 }
 
 }  // namespace pulsebox::cli::review

@@ -132,4 +132,18 @@ nlohmann::json refused_json(const std::vector<RefusedChange>& refused);
 nlohmann::json path_list(const std::vector<std::string>& paths);
 void print_json(const nlohmann::json& document);
 
+// A document printed as print_json prints it, with its array under `key`
+// printed one element at a time: head's own keys first, so `key` must sort
+// after every one of them (nlohmann keeps an object's keys sorted;
+// std::logic_error otherwise). Call add() per element, then finish().
+class JsonArrayPrinter {
+ public:
+  JsonArrayPrinter(const nlohmann::json& head, std::string_view key);
+  void add(const nlohmann::json& element);
+  void finish();
+
+ private:
+  bool first_ = true;
+};
+
 }  // namespace pulsebox::cli::review
