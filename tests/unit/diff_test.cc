@@ -104,24 +104,17 @@ TEST(LineDiff, AtTheSearchLimitCountsAndPatchAgree) {
   }
 }
 
-// Peak resident memory since the last reset (VmHWM), in kB; resetting it
-// to the current size is Linux's clear_refs 5.
+// Resident memory from /proc/self/status, in kB: "VmRSS" now, "VmHWM" the
+// peak since the last reset; resetting it to the current size is Linux's
+// clear_refs 5.
 void reset_peak() {
   std::ofstream("/proc/self/clear_refs") << "5";
 }
-long peak_kb() {
+long status_kb(const std::string& field) {
   std::ifstream status("/proc/self/status");
   std::string line;
   while (std::getline(status, line)) {
-    if (line.starts_with("VmHWM:")) return std::stol(line.substr(6));
-  }
-  return -1;
-}
-long current_kb() {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.starts_with("VmRSS:")) return std::stol(line.substr(6));
+    if (line.starts_with(field + ":")) return std::stol(line.substr(field.size() + 1));
   }
   return -1;
 }
@@ -151,11 +144,11 @@ TEST(LineDiff, LongFilesAddedDeletedOrRewrittenAreReviewedInLittleMemory) {
        {Case{"added", absent, added, 0, 20000}, Case{"deleted", old_text, absent, 20000, 0},
         Case{"rewritten", old_text, rewritten, 20000, 20000}}) {
     reset_peak();
-    const long start = current_kb();
+    const long start = status_kb("VmRSS");
     ASSERT_GT(start, 0) << "no VmRSS in /proc/self/status";
     const LineCounts counts = count_changed_lines(c.before, c.after);
     const std::string diff = unified_file_diff("big.txt", c.before, c.after, false);
-    const long grown = peak_kb() - start;
+    const long grown = status_kb("VmHWM") - start;
     EXPECT_EQ(counts.removed, c.removed) << c.name;
     EXPECT_EQ(counts.added, c.added) << c.name;
     EXPECT_EQ(signed_lines(diff), std::make_pair(c.added, c.removed)) << c.name;
