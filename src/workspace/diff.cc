@@ -48,8 +48,8 @@ enum class Op { Keep, Delete, Insert };
 struct Middle {
   std::size_t prefix = 0;
   std::size_t suffix = 0;
-  long n = 0;  // lines of a between them
-  long m = 0;  // lines of b between them
+  std::span<const std::string_view> a;  // a's lines between them
+  std::span<const std::string_view> b;  // b's lines between them
 };
 
 Middle middle_of(const std::vector<std::string_view>& a, const std::vector<std::string_view>& b) {
@@ -62,8 +62,8 @@ Middle middle_of(const std::vector<std::string_view>& a, const std::vector<std::
          a[a.size() - 1 - middle.suffix] == b[b.size() - 1 - middle.suffix]) {
     ++middle.suffix;
   }
-  middle.n = static_cast<long>(a.size() - middle.prefix - middle.suffix);
-  middle.m = static_cast<long>(b.size() - middle.prefix - middle.suffix);
+  middle.a = std::span(a).subspan(middle.prefix, a.size() - middle.prefix - middle.suffix);
+  middle.b = std::span(b).subspan(middle.prefix, b.size() - middle.prefix - middle.suffix);
   return middle;
 }
 
@@ -135,28 +135,28 @@ long edit_distance(std::span<const std::string_view> a, std::span<const std::str
 std::vector<Op> edit_script(const std::vector<std::string_view>& a,
                             const std::vector<std::string_view>& b) {
   const Middle mid = middle_of(a, b);
+  const long n = static_cast<long>(mid.a.size());
+  const long m = static_cast<long>(mid.b.size());
   std::vector<Op> middle;
-  const bool searchable =
-      mid.n > 0 && mid.m > 0 && mid.n + mid.m < std::numeric_limits<std::int32_t>::max();
-  const auto a_middle = std::span(a).subspan(mid.prefix, static_cast<std::size_t>(mid.n));
-  const auto b_middle = std::span(b).subspan(mid.prefix, static_cast<std::size_t>(mid.m));
-  const long distance = searchable ? edit_distance(a_middle, b_middle) : -1;
+  // A side without lines needs no search (and forward_search keeps no trace
+  // for it); the trace's x values must fit 32 bits.
+  const bool searchable = n > 0 && m > 0 && n + m < std::numeric_limits<std::int32_t>::max();
+  const long distance = searchable ? edit_distance(mid.a, mid.b) : -1;
   if (distance < 0) {
-    middle.assign(static_cast<std::size_t>(mid.n), Op::Delete);
-    middle.insert(middle.end(), static_cast<std::size_t>(mid.m), Op::Insert);
+    middle.assign(mid.a.size(), Op::Delete);
+    middle.insert(middle.end(), mid.b.size(), Op::Insert);
   } else {
     // trace[d][k + d + 1]: the furthest x on diagonal k before step d.
     std::vector<std::vector<std::int32_t>> trace;
     trace.reserve(static_cast<std::size_t>(distance) + 1);
-    forward_search(a_middle, b_middle, distance,
-                   [&](long d, const std::vector<long>& v, long offset) {
-                     trace.emplace_back(v.begin() + (offset - d - 1), v.begin() + (offset + d + 2));
-                   });
+    forward_search(mid.a, mid.b, distance, [&](long d, const std::vector<long>& v, long offset) {
+      trace.emplace_back(v.begin() + (offset - d - 1), v.begin() + (offset + d + 2));
+    });
     auto at = [&](long d, long k) -> long {
       return trace[static_cast<std::size_t>(d)][static_cast<std::size_t>(k + d + 1)];
     };
-    long x = mid.n;
-    long y = mid.m;
+    long x = n;
+    long y = m;
     for (long d = distance; d >= 0; --d) {
       const long k = x - y;
       long prev_k;
@@ -224,15 +224,15 @@ LineCounts count_changed_lines(const DiffSide& before, const DiffSide& after) {
   // shortest script of length D deletes (D + n - m) / 2 lines and inserts
   // (D - n + m) / 2; past the search's limit it replaces the whole middle.
   const Middle mid = middle_of(a, b);
-  const long distance =
-      edit_distance(std::span(a).subspan(mid.prefix, static_cast<std::size_t>(mid.n)),
-                    std::span(b).subspan(mid.prefix, static_cast<std::size_t>(mid.m)));
+  const long n = static_cast<long>(mid.a.size());
+  const long m = static_cast<long>(mid.b.size());
+  const long distance = edit_distance(mid.a, mid.b);
   if (distance < 0) {
-    counts.removed = static_cast<std::uint64_t>(mid.n);
-    counts.added = static_cast<std::uint64_t>(mid.m);
+    counts.removed = static_cast<std::uint64_t>(n);
+    counts.added = static_cast<std::uint64_t>(m);
   } else {
-    counts.removed = static_cast<std::uint64_t>((distance + mid.n - mid.m) / 2);
-    counts.added = static_cast<std::uint64_t>((distance - mid.n + mid.m) / 2);
+    counts.removed = static_cast<std::uint64_t>((distance + n - m) / 2);
+    counts.added = static_cast<std::uint64_t>((distance - n + m) / 2);
   }
   return counts;
 }

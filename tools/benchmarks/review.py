@@ -63,7 +63,7 @@ def one_round(base, binary, files, lines):
     subprocess.run(["python3", "-c", CHANGE, str(files), str(lines)], cwd=after, check=True)
     git = ["git", "-c", "core.quotepath=off", "diff", "--no-index", "--no-renames"]
     git_stat_ms, git_stat_mb, git_stat_out, _ = rss_git(git + ["--numstat", before, after])
-    git_patch_ms, git_patch_mb, git_patch_out, _ = rss_git(git + [before, after])
+    git_patch_ms, git_patch_mb, _, _ = rss_git(git + [before, after])
     # The same counts as git's, or the comparison is of different work.
     ours = sum(int(added) + int(removed)
                for added, removed in re.findall(r"\| \+(\d+) -(\d+)$", stat_out, re.M))
