@@ -482,6 +482,7 @@ core::Status SandboxCgroup::make_others() {
   PB_CHECK(create_directories(others_));
   others_.clear();
   task_files_.open(directories_, unified_);
+  open_counters();
   return core::ok_status();
 }
 
@@ -509,20 +510,23 @@ core::Status SandboxCgroup::create_directories(const std::vector<std::string>& d
     } else {
       locks_.push_back(std::move(fd));
     }
+    PB_CHECK(write_limits_in(dir));
   }
   return core::ok_status();
 }
 
 core::Result<SandboxCgroup> SandboxCgroup::create(const CgroupHost& host, const std::string& name,
                                                   const CgroupSettings& settings) {
-  PB_TRY(group, make(host, name, settings));
-  PB_CHECK(group.apply_limits());
-  return group;
+  return make(host, name, settings);
 }
 
-core::Status SandboxCgroup::apply_limits() {
+// Before anything runs in `dir`: a v2 memory.max written below what its
+// processes hold makes the kernel run the OOM killer from the writer's call,
+// and init, whose memory is its supervisor's, is not always exempt (at its
+// exit it is not: docs/security-model.md, case 2).
+core::Status SandboxCgroup::write_limits_in(const std::string& dir) {
   const CgroupSettings& settings = settings_;
-  if (settings.memory_max) {
+  if (settings.memory_max && memory_ == dir) {
     const std::string limit = std::to_string(*settings.memory_max);
     if (memory_v1_) {
       PB_CHECK(write_text(memory_ + "/memory.limit_in_bytes", limit));
@@ -537,10 +541,10 @@ core::Status SandboxCgroup::apply_limits() {
       }
     }
   }
-  if (settings.pids_max) {
+  if (settings.pids_max && pids_ == dir) {
     PB_CHECK(write_text(pids_ + "/pids.max", std::to_string(*settings.pids_max)));
   }
-  if (settings.cpu_quota_us) {
+  if (settings.cpu_quota_us && cpu_ == dir) {
     if (cpu_v1_) {
       PB_CHECK(write_text(cpu_ + "/cpu.cfs_period_us", std::to_string(settings.cpu_period_us)));
       PB_CHECK(write_text(cpu_ + "/cpu.cfs_quota_us", std::to_string(*settings.cpu_quota_us)));
@@ -549,7 +553,6 @@ core::Status SandboxCgroup::apply_limits() {
                                                  std::to_string(settings.cpu_period_us)));
     }
   }
-  open_counters();
   return core::ok_status();
 }
 

@@ -139,18 +139,17 @@ class SandboxCgroup {
   static core::Result<SandboxCgroup> create(const CgroupHost& host, const std::string& name,
                                             const CgroupSettings& settings);
   // create() in steps, for a launch that makes the cgroups while the child
-  // makes its namespaces: make() creates and locks the directories and opens
-  // the `tasks` files; apply_limits() writes the limits and opens the
-  // counters usage() reads. Nothing may run in the cgroup in between but the
-  // sandbox's own init. With Hierarchies::UnifiedFirst, make() creates only
-  // the unified directory (the one clone3 puts the child in) and
-  // make_others() the rest, after the clone.
+  // makes its namespaces: make() creates and locks the directories, writing
+  // each one's limits as it is made (before anything can run there), opens
+  // the `tasks` files and the counters usage() reads. With
+  // Hierarchies::UnifiedFirst, make() creates only the unified directory
+  // (the one clone3 puts the child in) and make_others() the rest, after the
+  // clone and before the child joins them.
   enum class Hierarchies { All, UnifiedFirst };
   static core::Result<SandboxCgroup> make(const CgroupHost& host, const std::string& name,
                                           const CgroupSettings& settings,
                                           Hierarchies which = Hierarchies::All);
   core::Status make_others();
-  core::Status apply_limits();
 
   SandboxCgroup() = default;
   SandboxCgroup(SandboxCgroup&&) = default;
@@ -183,6 +182,7 @@ class SandboxCgroup {
   std::vector<std::string> directories_;  // deepest-last order of creation
   std::vector<std::string> others_;       // make_others() creates them
   core::Status create_directories(const std::vector<std::string>& dirs);
+  core::Status write_limits_in(const std::string& dir);
   std::string unified_, memory_, pids_, cpu_, cpu_accounting_;
   bool memory_v1_ = false;
   bool cpu_accounting_v1_ = false;
@@ -190,7 +190,7 @@ class SandboxCgroup {
   core::UniqueFd unified_fd_;
   std::vector<core::UniqueFd> locks_;
   CgroupTaskFiles task_files_;
-  // What apply_limits() writes.
+  // What write_limits_in() writes.
   CgroupSettings settings_;
   bool swap_accounting_ = false;
   bool cpu_v1_ = false;

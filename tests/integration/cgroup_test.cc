@@ -166,6 +166,24 @@ TEST_F(CgroupTest, AMemoryHogIsOomKilledAtItsLimit) {
   EXPECT_LE(result.metrics.peak_memory_bytes, 64ull << 20);
 }
 
+// The memory limit is in place before anything runs in the cgroup, so the
+// sandbox never holds more than it, even during init's setup. Written once
+// init was in its cgroup (as it was, after "go"), a limit below what init
+// had charged made the kernel run the OOM killer from the writer's call
+// (cgroup v2's memory.max), at any point of init's life: in the VM it once
+// chose init as it exited, whose memory was still its supervisor's, and
+// took the server down with it. 64 KiB is below what init's namespaces
+// take, so init's setup fails, and says so as `oom`.
+TEST_F(CgroupTest, TheMemoryLimitHoldsFromInitsFirstInstruction) {
+  SandboxOptions o = options();
+  o.limits.memory_bytes = 64ull << 10;
+  Sandbox sandbox(std::move(o));
+  const auto result = sandbox.execute({"/bin/true"});
+  EXPECT_EQ(result.termination_reason, TerminationReason::Oom) << result.termination_detail;
+  EXPECT_LE(result.metrics.peak_memory_bytes, 64ull << 10)
+      << "the sandbox held more than its limit: the limit came after its first charges";
+}
+
 TEST_F(CgroupTest, UnderItsLimitAHogRunsAndItsPeakIsMeasured) {
   SandboxOptions o = options();
   o.limits.memory_bytes = 256ull << 20;
@@ -280,7 +298,18 @@ TEST_F(CgroupTest, MadeInPartsTheOtherHierarchiesComeOnlyWhenAsked) {
     EXPECT_TRUE(fs::is_directory(parts->directories()[i])) << parts->directories()[i];
   }
   EXPECT_EQ(parts->self_join_fds().size(), whole->self_join_fds().size());
-  EXPECT_TRUE(parts->apply_limits().ok());
+  // Each directory had its limits when it was made, before anything could
+  // run in it.
+  for (const auto& dir : parts->directories()) {
+    if (fs::exists(fs::path(dir) / "memory.max")) {
+      EXPECT_EQ(testing::read_file(fs::path(dir) / "memory.max"), "67108864\n") << dir;
+    } else if (fs::exists(fs::path(dir) / "memory.limit_in_bytes")) {
+      EXPECT_EQ(testing::read_file(fs::path(dir) / "memory.limit_in_bytes"), "67108864\n") << dir;
+    }
+    if (fs::exists(fs::path(dir) / "pids.max")) {
+      EXPECT_EQ(testing::read_file(fs::path(dir) / "pids.max"), "8\n") << dir;
+    }
+  }
   EXPECT_TRUE(parts->remove().ok());
   EXPECT_TRUE(whole->remove().ok());
 }

@@ -233,7 +233,8 @@ core::Status NativeHost::launch_into(SandboxRun& run, const LaunchSpec& spec) {
 
   // The sandbox's unified cgroup, created before the child exists (clone3
   // puts it there); the v1 ones while init makes its namespaces (before
-  // "go", which hands init their `tasks` files); the limits after "go".
+  // "go", which hands init their `tasks` files). Each gets its limits as it
+  // is made, so they hold from init's first instruction.
   if (needs_cgroup(cgroups(), run.settings)) {
     auto made = linux_api::SandboxCgroup::make(cgroups(), spec.id, run.settings,
                                                linux_api::SandboxCgroup::Hierarchies::UnifiedFirst);
@@ -283,9 +284,6 @@ core::Status NativeHost::launch_into(SandboxRun& run, const LaunchSpec& spec) {
   run.sandbox = std::move(launched).value();
   run.launched = true;
   core::trace_phase("native: launched (id maps written, go sent)");
-  // The limits hold before PlanReady, so before the command exists; until
-  // then only init runs in the cgroups, making its base mounts.
-  if (run.cgroup) PB_CHECK(run.cgroup->apply_limits());
   PB_CHECK(ensure_private_dir(state / "trash", 0700));
   PB_CHECK(ensure_private_dir(state / "pool", 0700));
 
