@@ -184,6 +184,25 @@ TEST_F(CgroupTest, TheMemoryLimitHoldsFromInitsFirstInstruction) {
       << "the sandbox held more than its limit: the limit came after its first charges";
 }
 
+// Between a limit too small for init's setup and one the command runs in
+// there are limits at which the command's execve fails for want of memory,
+// which the kernel reports as E2BIG for the arguments' pages ("Argument list
+// too long" for `true`). Each of them is reported as what it is.
+TEST_F(CgroupTest, ALimitTooSmallForTheCommandsImageIsReportedAsOom) {
+  for (std::uint64_t kib = 64; kib <= 320; kib += 16) {
+    SCOPED_TRACE(std::to_string(kib) + " KiB");
+    SandboxOptions o = options();
+    o.limits.memory_bytes = kib << 10;
+    Sandbox sandbox(std::move(o));
+    const auto result = sandbox.execute({"/bin/true"});
+    if (result.exit_code == 0) continue;
+    EXPECT_EQ(result.termination_reason, TerminationReason::Oom) << result.termination_detail;
+    EXPECT_NE(result.termination_detail.find("memory limit of " + std::to_string(kib) + " KiB"),
+              std::string::npos)
+        << result.termination_detail;
+  }
+}
+
 TEST_F(CgroupTest, UnderItsLimitAHogRunsAndItsPeakIsMeasured) {
   SandboxOptions o = options();
   o.limits.memory_bytes = 256ull << 20;

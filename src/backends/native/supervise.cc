@@ -16,6 +16,7 @@
 #include "core/trace.h"
 #include "linux/pty.h"
 #include "linux/syscalls.h"
+#include "runtime/child_steps.h"
 #include "runtime/result_mapping.h"
 #include "runtime/supervisor.h"
 #include "runtime/sync_channel.h"
@@ -38,6 +39,7 @@ struct CommandStart {
   UniqueFd changes_root;
   UniqueFd terminal;  // -t: the pseudo-terminal's master (the command's Terminal)
   std::vector<runtime::ChildMessage> messages;
+  bool ready = false;  // Ready came: the command reached its execve
 };
 
 CommandStart wait_for_exec(int channel, const ResourcePolicy& limits) {
@@ -59,6 +61,7 @@ CommandStart wait_for_exec(int channel, const ResourcePolicy& limits) {
     }
     if (message && message->kind == runtime::ChildMessageKind::Ready) {
       started.listener.reset(passed);
+      started.ready = true;
     } else if (passed >= 0) {
       ::close(passed);
     }
@@ -82,7 +85,8 @@ class NativeMonitor final : public runtime::Monitor {
         run_(run),
         limits_(request.limits),
         listener_(std::move(started.listener)),
-        messages_(std::move(started.messages)) {
+        messages_(std::move(started.messages)),
+        command_ready_(started.ready) {
     for (const auto& message : messages_) {
       if (message.kind == runtime::ChildMessageKind::Exited) command_status_ = message.wait_status;
     }
@@ -90,6 +94,8 @@ class NativeMonitor final : public runtime::Monitor {
 
   // After run(): init's report of the command's wait status, if it sent one.
   std::optional<int> command_status() const { return command_status_; }
+  // The command said Ready, the last thing it does before its execve.
+  bool command_ready() const { return command_ready_; }
   // After run(): the syscall a kill action of the profile stopped.
   const std::optional<std::string>& forbidden_syscall() const { return forbidden_syscall_; }
   // After run(): the most processes seen at once, where the kernel keeps no
@@ -175,6 +181,7 @@ class NativeMonitor final : public runtime::Monitor {
   const ResourcePolicy& limits_;
   UniqueFd listener_;
   std::vector<runtime::ChildMessage> messages_;
+  bool command_ready_ = false;
   std::optional<int> command_status_;
   bool init_gone_ = false;  // the channel's end: init exited without reporting
   std::optional<std::string> forbidden_syscall_;
@@ -213,6 +220,15 @@ void record_setup_error(ProcessResult& result, const runtime::ChildMessage& erro
                         const linux_api::CgroupUsage& usage, const ResourcePolicy& limits) {
   if (std::string_view(error.stage) == "executing") {
     runtime::record_exec_failure(result, error.detail, error.error_number);
+    // The kernel says E2BIG when it cannot charge the pages for the
+    // arguments, ENOMEM for the rest of the new image.
+    const bool no_memory = error.error_number == ENOMEM || error.error_number == E2BIG;
+    if (no_memory && usage.memory_limit_hits > 0) {
+      result.termination_reason = TerminationReason::Oom;
+      result.termination_detail += " (the sandbox's memory limit of " +
+                                   format_size(limits.memory_bytes) +
+                                   " was reached loading it: raise --memory)";
+    }
     return;
   }
   result.exit_code = 125;
@@ -290,6 +306,22 @@ void record_status(ProcessResult& result, int status, bool reported,
   }
 }
 
+// The command's process ended with kSetupFailed before it said Ready and
+// without an error message: one it could not send (at the memory limit,
+// its socket buffer is refused too). Its status is not a command's.
+void record_unreported_setup_failure(ProcessResult& result, const linux_api::CgroupUsage& usage,
+                                     const ResourcePolicy& limits) {
+  result.exit_code = runtime::kSetupFailed;
+  if (usage.memory_limit_hits > 0) {
+    result.termination_reason = TerminationReason::Oom;
+    result.termination_detail = "the command could not be set up within the memory limit of " +
+                                format_size(limits.memory_bytes) + ": raise --memory";
+  } else {
+    result.termination_reason = TerminationReason::LaunchError;
+    result.termination_detail = "the command's setup ended before its execve, without a report";
+  }
+}
+
 // Why the run ended, the first that applies: a setup step or the execve
 // failed, a kill action of the profile stopped a syscall, or the command's
 // status with what the cgroup says about it.
@@ -302,6 +334,12 @@ void record_ending(ProcessResult& result, const SandboxRun& run, const Execution
   } else {
     const bool reported = monitor.command_status().has_value();
     const int status = monitor.command_status().value_or(measures.init_status);
+    if (reported && !monitor.command_ready() && WIFEXITED(status) &&
+        WEXITSTATUS(status) == runtime::kSetupFailed &&
+        result.termination_reason == TerminationReason::None) {
+      record_unreported_setup_failure(result, measures.cgroup, request.limits);
+      return;
+    }
     explain_failure(result, status, measures.cgroup, request.limits);
     record_status(result, status, reported, measures.cgroup, request, run.plan.load_seccomp);
   }
