@@ -233,8 +233,10 @@ void record_setup_error(ProcessResult& result, const runtime::ChildMessage& erro
   }
   result.exit_code = 125;
   result.termination_detail = "sandbox setup failed: " + runtime::describe_child_error(error);
-  // The kernel refused the setup's own allocations at the memory limit.
-  const bool out_of_memory = error.error_number == ENOMEM || error.error_number == ENOBUFS;
+  // The kernel refused the setup's own allocations at the memory limit (a
+  // tmpfs says ENOSPC when it cannot charge an inode or a page).
+  const bool out_of_memory =
+      error.error_number == ENOMEM || error.error_number == ENOBUFS || error.error_number == ENOSPC;
   if (out_of_memory && usage.memory_limit_hits > 0) {
     result.termination_reason = TerminationReason::Oom;
     result.termination_detail += " (the sandbox's memory limit of " +
