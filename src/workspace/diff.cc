@@ -104,82 +104,125 @@ long forward_search(std::span<const std::string_view> a, std::span<const std::st
 // forward_search's on_step when only the distance is wanted.
 constexpr auto kNoTrace = [](long, const std::vector<long>&, long) {};
 
-// The length of a shortest edit script from a to b, or -1 past
-// kMaxEditDistance: edit_script's length, without its trace. A line found
-// on one side only cannot be kept, so it is an edit in every script: those
-// are counted, and only the lines left on both sides are searched (as git's
-// xdiff does). A rewritten file then costs no search at all.
-long edit_distance(std::span<const std::string_view> a, std::span<const std::string_view> b) {
+// The lines of a and b that the other side has too, with where each is. A
+// line found on one side only cannot be kept, so it is an edit in every
+// script: only the shared lines need a search (as git's xdiff does), and a
+// rewritten file needs none.
+struct SharedLines {
+  std::vector<std::string_view> a, b;
+  std::vector<std::size_t> a_at, b_at;  // their indexes in the whole a and b
+  long unmatched = 0;                   // the lines of a and b left out
+};
+
+SharedLines shared_lines(std::span<const std::string_view> a, std::span<const std::string_view> b) {
   const std::unordered_set<std::string_view> in_a(a.begin(), a.end());
   const std::unordered_set<std::string_view> in_b(b.begin(), b.end());
-  std::vector<std::string_view> shared_a;
-  std::vector<std::string_view> shared_b;
-  std::copy_if(a.begin(), a.end(), std::back_inserter(shared_a),
-               [&](std::string_view line) { return in_b.contains(line); });
-  std::copy_if(b.begin(), b.end(), std::back_inserter(shared_b),
-               [&](std::string_view line) { return in_a.contains(line); });
-  const long unmatched = static_cast<long>(a.size() - shared_a.size() + b.size() - shared_b.size());
-  const long limit = static_cast<long>(kMaxEditDistance);
-  if (unmatched > limit) return -1;
-  const long searched = forward_search(shared_a, shared_b, limit - unmatched, kNoTrace);
-  return searched < 0 ? -1 : unmatched + searched;
+  SharedLines shared;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (!in_b.contains(a[i])) continue;
+    shared.a.push_back(a[i]);
+    shared.a_at.push_back(i);
+  }
+  for (std::size_t j = 0; j < b.size(); ++j) {
+    if (!in_a.contains(b[j])) continue;
+    shared.b.push_back(b[j]);
+    shared.b_at.push_back(j);
+  }
+  shared.unmatched = static_cast<long>(a.size() - shared.a.size() + b.size() - shared.b.size());
+  return shared;
 }
 
-// Myers' O((N+M)D) shortest edit script. Its length D comes first from
-// edit_distance (no trace; past the limit, the middle is shown replaced
-// without any search); then the search runs over the whole middle up to D,
-// keeping for each step d only the diagonals -d-1..d+1 the walk back reads
-// (as 32-bit values): about 4*D*D bytes, at most 64 MB at kMaxEditDistance.
-// Searching the whole middle, not only the lines both sides have, keeps
-// which of several shortest scripts is shown.
+// The length of a shortest edit script of the shared lines, or -1 when the
+// whole script (the unmatched lines too) is longer than kMaxEditDistance.
+long shared_distance(const SharedLines& shared) {
+  const long limit = static_cast<long>(kMaxEditDistance);
+  if (shared.unmatched > limit) return -1;
+  return forward_search(shared.a, shared.b, limit - shared.unmatched, kNoTrace);
+}
+
+// The length of a shortest edit script from a to b, or -1 past
+// kMaxEditDistance: edit_script's length, without its trace.
+long edit_distance(std::span<const std::string_view> a, std::span<const std::string_view> b) {
+  const SharedLines shared = shared_lines(a, b);
+  const long searched = shared_distance(shared);
+  return searched < 0 ? -1 : shared.unmatched + searched;
+}
+
+// The pairs (index in a, index in b) a shortest script of the shared lines
+// keeps, in order. Myers' O((N+M)D) search, its length D known first
+// (shared_distance), keeping for each step d only the diagonals -d-1..d+1
+// the walk back reads (as 32-bit values): about 4*D*D bytes, at most 64 MB
+// at kMaxEditDistance.
+std::vector<std::pair<std::size_t, std::size_t>> kept_pairs(const SharedLines& shared,
+                                                            long distance) {
+  std::vector<std::pair<std::size_t, std::size_t>> kept;
+  const long n = static_cast<long>(shared.a.size());
+  const long m = static_cast<long>(shared.b.size());
+  if (n == 0 || m == 0) return kept;  // nothing can be kept (no trace either)
+  // trace[d][k + d + 1]: the furthest x on diagonal k before step d.
+  std::vector<std::vector<std::int32_t>> trace;
+  trace.reserve(static_cast<std::size_t>(distance) + 1);
+  forward_search(shared.a, shared.b, distance,
+                 [&](long d, const std::vector<long>& v, long offset) {
+                   trace.emplace_back(v.begin() + (offset - d - 1), v.begin() + (offset + d + 2));
+                 });
+  auto at = [&](long d, long k) -> long {
+    return trace[static_cast<std::size_t>(d)][static_cast<std::size_t>(k + d + 1)];
+  };
+  long x = n;
+  long y = m;
+  for (long d = distance; d >= 0; --d) {
+    const long k = x - y;
+    long prev_k;
+    if (k == -d || (k != d && at(d, k - 1) < at(d, k + 1))) {
+      prev_k = k + 1;
+    } else {
+      prev_k = k - 1;
+    }
+    const long prev_x = at(d, prev_k);
+    const long prev_y = prev_x - prev_k;
+    while (x > prev_x && y > prev_y) {
+      --x;
+      --y;
+      kept.emplace_back(shared.a_at[static_cast<std::size_t>(x)],
+                        shared.b_at[static_cast<std::size_t>(y)]);
+    }
+    x = prev_x;
+    y = prev_y;
+  }
+  std::reverse(kept.begin(), kept.end());
+  return kept;
+}
+
+// A shortest edit script from a to b: their common prefix and suffix kept,
+// the middle's kept lines from a search of the lines both sides have, and
+// between two kept lines first every line of a deleted, then every line of
+// b inserted. Past kMaxEditDistance the middle is shown replaced, without
+// any search.
 std::vector<Op> edit_script(const std::vector<std::string_view>& a,
                             const std::vector<std::string_view>& b) {
   const Middle mid = middle_of(a, b);
-  const long n = static_cast<long>(mid.a.size());
-  const long m = static_cast<long>(mid.b.size());
-  std::vector<Op> middle;
-  // A side without lines needs no search (and forward_search keeps no trace
-  // for it); the trace's x values must fit 32 bits.
-  const bool searchable = n > 0 && m > 0 && n + m < std::numeric_limits<std::int32_t>::max();
-  const long distance = searchable ? edit_distance(mid.a, mid.b) : -1;
-  if (distance < 0) {
-    middle.assign(mid.a.size(), Op::Delete);
-    middle.insert(middle.end(), mid.b.size(), Op::Insert);
-  } else {
-    // trace[d][k + d + 1]: the furthest x on diagonal k before step d.
-    std::vector<std::vector<std::int32_t>> trace;
-    trace.reserve(static_cast<std::size_t>(distance) + 1);
-    forward_search(mid.a, mid.b, distance, [&](long d, const std::vector<long>& v, long offset) {
-      trace.emplace_back(v.begin() + (offset - d - 1), v.begin() + (offset + d + 2));
-    });
-    auto at = [&](long d, long k) -> long {
-      return trace[static_cast<std::size_t>(d)][static_cast<std::size_t>(k + d + 1)];
-    };
-    long x = n;
-    long y = m;
-    for (long d = distance; d >= 0; --d) {
-      const long k = x - y;
-      long prev_k;
-      if (k == -d || (k != d && at(d, k - 1) < at(d, k + 1))) {
-        prev_k = k + 1;
-      } else {
-        prev_k = k - 1;
-      }
-      const long prev_x = at(d, prev_k);
-      const long prev_y = prev_x - prev_k;
-      while (x > prev_x && y > prev_y) {
-        middle.push_back(Op::Keep);
-        --x;
-        --y;
-      }
-      if (d > 0) middle.push_back(x == prev_x ? Op::Insert : Op::Delete);
-      x = prev_x;
-      y = prev_y;
-    }
-    std::reverse(middle.begin(), middle.end());
-  }
   std::vector<Op> script(mid.prefix, Op::Keep);
-  script.insert(script.end(), middle.begin(), middle.end());
+  // The trace's x values must fit 32 bits.
+  const bool searchable = mid.a.size() + mid.b.size() <
+                          static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max());
+  const SharedLines shared = searchable ? shared_lines(mid.a, mid.b) : SharedLines{};
+  const long distance = searchable ? shared_distance(shared) : -1;
+  std::vector<std::pair<std::size_t, std::size_t>> kept;
+  if (distance >= 0) kept = kept_pairs(shared, distance);
+  std::size_t i = 0;
+  std::size_t j = 0;
+  auto edits_up_to = [&](std::size_t a_end, std::size_t b_end) {
+    script.insert(script.end(), a_end - i, Op::Delete);
+    script.insert(script.end(), b_end - j, Op::Insert);
+  };
+  for (const auto& [a_index, b_index] : kept) {
+    edits_up_to(a_index, b_index);
+    script.push_back(Op::Keep);
+    i = a_index + 1;
+    j = b_index + 1;
+  }
+  edits_up_to(mid.a.size(), mid.b.size());
   script.insert(script.end(), mid.suffix, Op::Keep);
   return script;
 }
@@ -305,8 +348,12 @@ std::string unified_file_diff(const std::string& path, const DiffSide& before,
     if (!has_newline) out += "\\ No newline at end of file\n";
   };
 
-  // Group changes into hunks with kContext lines around them.
+  // Group changes into hunks with kContext lines around them. The hunks come
+  // in order, so the line numbers are carried from one to the next.
   std::size_t index = 0;
+  std::size_t numbered = 0;  // a_line and b_line are those at script[numbered]
+  std::size_t a_line = 0;
+  std::size_t b_line = 0;
   while (index < script.size()) {
     while (index < script.size() && script[index] == Op::Keep)
       ++index;
@@ -324,12 +371,9 @@ std::string unified_file_diff(const std::string& path, const DiffSide& before,
     }
     hunk_end = std::min(script.size(), hunk_end + kContext);
 
-    // Line numbers at hunk_begin.
-    std::size_t a_line = 0;
-    std::size_t b_line = 0;
-    for (std::size_t i = 0; i < hunk_begin; ++i) {
-      if (script[i] != Op::Insert) ++a_line;
-      if (script[i] != Op::Delete) ++b_line;
+    for (; numbered < hunk_begin; ++numbered) {
+      if (script[numbered] != Op::Insert) ++a_line;
+      if (script[numbered] != Op::Delete) ++b_line;
     }
     std::size_t a_count = 0;
     std::size_t b_count = 0;
@@ -353,6 +397,7 @@ std::string unified_file_diff(const std::string& path, const DiffSide& before,
           break;
       }
     }
+    numbered = hunk_end;
     index = hunk_end;
   }
   return out;

@@ -83,6 +83,77 @@ TEST(LineDiff, CountsAreMinimalAndMatchTheUnifiedDiff) {
   }
 }
 
+// Applies a unified diff of one file (as unified_file_diff makes it) to
+// `before`'s lines, checking every context and '-' line against them; the
+// text it gives, or "<mismatch at line N>".
+std::string apply_patch(const std::string& before, const std::string& diff) {
+  const std::vector<std::string> old_lines = lines_of(before);
+  std::string out;
+  std::size_t taken = 0;  // old lines consumed
+  std::string* last = nullptr;
+  for (const std::string& line : lines_of(diff)) {
+    if (line.starts_with("diff ") || line.starts_with("--- ") || line.starts_with("+++ ")) continue;
+    if (line.starts_with("@@ -")) {
+      // "@@ -START[,COUNT] ..." : copy the old lines before the hunk.
+      std::size_t start = std::stoul(line.substr(4));
+      const std::size_t comma = line.find(',');
+      const std::size_t space = line.find(' ', 4);
+      if (comma != std::string::npos && comma < space && std::stoul(line.substr(comma + 1)) == 0)
+        ++start;  // an empty range names the line before it
+      for (; taken + 1 < start; ++taken)
+        out += old_lines[taken];
+      continue;
+    }
+    if (line == "\\ No newline at end of file\n") {
+      if (last != nullptr && !last->empty() && last->back() == '\n') last->pop_back();
+      continue;
+    }
+    const std::string text = line.substr(1);
+    if (line[0] == ' ' || line[0] == '-') {
+      // The diff drops a missing final newline; compare without it.
+      if (taken >= old_lines.size())
+        return "<past the end at line " + std::to_string(taken + 1) + ">";
+      const std::string& expected = old_lines[taken];
+      const std::string bare = expected.ends_with('\n') ? expected : expected + "\n";
+      if (bare != text) return "<mismatch at line " + std::to_string(taken + 1) + ">";
+      ++taken;
+    }
+    if (line[0] == ' ' || line[0] == '+') {
+      out += text;
+      last = &out;
+    } else {
+      last = nullptr;
+    }
+  }
+  for (; taken < old_lines.size(); ++taken)
+    out += old_lines[taken];
+  return out;
+}
+
+// What the review shows is a patch: applied to the old text it gives the
+// new one, line for line.
+TEST(LineDiff, ThePatchTurnsTheOldTextIntoTheNew) {
+  std::mt19937 random(20261207);
+  for (int round = 0; round < 600; ++round) {
+    auto text = [&](int lines) {
+      std::string out;
+      for (int i = 0; i < lines; ++i) {
+        out += random() % 5 == 0 ? "only here " + std::to_string(random()) + "\n"
+                                 : "line " + std::to_string(random() % 6) + "\n";
+      }
+      if (!out.empty() && random() % 4 == 0) out.pop_back();  // no final newline
+      return out;
+    };
+    const std::string before = text(static_cast<int>(random() % 60));
+    std::string after = text(static_cast<int>(random() % 60));
+    if (round % 3 == 0) after = before.substr(0, before.size() / 2) + after;  // a shared prefix
+    if (round % 5 == 0) after += before.substr(before.size() / 3);            // a shared suffix
+    if (before == after) continue;
+    const std::string diff = unified_file_diff("f.txt", file_side(before), file_side(after), false);
+    EXPECT_EQ(apply_patch(before, diff), after) << before << "--\n" << after << "--\n" << diff;
+  }
+}
+
 // At the search's limit (4,000 edits) the counts still say what the patch
 // shows: one edit under it a minimal diff, one over it the whole middle
 // replaced, however many of those edits are lines only one side has.
