@@ -318,17 +318,22 @@ TEST_F(CgroupTest, MadeInPartsTheOtherHierarchiesComeOnlyWhenAsked) {
   }
   EXPECT_EQ(parts->self_join_fds().size(), whole->self_join_fds().size());
   // Each directory had its limits when it was made, before anything could
-  // run in it.
+  // run in it (the memory and pids controllers are usable here: SetUp).
+  int memory_limits = 0;
+  int pids_limits = 0;
   for (const auto& dir : parts->directories()) {
-    if (fs::exists(fs::path(dir) / "memory.max")) {
-      EXPECT_EQ(testing::read_file(fs::path(dir) / "memory.max"), "67108864\n") << dir;
-    } else if (fs::exists(fs::path(dir) / "memory.limit_in_bytes")) {
-      EXPECT_EQ(testing::read_file(fs::path(dir) / "memory.limit_in_bytes"), "67108864\n") << dir;
+    for (const char* file : {"memory.max", "memory.limit_in_bytes"}) {
+      if (!fs::exists(fs::path(dir) / file)) continue;
+      EXPECT_EQ(testing::read_file(fs::path(dir) / file), "67108864\n") << dir << "/" << file;
+      ++memory_limits;
     }
     if (fs::exists(fs::path(dir) / "pids.max")) {
       EXPECT_EQ(testing::read_file(fs::path(dir) / "pids.max"), "8\n") << dir;
+      ++pids_limits;
     }
   }
+  EXPECT_EQ(memory_limits, 1);
+  EXPECT_EQ(pids_limits, 1);
   EXPECT_TRUE(parts->remove().ok());
   EXPECT_TRUE(whole->remove().ok());
 }

@@ -55,19 +55,21 @@ DiffSide file_side(std::string content) {
   return DiffSide{.exists = true, .is_symlink = false, .mode = 0644, .content = std::move(content)};
 }
 
+// `lines` random lines: one in `unique_in` a line only this text has, the
+// rest one of `distinct` lines, so that two texts share many of them.
+std::string random_text(std::mt19937& random, int lines, unsigned unique_in, unsigned distinct) {
+  std::string out;
+  for (int i = 0; i < lines; ++i) {
+    out += random() % unique_in == 0 ? "only here " + std::to_string(random()) + "\n"
+                                     : "line " + std::to_string(random() % distinct) + "\n";
+  }
+  return out;
+}
+
 TEST(LineDiff, CountsAreMinimalAndMatchTheUnifiedDiff) {
   std::mt19937 random(20261206);
   for (int round = 0; round < 400; ++round) {
-    // Few distinct lines, so that the texts share many of them, and now and
-    // then a line only one side has.
-    auto text = [&](int lines) {
-      std::string out;
-      for (int i = 0; i < lines; ++i) {
-        out += random() % 6 == 0 ? "only here " + std::to_string(random()) + "\n"
-                                 : "line " + std::to_string(random() % 5) + "\n";
-      }
-      return out;
-    };
+    auto text = [&](int lines) { return random_text(random, lines, 6, 5); };
     const std::string before = text(static_cast<int>(random() % 40));
     std::string after = text(static_cast<int>(random() % 40));
     if (round % 3 == 0) after = before.substr(0, before.size() / 2) + after;  // a shared prefix
@@ -85,7 +87,7 @@ TEST(LineDiff, CountsAreMinimalAndMatchTheUnifiedDiff) {
 
 // Applies a unified diff of one file (as unified_file_diff makes it) to
 // `before`'s lines, checking every context and '-' line against them; the
-// text it gives, or "<mismatch at line N>".
+// text it gives, or "<mismatch at line N>" / "<past the end at line N>".
 std::string apply_patch(const std::string& before, const std::string& diff) {
   const std::vector<std::string> old_lines = lines_of(before);
   std::string out;
@@ -136,11 +138,7 @@ TEST(LineDiff, ThePatchTurnsTheOldTextIntoTheNew) {
   std::mt19937 random(20261207);
   for (int round = 0; round < 600; ++round) {
     auto text = [&](int lines) {
-      std::string out;
-      for (int i = 0; i < lines; ++i) {
-        out += random() % 5 == 0 ? "only here " + std::to_string(random()) + "\n"
-                                 : "line " + std::to_string(random() % 6) + "\n";
-      }
+      std::string out = random_text(random, lines, 5, 6);
       if (!out.empty() && random() % 4 == 0) out.pop_back();  // no final newline
       return out;
     };

@@ -216,6 +216,15 @@ Measures measure(SandboxRun& run, const NativeMonitor& monitor, ExecutionMetrics
   return measures;
 }
 
+// A failure the memory limit caused: `oom`, and the detail says so and what
+// to do.
+void blame_memory_limit(ProcessResult& result, const ResourcePolicy& limits, std::string_view why) {
+  result.termination_reason = TerminationReason::Oom;
+  result.termination_detail += " (the sandbox's memory limit of " +
+                               format_size(limits.memory_bytes) + " " + std::string(why) +
+                               ": raise --memory)";
+}
+
 void record_setup_error(ProcessResult& result, const runtime::ChildMessage& error,
                         const linux_api::CgroupUsage& usage, const ResourcePolicy& limits) {
   if (std::string_view(error.stage) == "executing") {
@@ -223,28 +232,38 @@ void record_setup_error(ProcessResult& result, const runtime::ChildMessage& erro
     // The kernel says E2BIG when it cannot charge the pages for the
     // arguments, ENOMEM for the rest of the new image.
     const bool no_memory = error.error_number == ENOMEM || error.error_number == E2BIG;
-    if (no_memory && usage.memory_limit_hits > 0) {
-      result.termination_reason = TerminationReason::Oom;
-      result.termination_detail += " (the sandbox's memory limit of " +
-                                   format_size(limits.memory_bytes) +
-                                   " was reached loading it: raise --memory)";
-    }
+    if (no_memory && usage.memory_limit_hits > 0)
+      blame_memory_limit(result, limits, "was reached loading it");
     return;
   }
-  result.exit_code = 125;
+  result.exit_code = runtime::kSetupFailed;
   result.termination_detail = "sandbox setup failed: " + runtime::describe_child_error(error);
   // The kernel refused the setup's own allocations at the memory limit (a
   // tmpfs says ENOSPC when it cannot charge an inode or a page).
   const bool out_of_memory =
       error.error_number == ENOMEM || error.error_number == ENOBUFS || error.error_number == ENOSPC;
   if (out_of_memory && usage.memory_limit_hits > 0) {
-    result.termination_reason = TerminationReason::Oom;
-    result.termination_detail += " (the sandbox's memory limit of " +
-                                 format_size(limits.memory_bytes) +
-                                 " is too small to set it up: raise --memory)";
+    blame_memory_limit(result, limits, "is too small to set it up");
     return;
   }
   result.termination_reason = TerminationReason::LaunchError;
+}
+
+// A setup that ended without sending its report: init's (no status of the
+// command at all), or the command's before its execve (kSetupFailed, never
+// Ready). At the memory limit the report itself is refused too.
+void record_unreported_setup(ProcessResult& result, const linux_api::CgroupUsage& usage,
+                             const ResourcePolicy& limits, const std::string& who,
+                             const std::string& without_limit) {
+  result.exit_code = runtime::kSetupFailed;
+  if (usage.memory_limit_hits > 0) {
+    result.termination_reason = TerminationReason::Oom;
+    result.termination_detail = who + " could not be set up within its memory limit of " +
+                                format_size(limits.memory_bytes) + ": raise --memory";
+  } else {
+    result.termination_reason = TerminationReason::LaunchError;
+    result.termination_detail = without_limit;
+  }
 }
 
 void record_forbidden_syscall(ProcessResult& result, const std::string& profile,
@@ -289,38 +308,13 @@ void record_status(ProcessResult& result, int status, bool reported,
   const bool unexplained = result.termination_reason == TerminationReason::None;
   runtime::record_wait_status(result, status);
   if (unexplained && WIFEXITED(status) && !reported) {
-    result.exit_code = 125;
-    if (usage.memory_limit_hits > 0) {
-      // Its last message could not be sent either: the kernel refused init's
-      // own allocations at the limit.
-      result.termination_reason = TerminationReason::Oom;
-      result.termination_detail = "the sandbox could not be set up within its memory limit of " +
-                                  format_size(request.limits.memory_bytes) + ": raise --memory";
-    } else {
-      result.termination_reason = TerminationReason::LaunchError;
-      result.termination_detail = "the sandbox's init ended without a report";
-    }
+    record_unreported_setup(result, usage, request.limits, "the sandbox",
+                            "the sandbox's init ended without a report");
   } else if (unexplained && WIFSIGNALED(status) && WTERMSIG(status) == SIGSYS && seccomp_loaded) {
     // SCMP_ACT_TRAP, or a syscall of an architecture the profile omits.
     result.termination_reason = TerminationReason::Seccomp;
     result.termination_detail = "killed by SIGSYS: a system call the seccomp profile " +
                                 request.seccomp_profile + " forbids";
-  }
-}
-
-// The command's process ended with kSetupFailed before it said Ready and
-// without an error message: one it could not send (at the memory limit,
-// its socket buffer is refused too). Its status is not a command's.
-void record_unreported_setup_failure(ProcessResult& result, const linux_api::CgroupUsage& usage,
-                                     const ResourcePolicy& limits) {
-  result.exit_code = runtime::kSetupFailed;
-  if (usage.memory_limit_hits > 0) {
-    result.termination_reason = TerminationReason::Oom;
-    result.termination_detail = "the command could not be set up within the memory limit of " +
-                                format_size(limits.memory_bytes) + ": raise --memory";
-  } else {
-    result.termination_reason = TerminationReason::LaunchError;
-    result.termination_detail = "the command's setup ended before its execve, without a report";
   }
 }
 
@@ -339,7 +333,9 @@ void record_ending(ProcessResult& result, const SandboxRun& run, const Execution
     if (reported && !monitor.command_ready() && WIFEXITED(status) &&
         WEXITSTATUS(status) == runtime::kSetupFailed &&
         result.termination_reason == TerminationReason::None) {
-      record_unreported_setup_failure(result, measures.cgroup, request.limits);
+      // Its status is not a command's: it never reached its execve.
+      record_unreported_setup(result, measures.cgroup, request.limits, "the command",
+                              "the command's setup ended before its execve, without a report");
       return;
     }
     explain_failure(result, status, measures.cgroup, request.limits);
