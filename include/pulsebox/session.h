@@ -86,8 +86,12 @@ PULSEBOX_API SessionInfo describe_session(const Workspace& workspace, const std:
 
 // The session's net changes as a new pending transaction (origin
 // "session NAME"), for review; the session itself is unchanged. Its
-// conflict check is against the workspace as the session began. Throws as
-// Workspace::import_overlay does; nullopt when the session changed nothing.
+// conflict check is against the workspace as the session began. Its blobs
+// are the layer's own files where the file system allows (hard links,
+// ImportOptions::share_upper_files): a review costs no copy of the
+// session's bytes, and committing or discarding the transaction leaves the
+// layer as it was. Throws as Workspace::import_overlay does; nullopt when
+// the session changed nothing.
 PULSEBOX_API ImportResult session_transaction(Workspace& workspace, const std::string& name,
                                               const std::filesystem::path& kept_dir,
                                               const ImportOptions& options = {});

@@ -140,6 +140,14 @@ struct ImportOptions {
   // refused, the directory itself moves into the transaction, those files
   // staying where they lie. Never for a layer that is kept (a session's).
   bool take_upper_files = false;
+  // The upper directory is kept (a session's layer) and nothing writes to
+  // its files in place any more: they may become the staged copies as hard
+  // links, left exactly as they are (names, owner, mode), where a copy would
+  // hold the same bytes, mode and time. A review then writes no file per
+  // change. A commit copies such a blob into place (it has another link)
+  // instead of renaming it, so the workspace never shares an inode with the
+  // layer. Ignored with take_upper_files.
+  bool share_upper_files = false;
 };
 
 struct ImportResult {

@@ -39,10 +39,11 @@ using json = nlohmann::json;
 
 namespace {
 
-// `name` in `dir` (open as `fd`, described by `st`) replaced by a copy of
-// itself with `mode`, its owner and times: the other links keep theirs.
+// `name` in `dir` replaced by a copy of the file open as `fd` (described by
+// `st`) with `mode` and its times, and its owner `with_owner`: a file with
+// other links is never changed or moved, those links keep what they have.
 core::Status replace_with_copy(int dir, const std::string& name, int fd, const struct stat& st,
-                               unsigned mode, const std::string& path) {
+                               unsigned mode, const std::string& path, bool with_owner = true) {
   const std::string temp = std::string(kTempPrefix) + random_hex(12);
   UniqueFd copy(
       ::openat(dir, temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
@@ -60,7 +61,8 @@ core::Status replace_with_copy(int dir, const std::string& name, int fd, const s
     left -= n;
   }
   const timespec times[2] = {st.st_atim, st.st_mtim};
-  if (::fchown(copy.get(), st.st_uid, st.st_gid) != 0 && errno != EPERM) return failed("chown");
+  if (with_owner && ::fchown(copy.get(), st.st_uid, st.st_gid) != 0 && errno != EPERM)
+    return failed("chown");
   if (::fchmod(copy.get(), mode) != 0) return failed("chmod");
   if (::futimens(copy.get(), times) != 0) return failed("setting the times of");
   if (::renameat(dir, temp.c_str(), dir, name.c_str()) != 0) return failed("rename into place:");
@@ -105,7 +107,8 @@ core::Status check_blobs_are_files(Draft& draft, const std::filesystem::path& di
                      "not the file the write-ahead log names (another inode or size)");
     }
     entry.blob_inode = inode;
-    if (owner != nullptr) {
+    entry.blob_shared = st.st_nlink > 1;
+    if (owner != nullptr && !entry.blob_shared) {  // a shared blob is copied, not moved
       if (!seen_one) *owner = BlobOwner{st.st_uid, st.st_gid};
       if (*owner && (owner->value().first != st.st_uid || owner->value().second != st.st_gid))
         owner->reset();
@@ -205,6 +208,18 @@ core::Status TransactionStore::apply(const Draft& draft, int root_fd,
           struct stat blob_stat {};
           if (::fstatat(blob->dir, blob->name.c_str(), &blob_stat, AT_SYMLINK_NOFOLLOW) != 0) break;
           PB_CHECK(remove_tree_at(dir, name));
+        }
+        if (entry.blob_shared) {
+          UniqueFd shared(::openat(blob->dir, blob->name.c_str(),
+                                   O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+          struct stat shared_stat {};
+          if (!shared && errno == ENOENT) break;
+          if (!shared || ::fstat(shared.get(), &shared_stat) != 0)
+            return Error::from_errno("workspace", "open the blob of " + path);
+          PB_CHECK(replace_with_copy(dir, name, shared.get(), shared_stat, entry.mode, path,
+                                     /*with_owner=*/false));
+          adopt_owner(dir, name, replaces_file ? &current : nullptr, nullptr, dir_stat);
+          break;
         }
         if (::renameat(blob->dir, blob->name.c_str(), dir, name.c_str()) != 0) {
           if (errno == ENOENT) break;

@@ -81,7 +81,7 @@ struct Walker {
   Draft& draft;
   std::uint64_t max_file_bytes;
   bool full_copy;                             // the upper side is a whole copy
-  bool take_files;                            // ImportOptions::take_upper_files
+  UpperFiles files;                           // ImportOptions::take/share_upper_files
   const std::vector<std::string>& own_paths;  // Workspace::own_paths
   std::vector<std::string>& linked_sources;   // upper files linked as blobs
   bool in_place;                              // files may stay as blobs where they are
@@ -104,20 +104,26 @@ struct Walker {
   // inode, no copy of its bytes), which must then be exactly what a copy
   // would be: one link (a second one stays a separate copy), no
   // setuid/setgid bits, no extended attributes (file capabilities, ACLs,
-  // overlayfs's own), no immutable or append-only flag, and our own owner
-  // and group (a file of the sandbox's mapped user is given them first
-  // when we are root, as a copy would have them; otherwise it is copied).
+  // overlayfs's own), no immutable or append-only flag, and, taken, our
+  // own owner and group (a file of the sandbox's mapped user is given them
+  // first when we are root, as a copy would have them; otherwise it is
+  // copied). A shared file keeps its owner: the layer is not changed, and
+  // the commit copies it into place, as the workspace's owner's.
   // Nothing writes to it any more: the run's processes are gone with its
   // namespaces before its changes are read. A whole copy (the host
   // backend's) is always copied.
   bool may_link(int fd, const struct stat& st) const {
-    if (!take_files || full_copy || st.st_nlink != 1 || (st.st_mode & 07000) != 0) return false;
+    if (files == UpperFiles::kCopied || full_copy || st.st_nlink != 1 ||
+        (st.st_mode & 07000) != 0) {
+      return false;
+    }
     if (::flistxattr(fd, nullptr, 0) != 0) return false;
     int flags = 0;
     if (::ioctl(fd, FS_IOC_GETFLAGS, &flags) == 0 &&
         (flags & (FS_IMMUTABLE_FL | FS_APPEND_FL)) != 0) {
       return false;
     }
+    if (files == UpperFiles::kShared) return true;
     if (st.st_uid == euid && st.st_gid == egid) return true;
     return euid == 0 && ::fchown(fd, 0, 0) == 0;
   }
@@ -142,7 +148,7 @@ struct Walker {
   core::Result<bool> stage_unread(int fd, int upper, const std::string& name,
                                   const std::string& path, const struct stat& st, bool lower_exists,
                                   const struct stat& below) {
-    if (!take_files || full_copy || store.reads_new_file_contents()) return false;
+    if (files == UpperFiles::kCopied || full_copy || store.reads_new_file_contents()) return false;
     if (lower_exists && S_ISREG(below.st_mode) && below.st_size == st.st_size) return false;
     struct stat opened {};
     if (::fstat(fd, &opened) != 0) return Error::from_errno("overlay", "stat " + path);
@@ -159,8 +165,14 @@ struct Walker {
     source.unread = true;
     source.in_place = keeps_in_place(path);
     PB_CHECK(stage(std::move(entry), {}, &source));
-    if (as_blob && !source.in_place) linked_sources.push_back(path);
+    note_taken(path, as_blob, source.in_place);
     return true;
+  }
+
+  // A taken file that became its blob by a link: its upper name is released
+  // once the transaction is saved. A shared one keeps its name.
+  void note_taken(const std::string& path, bool as_blob, bool in_place_blob) {
+    if (as_blob && !in_place_blob && files == UpperFiles::kTaken) linked_sources.push_back(path);
   }
 
   // A file kept in place (kInPlaceBlob) is named by its path in the
@@ -324,7 +336,7 @@ struct Walker {
       TransactionStore::BlobSource source{upper, name, opened, fd.get(), &as_blob};
       source.in_place = keeps_in_place(path);
       PB_CHECK(stage(std::move(entry), bytes, &source));
-      if (as_blob && !source.in_place) linked_sources.push_back(path);
+      note_taken(path, as_blob, source.in_place);
       return core::ok_status();
     }
     if (S_ISLNK(st.st_mode)) {
@@ -381,13 +393,14 @@ struct Walker {
 core::Status import_upper_directory(TransactionStore& store, Draft& draft,
                                     const std::filesystem::path& upper,
                                     const std::filesystem::path& lower,
-                                    std::uint64_t max_file_bytes, bool full_copy, bool take_files,
+                                    std::uint64_t max_file_bytes, bool full_copy, UpperFiles files,
                                     const std::vector<std::string>& own_paths,
                                     std::vector<std::string>& linked, bool in_place) {
   PB_TRY(upper_fd, core::open_directory(upper));
   PB_TRY(lower_fd, core::open_directory(lower));
-  Walker walker{store,      draft,     max_file_bytes, full_copy,
-                take_files, own_paths, linked,         in_place && take_files && !full_copy};
+  Walker walker{
+      store, draft,     max_file_bytes, full_copy,
+      files, own_paths, linked,         in_place && files == UpperFiles::kTaken && !full_copy};
   return walker.walk(upper_fd.get(), lower_fd.get(), full_copy || is_opaque(upper_fd.get()), "", 0);
 }
 

@@ -12,9 +12,16 @@
 
 namespace pulsebox::workspace {
 
+// What may become of the upper directory's files (ImportOptions).
+enum class UpperFiles {
+  kCopied,  // staged as copies
+  kTaken,   // take_upper_files: linked as blobs, their names then released
+  kShared,  // share_upper_files: linked as blobs, left as they are
+};
+
 // `own_paths` (Workspace::own_paths): a change at or beneath one, or a
 // non-directory or deletion on the way to one, is refused.
-// With `take_files` (ImportOptions::take_upper_files), `linked` receives
+// With UpperFiles::kTaken, `linked` receives
 // the upper files that became their blobs as they are (hard links): once
 // the transaction is saved, release_linked() removes their names from the
 // upper directory. Until then, a failed import leaves the upper directory
@@ -25,7 +32,7 @@ namespace pulsebox::workspace {
 core::Status import_upper_directory(TransactionStore& store, Draft& draft,
                                     const std::filesystem::path& upper,
                                     const std::filesystem::path& lower,
-                                    std::uint64_t max_file_bytes, bool full_copy, bool take_files,
+                                    std::uint64_t max_file_bytes, bool full_copy, UpperFiles files,
                                     const std::vector<std::string>& own_paths,
                                     std::vector<std::string>& linked, bool in_place = false);
 

@@ -76,6 +76,7 @@ ImportResult session_transaction(Workspace& ws, const std::string& name, const f
   import.known_secrets = session.known_secrets();
   import.origin = "session " + name;
   import.run_started = workspace::from_ns(session.info().base_stamp_ns);
+  import.share_upper_files = true;  // a review: no copy of the layer's bytes
   return ws.import_overlay(session.info().layers.front(), ws.root(), import);
 }
 

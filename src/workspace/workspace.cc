@@ -417,8 +417,11 @@ ImportResult import_into_new_transaction(TransactionStore& store,
     draft = core::value_or_throw(store.load(id));
     linked.clear();
     in_place = in_place && same_file_system(upper, store.tx_dir(id));
+    const auto files = options.take_upper_files    ? workspace::UpperFiles::kTaken
+                       : options.share_upper_files ? workspace::UpperFiles::kShared
+                                                   : workspace::UpperFiles::kCopied;
     return workspace::import_upper_directory(store, draft, upper, lower, max_file_bytes, full_copy,
-                                             options.take_upper_files, own_paths, linked, in_place);
+                                             files, own_paths, linked, in_place);
   };
   const auto walk_again_linking = [&]() -> core::Status {
     (void)store.discard(id);

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <thread>
 
@@ -68,6 +69,59 @@ int commit_killed_at_step(const std::filesystem::path& dir, const std::string& t
   }
   int status = 0;
   return ::waitpid(child, &status, 0) == child ? status : -1;
+}
+
+// populate()'s workspace in <upper>/../ws and the transaction `options`
+// import from `upper`, which holds `files` (path, content).
+std::string import_over_populated(const std::filesystem::path& upper,
+                                  const std::map<std::string, std::string>& files,
+                                  const ImportOptions& options) {
+  const auto ws_dir = upper.parent_path() / "ws";
+  populate(ws_dir);
+  for (const auto& [path, content] : files)
+    write_file(upper / path, content);
+  return Workspace(ws_dir).import_overlay(upper, ws_dir, options).transaction.value();
+}
+
+// Commits the transaction `import(base)` makes in a fresh directory, killed
+// at its 1st, 2nd, ... step until one runs whole; after each kill,
+// reconcile() and a commit of what is still pending must give `new_state`,
+// and `check(base, when)` runs. How many kills reconcile found past the
+// commit point.
+int killed_at_every_step(
+    const std::function<std::string(const std::filesystem::path&)>& import,
+    const std::map<std::string, std::string>& old_state,
+    const std::map<std::string, std::string>& new_state,
+    const std::function<void(const std::filesystem::path&, const std::string&)>& check =
+        [](const std::filesystem::path&, const std::string&) {}) {
+  int saw_new = 0;
+  for (int crash_after = 1; crash_after < 60; ++crash_after) {
+    const std::string when = "after crash at step " + std::to_string(crash_after);
+    TempDir dir;
+    const std::string tx = import(dir.path());
+    const int status = commit_killed_at_step(dir.path() / "ws", tx, {}, crash_after);
+    EXPECT_GE(status, 0);
+    if (status < 0) return saw_new;
+    if (WIFEXITED(status)) {
+      EXPECT_EQ(WEXITSTATUS(status), 0) << "commit failed without a crash";
+      EXPECT_EQ(listing(dir.path() / "ws"), new_state);
+      check(dir.path(), "after the whole commit");
+      return saw_new;
+    }
+    EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << when;
+    Workspace ws(dir.path() / "ws");
+    EXPECT_NO_THROW(ws.reconcile()) << when;
+    if (listing(dir.path() / "ws") == old_state) {
+      ws.commit(tx);
+    } else {
+      ++saw_new;
+    }
+    EXPECT_EQ(listing(dir.path() / "ws"), new_state) << when;
+    EXPECT_TRUE(ws.list_transactions().empty());
+    check(dir.path(), when);
+  }
+  ADD_FAILURE() << "the commit never ran whole in 60 steps";
+  return saw_new;
 }
 
 TEST(CommitCrashTest, EveryStepLeavesOldOrNewAfterReconcile) {
@@ -129,13 +183,10 @@ TEST(CommitCrashTest, EveryStepLeavesOldOrNewAfterReconcile) {
 // finds the directory moved with its files, which counts as done.
 TEST(CommitCrashTest, ANewDirectoryMovedWholeIsFinishedAfterEveryStep) {
   const auto import_run = [](const std::filesystem::path& base) {
-    populate(base / "ws");
-    write_file(base / "upper/new/a.txt", "a\n");
-    write_file(base / "upper/new/sub/b.txt", "b\n");
-    write_file(base / "upper/zz.txt", "after the directory\n");
-    Workspace ws(base / "ws");
-    return ws.import_overlay(base / "upper", base / "ws", ImportOptions{.take_upper_files = true})
-        .transaction.value();
+    return import_over_populated(
+        base / "upper",
+        {{"new/a.txt", "a\n"}, {"new/sub/b.txt", "b\n"}, {"zz.txt", "after the directory\n"}},
+        ImportOptions{.take_upper_files = true});
   };
   TempDir reference;
   const auto tx_reference = import_run(reference.path());
@@ -147,32 +198,47 @@ TEST(CommitCrashTest, ANewDirectoryMovedWholeIsFinishedAfterEveryStep) {
   const auto new_state = listing(ws_reference);
   ASSERT_NE(old_state, new_state);
 
-  int saw_new = 0;
-  bool completed = false;
-  for (int crash_after = 1; crash_after < 60 && !completed; ++crash_after) {
-    TempDir dir;
-    const std::string tx = import_run(dir.path());
-    const int status = commit_killed_at_step(dir.path() / "ws", tx, {}, crash_after);
-    ASSERT_GE(status, 0);
-    if (WIFEXITED(status)) {
-      ASSERT_EQ(WEXITSTATUS(status), 0) << "commit failed without a crash";
-      completed = true;
-      EXPECT_EQ(listing(dir.path() / "ws"), new_state);
-      break;
+  EXPECT_GE(killed_at_every_step(import_run, old_state, new_state),
+            3);  // killed after the commit point, the directory moved or not
+}
+
+// A kept layer's import whose blobs are the layer's own files
+// (share_upper_files, a session's review), killed at every step of its
+// commit: the blobs are copied into place, so a replay finds each still
+// there and copies it again, and the layer's files end as they began.
+TEST(CommitCrashTest, SharedBlobsAreCopiedAndAReplayCopiesThemAgain) {
+  const auto import_shared = [](const std::filesystem::path& base) {
+    return import_over_populated(
+        base / "layer",
+        {{"modify.txt", "from the layer\n"}, {"new/a.txt", "a\n"}, {"dir-to-file", "now a file\n"}},
+        ImportOptions{.share_upper_files = true});
+  };
+  const auto layer_is_whole = [](const std::filesystem::path& base, const std::string& when) {
+    for (const char* name : {"modify.txt", "new/a.txt", "dir-to-file"}) {
+      struct stat st {};
+      ASSERT_EQ(::stat((base / "layer" / name).c_str(), &st), 0) << name << ", " << when;
+      EXPECT_EQ(st.st_nlink, 1u) << name << ", " << when;
+      struct stat in_ws {};
+      if (::stat((base / "ws" / name).c_str(), &in_ws) == 0) {
+        EXPECT_NE(in_ws.st_ino, st.st_ino) << name << " is the layer's inode, " << when;
+      }
     }
-    ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
-    Workspace ws(dir.path() / "ws");
-    ASSERT_NO_THROW(ws.reconcile()) << "after crash at step " << crash_after;
-    if (listing(dir.path() / "ws") == old_state) {
-      ws.commit(tx);
-    } else {
-      ++saw_new;
-    }
-    EXPECT_EQ(listing(dir.path() / "ws"), new_state) << "after crash at step " << crash_after;
-    EXPECT_TRUE(ws.list_transactions().empty());
-  }
-  EXPECT_TRUE(completed);
-  EXPECT_GE(saw_new, 3);  // killed after the commit point, the directory moved or not
+    EXPECT_EQ(testing::read_file(base / "layer/modify.txt"), "from the layer\n") << when;
+  };
+  TempDir reference;
+  const auto tx_reference = import_shared(reference.path());
+  struct stat linked {};
+  ASSERT_EQ(::stat((reference / "layer/modify.txt").c_str(), &linked), 0);
+  ASSERT_EQ(linked.st_nlink, 2u) << "the import copied the layer's file instead of sharing it";
+  const auto ws_reference = reference.path() / "ws";
+  const auto old_state = listing(ws_reference);
+  Workspace(ws_reference).commit(tx_reference);
+  const auto new_state = listing(ws_reference);
+  ASSERT_NE(old_state, new_state);
+  ASSERT_EQ(testing::read_file(ws_reference / "modify.txt"), "from the layer\n");
+
+  EXPECT_GE(killed_at_every_step(import_shared, old_state, new_state, layer_is_whole),
+            3);  // killed after the commit point, part of the copies made or not
 }
 
 // A partial commit, killed at every step: after reconcile the workspace is

@@ -156,6 +156,74 @@ TEST_F(SessionStoreTest, ACommitConflictingWithAHostChangeSinceTheSessionBeganKe
   EXPECT_TRUE(ws.list_transactions().empty()) << "the refused transaction was left pending";
 }
 
+// A review's transaction holds the layer's own files (hard links: no copy
+// of a large session's bytes at every review), and nothing done with that
+// transaction changes the layer: not its discard, not its commit, which
+// gives the workspace copies of its own.
+TEST_F(SessionStoreTest, AReviewSharesTheLayersFilesAndNothingDoneWithItChangesThem) {
+  Workspace ws(ws_.path());
+  fs::path upper = new_upper();
+  write_file(upper / "new.txt", "new\n");
+  write_file(upper / "keep.txt", "changed\n");
+  ::chmod((upper / "new.txt").c_str(), 0640);
+  // A file of the sandbox's mapped user, as a root run's layer holds them.
+  const bool as_root = ::geteuid() == 0;
+  if (as_root) {
+    ASSERT_EQ(::chown((upper / "new.txt").c_str(), 4242, 4243), 0);
+  }
+  add_run(ws, upper);
+  const fs::path layer = describe_session(ws, "s", kept()).layers.front();
+  struct stat before {};
+  ASSERT_EQ(::stat((layer / "new.txt").c_str(), &before), 0);
+  const auto layer_file_is_as_before = [&](const std::string& when) {
+    struct stat now {};
+    ASSERT_EQ(::stat((layer / "new.txt").c_str(), &now), 0) << when;
+    EXPECT_EQ(now.st_ino, before.st_ino) << when;
+    EXPECT_EQ(now.st_nlink, 1u) << when;
+    EXPECT_EQ(now.st_uid, before.st_uid) << when;
+    EXPECT_EQ(now.st_gid, before.st_gid) << when;
+    EXPECT_EQ(now.st_mode, before.st_mode) << when;
+    EXPECT_EQ(now.st_mtim.tv_sec, before.st_mtim.tv_sec) << when;
+    EXPECT_EQ(now.st_mtim.tv_nsec, before.st_mtim.tv_nsec) << when;
+    EXPECT_EQ(read_file(layer / "new.txt"), "new\n") << when;
+  };
+
+  ImportResult review = session_transaction(ws, "s", kept());
+  ASSERT_TRUE(review.transaction);
+  struct stat shared {};
+  ASSERT_EQ(::stat((layer / "new.txt").c_str(), &shared), 0);
+  EXPECT_EQ(shared.st_nlink, 2u) << "the review copied the layer's file instead of sharing it";
+  const std::string diff = ws.diff(*review.transaction);
+  EXPECT_NE(diff.find("+new"), std::string::npos) << diff;
+  EXPECT_NE(diff.find("+changed"), std::string::npos) << diff;
+  ws.discard(*review.transaction);
+  layer_file_is_as_before("after the review's discard");
+
+  // The review's transaction is a pending transaction like any other, and
+  // may be committed: the workspace's file is then its own inode.
+  review = session_transaction(ws, "s", kept());
+  ASSERT_TRUE(review.transaction);
+  ws.commit(*review.transaction);
+  layer_file_is_as_before("after the review's commit");
+  struct stat committed {};
+  ASSERT_EQ(::stat((ws_ / "new.txt").c_str(), &committed), 0);
+  EXPECT_NE(committed.st_ino, before.st_ino) << "the workspace's file is the layer's inode";
+  EXPECT_EQ(committed.st_nlink, 1u);
+  EXPECT_EQ(committed.st_mode & 07777, 0640u);
+  EXPECT_EQ(committed.st_mtim.tv_nsec, before.st_mtim.tv_nsec);
+  if (as_root) {
+    EXPECT_EQ(committed.st_uid, 0u) << "a new file takes its directory's owner";
+  }
+  EXPECT_EQ(read_file(ws_ / "new.txt"), "new\n");
+  EXPECT_EQ(read_file(ws_ / "keep.txt"), "changed\n");
+  // The session still holds its changes, and commits (nothing is left to
+  // change: the workspace already has them).
+  EXPECT_EQ(list_sessions(ws, kept()).size(), 1u);
+  commit_session(ws, "s", kept());
+  EXPECT_TRUE(list_sessions(ws, kept()).empty());
+  EXPECT_TRUE(ws.list_transactions().empty());
+}
+
 TEST_F(SessionStoreTest, AKilledCommitIsFinishedOrUndoneByTheNextOperation) {
   int saw_old = 0;
   int saw_new = 0;

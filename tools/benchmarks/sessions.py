@@ -8,8 +8,12 @@ Measured in one process, interleaved, so the machine's drift hits both sides:
     the run's layer into it);
   - `session commit` of one session run that changed 10,000 files, against
     `commit` of a transaction with the same 10,000 files: the ratio is what
-    committing through a session adds (importing its layer).
-Usage: tools/benchmarks/sessions.py [--rounds N]
+    committing through a session adds (importing its layer);
+  - `session show` and `session diff --stat` of a session whose run wrote
+    2,000 files of 16 KiB, against `git diff --no-index --stat` of an empty
+    directory and the session's layer (the same files read and counted),
+    and against an older build's (--old BIN), rounds interleaved.
+Usage: tools/benchmarks/sessions.py [--rounds N] [--old BIN] [--only review]
 """
 import argparse
 import os
@@ -96,13 +100,60 @@ def commit(files):
         shutil.rmtree(base, ignore_errors=True)
 
 
+def median_ms(command, state, rounds_out):
+    started = time.perf_counter()
+    done = subprocess.run(command, env=env(state), stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, text=True)
+    if done.returncode not in (0, 1):  # git diff --no-index says 1 for "differs"
+        sys.exit(f"{' '.join(command)}: exit {done.returncode}: {done.stderr[-2000:]}")
+    rounds_out.append((time.perf_counter() - started) * 1000)
+
+
+def review(rounds, old, files=2000, size=16384):
+    print(f"== reviewing a session of {files} new files of {size} bytes (median ms)")
+    make = (f"mkdir -p out && i=0; while [ $i -lt {files} ]; do head -c {size} /dev/urandom "
+            f"| od -An -x > out/f$i; i=$((i+1)); done")
+    base = tempfile.mkdtemp(prefix="pb-bench-")
+    os.chmod(base, 0o711)
+    try:
+        ws, state, empty = (os.path.join(base, name) for name in ("ws", "state", "empty"))
+        os.makedirs(ws)
+        os.makedirs(empty)
+        pulsebox(["run", "--allow-weaker", "limits", "--timeout", "300", "--session", "s", "-w",
+                  ws, "--", "sh", "-c", make], state)
+        kept = os.path.join(state, "kept")
+        layer = [os.path.join(kept, d, "0") for d in os.listdir(kept) if d.startswith("session-")]
+        builds = [("this build", BIN)] + ([("--old", old)] if old else [])
+        commands = {}
+        for name, binary in builds:
+            commands[f"show ({name})"] = [binary, "session", "show", "-w", ws, "s"]
+            commands[f"diff --stat ({name})"] = [binary, "session", "diff", "--stat", "--all",
+                                                 "-w", ws, "s"]
+        commands["git diff --no-index --stat"] = ["git", "diff", "--no-index", "--stat", empty,
+                                                  layer[0]]
+        times = {name: [] for name in commands}
+        for _ in range(rounds):
+            for name, command in commands.items():
+                median_ms(command, state, times[name])
+        git = statistics.median(times["git diff --no-index --stat"])
+        for name, measured in times.items():
+            m = statistics.median(measured)
+            print(f"{name:<28} {m:>8.1f} ms {m / git:>6.2f} x git")
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--files", type=int, default=10000)
+    parser.add_argument("--old", help="an older pulsebox binary to review with too")
+    parser.add_argument("--only", choices=["review"])
     options = parser.parse_args()
-    latency(options.rounds)
-    commit(options.files)
+    if options.only != "review":
+        latency(options.rounds)
+        commit(options.files)
+    review(min(options.rounds, 10), options.old)
 
 
 if __name__ == "__main__":
