@@ -24,11 +24,11 @@ namespace {
 using core::Colour;
 using core::paint;
 
-[[noreturn]] void bad_input(const std::string& message) {
+}  // namespace
+
+void bad_input(const std::string& message) {
   throw SandboxConfigError(message);
 }
-
-}  // namespace
 
 bool is_valid_execution_id(std::string_view id) {
   // The id names files and a cgroup: one plain name, never "." or "..",

@@ -132,6 +132,10 @@ inline constexpr int kExitChangesNotKept = 123;
 // process's), or null.
 const char* run_getenv(const RunIo& io, const std::string& name);
 
+// Throws SandboxConfigError(message): a flag's value that cannot be used,
+// the message naming the flag.
+[[noreturn]] void bad_input(const std::string& message);
+
 // The flags' values as SandboxOptions: their syntax checked here, each error
 // naming its flag (SandboxConfigError). What they mean (the workspace, the
 // seccomp profile, the environment) is checked once, by Sandbox.

@@ -15,10 +15,6 @@
 namespace pulsebox::run {
 namespace {
 
-[[noreturn]] void bad_input(const std::string& message) {
-  throw SandboxConfigError(message);
-}
-
 std::uint64_t positive_integer(const std::string& text, const std::string& flag) {
   std::size_t used = 0;
   unsigned long long value = 0;

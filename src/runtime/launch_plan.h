@@ -84,6 +84,11 @@ struct LaunchPlan {
   linux_api::ChildStack command_stack;
   // With PULSEBOX_TRACE=1: where init and the command mark their progress.
   core::ChildTrace* trace = nullptr;
+  // Where the command writes its execve's errno when every candidate
+  // failed, before it reports that: at the memory limit the report itself
+  // may be refused, a store to memory it shares with the supervisor never
+  // is. Owned by the caller; 0 while nothing failed.
+  int* exec_error = nullptr;
 
   std::string hostname;
   bool bring_up_loopback = false;

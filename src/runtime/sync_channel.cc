@@ -95,13 +95,17 @@ long receive_with_fds(int fd, ChildMessage& message, int flags, int* passed,
 
 }  // namespace
 
-void send_child_error(int fd, const char* stage, const char* detail, int error_number) noexcept {
+ChildMessage child_error(const char* stage, const char* detail, int error_number) noexcept {
   ChildMessage message;
   message.kind = ChildMessageKind::Error;
   message.error_number = error_number;
   copy_text(message.stage, sizeof message.stage, stage);
   copy_text(message.detail, sizeof message.detail, detail);
-  send_message(fd, message);
+  return message;
+}
+
+void send_child_error(int fd, const char* stage, const char* detail, int error_number) noexcept {
+  send_message(fd, child_error(stage, detail, error_number));
 }
 
 void send_child_exited(int fd, int wait_status) noexcept {

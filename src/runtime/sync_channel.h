@@ -74,6 +74,8 @@ struct ChildMessage {
 // Child side: no allocation, only write(2). Failures to send are ignored
 // (the supervisor then sees the child exit without a message).
 void send_child_error(int fd, const char* stage, const char* detail, int error_number) noexcept;
+// The Error message send_child_error() sends (texts cut to fit).
+ChildMessage child_error(const char* stage, const char* detail, int error_number) noexcept;
 void send_child_exited(int fd, int wait_status) noexcept;
 // Ready, passing `passed_fd` along when it is >= 0. Returns 0 or the errno.
 int send_child_ready(int fd, int passed_fd) noexcept;

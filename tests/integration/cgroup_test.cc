@@ -196,7 +196,9 @@ TEST_F(CgroupTest, ALimitTooSmallForTheCommandsImageIsReportedAsOom) {
     Sandbox sandbox(std::move(o));
     const auto result = sandbox.execute({"/bin/true"});
     if (result.exit_code == 0) continue;
-    EXPECT_EQ(result.termination_reason, TerminationReason::Oom) << result.termination_detail;
+    EXPECT_EQ(result.termination_reason, TerminationReason::Oom)
+        << "exit " << result.exit_code << ", signal " << result.signal.value_or(0) << ": "
+        << result.termination_detail;
     EXPECT_NE(result.termination_detail.find("memory limit of " + std::to_string(kib) + " KiB"),
               std::string::npos)
         << result.termination_detail;

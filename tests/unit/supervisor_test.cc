@@ -2,7 +2,8 @@
 // actions come out; no process and no clock. Then Monitor's loop with a
 // variant of its own over an ordinary child (no privileges): which hooks it
 // calls, and when. Last, what a finished process becomes in its result
-// (runtime/result_mapping.h), from wait statuses and usage made up here.
+// (runtime/result_mapping.h), from wait statuses and usage made up here;
+// and which failed setup steps a memory limit can have caused.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -12,10 +13,12 @@
 #include <string>
 #include <vector>
 
+#include "backends/native/memory_refusal.h"
 #include "core/unique_fd.h"
 #include "linux/syscalls.h"
 #include "runtime/result_mapping.h"
 #include "runtime/supervisor.h"
+#include "runtime/sync_channel.h"
 
 namespace pulsebox::runtime {
 namespace {
@@ -413,6 +416,28 @@ TEST(ResultMapping, ElapsedTimeIsTheDuration) {
   record_elapsed(result, t0, t0 + std::chrono::microseconds(1500250));
   EXPECT_DOUBLE_EQ(result.metrics.elapsed_ms, 1500.25);
   EXPECT_DOUBLE_EQ(result.duration_ms, 1500.25);
+}
+
+ChildMessage failed_step(const char* stage, int error_number) {
+  return child_error(stage, "", error_number);
+}
+
+// Each step's own way of saying that the cgroup refused its memory, and
+// the same errors where they mean something else.
+TEST(MemoryRefusal, EachStepsWayOfSayingItHadNoMemory) {
+  using backends::native::is_memory_refusal;
+  EXPECT_TRUE(is_memory_refusal(failed_step("executing", ENOMEM)));
+  EXPECT_TRUE(is_memory_refusal(failed_step("executing", E2BIG)));
+  EXPECT_FALSE(is_memory_refusal(failed_step("executing", ENOSPC)));
+  EXPECT_FALSE(is_memory_refusal(failed_step("executing", EINVAL)));
+  EXPECT_TRUE(is_memory_refusal(failed_step("creating /dev", ENOSPC)));
+  EXPECT_TRUE(is_memory_refusal(failed_step("cloning the command", ENOMEM)));
+  EXPECT_TRUE(is_memory_refusal(failed_step("linking /dev/stdin", ENOBUFS)));
+  // overlayfs's clone of a layer's mount says EINVAL for its allocation.
+  EXPECT_TRUE(is_memory_refusal(failed_step("mounting overlay on /workspace", EINVAL)));
+  EXPECT_FALSE(is_memory_refusal(failed_step("mounting tmpfs on /tmp", EINVAL)));
+  EXPECT_FALSE(is_memory_refusal(failed_step("mounting overlay on /workspace", EPERM)));
+  EXPECT_FALSE(is_memory_refusal(failed_step("pivot_root", EINVAL)));
 }
 
 }  // namespace

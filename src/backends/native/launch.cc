@@ -211,6 +211,7 @@ core::Status NativeHost::launch_into(SandboxRun& run, const LaunchSpec& spec) {
   const fs::path mount_points = mount_points_dir(state);
 
   runtime::LaunchPlan& plan = run.plan;
+  plan.exec_error = &run.exec_error;
   if (core::trace_enabled()) {
     run.trace = std::make_unique<core::ChildTrace>();
     plan.trace = run.trace.get();

@@ -44,6 +44,7 @@ struct SandboxRun {
   bool staging_made = false;
   runtime::LaunchPlan plan;
   std::unique_ptr<core::ChildTrace> trace;
+  int exec_error = 0;  // LaunchPlan::exec_error
   runtime::MountLayout layout;
   IdPlan ids;
   linux_api::CgroupSettings settings;

@@ -12,6 +12,7 @@
 #include <optional>
 
 #include "backends/native/host.h"
+#include "backends/native/memory_refusal.h"
 #include "backends/native/staging.h"
 #include "core/trace.h"
 #include "linux/pty.h"
@@ -227,22 +228,15 @@ void blame_memory_limit(ProcessResult& result, const ResourcePolicy& limits, std
 
 void record_setup_error(ProcessResult& result, const runtime::ChildMessage& error,
                         const linux_api::CgroupUsage& usage, const ResourcePolicy& limits) {
+  const bool limit_refused = usage.memory_limit_hits > 0 && is_memory_refusal(error);
   if (std::string_view(error.stage) == "executing") {
     runtime::record_exec_failure(result, error.detail, error.error_number);
-    // The kernel says E2BIG when it cannot charge the pages for the
-    // arguments, ENOMEM for the rest of the new image.
-    const bool no_memory = error.error_number == ENOMEM || error.error_number == E2BIG;
-    if (no_memory && usage.memory_limit_hits > 0)
-      blame_memory_limit(result, limits, "was reached loading it");
+    if (limit_refused) blame_memory_limit(result, limits, "was reached loading it");
     return;
   }
   result.exit_code = runtime::kSetupFailed;
   result.termination_detail = "sandbox setup failed: " + runtime::describe_child_error(error);
-  // The kernel refused the setup's own allocations at the memory limit (a
-  // tmpfs says ENOSPC when it cannot charge an inode or a page).
-  const bool out_of_memory =
-      error.error_number == ENOMEM || error.error_number == ENOBUFS || error.error_number == ENOSPC;
-  if (out_of_memory && usage.memory_limit_hits > 0) {
+  if (limit_refused) {
     blame_memory_limit(result, limits, "is too small to set it up");
     return;
   }
@@ -325,6 +319,11 @@ void record_ending(ProcessResult& result, const SandboxRun& run, const Execution
                    NativeMonitor& monitor, const Measures& measures) {
   if (const auto error = monitor.first_error()) {
     record_setup_error(result, *error, measures.cgroup, request.limits);
+  } else if (run.exec_error != 0) {
+    // The execve failed and its report was refused (at the memory limit):
+    // what the command wrote before it tried to send it.
+    record_setup_error(result, runtime::child_error("executing", run.plan.argv[0], run.exec_error),
+                       measures.cgroup, request.limits);
   } else if (const auto& syscall = monitor.forbidden_syscall()) {
     record_forbidden_syscall(result, request.seccomp_profile, *syscall);
   } else {
