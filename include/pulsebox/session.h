@@ -20,7 +20,11 @@
 //   // Where the Sandbox's backend keeps the layers (the native backend's
 //   // <state>/kept, with the same NativeBackendOptions::state_dir):
 //   const auto kept = *pulsebox::make_native_backend()->kept_changes_dir();
-//   std::cout << ws.diff(*pulsebox::session_transaction(ws, "fix-tests", kept).transaction);
+//   const auto review = pulsebox::session_transaction(ws, "fix-tests", kept);
+//   if (review.transaction) {
+//     std::cout << ws.diff(*review.transaction);
+//     ws.discard(*review.transaction);                      // done reviewing
+//   }
 //   pulsebox::commit_session(ws, "fix-tests", kept);           // or discard_session
 //
 // Storage: <workspace>/.agent/sessions/<NAME>.json records the session (its
@@ -90,8 +94,9 @@ PULSEBOX_API SessionInfo describe_session(const Workspace& workspace, const std:
 // are the layer's own files where the file system allows (hard links,
 // ImportOptions::share_upper_files): a review costs no copy of the
 // session's bytes, and committing or discarding the transaction leaves the
-// layer as it was. Throws as Workspace::import_overlay does; nullopt when
-// the session changed nothing.
+// layer as it was. Discard it once reviewed: while it is pending its links
+// keep the next review from sharing those files (it copies them). Throws as
+// Workspace::import_overlay does; nullopt when the session changed nothing.
 PULSEBOX_API ImportResult session_transaction(Workspace& workspace, const std::string& name,
                                               const std::filesystem::path& kept_dir,
                                               const ImportOptions& options = {});

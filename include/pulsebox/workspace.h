@@ -144,9 +144,9 @@ struct ImportOptions {
   // its files in place any more: they may become the staged copies as hard
   // links, left exactly as they are (names, owner, mode), where a copy would
   // hold the same bytes, mode and time. A review then writes no file per
-  // change. A commit copies such a blob into place (it has another link)
-  // instead of renaming it, so the workspace never shares an inode with the
-  // layer. Ignored with take_upper_files.
+  // change. A commit first replaces such a blob (it has another link) with
+  // a copy of its own, before its commit point, so the workspace never
+  // shares an inode with the layer. Ignored with take_upper_files.
   bool share_upper_files = false;
 };
 

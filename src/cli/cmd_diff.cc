@@ -31,32 +31,6 @@ void print_diff_text(std::string_view text) {
   }
 }
 
-// The review transaction of a session: made for the review, discarded after it.
-struct SessionReview {
-  SessionReview(Workspace& workspace, const std::string& name) : ws(workspace) {
-    ImportResult imported = session_transaction(ws, name, review::kept_dir());
-    transaction = imported.transaction;
-    refused = std::move(imported.refused);
-    for (const auto& item : refused) {
-      print_error("not committable: " + core::quote_name(item.path) + ": " + item.reason);
-    }
-  }
-  ~SessionReview() {
-    if (!transaction) return;
-    try {
-      ws.discard(*transaction);
-    } catch (const SandboxError&) {
-      // left pending: `pulsebox changes` lists it
-    }
-  }
-  SessionReview(const SessionReview&) = delete;
-  SessionReview& operator=(const SessionReview&) = delete;
-
-  Workspace& ws;
-  std::optional<std::string> transaction;
-  std::vector<RefusedChange> refused;
-};
-
 }  // namespace
 
 int run_diff(const Options& options) {
@@ -67,10 +41,13 @@ int run_diff(const Options& options) {
     Workspace ws = review::open_workspace(options);
     // A session is reviewed as the transaction its commit would make, for
     // the time of the review.
-    std::optional<SessionReview> session;
+    std::optional<review::SessionReview> session;
     if (options.ids.size() == 1 && options.ids[0] != "latest" &&
         !options.ids[0].starts_with("tx-")) {
       session.emplace(ws, options.ids[0]);
+      for (const auto& item : session->refused) {
+        print_error("not committable: " + core::quote_name(item.path) + ": " + item.reason);
+      }
       if (!session->transaction) {
         if (options.json) {
           review::print_json({{"session", options.ids[0]},

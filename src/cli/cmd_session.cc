@@ -86,12 +86,9 @@ int run_show(const SessionOptions& options) {
     Workspace ws = open_workspace(options);
     const auto kept = review::kept_dir();
     const SessionInfo info = describe_session(ws, options.name, kept);
-    ImportResult imported = session_transaction(ws, options.name, kept);
+    const review::SessionReview imported(ws, options.name);
     TransactionInfo changes;
-    if (imported.transaction) {
-      changes = ws.describe(*imported.transaction);
-      ws.discard(*imported.transaction);
-    }
+    if (imported.transaction) changes = ws.describe(*imported.transaction);
     if (options.json) {
       json out = to_json(info);
       json items = json::array();

@@ -17,6 +17,7 @@
 #include "linux/userns.h"
 #include "policy/policy_json.h"
 #include "pulsebox/backend.h"
+#include "pulsebox/session.h"
 #include "workspace/diff.h"
 #include "workspace/ignore_rules.h"
 #include "workspace/safe_open.h"
@@ -36,6 +37,21 @@ std::filesystem::path kept_dir() {
   auto kept = make_native_backend()->kept_changes_dir();
   if (!kept) throw SandboxConfigError("the native backend keeps no sessions here");
   return *kept;
+}
+
+SessionReview::SessionReview(Workspace& workspace, const std::string& name) : ws(workspace) {
+  ImportResult imported = session_transaction(ws, name, kept_dir());
+  transaction = imported.transaction;
+  refused = std::move(imported.refused);
+}
+
+SessionReview::~SessionReview() {
+  if (!transaction) return;
+  try {
+    ws.discard(*transaction);
+  } catch (const SandboxError&) {
+    // left pending: `pulsebox changes` lists it
+  }
 }
 
 namespace {

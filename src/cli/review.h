@@ -106,6 +106,21 @@ nlohmann::json groups_json(const std::map<workspace::ReviewGroup, std::size_t>& 
 std::map<workspace::ReviewGroup, std::size_t> count_groups(
     const std::vector<std::optional<workspace::ReviewGroup>>& groups);
 
+// A session's net changes as the transaction its commit would make
+// (session_transaction), for the time of a review: discarded when this
+// ends, however it ends (a transaction left behind would hold links to the
+// session's files, which the next review could then not share).
+struct SessionReview {
+  SessionReview(Workspace& workspace, const std::string& name);
+  ~SessionReview();
+  SessionReview(const SessionReview&) = delete;
+  SessionReview& operator=(const SessionReview&) = delete;
+
+  Workspace& ws;
+  std::optional<std::string> transaction;  // nullopt: the session changed nothing
+  std::vector<RefusedChange> refused;
+};
+
 // Appends the review commands' records to the workspace's audit log (the
 // one `pulsebox run` writes, with the same key): who (uid, user name),
 // what (the ids, the paths) and the result. Opened before anything is

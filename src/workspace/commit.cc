@@ -40,10 +40,13 @@ using json = nlohmann::json;
 namespace {
 
 // `name` in `dir` replaced by a copy of the file open as `fd` (described by
-// `st`) with `mode` and its times, and its owner `with_owner`: a file with
-// other links is never changed or moved, those links keep what they have.
+// `st`), written under a temporary name with `mode`, `st`'s times and, with
+// `with_owner`, its owner, then renamed: the file's other links keep what
+// they have. `durable`: synced before the rename (past the commit point,
+// where no later syncfs covers it). Its inode number in `*inode`.
 core::Status replace_with_copy(int dir, const std::string& name, int fd, const struct stat& st,
-                               unsigned mode, const std::string& path, bool with_owner = true) {
+                               unsigned mode, const std::string& path, bool with_owner,
+                               bool durable, ino_t* inode = nullptr) {
   const std::string temp = std::string(kTempPrefix) + random_hex(12);
   UniqueFd copy(
       ::openat(dir, temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
@@ -65,7 +68,11 @@ core::Status replace_with_copy(int dir, const std::string& name, int fd, const s
     return failed("chown");
   if (::fchmod(copy.get(), mode) != 0) return failed("chmod");
   if (::futimens(copy.get(), times) != 0) return failed("setting the times of");
+  if (durable && ::fsync(copy.get()) != 0) return failed("fsync the copy of");
+  struct stat made {};
+  if (inode != nullptr && ::fstat(copy.get(), &made) != 0) return failed("stat the copy of");
   if (::renameat(dir, temp.c_str(), dir, name.c_str()) != 0) return failed("rename into place:");
+  if (inode != nullptr) *inode = made.st_ino;
   return core::ok_status();
 }
 
@@ -108,12 +115,45 @@ core::Status check_blobs_are_files(Draft& draft, const std::filesystem::path& di
     }
     entry.blob_inode = inode;
     entry.blob_shared = st.st_nlink > 1;
-    if (owner != nullptr && !entry.blob_shared) {  // a shared blob is copied, not moved
+    if (owner != nullptr && !entry.blob_shared) {  // copied before it is moved
       if (!seen_one) *owner = BlobOwner{st.st_uid, st.st_gid};
       if (*owner && (owner->value().first != st.st_uid || owner->value().second != st.st_gid))
         owner->reset();
       seen_one = true;
     }
+  }
+  return core::ok_status();
+}
+
+// Each blob with another link (a session layer's file, which its review
+// shared: ImportOptions::share_upper_files) replaced by a copy of the
+// store's own, before the commit point. Past it every Write is then the
+// rename of a file only the store holds: made durable by the blobs'
+// syncfs, its space taken before anything is applied, used up by its
+// rename (a partial commit leaves no link behind, a replay no second
+// copy), and the content is no longer anyone else's to change. It must
+// still have the size it was staged with. How many in `*made`.
+core::Status make_shared_blobs_private(Draft& draft, const std::filesystem::path& dir,
+                                       std::size_t* made) {
+  PB_TRY(blob_dir, core::open_directory(dir / "blobs"));
+  BlobShards shards(blob_dir.get());
+  for (auto& [path, entry] : draft.entries) {
+    if (entry.op != StagedOp::Write || !entry.blob_shared) continue;
+    const auto blob_path = (dir / "blobs" / blob_relative_path(entry)).string();
+    PB_TRY(blob, shards.locate(blob_relative_path(entry)));
+    UniqueFd shared(
+        ::openat(blob.dir, blob.name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+    struct stat st {};
+    if (!shared || ::fstat(shared.get(), &st) != 0)
+      return Error::from_errno("workspace", "open " + blob_path);
+    if (!S_ISREG(st.st_mode) || static_cast<std::uint64_t>(st.st_size) != entry.size)
+      return corrupt(blob_path, "not the file that was staged (another type or size)");
+    ino_t inode = 0;
+    PB_CHECK(replace_with_copy(blob.dir, blob.name, shared.get(), st, entry.mode, blob_path,
+                               /*with_owner=*/false, /*durable=*/false, &inode));
+    entry.blob_inode = static_cast<std::uint64_t>(inode);
+    entry.blob_shared = false;
+    ++*made;
   }
   return core::ok_status();
 }
@@ -209,18 +249,6 @@ core::Status TransactionStore::apply(const Draft& draft, int root_fd,
           if (::fstatat(blob->dir, blob->name.c_str(), &blob_stat, AT_SYMLINK_NOFOLLOW) != 0) break;
           PB_CHECK(remove_tree_at(dir, name));
         }
-        if (entry.blob_shared) {
-          UniqueFd shared(::openat(blob->dir, blob->name.c_str(),
-                                   O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
-          struct stat shared_stat {};
-          if (!shared && errno == ENOENT) break;
-          if (!shared || ::fstat(shared.get(), &shared_stat) != 0)
-            return Error::from_errno("workspace", "open the blob of " + path);
-          PB_CHECK(replace_with_copy(dir, name, shared.get(), shared_stat, entry.mode, path,
-                                     /*with_owner=*/false));
-          adopt_owner(dir, name, replaces_file ? &current : nullptr, nullptr, dir_stat);
-          break;
-        }
         if (::renameat(blob->dir, blob->name.c_str(), dir, name.c_str()) != 0) {
           if (errno == ENOENT) break;
           return Error::from_errno("workspace", "rename into place: " + path);
@@ -282,7 +310,8 @@ core::Status TransactionStore::apply(const Draft& draft, int root_fd,
           // A file with other links (a pnpm store's, a `cp -al` tree's) is
           // not changed in place: its new mode is the workspace's alone, as
           // a written file's content is.
-          PB_CHECK(replace_with_copy(dir, name, fd.get(), linked, entry.mode, path));
+          PB_CHECK(replace_with_copy(dir, name, fd.get(), linked, entry.mode, path,
+                                     /*with_owner=*/true, /*durable=*/true));
           break;
         }
         const bool directory = fd && S_ISDIR(linked.st_mode);  // stat'ed above
@@ -486,6 +515,13 @@ core::Result<std::vector<std::string>> TransactionStore::commit(
   }
 
   core::trace_phase("commit: policy checked");
+  std::size_t made_private = 0;
+  PB_CHECK(make_shared_blobs_private(draft, dir, &made_private));
+  // The copies are this process's: an owner the other blobs share is no
+  // longer every blob's unless it is this process's too.
+  if (made_private > 0 && blobs_owner && *blobs_owner != BlobOwner{::geteuid(), ::getegid()})
+    blobs_owner.reset();
+  failpoint("shared blobs made private");
 
   // 3. Write-ahead log, durable, then the commit point. A partial commit
   // also writes what stays pending (remaining.json), so that a replay can

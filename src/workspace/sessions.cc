@@ -76,6 +76,7 @@ ImportResult session_transaction(Workspace& ws, const std::string& name, const f
   import.known_secrets = session.known_secrets();
   import.origin = "session " + name;
   import.run_started = workspace::from_ns(session.info().base_stamp_ns);
+  import.take_upper_files = false;  // the layer is kept: never its files
   import.share_upper_files = true;  // a review: no copy of the layer's bytes
   return ws.import_overlay(session.info().layers.front(), ws.root(), import);
 }
@@ -93,6 +94,7 @@ SessionCommitResult commit_session(Workspace& ws, const std::string& name, const
   from_session.known_secrets = session.known_secrets();
   from_session.origin = "session " + name;
   from_session.run_started = workspace::from_ns(session.info().base_stamp_ns);
+  from_session.take_upper_files = false;  // the layer is kept until the commit is done
   ImportResult imported = ws.import_overlay(session.info().layers.front(), ws.root(), from_session);
   result.refused = imported.refused;
   result.transaction = imported.transaction;

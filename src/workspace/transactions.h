@@ -93,8 +93,8 @@ struct Entry {
   std::uint64_t blob_inode = 0;
   // The blob has another link (a session layer's file, shared by its
   // review: ImportOptions::share_upper_files), seen by the commit's check of
-  // the blobs (never saved): it is copied into place, not renamed, so the
-  // workspace's file is an inode of its own.
+  // the blobs (never saved): the commit replaces it with a copy of its own
+  // before its commit point, so the workspace's file is an inode of its own.
   bool blob_shared = false;
   std::uint64_t size = 0;
   std::int64_t mtime_ns = 0;     // set on the path at commit (0: left as the commit makes it)

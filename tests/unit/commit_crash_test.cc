@@ -204,9 +204,10 @@ TEST(CommitCrashTest, ANewDirectoryMovedWholeIsFinishedAfterEveryStep) {
 
 // A kept layer's import whose blobs are the layer's own files
 // (share_upper_files, a session's review), killed at every step of its
-// commit: the blobs are copied into place, so a replay finds each still
-// there and copies it again, and the layer's files end as they began.
-TEST(CommitCrashTest, SharedBlobsAreCopiedAndAReplayCopiesThemAgain) {
+// commit: the blobs become copies of the store's own before the commit
+// point, so the old workspace or the new one comes back, and the layer's
+// files end as they began, linked from nowhere else.
+TEST(CommitCrashTest, SharedBlobsBecomePrivateBeforeTheCommitPoint) {
   const auto import_shared = [](const std::filesystem::path& base) {
     return import_over_populated(
         base / "layer",
@@ -238,7 +239,7 @@ TEST(CommitCrashTest, SharedBlobsAreCopiedAndAReplayCopiesThemAgain) {
   ASSERT_EQ(testing::read_file(ws_reference / "modify.txt"), "from the layer\n");
 
   EXPECT_GE(killed_at_every_step(import_shared, old_state, new_state, layer_is_whole),
-            3);  // killed after the commit point, part of the copies made or not
+            3);  // killed after the commit point, part of the renames made or not
 }
 
 // A partial commit, killed at every step: after reconcile the workspace is

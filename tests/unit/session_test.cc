@@ -200,9 +200,12 @@ TEST_F(SessionStoreTest, AReviewSharesTheLayersFilesAndNothingDoneWithItChangesT
   layer_file_is_as_before("after the review's discard");
 
   // The review's transaction is a pending transaction like any other, and
-  // may be committed: the workspace's file is then its own inode.
+  // may be committed, in part or whole: the workspace's file is then its own
+  // inode, and the layer's file is linked from nowhere else.
   review = session_transaction(ws, "s", kept());
   ASSERT_TRUE(review.transaction);
+  ws.commit(*review.transaction, {.paths = {"new.txt"}});
+  layer_file_is_as_before("after a commit of the review's new.txt");
   ws.commit(*review.transaction);
   layer_file_is_as_before("after the review's commit");
   struct stat committed {};
