@@ -86,9 +86,9 @@ int run_show(const SessionOptions& options) {
     Workspace ws = open_workspace(options);
     const auto kept = review::kept_dir();
     const SessionInfo info = describe_session(ws, options.name, kept);
-    const review::SessionReview imported(ws, options.name);
+    const review::SessionReview session_review(ws, options.name);
     TransactionInfo changes;
-    if (imported.transaction) changes = ws.describe(*imported.transaction);
+    if (session_review.transaction) changes = ws.describe(*session_review.transaction);
     if (options.json) {
       json out = to_json(info);
       json items = json::array();
@@ -98,7 +98,7 @@ int run_show(const SessionOptions& options) {
         items.push_back(std::move(item));
       }
       out["changes"] = std::move(items);
-      out["refused"] = refused_json(imported.refused);
+      out["refused"] = refused_json(session_review.refused);
       print_json(out);
       return kExitOk;
     }
@@ -108,7 +108,7 @@ int run_show(const SessionOptions& options) {
     for (const auto& change : changes.changes) {
       std::cout << "  " << to_string(change.kind) << "  " << core::quote_name(change.path) << "\n";
     }
-    for (const auto& item : imported.refused) {
+    for (const auto& item : session_review.refused) {
       std::cout << "  refused  " << core::quote_name(item.path) << ": " << item.reason << "\n";
     }
     return kExitOk;

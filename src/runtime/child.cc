@@ -120,7 +120,7 @@ PULSEBOX_CHILD_CODE void switch_ids(const LaunchPlan& plan, uid_t uid, gid_t gid
     if (e != ENOENT && e != ENOTDIR && e != EACCES) break;
   }
   if (plan.exec_error != nullptr) *plan.exec_error = error_number;
-  send_child_error(channel, "executing", plan.argv[0], error_number);
+  send_child_error(channel, kExecutingStage, plan.argv[0], error_number);
   exit_now(error_number == ENOENT ? 127 : 126);
 }
 

@@ -63,6 +63,10 @@ inline constexpr int kMaxPassedFds = 3;
 // The most Go carries (the v1 cgroups' `tasks` files).
 inline constexpr int kMaxGoFds = 4;
 
+// The stage of an Error from the command's execve (every candidate
+// failed); its detail is the program.
+inline constexpr const char* kExecutingStage = "executing";
+
 struct ChildMessage {
   ChildMessageKind kind = ChildMessageKind::Go;
   std::int32_t error_number = 0;

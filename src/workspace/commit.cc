@@ -132,9 +132,10 @@ core::Status check_blobs_are_files(Draft& draft, const std::filesystem::path& di
 // syncfs, its space taken before anything is applied, used up by its
 // rename (a partial commit leaves no link behind, a replay no second
 // copy), and the content is no longer anyone else's to change. It must
-// still have the size it was staged with. How many in `*made`.
-core::Status make_shared_blobs_private(Draft& draft, const std::filesystem::path& dir,
-                                       std::size_t* made) {
+// still have the size it was staged with. How many were copied.
+core::Result<std::size_t> make_shared_blobs_private(Draft& draft,
+                                                    const std::filesystem::path& dir) {
+  std::size_t made = 0;
   PB_TRY(blob_dir, core::open_directory(dir / "blobs"));
   BlobShards shards(blob_dir.get());
   for (auto& [path, entry] : draft.entries) {
@@ -153,9 +154,9 @@ core::Status make_shared_blobs_private(Draft& draft, const std::filesystem::path
                                /*with_owner=*/false, /*durable=*/false, &inode));
     entry.blob_inode = static_cast<std::uint64_t>(inode);
     entry.blob_shared = false;
-    ++*made;
+    ++made;
   }
-  return core::ok_status();
+  return made;
 }
 
 }  // namespace
@@ -515,8 +516,7 @@ core::Result<std::vector<std::string>> TransactionStore::commit(
   }
 
   core::trace_phase("commit: policy checked");
-  std::size_t made_private = 0;
-  PB_CHECK(make_shared_blobs_private(draft, dir, &made_private));
+  PB_TRY(made_private, make_shared_blobs_private(draft, dir));
   // The copies are this process's: an owner the other blobs share is no
   // longer every blob's unless it is this process's too.
   if (made_private > 0 && blobs_owner && *blobs_owner != BlobOwner{::geteuid(), ::getegid()})

@@ -108,7 +108,7 @@ struct Walker {
   // own owner and group (a file of the sandbox's mapped user is given them
   // first when we are root, as a copy would have them; otherwise it is
   // copied). A shared file keeps its owner: the layer is not changed, and
-  // the commit copies it into place, as the workspace's owner's.
+  // a commit replaces it with a copy of its own before its commit point.
   // Nothing writes to it any more: the run's processes are gone with its
   // namespaces before its changes are read. A whole copy (the host
   // backend's) is always copied.

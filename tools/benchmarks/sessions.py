@@ -34,14 +34,19 @@ def env(state):
     return e
 
 
-def pulsebox(args, state, check=True):
+def timed(command, state, ok=(0,)):
+    """Runs `command`; its wall time in ms. Exits on a status not in `ok`."""
     started = time.perf_counter()
-    done = subprocess.run([BIN] + args, env=env(state), stdout=subprocess.DEVNULL,
+    done = subprocess.run(command, env=env(state), stdout=subprocess.DEVNULL,
                           stderr=subprocess.PIPE, text=True)
     elapsed = (time.perf_counter() - started) * 1000
-    if check and done.returncode != 0:
-        sys.exit(f"pulsebox {' '.join(args)}: exit {done.returncode}: {done.stderr[-2000:]}")
+    if done.returncode not in ok:
+        sys.exit(f"{' '.join(command)}: exit {done.returncode}: {done.stderr[-2000:]}")
     return elapsed
+
+
+def pulsebox(args, state):
+    return timed([BIN] + args, state)
 
 
 def run(ws, state, command, session=None):
@@ -100,15 +105,6 @@ def commit(files):
         shutil.rmtree(base, ignore_errors=True)
 
 
-def median_ms(command, state, rounds_out):
-    started = time.perf_counter()
-    done = subprocess.run(command, env=env(state), stdout=subprocess.DEVNULL,
-                          stderr=subprocess.PIPE, text=True)
-    if done.returncode not in (0, 1):  # git diff --no-index says 1 for "differs"
-        sys.exit(f"{' '.join(command)}: exit {done.returncode}: {done.stderr[-2000:]}")
-    rounds_out.append((time.perf_counter() - started) * 1000)
-
-
 def review(rounds, old, files=2000, size=16384):
     print(f"== reviewing a session of {files} new files of {size} bytes (median ms)")
     make = (f"mkdir -p out && i=0; while [ $i -lt {files} ]; do head -c {size} /dev/urandom "
@@ -134,7 +130,8 @@ def review(rounds, old, files=2000, size=16384):
         times = {name: [] for name in commands}
         for _ in range(rounds):
             for name, command in commands.items():
-                median_ms(command, state, times[name])
+                # git diff --no-index says 1 for "the trees differ".
+                times[name].append(timed(command, state, ok=(0, 1)))
         git = statistics.median(times["git diff --no-index --stat"])
         for name, measured in times.items():
             m = statistics.median(measured)

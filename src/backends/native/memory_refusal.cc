@@ -8,7 +8,7 @@ namespace pulsebox::backends::native {
 bool is_memory_refusal(const runtime::ChildMessage& error) {
   const std::string_view stage(error.stage);
   const int err = error.error_number;
-  if (stage == "executing") return err == ENOMEM || err == E2BIG;
+  if (stage == runtime::kExecutingStage) return err == ENOMEM || err == E2BIG;
   if (err == ENOMEM || err == ENOBUFS || err == ENOSPC) return true;
   return err == EINVAL && stage.starts_with("mounting overlay on ");
 }

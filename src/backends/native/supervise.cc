@@ -229,7 +229,7 @@ void blame_memory_limit(ProcessResult& result, const ResourcePolicy& limits, std
 void record_setup_error(ProcessResult& result, const runtime::ChildMessage& error,
                         const linux_api::CgroupUsage& usage, const ResourcePolicy& limits) {
   const bool limit_refused = usage.memory_limit_hits > 0 && is_memory_refusal(error);
-  if (std::string_view(error.stage) == "executing") {
+  if (std::string_view(error.stage) == runtime::kExecutingStage) {
     runtime::record_exec_failure(result, error.detail, error.error_number);
     if (limit_refused) blame_memory_limit(result, limits, "was reached loading it");
     return;
@@ -322,8 +322,9 @@ void record_ending(ProcessResult& result, const SandboxRun& run, const Execution
   } else if (run.exec_error != 0) {
     // The execve failed and its report was refused (at the memory limit):
     // what the command wrote before it tried to send it.
-    record_setup_error(result, runtime::child_error("executing", run.plan.argv[0], run.exec_error),
-                       measures.cgroup, request.limits);
+    record_setup_error(
+        result, runtime::child_error(runtime::kExecutingStage, run.plan.argv[0], run.exec_error),
+        measures.cgroup, request.limits);
   } else if (const auto& syscall = monitor.forbidden_syscall()) {
     record_forbidden_syscall(result, request.seccomp_profile, *syscall);
   } else {

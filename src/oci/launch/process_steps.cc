@@ -114,8 +114,8 @@ PULSEBOX_CHILD_CODE void report_ready_and_detach(int channel) noexcept {
     if (e != ENOENT && e != ENOTDIR) error_number = e;
     if (e != ENOENT && e != ENOTDIR && e != EACCES) break;
   }
-  runtime::send_child_error(channel, "executing", plan.args.empty() ? "" : plan.args[0].c_str(),
-                            error_number);
+  runtime::send_child_error(channel, runtime::kExecutingStage,
+                            plan.args.empty() ? "" : plan.args[0].c_str(), error_number);
   runtime::exit_now(error_number == ENOENT ? 127 : 126);
 }
 
