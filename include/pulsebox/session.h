@@ -111,6 +111,8 @@ struct SessionCommitResult {
 // transaction is discarded and the session stays; the exception says why.
 // When the session holds paths that cannot be committed (`refused`), the
 // rest is committed and the session stays, holding only what it had.
+// The whole session committed, its layer's files become the workspace's
+// (renamed in, not copied); a session that stays gets copies.
 // `import` may carry the secrets to look for (its origin and start are the
 // session's).
 PULSEBOX_API SessionCommitResult commit_session(Workspace& workspace, const std::string& name,

@@ -119,6 +119,9 @@ struct TransactionInfo {
 };
 
 class SecretScrubber;
+namespace workspace {
+struct SessionCommitAccess;  // the session store's way to commit_ending_layer()
+}
 
 struct ImportOptions {
   std::string origin;  // free text, e.g. "run 1f2e... : make test"
@@ -146,7 +149,9 @@ struct ImportOptions {
   // hold the same bytes, mode and time. A review then writes no file per
   // change. A commit first replaces such a blob (it has another link) with
   // a copy of its own, before its commit point, so the workspace never
-  // shares an inode with the layer. Ignored with take_upper_files.
+  // shares an inode with a layer that lives on (commit_session of a whole
+  // session moves them in: the layer ends with it). Ignored with
+  // take_upper_files.
   bool share_upper_files = false;
 };
 
@@ -364,6 +369,11 @@ class PULSEBOX_API Workspace {
   const std::vector<std::string>& own_paths() const { return own_paths_; }
 
  private:
+  friend struct workspace::SessionCommitAccess;
+  // commit() whose blobs shared with a session's layer are renamed in, not
+  // copied: only for the commit of a whole session, which ends the layer.
+  std::vector<std::string> commit_ending_layer(const std::string& tx, const CommitOptions& options);
+
   std::filesystem::path root_;
   ActionPolicy policy_;
   WorkspaceLimits limits_;

@@ -115,7 +115,7 @@ core::Status check_blobs_are_files(Draft& draft, const std::filesystem::path& di
     }
     entry.blob_inode = inode;
     entry.blob_shared = st.st_nlink > 1;
-    if (owner != nullptr && !entry.blob_shared) {  // copied before it is moved
+    if (owner != nullptr) {
       if (!seen_one) *owner = BlobOwner{st.st_uid, st.st_gid};
       if (*owner && (owner->value().first != st.st_uid || owner->value().second != st.st_gid))
         owner->reset();
@@ -133,8 +133,13 @@ core::Status check_blobs_are_files(Draft& draft, const std::filesystem::path& di
 // rename (a partial commit leaves no link behind, a replay no second
 // copy), and the content is no longer anyone else's to change. It must
 // still have the size it was staged with. How many were copied.
-core::Result<std::size_t> make_shared_blobs_private(Draft& draft,
-                                                    const std::filesystem::path& dir) {
+// With kMovedIn, a blob stays shared where the commit makes it the
+// workspace's own as it is: as root (it takes its directory's owner), or
+// when it is this user's already (not a subordinate id's of a rootless run).
+core::Result<std::size_t> make_shared_blobs_private(Draft& draft, const std::filesystem::path& dir,
+                                                    TransactionStore::SharedBlobs mode) {
+  const bool moved_in = mode == TransactionStore::SharedBlobs::kMovedIn;
+  if (moved_in && ::geteuid() == 0) return 0;
   std::size_t made = 0;
   PB_TRY(blob_dir, core::open_directory(dir / "blobs"));
   BlobShards shards(blob_dir.get());
@@ -149,6 +154,7 @@ core::Result<std::size_t> make_shared_blobs_private(Draft& draft,
       return Error::from_errno("workspace", "open " + blob_path);
     if (!S_ISREG(st.st_mode) || static_cast<std::uint64_t>(st.st_size) != entry.size)
       return corrupt(blob_path, "not the file that was staged (another type or size)");
+    if (moved_in && st.st_uid == ::geteuid() && st.st_gid == ::getegid()) continue;
     ino_t inode = 0;
     PB_CHECK(replace_with_copy(blob.dir, blob.name, shared.get(), st, entry.mode, blob_path,
                                /*with_owner=*/false, /*durable=*/false, &inode));
@@ -440,7 +446,7 @@ core::Status remove_committed(const std::filesystem::path& dir) {
 }  // namespace
 
 core::Result<std::vector<std::string>> TransactionStore::commit(
-    const std::string& id, const std::vector<std::string>& selected) {
+    const std::string& id, const std::vector<std::string>& selected, SharedBlobs shared) {
   PB_TRY(lock_fd, lock());
   PB_TRY(whole, load(id));
   core::trace_phase("commit: manifest loaded");
@@ -516,7 +522,7 @@ core::Result<std::vector<std::string>> TransactionStore::commit(
   }
 
   core::trace_phase("commit: policy checked");
-  PB_TRY(made_private, make_shared_blobs_private(draft, dir));
+  PB_TRY(made_private, make_shared_blobs_private(draft, dir, shared));
   // The copies are this process's: an owner the other blobs share is no
   // longer every blob's unless it is this process's too.
   if (made_private > 0 && blobs_owner && *blobs_owner != BlobOwner{::geteuid(), ::getegid()})

@@ -266,6 +266,11 @@ core::Status OpenSession::save() {
   return core::write_file_atomic(record_path(*workspace_, name_), document.dump(2) + "\n", 0600);
 }
 
+bool commit_decided(const Workspace& workspace, const std::string& tx) {
+  std::error_code ec;
+  return fs::exists(workspace.agent_dir() / "transactions" / tx / "READY", ec);
+}
+
 core::Status OpenSession::remove() {
   std::error_code ec;
   if (fs::exists(storage_, ec)) PB_CHECK(remove_layer_tree(storage_));

@@ -70,6 +70,10 @@ class OpenSession {
   bool exists_ = false;
 };
 
+// Whether transaction `tx` of `workspace` reached its commit point (READY):
+// it can then only be finished, never undone.
+bool commit_decided(const Workspace& workspace, const std::string& tx);
+
 // The helpers of the records under .agent/ (sessions.cc and held.cc use
 // them too).
 // Makes .agent/<name> (0700), refusing an .agent or <name> that is not a

@@ -16,6 +16,17 @@ using core::ErrorKind;
 
 using workspace::OpenSession;
 
+namespace workspace {
+// Workspace::commit_ending_layer() is private: only the commit of a whole
+// session, which ends its layer, may move the layer's files in.
+struct SessionCommitAccess {
+  static std::vector<std::string> commit_ending_layer(Workspace& ws, const std::string& tx,
+                                                      const CommitOptions& options) {
+    return ws.commit_ending_layer(tx, options);
+  }
+};
+}  // namespace workspace
+
 std::string check_session_name(const std::string& name) {
   if (name.empty() || name.size() > 64) return "a session name has 1 to 64 characters";
   if (name.front() == '.' || name.front() == '-') {
@@ -95,6 +106,7 @@ SessionCommitResult commit_session(Workspace& ws, const std::string& name, const
   from_session.origin = "session " + name;
   from_session.run_started = workspace::from_ns(session.info().base_stamp_ns);
   from_session.take_upper_files = false;  // the layer is kept until the commit is done
+  from_session.share_upper_files = true;  // its files linked as the blobs, not copied
   ImportResult imported = ws.import_overlay(session.info().layers.front(), ws.root(), from_session);
   result.refused = imported.refused;
   result.transaction = imported.transaction;
@@ -103,11 +115,20 @@ SessionCommitResult commit_session(Workspace& ws, const std::string& name, const
     return result;
   }
   const std::string tx = *imported.transaction;
+  // The whole session committed ends it: its layer's files become the
+  // workspace's. A session that lives on (a change refused stays in it)
+  // gets copies, so that no file of its layer is ever the workspace's.
+  const bool layer_ends = imported.refused.empty() && options.paths.empty();
   session.set_committing(tx);
   core::check_or_throw(session.save());
   try {
-    result.committed = ws.commit(tx, options);
+    result.committed = layer_ends
+                           ? workspace::SessionCommitAccess::commit_ending_layer(ws, tx, options)
+                           : ws.commit(tx, options);
   } catch (...) {
+    // Decided: the commit is finished by the next operation on the
+    // workspace, and the session ends when it next opens.
+    if (workspace::commit_decided(ws, tx)) throw;
     session.set_committing(std::nullopt);
     (void)session.save();
     try {

@@ -94,7 +94,8 @@ struct Entry {
   // The blob has another link (a session layer's file, shared by its
   // review: ImportOptions::share_upper_files), seen by the commit's check of
   // the blobs (never saved): the commit replaces it with a copy of its own
-  // before its commit point, so the workspace's file is an inode of its own.
+  // before its commit point, so the workspace's file is an inode of its own,
+  // unless the layer ends with the commit (SharedBlobs::kMovedIn).
   bool blob_shared = false;
   std::uint64_t size = 0;
   std::int64_t mtime_ns = 0;     // set on the path at commit (0: left as the commit makes it)
@@ -214,10 +215,23 @@ class TransactionStore {
   core::Status stage(Draft& draft, Entry entry, std::string_view bytes, bool check_policy,
                      const BlobSource* source = nullptr);
 
+  // What a commit does with a blob that has another link (a session
+  // layer's file: ImportOptions::share_upper_files).
+  enum class SharedBlobs {
+    // Replaced by a copy of the store's own before the commit point: the
+    // layer lives on and never shares an inode with the workspace.
+    kCopied,
+    // Renamed in like any blob: the caller ends the layer with this commit
+    // (commit_session of a whole session), and until it has, the session's
+    // record names this transaction, which only a finished commit clears.
+    kMovedIn,
+  };
+
   // Commits the selected entries (is_selected; empty: all) and the new
   // directories they lie in; the rest stays pending in the same transaction.
   core::Result<std::vector<std::string>> commit(const std::string& id,
-                                                const std::vector<std::string>& selected = {});
+                                                const std::vector<std::string>& selected = {},
+                                                SharedBlobs shared = SharedBlobs::kCopied);
   // `accept_unsealed`: ids whose READY carries no seal this process can
   // verify (commit_seal.h) to replay as logged all the same; the user vouches.
   core::Result<Workspace::ReconcileReport> reconcile(

@@ -227,6 +227,73 @@ TEST_F(SessionStoreTest, AReviewSharesTheLayersFilesAndNothingDoneWithItChangesT
   EXPECT_TRUE(ws.list_transactions().empty());
 }
 
+// A commit of the whole session ends its layer: the layer's files become
+// the workspace's (renamed in, their owner the directory's, as a run's own
+// files are) instead of being copied and then deleted with the layer.
+TEST_F(SessionStoreTest, ACommitOfTheWholeSessionMovesTheLayersFilesIn) {
+  Workspace ws(ws_.path());
+  fs::path upper = new_upper();
+  write_file(upper / "new.txt", "new\n");
+  write_file(upper / "keep.txt", "changed\n");
+  ::chmod((upper / "new.txt").c_str(), 0640);
+  const bool as_root = ::geteuid() == 0;
+  if (as_root) {
+    ASSERT_EQ(::chown((upper / "new.txt").c_str(), 4242, 4243), 0);
+  }
+  add_run(ws, upper);
+  const fs::path layer = describe_session(ws, "s", kept()).layers.front();
+  struct stat before {};
+  ASSERT_EQ(::stat((layer / "new.txt").c_str(), &before), 0);
+
+  const SessionCommitResult committed = commit_session(ws, "s", kept());
+  EXPECT_TRUE(committed.refused.empty());
+  struct stat now {};
+  ASSERT_EQ(::stat((ws_ / "new.txt").c_str(), &now), 0);
+  EXPECT_EQ(now.st_ino, before.st_ino) << "the layer's file was copied";
+  EXPECT_EQ(now.st_nlink, 1u) << "the layer kept a link to the workspace's file";
+  EXPECT_EQ(now.st_mode & 07777, 0640u);
+  EXPECT_EQ(now.st_mtim.tv_sec, before.st_mtim.tv_sec);
+  EXPECT_EQ(now.st_mtim.tv_nsec, before.st_mtim.tv_nsec);
+  EXPECT_EQ(now.st_uid, ::geteuid()) << "a new file takes its directory's owner";
+  EXPECT_EQ(now.st_gid, ::getegid());
+  EXPECT_EQ(read_file(ws_ / "new.txt"), "new\n");
+  EXPECT_EQ(read_file(ws_ / "keep.txt"), "changed\n");
+  EXPECT_TRUE(list_sessions(ws, kept()).empty());
+  EXPECT_TRUE(ws.list_transactions().empty());
+  EXPECT_TRUE(fs::is_empty(kept())) << "the session's layer was left behind";
+}
+
+// A session that outlives its commit (a change was refused and stays in
+// it) keeps its layer's files apart from the workspace's: a later run or
+// an edit of either side must not reach the other.
+TEST_F(SessionStoreTest, ASessionThatOutlivesItsCommitSharesNoFileWithTheWorkspace) {
+  Workspace ws(ws_.path());
+  fs::path upper = new_upper();
+  write_file(upper / "new.txt", "new\n");
+  ASSERT_EQ(::mkfifo((upper / "pipe").c_str(), 0600), 0) << std::strerror(errno);
+  add_run(ws, upper);
+  const fs::path layer = describe_session(ws, "s", kept()).layers.front();
+  struct stat before {};
+  ASSERT_EQ(::stat((layer / "new.txt").c_str(), &before), 0);
+
+  const SessionCommitResult committed = commit_session(ws, "s", kept());
+  ASSERT_EQ(committed.refused.size(), 1u);
+  EXPECT_EQ(committed.refused[0].path, "pipe");
+  ASSERT_EQ(list_sessions(ws, kept()).size(), 1u) << "the session with a refused change ended";
+  struct stat in_workspace {};
+  ASSERT_EQ(::stat((ws_ / "new.txt").c_str(), &in_workspace), 0);
+  EXPECT_NE(in_workspace.st_ino, before.st_ino) << "the workspace's file is the layer's inode";
+  EXPECT_EQ(in_workspace.st_nlink, 1u);
+  struct stat in_layer {};
+  ASSERT_EQ(::stat((layer / "new.txt").c_str(), &in_layer), 0);
+  EXPECT_EQ(in_layer.st_ino, before.st_ino);
+  EXPECT_EQ(in_layer.st_nlink, 1u);
+  EXPECT_EQ(in_layer.st_uid, before.st_uid);
+  EXPECT_EQ(in_layer.st_mode, before.st_mode);
+  EXPECT_EQ(read_file(ws_ / "new.txt"), "new\n");
+  EXPECT_TRUE(ws.list_transactions().empty());
+}
+
 TEST_F(SessionStoreTest, AKilledCommitIsFinishedOrUndoneByTheNextOperation) {
   int saw_old = 0;
   int saw_new = 0;
@@ -244,6 +311,9 @@ TEST_F(SessionStoreTest, AKilledCommitIsFinishedOrUndoneByTheNextOperation) {
       ASSERT_TRUE(session);
       ASSERT_TRUE(session->add_run(upper));
     }
+    const fs::path layer = describe_session(ws, "s", kept()).layers.front();
+    struct stat layer_file {};
+    ASSERT_EQ(::stat((layer / "c/d.txt").c_str(), &layer_file), 0);
     const pid_t child = ::fork();
     ASSERT_GE(child, 0);
     if (child == 0) {
@@ -271,6 +341,14 @@ TEST_F(SessionStoreTest, AKilledCommitIsFinishedOrUndoneByTheNextOperation) {
       ASSERT_EQ(list_sessions(later, kept()).size(), 1u) << "crash at " << crash_after;
       EXPECT_FALSE(describe_session(later, "s", kept()).committing);
       EXPECT_TRUE(later.list_transactions().empty()) << "crash at " << crash_after;
+      // The session's layer is whole and its own: the file the commit would
+      // have moved in is still there, with no other link.
+      struct stat now {};
+      ASSERT_EQ(::stat((layer / "c/d.txt").c_str(), &now), 0) << "crash at " << crash_after;
+      EXPECT_EQ(now.st_ino, layer_file.st_ino) << "crash at " << crash_after;
+      EXPECT_EQ(now.st_nlink, 1u) << "crash at " << crash_after;
+      EXPECT_EQ(now.st_uid, layer_file.st_uid) << "crash at " << crash_after;
+      EXPECT_EQ(now.st_mode, layer_file.st_mode) << "crash at " << crash_after;
       commit_session(later, "s", kept());  // and it commits cleanly afterwards
     } else {
       ++saw_new;
@@ -280,9 +358,36 @@ TEST_F(SessionStoreTest, AKilledCommitIsFinishedOrUndoneByTheNextOperation) {
         {"a.txt", "f:A\n"}, {"c", "d"}, {"c/d.txt", "f:d\n"}};
     EXPECT_EQ(listing(ws_dir.path()), expected) << "crash at " << crash_after;
     EXPECT_TRUE(later.list_transactions().empty());
+    struct stat committed {};
+    ASSERT_EQ(::stat((ws_dir / "c/d.txt").c_str(), &committed), 0);
+    EXPECT_EQ(committed.st_nlink, 1u) << "crash at " << crash_after;
   }
   EXPECT_GE(saw_old, 1);
   EXPECT_GE(saw_new, 1);
+}
+
+// A commit that fails past its commit point (here: an error right after
+// READY) can only be finished: the session keeps naming it, and ends when
+// the next operation has finished it, never living on beside it.
+TEST_F(SessionStoreTest, ACommitThatFailsAfterItsCommitPointEndsTheSessionOnceFinished) {
+  Workspace ws(ws_.path());
+  fs::path upper = new_upper();
+  write_file(upper / "new.txt", "new\n");
+  add_run(ws, upper);
+  workspace::commit_failpoint = [](std::string_view step) {
+    if (step == "ready marker") throw SandboxError("failed on purpose after READY");
+  };
+  EXPECT_THROW(commit_session(ws, "s", kept()), SandboxError);
+  workspace::commit_failpoint = nullptr;
+  EXPECT_FALSE(fs::exists(ws_ / "new.txt"));
+  Workspace later(ws_.path());
+  EXPECT_TRUE(list_sessions(later, kept()).empty()) << "the session outlived its decided commit";
+  EXPECT_EQ(read_file(ws_ / "new.txt"), "new\n");
+  struct stat committed {};
+  ASSERT_EQ(::stat((ws_ / "new.txt").c_str(), &committed), 0);
+  EXPECT_EQ(committed.st_nlink, 1u);
+  EXPECT_TRUE(later.list_transactions().empty());
+  EXPECT_TRUE(fs::is_empty(kept()));
 }
 
 TEST_F(SessionStoreTest, ARecordPlantedInTheWorkspaceCannotNameAnotherDirectory) {
