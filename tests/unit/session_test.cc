@@ -87,6 +87,23 @@ class SessionStoreTest : public ::testing::Test {
 
   fs::path kept() const { return state_ / "kept"; }
 
+  // A run that made new.txt (0640; as root, of the sandbox's mapped user,
+  // as a root run's layer holds it) and changed keep.txt: the session's
+  // layer, and new.txt there as `new_file`.
+  fs::path add_new_and_changed_file(Workspace& ws, struct stat& new_file) {
+    const fs::path upper = new_upper();
+    write_file(upper / "new.txt", "new\n");
+    write_file(upper / "keep.txt", "changed\n");
+    ::chmod((upper / "new.txt").c_str(), 0640);
+    if (::geteuid() == 0) {
+      EXPECT_EQ(::chown((upper / "new.txt").c_str(), 4242, 4243), 0);
+    }
+    add_run(ws, upper);
+    const fs::path layer = describe_session(ws, "s", kept()).layers.front();
+    EXPECT_EQ(::stat((layer / "new.txt").c_str(), &new_file), 0);
+    return layer;
+  }
+
   TempDir ws_;
   TempDir state_;
   int uppers_ = 0;
@@ -162,19 +179,9 @@ TEST_F(SessionStoreTest, ACommitConflictingWithAHostChangeSinceTheSessionBeganKe
 // gives the workspace copies of its own.
 TEST_F(SessionStoreTest, AReviewSharesTheLayersFilesAndNothingDoneWithItChangesThem) {
   Workspace ws(ws_.path());
-  fs::path upper = new_upper();
-  write_file(upper / "new.txt", "new\n");
-  write_file(upper / "keep.txt", "changed\n");
-  ::chmod((upper / "new.txt").c_str(), 0640);
-  // A file of the sandbox's mapped user, as a root run's layer holds them.
-  const bool as_root = ::geteuid() == 0;
-  if (as_root) {
-    ASSERT_EQ(::chown((upper / "new.txt").c_str(), 4242, 4243), 0);
-  }
-  add_run(ws, upper);
-  const fs::path layer = describe_session(ws, "s", kept()).layers.front();
   struct stat before {};
-  ASSERT_EQ(::stat((layer / "new.txt").c_str(), &before), 0);
+  const fs::path layer = add_new_and_changed_file(ws, before);
+  const bool as_root = ::geteuid() == 0;
   const auto layer_file_is_as_before = [&](const std::string& when) {
     struct stat now {};
     ASSERT_EQ(::stat((layer / "new.txt").c_str(), &now), 0) << when;
@@ -232,18 +239,8 @@ TEST_F(SessionStoreTest, AReviewSharesTheLayersFilesAndNothingDoneWithItChangesT
 // files are) instead of being copied and then deleted with the layer.
 TEST_F(SessionStoreTest, ACommitOfTheWholeSessionMovesTheLayersFilesIn) {
   Workspace ws(ws_.path());
-  fs::path upper = new_upper();
-  write_file(upper / "new.txt", "new\n");
-  write_file(upper / "keep.txt", "changed\n");
-  ::chmod((upper / "new.txt").c_str(), 0640);
-  const bool as_root = ::geteuid() == 0;
-  if (as_root) {
-    ASSERT_EQ(::chown((upper / "new.txt").c_str(), 4242, 4243), 0);
-  }
-  add_run(ws, upper);
-  const fs::path layer = describe_session(ws, "s", kept()).layers.front();
   struct stat before {};
-  ASSERT_EQ(::stat((layer / "new.txt").c_str(), &before), 0);
+  const fs::path layer = add_new_and_changed_file(ws, before);
 
   const SessionCommitResult committed = commit_session(ws, "s", kept());
   EXPECT_TRUE(committed.refused.empty());

@@ -7,13 +7,15 @@ Measured in one process, interleaved, so the machine's drift hits both sides:
     session's cost per run (its lock, its layer on the overlay, the merge of
     the run's layer into it);
   - `session commit` of one session run that changed 10,000 files, against
-    `commit` of a transaction with the same 10,000 files: the ratio is what
-    committing through a session adds (importing its layer);
+    `cp -a` + `sync` of the same files, against `commit` of a transaction
+    with the same 10,000 files (run and commit together: what committing
+    through a session adds) and against an older build's (--old BIN),
+    rounds interleaved;
   - `session show` and `session diff --stat` of a session whose run wrote
     2,000 files of 16 KiB, against `git diff --no-index --stat` of an empty
     directory and the session's layer (the same files read and counted),
     and against an older build's (--old BIN), rounds interleaved.
-Usage: tools/benchmarks/sessions.py [--rounds N] [--old BIN] [--only review]
+Usage: tools/benchmarks/sessions.py [--rounds N] [--files N] [--old BIN] [--only review|commit]
 """
 import argparse
 import os
@@ -56,6 +58,13 @@ def run(ws, state, command, session=None):
     return pulsebox(args + ["--", "sh", "-c", command], state)
 
 
+def run_long(ws, state, command, session=None):
+    args = ["run", "--allow-weaker", "limits", "--timeout", "300", "-w", ws]
+    if session:
+        args += ["--session", session]
+    return pulsebox(args + ["--", "sh", "-c", command], state)
+
+
 def latency(rounds):
     print("== run latency with a session behind it (median ms, ratio to no session)")
     print(f"{'earlier runs':>13} {'no session':>11} {'session':>9} {'ratio':>7}")
@@ -77,30 +86,51 @@ def latency(rounds):
             shutil.rmtree(base, ignore_errors=True)
 
 
-def commit(files):
-    print(f"== committing {files} changed files (ms, ratio session / transaction)")
+def commit(files, rounds, old):
+    print(f"== committing {files} changed files (median ms of {rounds} rounds)")
     make = f"mkdir -p out && i=0; while [ $i -lt {files} ]; do echo $i > out/f$i; i=$((i+1)); done"
     base = tempfile.mkdtemp(prefix="pb-bench-")
     os.chmod(base, 0o711)
+    builds = [("this build", BIN)] + ([("--old", old)] if old else [])
+    times = {}
+
+    def note(name, ms):
+        times.setdefault(name, []).append(ms)
+
     try:
-        ws, state = os.path.join(base, "ws"), os.path.join(base, "state")
+        ws, state, copy = (os.path.join(base, name) for name in ("ws", "state", "copy"))
         os.makedirs(ws)
-        run_tx = pulsebox(["run", "--allow-weaker", "limits", "--timeout", "300", "-w", ws, "--",
-                           "sh", "-c", make], state)
-        transaction = pulsebox(["commit", "-w", ws, "latest"], state)
-        shutil.rmtree(os.path.join(ws, "out"))
-        run_session = pulsebox(["run", "--allow-weaker", "limits", "--timeout", "300", "--session",
-                                "s", "-w", ws, "--", "sh", "-c", make], state)
-        session = pulsebox(["session", "commit", "-w", ws, "s"], state)
+        for round_ in range(rounds):
+            # Every round deletes what the last one made: the builds take
+            # turns going first, so neither always follows the deletions.
+            order = builds if round_ % 2 == 0 else list(reversed(builds))
+            shutil.rmtree(os.path.join(ws, "out"), ignore_errors=True)
+            note("transaction: run", run_long(ws, state, make))
+            note("transaction: commit", pulsebox(["commit", "-w", ws, "latest"], state))
+            for name, binary in order:
+                shutil.rmtree(os.path.join(ws, "out"), ignore_errors=True)
+                note("session: run", run_long(ws, state, make, "s"))
+                kept = os.path.join(state, "kept")
+                layer = [os.path.join(kept, d, "0", "out") for d in os.listdir(kept)
+                         if d.startswith("session-")][0]
+                # The peer: the same files copied and made durable.
+                note("cp -a + sync", timed(["sh", "-c", f"cp -a {layer} {copy} && sync"], state))
+                shutil.rmtree(copy)
+                note(f"session commit ({name})",
+                     timed([binary, "session", "commit", "-w", ws, "s"], state))
+        peer = statistics.median(times["cp -a + sync"])
+        for name, measured in times.items():
+            m = statistics.median(measured)
+            ratio = f"{m / peer:>6.2f} x cp -a + sync" if "commit" in name else ""
+            print(f"{name:<28} {m:>8.0f} ms {ratio}")
         # A run's transaction is imported at the end of the run; a session's
         # when it is committed: compare run + commit on both sides.
-        print(f"{'':<12} {'run':>9} {'commit':>9} {'both':>9}")
-        print(f"{'transaction':<12} {run_tx:>6.0f} ms {transaction:>6.0f} ms "
-              f"{run_tx + transaction:>6.0f} ms")
-        print(f"{'session':<12} {run_session:>6.0f} ms {session:>6.0f} ms "
-              f"{run_session + session:>6.0f} ms")
-        print(f"ratio session / transaction (both): "
-              f"{(run_session + session) / (run_tx + transaction):.2f}")
+        both = {side: statistics.median(times[f"{side}: run"]) +
+                statistics.median(times[f"{side}: commit" if side == "transaction"
+                                        else "session commit (this build)"])
+                for side in ("transaction", "session")}
+        print(f"ratio session / transaction (run and commit): "
+              f"{both['session'] / both['transaction']:.2f}")
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
@@ -145,12 +175,14 @@ def main():
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--files", type=int, default=10000)
     parser.add_argument("--old", help="an older pulsebox binary to review with too")
-    parser.add_argument("--only", choices=["review"])
+    parser.add_argument("--only", choices=["review", "commit"])
     options = parser.parse_args()
-    if options.only != "review":
+    if options.only is None:
         latency(options.rounds)
-        commit(options.files)
-    review(min(options.rounds, 10), options.old)
+    if options.only in (None, "commit"):
+        commit(options.files, min(options.rounds, 5), options.old)
+    if options.only in (None, "review"):
+        review(min(options.rounds, 10), options.old)
 
 
 if __name__ == "__main__":
