@@ -115,6 +115,7 @@ core::Status check_blobs_are_files(Draft& draft, const std::filesystem::path& di
     }
     entry.blob_inode = inode;
     entry.blob_shared = st.st_nlink > 1;
+    entry.blob_foreign = ::geteuid() != 0 && st.st_uid != ::geteuid();
     if (owner != nullptr) {
       if (!seen_one) *owner = BlobOwner{st.st_uid, st.st_gid};
       if (*owner && (owner->value().first != st.st_uid || owner->value().second != st.st_gid))
@@ -126,40 +127,52 @@ core::Status check_blobs_are_files(Draft& draft, const std::filesystem::path& di
 }
 
 // Each blob with another link (a session layer's file, which its review
-// shared: ImportOptions::share_upper_files) replaced by a copy of the
-// store's own, before the commit point. Past it every Write is then the
-// rename of a file only the store holds: made durable by the blobs'
-// syncfs, its space taken before anything is applied, used up by its
-// rename (a partial commit leaves no link behind, a replay no second
-// copy), and the content is no longer anyone else's to change. It must
-// still have the size it was staged with. How many were copied.
-// With kMovedIn, a blob stays shared where the commit makes it the
-// workspace's own as it is: as root (it takes its directory's owner), or
-// when it is this user's already (not a subordinate id's of a rootless run).
-core::Result<std::size_t> make_shared_blobs_private(Draft& draft, const std::filesystem::path& dir,
+// shared: ImportOptions::share_upper_files), and as an ordinary user each
+// blob of another owner (a subordinate id's, from a rootless run's layer),
+// replaced by a copy of the store's own, before the commit point. Past it
+// every Write is then the rename of a file only the store holds: made
+// durable by the blobs' syncfs, its space taken before anything is
+// applied, used up by its rename (a partial commit leaves no link behind,
+// a replay no second copy), and the content is no longer anyone else's to
+// change. It must still have the size it was staged with.
+// With kMovedIn, a layer's file linked from the layer alone (two links)
+// stays shared where the commit makes it the workspace's own as it is: as
+// root (it takes its directory's owner), or when it is this user's.
+// How many were copied.
+core::Result<std::size_t> make_blobs_the_stores_own(Draft& draft, const std::filesystem::path& dir,
                                                     TransactionStore::SharedBlobs mode) {
   const bool moved_in = mode == TransactionStore::SharedBlobs::kMovedIn;
-  if (moved_in && ::geteuid() == 0) return 0;
+  const uid_t euid = ::geteuid();
+  const gid_t egid = ::getegid();
   std::size_t made = 0;
   PB_TRY(blob_dir, core::open_directory(dir / "blobs"));
   BlobShards shards(blob_dir.get());
   for (auto& [path, entry] : draft.entries) {
-    if (entry.op != StagedOp::Write || !entry.blob_shared) continue;
+    if (entry.op != StagedOp::Write || (!entry.blob_shared && !entry.blob_foreign)) continue;
     const auto blob_path = (dir / "blobs" / blob_relative_path(entry)).string();
     PB_TRY(blob, shards.locate(blob_relative_path(entry)));
-    UniqueFd shared(
-        ::openat(blob.dir, blob.name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
     struct stat st {};
-    if (!shared || ::fstat(shared.get(), &st) != 0)
-      return Error::from_errno("workspace", "open " + blob_path);
+    if (::fstatat(blob.dir, blob.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0)
+      return Error::from_errno("workspace", "stat " + blob_path);
     if (!S_ISREG(st.st_mode) || static_cast<std::uint64_t>(st.st_size) != entry.size)
       return corrupt(blob_path, "not the file that was staged (another type or size)");
-    if (moved_in && st.st_uid == ::geteuid() && st.st_gid == ::getegid()) continue;
+    if (moved_in && st.st_nlink == 2 && (euid == 0 || (st.st_uid == euid && st.st_gid == egid))) {
+      continue;
+    }
+    UniqueFd shared(
+        ::openat(blob.dir, blob.name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+    struct stat opened {};
+    if (!shared || ::fstat(shared.get(), &opened) != 0)
+      return Error::from_errno("workspace", "open " + blob_path);
+    if (opened.st_ino != st.st_ino || opened.st_dev != st.st_dev || opened.st_size != st.st_size) {
+      return corrupt(blob_path, "not the file that was staged (replaced while it was copied)");
+    }
     ino_t inode = 0;
-    PB_CHECK(replace_with_copy(blob.dir, blob.name, shared.get(), st, entry.mode, blob_path,
+    PB_CHECK(replace_with_copy(blob.dir, blob.name, shared.get(), opened, entry.mode, blob_path,
                                /*with_owner=*/false, /*durable=*/false, &inode));
     entry.blob_inode = static_cast<std::uint64_t>(inode);
     entry.blob_shared = false;
+    entry.blob_foreign = false;
     ++made;
   }
   return made;
@@ -256,12 +269,16 @@ core::Status TransactionStore::apply(const Draft& draft, int root_fd,
           if (::fstatat(blob->dir, blob->name.c_str(), &blob_stat, AT_SYMLINK_NOFOLLOW) != 0) break;
           PB_CHECK(remove_tree_at(dir, name));
         }
+        // Its owner first: a replay finds a blob already renamed with the
+        // owner it has now (a session layer's file moved in is the mapped
+        // user's until then).
+        adopt_owner(blob->dir, blob->name, replaces_file ? &current : nullptr,
+                    blobs_owner ? &blobs_owner_stat : nullptr, dir_stat);
         if (::renameat(blob->dir, blob->name.c_str(), dir, name.c_str()) != 0) {
           if (errno == ENOENT) break;
           return Error::from_errno("workspace", "rename into place: " + path);
         }
-        adopt_owner(dir, name, replaces_file ? &current : nullptr,
-                    blobs_owner ? &blobs_owner_stat : nullptr, dir_stat);
+        failpoint("moved in " + path);
         break;
       }
       case StagedOp::Mkdir:
@@ -522,7 +539,7 @@ core::Result<std::vector<std::string>> TransactionStore::commit(
   }
 
   core::trace_phase("commit: policy checked");
-  PB_TRY(made_private, make_shared_blobs_private(draft, dir, shared));
+  PB_TRY(made_private, make_blobs_the_stores_own(draft, dir, shared));
   // The copies are this process's: an owner the other blobs share is no
   // longer every blob's unless it is this process's too.
   if (made_private > 0 && blobs_owner && *blobs_owner != BlobOwner{::geteuid(), ::getegid()})

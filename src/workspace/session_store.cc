@@ -215,6 +215,10 @@ core::Result<OpenSession> OpenSession::open(Workspace& ws, const std::string& na
                                                     ")");
     }
     session.exists_ = true;
+    // Older records lack it: their commits always ended the session.
+    const auto ends = document.find("commit_ends_session");
+    session.commit_ends_session_ =
+        ends == document.end() || !ends->is_boolean() || ends->get<bool>();
     PB_CHECK(session.recover());
     return session;
   }
@@ -262,13 +266,33 @@ core::Status OpenSession::save() {
                          {"next_layer", next_layer_},
                          {"layers", std::move(layers)},
                          {"committing", info_.committing ? json(*info_.committing) : json(nullptr)},
+                         {"commit_ends_session", commit_ends_session_},
                          {"secrets", secrets_json()}};
   return core::write_file_atomic(record_path(*workspace_, name_), document.dump(2) + "\n", 0600);
 }
 
-bool commit_decided(const Workspace& workspace, const std::string& tx) {
-  std::error_code ec;
-  return fs::exists(workspace.agent_dir() / "transactions" / tx / "READY", ec);
+bool commit_undoable(const Workspace& workspace, const std::string& tx) {
+  const fs::path dir = workspace.agent_dir() / "transactions" / tx;
+  struct stat st {};
+  return ::lstat((dir / "manifest.json").c_str(), &st) == 0 &&
+         ::lstat((dir / "READY").c_str(), &st) != 0 && errno == ENOENT;
+}
+
+core::Status check_no_session_commits(const Workspace& workspace, const std::string& tx) {
+  for (const auto& file : record_files(workspace.agent_dir() / "sessions")) {
+    auto document = read_record(file);
+    if (!document) continue;  // a damaged record names nothing it could lose
+    const auto committing = document->find("committing");
+    if (committing != document->end() && committing->is_string() &&
+        committing->get<std::string>() == tx) {
+      return Error(ErrorKind::kRecovery, "workspace",
+                   "transaction " + tx + " is the interrupted commit of session " +
+                       core::quote_name(file.stem().string()) +
+                       "; `pulsebox session list` finishes or undoes it (the session keeps "
+                       "its changes when it is undone)");
+    }
+  }
+  return core::ok_status();
 }
 
 core::Status OpenSession::remove() {
@@ -282,18 +306,23 @@ core::Status OpenSession::remove() {
   return core::ok_status();
 }
 
-// A commit interrupted by a crash: once its transaction was decided (READY),
-// finish it and end the session; before that, undo it (the session stays).
+// A commit interrupted by a crash (or an error): once its transaction was
+// decided (READY), finish it, then end the session or keep it as the commit
+// meant to; before that, undo it (the session stays).
 core::Status OpenSession::recover() {
   if (!info_.committing) return core::ok_status();
   const std::string tx = *info_.committing;
-  const fs::path tx_dir = workspace_->agent_dir() / "transactions" / tx;
   try {
     // Any workspace operation first finishes a decided commit: then the
     // transaction is gone.
     (void)workspace_->list_transactions();
-    std::error_code ec;
-    if (!fs::exists(tx_dir, ec)) return remove();  // committed
+    if (!commit_undoable(*workspace_, tx)) {  // committed
+      if (commit_ends_session_) return remove();
+      info_.committing.reset();
+      return save();
+    }
+    // The record first: a crash before the discard leaves a pending
+    // transaction, never a record naming one that is gone (read as done).
     info_.committing.reset();
     PB_CHECK(save());
     workspace_->discard(tx);

@@ -49,7 +49,14 @@ class OpenSession {
   core::Status collapse();
   core::Status save();
   core::Status remove();
-  void set_committing(std::optional<std::string> tx) { info_.committing = std::move(tx); }
+  // The transaction being committed (nullopt: none), and whether the
+  // session ends once it is committed (else it keeps what it holds: a
+  // refused change). Saved in the record: an interrupted commit is finished
+  // or undone as it was meant by the next opening.
+  void set_committing(std::optional<std::string> tx, bool ends_session = true) {
+    info_.committing = std::move(tx);
+    commit_ends_session_ = ends_session;
+  }
 
  private:
   OpenSession(Workspace& workspace, std::string name, core::UniqueFd lock)
@@ -68,11 +75,18 @@ class OpenSession {
   // storage_/redacted/.
   std::map<std::string, std::string> secrets_;
   bool exists_ = false;
+  bool commit_ends_session_ = true;
 };
 
-// Whether transaction `tx` of `workspace` reached its commit point (READY):
-// it can then only be finished, never undone.
-bool commit_decided(const Workspace& workspace, const std::string& tx);
+// Whether transaction `tx` of `workspace` is still whole and undecided (its
+// manifest there, no READY): only then may its commit be undone. Otherwise
+// it was decided (and is finished by the next operation on the workspace)
+// or is committed already.
+bool commit_undoable(const Workspace& workspace, const std::string& tx);
+// Refuses to discard `tx` while a session's record names it as the commit
+// in progress: discarded, the session would read it as committed and end,
+// its changes lost. Opening the session finishes or undoes that commit.
+core::Status check_no_session_commits(const Workspace& workspace, const std::string& tx);
 
 // The helpers of the records under .agent/ (sessions.cc and held.cc use
 // them too).

@@ -115,22 +115,27 @@ SessionCommitResult commit_session(Workspace& ws, const std::string& name, const
     return result;
   }
   const std::string tx = *imported.transaction;
+  // A session with a refused change keeps it, and lives on.
+  const bool ends = imported.refused.empty();
   // The whole session committed ends it: its layer's files become the
-  // workspace's. A session that lives on (a change refused stays in it)
-  // gets copies, so that no file of its layer is ever the workspace's.
-  const bool layer_ends = imported.refused.empty() && options.paths.empty();
-  session.set_committing(tx);
+  // workspace's. A session that lives on gets copies, so that no file of
+  // its layer is ever the workspace's.
+  const bool layer_moves_in = ends && options.paths.empty();
+  session.set_committing(tx, ends);
   core::check_or_throw(session.save());
   try {
-    result.committed = layer_ends
+    result.committed = layer_moves_in
                            ? workspace::SessionCommitAccess::commit_ending_layer(ws, tx, options)
                            : ws.commit(tx, options);
   } catch (...) {
-    // Decided: the commit is finished by the next operation on the
-    // workspace, and the session ends when it next opens.
-    if (workspace::commit_decided(ws, tx)) throw;
+    // Decided or done: the record keeps naming the commit, which the next
+    // operation on the workspace finishes; the session's next opening then
+    // ends or keeps it (recover).
+    if (!workspace::commit_undoable(ws, tx)) throw;
     session.set_committing(std::nullopt);
-    (void)session.save();
+    // A record that cannot say so keeps the transaction: discarded, the
+    // record would read as a finished commit.
+    if (!session.save()) throw;
     try {
       ws.discard(tx);
     } catch (const SandboxError&) {
@@ -138,7 +143,7 @@ SessionCommitResult commit_session(Workspace& ws, const std::string& name, const
     }
     throw;
   }
-  if (imported.refused.empty()) {
+  if (ends) {
     core::check_or_throw(session.remove());
   } else {
     session.set_committing(std::nullopt);

@@ -97,6 +97,10 @@ struct Entry {
   // before its commit point, so the workspace's file is an inode of its own,
   // unless the layer ends with the commit (SharedBlobs::kMovedIn).
   bool blob_shared = false;
+  // As an ordinary user, the blob is another owner's (a subordinate id's, in
+  // a rootless run's layer): copied before the commit point like a shared
+  // one, so the workspace gets a file of the user's own.
+  bool blob_foreign = false;
   std::uint64_t size = 0;
   std::int64_t mtime_ns = 0;     // set on the path at commit (0: left as the commit makes it)
   bool contains_secret = false;  // the content or link target holds a registered secret

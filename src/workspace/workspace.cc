@@ -19,6 +19,7 @@
 #include "workspace/diff.h"
 #include "workspace/overlay_reader.h"
 #include "workspace/safe_open.h"
+#include "workspace/session_store.h"
 #include "workspace/store_files.h"
 #include "workspace/transactions.h"
 #include "workspace/tree.h"
@@ -811,11 +812,13 @@ std::vector<std::string> Workspace::commit_ending_layer(const std::string& tx,
 
 void Workspace::discard(const std::string& tx) {
   auto store = opened_store(*this, policy_, limits_);
+  core::check_or_throw(workspace::check_no_session_commits(*this, tx));
   core::check_or_throw(store.discard(tx));
 }
 
 void Workspace::discard(const std::string& tx, const std::vector<std::string>& paths) {
   auto store = opened_store(*this, policy_, limits_);
+  core::check_or_throw(workspace::check_no_session_commits(*this, tx));
   if (paths.empty()) {
     core::check_or_throw(store.discard(tx));
     return;

@@ -303,6 +303,10 @@ TEST_F(SessionStoreTest, AKilledCommitIsFinishedOrUndoneByTheNextOperation) {
     write_file(upper / "a.txt", "A\n");
     whiteout(upper / "b.txt");
     write_file(upper / "c/d.txt", "d\n");
+    // As root, a file of the sandbox's mapped user, which the commit moves in.
+    if (::geteuid() == 0) {
+      ASSERT_EQ(::chown((upper / "c/d.txt").c_str(), 4242, 4243), 0);
+    }
     {
       auto session = workspace::OpenSession::open(ws, "s", kept(), true);
       ASSERT_TRUE(session);
@@ -358,6 +362,7 @@ TEST_F(SessionStoreTest, AKilledCommitIsFinishedOrUndoneByTheNextOperation) {
     struct stat committed {};
     ASSERT_EQ(::stat((ws_dir / "c/d.txt").c_str(), &committed), 0);
     EXPECT_EQ(committed.st_nlink, 1u) << "crash at " << crash_after;
+    EXPECT_EQ(committed.st_uid, ::geteuid()) << "crash at " << crash_after;
   }
   EXPECT_GE(saw_old, 1);
   EXPECT_GE(saw_new, 1);
@@ -385,6 +390,146 @@ TEST_F(SessionStoreTest, ACommitThatFailsAfterItsCommitPointEndsTheSessionOnceFi
   EXPECT_EQ(committed.st_nlink, 1u);
   EXPECT_TRUE(later.list_transactions().empty());
   EXPECT_TRUE(fs::is_empty(kept()));
+}
+
+// The same with a change refused (the session lives on after its commit):
+// whether the commit fails or is killed right after its commit point, the
+// next opening finishes it and keeps the session with what it holds.
+TEST_F(SessionStoreTest, ASessionWithARefusedChangeOutlivesACommitStoppedAfterItsCommitPoint) {
+  for (const bool killed : {false, true}) {
+    SCOPED_TRACE(killed ? "killed" : "failed");
+    TempDir ws_dir;
+    Workspace ws(ws_dir.path());
+    fs::path upper = new_upper();
+    write_file(upper / "new.txt", "new\n");
+    ASSERT_EQ(::mkfifo((upper / "pipe").c_str(), 0600), 0) << std::strerror(errno);
+    {
+      auto session = workspace::OpenSession::open(ws, "s", kept(), true);
+      ASSERT_TRUE(session);
+      ASSERT_TRUE(session->add_run(upper));
+    }
+    const fs::path layer = describe_session(ws, "s", kept()).layers.front();
+    const auto stop_after_ready = [killed](std::string_view step) {
+      if (step != "ready marker") return;
+      if (killed) ::raise(SIGKILL);
+      throw SandboxError("failed on purpose after READY");
+    };
+    if (killed) {
+      const pid_t child = ::fork();
+      ASSERT_GE(child, 0);
+      if (child == 0) {
+        workspace::commit_failpoint = stop_after_ready;
+        Workspace again(ws_dir.path());
+        (void)commit_session(again, "s", kept());
+        ::_exit(0);
+      }
+      int status = 0;
+      ::waitpid(child, &status, 0);
+      ASSERT_TRUE(WIFSIGNALED(status));
+    } else {
+      workspace::commit_failpoint = stop_after_ready;
+      EXPECT_THROW(commit_session(ws, "s", kept()), SandboxError);
+      workspace::commit_failpoint = nullptr;
+    }
+    Workspace later(ws_dir.path());
+    const auto sessions = list_sessions(later, kept());
+    ASSERT_EQ(sessions.size(), 1u) << "the session and its refused change were removed";
+    EXPECT_FALSE(sessions[0].committing);
+    struct stat refused {};
+    EXPECT_EQ(::lstat((layer / "pipe").c_str(), &refused), 0) << "the refused change was lost";
+    EXPECT_EQ(read_file(ws_dir / "new.txt"), "new\n");
+    struct stat in_workspace {};
+    struct stat in_layer {};
+    ASSERT_EQ(::stat((ws_dir / "new.txt").c_str(), &in_workspace), 0);
+    ASSERT_EQ(::stat((layer / "new.txt").c_str(), &in_layer), 0);
+    EXPECT_NE(in_workspace.st_ino, in_layer.st_ino);
+    EXPECT_EQ(in_layer.st_nlink, 1u);
+    EXPECT_TRUE(later.list_transactions().empty());
+    discard_session(later, "s", kept());
+  }
+}
+
+// A whole session's commit that fails after its transaction is gone (its
+// clean-up done) still ends the session: its layer's files are the
+// workspace's by then.
+TEST_F(SessionStoreTest, ACommitThatFailsOnceFinishedStillEndsTheSession) {
+  Workspace ws(ws_.path());
+  struct stat before {};
+  (void)add_new_and_changed_file(ws, before);
+  workspace::commit_failpoint = [](std::string_view step) {
+    if (step == "cleaned up") throw SandboxError("failed on purpose after the clean-up");
+  };
+  EXPECT_THROW(commit_session(ws, "s", kept()), SandboxError);
+  workspace::commit_failpoint = nullptr;
+  Workspace later(ws_.path());
+  EXPECT_TRUE(list_sessions(later, kept()).empty()) << "the session outlived its finished commit";
+  struct stat now {};
+  ASSERT_EQ(::stat((ws_ / "new.txt").c_str(), &now), 0);
+  EXPECT_EQ(now.st_nlink, 1u);
+  EXPECT_TRUE(fs::is_empty(kept()));
+}
+
+// A link made to a layer's file between the import and the commit (by
+// whoever could reach the kept directory) keeps it from moving in: the
+// workspace gets a copy, and the other name does not reach it.
+TEST_F(SessionStoreTest, ALayerFileWithAnotherLinkIsCopiedNotMovedIn) {
+  Workspace ws(ws_.path());
+  struct stat before {};
+  const fs::path layer = add_new_and_changed_file(ws, before);
+  const fs::path elsewhere = state_ / "elsewhere";
+  workspace::commit_failpoint = [&](std::string_view step) {
+    if (step == "snapshots checked") {
+      ASSERT_EQ(::link((layer / "new.txt").c_str(), elsewhere.c_str()), 0) << std::strerror(errno);
+    }
+  };
+  (void)commit_session(ws, "s", kept());
+  workspace::commit_failpoint = nullptr;
+  struct stat now {};
+  ASSERT_EQ(::stat((ws_ / "new.txt").c_str(), &now), 0);
+  EXPECT_NE(now.st_ino, before.st_ino) << "a file with another link was moved in";
+  EXPECT_EQ(now.st_nlink, 1u);
+  EXPECT_EQ(read_file(ws_ / "new.txt"), "new\n");
+  struct stat other {};
+  ASSERT_EQ(::stat(elsewhere.c_str(), &other), 0);
+  EXPECT_EQ(other.st_ino, before.st_ino);
+  EXPECT_EQ(other.st_nlink, 1u);
+  EXPECT_TRUE(list_sessions(ws, kept()).empty());
+}
+
+// The transaction of a commit killed before its commit point is listed by
+// `pulsebox changes` like any other, but discarding it by hand is refused:
+// the session would then read it as committed and end, its changes lost.
+TEST_F(SessionStoreTest, AnInterruptedSessionCommitCannotBeDiscardedByHand) {
+  struct stat before {};
+  Workspace ws(ws_.path());
+  const fs::path layer = add_new_and_changed_file(ws, before);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    workspace::commit_failpoint = [](std::string_view step) {
+      if (step == "snapshots checked") ::raise(SIGKILL);
+    };
+    Workspace again(ws_.path());
+    (void)commit_session(again, "s", kept());
+    ::_exit(0);
+  }
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  ASSERT_TRUE(WIFSIGNALED(status));
+  Workspace later(ws_.path());
+  const auto pending = later.list_transactions();
+  ASSERT_EQ(pending.size(), 1u);
+  EXPECT_THROW(later.discard(pending[0].id), SandboxRecoveryError);
+  EXPECT_THROW(later.discard(pending[0].id, {"new.txt"}), SandboxRecoveryError);
+  const auto sessions = list_sessions(later, kept());
+  ASSERT_EQ(sessions.size(), 1u) << "the session ended with its commit undone";
+  EXPECT_FALSE(sessions[0].committing);
+  EXPECT_TRUE(later.list_transactions().empty());
+  EXPECT_EQ(read_file(layer / "new.txt"), "new\n");
+  EXPECT_EQ(read_file(ws_ / "keep.txt"), "keep\n");
+  (void)commit_session(later, "s", kept());
+  EXPECT_EQ(read_file(ws_ / "new.txt"), "new\n");
+  EXPECT_EQ(read_file(ws_ / "keep.txt"), "changed\n");
 }
 
 TEST_F(SessionStoreTest, ARecordPlantedInTheWorkspaceCannotNameAnotherDirectory) {
