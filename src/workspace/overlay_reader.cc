@@ -47,6 +47,16 @@ using core::UniqueFd;
 
 namespace {
 
+// Inode flags (FS_IOC_GETFLAGS) that a new file does not have, or that
+// change how its data is kept or may change: a file carrying one is copied,
+// never linked. Most can be set by the file's owner (chattr), so by the
+// sandbox on its own files; immutable and append-only would keep the host
+// from changing its own workspace's file.
+constexpr int kFlagsACopyWouldNotHave =
+    FS_IMMUTABLE_FL | FS_APPEND_FL | FS_SYNC_FL | FS_DIRSYNC_FL | FS_NOATIME_FL | FS_NODUMP_FL |
+    FS_NOCOW_FL | FS_COMPR_FL | FS_NOCOMP_FL | FS_JOURNAL_DATA_FL | FS_DAX_FL | FS_VERITY_FL |
+    FS_ENCRYPT_FL | FS_PROJINHERIT_FL;
+
 bool is_opaque(int dirfd) {
   for (const char* attribute : {"trusted.overlay.opaque", "user.overlay.opaque"}) {
     char value[8] = {};
@@ -119,8 +129,7 @@ struct Walker {
     }
     if (::flistxattr(fd, nullptr, 0) != 0) return false;
     int flags = 0;
-    if (::ioctl(fd, FS_IOC_GETFLAGS, &flags) == 0 &&
-        (flags & (FS_IMMUTABLE_FL | FS_APPEND_FL)) != 0) {
+    if (::ioctl(fd, FS_IOC_GETFLAGS, &flags) == 0 && (flags & kFlagsACopyWouldNotHave) != 0) {
       return false;
     }
     if (files == UpperFiles::kShared) return true;

@@ -4,6 +4,8 @@
 // Workspace::import_overlay reads an overlayfs upper directory.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -13,6 +15,7 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <cstdio>
 #include <cstring>
 
 #include "helpers/test_support.h"
@@ -183,6 +186,26 @@ TEST_F(WorkspaceImportTest, HardLinksAreReported) {
 // An upper file on the workspace's file system becomes its blob, and then
 // the committed file, as it is (a hard link: no copy), but only when that
 // is exactly what a copy would be; otherwise it is copied.
+// Sets `flag` (FS_IOC_SETFLAGS) on a file: false where the file system
+// keeps no such flags.
+bool set_inode_flag(const fs::path& path, int flag) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  int flags = 0;
+  bool set = fd >= 0 && ::ioctl(fd, FS_IOC_GETFLAGS, &flags) == 0;
+  flags |= flag;
+  set = set && ::ioctl(fd, FS_IOC_SETFLAGS, &flags) == 0;
+  if (fd >= 0) ::close(fd);
+  return set;
+}
+
+bool has_inode_flag(const fs::path& path, int flag) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  int flags = 0;
+  const bool got = fd >= 0 && ::ioctl(fd, FS_IOC_GETFLAGS, &flags) == 0;
+  if (fd >= 0) ::close(fd);
+  return got && (flags & flag) != 0;
+}
+
 TEST_F(WorkspaceImportTest, AnUpperFileIsLinkedOnlyWhenACopyWouldBeTheSame) {
   write_file(upper() / "plain.txt", "plain\n");
   write_file(upper() / "owned.txt", "owned by the sandbox's user\n");
@@ -192,13 +215,17 @@ TEST_F(WorkspaceImportTest, AnUpperFileIsLinkedOnlyWhenACopyWouldBeTheSame) {
   ASSERT_EQ(::chmod((upper() / "tool").c_str(), 04755), 0);
   write_file(upper() / "one", "two names\n");
   ASSERT_EQ(::link((upper() / "one").c_str(), (upper() / "two").c_str()), 0);
+  // An inode flag its owner may set (chattr +d) and a copy would not have.
+  write_file(upper() / "flagged.txt", "not to be dumped\n");
+  const bool has_flag = set_inode_flag(upper() / "flagged.txt", FS_NODUMP_FL);
   const bool root = ::geteuid() == 0;
   if (root) {
     ASSERT_EQ(::chown((upper() / "owned.txt").c_str(), 12345, 12345), 0);
   }
   std::map<std::string, ino_t> inode;
   std::map<std::string, std::string> content;
-  for (const char* name : {"plain.txt", "owned.txt", "noted.txt", "tool", "one", "two"}) {
+  for (const char* name :
+       {"plain.txt", "owned.txt", "noted.txt", "tool", "one", "two", "flagged.txt"}) {
     inode[name] = lstat_of(upper() / name).st_ino;
     content[name] = read_file(upper() / name);
   }
@@ -214,7 +241,8 @@ TEST_F(WorkspaceImportTest, AnUpperFileIsLinkedOnlyWhenACopyWouldBeTheSame) {
   EXPECT_FALSE(fs::exists(upper()));
   EXPECT_TRUE(fs::exists(tx_dir(*tx) / "blobs" / "u" / "plain.txt"));
   workspace.commit(*tx);
-  for (const char* name : {"plain.txt", "owned.txt", "noted.txt", "tool", "one", "two"})
+  for (const char* name :
+       {"plain.txt", "owned.txt", "noted.txt", "tool", "one", "two", "flagged.txt"})
     EXPECT_EQ(read_file(ws() / name), content[name]) << name;
   EXPECT_EQ(lstat_of(ws() / "plain.txt").st_ino, inode["plain.txt"]);
   EXPECT_EQ(mtime_ns(ws() / "plain.txt"), plain_time);
@@ -227,6 +255,12 @@ TEST_F(WorkspaceImportTest, AnUpperFileIsLinkedOnlyWhenACopyWouldBeTheSame) {
   if (has_xattr) {
     EXPECT_NE(lstat_of(ws() / "noted.txt").st_ino, inode["noted.txt"]);
     EXPECT_LT(::getxattr((ws() / "noted.txt").c_str(), "user.note", nullptr, 0), 0);
+  }
+  if (has_flag) {
+    EXPECT_NE(lstat_of(ws() / "flagged.txt").st_ino, inode["flagged.txt"]);
+    EXPECT_FALSE(has_inode_flag(ws() / "flagged.txt", FS_NODUMP_FL));
+  } else {
+    std::printf("note: this file system keeps no inode flags; the flag check is not tested\n");
   }
   EXPECT_NE(lstat_of(ws() / "tool").st_ino, inode["tool"]);
   EXPECT_EQ(lstat_of(ws() / "tool").st_mode & 07777, 0755u);
