@@ -37,16 +37,9 @@ using core::random_hex;
 using core::UniqueFd;
 using json = nlohmann::json;
 
-namespace {
-
-// `name` in `dir` replaced by a copy of the file open as `fd` (described by
-// `st`), written under a temporary name with `mode`, `st`'s times and, with
-// `with_owner`, its owner, then renamed: the file's other links keep what
-// they have. `durable`: synced before the rename (past the commit point,
-// where no later syncfs covers it). Its inode number in `*inode`.
 core::Status replace_with_copy(int dir, const std::string& name, int fd, const struct stat& st,
                                unsigned mode, const std::string& path, bool with_owner,
-                               bool durable, ino_t* inode = nullptr) {
+                               bool durable, ino_t* inode) {
   const std::string temp = std::string(kTempPrefix) + random_hex(12);
   UniqueFd copy(
       ::openat(dir, temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
@@ -75,6 +68,8 @@ core::Status replace_with_copy(int dir, const std::string& name, int fd, const s
   if (inode != nullptr) *inode = made.st_ino;
   return core::ok_status();
 }
+
+namespace {
 
 // Every Write's blob is a regular file this store wrote (a symlink planted
 // in blobs/ would be renamed into the workspace as if it were the file);
@@ -450,12 +445,25 @@ std::vector<std::string> directories_above(const Draft& rest, const Draft& part)
 // crash at any point leaves either a replayable commit (READY and the log)
 // or nothing pending (no manifest): never the applied changes listed as
 // pending again.
-core::Status remove_committed(const std::filesystem::path& dir) {
+// With `marker`, kCommittedMarker is written before READY goes and is all
+// that is left.
+core::Status remove_committed(const std::filesystem::path& dir, bool marker) {
   std::error_code ec;
   std::filesystem::remove(dir / "manifest.json", ec);
   PB_CHECK(fsync_path(dir));
+  if (!marker) {
+    std::filesystem::remove(dir / "READY", ec);
+    std::filesystem::remove_all(dir, ec);
+    if (ec) return Error(ErrorKind::kIo, "workspace", "cannot remove " + dir.string(), ec.value());
+    return core::ok_status();
+  }
+  PB_CHECK(core::write_file_atomic(dir / kCommittedMarker, "", 0600));
   std::filesystem::remove(dir / "READY", ec);
-  std::filesystem::remove_all(dir, ec);
+  std::vector<std::filesystem::path> rest;
+  for (const auto& item : std::filesystem::directory_iterator(dir, ec))
+    if (item.path().filename() != kCommittedMarker) rest.push_back(item.path());
+  for (const auto& path : rest)
+    std::filesystem::remove_all(path, ec);
   if (ec) return Error(ErrorKind::kIo, "workspace", "cannot remove " + dir.string(), ec.value());
   return core::ok_status();
 }
@@ -563,6 +571,7 @@ core::Result<std::vector<std::string>> TransactionStore::commit(
     }
     wal["refresh"] = std::move(names);
   }
+  if (shared == SharedBlobs::kMovedIn) wal["committed_marker"] = true;
   PB_CHECK(write_entries(dir / "wal.json", wal, "steps", draft.entries));
   failpoint("wal written");
   // Whole or not at all, the directory synced (an empty READY left by a
@@ -581,7 +590,7 @@ core::Result<std::vector<std::string>> TransactionStore::commit(
       committed.push_back(entry);
     PB_CHECK(finish_partial(id, refresh, committed, root_fd.get()));
   } else {
-    PB_CHECK(remove_committed(dir));
+    PB_CHECK(remove_committed(dir, shared == SharedBlobs::kMovedIn));
   }
   failpoint("cleaned up");
   core::trace_phase("commit: cleaned up");
@@ -699,7 +708,7 @@ core::Status TransactionStore::replay(const std::string& id, int root_fd,
       committed.push_back(entry);
     return finish_partial(id, refresh, committed, root_fd);
   }
-  return remove_committed(dir);
+  return remove_committed(dir, wal.value("committed_marker", false));
 }
 
 core::Result<Workspace::ReconcileReport> TransactionStore::reconcile(
@@ -727,6 +736,8 @@ core::Result<Workspace::ReconcileReport> TransactionStore::reconcile(
       report.replayed.push_back(id);
       continue;
     }
+    // Committed, its marker left for the session whose commit it was.
+    if (std::filesystem::exists(dir / kCommittedMarker, ec)) continue;
     // Not decided: an interrupted commit rolls back to a pending transaction.
     std::filesystem::remove(dir / "wal.json", ec);
     std::filesystem::remove(dir / "remaining.json", ec);

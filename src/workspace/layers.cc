@@ -12,6 +12,7 @@
 
 #include "core/fs.h"
 #include "core/unique_fd.h"
+#include "workspace/store_files.h"
 #include "workspace/tree.h"
 
 namespace pulsebox::workspace {
@@ -390,6 +391,51 @@ core::Status move_layer(const std::filesystem::path& from, const std::filesystem
     ::futimens(target.get(), times);
   }
   return core::ok_status();
+}
+
+namespace {
+
+core::Status unshare_in(int dir, const std::string& prefix, int depth, std::size_t& copied) {
+  if (depth > kMaxTreeDepth) return Error(ErrorKind::kResource, "session", "nested too deeply");
+  struct stat dir_stat {};
+  if (::fstat(dir, &dir_stat) != 0) return Error::from_errno("session", "stat " + prefix);
+  WritableWhileMerging writable(dir);
+  for (const std::string& name : list_directory(dir)) {
+    struct stat st {};
+    if (::fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0)
+      return Error::from_errno("session", "stat " + prefix + name);
+    if (S_ISDIR(st.st_mode)) {
+      UniqueFd child = open_dir_at(dir, name);
+      if (!child) return Error::from_errno("session", "open " + prefix + name);
+      PB_CHECK(unshare_in(child.get(), prefix + name + "/", depth + 1, copied));
+      continue;
+    }
+    if (!S_ISREG(st.st_mode) || st.st_nlink < 2) continue;
+    UniqueFd file(::openat(dir, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+    struct stat opened {};
+    if (!file || ::fstat(file.get(), &opened) != 0 || opened.st_ino != st.st_ino)
+      return Error::from_errno("session", "open " + prefix + name);
+    // A file moved into the workspace took the workspace's owner, and its
+    // layer's owner is lost: the copy takes its directory's in the layer
+    // (the sandbox's, as the files a run makes have).
+    struct stat as_copied = opened;
+    as_copied.st_uid = dir_stat.st_uid;
+    as_copied.st_gid = dir_stat.st_gid;
+    PB_CHECK(replace_with_copy(dir, name, file.get(), as_copied, opened.st_mode & 07777,
+                               prefix + name, /*with_owner=*/true, /*durable=*/true));
+    ++copied;
+  }
+  return core::ok_status();
+}
+
+}  // namespace
+
+core::Result<std::size_t> unshare_layer_files(const std::filesystem::path& layer) {
+  PB_TRY(dir, open_layer(layer));
+  std::size_t copied = 0;
+  PB_CHECK(unshare_in(dir.get(), "", 0, copied));
+  PB_CHECK(fsync_path(layer));
+  return copied;
 }
 
 core::Status remove_layer_tree(const std::filesystem::path& path) {

@@ -51,6 +51,13 @@ bool layer_deeper_than(const std::filesystem::path& layer, int limit);
 // the owners. Never follows a symlink.
 core::Status move_layer(const std::filesystem::path& from, const std::filesystem::path& to);
 
+// Replaces each regular file of the layer that has another link by a copy
+// of its own (content, mode, times; as root, its directory's owner, since
+// a file moved into the workspace lost the layer's): a session kept after
+// a commit that may have moved its files into the workspace then shares
+// none of them. Never follows a symlink. How many were copied.
+core::Result<std::size_t> unshare_layer_files(const std::filesystem::path& layer);
+
 // Removes a directory tree written by a sandbox: never follows a symlink,
 // and makes directories the caller owns accessible before entering them
 // (an overlay work directory is mode 000, a command may chmod its own).

@@ -20,6 +20,7 @@
 #include "pulsebox/secrets.h"
 #include "workspace/layers.h"
 #include "workspace/session_store.h"
+#include "workspace/store_files.h"
 #include "workspace/tree.h"
 
 namespace pulsebox::workspace {
@@ -271,15 +272,33 @@ core::Status OpenSession::save() {
   return core::write_file_atomic(record_path(*workspace_, name_), document.dump(2) + "\n", 0600);
 }
 
-bool commit_undoable(const Workspace& workspace, const std::string& tx) {
+CommitState commit_state(const Workspace& workspace, const std::string& tx) {
   const fs::path dir = workspace.agent_dir() / "transactions" / tx;
-  struct stat st {};
-  return ::lstat((dir / "manifest.json").c_str(), &st) == 0 &&
-         ::lstat((dir / "READY").c_str(), &st) != 0 && errno == ENOENT;
+  const auto present = [&dir](const char* name) {
+    struct stat st {};
+    return ::lstat((dir / name).c_str(), &st) == 0 || errno != ENOENT;
+  };
+  if (present("READY")) return CommitState::kDecided;
+  if (present(kCommittedMarker)) return CommitState::kCommitted;
+  if (present("manifest.json")) return CommitState::kUndoable;
+  return CommitState::kUnknown;
+}
+
+void remove_commit_marker(const Workspace& workspace, const std::string& tx) {
+  std::error_code ec;
+  fs::remove_all(workspace.agent_dir() / "transactions" / tx, ec);
 }
 
 core::Status check_no_session_commits(const Workspace& workspace, const std::string& tx) {
-  for (const auto& file : record_files(workspace.agent_dir() / "sessions")) {
+  std::vector<fs::path> files;
+  try {
+    files = record_files(workspace.agent_dir() / "sessions");
+  } catch (const SandboxError&) {
+    return core::ok_status();  // no session can be opened there either
+  }
+  for (const auto& file : files) {
+    struct stat st {};
+    if (::lstat(file.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
     auto document = read_record(file);
     if (!document) continue;  // a damaged record names nothing it could lose
     const auto committing = document->find("committing");
@@ -289,10 +308,20 @@ core::Status check_no_session_commits(const Workspace& workspace, const std::str
                    "transaction " + tx + " is the interrupted commit of session " +
                        core::quote_name(file.stem().string()) +
                        "; `pulsebox session list` finishes or undoes it (the session keeps "
-                       "its changes when it is undone)");
+                       "its changes when it is undone). A record that is not yours: remove " +
+                       file.string());
     }
   }
   return core::ok_status();
+}
+
+core::Status OpenSession::keep_after_unknown_commit() {
+  for (const fs::path& layer : info_.layers) {
+    auto copied = unshare_layer_files(layer);
+    if (!copied) return std::move(copied).error().with_context("session " + name_);
+  }
+  info_.committing.reset();
+  return save();
 }
 
 core::Status OpenSession::remove() {
@@ -316,13 +345,31 @@ core::Status OpenSession::recover() {
     // Any workspace operation first finishes a decided commit: then the
     // transaction is gone.
     (void)workspace_->list_transactions();
-    if (!commit_undoable(*workspace_, tx)) {  // committed
-      if (commit_ends_session_) return remove();
-      info_.committing.reset();
-      return save();
+    switch (commit_state(*workspace_, tx)) {
+      case CommitState::kCommitted:
+        if (commit_ends_session_) {
+          PB_CHECK(remove());
+        } else {
+          info_.committing.reset();
+          PB_CHECK(save());
+        }
+        remove_commit_marker(*workspace_, tx);
+        return core::ok_status();
+      case CommitState::kUnknown:
+        // A commit that ends the session leaves its marker; a commit that
+        // keeps it needs none.
+        if (commit_ends_session_) return keep_after_unknown_commit();
+        info_.committing.reset();
+        return save();
+      case CommitState::kDecided:
+        return Error(ErrorKind::kRecovery, "session",
+                     "the commit of session " + name_ + " (transaction " + tx +
+                         ") is decided but not finished; run `pulsebox reconcile`");
+      case CommitState::kUndoable:
+        break;
     }
     // The record first: a crash before the discard leaves a pending
-    // transaction, never a record naming one that is gone (read as done).
+    // transaction, never a record naming one that is gone.
     info_.committing.reset();
     PB_CHECK(save());
     workspace_->discard(tx);

@@ -49,6 +49,11 @@ class OpenSession {
   core::Status collapse();
   core::Status save();
   core::Status remove();
+  // After a commit whose outcome is unknown (CommitState::kUnknown): the
+  // session stays, holding its changes (committing them again changes
+  // nothing the workspace has), and its layers share no file with the
+  // workspace any more.
+  core::Status keep_after_unknown_commit();
   // The transaction being committed (nullopt: none), and whether the
   // session ends once it is committed (else it keeps what it holds: a
   // refused change). Saved in the record: an interrupted commit is finished
@@ -78,11 +83,17 @@ class OpenSession {
   bool commit_ends_session_ = true;
 };
 
-// Whether transaction `tx` of `workspace` is still whole and undecided (its
-// manifest there, no READY): only then may its commit be undone. Otherwise
-// it was decided (and is finished by the next operation on the workspace)
-// or is committed already.
-bool commit_undoable(const Workspace& workspace, const std::string& tx);
+// Where the commit of a session's transaction `tx` stands, from what its
+// directory holds.
+enum class CommitState {
+  kUndoable,   // whole and undecided (its manifest, no READY): may be undone
+  kDecided,    // READY: the next operation on the workspace finishes it
+  kCommitted,  // its kCommittedMarker: committed, the marker kept for the session
+  kUnknown,    // gone without a marker: committed, or discarded by another process
+};
+CommitState commit_state(const Workspace& workspace, const std::string& tx);
+// Removes what is left of a committed transaction (its marker).
+void remove_commit_marker(const Workspace& workspace, const std::string& tx);
 // Refuses to discard `tx` while a session's record names it as the commit
 // in progress: discarded, the session would read it as committed and end,
 // its changes lost. Opening the session finishes or undoes that commit.

@@ -128,13 +128,24 @@ SessionCommitResult commit_session(Workspace& ws, const std::string& name, const
                            ? workspace::SessionCommitAccess::commit_ending_layer(ws, tx, options)
                            : ws.commit(tx, options);
   } catch (...) {
-    // Decided or done: the record keeps naming the commit, which the next
-    // operation on the workspace finishes; the session's next opening then
-    // ends or keeps it (recover).
-    if (!workspace::commit_undoable(ws, tx)) throw;
+    switch (workspace::commit_state(ws, tx)) {
+      case workspace::CommitState::kDecided:
+      case workspace::CommitState::kCommitted:
+        // The record keeps naming the commit: the next operation on the
+        // workspace finishes it, the session's next opening ends or keeps
+        // the session (recover).
+        throw;
+      case workspace::CommitState::kUnknown:
+        // Gone without its marker (discarded by another process, or its
+        // clean-up failed): the session stays, sharing nothing.
+        if (layer_moves_in) (void)session.keep_after_unknown_commit();
+        throw;
+      case workspace::CommitState::kUndoable:
+        break;
+    }
     session.set_committing(std::nullopt);
-    // A record that cannot say so keeps the transaction: discarded, the
-    // record would read as a finished commit.
+    // A record that cannot say so keeps the transaction: discarded, it
+    // would read as a commit whose outcome is unknown.
     if (!session.save()) throw;
     try {
       ws.discard(tx);
@@ -149,6 +160,10 @@ SessionCommitResult commit_session(Workspace& ws, const std::string& name, const
     session.set_committing(std::nullopt);
     core::check_or_throw(session.save());
   }
+  // What a moved-in commit leaves of its transaction, once the session has
+  // ended. (A crash just before leaves it behind: an empty file that
+  // nothing lists; reconcile keeps markers, since a session may need one.)
+  if (layer_moves_in) workspace::remove_commit_marker(ws, tx);
   return result;
 }
 

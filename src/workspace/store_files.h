@@ -22,6 +22,10 @@ namespace pulsebox::workspace {
 
 // Temporary files a commit leaves beside their targets until renamed.
 inline constexpr const char* kTempPrefix = ".pulsebox-tmp-";
+// What a commit that ends a session's layer (SharedBlobs::kMovedIn) leaves
+// of its transaction's directory: the evidence, for the session's next
+// opening, that it was committed and not discarded (session_store.cc).
+inline constexpr const char* kCommittedMarker = "COMMITTED";
 // A manifest takes a few hundred bytes per staged path.
 inline constexpr std::uint64_t kMaxTransactionFileBytes = core::kDefaultReadLimit;
 
@@ -52,6 +56,14 @@ core::Result<nlohmann::json> read_entries(const std::filesystem::path& file, std
 core::Status write_entries(const std::filesystem::path& file, const nlohmann::json& head,
                            std::string_view key, const Entries& entries);
 core::Status fsync_path(const std::filesystem::path& path);
+// `name` in `dir` replaced by a copy of the file open as `fd` (described by
+// `st`), written under a temporary name with `mode`, `st`'s times and, with
+// `with_owner`, its owner, then renamed: the file's other links keep what
+// they have. `durable`: synced before the rename. Its inode number in
+// `*inode`.
+core::Status replace_with_copy(int dir, const std::string& name, int fd, const struct stat& st,
+                               unsigned mode, const std::string& path, bool with_owner,
+                               bool durable, ino_t* inode = nullptr);
 // As root, a new entry takes the owner of the entry it replaced, or of the
 // directory it is made in (`dir_stat`, when the caller has it: one stat a
 // directory, not one a file); `now`, when known, is its stat (no chown

@@ -88,8 +88,8 @@ class SessionStoreTest : public ::testing::Test {
   fs::path kept() const { return state_ / "kept"; }
 
   // A run that made new.txt (0640; as root, of the sandbox's mapped user,
-  // as a root run's layer holds it) and changed keep.txt: the session's
-  // layer, and new.txt there as `new_file`.
+  // as a root run's layer holds it, in a directory of that user's) and
+  // changed keep.txt: the session's layer, and new.txt there as `new_file`.
   fs::path add_new_and_changed_file(Workspace& ws, struct stat& new_file) {
     const fs::path upper = new_upper();
     write_file(upper / "new.txt", "new\n");
@@ -97,6 +97,7 @@ class SessionStoreTest : public ::testing::Test {
     ::chmod((upper / "new.txt").c_str(), 0640);
     if (::geteuid() == 0) {
       EXPECT_EQ(::chown((upper / "new.txt").c_str(), 4242, 4243), 0);
+      EXPECT_EQ(::chown(upper.c_str(), 4242, 4243), 0);
     }
     add_run(ws, upper);
     const fs::path layer = describe_session(ws, "s", kept()).layers.front();
@@ -467,6 +468,89 @@ TEST_F(SessionStoreTest, ACommitThatFailsOnceFinishedStillEndsTheSession) {
   ASSERT_EQ(::stat((ws_ / "new.txt").c_str(), &now), 0);
   EXPECT_EQ(now.st_nlink, 1u);
   EXPECT_TRUE(fs::is_empty(kept()));
+  EXPECT_TRUE(fs::is_empty(ws_ / ".agent/transactions")) << "the commit's marker was left";
+}
+
+// The only transaction directory of a workspace.
+fs::path only_transaction(const fs::path& ws) {
+  std::vector<fs::path> found;
+  for (const auto& item : fs::directory_iterator(ws / ".agent/transactions"))
+    found.push_back(item.path());
+  EXPECT_EQ(found.size(), 1u);
+  return found.empty() ? fs::path() : found.front();
+}
+
+// A commit whose transaction is gone without the marker a finished commit
+// leaves (discarded by another process, removed by hand, or its clean-up
+// failed) may or may not have been applied: the session stays, with its
+// changes, and its layer shares no file with the workspace.
+TEST_F(SessionStoreTest, ASessionWhoseCommitHasAnUnknownOutcomeStaysAndSharesNothing) {
+  Workspace ws(ws_.path());
+  struct stat before {};
+  const fs::path layer = add_new_and_changed_file(ws, before);
+  // Applied, then its directory gone without a trace.
+  workspace::commit_failpoint = [this](std::string_view step) {
+    if (step != "cleaned up") return;
+    fs::remove_all(only_transaction(ws_.path()));
+    throw SandboxError("failed on purpose, the transaction gone");
+  };
+  EXPECT_THROW(commit_session(ws, "s", kept()), SandboxError);
+  workspace::commit_failpoint = nullptr;
+  Workspace later(ws_.path());
+  const auto sessions = list_sessions(later, kept());
+  ASSERT_EQ(sessions.size(), 1u) << "a session ended without evidence of its commit";
+  EXPECT_FALSE(sessions[0].committing);
+  struct stat in_workspace {};
+  struct stat in_layer {};
+  ASSERT_EQ(::stat((ws_ / "new.txt").c_str(), &in_workspace), 0);
+  ASSERT_EQ(::stat((layer / "new.txt").c_str(), &in_layer), 0);
+  EXPECT_NE(in_workspace.st_ino, in_layer.st_ino) << "the kept layer shares the workspace's file";
+  EXPECT_EQ(in_workspace.st_nlink, 1u);
+  EXPECT_EQ(in_layer.st_nlink, 1u);
+  EXPECT_EQ(in_layer.st_uid, before.st_uid);
+  EXPECT_EQ(in_layer.st_mode, before.st_mode);
+  EXPECT_EQ(read_file(layer / "new.txt"), "new\n");
+  // Committed again, it changes nothing the workspace has, and ends.
+  (void)commit_session(later, "s", kept());
+  EXPECT_TRUE(list_sessions(later, kept()).empty());
+  EXPECT_EQ(read_file(ws_ / "new.txt"), "new\n");
+  EXPECT_EQ(read_file(ws_ / "keep.txt"), "changed\n");
+
+  // Killed after its commit point, its directory then removed by hand (as
+  // pulsebox advises for a commit point it cannot verify): nothing of it
+  // was applied, and the session keeps every change.
+  TempDir other;
+  write_file(other / "keep.txt", "keep\n");
+  Workspace second(other.path());
+  fs::path upper = new_upper();
+  write_file(upper / "fresh.txt", "fresh\n");
+  {
+    auto session = workspace::OpenSession::open(second, "t", kept(), true);
+    ASSERT_TRUE(session);
+    ASSERT_TRUE(session->add_run(upper));
+  }
+  const fs::path second_layer = describe_session(second, "t", kept()).layers.front();
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    workspace::commit_failpoint = [](std::string_view step) {
+      if (step == "ready marker") ::raise(SIGKILL);
+    };
+    Workspace again(other.path());
+    (void)commit_session(again, "t", kept());
+    ::_exit(0);
+  }
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  ASSERT_TRUE(WIFSIGNALED(status));
+  fs::remove_all(only_transaction(other.path()));
+  Workspace after(other.path());
+  const auto kept_sessions = list_sessions(after, kept());
+  ASSERT_EQ(kept_sessions.size(), 1u) << "the session's changes were lost";
+  EXPECT_FALSE(fs::exists(other / "fresh.txt"));
+  EXPECT_EQ(read_file(second_layer / "fresh.txt"), "fresh\n");
+  (void)commit_session(after, "t", kept());
+  EXPECT_EQ(read_file(other / "fresh.txt"), "fresh\n");
 }
 
 // A link made to a layer's file between the import and the commit (by
