@@ -39,14 +39,15 @@ using json = nlohmann::json;
 
 core::Status replace_with_copy(int dir, const std::string& name, int fd, const struct stat& st,
                                unsigned mode, const std::string& path, bool with_owner,
-                               bool durable, ino_t* inode) {
+                               bool durable, ino_t* inode, int temp_dir) {
+  const int made_in = temp_dir >= 0 ? temp_dir : dir;
   const std::string temp = std::string(kTempPrefix) + random_hex(12);
   UniqueFd copy(
-      ::openat(dir, temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+      ::openat(made_in, temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
   if (!copy) return Error::from_errno("workspace", "copy of " + path);
   const auto failed = [&](const std::string& what) {
     const Error error = Error::from_errno("workspace", what + " " + path);
-    ::unlinkat(dir, temp.c_str(), 0);
+    ::unlinkat(made_in, temp.c_str(), 0);
     return error;
   };
   for (off_t left = st.st_size; left > 0;) {
@@ -64,7 +65,8 @@ core::Status replace_with_copy(int dir, const std::string& name, int fd, const s
   if (durable && ::fsync(copy.get()) != 0) return failed("fsync the copy of");
   struct stat made {};
   if (inode != nullptr && ::fstat(copy.get(), &made) != 0) return failed("stat the copy of");
-  if (::renameat(dir, temp.c_str(), dir, name.c_str()) != 0) return failed("rename into place:");
+  if (::renameat(made_in, temp.c_str(), dir, name.c_str()) != 0)
+    return failed("rename into place:");
   if (inode != nullptr) *inode = made.st_ino;
   return core::ok_status();
 }
@@ -453,12 +455,14 @@ core::Status remove_committed(const std::filesystem::path& dir, bool marker) {
   PB_CHECK(fsync_path(dir));
   if (!marker) {
     std::filesystem::remove(dir / "READY", ec);
+    PB_CHECK(fsync_path(dir));  // READY gone for good before its log goes
     std::filesystem::remove_all(dir, ec);
     if (ec) return Error(ErrorKind::kIo, "workspace", "cannot remove " + dir.string(), ec.value());
     return core::ok_status();
   }
   PB_CHECK(core::write_file_atomic(dir / kCommittedMarker, "", 0600));
   std::filesystem::remove(dir / "READY", ec);
+  PB_CHECK(fsync_path(dir));  // READY gone for good before its log goes
   std::vector<std::filesystem::path> rest;
   for (const auto& item : std::filesystem::directory_iterator(dir, ec))
     if (item.path().filename() != kCommittedMarker) rest.push_back(item.path());

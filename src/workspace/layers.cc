@@ -395,19 +395,25 @@ core::Status move_layer(const std::filesystem::path& from, const std::filesystem
 
 namespace {
 
-core::Status unshare_in(int dir, const std::string& prefix, int depth, std::size_t& copied) {
+core::Status unshare_in(int dir, const std::string& prefix, int depth, int temp_dir,
+                        std::size_t& copied) {
   if (depth > kMaxTreeDepth) return Error(ErrorKind::kResource, "session", "nested too deeply");
   struct stat dir_stat {};
   if (::fstat(dir, &dir_stat) != 0) return Error::from_errno("session", "stat " + prefix);
   WritableWhileMerging writable(dir);
+  bool replaced = false;
   for (const std::string& name : list_directory(dir)) {
     struct stat st {};
     if (::fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0)
       return Error::from_errno("session", "stat " + prefix + name);
     if (S_ISDIR(st.st_mode)) {
       UniqueFd child = open_dir_at(dir, name);
+      if (!child && errno == EACCES && st.st_uid == ::geteuid()) {
+        ::fchmodat(dir, name.c_str(), (st.st_mode & 07777) | 0700, 0);
+        child = open_dir_at(dir, name);
+      }
       if (!child) return Error::from_errno("session", "open " + prefix + name);
-      PB_CHECK(unshare_in(child.get(), prefix + name + "/", depth + 1, copied));
+      PB_CHECK(unshare_in(child.get(), prefix + name + "/", depth + 1, temp_dir, copied));
       continue;
     }
     if (!S_ISREG(st.st_mode) || st.st_nlink < 2) continue;
@@ -417,14 +423,18 @@ core::Status unshare_in(int dir, const std::string& prefix, int depth, std::size
       return Error::from_errno("session", "open " + prefix + name);
     // A file moved into the workspace took the workspace's owner, and its
     // layer's owner is lost: the copy takes its directory's in the layer
-    // (the sandbox's, as the files a run makes have).
+    // (the sandbox's, as the files a run makes have). Made outside the
+    // layer: a crash leaves no stray file in it for a commit to pick up.
     struct stat as_copied = opened;
     as_copied.st_uid = dir_stat.st_uid;
     as_copied.st_gid = dir_stat.st_gid;
     PB_CHECK(replace_with_copy(dir, name, file.get(), as_copied, opened.st_mode & 07777,
-                               prefix + name, /*with_owner=*/true, /*durable=*/true));
+                               prefix + name, /*with_owner=*/true, /*durable=*/true, nullptr,
+                               temp_dir));
+    replaced = true;
     ++copied;
   }
+  if (replaced && ::fsync(dir) != 0) return Error::from_errno("session", "fsync " + prefix);
   return core::ok_status();
 }
 
@@ -432,9 +442,9 @@ core::Status unshare_in(int dir, const std::string& prefix, int depth, std::size
 
 core::Result<std::size_t> unshare_layer_files(const std::filesystem::path& layer) {
   PB_TRY(dir, open_layer(layer));
+  PB_TRY(temp_dir, open_layer(layer.parent_path()));
   std::size_t copied = 0;
-  PB_CHECK(unshare_in(dir.get(), "", 0, copied));
-  PB_CHECK(fsync_path(layer));
+  PB_CHECK(unshare_in(dir.get(), "", 0, temp_dir.get(), copied));
   return copied;
 }
 

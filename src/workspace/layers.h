@@ -55,7 +55,9 @@ core::Status move_layer(const std::filesystem::path& from, const std::filesystem
 // of its own (content, mode, times; as root, its directory's owner, since
 // a file moved into the workspace lost the layer's): a session kept after
 // a commit that may have moved its files into the workspace then shares
-// none of them. Never follows a symlink. How many were copied.
+// none of them. Each copy is made in the layer's parent directory (the
+// session's own) and renamed in. Never follows a symlink. How many were
+// copied.
 core::Result<std::size_t> unshare_layer_files(const std::filesystem::path& layer);
 
 // Removes a directory tree written by a sandbox: never follows a symlink,

@@ -103,6 +103,13 @@ core::Status parse_session(const json& document, SessionInfo& info, fs::path& st
     }
     if (document.contains("committing") && document["committing"].is_string()) {
       info.committing = document["committing"].get<std::string>();
+      // Joined to the transactions directory and removed from it: a name
+      // of that directory's own, never a path (a planted record).
+      if (!is_transaction_id(*info.committing)) {
+        return Error(
+            ErrorKind::kSecurity, "session",
+            "the commit it names is not a transaction id: " + core::quote_name(*info.committing));
+      }
     }
     info.secret_paths.clear();
     if (document.contains("secrets")) {
@@ -192,7 +199,7 @@ core::Status check_kept_location(const fs::path& location, std::string_view pref
 }
 
 core::Result<OpenSession> OpenSession::open(Workspace& ws, const std::string& name,
-                                            const fs::path& kept_dir, bool create) {
+                                            const fs::path& kept_dir, bool create, bool recover) {
   if (const std::string problem = check_session_name(name); !problem.empty()) {
     return Error(ErrorKind::kInvalidInput, "session", problem);
   }
@@ -220,7 +227,7 @@ core::Result<OpenSession> OpenSession::open(Workspace& ws, const std::string& na
     const auto ends = document.find("commit_ends_session");
     session.commit_ends_session_ =
         ends == document.end() || !ends->is_boolean() || ends->get<bool>();
-    PB_CHECK(session.recover());
+    if (recover) PB_CHECK(session.recover());
     return session;
   }
   if (!create) {
@@ -272,21 +279,51 @@ core::Status OpenSession::save() {
   return core::write_file_atomic(record_path(*workspace_, name_), document.dump(2) + "\n", 0600);
 }
 
-CommitState commit_state(const Workspace& workspace, const std::string& tx) {
-  const fs::path dir = workspace.agent_dir() / "transactions" / tx;
-  const auto present = [&dir](const char* name) {
-    struct stat st {};
-    return ::lstat((dir / name).c_str(), &st) == 0 || errno != ENOENT;
+bool is_transaction_id(std::string_view id) {
+  // tx-YYYYMMDDhhmmss-<hex> (TransactionStore::create)
+  if (id.size() < 19 || id.size() > 64 || !id.starts_with("tx-") || id[17] != '-') return false;
+  const auto all_of = [](std::string_view text, const char* set) {
+    return !text.empty() && text.find_first_not_of(set) == std::string_view::npos;
   };
-  if (present("READY")) return CommitState::kDecided;
-  if (present(kCommittedMarker)) return CommitState::kCommitted;
-  if (present("manifest.json")) return CommitState::kUndoable;
+  return all_of(id.substr(3, 14), "0123456789") && all_of(id.substr(18), "0123456789abcdef");
+}
+
+CommitState commit_state(const Workspace& workspace, const std::string& tx) {
+  if (!is_transaction_id(tx)) return CommitState::kUnreadable;
+  const fs::path dir = workspace.agent_dir() / "transactions" / tx;
+  bool unreadable = false;
+  const auto present = [&dir, &unreadable](const char* name) {
+    struct stat st {};
+    if (::lstat((dir / name).c_str(), &st) == 0) return true;
+    unreadable = unreadable || errno != ENOENT;
+    return false;
+  };
+  // The manifest before the marker: the two are never there together, and
+  // a marker beside a manifest must not make an undecided commit read as
+  // made.
+  const bool ready = present("READY");
+  const bool manifest = present("manifest.json");
+  const bool marker = present(kCommittedMarker);
+  if (unreadable) return CommitState::kUnreadable;
+  if (ready) return CommitState::kDecided;
+  if (manifest) return CommitState::kUndoable;
+  if (marker) return CommitState::kCommitted;
   return CommitState::kUnknown;
 }
 
 void remove_commit_marker(const Workspace& workspace, const std::string& tx) {
-  std::error_code ec;
-  fs::remove_all(workspace.agent_dir() / "transactions" / tx, ec);
+  if (!is_transaction_id(tx)) return;
+  // The marker file, then the directory if that left it empty: never more.
+  UniqueFd transactions(::open((workspace.agent_dir() / "transactions").c_str(),
+                               O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!transactions) return;
+  UniqueFd dir(
+      ::openat(transactions.get(), tx.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!dir) return;
+  struct stat st {};
+  if (::fstatat(dir.get(), kCommittedMarker, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))
+    ::unlinkat(dir.get(), kCommittedMarker, 0);
+  ::unlinkat(transactions.get(), tx.c_str(), AT_REMOVEDIR);
 }
 
 core::Status check_no_session_commits(const Workspace& workspace, const std::string& tx) {
@@ -365,6 +402,10 @@ core::Status OpenSession::recover() {
         return Error(ErrorKind::kRecovery, "session",
                      "the commit of session " + name_ + " (transaction " + tx +
                          ") is decided but not finished; run `pulsebox reconcile`");
+      case CommitState::kUnreadable:
+        return Error(ErrorKind::kRecovery, "session",
+                     "cannot tell where the commit of session " + name_ + " (transaction " + tx +
+                         ") stands: its directory cannot be read");
       case CommitState::kUndoable:
         break;
     }

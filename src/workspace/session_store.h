@@ -25,9 +25,13 @@ class OpenSession {
   // commit a crash interrupted. `kept_dir` is where layers are kept (the
   // backend's kept_changes_dir(), on the staging file system): the record
   // may name nothing else. With `create`, a missing session is created
-  // there; else a missing session is an error.
+  // there; else a missing session is an error. Without `recover`, an
+  // interrupted commit is left as it is (a session being discarded: the
+  // commit's transaction holds what it needs, and a decided one is still
+  // finished by the next operation on the workspace).
   static core::Result<OpenSession> open(Workspace& workspace, const std::string& name,
-                                        const std::filesystem::path& kept_dir, bool create);
+                                        const std::filesystem::path& kept_dir, bool create,
+                                        bool recover = true);
 
   const SessionInfo& info() const { return info_; }
   bool exists() const { return exists_; }
@@ -86,11 +90,14 @@ class OpenSession {
 // Where the commit of a session's transaction `tx` stands, from what its
 // directory holds.
 enum class CommitState {
-  kUndoable,   // whole and undecided (its manifest, no READY): may be undone
-  kDecided,    // READY: the next operation on the workspace finishes it
-  kCommitted,  // its kCommittedMarker: committed, the marker kept for the session
-  kUnknown,    // gone without a marker: committed, or discarded by another process
+  kUndoable,    // whole and undecided (its manifest, no READY): may be undone
+  kDecided,     // READY: the next operation on the workspace finishes it
+  kCommitted,   // its kCommittedMarker: committed, the marker kept for the session
+  kUnknown,     // gone without a marker: committed, or discarded by another process
+  kUnreadable,  // the directory cannot be read (or `tx` is no transaction id)
 };
+// tx-YYYYMMDDhhmmss-<hex>, as TransactionStore::create makes them.
+bool is_transaction_id(std::string_view id);
 CommitState commit_state(const Workspace& workspace, const std::string& tx);
 // Removes what is left of a committed transaction (its marker).
 void remove_commit_marker(const Workspace& workspace, const std::string& tx);

@@ -131,6 +131,7 @@ SessionCommitResult commit_session(Workspace& ws, const std::string& name, const
     switch (workspace::commit_state(ws, tx)) {
       case workspace::CommitState::kDecided:
       case workspace::CommitState::kCommitted:
+      case workspace::CommitState::kUnreadable:
         // The record keeps naming the commit: the next operation on the
         // workspace finishes it, the session's next opening ends or keeps
         // the session (recover).
@@ -168,7 +169,11 @@ SessionCommitResult commit_session(Workspace& ws, const std::string& name, const
 }
 
 void discard_session(Workspace& ws, const std::string& name, const fs::path& kept_dir) {
-  auto session = core::value_or_throw(OpenSession::open(ws, name, kept_dir, false));
+  // Whatever became of an interrupted commit: one that cannot be finished
+  // or undone (its directory unreadable, its seal refused) must not keep
+  // the user from throwing the session away.
+  auto session = core::value_or_throw(
+      OpenSession::open(ws, name, kept_dir, /*create=*/false, /*recover=*/false));
   core::check_or_throw(session.remove());
 }
 

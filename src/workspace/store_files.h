@@ -60,10 +60,11 @@ core::Status fsync_path(const std::filesystem::path& path);
 // `st`), written under a temporary name with `mode`, `st`'s times and, with
 // `with_owner`, its owner, then renamed: the file's other links keep what
 // they have. `durable`: synced before the rename. Its inode number in
-// `*inode`.
+// `*inode`. `temp_dir` (on the same file system) holds the copy until its
+// rename instead of `dir`, so that a crash leaves nothing in `dir`.
 core::Status replace_with_copy(int dir, const std::string& name, int fd, const struct stat& st,
                                unsigned mode, const std::string& path, bool with_owner,
-                               bool durable, ino_t* inode = nullptr);
+                               bool durable, ino_t* inode = nullptr, int temp_dir = -1);
 // As root, a new entry takes the owner of the entry it replaced, or of the
 // directory it is made in (`dir_stat`, when the caller has it: one stat a
 // directory, not one a file); `now`, when known, is its stat (no chown

@@ -829,7 +829,18 @@ void Workspace::discard(const std::string& tx, const std::vector<std::string>& p
 
 Workspace::ReconcileReport Workspace::reconcile(const std::vector<std::string>& accept_unsealed) {
   auto store = store_for(*this, policy_, limits_);
-  return core::value_or_throw(store.reconcile(accept_unsealed));
+  ReconcileReport report = core::value_or_throw(store.reconcile(accept_unsealed));
+  // The marker of a commit that ended a session, left by a crash after the
+  // session ended: no record names it any more.
+  std::error_code ec;
+  for (const auto& item : std::filesystem::directory_iterator(agent_dir() / "transactions", ec)) {
+    const std::string id = item.path().filename().string();
+    if (workspace::commit_state(*this, id) == workspace::CommitState::kCommitted &&
+        workspace::check_no_session_commits(*this, id).ok()) {
+      workspace::remove_commit_marker(*this, id);
+    }
+  }
+  return report;
 }
 
 }  // namespace pulsebox

@@ -87,6 +87,22 @@ class SessionStoreTest : public ::testing::Test {
 
   fs::path kept() const { return state_ / "kept"; }
 
+  // Commits session `name` of the workspace at `ws` in a child killed at
+  // the commit's step `at`; whether it was killed there.
+  bool commit_killed_at(const fs::path& ws, const std::string& name, std::string_view at) {
+    const pid_t child = ::fork();
+    if (child == 0) {
+      workspace::commit_failpoint = [at](std::string_view step) {
+        if (step == at) ::raise(SIGKILL);
+      };
+      Workspace again(ws);
+      (void)commit_session(again, name, kept());
+      ::_exit(0);
+    }
+    int status = 0;
+    return child > 0 && ::waitpid(child, &status, 0) == child && WIFSIGNALED(status);
+  }
+
   // A run that made new.txt (0640; as root, of the sandbox's mapped user,
   // as a root run's layer holds it, in a directory of that user's) and
   // changed keep.txt: the session's layer, and new.txt there as `new_file`.
@@ -530,19 +546,7 @@ TEST_F(SessionStoreTest, ASessionWhoseCommitHasAnUnknownOutcomeStaysAndSharesNot
     ASSERT_TRUE(session->add_run(upper));
   }
   const fs::path second_layer = describe_session(second, "t", kept()).layers.front();
-  const pid_t child = ::fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    workspace::commit_failpoint = [](std::string_view step) {
-      if (step == "ready marker") ::raise(SIGKILL);
-    };
-    Workspace again(other.path());
-    (void)commit_session(again, "t", kept());
-    ::_exit(0);
-  }
-  int status = 0;
-  ::waitpid(child, &status, 0);
-  ASSERT_TRUE(WIFSIGNALED(status));
+  ASSERT_TRUE(commit_killed_at(other.path(), "t", "ready marker"));
   fs::remove_all(only_transaction(other.path()));
   Workspace after(other.path());
   const auto kept_sessions = list_sessions(after, kept());
@@ -587,19 +591,7 @@ TEST_F(SessionStoreTest, AnInterruptedSessionCommitCannotBeDiscardedByHand) {
   struct stat before {};
   Workspace ws(ws_.path());
   const fs::path layer = add_new_and_changed_file(ws, before);
-  const pid_t child = ::fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    workspace::commit_failpoint = [](std::string_view step) {
-      if (step == "snapshots checked") ::raise(SIGKILL);
-    };
-    Workspace again(ws_.path());
-    (void)commit_session(again, "s", kept());
-    ::_exit(0);
-  }
-  int status = 0;
-  ::waitpid(child, &status, 0);
-  ASSERT_TRUE(WIFSIGNALED(status));
+  ASSERT_TRUE(commit_killed_at(ws_.path(), "s", "snapshots checked"));
   Workspace later(ws_.path());
   const auto pending = later.list_transactions();
   ASSERT_EQ(pending.size(), 1u);
@@ -655,6 +647,90 @@ TEST_F(SessionStoreTest, ARecordPlantedInTheWorkspaceCannotNameAnotherDirectory)
                  victim.path().string() + R"("})");
   EXPECT_THROW(discard_held(ws, "held-x", kept()), SandboxError);
   EXPECT_TRUE(fs::exists(victim / "precious"));
+}
+
+// A record names its commit's transaction by id, which is joined to the
+// transactions directory and whose marker is removed: a planted record
+// naming a path instead is damaged, and nothing outside is touched.
+TEST_F(SessionStoreTest, ARecordNamingACommitThatIsNoTransactionIdIsDamaged) {
+  Workspace ws(ws_.path());
+  fs::create_directories(kept() / "session-planted");
+  write_file(ws_ / "COMMITTED", "");  // what a finished commit leaves
+  TempDir victim;
+  write_file(victim / "precious", "x");
+  write_file(victim / "COMMITTED", "");
+  for (const std::string& committing :
+       {std::string("../.."), std::string("../../../../../../../..") + victim.path().string(),
+        std::string("tx-20261206220810-ecae01/../../..")}) {
+    SCOPED_TRACE(committing);
+    fs::create_directories(ws_ / ".agent/sessions");
+    write_file(ws_ / ".agent/sessions/planted.json",
+               R"({"name":"planted","created":"c","runs":1,"base_stamp_ns":0,"next_layer":1,)"
+               R"("storage":")" +
+                   (kept() / "session-planted").string() + R"(","layers":[],"committing":")" +
+                   committing + R"("})");
+    const auto listed = list_sessions(ws, kept());
+    ASSERT_EQ(listed.size(), 1u);
+    EXPECT_FALSE(listed[0].damaged.empty()) << "a record naming a path was used";
+    EXPECT_THROW(describe_session(ws, "planted", kept()), SandboxSecurityError);
+    ws.reconcile();
+  }
+  EXPECT_TRUE(fs::exists(victim / "precious"));
+  EXPECT_TRUE(fs::exists(ws_ / "keep.txt"));
+  EXPECT_TRUE(fs::exists(ws_ / "COMMITTED"));
+}
+
+// A commit marker beside a manifest (never made so: a stale marker under a
+// new transaction's id) does not make an undecided commit read as made.
+TEST_F(SessionStoreTest, AMarkerBesideAManifestIsNoEvidenceOfACommit) {
+  struct stat before {};
+  Workspace ws(ws_.path());
+  const fs::path layer = add_new_and_changed_file(ws, before);
+  ASSERT_TRUE(commit_killed_at(ws_.path(), "s", "snapshots checked"));
+  write_file(only_transaction(ws_.path()) / "COMMITTED", "");
+  Workspace later(ws_.path());
+  ASSERT_EQ(list_sessions(later, kept()).size(), 1u) << "an undone commit ended the session";
+  EXPECT_EQ(read_file(layer / "new.txt"), "new\n");
+  EXPECT_FALSE(fs::exists(ws_ / "new.txt"));
+}
+
+// A session whose interrupted commit can be neither finished nor undone
+// (here: its log is gone, so its commit point reads as planted) cannot be
+// opened, but can still be thrown away.
+TEST_F(SessionStoreTest, ASessionWhoseCommitCannotBeFinishedCanStillBeDiscarded) {
+  struct stat before {};
+  Workspace ws(ws_.path());
+  (void)add_new_and_changed_file(ws, before);
+  ASSERT_TRUE(commit_killed_at(ws_.path(), "s", "ready marker"));
+  const fs::path tx = only_transaction(ws_.path());
+  fs::remove(tx / "wal.json");
+  Workspace later(ws_.path());
+  EXPECT_THROW(describe_session(later, "s", kept()), SandboxError);
+  discard_session(later, "s", kept());
+  EXPECT_TRUE(fs::is_empty(kept()));
+  EXPECT_EQ(read_file(ws_ / "keep.txt"), "keep\n");
+}
+
+// reconcile removes a commit marker no session record names (a crash
+// after its session ended left it), and keeps one a record names.
+TEST_F(SessionStoreTest, ReconcileRemovesOnlyMarkersNoSessionNames) {
+  Workspace ws(ws_.path());
+  const fs::path transactions = ws_ / ".agent/transactions";
+  write_file(transactions / "tx-20261206220810-aaaaaa/COMMITTED", "");
+  write_file(transactions / "tx-20261206220810-bbbbbb/COMMITTED", "");
+  fs::create_directories(kept() / "session-named");
+  fs::create_directories(ws_ / ".agent/sessions");
+  write_file(ws_ / ".agent/sessions/named.json",
+             R"({"name":"named","created":"c","runs":1,"base_stamp_ns":0,"next_layer":1,)"
+             R"("storage":")" +
+                 (kept() / "session-named").string() +
+                 R"(","layers":[],"committing":"tx-20261206220810-bbbbbb"})");
+  ws.reconcile();
+  EXPECT_FALSE(fs::exists(transactions / "tx-20261206220810-aaaaaa"));
+  EXPECT_TRUE(fs::exists(transactions / "tx-20261206220810-bbbbbb/COMMITTED"));
+  // The session's opening reads it as committed, ends, and removes it.
+  EXPECT_TRUE(list_sessions(ws, kept()).empty());
+  EXPECT_FALSE(fs::exists(transactions / "tx-20261206220810-bbbbbb"));
 }
 
 TEST(SessionNameTest, RefusesNamesThatAreNotPlainWords) {
