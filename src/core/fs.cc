@@ -170,8 +170,13 @@ std::vector<std::filesystem::path> remove_crashed_runs(
   std::vector<std::filesystem::path> removed;
   std::error_code ec;
   std::vector<std::filesystem::path> entries;
-  for (const auto& entry : std::filesystem::directory_iterator(runs_dir, ec))
-    entries.push_back(entry.path());
+  // Never through a symlink: runs_dir itself (the caller checks it too) or
+  // an entry of it.
+  struct stat st {};
+  if (::lstat(runs_dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return removed;
+  for (const auto& entry : std::filesystem::directory_iterator(runs_dir, ec)) {
+    if (!entry.is_symlink(ec)) entries.push_back(entry.path());
+  }
   for (const auto& path : entries) {
     const std::filesystem::path lock_path = lock_of_entry(path);
     UniqueFd lock(::open(lock_path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW));

@@ -453,21 +453,26 @@ core::Status remove_committed(const std::filesystem::path& dir, bool marker) {
   std::error_code ec;
   std::filesystem::remove(dir / "manifest.json", ec);
   PB_CHECK(fsync_path(dir));
+  if (marker) PB_CHECK(core::write_file_atomic(dir / kCommittedMarker, "", 0600));
+  // READY gone for good before its log goes: a READY without its log could
+  // never be replayed.
+  if (!std::filesystem::remove(dir / "READY", ec) && ec)
+    return Error(ErrorKind::kIo, "workspace", "cannot remove " + (dir / "READY").string(),
+                 ec.value());
+  PB_CHECK(fsync_path(dir));
   if (!marker) {
-    std::filesystem::remove(dir / "READY", ec);
-    PB_CHECK(fsync_path(dir));  // READY gone for good before its log goes
     std::filesystem::remove_all(dir, ec);
-    if (ec) return Error(ErrorKind::kIo, "workspace", "cannot remove " + dir.string(), ec.value());
-    return core::ok_status();
+  } else {
+    std::vector<std::filesystem::path> rest;
+    for (auto it = std::filesystem::directory_iterator(dir, ec);
+         !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+      if (it->path().filename() != kCommittedMarker) rest.push_back(it->path());
+    }
+    for (const auto& path : rest) {
+      if (ec) break;
+      std::filesystem::remove_all(path, ec);
+    }
   }
-  PB_CHECK(core::write_file_atomic(dir / kCommittedMarker, "", 0600));
-  std::filesystem::remove(dir / "READY", ec);
-  PB_CHECK(fsync_path(dir));  // READY gone for good before its log goes
-  std::vector<std::filesystem::path> rest;
-  for (const auto& item : std::filesystem::directory_iterator(dir, ec))
-    if (item.path().filename() != kCommittedMarker) rest.push_back(item.path());
-  for (const auto& path : rest)
-    std::filesystem::remove_all(path, ec);
   if (ec) return Error(ErrorKind::kIo, "workspace", "cannot remove " + dir.string(), ec.value());
   return core::ok_status();
 }
@@ -715,6 +720,26 @@ core::Status TransactionStore::replay(const std::string& id, int root_fd,
   return remove_committed(dir, wal.value("committed_marker", false));
 }
 
+namespace {
+
+// `dir` is a directory itself, or not there: never a symlink to one.
+core::Status check_real_directory(const std::filesystem::path& dir) {
+  struct stat st {};
+  if (::lstat(dir.c_str(), &st) != 0) {
+    return errno == ENOENT ? core::ok_status()
+                           : Error::from_errno("workspace", "stat " + dir.string());
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    return Error(ErrorKind::kSecurity, "workspace",
+                 dir.string() +
+                     " is not a directory (a symlink?); refusing to use it. Remove it "
+                     "if it came with the workspace (a cloned repository's .agent/)");
+  }
+  return core::ok_status();
+}
+
+}  // namespace
+
 core::Result<Workspace::ReconcileReport> TransactionStore::reconcile(
     const std::vector<std::string>& accept_unsealed) {
   PB_TRY(lock_fd, lock());
@@ -722,9 +747,14 @@ core::Result<Workspace::ReconcileReport> TransactionStore::reconcile(
   Workspace::ReconcileReport report;
   std::error_code ec;
   const auto base = root_ / ".agent" / "transactions";
+  // What reconcile removes it finds here and in runs/: never through a
+  // symlink (a cloned repository's .agent/ may hold one to anywhere).
+  PB_CHECK(check_real_directory(base));
+  PB_CHECK(check_real_directory(root_ / ".agent" / "runs"));
   std::vector<std::filesystem::path> dirs;
-  for (const auto& item : std::filesystem::directory_iterator(base, ec))
-    dirs.push_back(item.path());
+  for (const auto& item : std::filesystem::directory_iterator(base, ec)) {
+    if (item.is_directory(ec) && !item.is_symlink(ec)) dirs.push_back(item.path());
+  }
   std::vector<std::string> importing;
   for (const auto& dir : dirs) {
     const std::string id = dir.filename().string();

@@ -51,14 +51,14 @@ namespace {
 // change how its data is kept or may change: a file carrying one is copied,
 // never linked. Most can be set by the file's owner (chattr), so by the
 // sandbox on its own files; immutable and append-only would keep the host
-// from changing its own workspace's file. (Where a directory passes one of
-// them on to every new file, or a mount sets it, every file is copied:
-// slower, never less safe. Encryption is left out: an encrypted tree marks
-// every file, and a link across policies fails anyway.)
-constexpr int kFlagsACopyWouldNotHave = FS_IMMUTABLE_FL | FS_APPEND_FL | FS_SYNC_FL |
-                                        FS_DIRSYNC_FL | FS_NOATIME_FL | FS_NODUMP_FL | FS_NOCOW_FL |
-                                        FS_COMPR_FL | FS_NOCOMP_FL | FS_JOURNAL_DATA_FL |
-                                        FS_DAX_FL | FS_VERITY_FL | FS_PROJINHERIT_FL;
+// from changing its own workspace's file; an encrypted file bound to a key
+// must not land, as itself, in a workspace outside that key's tree. (Where
+// a directory passes one of them on to every new file, or a mount sets it,
+// every file is copied: slower, never less safe.)
+constexpr int kFlagsACopyWouldNotHave =
+    FS_IMMUTABLE_FL | FS_APPEND_FL | FS_SYNC_FL | FS_DIRSYNC_FL | FS_NOATIME_FL | FS_NODUMP_FL |
+    FS_NOCOW_FL | FS_COMPR_FL | FS_NOCOMP_FL | FS_JOURNAL_DATA_FL | FS_DAX_FL | FS_VERITY_FL |
+    FS_ENCRYPT_FL | FS_PROJINHERIT_FL;
 
 bool is_opaque(int dirfd) {
   for (const char* attribute : {"trusted.overlay.opaque", "user.overlay.opaque"}) {

@@ -328,8 +328,13 @@ void remove_commit_marker(const Workspace& workspace, const std::string& tx) {
 
 core::Status check_no_session_commits(const Workspace& workspace, const std::string& tx) {
   std::vector<fs::path> files;
+  // Records are read only from a directory of its own, as sessions are
+  // opened (ensure_agent_subdir): never through a symlink.
+  struct stat dir_st {};
+  const fs::path sessions = workspace.agent_dir() / "sessions";
+  if (::lstat(sessions.c_str(), &dir_st) != 0 || !S_ISDIR(dir_st.st_mode)) return core::ok_status();
   try {
-    files = record_files(workspace.agent_dir() / "sessions");
+    files = record_files(sessions);
   } catch (const SandboxError&) {
     return core::ok_status();  // no session can be opened there either
   }

@@ -833,8 +833,9 @@ Workspace::ReconcileReport Workspace::reconcile(const std::vector<std::string>& 
   // The marker of a commit that ended a session, left by a crash after the
   // session ended: no record names it any more.
   std::error_code ec;
-  for (const auto& item : std::filesystem::directory_iterator(agent_dir() / "transactions", ec)) {
-    const std::string id = item.path().filename().string();
+  for (auto it = std::filesystem::directory_iterator(agent_dir() / "transactions", ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    const std::string id = it->path().filename().string();
     if (workspace::commit_state(*this, id) == workspace::CommitState::kCommitted &&
         workspace::check_no_session_commits(*this, id).ok()) {
       workspace::remove_commit_marker(*this, id);

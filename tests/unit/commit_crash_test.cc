@@ -16,6 +16,7 @@
 
 #include "core/fs.h"
 #include "helpers/test_support.h"
+#include "pulsebox/error.h"
 #include "pulsebox/workspace.h"
 #include "workspace/transactions.h"
 
@@ -337,6 +338,41 @@ TEST(ReconcileTest, RemovesIncompleteStagingAndTemporaryFiles) {
   EXPECT_EQ(report.removed_temp_files, 1u);
   EXPECT_FALSE(std::filesystem::exists(dir / ".pulsebox-tmp-leftover"));
   EXPECT_EQ(testing::read_file(dir / "modify.txt"), "after\n");
+}
+
+// A cloned repository may ship .agent/ with symlinks in it. reconcile
+// removes what it finds in .agent/transactions and .agent/runs: through a
+// symlink it would remove another directory's contents (the user's home,
+// the workspace's parent). It refuses such a directory, and never follows
+// an entry that is a symlink.
+TEST(ReconcileTest, NeverRemovesAnythingThroughAPlantedSymlink) {
+  for (const char* planted : {"transactions", "runs"}) {
+    SCOPED_TRACE(planted);
+    TempDir dir;
+    TempDir victim;
+    write_file(victim / "precious/file", "mine\n");
+    write_file(victim / "other/wal.json", "{}");
+    std::filesystem::create_directories(dir / ".agent");
+    std::filesystem::create_directory_symlink(victim.path(), dir / ".agent" / planted);
+    Workspace ws(dir.path());
+    EXPECT_THROW(ws.reconcile(), SandboxSecurityError);
+    EXPECT_EQ(testing::read_file(victim / "precious/file"), "mine\n");
+    EXPECT_TRUE(std::filesystem::exists(victim / "other/wal.json"));
+  }
+  // An entry that is a symlink to a directory: neither it nor what it
+  // points to is touched.
+  TempDir dir;
+  TempDir victim;
+  write_file(victim / "wal.json", "{}");
+  write_file(victim / "remaining.json", "{}");
+  std::filesystem::create_directories(dir / ".agent/transactions");
+  std::filesystem::create_directories(dir / ".agent/runs");
+  std::filesystem::create_directory_symlink(victim.path(), dir / ".agent/transactions/tx-link");
+  std::filesystem::create_directory_symlink(victim.path(), dir / ".agent/runs/run-link");
+  Workspace ws(dir.path());
+  (void)ws.reconcile();
+  EXPECT_TRUE(std::filesystem::exists(victim / "wal.json"));
+  EXPECT_TRUE(std::filesystem::exists(victim / "remaining.json"));
 }
 
 // The host backend's run copies: the lock sits beside the directory and is
