@@ -162,8 +162,8 @@ SessionCommitResult commit_session(Workspace& ws, const std::string& name, const
     core::check_or_throw(session.save());
   }
   // What a moved-in commit leaves of its transaction, once the session has
-  // ended. (A crash just before leaves it behind: an empty file that
-  // nothing lists; reconcile keeps markers, since a session may need one.)
+  // ended. (A crash just before leaves it behind, an empty file that
+  // nothing lists: reconcile removes a marker no session record names.)
   if (layer_moves_in) workspace::remove_commit_marker(ws, tx);
   return result;
 }
