@@ -370,9 +370,10 @@ class PULSEBOX_API Workspace {
 
  private:
   friend struct workspace::SessionCommitAccess;
-  // commit() whose blobs shared with a session's layer are renamed in, not
-  // copied: only for the commit of a whole session, which ends the layer.
-  std::vector<std::string> commit_ending_layer(const std::string& tx, const CommitOptions& options);
+  // commit() of the whole of `tx`, whose blobs shared with a session's
+  // layer are renamed in, not copied: only for the commit of a whole
+  // session, which ends the layer.
+  std::vector<std::string> commit_ending_layer(const std::string& tx, bool allow_secrets);
 
   std::filesystem::path root_;
   ActionPolicy policy_;

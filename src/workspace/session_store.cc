@@ -279,15 +279,6 @@ core::Status OpenSession::save() {
   return core::write_file_atomic(record_path(*workspace_, name_), document.dump(2) + "\n", 0600);
 }
 
-bool is_transaction_id(std::string_view id) {
-  // tx-YYYYMMDDhhmmss-<hex> (TransactionStore::create)
-  if (id.size() < 19 || id.size() > 64 || !id.starts_with("tx-") || id[17] != '-') return false;
-  const auto all_of = [](std::string_view text, const char* set) {
-    return !text.empty() && text.find_first_not_of(set) == std::string_view::npos;
-  };
-  return all_of(id.substr(3, 14), "0123456789") && all_of(id.substr(18), "0123456789abcdef");
-}
-
 CommitState commit_state(const Workspace& workspace, const std::string& tx) {
   if (!is_transaction_id(tx)) return CommitState::kUnreadable;
   const fs::path dir = workspace.agent_dir() / "transactions" / tx;

@@ -96,8 +96,7 @@ enum class CommitState {
   kUnknown,     // gone without a marker: committed, or discarded by another process
   kUnreadable,  // the directory cannot be read (or `tx` is no transaction id)
 };
-// tx-YYYYMMDDhhmmss-<hex>, as TransactionStore::create makes them.
-bool is_transaction_id(std::string_view id);
+
 CommitState commit_state(const Workspace& workspace, const std::string& tx);
 // Removes what is left of a committed transaction (its marker).
 void remove_commit_marker(const Workspace& workspace, const std::string& tx);

@@ -21,8 +21,8 @@ namespace workspace {
 // session, which ends its layer, may move the layer's files in.
 struct SessionCommitAccess {
   static std::vector<std::string> commit_ending_layer(Workspace& ws, const std::string& tx,
-                                                      const CommitOptions& options) {
-    return ws.commit_ending_layer(tx, options);
+                                                      bool allow_secrets) {
+    return ws.commit_ending_layer(tx, allow_secrets);
   }
 };
 }  // namespace workspace
@@ -124,9 +124,9 @@ SessionCommitResult commit_session(Workspace& ws, const std::string& name, const
   session.set_committing(tx, ends);
   core::check_or_throw(session.save());
   try {
-    result.committed = layer_moves_in
-                           ? workspace::SessionCommitAccess::commit_ending_layer(ws, tx, options)
-                           : ws.commit(tx, options);
+    result.committed = layer_moves_in ? workspace::SessionCommitAccess::commit_ending_layer(
+                                            ws, tx, options.allow_secrets)
+                                      : ws.commit(tx, options);
   } catch (...) {
     switch (workspace::commit_state(ws, tx)) {
       case workspace::CommitState::kDecided:

@@ -535,6 +535,14 @@ core::Result<std::vector<std::string>> TransactionStore::finish_decided() {
   return still.decided;
 }
 
+bool is_transaction_id(std::string_view id) {
+  if (id.size() < 19 || id.size() > 64 || !id.starts_with("tx-") || id[17] != '-') return false;
+  const auto all_of = [](std::string_view text, const char* set) {
+    return !text.empty() && text.find_first_not_of(set) == std::string_view::npos;
+  };
+  return all_of(id.substr(3, 14), "0123456789") && all_of(id.substr(18), "0123456789abcdef");
+}
+
 core::Result<std::string> TransactionStore::create(std::string origin) {
   PB_TRY(lock_fd, lock());
   PB_TRY(ids, list_ids());

@@ -148,6 +148,10 @@ bool beneath_new_directory(const Draft& draft, const std::string& path);
 // Whether `path` is one of `selected` or beneath one (empty: everything).
 bool is_selected(const std::vector<std::string>& selected, const std::string& path);
 
+// Whether `id` is one TransactionStore::create makes: tx-YYYYMMDDhhmmss-<hex>,
+// a plain name of the transactions directory (never a path).
+bool is_transaction_id(std::string_view id);
+
 class TransactionStore {
  public:
   TransactionStore(std::filesystem::path root, const ActionPolicy& policy, WorkspaceLimits limits);

@@ -799,14 +799,9 @@ std::vector<std::string> Workspace::commit(const std::string& tx, const CommitOp
   return core::value_or_throw(store.commit(tx, selected));
 }
 
-std::vector<std::string> Workspace::commit_ending_layer(const std::string& tx,
-                                                        const CommitOptions& options) {
-  if (!options.paths.empty()) {
-    throw SandboxConfigError("a commit that ends a session's layer commits all of it", 0,
-                             "workspace");
-  }
+std::vector<std::string> Workspace::commit_ending_layer(const std::string& tx, bool allow_secrets) {
   auto store = opened_store(*this, policy_, limits_);
-  store.allow_secrets(options.allow_secrets);
+  store.allow_secrets(allow_secrets);
   return core::value_or_throw(store.commit(tx, {}, TransactionStore::SharedBlobs::kMovedIn));
 }
 

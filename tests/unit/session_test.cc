@@ -426,25 +426,12 @@ TEST_F(SessionStoreTest, ASessionWithARefusedChangeOutlivesACommitStoppedAfterIt
       ASSERT_TRUE(session->add_run(upper));
     }
     const fs::path layer = describe_session(ws, "s", kept()).layers.front();
-    const auto stop_after_ready = [killed](std::string_view step) {
-      if (step != "ready marker") return;
-      if (killed) ::raise(SIGKILL);
-      throw SandboxError("failed on purpose after READY");
-    };
     if (killed) {
-      const pid_t child = ::fork();
-      ASSERT_GE(child, 0);
-      if (child == 0) {
-        workspace::commit_failpoint = stop_after_ready;
-        Workspace again(ws_dir.path());
-        (void)commit_session(again, "s", kept());
-        ::_exit(0);
-      }
-      int status = 0;
-      ::waitpid(child, &status, 0);
-      ASSERT_TRUE(WIFSIGNALED(status));
+      ASSERT_TRUE(commit_killed_at(ws_dir.path(), "s", "ready marker"));
     } else {
-      workspace::commit_failpoint = stop_after_ready;
+      workspace::commit_failpoint = [](std::string_view step) {
+        if (step == "ready marker") throw SandboxError("failed on purpose after READY");
+      };
       EXPECT_THROW(commit_session(ws, "s", kept()), SandboxError);
       workspace::commit_failpoint = nullptr;
     }
