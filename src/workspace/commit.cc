@@ -285,6 +285,9 @@ core::Status TransactionStore::apply(const Draft& draft, int root_fd,
           if (!fd || ::fchmod(fd.get(), working_directory_mode(entry.mode)) != 0) {
             return Error::from_errno("workspace", "chmod " + path);
           }
+          // A replay: an attempt killed after its mkdirat left the
+          // directory root's (what its files would take as well).
+          if (current.st_uid == 0) adopt_owner(dir, name, nullptr, &current, dir_stat);
           break;
         }
         if (exists) PB_CHECK(remove_tree_at(dir, name));
@@ -301,6 +304,7 @@ core::Status TransactionStore::apply(const Draft& draft, int root_fd,
         } else if (errno != EEXIST) {
           return Error::from_errno("workspace", "mkdir " + path);
         }
+        failpoint("made directory " + path);
         if (::fchmodat(dir, name.c_str(), working_directory_mode(entry.mode), 0) != 0) {
           return Error::from_errno("workspace", "chmod " + path);
         }

@@ -243,6 +243,53 @@ TEST(CommitCrashTest, SharedBlobsBecomePrivateBeforeTheCommitPoint) {
             3);  // killed after the commit point, part of the renames made or not
 }
 
+// As root, each entry a commit makes takes its directory's owner (a
+// user's workspace must not gain root's files), killed at every step of
+// the commit too: a directory made just before the kill is still root's,
+// and the replay that finds it must give it the owner as well.
+TEST(CommitCrashTest, AsRootEveryNewEntryTakesItsOwnerAfterEveryStep) {
+  PULSEBOX_SKIP_UNLESS_ROOT("gives the workspace to another user");
+  static constexpr uid_t kOwner = 4321;
+  const auto stage_as_owner = [](const std::filesystem::path& base) {
+    const auto ws_dir = base / "ws";
+    populate(ws_dir);
+    for (const auto& item : std::filesystem::recursive_directory_iterator(ws_dir))
+      EXPECT_EQ(::lchown(item.path().c_str(), kOwner, kOwner), 0) << item.path();
+    EXPECT_EQ(::chown(ws_dir.c_str(), kOwner, kOwner), 0);
+    Workspace ws(ws_dir);
+    const auto tx = ws.create_transaction("owner test");
+    ws.stage_mkdir(tx, "added", 0755);
+    ws.stage_mkdir(tx, "added/deeper", 0700);
+    ws.stage_write(tx, "added/deeper/new.txt", "new\n");
+    ws.stage_write(tx, "modify.txt", "after\n");
+    ws.stage_symlink(tx, "link", "keep.txt");
+    return tx;
+  };
+  const auto all_the_owners = [](const std::filesystem::path& base, const std::string& when) {
+    const auto ws_dir = base / "ws";
+    for (auto it = std::filesystem::recursive_directory_iterator(ws_dir);
+         it != std::filesystem::recursive_directory_iterator(); ++it) {
+      if (it->path().filename() == ".agent") {
+        it.disable_recursion_pending();
+        continue;
+      }
+      struct stat st {};
+      ASSERT_EQ(::lstat(it->path().c_str(), &st), 0) << it->path();
+      EXPECT_EQ(st.st_uid, kOwner) << it->path().lexically_relative(ws_dir) << ", " << when;
+      EXPECT_EQ(st.st_gid, kOwner) << it->path().lexically_relative(ws_dir) << ", " << when;
+    }
+  };
+  TempDir reference;
+  const auto tx_reference = stage_as_owner(reference.path());
+  const auto old_state = listing(reference.path() / "ws");
+  Workspace(reference.path() / "ws").commit(tx_reference);
+  const auto new_state = listing(reference.path() / "ws");
+  ASSERT_NE(old_state, new_state);
+  all_the_owners(reference.path(), "after an uninterrupted commit");
+
+  EXPECT_GE(killed_at_every_step(stage_as_owner, old_state, new_state, all_the_owners), 5);
+}
+
 // A partial commit, killed at every step: after reconcile the workspace is
 // the old one with the whole transaction pending, or has exactly the chosen
 // paths with the rest still pending; either way the rest then commits to the
