@@ -198,6 +198,34 @@ core::Status check_kept_location(const fs::path& location, std::string_view pref
   return core::ok_status();
 }
 
+bool record_says_removing(const json& document) {
+  const auto removing = document.find("removing");
+  return removing != document.end() && removing->is_boolean() && removing->get<bool>();
+}
+
+namespace {
+
+// What an interrupted OpenSession::remove() left: the layers (the storage
+// the record names, only where pulsebox keeps them), then the record.
+core::Status finish_removal(const json& document, const fs::path& record,
+                            const fs::path& kept_dir) {
+  const auto storage = document.find("storage");
+  if (storage == document.end() || !storage->is_string()) {
+    return Error(ErrorKind::kInvalidInput, "session",
+                 "the record " + record.string() + " of a session being removed names no storage");
+  }
+  const fs::path location = storage->get<std::string>();
+  PB_CHECK(check_kept_location(location, "session-", kept_dir));
+  std::error_code ec;
+  if (fs::exists(location, ec)) PB_CHECK(remove_layer_tree(location));
+  if (::unlink(record.c_str()) != 0 && errno != ENOENT) {
+    return Error::from_errno("session", "removing " + record.string());
+  }
+  return core::ok_status();
+}
+
+}  // namespace
+
 core::Result<OpenSession> OpenSession::open(Workspace& ws, const std::string& name,
                                             const fs::path& kept_dir, bool create, bool recover) {
   if (const std::string problem = check_session_name(name); !problem.empty()) {
@@ -213,10 +241,20 @@ core::Result<OpenSession> OpenSession::open(Workspace& ws, const std::string& na
   OpenSession session(ws, name, std::move(lock));
   const fs::path record = record_path(ws, name);
   struct stat st {};
+  std::optional<json> document;
   if (::lstat(record.c_str(), &st) == 0) {
-    PB_TRY(document, read_record(record));
+    PB_TRY(read, read_record(record));
+    document = std::move(read);
+    if (record_says_removing(*document)) {
+      if (auto finished = finish_removal(*document, record, kept_dir); !finished) {
+        return std::move(finished).error().with_context("session " + name);
+      }
+      document.reset();  // as if the removal had run whole
+    }
+  }
+  if (document) {
     session.info_.name = name;
-    auto parsed = parse_session(document, session.info_, session.storage_, session.next_layer_,
+    auto parsed = parse_session(*document, session.info_, session.storage_, session.next_layer_,
                                 &session.secrets_, kept_dir);
     if (!parsed) {
       return std::move(parsed).error().with_context("session " + name + " (" + record.string() +
@@ -224,9 +262,9 @@ core::Result<OpenSession> OpenSession::open(Workspace& ws, const std::string& na
     }
     session.exists_ = true;
     // Older records lack it: their commits always ended the session.
-    const auto ends = document.find("commit_ends_session");
+    const auto ends = document->find("commit_ends_session");
     session.commit_ends_session_ =
-        ends == document.end() || !ends->is_boolean() || ends->get<bool>();
+        ends == document->end() || !ends->is_boolean() || ends->get<bool>();
     if (recover) PB_CHECK(session.recover());
     return session;
   }
@@ -275,6 +313,7 @@ core::Status OpenSession::save() {
                          {"layers", std::move(layers)},
                          {"committing", info_.committing ? json(*info_.committing) : json(nullptr)},
                          {"commit_ends_session", commit_ends_session_},
+                         {"removing", removing_},
                          {"secrets", secrets_json()}};
   return core::write_file_atomic(record_path(*workspace_, name_), document.dump(2) + "\n", 0600);
 }
@@ -358,8 +397,14 @@ core::Status OpenSession::keep_after_unknown_commit() {
 }
 
 core::Status OpenSession::remove() {
+  if (exists_ && !removing_) {
+    removing_ = true;
+    PB_CHECK(save());
+    failpoint("session removal recorded");
+  }
   std::error_code ec;
   if (fs::exists(storage_, ec)) PB_CHECK(remove_layer_tree(storage_));
+  failpoint("session layers removed");
   if (::unlink(record_path(*workspace_, name_).c_str()) != 0 && errno != ENOENT) {
     return Error::from_errno("session", "removing the record of session " + name_);
   }

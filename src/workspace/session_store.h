@@ -52,6 +52,10 @@ class OpenSession {
   // Merges all layers into one; an error when one cannot be merged.
   core::Status collapse();
   core::Status save();
+  // Ends the session: its record says so first ("removing"), then its
+  // layers go, then the record. A crash in between leaves a record the
+  // next opening finishes removing (a record naming missing layers would
+  // read as damaged, and refuse its own discard).
   core::Status remove();
   // After a commit whose outcome is unknown (CommitState::kUnknown): the
   // session stays, holding its changes (committing them again changes
@@ -85,6 +89,7 @@ class OpenSession {
   std::map<std::string, std::string> secrets_;
   bool exists_ = false;
   bool commit_ends_session_ = true;
+  bool removing_ = false;
 };
 
 // Where the commit of a session's transaction `tx` stands, from what its
@@ -116,6 +121,9 @@ core::Result<nlohmann::json> read_record(const std::filesystem::path& file);
 // exists but cannot be read throws (SandboxConfigError), never "none".
 std::vector<std::filesystem::path> record_files(const std::filesystem::path& dir);
 Workspace::RunClock from_ns(std::int64_t ns);
+// Whether a record is that of a session being removed (OpenSession::remove
+// was interrupted): opening it finishes the removal.
+bool record_says_removing(const nlohmann::json& document);
 // Reads a session record; `storage`, `next_layer` and `secrets` (may be
 // null) are OpenSession's.
 // With info.name set, the record must name that session.

@@ -49,13 +49,16 @@ std::vector<SessionInfo> list_sessions(const Workspace& ws, const fs::path& kept
     std::filesystem::path storage;
     std::uint64_t next = 0;
     auto document = workspace::read_record(file);
+    const bool removing = document && workspace::record_says_removing(*document);
     core::Status parsed =
-        document ? workspace::parse_session(*document, info, storage, next, nullptr, kept_dir)
-                 : core::Status(std::move(document).error());
+        !document  ? core::Status(std::move(document).error())
+        : removing ? core::ok_status()
+                   : workspace::parse_session(*document, info, storage, next, nullptr, kept_dir);
     if (!parsed) {
       info.damaged = parsed.error().to_string();
-    } else if (info.committing) {
-      // A commit a crash interrupted: opening the session finishes or undoes it.
+    } else if (info.committing || removing) {
+      // A commit or a removal a crash interrupted: opening the session
+      // finishes (or undoes) it.
       auto opened = OpenSession::open(const_cast<Workspace&>(ws), info.name, kept_dir, false);
       if (!opened) {
         if (!std::filesystem::exists(file)) continue;  // finished: the session ended

@@ -698,6 +698,38 @@ TEST_F(SessionStoreTest, ASessionWhoseCommitCannotBeFinishedCanStillBeDiscarded)
   EXPECT_EQ(read_file(ws_ / "keep.txt"), "keep\n");
 }
 
+// A session's removal (its discard, or the end of its whole commit)
+// killed halfway: the next opening finishes it. Before, a kill between the
+// layers' removal and the record's left a record naming missing layers:
+// the session listed as damaged, and its discard refused it.
+TEST_F(SessionStoreTest, ARemovalKilledHalfwayIsFinishedByTheNextOpening) {
+  for (const std::string_view at : {"session removal recorded", "session layers removed"}) {
+    SCOPED_TRACE(at);
+    struct stat new_file {};
+    Workspace ws(ws_.path());
+    const fs::path storage = add_new_and_changed_file(ws, new_file).parent_path();
+    const pid_t child = ::fork();
+    if (child == 0) {
+      workspace::commit_failpoint = [at](std::string_view step) {
+        if (step == at) ::raise(SIGKILL);
+      };
+      Workspace again(ws_.path());
+      discard_session(again, "s", kept());
+      ::_exit(0);
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    ASSERT_TRUE(WIFSIGNALED(status)) << "the discard was not killed there";
+    Workspace later(ws_.path());
+    const auto sessions = list_sessions(later, kept());
+    EXPECT_TRUE(sessions.empty()) << sessions.front().damaged;
+    EXPECT_FALSE(fs::exists(storage));
+    EXPECT_FALSE(fs::exists(ws_ / ".agent/sessions/s.json"));
+    EXPECT_THROW(describe_session(later, "s", kept()), SandboxConfigError);
+    EXPECT_EQ(read_file(ws_ / "keep.txt"), "keep\n");
+  }
+}
+
 // reconcile removes a commit marker no session record names (a crash
 // after its session ended left it), and keeps one a record names.
 TEST_F(SessionStoreTest, ReconcileRemovesOnlyMarkersNoSessionNames) {
