@@ -124,6 +124,31 @@ core::Status check_blobs_are_files(Draft& draft, const std::filesystem::path& di
   return core::ok_status();
 }
 
+// A replay's directory that an attempt killed right after its mkdirat
+// left root's: still that inode (fstat of the open directory), still
+// root's and empty, it takes `parent`'s owner. Anything else was not made
+// by the commit and keeps its owner.
+void give_made_directory_its_owner(int fd, const struct stat& found, const struct stat& parent) {
+  struct stat now {};
+  if (::fstat(fd, &now) != 0 || now.st_ino != found.st_ino || now.st_dev != found.st_dev ||
+      now.st_uid != 0 || parent.st_uid == 0) {
+    return;
+  }
+  const int dup = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  DIR* listing = dup >= 0 ? ::fdopendir(dup) : nullptr;
+  if (listing == nullptr) {
+    if (dup >= 0) ::close(dup);
+    return;
+  }
+  bool empty = true;
+  while (const dirent* item = ::readdir(listing)) {
+    const std::string_view name = item->d_name;
+    if (name != "." && name != "..") empty = false;
+  }
+  ::closedir(listing);
+  if (empty) (void)::fchown(fd, parent.st_uid, parent.st_gid);
+}
+
 // Each blob with another link (a session layer's file, which its review
 // shared: ImportOptions::share_upper_files), and as an ordinary user each
 // blob of another owner (a subordinate id's, from a rootless run's layer),
@@ -286,8 +311,9 @@ core::Status TransactionStore::apply(const Draft& draft, int root_fd,
             return Error::from_errno("workspace", "chmod " + path);
           }
           // A replay: an attempt killed after its mkdirat left the
-          // directory root's (what its files would take as well).
-          if (current.st_uid == 0) adopt_owner(dir, name, nullptr, &current, dir_stat);
+          // directory root's, and empty (its chown came next).
+          if (as_root && current.st_uid == 0 && entry.snapshot.type != NodeType::Directory)
+            give_made_directory_its_owner(fd.get(), current, *dir_stat);
           break;
         }
         if (exists) PB_CHECK(remove_tree_at(dir, name));

@@ -290,6 +290,28 @@ TEST(CommitCrashTest, AsRootEveryNewEntryTakesItsOwnerAfterEveryStep) {
   EXPECT_GE(killed_at_every_step(stage_as_owner, old_state, new_state, all_the_owners), 5);
 }
 
+// ... but a directory that was there before the commit is not the
+// commit's to give away: a root-owned one (a `sudo make`'s build/) at a
+// staged new directory's path stays root's, and so does one that is not
+// empty.
+TEST(CommitCrashTest, AsRootADirectoryTheCommitDidNotMakeKeepsItsOwner) {
+  PULSEBOX_SKIP_UNLESS_ROOT("gives the workspace to another user");
+  TempDir dir;
+  populate(dir.path());
+  ASSERT_EQ(::chown(dir.path().c_str(), 4321, 4321), 0);
+  std::filesystem::create_directories(dir / "build/root-only");  // root's, as made
+  Workspace ws(dir.path());
+  const auto tx = ws.create_transaction("a directory that is there");
+  ws.stage_mkdir(tx, "build", 0755);
+  ws.stage_mkdir(tx, "build/root-only", 0755);
+  ws.commit(tx);
+  for (const char* name : {"build", "build/root-only"}) {
+    struct stat st {};
+    ASSERT_EQ(::stat((dir / name).c_str(), &st), 0);
+    EXPECT_EQ(st.st_uid, 0u) << name;
+  }
+}
+
 // A partial commit, killed at every step: after reconcile the workspace is
 // the old one with the whole transaction pending, or has exactly the chosen
 // paths with the rest still pending; either way the rest then commits to the
