@@ -45,6 +45,43 @@ std::int64_t to_ns(Workspace::RunClock time) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(time.time_since_epoch()).count();
 }
 
+// In a session's storage: whose it is.
+constexpr const char* kOwnerFile = "owner";
+
+// A session's owner: its workspace (the root's inode number, which a move
+// keeps and a copy does not; not the device, which btrfs numbers anew at
+// each mount) and its name. A record is in the workspace, which a
+// repository or a copy can bring along; the storage is in the user's
+// private kept directory, which only pulsebox writes.
+std::string owner_stamp(const Workspace& ws, const std::string& name) {
+  struct stat st {};
+  if (::stat(ws.root().c_str(), &st) != 0) return "";
+  return "workspace inode " + std::to_string(st.st_ino) + ", session " + name + "\n";
+}
+
+enum class StorageOwner { kThisSession, kUnstamped, kAnother, kAbsent };
+
+StorageOwner storage_owner(const fs::path& storage, const std::string& stamp) {
+  UniqueFd dir(::open(storage.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!dir) return errno == ENOENT ? StorageOwner::kAbsent : StorageOwner::kAnother;
+  UniqueFd file(::openat(dir.get(), kOwnerFile, O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  if (!file) return errno == ENOENT ? StorageOwner::kUnstamped : StorageOwner::kAnother;
+  char buffer[512];
+  const ssize_t got = ::read(file.get(), buffer, sizeof buffer);
+  return !stamp.empty() && got > 0 &&
+                 std::string_view(buffer, static_cast<std::size_t>(got)) == stamp
+             ? StorageOwner::kThisSession
+             : StorageOwner::kAnother;
+}
+
+Error another_sessions_storage(const std::string& name, const fs::path& storage) {
+  return Error(ErrorKind::kSecurity, "session",
+               "its layers (" + storage.string() +
+                   ") are another workspace's or session's: this record was copied or planted "
+                   "here; `pulsebox session discard " +
+                   name + "` removes the record and nothing else");
+}
+
 }  // namespace
 
 core::Status ensure_agent_subdir(const Workspace& ws, const char* name) {
@@ -78,6 +115,24 @@ Workspace::RunClock from_ns(std::int64_t ns) {
 
 fs::path record_path(const Workspace& ws, const std::string& name) {
   return ws.agent_dir() / "sessions" / (name + ".json");
+}
+
+core::Status check_storage_owner(const Workspace& ws, const std::string& name,
+                                 const fs::path& storage) {
+  if (storage_owner(storage, owner_stamp(ws, name)) == StorageOwner::kAnother)
+    return another_sessions_storage(name, storage);
+  return core::ok_status();
+}
+
+bool record_names_another_sessions_storage(const Workspace& ws, const std::string& name,
+                                           const fs::path& kept_dir) {
+  auto document = read_record(record_path(ws, name));
+  if (!document) return false;
+  const auto storage = document->find("storage");
+  if (storage == document->end() || !storage->is_string()) return false;
+  const fs::path location = storage->get<std::string>();
+  return check_kept_location(location, "session-", kept_dir).ok() &&
+         storage_owner(location, owner_stamp(ws, name)) == StorageOwner::kAnother;
 }
 
 // Reads a session record; `storage` and `next_layer` are only for OpenSession.
@@ -205,19 +260,22 @@ bool record_says_removing(const json& document) {
 
 namespace {
 
-// What an interrupted OpenSession::remove() left: the layers (the storage
-// the record names, only where pulsebox keeps them), then the record.
-core::Status finish_removal(const json& document, const fs::path& record,
-                            const fs::path& kept_dir) {
+// What an interrupted OpenSession::remove() left: the layers, when the
+// storage the record names is this session's, then the record. A record
+// that names another's storage (copied or planted) goes alone.
+core::Status finish_removal(const Workspace& ws, const std::string& name, const json& document,
+                            const fs::path& record, const fs::path& kept_dir) {
   const auto storage = document.find("storage");
-  if (storage == document.end() || !storage->is_string()) {
-    return Error(ErrorKind::kInvalidInput, "session",
-                 "the record " + record.string() + " of a session being removed names no storage");
+  if (storage != document.end() && storage->is_string()) {
+    const fs::path location = storage->get<std::string>();
+    if (check_kept_location(location, "session-", kept_dir).ok() &&
+        storage_owner(location, owner_stamp(ws, name)) == StorageOwner::kThisSession) {
+      PB_CHECK(remove_layer_tree(location));
+      const auto committing = document.find("committing");
+      if (committing != document.end() && committing->is_string())
+        remove_commit_marker(ws, committing->get<std::string>());
+    }
   }
-  const fs::path location = storage->get<std::string>();
-  PB_CHECK(check_kept_location(location, "session-", kept_dir));
-  std::error_code ec;
-  if (fs::exists(location, ec)) PB_CHECK(remove_layer_tree(location));
   if (::unlink(record.c_str()) != 0 && errno != ENOENT) {
     return Error::from_errno("session", "removing " + record.string());
   }
@@ -246,7 +304,7 @@ core::Result<OpenSession> OpenSession::open(Workspace& ws, const std::string& na
     PB_TRY(read, read_record(record));
     document = std::move(read);
     if (record_says_removing(*document)) {
-      if (auto finished = finish_removal(*document, record, kept_dir); !finished) {
+      if (auto finished = finish_removal(ws, name, *document, record, kept_dir); !finished) {
         return std::move(finished).error().with_context("session " + name);
       }
       document.reset();  // as if the removal had run whole
@@ -259,6 +317,17 @@ core::Result<OpenSession> OpenSession::open(Workspace& ws, const std::string& na
     if (!parsed) {
       return std::move(parsed).error().with_context("session " + name + " (" + record.string() +
                                                     ")");
+    }
+    const std::string stamp = owner_stamp(ws, name);
+    switch (storage_owner(session.storage_, stamp)) {
+      case StorageOwner::kAnother:
+        return another_sessions_storage(name, session.storage_);
+      case StorageOwner::kUnstamped:  // made by an earlier pulsebox: this session's from now on
+        PB_CHECK(core::write_file_atomic(session.storage_ / kOwnerFile, stamp, 0600));
+        break;
+      case StorageOwner::kThisSession:
+      case StorageOwner::kAbsent:
+        break;
     }
     session.exists_ = true;
     // Older records lack it: their commits always ended the session.
@@ -278,6 +347,7 @@ core::Result<OpenSession> OpenSession::open(Workspace& ws, const std::string& na
   if (::mkdir(session.storage_.c_str(), 0711) != 0) {
     return Error::from_errno("session", "creating " + session.storage_.string());
   }
+  PB_CHECK(core::write_file_atomic(session.storage_ / kOwnerFile, owner_stamp(ws, name), 0600));
   session.info_.name = name;
   session.info_.created = audit::utc_timestamp();
   // The conflict check of the session's commit is against the workspace

@@ -121,6 +121,19 @@ core::Result<nlohmann::json> read_record(const std::filesystem::path& file);
 // exists but cannot be read throws (SandboxConfigError), never "none".
 std::vector<std::filesystem::path> record_files(const std::filesystem::path& dir);
 Workspace::RunClock from_ns(std::int64_t ns);
+// A session's storage (its layers, in the kept directory) holds who made
+// it: a record copied or planted in another workspace, or under another
+// name, names another's storage, which no operation through that record
+// may use or remove. Storage of an earlier pulsebox has no owner yet
+// (its next opening gives it one) and passes.
+core::Status check_storage_owner(const Workspace& ws, const std::string& name,
+                                 const std::filesystem::path& storage);
+// .agent/sessions/<name>.json
+std::filesystem::path record_path(const Workspace& ws, const std::string& name);
+// Whether session `name`'s record names another's storage (in the kept
+// directory): its discard then removes the record alone.
+bool record_names_another_sessions_storage(const Workspace& ws, const std::string& name,
+                                           const std::filesystem::path& kept_dir);
 // Whether a record is that of a session being removed (OpenSession::remove
 // was interrupted): opening it finishes the removal.
 bool record_says_removing(const nlohmann::json& document);
