@@ -45,41 +45,43 @@ std::int64_t to_ns(Workspace::RunClock time) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(time.time_since_epoch()).count();
 }
 
-// In a session's storage: whose it is.
+// In a session's storage: the session it was made for (owner_stamp).
 constexpr const char* kOwnerFile = "owner";
 
-// A session's owner: its workspace (the root's inode number, which a move
-// keeps and a copy does not; not the device, which btrfs numbers anew at
-// each mount) and its name. A record is in the workspace, which a
-// repository or a copy can bring along; the storage is in the user's
-// private kept directory, which only pulsebox writes.
+// A session's workspace (its root, canonical) and name. Records are in the
+// workspace, where a repository or a copy can bring them; the storage is
+// in the user's private kept directory, which only pulsebox writes.
 std::string owner_stamp(const Workspace& ws, const std::string& name) {
-  struct stat st {};
-  if (::stat(ws.root().c_str(), &st) != 0) return "";
-  return "workspace inode " + std::to_string(st.st_ino) + ", session " + name + "\n";
+  return "workspace " + ws.root().string() + "\nsession " + name + "\n";
 }
 
-enum class StorageOwner { kThisSession, kUnstamped, kAnother, kAbsent };
-
-StorageOwner storage_owner(const fs::path& storage, const std::string& stamp) {
+// Whether `storage` says it was made for `stamp`: only then may an
+// operation the user did not ask for by name (the recovery an opening or
+// a listing makes) remove it. Storage of an earlier pulsebox says nothing.
+bool storage_is_for(const fs::path& storage, const std::string& stamp) {
   UniqueFd dir(::open(storage.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-  if (!dir) return errno == ENOENT ? StorageOwner::kAbsent : StorageOwner::kAnother;
-  UniqueFd file(::openat(dir.get(), kOwnerFile, O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
-  if (!file) return errno == ENOENT ? StorageOwner::kUnstamped : StorageOwner::kAnother;
-  char buffer[512];
-  const ssize_t got = ::read(file.get(), buffer, sizeof buffer);
-  return !stamp.empty() && got > 0 &&
-                 std::string_view(buffer, static_cast<std::size_t>(got)) == stamp
-             ? StorageOwner::kThisSession
-             : StorageOwner::kAnother;
+  UniqueFd file(dir ? ::openat(dir.get(), kOwnerFile, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) : -1);
+  if (!file) return false;
+  std::string content(stamp.size() + 1, '\0');
+  const ssize_t got = ::read(file.get(), content.data(), content.size());
+  return got == static_cast<ssize_t>(stamp.size()) && content.compare(0, stamp.size(), stamp) == 0;
 }
 
-Error another_sessions_storage(const std::string& name, const fs::path& storage) {
-  return Error(ErrorKind::kSecurity, "session",
-               "its layers (" + storage.string() +
-                   ") are another workspace's or session's: this record was copied or planted "
-                   "here; `pulsebox session discard " +
-                   name + "` removes the record and nothing else");
+// Removes a session's storage, its owner file last: a crash leaves storage
+// that still says whose it is.
+core::Status remove_storage(const fs::path& storage) {
+  std::error_code ec;
+  if (!fs::exists(fs::symlink_status(storage, ec))) return core::ok_status();
+  std::vector<fs::path> entries;
+  for (auto it = fs::directory_iterator(storage, ec); !ec && it != fs::directory_iterator();
+       it.increment(ec)) {
+    if (it->path().filename() != kOwnerFile) entries.push_back(it->path());
+  }
+  if (ec)
+    return Error(ErrorKind::kIo, "session", "reading " + storage.string() + ": " + ec.message());
+  for (const fs::path& entry : entries)
+    PB_CHECK(remove_layer_tree(entry));
+  return remove_layer_tree(storage);
 }
 
 }  // namespace
@@ -115,24 +117,6 @@ Workspace::RunClock from_ns(std::int64_t ns) {
 
 fs::path record_path(const Workspace& ws, const std::string& name) {
   return ws.agent_dir() / "sessions" / (name + ".json");
-}
-
-core::Status check_storage_owner(const Workspace& ws, const std::string& name,
-                                 const fs::path& storage) {
-  if (storage_owner(storage, owner_stamp(ws, name)) == StorageOwner::kAnother)
-    return another_sessions_storage(name, storage);
-  return core::ok_status();
-}
-
-bool record_names_another_sessions_storage(const Workspace& ws, const std::string& name,
-                                           const fs::path& kept_dir) {
-  auto document = read_record(record_path(ws, name));
-  if (!document) return false;
-  const auto storage = document->find("storage");
-  if (storage == document->end() || !storage->is_string()) return false;
-  const fs::path location = storage->get<std::string>();
-  return check_kept_location(location, "session-", kept_dir).ok() &&
-         storage_owner(location, owner_stamp(ws, name)) == StorageOwner::kAnother;
 }
 
 // Reads a session record; `storage` and `next_layer` are only for OpenSession.
@@ -260,20 +244,18 @@ bool record_says_removing(const json& document) {
 
 namespace {
 
-// What an interrupted OpenSession::remove() left: the layers, when the
-// storage the record names is this session's, then the record. A record
-// that names another's storage (copied or planted) goes alone.
+// What an interrupted OpenSession::remove() left: the storage the record
+// names, when it says it is this session's (a record copied or planted in
+// another workspace, or under another name, removes nothing), then the
+// record.
 core::Status finish_removal(const Workspace& ws, const std::string& name, const json& document,
                             const fs::path& record, const fs::path& kept_dir) {
   const auto storage = document.find("storage");
   if (storage != document.end() && storage->is_string()) {
     const fs::path location = storage->get<std::string>();
     if (check_kept_location(location, "session-", kept_dir).ok() &&
-        storage_owner(location, owner_stamp(ws, name)) == StorageOwner::kThisSession) {
-      PB_CHECK(remove_layer_tree(location));
-      const auto committing = document.find("committing");
-      if (committing != document.end() && committing->is_string())
-        remove_commit_marker(ws, committing->get<std::string>());
+        storage_is_for(location, owner_stamp(ws, name))) {
+      PB_CHECK(remove_storage(location));
     }
   }
   if (::unlink(record.c_str()) != 0 && errno != ENOENT) {
@@ -317,17 +299,6 @@ core::Result<OpenSession> OpenSession::open(Workspace& ws, const std::string& na
     if (!parsed) {
       return std::move(parsed).error().with_context("session " + name + " (" + record.string() +
                                                     ")");
-    }
-    const std::string stamp = owner_stamp(ws, name);
-    switch (storage_owner(session.storage_, stamp)) {
-      case StorageOwner::kAnother:
-        return another_sessions_storage(name, session.storage_);
-      case StorageOwner::kUnstamped:  // made by an earlier pulsebox: this session's from now on
-        PB_CHECK(core::write_file_atomic(session.storage_ / kOwnerFile, stamp, 0600));
-        break;
-      case StorageOwner::kThisSession:
-      case StorageOwner::kAbsent:
-        break;
     }
     session.exists_ = true;
     // Older records lack it: their commits always ended the session.
@@ -466,14 +437,16 @@ core::Status OpenSession::keep_after_unknown_commit() {
   return save();
 }
 
-core::Status OpenSession::remove() {
+core::Status OpenSession::remove(StorageRemoval which) {
   if (exists_ && !removing_) {
     removing_ = true;
     PB_CHECK(save());
     failpoint("session removal recorded");
   }
-  std::error_code ec;
-  if (fs::exists(storage_, ec)) PB_CHECK(remove_layer_tree(storage_));
+  if (which == StorageRemoval::kNamedByTheUser ||
+      storage_is_for(storage_, owner_stamp(*workspace_, name_))) {
+    PB_CHECK(remove_storage(storage_));
+  }
   failpoint("session layers removed");
   if (::unlink(record_path(*workspace_, name_).c_str()) != 0 && errno != ENOENT) {
     return Error::from_errno("session", "removing the record of session " + name_);
@@ -496,7 +469,7 @@ core::Status OpenSession::recover() {
     switch (commit_state(*workspace_, tx)) {
       case CommitState::kCommitted:
         if (commit_ends_session_) {
-          PB_CHECK(remove());
+          PB_CHECK(remove(StorageRemoval::kOnlyItsOwn));
         } else {
           info_.committing.reset();
           PB_CHECK(save());

@@ -53,10 +53,16 @@ class OpenSession {
   core::Status collapse();
   core::Status save();
   // Ends the session: its record says so first ("removing"), then its
-  // layers go, then the record. A crash in between leaves a record the
-  // next opening finishes removing (a record naming missing layers would
-  // read as damaged, and refuse its own discard).
-  core::Status remove();
+  // layers go (their storage's owner file last), then the record. A crash
+  // in between leaves a record the next opening finishes removing (a
+  // record naming missing layers would read as damaged, and refuse its
+  // own discard). The record is in the workspace, where a repository or a
+  // copy can bring one naming another session's storage: only a discard
+  // or commit of the session by name (kNamedByTheUser) removes storage
+  // whatever it says; a recovery (kOnlyItsOwn) removes only storage whose
+  // owner file names this workspace and session.
+  enum class StorageRemoval { kNamedByTheUser, kOnlyItsOwn };
+  core::Status remove(StorageRemoval which = StorageRemoval::kNamedByTheUser);
   // After a commit whose outcome is unknown (CommitState::kUnknown): the
   // session stays, holding its changes (committing them again changes
   // nothing the workspace has), and its layers share no file with the
@@ -121,19 +127,6 @@ core::Result<nlohmann::json> read_record(const std::filesystem::path& file);
 // exists but cannot be read throws (SandboxConfigError), never "none".
 std::vector<std::filesystem::path> record_files(const std::filesystem::path& dir);
 Workspace::RunClock from_ns(std::int64_t ns);
-// A session's storage (its layers, in the kept directory) holds who made
-// it: a record copied or planted in another workspace, or under another
-// name, names another's storage, which no operation through that record
-// may use or remove. Storage of an earlier pulsebox has no owner yet
-// (its next opening gives it one) and passes.
-core::Status check_storage_owner(const Workspace& ws, const std::string& name,
-                                 const std::filesystem::path& storage);
-// .agent/sessions/<name>.json
-std::filesystem::path record_path(const Workspace& ws, const std::string& name);
-// Whether session `name`'s record names another's storage (in the kept
-// directory): its discard then removes the record alone.
-bool record_names_another_sessions_storage(const Workspace& ws, const std::string& name,
-                                           const std::filesystem::path& kept_dir);
 // Whether a record is that of a session being removed (OpenSession::remove
 // was interrupted): opening it finishes the removal.
 bool record_says_removing(const nlohmann::json& document);

@@ -54,7 +54,6 @@ std::vector<SessionInfo> list_sessions(const Workspace& ws, const fs::path& kept
         !document  ? core::Status(std::move(document).error())
         : removing ? core::ok_status()
                    : workspace::parse_session(*document, info, storage, next, nullptr, kept_dir);
-    if (parsed && !removing) parsed = workspace::check_storage_owner(ws, info.name, storage);
     if (!parsed) {
       info.damaged = parsed.error().to_string();
     } else if (info.committing || removing) {
@@ -176,17 +175,9 @@ void discard_session(Workspace& ws, const std::string& name, const fs::path& kep
   // Whatever became of an interrupted commit: one that cannot be finished
   // or undone (its directory unreadable, its seal refused) must not keep
   // the user from throwing the session away.
-  auto session = OpenSession::open(ws, name, kept_dir, /*create=*/false, /*recover=*/false);
-  if (!session && workspace::record_names_another_sessions_storage(ws, name, kept_dir)) {
-    // Copied or planted here: the record goes, the layers it names stay.
-    const fs::path record = workspace::record_path(ws, name);
-    if (::unlink(record.c_str()) != 0 && errno != ENOENT) {
-      core::throw_error(Error::from_errno("session", "removing " + record.string()));
-    }
-    return;
-  }
-  if (!session) core::throw_error(std::move(session).error());
-  core::check_or_throw(session->remove());
+  auto session = core::value_or_throw(
+      OpenSession::open(ws, name, kept_dir, /*create=*/false, /*recover=*/false));
+  core::check_or_throw(session.remove());
 }
 
 }  // namespace pulsebox
