@@ -122,7 +122,7 @@ fs::path record_path(const Workspace& ws, const std::string& name) {
 // Reads a session record; `storage` and `next_layer` are only for OpenSession.
 core::Status parse_session(const json& document, SessionInfo& info, fs::path& storage,
                            std::uint64_t& next_layer, std::map<std::string, std::string>* secrets,
-                           const fs::path& kept_dir) {
+                           const fs::path& kept_dir, bool layers_may_be_missing) {
   const std::string expected_name = info.name;
   try {
     info.name = document.at("name").get<std::string>();
@@ -173,7 +173,14 @@ core::Status parse_session(const json& document, SessionInfo& info, fs::path& st
   // Each layer is a directory of the session's own, never a symlink.
   for (const auto& layer : info.layers) {
     struct stat st {};
-    if (::lstat(layer.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || S_ISLNK(st.st_mode)) {
+    if (::lstat(layer.c_str(), &st) != 0 && errno == ENOENT) {
+      if (layers_may_be_missing) continue;
+      return Error(ErrorKind::kInvalidInput, "session",
+                   "layer " + core::quote_name(layer.string()) +
+                       " is missing (removed by hand?); `pulsebox session discard " + info.name +
+                       "` removes what is left of the session");
+    }
+    if (!S_ISDIR(st.st_mode) || S_ISLNK(st.st_mode)) {
       return Error(ErrorKind::kSecurity, "session",
                    "layer " + core::quote_name(layer.string()) + " is not a directory");
     }
@@ -267,7 +274,8 @@ core::Status finish_removal(const Workspace& ws, const std::string& name, const 
 }  // namespace
 
 core::Result<OpenSession> OpenSession::open(Workspace& ws, const std::string& name,
-                                            const fs::path& kept_dir, bool create, bool recover) {
+                                            const fs::path& kept_dir, bool create, bool recover,
+                                            bool layers_may_be_missing) {
   if (const std::string problem = check_session_name(name); !problem.empty()) {
     return Error(ErrorKind::kInvalidInput, "session", problem);
   }
@@ -295,7 +303,7 @@ core::Result<OpenSession> OpenSession::open(Workspace& ws, const std::string& na
   if (document) {
     session.info_.name = name;
     auto parsed = parse_session(*document, session.info_, session.storage_, session.next_layer_,
-                                &session.secrets_, kept_dir);
+                                &session.secrets_, kept_dir, layers_may_be_missing);
     if (!parsed) {
       return std::move(parsed).error().with_context("session " + name + " (" + record.string() +
                                                     ")");

@@ -28,10 +28,12 @@ class OpenSession {
   // there; else a missing session is an error. Without `recover`, an
   // interrupted commit is left as it is (a session being discarded: the
   // commit's transaction holds what it needs, and a decided one is still
-  // finished by the next operation on the workspace).
+  // finished by the next operation on the workspace). With
+  // `layers_may_be_missing` (a discard), layers that are gone (removed by
+  // hand) are no error.
   static core::Result<OpenSession> open(Workspace& workspace, const std::string& name,
                                         const std::filesystem::path& kept_dir, bool create,
-                                        bool recover = true);
+                                        bool recover = true, bool layers_may_be_missing = false);
 
   const SessionInfo& info() const { return info_; }
   bool exists() const { return exists_; }
@@ -136,7 +138,8 @@ bool record_says_removing(const nlohmann::json& document);
 core::Status parse_session(const nlohmann::json& document, SessionInfo& info,
                            std::filesystem::path& storage, std::uint64_t& next_layer,
                            std::map<std::string, std::string>* secrets,
-                           const std::filesystem::path& kept_dir);
+                           const std::filesystem::path& kept_dir,
+                           bool layers_may_be_missing = false);
 
 // Checks that a directory named in a record under .agent/ is one pulsebox
 // keeps: <kept_dir>/<prefix>..., absolute and normal, not a symlink, in a

@@ -175,8 +175,8 @@ void discard_session(Workspace& ws, const std::string& name, const fs::path& kep
   // Whatever became of an interrupted commit: one that cannot be finished
   // or undone (its directory unreadable, its seal refused) must not keep
   // the user from throwing the session away.
-  auto session = core::value_or_throw(
-      OpenSession::open(ws, name, kept_dir, /*create=*/false, /*recover=*/false));
+  auto session = core::value_or_throw(OpenSession::open(
+      ws, name, kept_dir, /*create=*/false, /*recover=*/false, /*layers_may_be_missing=*/true));
   core::check_or_throw(session.remove());
 }
 

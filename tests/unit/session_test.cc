@@ -672,6 +672,22 @@ TEST_F(SessionStoreTest, ARecordInAnotherWorkspaceCannotRemoveASessionsLayers) {
   EXPECT_FALSE(fs::exists(storage)) << "the session's own commit leaves its storage";
 }
 
+// A session whose layers were removed by hand (its kept directory
+// cleaned) says so, and its discard removes what is left.
+TEST_F(SessionStoreTest, ASessionWhoseLayersAreGoneCanStillBeDiscarded) {
+  struct stat new_file {};
+  Workspace ws(ws_.path());
+  const fs::path storage = add_new_and_changed_file(ws, new_file).parent_path();
+  fs::remove_all(storage);
+  const auto listed = list_sessions(ws, kept());
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_NE(listed[0].damaged.find("is missing"), std::string::npos) << listed[0].damaged;
+  EXPECT_NE(listed[0].damaged.find("pulsebox session discard s"), std::string::npos);
+  discard_session(ws, "s", kept());
+  EXPECT_TRUE(list_sessions(ws, kept()).empty());
+  EXPECT_TRUE(fs::is_empty(kept()));
+}
+
 // A record names its commit's transaction by id, which is joined to the
 // transactions directory and whose marker is removed: a planted record
 // naming a path instead is damaged, and nothing outside is touched.
