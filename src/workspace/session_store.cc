@@ -55,16 +55,25 @@ std::string owner_stamp(const Workspace& ws, const std::string& name) {
   return "workspace " + ws.root().string() + "\nsession " + name + "\n";
 }
 
-// Whether `storage` says it was made for `stamp`: only then may an
-// operation the user did not ask for by name (the recovery an opening or
-// a listing makes) remove it. Storage of an earlier pulsebox says nothing.
-bool storage_is_for(const fs::path& storage, const std::string& stamp) {
+// What a session's storage says of whose it is: only storage made for
+// this workspace and session may be removed by an operation the user did
+// not ask for by name (the recovery an opening or a listing makes), and
+// none made for another, whatever a record says. Storage of an earlier
+// pulsebox (or a missing one) says nothing.
+enum class StorageOwner { kThisSession, kUnstated, kAnother };
+
+StorageOwner storage_owner(const fs::path& storage, const std::string& stamp) {
   UniqueFd dir(::open(storage.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-  UniqueFd file(dir ? ::openat(dir.get(), kOwnerFile, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) : -1);
-  if (!file) return false;
+  if (!dir) return StorageOwner::kUnstated;
+  UniqueFd file(::openat(dir.get(), kOwnerFile, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  if (!file) return errno == ENOENT ? StorageOwner::kUnstated : StorageOwner::kAnother;
+  struct stat st {};
+  if (::fstat(file.get(), &st) != 0 || !S_ISREG(st.st_mode)) return StorageOwner::kAnother;
   std::string content(stamp.size() + 1, '\0');
   const ssize_t got = ::read(file.get(), content.data(), content.size());
-  return got == static_cast<ssize_t>(stamp.size()) && content.compare(0, stamp.size(), stamp) == 0;
+  return got == static_cast<ssize_t>(stamp.size()) && content.compare(0, stamp.size(), stamp) == 0
+             ? StorageOwner::kThisSession
+             : StorageOwner::kAnother;
 }
 
 // Removes a session's storage, its owner file last: a crash leaves storage
@@ -180,6 +189,10 @@ core::Status parse_session(const json& document, SessionInfo& info, fs::path& st
                        " is missing (removed by hand?); `pulsebox session discard " + info.name +
                        "` removes what is left of the session");
     }
+    if (st.st_mode == 0) {
+      return Error::from_errno("session",
+                               "layer " + core::quote_name(layer.string()) + " cannot be read");
+    }
     if (!S_ISDIR(st.st_mode) || S_ISLNK(st.st_mode)) {
       return Error(ErrorKind::kSecurity, "session",
                    "layer " + core::quote_name(layer.string()) + " is not a directory");
@@ -261,7 +274,7 @@ core::Status finish_removal(const Workspace& ws, const std::string& name, const 
   if (storage != document.end() && storage->is_string()) {
     const fs::path location = storage->get<std::string>();
     if (check_kept_location(location, "session-", kept_dir).ok() &&
-        storage_is_for(location, owner_stamp(ws, name))) {
+        storage_owner(location, owner_stamp(ws, name)) == StorageOwner::kThisSession) {
       PB_CHECK(remove_storage(location));
     }
   }
@@ -446,15 +459,25 @@ core::Status OpenSession::keep_after_unknown_commit() {
 }
 
 core::Status OpenSession::remove(StorageRemoval which) {
+  const std::string stamp = owner_stamp(*workspace_, name_);
+  const StorageOwner owner = storage_owner(storage_, stamp);
+  const bool remove_storage_too =
+      owner == StorageOwner::kThisSession ||
+      (owner == StorageOwner::kUnstated && which == StorageRemoval::kNamedByTheUser);
   if (exists_ && !removing_) {
+    // Storage of an earlier pulsebox says whose it is before the record
+    // says "removing", so that a crash leaves a removal the next opening
+    // may finish.
+    if (remove_storage_too && owner == StorageOwner::kUnstated && fs::is_directory(storage_))
+      (void)core::write_file_atomic(storage_ / kOwnerFile, stamp, 0600);
     removing_ = true;
-    PB_CHECK(save());
+    // Best effort: a full disk must not keep a discard from freeing space.
+    // Without it, a crash leaves a record naming missing layers, which a
+    // discard still removes.
+    (void)save();
     failpoint("session removal recorded");
   }
-  if (which == StorageRemoval::kNamedByTheUser ||
-      storage_is_for(storage_, owner_stamp(*workspace_, name_))) {
-    PB_CHECK(remove_storage(storage_));
-  }
+  if (remove_storage_too) PB_CHECK(remove_storage(storage_));
   failpoint("session layers removed");
   if (::unlink(record_path(*workspace_, name_).c_str()) != 0 && errno != ENOENT) {
     return Error::from_errno("session", "removing the record of session " + name_);
@@ -487,7 +510,12 @@ core::Status OpenSession::recover() {
       case CommitState::kUnknown:
         // A commit that ends the session leaves its marker; a commit that
         // keeps it needs none.
-        if (commit_ends_session_) return keep_after_unknown_commit();
+        // Storage made for another workspace or session (the record was
+        // copied or planted here) is not this record's to change.
+        if (commit_ends_session_ &&
+            storage_owner(storage_, owner_stamp(*workspace_, name_)) != StorageOwner::kAnother) {
+          return keep_after_unknown_commit();
+        }
         info_.committing.reset();
         return save();
       case CommitState::kDecided:

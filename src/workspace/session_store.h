@@ -59,12 +59,14 @@ class OpenSession {
   // in between leaves a record the next opening finishes removing (a
   // record naming missing layers would read as damaged, and refuse its
   // own discard). The record is in the workspace, where a repository or a
-  // copy can bring one naming another session's storage: only a discard
-  // or commit of the session by name (kNamedByTheUser) removes storage
-  // whatever it says; a recovery (kOnlyItsOwn) removes only storage whose
-  // owner file names this workspace and session.
+  // copy can bring one naming another session's storage: storage whose
+  // owner file names another workspace or session is never removed (the
+  // record goes alone). A discard or commit of the session by name
+  // (kNamedByTheUser) also removes storage whose owner file is missing (an
+  // earlier pulsebox's); a recovery (kOnlyItsOwn) only storage made for
+  // this workspace and session.
   enum class StorageRemoval { kNamedByTheUser, kOnlyItsOwn };
-  core::Status remove(StorageRemoval which = StorageRemoval::kNamedByTheUser);
+  core::Status remove(StorageRemoval which);
   // After a commit whose outcome is unknown (CommitState::kUnknown): the
   // session stays, holding its changes (committing them again changes
   // nothing the workspace has), and its layers share no file with the

@@ -46,6 +46,11 @@ std::vector<SessionInfo> list_sessions(const Workspace& ws, const fs::path& kept
   for (const auto& file : workspace::record_files(ws.agent_dir() / "sessions")) {
     SessionInfo info;
     info.name = file.stem().string();
+    if (const std::string problem = check_session_name(info.name); !problem.empty()) {
+      info.damaged = "not a session's record: " + problem;
+      sessions.push_back(std::move(info));
+      continue;
+    }
     std::filesystem::path storage;
     std::uint64_t next = 0;
     auto document = workspace::read_record(file);
@@ -101,7 +106,7 @@ SessionCommitResult commit_session(Workspace& ws, const std::string& name, const
   core::check_or_throw(session.collapse());
   SessionCommitResult result;
   if (session.info().layers.empty()) {
-    core::check_or_throw(session.remove());
+    core::check_or_throw(session.remove(OpenSession::StorageRemoval::kNamedByTheUser));
     return result;
   }
   ImportOptions from_session = import;
@@ -114,7 +119,8 @@ SessionCommitResult commit_session(Workspace& ws, const std::string& name, const
   result.refused = imported.refused;
   result.transaction = imported.transaction;
   if (!imported.transaction) {
-    if (imported.refused.empty()) core::check_or_throw(session.remove());
+    if (imported.refused.empty())
+      core::check_or_throw(session.remove(OpenSession::StorageRemoval::kNamedByTheUser));
     return result;
   }
   const std::string tx = *imported.transaction;
@@ -159,7 +165,7 @@ SessionCommitResult commit_session(Workspace& ws, const std::string& name, const
     throw;
   }
   if (ends) {
-    core::check_or_throw(session.remove());
+    core::check_or_throw(session.remove(OpenSession::StorageRemoval::kNamedByTheUser));
   } else {
     session.set_committing(std::nullopt);
     core::check_or_throw(session.save());
@@ -177,7 +183,7 @@ void discard_session(Workspace& ws, const std::string& name, const fs::path& kep
   // the user from throwing the session away.
   auto session = core::value_or_throw(OpenSession::open(
       ws, name, kept_dir, /*create=*/false, /*recover=*/false, /*layers_may_be_missing=*/true));
-  core::check_or_throw(session.remove());
+  core::check_or_throw(session.remove(OpenSession::StorageRemoval::kNamedByTheUser));
 }
 
 }  // namespace pulsebox

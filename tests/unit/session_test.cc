@@ -639,37 +639,69 @@ TEST_F(SessionStoreTest, ARecordPlantedInTheWorkspaceCannotNameAnotherDirectory)
 // A record copied or planted in another workspace (a shared or committed
 // .agent/, a `cp -a` of the workspace) names a live session's storage:
 // the recovery that listing or opening it makes (a removal to finish, a
-// commit whose COMMITTED marker is planted beside it) must not remove
-// that storage. Only the session's own storage says it is theirs.
-TEST_F(SessionStoreTest, ARecordInAnotherWorkspaceCannotRemoveASessionsLayers) {
+// commit whose COMMITTED marker is planted beside it, a commit gone
+// without one) must not remove or change that storage, and its discard
+// by name removes the record alone. Only the session's own storage says
+// it is theirs.
+TEST_F(SessionStoreTest, ARecordInAnotherWorkspaceCannotRemoveOrChangeASessionsLayers) {
   struct stat new_file {};
   Workspace ws(ws_.path());
   const fs::path layer = add_new_and_changed_file(ws, new_file);
+  // A second link: what the unsharing after an unknown commit replaces.
+  ASSERT_EQ(::link((layer / "new.txt").c_str(), (layer / "linked.txt").c_str()), 0);
   const std::string storage = layer.parent_path().string();
   TempDir other;
   Workspace planted(other.path());
   fs::create_directories(other / ".agent/sessions");
-  const std::string tx = "tx-20261207012000-cccccc";
+  const std::string committed_tx = "tx-20261207012000-cccccc";
+  write_file(other / ".agent/transactions" / committed_tx / "COMMITTED", "");
+  const auto committing = [&](const std::string& name, const std::string& tx,
+                              const std::string& layer_name) {
+    return R"({"name":")" + name + R"(","created":"c","runs":1,"base_stamp_ns":0,)" +
+           R"("next_layer":1,"storage":")" + storage + R"(","layers":[")" + layer_name +
+           R"("],"committing":")" + tx + R"("})";
+  };
   const std::string session = read_file(ws_ / ".agent/sessions/s.json");
   const std::map<std::string, std::string> records = {
       {"removing", R"({"removing":true,"storage":")" + storage + R"("})"},
-      {"committed", R"({"name":"committed","created":"c","runs":1,"base_stamp_ns":0,)"
-                    R"("next_layer":1,"storage":")" +
-                        storage + R"(","layers":[")" + layer.filename().string() +
-                        R"("],"committing":")" + tx + R"("})"},
+      {"committed", committing("committed", committed_tx, layer.filename().string())},
+      {"unknown", committing("unknown", "tx-20261207012000-dddddd", layer.filename().string())},
+      {"missing", committing("missing", "tx-20261207012000-eeeeee", "999")},
       // The whole .agent/ copied while the session's removal was under way.
       {"s", session.substr(0, session.rfind('}')) + R"(,"removing":true})"}};
   for (const auto& [name, record] : records) {
     SCOPED_TRACE(name);
-    write_file(other / ".agent/transactions" / tx / "COMMITTED", "");
-    write_file(other / ".agent/sessions" / (name + ".json"), record);
+    const fs::path file = other / ".agent/sessions" / (name + ".json");
+    write_file(file, record);
     (void)list_sessions(planted, kept());
+    if (fs::exists(file)) discard_session(planted, name, kept());
+    EXPECT_FALSE(fs::exists(file));
     ASSERT_TRUE(fs::exists(layer / "new.txt")) << "the session's layers were removed";
+    for (const char* file_name : {"new.txt", "linked.txt"}) {
+      struct stat now {};
+      ASSERT_EQ(::stat((layer / file_name).c_str(), &now), 0);
+      EXPECT_EQ(now.st_ino, new_file.st_ino) << file_name << ": the session's layer was changed";
+    }
     EXPECT_EQ(describe_session(ws, "s", kept()).layers.size(), 1u);
   }
   (void)commit_session(ws, "s", kept());
   EXPECT_EQ(read_file(ws_ / "new.txt"), "new\n");
   EXPECT_FALSE(fs::exists(storage)) << "the session's own commit leaves its storage";
+}
+
+// A record file whose name is no session's name is listed as damaged,
+// and nothing it says is read (no message suggests a command with it).
+TEST_F(SessionStoreTest, ARecordWhoseFileNameIsNoSessionNameIsDamaged) {
+  Workspace ws(ws_.path());
+  write_file(ws_ / ".agent/sessions/x;rm -rf ~.json",
+             R"({"name":"x;rm -rf ~","created":"c","runs":1,"base_stamp_ns":0,"next_layer":1,)"
+             R"("storage":")" +
+                 (kept() / "session-x").string() + R"(","layers":[]})");
+  const auto listed = list_sessions(ws, kept());
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_EQ(listed[0].damaged,
+            "not a session's record: a session name holds only letters, digits, '.', '_' and "
+            "'-': x;rm -rf ~");
 }
 
 // A session whose layers were removed by hand (its kept directory
