@@ -19,6 +19,7 @@
 #include "pulsebox/error.h"
 #include "pulsebox/secrets.h"
 #include "workspace/layers.h"
+#include "workspace/session_storage.h"
 #include "workspace/session_store.h"
 #include "workspace/store_files.h"
 #include "workspace/tree.h"
@@ -43,54 +44,6 @@ constexpr std::uint64_t kMaxScannedBytes = 50ull << 20;
 
 std::int64_t to_ns(Workspace::RunClock time) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(time.time_since_epoch()).count();
-}
-
-// In a session's storage: the session it was made for (owner_stamp).
-constexpr const char* kOwnerFile = "owner";
-
-// A session's workspace (its root, canonical) and name. Records are in the
-// workspace, where a repository or a copy can bring them; the storage is
-// in the user's private kept directory, which only pulsebox writes.
-std::string owner_stamp(const Workspace& ws, const std::string& name) {
-  return "workspace " + ws.root().string() + "\nsession " + name + "\n";
-}
-
-// What a session's storage says of whose it is: only storage made for
-// this workspace and session may be removed by an operation the user did
-// not ask for by name (the recovery an opening or a listing makes), and
-// none made for another, whatever a record says. Storage of an earlier
-// pulsebox (or a missing one) says nothing.
-enum class StorageOwner { kThisSession, kUnstated, kAnother };
-
-StorageOwner storage_owner(const fs::path& storage, const std::string& stamp) {
-  UniqueFd dir(::open(storage.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-  if (!dir) return StorageOwner::kUnstated;
-  UniqueFd file(::openat(dir.get(), kOwnerFile, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
-  if (!file) return errno == ENOENT ? StorageOwner::kUnstated : StorageOwner::kAnother;
-  struct stat st {};
-  if (::fstat(file.get(), &st) != 0 || !S_ISREG(st.st_mode)) return StorageOwner::kAnother;
-  std::string content(stamp.size() + 1, '\0');
-  const ssize_t got = ::read(file.get(), content.data(), content.size());
-  return got == static_cast<ssize_t>(stamp.size()) && content.compare(0, stamp.size(), stamp) == 0
-             ? StorageOwner::kThisSession
-             : StorageOwner::kAnother;
-}
-
-// Removes a session's storage, its owner file last: a crash leaves storage
-// that still says whose it is.
-core::Status remove_storage(const fs::path& storage) {
-  std::error_code ec;
-  if (!fs::exists(fs::symlink_status(storage, ec))) return core::ok_status();
-  std::vector<fs::path> entries;
-  for (auto it = fs::directory_iterator(storage, ec); !ec && it != fs::directory_iterator();
-       it.increment(ec)) {
-    if (it->path().filename() != kOwnerFile) entries.push_back(it->path());
-  }
-  if (ec)
-    return Error(ErrorKind::kIo, "session", "reading " + storage.string() + ": " + ec.message());
-  for (const fs::path& entry : entries)
-    PB_CHECK(remove_layer_tree(entry));
-  return remove_layer_tree(storage);
 }
 
 }  // namespace
@@ -339,7 +292,7 @@ core::Result<OpenSession> OpenSession::open(Workspace& ws, const std::string& na
   if (::mkdir(session.storage_.c_str(), 0711) != 0) {
     return Error::from_errno("session", "creating " + session.storage_.string());
   }
-  PB_CHECK(core::write_file_atomic(session.storage_ / kOwnerFile, owner_stamp(ws, name), 0600));
+  PB_CHECK(write_owner(session.storage_, owner_stamp(ws, name)));
   session.info_.name = name;
   session.info_.created = audit::utc_timestamp();
   // The conflict check of the session's commit is against the workspace
@@ -458,18 +411,31 @@ core::Status OpenSession::keep_after_unknown_commit() {
   return save();
 }
 
+void OpenSession::claim_unstated_storage() {
+  const std::string stamp = owner_stamp(*workspace_, name_);
+  if (fs::is_directory(storage_) && storage_owner(storage_, stamp) == StorageOwner::kUnstated)
+    (void)write_owner(storage_, stamp);
+}
+
+bool OpenSession::storage_used_elsewhere() const {
+  return storage_owner(storage_, owner_stamp(*workspace_, name_)) == StorageOwner::kAnother &&
+         still_used_by_its_owner(storage_);
+}
+
 core::Status OpenSession::remove(StorageRemoval which) {
   const std::string stamp = owner_stamp(*workspace_, name_);
   const StorageOwner owner = storage_owner(storage_, stamp);
+  // By name, storage of an earlier pulsebox goes too, and so does storage
+  // whose session no longer names it (its workspace was moved).
   const bool remove_storage_too =
       owner == StorageOwner::kThisSession ||
-      (owner == StorageOwner::kUnstated && which == StorageRemoval::kNamedByTheUser);
+      (which == StorageRemoval::kNamedByTheUser &&
+       (owner == StorageOwner::kUnstated || !still_used_by_its_owner(storage_)));
   if (exists_ && !removing_) {
     // Storage of an earlier pulsebox says whose it is before the record
     // says "removing", so that a crash leaves a removal the next opening
     // may finish.
-    if (remove_storage_too && owner == StorageOwner::kUnstated && fs::is_directory(storage_))
-      (void)core::write_file_atomic(storage_ / kOwnerFile, stamp, 0600);
+    if (remove_storage_too && owner == StorageOwner::kUnstated) claim_unstated_storage();
     removing_ = true;
     // Best effort: a full disk must not keep a discard from freeing space.
     // Without it, a crash leaves a record naming missing layers, which a
@@ -512,8 +478,7 @@ core::Status OpenSession::recover() {
         // keeps it needs none.
         // Storage made for another workspace or session (the record was
         // copied or planted here) is not this record's to change.
-        if (commit_ends_session_ &&
-            storage_owner(storage_, owner_stamp(*workspace_, name_)) != StorageOwner::kAnother) {
+        if (commit_ends_session_ && !storage_used_elsewhere()) {
           return keep_after_unknown_commit();
         }
         info_.committing.reset();

@@ -67,6 +67,14 @@ class OpenSession {
   // this workspace and session.
   enum class StorageRemoval { kNamedByTheUser, kOnlyItsOwn };
   core::Status remove(StorageRemoval which);
+  // Gives storage of an earlier pulsebox (no owner file) this session's
+  // owner file, best effort: before a commit by name, so that a crash's
+  // recovery may end the session with its storage.
+  void claim_unstated_storage();
+  // Whether the storage was made for another workspace or session that
+  // still names it (this record is a copy's): a commit then copies the
+  // layer's files instead of moving them in.
+  bool storage_used_elsewhere() const;
   // After a commit whose outcome is unknown (CommitState::kUnknown): the
   // session stays, holding its changes (committing them again changes
   // nothing the workspace has), and its layers share no file with the
@@ -125,6 +133,8 @@ core::Status check_no_session_commits(const Workspace& workspace, const std::str
 // Makes .agent/<name> (0700), refusing an .agent or <name> that is not a
 // directory (a symlink planted there).
 core::Status ensure_agent_subdir(const Workspace& workspace, const char* name);
+// .agent/sessions/<name>.json
+std::filesystem::path record_path(const Workspace& ws, const std::string& name);
 // A record, bounded and depth-checked.
 core::Result<nlohmann::json> read_record(const std::filesystem::path& file);
 // The JSON files of an .agent/ subdirectory, sorted. A directory that

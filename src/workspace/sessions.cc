@@ -129,7 +129,9 @@ SessionCommitResult commit_session(Workspace& ws, const std::string& name, const
   // The whole session committed ends it: its layer's files become the
   // workspace's. A session that lives on gets copies, so that no file of
   // its layer is ever the workspace's.
-  const bool layer_moves_in = ends && options.paths.empty();
+  // Not the files of storage a copy's original still uses.
+  const bool layer_moves_in = ends && options.paths.empty() && !session.storage_used_elsewhere();
+  session.claim_unstated_storage();
   session.set_committing(tx, ends);
   core::check_or_throw(session.save());
   try {
@@ -181,8 +183,14 @@ void discard_session(Workspace& ws, const std::string& name, const fs::path& kep
   // Whatever became of an interrupted commit: one that cannot be finished
   // or undone (its directory unreadable, its seal refused) must not keep
   // the user from throwing the session away.
-  auto session = core::value_or_throw(OpenSession::open(
-      ws, name, kept_dir, /*create=*/false, /*recover=*/false, /*layers_may_be_missing=*/true));
+  // A removal a crash interrupted is finished by the opening: done.
+  const fs::path record = workspace::record_path(ws, name);
+  auto document = workspace::read_record(record);
+  const bool was_being_removed = document && workspace::record_says_removing(*document);
+  auto opened = OpenSession::open(ws, name, kept_dir, /*create=*/false, /*recover=*/false,
+                                  /*layers_may_be_missing=*/true);
+  if (!opened && was_being_removed && !fs::exists(record)) return;
+  auto session = core::value_or_throw(std::move(opened));
   core::check_or_throw(session.remove(OpenSession::StorageRemoval::kNamedByTheUser));
 }
 

@@ -299,13 +299,17 @@ TEST(CommitCrashTest, AsRootADirectoryTheCommitDidNotMakeKeepsItsOwner) {
   TempDir dir;
   populate(dir.path());
   ASSERT_EQ(::chown(dir.path().c_str(), 4321, 4321), 0);
-  std::filesystem::create_directories(dir / "build/root-only");  // root's, as made
+  // Root's, as made; "empty" passes every other check of a replay's
+  // directory (empty, root's, under a directory that is not root's).
+  std::filesystem::create_directories(dir / "build/root-only");
+  std::filesystem::create_directories(dir / "empty");
   Workspace ws(dir.path());
   const auto tx = ws.create_transaction("a directory that is there");
   ws.stage_mkdir(tx, "build", 0755);
   ws.stage_mkdir(tx, "build/root-only", 0755);
+  ws.stage_mkdir(tx, "empty", 0755);
   ws.commit(tx);
-  for (const char* name : {"build", "build/root-only"}) {
+  for (const char* name : {"build", "build/root-only", "empty"}) {
     struct stat st {};
     ASSERT_EQ(::stat((dir / name).c_str(), &st), 0);
     EXPECT_EQ(st.st_uid, 0u) << name;

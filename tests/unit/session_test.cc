@@ -689,6 +689,79 @@ TEST_F(SessionStoreTest, ARecordInAnotherWorkspaceCannotRemoveOrChangeASessionsL
   EXPECT_FALSE(fs::exists(storage)) << "the session's own commit leaves its storage";
 }
 
+// A session's commit and discard by name end it with its storage after
+// the workspace was moved (its owner file names the old place, where no
+// record names the storage any more); in a copy of the workspace, whose
+// original still uses the storage, they leave it, and the copy's commit
+// copies the layer's files instead of moving the original's in.
+TEST_F(SessionStoreTest, AMovedWorkspacesSessionEndsWithItsStorageACopysLeavesIt) {
+  for (const bool by_commit : {false, true}) {
+    SCOPED_TRACE(by_commit ? "commit" : "discard");
+    TempDir base;
+    write_file(base / "a/keep.txt", "keep\n");
+    fs::path storage;
+    struct stat original {};
+    {
+      Workspace ws(base / "a");
+      const fs::path upper = new_upper();
+      write_file(upper / "new.txt", "new\n");
+      add_run(ws, upper);
+      const fs::path layer = describe_session(ws, "s", kept()).layers.front();
+      storage = layer.parent_path();
+      ASSERT_EQ(::stat((layer / "new.txt").c_str(), &original), 0);
+    }
+    // A copy of the workspace, its .agent/ with it.
+    fs::copy(base / "a", base / "copy", fs::copy_options::recursive);
+    Workspace copy(base / "copy");
+    if (by_commit) {
+      (void)commit_session(copy, "s", kept());
+      EXPECT_EQ(read_file(base / "copy/new.txt"), "new\n");
+      struct stat committed {};
+      ASSERT_EQ(::stat((base / "copy/new.txt").c_str(), &committed), 0);
+      EXPECT_NE(committed.st_ino, original.st_ino) << "the original's layer file moved in";
+    } else {
+      discard_session(copy, "s", kept());
+    }
+    EXPECT_TRUE(list_sessions(copy, kept()).empty());
+    ASSERT_TRUE(fs::exists(storage)) << "the copy removed the original's storage";
+    // The original, moved.
+    fs::rename(base / "a", base / "moved");
+    Workspace moved(base / "moved");
+    EXPECT_EQ(describe_session(moved, "s", kept()).layers.size(), 1u);
+    if (by_commit) {
+      (void)commit_session(moved, "s", kept());
+      EXPECT_EQ(read_file(base / "moved/new.txt"), "new\n");
+    } else {
+      discard_session(moved, "s", kept());
+    }
+    EXPECT_TRUE(list_sessions(moved, kept()).empty());
+    EXPECT_FALSE(fs::exists(storage)) << "a moved workspace's session left its storage";
+  }
+}
+
+// A discard killed after its record said "removing" is finished by the
+// discard run again, which then succeeds.
+TEST_F(SessionStoreTest, ADiscardRunAgainAfterAKillSucceeds) {
+  struct stat new_file {};
+  Workspace ws(ws_.path());
+  const fs::path storage = add_new_and_changed_file(ws, new_file).parent_path();
+  const pid_t child = ::fork();
+  if (child == 0) {
+    workspace::commit_failpoint = [](std::string_view step) {
+      if (step == "session removal recorded") ::raise(SIGKILL);
+    };
+    Workspace again(ws_.path());
+    discard_session(again, "s", kept());
+    ::_exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFSIGNALED(status));
+  EXPECT_NO_THROW(discard_session(ws, "s", kept()));
+  EXPECT_FALSE(fs::exists(storage));
+  EXPECT_THROW(discard_session(ws, "s", kept()), SandboxConfigError) << "no session any more";
+}
+
 // A record file whose name is no session's name is listed as damaged,
 // and nothing it says is read (no message suggests a command with it).
 TEST_F(SessionStoreTest, ARecordWhoseFileNameIsNoSessionNameIsDamaged) {
