@@ -28,6 +28,7 @@
 #include "workspace/safe_open.h"
 #include "workspace/store_files.h"
 #include "workspace/transactions.h"
+#include "workspace/tree.h"
 
 namespace pulsebox::workspace {
 
@@ -134,18 +135,8 @@ void give_made_directory_its_owner(int fd, const struct stat& found, const struc
       now.st_uid != 0 || parent.st_uid == 0) {
     return;
   }
-  const int dup = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
-  DIR* listing = dup >= 0 ? ::fdopendir(dup) : nullptr;
-  if (listing == nullptr) {
-    if (dup >= 0) ::close(dup);
-    return;
-  }
-  bool empty = true;
-  while (const dirent* item = ::readdir(listing)) {
-    const std::string_view name = item->d_name;
-    if (name != "." && name != "..") empty = false;
-  }
-  ::closedir(listing);
+  // Read whole without a single name: empty.
+  const bool empty = for_each_name(fd, [](const dirent&) { return false; });
   if (empty) (void)::fchown(fd, parent.st_uid, parent.st_gid);
 }
 

@@ -8,7 +8,6 @@
 
 #include <nlohmann/json.hpp>
 #include <string_view>
-#include <vector>
 
 #include "core/fs.h"
 #include "core/unique_fd.h"
@@ -16,6 +15,7 @@
 #include "pulsebox/session.h"
 #include "workspace/layers.h"
 #include "workspace/session_store.h"
+#include "workspace/tree.h"
 
 namespace pulsebox::workspace {
 
@@ -90,18 +90,14 @@ bool still_used_by_its_owner(const fs::path& storage) {
 }
 
 core::Status remove_storage(const fs::path& storage) {
-  std::error_code ec;
-  if (!fs::exists(fs::symlink_status(storage, ec))) return core::ok_status();
-  std::vector<fs::path> entries;
-  for (auto it = fs::directory_iterator(storage, ec); !ec && it != fs::directory_iterator();
-       it.increment(ec)) {
-    if (it->path().filename() != kOwnerFile) entries.push_back(it->path());
+  UniqueFd dir(::open(storage.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!dir) {
+    if (errno == ENOENT) return core::ok_status();
+    return Error::from_errno("session", "open " + storage.string());
   }
-  if (ec) {
-    return Error(ErrorKind::kIo, "session", "reading " + storage.string() + ": " + ec.message());
+  for (const std::string& name : list_directory(dir.get())) {
+    if (name != kOwnerFile) PB_CHECK(remove_layer_tree(storage / name));
   }
-  for (const fs::path& entry : entries)
-    PB_CHECK(remove_layer_tree(entry));
   return remove_layer_tree(storage);
 }
 

@@ -135,14 +135,15 @@ core::Status parse_session(const json& document, SessionInfo& info, fs::path& st
   // Each layer is a directory of the session's own, never a symlink.
   for (const auto& layer : info.layers) {
     struct stat st {};
-    if (::lstat(layer.c_str(), &st) != 0 && errno == ENOENT) {
+    const bool found = ::lstat(layer.c_str(), &st) == 0;
+    if (!found && errno == ENOENT) {
       if (layers_may_be_missing) continue;
       return Error(ErrorKind::kInvalidInput, "session",
                    "layer " + core::quote_name(layer.string()) +
                        " is missing (removed by hand?); `pulsebox session discard " + info.name +
                        "` removes what is left of the session");
     }
-    if (st.st_mode == 0) {
+    if (!found) {
       return Error::from_errno("session",
                                "layer " + core::quote_name(layer.string()) + " cannot be read");
     }

@@ -180,10 +180,11 @@ SessionCommitResult commit_session(Workspace& ws, const std::string& name, const
 }
 
 void discard_session(Workspace& ws, const std::string& name, const fs::path& kept_dir) {
-  // Whatever became of an interrupted commit: one that cannot be finished
-  // or undone (its directory unreadable, its seal refused) must not keep
-  // the user from throwing the session away.
-  // A removal a crash interrupted is finished by the opening: done.
+  // Opened without recovery and with missing layers allowed: neither an
+  // interrupted commit that can be neither finished nor undone (its
+  // directory unreadable, its seal refused) nor layers removed by hand may
+  // keep the user from throwing the session away. A removal a crash
+  // interrupted is finished by the opening itself: done.
   const fs::path record = workspace::record_path(ws, name);
   auto document = workspace::read_record(record);
   const bool was_being_removed = document && workspace::record_says_removing(*document);

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <functional>
 #include <map>
 
 #include "helpers/test_support.h"
@@ -87,20 +88,32 @@ class SessionStoreTest : public ::testing::Test {
 
   fs::path kept() const { return state_ / "kept"; }
 
-  // Commits session `name` of the workspace at `ws` in a child killed at
-  // the commit's step `at`; whether it was killed there.
-  bool commit_killed_at(const fs::path& ws, const std::string& name, std::string_view at) {
+  // Runs `operation` on the workspace at `ws` in a child killed at its
+  // step `at`; whether it was killed there.
+  static bool killed_at(const fs::path& ws, std::string_view at,
+                        const std::function<void(Workspace&)>& operation) {
     const pid_t child = ::fork();
     if (child == 0) {
       workspace::commit_failpoint = [at](std::string_view step) {
         if (step == at) ::raise(SIGKILL);
       };
       Workspace again(ws);
-      (void)commit_session(again, name, kept());
+      operation(again);
       ::_exit(0);
     }
     int status = 0;
     return child > 0 && ::waitpid(child, &status, 0) == child && WIFSIGNALED(status);
+  }
+
+  // Commits session `name` in a child killed at the commit's step `at`.
+  bool commit_killed_at(const fs::path& ws, const std::string& name, std::string_view at) {
+    return killed_at(ws, at, [&](Workspace& again) { (void)commit_session(again, name, kept()); });
+  }
+
+  // Discards session "s" of ws_ in a child killed at the removal's step `at`.
+  bool discard_killed_at(std::string_view at) {
+    return killed_at(ws_.path(), at,
+                     [&](Workspace& again) { discard_session(again, "s", kept()); });
   }
 
   // A run that made new.txt (0640; as root, of the sandbox's mapped user,
@@ -745,18 +758,7 @@ TEST_F(SessionStoreTest, ADiscardRunAgainAfterAKillSucceeds) {
   struct stat new_file {};
   Workspace ws(ws_.path());
   const fs::path storage = add_new_and_changed_file(ws, new_file).parent_path();
-  const pid_t child = ::fork();
-  if (child == 0) {
-    workspace::commit_failpoint = [](std::string_view step) {
-      if (step == "session removal recorded") ::raise(SIGKILL);
-    };
-    Workspace again(ws_.path());
-    discard_session(again, "s", kept());
-    ::_exit(0);
-  }
-  int status = 0;
-  ASSERT_EQ(::waitpid(child, &status, 0), child);
-  ASSERT_TRUE(WIFSIGNALED(status));
+  ASSERT_TRUE(discard_killed_at("session removal recorded"));
   EXPECT_NO_THROW(discard_session(ws, "s", kept()));
   EXPECT_FALSE(fs::exists(storage));
   EXPECT_THROW(discard_session(ws, "s", kept()), SandboxConfigError) << "no session any more";
@@ -865,18 +867,7 @@ TEST_F(SessionStoreTest, ARemovalKilledHalfwayIsFinishedByTheNextOpening) {
     struct stat new_file {};
     Workspace ws(ws_.path());
     const fs::path storage = add_new_and_changed_file(ws, new_file).parent_path();
-    const pid_t child = ::fork();
-    if (child == 0) {
-      workspace::commit_failpoint = [at](std::string_view step) {
-        if (step == at) ::raise(SIGKILL);
-      };
-      Workspace again(ws_.path());
-      discard_session(again, "s", kept());
-      ::_exit(0);
-    }
-    int status = 0;
-    ASSERT_EQ(::waitpid(child, &status, 0), child);
-    ASSERT_TRUE(WIFSIGNALED(status)) << "the discard was not killed there";
+    ASSERT_TRUE(discard_killed_at(at)) << "the discard was not killed there";
     Workspace later(ws_.path());
     const auto sessions = list_sessions(later, kept());
     EXPECT_TRUE(sessions.empty()) << sessions.front().damaged;
