@@ -322,15 +322,22 @@ class PULSEBOX_API Workspace {
   std::string diff(const std::string& tx, const DiffOptions& options) const;
   std::string diff(const std::string& tx, bool colour = false) const;
   // The same diff, one changed path at a time in path order: `section` gets
-  // each path's part as soon as it is made, so the whole diff is never held
-  // at once (`pulsebox diff` prints it as it comes). The view is valid
-  // only during the call.
+  // each path's part as soon as it is made, and the transaction is read
+  // entry by entry, so neither the diff nor the transaction's entries are
+  // ever held whole (`pulsebox diff` prints it as it comes). The view is
+  // valid only during the call. A given path that selects no change throws
+  // only after the others' parts were handed out: check the paths against
+  // describe() first if that matters (the CLI does).
   void diff(
       const std::string& tx, const DiffOptions& options,
       const std::function<void(const std::string& path, std::string_view section)>& section) const;
   // Lines added and removed per changed path (`paths` as DiffOptions::paths).
   std::vector<DiffStat> diff_stat(const std::string& tx,
                                   const std::vector<std::string>& paths = {}) const;
+  // The same counts, one path at a time in path order, as the streamed
+  // diff() above hands out its parts (and throws as it does).
+  void diff_stat(const std::string& tx, const std::vector<std::string>& paths,
+                 const std::function<void(DiffStat&&)>& each) const;
   // Returns the paths changed. See the header comment for the guarantees.
   std::vector<std::string> commit(const std::string& tx, const CommitOptions& options = {});
   void discard(const std::string& tx);

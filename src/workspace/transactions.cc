@@ -304,13 +304,15 @@ bool beneath_new_directory(const Draft& draft, const std::string& path) {
   return false;
 }
 
+bool is_at_or_beneath(std::string_view path, std::string_view item) {
+  return path == item ||
+         (path.size() > item.size() && path.starts_with(item) && path[item.size()] == '/');
+}
+
 bool is_selected(const std::vector<std::string>& selected, const std::string& path) {
   if (selected.empty()) return true;
   for (const std::string& item : selected) {
-    if (path == item || (path.size() > item.size() && path.compare(0, item.size(), item) == 0 &&
-                         path[item.size()] == '/')) {
-      return true;
-    }
+    if (is_at_or_beneath(path, item)) return true;
   }
   return false;
 }

@@ -145,6 +145,8 @@ NodeType type_after(const Entry& entry);
 // looked up (a replaced symlink may point outside the workspace).
 bool beneath_new_directory(const Draft& draft, const std::string& path);
 
+// Whether `path` is `item` or beneath it.
+bool is_at_or_beneath(std::string_view path, std::string_view item);
 // Whether `path` is one of `selected` or beneath one (empty: everything).
 bool is_selected(const std::vector<std::string>& selected, const std::string& path);
 
@@ -159,10 +161,11 @@ class TransactionStore {
   core::Result<std::string> create(std::string origin);
   // `file`: the manifest, or what a partial commit leaves pending.
   core::Result<Draft> load(const std::string& id, std::string_view file = "manifest.json") const;
-  // Like load(), but hands each entry to `each` as it is read (in the
-  // file's order: a damaged file may repeat a path, which load() keeps the
-  // last of) and returns the draft without entries, so that a reader that
-  // needs less than the entries never holds them all.
+  // Like load(), but hands each entry to `each` as it is read (in path
+  // order, each path once: a file in any other order is damaged) and
+  // returns the draft without entries, so that a reader that needs less
+  // than the entries never holds them all. On an error `each` has seen the
+  // entries before it.
   core::Result<Draft> load_each(const std::string& id, const std::function<void(Entry&&)>& each,
                                 std::string_view file = "manifest.json") const;
   core::Status save(const Draft& draft, std::string_view file = "manifest.json") const;

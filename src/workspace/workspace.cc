@@ -94,22 +94,6 @@ core::Result<TransactionInfo> describe_transaction(const TransactionStore& store
     staged_bytes += entry.size;
     info.changes.push_back(describe_entry(entry));
   }));
-  // As load() holds them: by path, the last of a repeated path (only a
-  // damaged manifest repeats one; pulsebox writes them sorted).
-  auto by_path = [](const StagedChange& a, const StagedChange& b) { return a.path < b.path; };
-  if (!std::is_sorted(info.changes.begin(), info.changes.end(), by_path) ||
-      std::adjacent_find(info.changes.begin(), info.changes.end(),
-                         [](const StagedChange& a, const StagedChange& b) {
-                           return a.path == b.path;
-                         }) != info.changes.end()) {
-    std::stable_sort(info.changes.begin(), info.changes.end(), by_path);
-    std::vector<StagedChange> kept;
-    for (std::size_t i = 0; i < info.changes.size(); ++i) {
-      if (i + 1 < info.changes.size() && info.changes[i + 1].path == info.changes[i].path) continue;
-      kept.push_back(std::move(info.changes[i]));
-    }
-    info.changes = std::move(kept);
-  }
   for (const StagedChange& change : info.changes)
     info.contains_secrets = info.contains_secrets || change.contains_secret;
   info.id = head.id;
@@ -605,7 +589,7 @@ core::Result<std::string> read_blob(const std::filesystem::path& dir, const std:
 // The path as it was when first staged (Entry::base_blob, base_link), so a
 // diff shows the transaction's own change whatever was committed since;
 // nullopt when it was not kept.
-std::optional<workspace::DiffSide> base_side(const TransactionStore& store, const Draft& draft,
+std::optional<workspace::DiffSide> base_side(const TransactionStore& store, const std::string& tx,
                                              const Entry& entry, std::uint64_t limit) {
   using workspace::NodeType;
   workspace::DiffSide side;
@@ -617,8 +601,7 @@ std::optional<workspace::DiffSide> base_side(const TransactionStore& store, cons
     return side;
   }
   if (entry.snapshot.type != NodeType::File || entry.base_blob.empty()) return std::nullopt;
-  auto bytes =
-      core::read_regular_file(store.tx_dir(draft.id) / "base" / entry.base_blob, limit, "base");
+  auto bytes = core::read_regular_file(store.tx_dir(tx) / "base" / entry.base_blob, limit, "base");
   if (!bytes) return std::nullopt;
   side.content = std::move(bytes).value();
   return side;
@@ -659,7 +642,7 @@ struct EntrySides {
   workspace::DiffSide after;
 };
 
-EntrySides entry_sides(const TransactionStore& store, int root_fd, const Draft& draft,
+EntrySides entry_sides(const TransactionStore& store, int root_fd, const std::string& tx,
                        const Entry& entry, std::uint64_t limit) {
   using workspace::NodeType;
   EntrySides sides;
@@ -671,7 +654,7 @@ EntrySides entry_sides(const TransactionStore& store, int root_fd, const Draft& 
   }
   workspace::DiffSide& before = sides.before;
   workspace::DiffSide& after = sides.after;
-  auto base = base_side(store, draft, entry, limit);
+  auto base = base_side(store, tx, entry, limit);
   before = base ? std::move(*base) : current_side(root_fd, entry, limit);
   if (was_directory) before = {};  // a directory replaced by a file: show the file as new
   switch (entry.op) {
@@ -679,9 +662,8 @@ EntrySides entry_sides(const TransactionStore& store, int root_fd, const Draft& 
       after.exists = true;
       after.mode = entry.mode;
       // A change holding a secret is only ever shown redacted.
-      auto bytes =
-          read_blob(store.tx_dir(draft.id) / (entry.contains_secret ? "redacted" : "blobs"),
-                    workspace::blob_relative_path(entry), limit);
+      auto bytes = read_blob(store.tx_dir(tx) / (entry.contains_secret ? "redacted" : "blobs"),
+                             workspace::blob_relative_path(entry), limit);
       if (bytes) {
         after.content = std::move(bytes).value();
       } else if (entry.contains_secret) {
@@ -707,32 +689,63 @@ EntrySides entry_sides(const TransactionStore& store, int root_fd, const Draft& 
   return sides;
 }
 
+// The paths a review selects (DiffOptions::paths), normalised: an invalid
+// one throws at once; which of them selected no change is known once every
+// entry has been seen.
+class Selection {
+ public:
+  explicit Selection(const std::vector<std::string>& given) : given_(given) {
+    for (const std::string& path : given) {
+      auto checked = workspace::check_relative_path(path);
+      if (!checked) {
+        core::throw_error(
+            Error(ErrorKind::kInvalidInput, "workspace",
+                  "path " + core::quote_name(path) + ": " + checked.error().message()));
+      }
+      paths_.push_back(*checked);
+    }
+    matched_.resize(paths_.size());
+  }
+
+  // Whether `path` is selected; notes which of the given paths select it.
+  bool selects(const std::string& path) {
+    bool any = paths_.empty();
+    for (std::size_t i = 0; i < paths_.size(); ++i) {
+      if (!workspace::is_at_or_beneath(path, paths_[i])) continue;
+      matched_[i] = true;
+      any = true;
+    }
+    return any;
+  }
+
+  // Throws naming every given path that selected nothing in `tx`.
+  void check_all_matched(const std::string& tx) const {
+    std::string names;
+    for (std::size_t i = 0; i < paths_.size(); ++i) {
+      if (!matched_[i]) names += (names.empty() ? "" : ", ") + core::quote_name(given_[i]);
+    }
+    if (names.empty()) return;
+    core::throw_error(Error(ErrorKind::kInvalidInput, "workspace",
+                            "transaction " + tx + " has no change at or beneath " + names +
+                                " (see `pulsebox diff --name-only " + tx + "`)"));
+  }
+
+  const std::vector<std::string>& paths() const { return paths_; }
+
+ private:
+  const std::vector<std::string>& given_;
+  std::vector<std::string> paths_;
+  std::vector<bool> matched_;
+};
+
 // The paths as given, normalised; each must select a change of `draft`.
 std::vector<std::string> checked_selection(const Draft& draft,
                                            const std::vector<std::string>& paths) {
-  std::vector<std::string> selected;
-  std::vector<std::string> unmatched;
-  for (const std::string& given : paths) {
-    auto path = workspace::check_relative_path(given);
-    if (!path) {
-      core::throw_error(Error(ErrorKind::kInvalidInput, "workspace",
-                              "path " + core::quote_name(given) + ": " + path.error().message()));
-    }
-    bool matched = false;
-    for (const auto& [entry_path, entry] : draft.entries)
-      matched = matched || is_selected({*path}, entry_path);
-    if (!matched) unmatched.push_back(given);
-    selected.push_back(*path);
-  }
-  if (!unmatched.empty()) {
-    std::string names;
-    for (const std::string& path : unmatched)
-      names += (names.empty() ? "" : ", ") + core::quote_name(path);
-    core::throw_error(Error(ErrorKind::kInvalidInput, "workspace",
-                            "transaction " + draft.id + " has no change at or beneath " + names +
-                                " (see `pulsebox diff --name-only " + draft.id + "`)"));
-  }
-  return selected;
+  Selection selection(paths);
+  for (const auto& [entry_path, entry] : draft.entries)
+    (void)selection.selects(entry_path);
+  selection.check_all_matched(draft.id);
+  return selection.paths();
 }
 
 }  // namespace
@@ -741,17 +754,19 @@ void Workspace::diff(
     const std::string& tx, const DiffOptions& options,
     const std::function<void(const std::string& path, std::string_view section)>& section) const {
   auto store = opened_store(*this, policy_, limits_);
-  const Draft draft = core::value_or_throw(store.load(tx));
-  const std::vector<std::string> selected = checked_selection(draft, options.paths);
+  Selection selection(options.paths);
   const auto root_fd = core::value_or_throw(store.open_root());
-  for (const auto& [path, entry] : draft.entries) {
-    if (!is_selected(selected, path)) continue;
-    const EntrySides sides =
-        entry_sides(store, root_fd.get(), draft, entry, limits_.max_file_bytes);
-    section(path, sides.directory ? directory_diff(path, entry, options.colour)
-                                  : workspace::unified_file_diff(path, sides.before, sides.after,
-                                                                 options.colour));
-  }
+  // Entry by entry as the manifest is read, in path order: a 100,000-entry
+  // transaction's entries are never all held.
+  (void)core::value_or_throw(store.load_each(tx, [&](Entry&& entry) {
+    if (!selection.selects(entry.path)) return;
+    const EntrySides sides = entry_sides(store, root_fd.get(), tx, entry, limits_.max_file_bytes);
+    section(entry.path, sides.directory
+                            ? directory_diff(entry.path, entry, options.colour)
+                            : workspace::unified_file_diff(entry.path, sides.before, sides.after,
+                                                           options.colour));
+  }));
+  selection.check_all_matched(tx);
 }
 
 std::string Workspace::diff(const std::string& tx, const DiffOptions& options) const {
@@ -764,28 +779,32 @@ std::string Workspace::diff(const std::string& tx, bool colour) const {
   return diff(tx, DiffOptions{.colour = colour, .paths = {}});
 }
 
-std::vector<DiffStat> Workspace::diff_stat(const std::string& tx,
-                                           const std::vector<std::string>& paths) const {
+void Workspace::diff_stat(const std::string& tx, const std::vector<std::string>& paths,
+                          const std::function<void(DiffStat&&)>& each) const {
   auto store = opened_store(*this, policy_, limits_);
-  const Draft draft = core::value_or_throw(store.load(tx));
-  const std::vector<std::string> selected = checked_selection(draft, paths);
+  Selection selection(paths);
   const auto root_fd = core::value_or_throw(store.open_root());
-  std::vector<DiffStat> out;
-  for (const auto& [path, entry] : draft.entries) {
-    if (!is_selected(selected, path)) continue;
+  (void)core::value_or_throw(store.load_each(tx, [&](Entry&& entry) {
+    if (!selection.selects(entry.path)) return;
     DiffStat stat;
-    stat.path = path;
     stat.kind = workspace::change_kind(entry);
-    const EntrySides sides =
-        entry_sides(store, root_fd.get(), draft, entry, limits_.max_file_bytes);
+    const EntrySides sides = entry_sides(store, root_fd.get(), tx, entry, limits_.max_file_bytes);
     if (!sides.directory) {
       const auto counts = workspace::count_changed_lines(sides.before, sides.after);
       stat.added_lines = counts.added;
       stat.removed_lines = counts.removed;
       stat.binary = counts.binary;
     }
-    out.push_back(std::move(stat));
-  }
+    stat.path = std::move(entry.path);
+    each(std::move(stat));
+  }));
+  selection.check_all_matched(tx);
+}
+
+std::vector<DiffStat> Workspace::diff_stat(const std::string& tx,
+                                           const std::vector<std::string>& paths) const {
+  std::vector<DiffStat> out;
+  diff_stat(tx, paths, [&](DiffStat&& stat) { out.push_back(std::move(stat)); });
   return out;
 }
 

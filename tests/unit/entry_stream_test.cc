@@ -200,5 +200,34 @@ TEST_F(EntryStreamTest, ADamagedFileIsRefusedWithWhy) {
             std::string::npos);
 }
 
+// pulsebox writes entries from a map, in path order and once each. A file
+// in any other order is damaged: a reader that acts on each entry as it
+// comes (a diff printed as it is made) must see what a commit applies, the
+// last of a repeated path, which it cannot know until the end.
+TEST_F(EntryStreamTest, EntriesOutOfPathOrderOrRepeatedAreRefused) {
+  const std::string snapshot =
+      R"("snapshot":{"type":"absent","inode":0,"device":0,"size":0,"mtime_ns":0,"mode":0,"sha256":""})";
+  const auto entry = [&](const std::string& path) {
+    return R"({"path":")" + path + R"(","op":"mkdir","mode":493,"link_target":"","blob":"",)" +
+           R"("size":0,)" + snapshot + "}";
+  };
+  const auto with = [](const std::vector<std::string>& entries) {
+    std::string text = R"({"entries":[)";
+    for (std::size_t i = 0; i < entries.size(); ++i)
+      text += (i == 0 ? "" : ",") + entries[i];
+    return text + "]}";
+  };
+  write_file(file(), with({entry("a"), entry("a-b"), entry("a/b"), entry("b")}));
+  std::vector<std::string> out;
+  ASSERT_TRUE(streamed(out).ok());
+  EXPECT_EQ(out.size(), 4u);
+  EXPECT_NE(damage_of(with({entry("b"), entry("a")})).find("not in path order (a after b)"),
+            std::string::npos);
+  EXPECT_NE(damage_of(with({entry("a"), entry("b"), entry("a")})).find("not in path order"),
+            std::string::npos);
+  EXPECT_NE(damage_of(with({entry("a"), entry("a")})).find("not in path order (a after a)"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace pulsebox::workspace

@@ -7,6 +7,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <nlohmann/json.hpp>
+
 #include "helpers/test_support.h"
 #include "pulsebox/error.h"
 #include "pulsebox/workspace.h"
@@ -94,6 +96,37 @@ TEST(WorkspaceRecoveryTest, ADamagedTransactionIsListedWithTheReason) {
   EXPECT_TRUE(fine.damaged.empty());
   ws.discard(bad);  // still removable
   EXPECT_EQ(ws.list_transactions().size(), 1u);
+}
+
+// pulsebox writes a manifest's entries in path order, once each. One in
+// another order (a planted .agent/) is damaged for every reader alike: a
+// diff that streams its entries showed a repeated path's first entry, where
+// the commit applied its last.
+TEST(WorkspaceRecoveryTest, AManifestOutOfPathOrderIsDamagedForEveryReader) {
+  TempDir dir;
+  write_file(dir / "a.txt", "a\n");
+  Workspace ws(dir.path());
+  const auto tx = ws.create_transaction();
+  ws.stage_write(tx, "a.txt", "changed\n");
+  ws.stage_write(tx, "b.txt", "new\n");
+  const auto manifest = dir / ".agent/transactions" / tx / "manifest.json";
+  auto document = nlohmann::json::parse(read_file(manifest));
+  auto& entries = document.at("entries");
+  ASSERT_EQ(entries.size(), 2u);
+  std::swap(entries[0], entries[1]);
+  write_file(manifest, document.dump());
+
+  const auto listed = ws.list_transactions();
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_NE(listed[0].damaged.find("not in path order"), std::string::npos) << listed[0].damaged;
+  EXPECT_THROW((void)ws.describe(tx), SandboxRecoveryError);
+  EXPECT_THROW((void)ws.diff(tx), SandboxRecoveryError);
+  EXPECT_THROW((void)ws.diff_stat(tx), SandboxRecoveryError);
+  EXPECT_THROW((void)ws.commit(tx), SandboxRecoveryError);
+  EXPECT_EQ(read_file(dir / "a.txt"), "a\n");
+  EXPECT_FALSE(std::filesystem::exists(dir / "b.txt"));
+  ws.discard(tx);
+  EXPECT_TRUE(ws.list_transactions().empty());
 }
 
 // As an ordinary user on a workspace whose .agent/ it cannot read, the
