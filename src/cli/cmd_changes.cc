@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <string_view>
 
 #include "cli/commands.h"
 #include "cli/output.h"
@@ -55,29 +56,31 @@ nlohmann::json notes_json(const std::vector<ChangeNote>& notes) {
   return out;
 }
 
-nlohmann::json to_json(const TransactionInfo& info,
-                       const std::vector<std::optional<workspace::ReviewGroup>>& groups) {
-  nlohmann::json changes = nlohmann::json::array();
-  for (std::size_t i = 0; i < info.changes.size(); ++i) {
-    const auto& change = info.changes[i];
-    nlohmann::json item = {{"kind", std::string(to_string(change.kind))},
-                           {"group", review::group_json(groups[i])},
-                           {"contains_secret", change.contains_secret}};
-    core::put_name(item, "path", change.path);
-    changes.push_back(std::move(item));
-  }
+// One transaction as an element of `changes --json`'s array, its changes
+// printed one at a time: a 100,000-change transaction was a document of
+// 100,000 objects (three times the memory of its description) before.
+void print_json_element(const TransactionInfo& info,
+                        const std::vector<std::optional<workspace::ReviewGroup>>& groups) {
   nlohmann::json out = {{"id", info.id},
                         {"status", "pending"},
                         {"created", info.created},
                         {"commit_in_progress", info.commit_in_progress},
                         {"staged_bytes", info.staged_bytes},
                         {"contains_secrets", info.contains_secrets},
-                        {"changes", std::move(changes)},
                         {"groups", review::groups_json(review::count_groups(groups))},
                         {"refused", refused_json(info.refused)},
                         {"notes", notes_json(info.notes)}};
   core::put_name(out, "origin", info.origin);
-  return out;
+  review::JsonArrayPrinter changes(out, "changes", /*nested=*/true);
+  for (std::size_t i = 0; i < info.changes.size(); ++i) {
+    const auto& change = info.changes[i];
+    nlohmann::json item = {{"kind", std::string(to_string(change.kind))},
+                           {"group", review::group_json(groups[i])},
+                           {"contains_secret", change.contains_secret}};
+    core::put_name(item, "path", change.path);
+    changes.add(item);
+  }
+  changes.finish();
 }
 
 // One transaction for a person: its summary line, then its paths (noise
@@ -174,18 +177,24 @@ int run_changes(const Options& options) {
       print_error("warning: " + warning + "; its paths are not grouped");
 
     if (options.json) {
-      // One array: pending transactions, then damaged ones ("status" says which).
-      nlohmann::json out = nlohmann::json::array();
-      for (std::size_t i = 0; i < transactions.size(); ++i)
-        out.push_back(to_json(transactions[i], groups[i]));
+      // One array: pending transactions, then damaged ones ("status" says
+      // which), then held changes; printed element by element.
+      nlohmann::json rest = nlohmann::json::array();
       for (const auto& [id, why] : damaged) {
         nlohmann::json item = {{"id", id}, {"status", "damaged"}};
         core::put_name(item, "reason", why);
-        out.push_back(std::move(item));
+        rest.push_back(std::move(item));
       }
       for (const auto& entry : held)
-        out.push_back(held_json(entry));
-      review::print_json(out);
+        rest.push_back(held_json(entry));
+      std::cout << "[";
+      for (std::size_t i = 0; i < transactions.size(); ++i) {
+        if (i > 0) std::cout << ",";
+        print_json_element(transactions[i], groups[i]);
+      }
+      std::string text = review::one_line(rest);  // "[...]"
+      if (!rest.empty() && !transactions.empty()) std::cout << ",";
+      std::cout << std::string_view(text).substr(1) << "\n";
       return kExitOk;
     }
     if (transactions.empty() && damaged.empty() && held.empty()) {

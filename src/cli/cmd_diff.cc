@@ -3,8 +3,9 @@
 
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string_view>
-#include <unordered_set>
+#include <vector>
 
 #include "cli/commands.h"
 #include "cli/output.h"
@@ -29,6 +30,48 @@ void print_diff_text(std::string_view text) {
   } else {
     std::cout << text;
   }
+}
+
+// Where each path that Workspace::diff or diff_stat hands out stands in the
+// description's changes: both come in path order, so one pass finds them
+// all, and nothing is held by path.
+class ChangeCursor {
+ public:
+  explicit ChangeCursor(const std::vector<StagedChange>& changes) : changes_(changes) {}
+  // nullopt: a path the description did not have (the transaction changed
+  // between the two readings).
+  std::optional<std::size_t> index_of(const std::string& path) {
+    while (next_ < changes_.size() && changes_[next_].path < path)
+      ++next_;
+    if (next_ < changes_.size() && changes_[next_].path == path) return next_++;
+    return std::nullopt;
+  }
+
+ private:
+  const std::vector<StagedChange>& changes_;
+  std::size_t next_ = 0;
+};
+
+// Each selected change's line counts, by its index in info.changes (path
+// left empty). Read entry by entry: a map of them by path held every path
+// of a 100,000-file transaction twice more, beside the entries.
+std::vector<DiffStat> counts_by_index(const Workspace& ws, const TransactionInfo& info,
+                                      const std::vector<std::string>& paths) {
+  std::vector<DiffStat> counts(info.changes.size());
+  ChangeCursor cursor(info.changes);
+  ws.diff_stat(info.id, paths, [&](DiffStat&& stat) {
+    const auto index = cursor.index_of(stat.path);
+    if (!index) {
+      throw SandboxError("transaction " + info.id + " changed while it was read (" +
+                         core::quote_name(stat.path) + " was not in it); run the command again");
+    }
+    counts[*index] = DiffStat{.path = {},
+                              .kind = stat.kind,
+                              .added_lines = stat.added_lines,
+                              .removed_lines = stat.removed_lines,
+                              .binary = stat.binary};
+  });
+  return counts;
 }
 
 }  // namespace
@@ -92,9 +135,7 @@ int run_diff(const Options& options) {
     }
 
     if (options.json) {
-      std::map<std::string, DiffStat> stats;
-      for (DiffStat& stat : ws.diff_stat(id, paths))
-        stats.emplace(stat.path, std::move(stat));
+      const std::vector<DiffStat> counts = counts_by_index(ws, info, paths);
       nlohmann::json out = {{"id", info.id},
                             {"created", info.created},
                             {"contains_secrets", info.contains_secrets},
@@ -107,8 +148,7 @@ int run_diff(const Options& options) {
       for (std::size_t i = 0; i < info.changes.size(); ++i) {
         if (!selected[i]) continue;
         const StagedChange& change = info.changes[i];
-        const auto found = stats.find(change.path);
-        const DiffStat stat = found != stats.end() ? found->second : DiffStat{};
+        const DiffStat& stat = counts[i];
         nlohmann::json item = {{"kind", std::string(to_string(change.kind))},
                                {"added_lines", stat.added_lines},
                                {"removed_lines", stat.removed_lines},
@@ -133,9 +173,7 @@ int run_diff(const Options& options) {
     }
 
     if (options.stat) {
-      std::map<std::string, DiffStat> stats;
-      for (DiffStat& stat : ws.diff_stat(id, paths))
-        stats.emplace(stat.path, std::move(stat));
+      const std::vector<DiffStat> counts = counts_by_index(ws, info, paths);
       std::size_t width = 0;
       for (std::size_t i = 0; i < info.changes.size(); ++i) {
         if (shown[i]) width = std::max(width, core::quote_name(info.changes[i].path).size());
@@ -146,8 +184,7 @@ int run_diff(const Options& options) {
       std::uint64_t removed = 0;
       for (std::size_t i = 0; i < info.changes.size(); ++i) {
         if (!selected[i]) continue;
-        const auto found = stats.find(info.changes[i].path);
-        const DiffStat stat = found != stats.end() ? found->second : DiffStat{};
+        const DiffStat& stat = counts[i];
         ++files;
         added += stat.added_lines;
         removed += stat.removed_lines;
@@ -177,15 +214,8 @@ int run_diff(const Options& options) {
     std::string preamble;
     for (const std::string& summary : summaries)
       preamble += summary + "\n";
-    // Grouped or unselected paths are left out; a section of any other path
-    // (none is expected) is shown, so that nothing is dropped.
-    std::unordered_set<std::string> hidden_paths;
     for (std::size_t i = 0; i < info.changes.size(); ++i) {
-      if (!shown[i]) {
-        hidden_paths.insert(info.changes[i].path);
-        continue;
-      }
-      if (info.changes[i].contains_secret) {
+      if (shown[i] && info.changes[i].contains_secret) {
         preamble += "secret: " + core::quote_name(info.changes[i].path) +
                     " holds a registered secret value (redacted below; commit needs "
                     "--allow-secrets)\n";
@@ -193,10 +223,14 @@ int run_diff(const Options& options) {
     }
     print_diff_text(preamble);
     // Each path's part printed as it is made, in path order (info.changes'
-    // order too): a large diff is never held whole.
+    // order too): a large diff is never held whole. Grouped or unselected
+    // paths are left out; a section of any other path (none is expected) is
+    // shown, so that nothing is dropped.
+    ChangeCursor cursor(info.changes);
     ws.diff(id, DiffOptions{.colour = stdout_is_colour_terminal(), .paths = paths},
             [&](const std::string& path, std::string_view section) {
-              if (!hidden_paths.contains(path)) print_diff_text(section);
+              const auto index = cursor.index_of(path);
+              if (!index || shown[*index]) print_diff_text(section);
             });
     return kExitOk;
   });

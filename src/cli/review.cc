@@ -333,26 +333,33 @@ nlohmann::json path_list(const std::vector<std::string>& paths) {
   return out;
 }
 
-namespace {
 std::string one_line(const nlohmann::json& document) {
   return document.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
-}  // namespace
 
 void print_json(const nlohmann::json& document) {
   std::cout << one_line(document) << "\n";
 }
 
-JsonArrayPrinter::JsonArrayPrinter(const nlohmann::json& head, std::string_view key) {
-  if (!head.is_object() || (!head.empty() && !(std::prev(head.end()).key() < key))) {
-    throw std::logic_error("JsonArrayPrinter: \"" + std::string(key) +
-                           "\" must sort after the document's other keys");
+JsonArrayPrinter::JsonArrayPrinter(const nlohmann::json& object, std::string_view key,
+                                   bool nested) {
+  if (!object.is_object() || object.contains(key)) {
+    throw std::logic_error("JsonArrayPrinter: an object without \"" + std::string(key) + "\"");
   }
-  std::string text = one_line(head);
+  nlohmann::json before = nlohmann::json::object();
+  nlohmann::json after = nlohmann::json::object();
+  for (const auto& [name, value] : object.items())
+    (name < key ? before : after)[name] = value;
+  std::string text = one_line(before);
   text.pop_back();  // its closing brace
-  if (!head.empty()) text += ',';
-  nlohmann::json name = std::string(key);
-  std::cout << text << one_line(name) << ":[";
+  if (!before.empty()) text += ',';
+  std::cout << text << one_line(nlohmann::json(std::string(key))) << ":[";
+  closing_ = "]";
+  if (!after.empty())
+    closing_ += "," + one_line(after).substr(1);  // from after its opening brace
+  else
+    closing_ += "}";
+  if (!nested) closing_ += "\n";
 }
 
 void JsonArrayPrinter::add(const nlohmann::json& element) {
@@ -362,7 +369,7 @@ void JsonArrayPrinter::add(const nlohmann::json& element) {
 }
 
 void JsonArrayPrinter::finish() {
-  std::cout << "]}\n";
+  std::cout << closing_;
 }
 
 }  // namespace pulsebox::cli::review

@@ -146,18 +146,24 @@ nlohmann::json path_object(const std::string& path);
 nlohmann::json refused_json(const std::vector<RefusedChange>& refused);
 nlohmann::json path_list(const std::vector<std::string>& paths);
 void print_json(const nlohmann::json& document);
+// The text print_json prints, without its newline.
+std::string one_line(const nlohmann::json& document);
 
 // A document printed as print_json prints it, with its array under `key`
-// printed one element at a time: head's own keys first, so `key` must sort
-// after every one of them (nlohmann keeps an object's keys sorted;
-// std::logic_error otherwise). Call add() per element, then finish().
+// printed one element at a time, so its elements are never all held as
+// JSON. `object` holds every other member: nlohmann keeps an object's keys
+// sorted, so those before `key` are printed first and the rest by finish()
+// (std::logic_error if `object` has `key` itself). Call add() per element,
+// then finish(). `nested`: the object is an element the caller prints
+// inside a larger document (no newline after it).
 class JsonArrayPrinter {
  public:
-  JsonArrayPrinter(const nlohmann::json& head, std::string_view key);
+  JsonArrayPrinter(const nlohmann::json& object, std::string_view key, bool nested = false);
   void add(const nlohmann::json& element);
   void finish();
 
  private:
+  std::string closing_;  // the array's end, the members after `key`, the object's end
   bool first_ = true;
 };
 

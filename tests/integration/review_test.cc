@@ -44,6 +44,22 @@ class ReviewTest : public testing::CliFixture {
     return run_cli(args, "", cli_env());
   }
 
+  // Runs `pulsebox ARGS[0] -w WORKSPACE ARGS[1...] > printed`; its peak RSS
+  // in kB (GNU time's %M).
+  long peak_kb_of(std::vector<std::string> args, const fs::path& printed) {
+    args.insert(args.begin() + 1, {"-w", w()});
+    const fs::path peak = scratch_ / "peak.txt";
+    std::string command = "env";
+    for (const std::string& setting : cli_env())
+      command += " '" + setting + "'";
+    command += " /usr/bin/time -q -f %M -o '" + peak.string() + "' '" + binary_ + "'";
+    for (const std::string& arg : args)
+      command += " '" + arg + "'";
+    command += " > '" + printed.string() + "'";
+    EXPECT_EQ(std::system(command.c_str()), 0) << command;
+    return std::stol(read_file(peak));
+  }
+
   std::vector<json> audit_records() const {
     std::vector<json> out;
     for (const auto& line : read_lines(workspace_ / ".agent/logs/audit.jsonl"))
@@ -397,22 +413,71 @@ TEST_F(ReviewTest, ALargeDiffIsPrintedAsItIsMadeNotHeldWhole) {
       text += "line " + std::to_string(line) + " of file " + std::to_string(file) + "\n";
     workspace.stage_write(tx, "big/f" + std::to_string(file) + ".txt", text);
   }
-  const fs::path peak = scratch_ / "peak.txt";
   const fs::path printed = scratch_ / "diff.txt";
-  std::string command = "env";
-  for (const std::string& setting : cli_env())
-    command += " '" + setting + "'";
-  command += " /usr/bin/time -q -f %M -o '" + peak.string() + "' '" + binary_ + "' diff -w '" +
-             w() + "' " + tx + " > '" + printed.string() + "'";
-  ASSERT_EQ(std::system(command.c_str()), 0) << command;
+  const long peak_kb = peak_kb_of({"diff", tx}, printed);
   const auto diff_bytes = fs::file_size(printed);
   ASSERT_GT(diff_bytes, 16u << 20) << "the diff is smaller than this test means it to be";
   const std::string diff = read_file(printed);
   EXPECT_EQ(diff.find("diff --git a/big/f0.txt b/big/f0.txt\nnew file mode 100644\n"), 0u);
   EXPECT_NE(diff.find("+line 3999 of file 199\n"), std::string::npos);
-  const long peak_kb = std::stol(read_file(peak));
   EXPECT_LT(static_cast<std::uintmax_t>(peak_kb) * 1024, diff_bytes)
       << "pulsebox diff peaked at " << peak_kb << " kB for a diff of " << diff_bytes << " bytes";
+}
+
+// A transaction of many paths is read and printed entry by entry by every
+// review that shows them: `changes --json` built one JSON document of every
+// change, and `diff --stat`, `diff --json` and the patch loaded every entry
+// (and a map of their counts by path) beside the description. Each now
+// peaks within a little of `diff --name-only`, which holds only the
+// description: before, 20,000 paths took 9-15 MB more (470-740 bytes a
+// path), against the 200 a path allowed here.
+TEST_F(ReviewTest, ATransactionOfManyPathsIsReviewedWithoutHoldingItsEntries) {
+  constexpr int kPaths = 20000;
+  const fs::path upper = scratch_ / "upper";
+  for (int dir = 0; dir < kPaths / 1000; ++dir) {
+    fs::create_directories(upper / "gen" / std::to_string(dir));
+    for (int file = 0; file < 1000; ++file) {
+      write_file(upper / "gen" / std::to_string(dir) / ("f" + std::to_string(file) + ".txt"),
+                 "line " + std::to_string(file) + "\n");
+    }
+  }
+  auto workspace = ws();
+  const auto tx = workspace.import_overlay(upper, workspace_.path(), "many paths");
+  ASSERT_TRUE(tx.has_value());
+  const std::size_t changes = workspace.describe(*tx).changes.size();
+  ASSERT_GT(changes, static_cast<std::size_t>(kPaths));
+
+  const fs::path printed = scratch_ / "printed.txt";
+  const long description_kb = peak_kb_of({"diff", "--name-only", *tx}, printed);
+  EXPECT_EQ(read_lines(printed).size(), changes);
+  const long allowed_kb = description_kb + static_cast<long>(changes) * 200 / 1024;
+  const auto expect_within = [&](const std::vector<std::string>& args, long kb) {
+    EXPECT_LE(kb, allowed_kb) << args[0] << " " << args[1] << " peaked at " << kb
+                              << " kB; the description alone at " << description_kb << " kB";
+  };
+
+  std::vector<std::string> args = {"changes", "--json"};
+  expect_within(args, peak_kb_of(args, printed));
+  const json listed = json::parse(read_file(printed));
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_EQ(listed[0].at("changes").size(), changes);
+  EXPECT_EQ(listed[0].at("id"), *tx);
+
+  args = {"diff", "--json", *tx};
+  expect_within(args, peak_kb_of(args, printed));
+  const json counted = json::parse(read_file(printed));
+  ASSERT_EQ(counted.at("paths").size(), changes);
+  EXPECT_EQ(counted.at("paths").back().at("added_lines"), 1);
+
+  args = {"diff", "--stat", *tx};
+  expect_within(args, peak_kb_of(args, printed));
+  EXPECT_NE(read_file(printed).find(" paths changed, " + std::to_string(kPaths) + " insertions(+)"),
+            std::string::npos);
+
+  args = {"diff", *tx};
+  expect_within(args, peak_kb_of(args, printed));
+  EXPECT_NE(read_file(printed).find("+++ b/gen/19/f999.txt\n@@ -0,0 +1 @@\n+line 999\n"),
+            std::string::npos);
 }
 
 }  // namespace
