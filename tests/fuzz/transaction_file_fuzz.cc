@@ -1,7 +1,9 @@
 // libFuzzer target: a transaction manifest or write-ahead log, as a hostile
 // clone of a repository could plant one in .agent/transactions/.
 // workspace::stream_entries must never crash, never hand over an entry that
-// entry_problem refuses, and, whenever it accepts a file, agree with the
+// entry_problem refuses or one not after the last in path order (a reader
+// that acts on each entry as it comes must meet each path once), and,
+// whenever it accepts a file, agree with the
 // whole-document reader (nlohmann's parse, then entry_from_json for each
 // object of the array) about every entry and about the rest of the file.
 #include <sys/mman.h>
@@ -46,6 +48,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   auto streamed =
       pulsebox::workspace::stream_entries(fd, 1 << 20, "fuzz", "entries", [&](Entry&& entry) {
         if (!pulsebox::workspace::entry_problem(entry).empty()) std::abort();
+        if (!entries.empty() && !(entries.back().path < entry.path)) std::abort();
         entries.push_back(std::move(entry));
       });
   if (!streamed.ok() || !*streamed || !(*streamed)->problem.empty()) return 0;
