@@ -9,6 +9,12 @@ one line of ten. An added or rewritten file of a few thousand lines is what
 a generated lock file, a vendored module or a formatter's pass leaves.
 Usage: tools/benchmarks/review.py [--files 20] [--lines 8000] [--rounds 3]
        [--bin PULSEBOX] [--old OLD_PULSEBOX]   (both builds in the same rounds)
+
+With --paths N it measures a transaction of many paths instead: one run adds
+N one-line files (1,000 to a directory), and each review command that shows
+them all (`changes --json`, `diff --json`, `diff --stat`, `diff`) is timed
+with its peak RSS beside `diff --name-only`, which holds only the
+transaction's description.
 """
 import argparse
 import os
@@ -82,6 +88,52 @@ def rss_git(argv):
     return rss_of(wrapped)
 
 
+MANY = r"""
+import os, sys
+paths = int(sys.argv[1])
+for i in range(paths):
+    if i % 1000 == 0:
+        os.makedirs("gen/d%04d" % (i // 1000))
+    with open("gen/d%04d/f%04d.txt" % (i // 1000, i % 1000), "w") as f:
+        f.write("line %d\n" % i)
+"""
+
+REVIEWS = [["changes", "--json"], ["diff", "--json"], ["diff", "--stat"], ["diff"],
+           ["diff", "--name-only"]]
+
+
+def many_paths(args, builds):
+    base = tempfile.mkdtemp(prefix="pb-review-many-")
+    try:
+        ws, state = os.path.join(base, "ws"), os.path.join(base, "state")
+        os.chmod(base, 0o711)
+        os.makedirs(ws)
+        rss_of([builds[-1][1], "run", "--allow-weaker", "limits", "-w", ws, "--", "python3", "-c",
+                MANY, str(args.paths)], env=env(state))
+        print(f"== reviewing a transaction of {args.paths} added files (ms; peak RSS MB; "
+              f"medians of {args.rounds})")
+        rows = {(name, i): [] for name, _ in builds for i in range(len(REVIEWS))}
+        for round_number in range(args.rounds):
+            for name, binary in (builds if round_number % 2 == 0 else builds[::-1]):
+                for i, review in enumerate(REVIEWS):
+                    ms, mb, out, _ = rss_of([binary] + review[:1] + ["-w", ws] + review[1:],
+                                            env=env(state))
+                    if len(out) < args.paths * 10:
+                        sys.exit(f"{' '.join(review)} printed {len(out)} bytes")
+                    rows[(name, i)].append((ms, mb))
+        print(f"{'command':<20} " + " ".join(f"{(name + ' ms').strip():>8} {(name + ' MB').strip():>8}"
+                                              for name, _ in builds))
+        for i, review in enumerate(REVIEWS):
+            cells = []
+            for name, _ in builds:
+                ms = statistics.median(ms for ms, _ in rows[(name, i)])
+                mb = statistics.median(mb for _, mb in rows[(name, i)])
+                cells.append(f"{ms:>8.0f} {mb:>8.1f}")
+            print(f"{' '.join(review):<20} " + " ".join(cells), flush=True)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--files", type=int, default=20)
@@ -89,9 +141,14 @@ def main():
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--bin", default=BIN)
     parser.add_argument("--old", default=None, help="an older pulsebox binary, in the same rounds")
+    parser.add_argument("--paths", type=int, default=0,
+                        help="measure a transaction of this many paths instead")
     args = parser.parse_args()
     builds = [("old", os.path.abspath(args.old))] if args.old else []
     builds.append(("new" if args.old else "", os.path.abspath(args.bin)))
+    if args.paths:
+        many_paths(args, builds)
+        return
     print(f"== reading changes as lines: {args.files} files added, {args.files} rewritten, "
           f"{args.files} edited, {args.lines} lines each (ms; peak RSS MB)")
     print(f"{'build':>5} {'stat':>8} {'git':>8} {'ratio':>6} {'patch':>8} {'git':>8} {'ratio':>6} "
