@@ -703,16 +703,9 @@ core::Status TransactionStore::replay(const std::string& id, int root_fd,
         !sealed.ok())
       return planted(sealed.error(), true);
   }
-  PB_TRY(wal, read_entries(dir / "wal.json", "steps", add));
+  PB_TRY(wal, read_only_entries(dir / "wal.json", "steps", add));
   std::vector<std::string> refresh;
   try {
-    // Anything left in the array was not a step object.
-    for (const auto& step : wal.at("steps")) {
-      Entry entry = entry_from_json(step);
-      if (const std::string problem = entry_problem(entry); !problem.empty())
-        return corrupt(dir / "wal.json", problem);
-      add(std::move(entry));
-    }
     for (const auto& item : wal.value("refresh", json::array())) {
       std::string path = core::get_name(item, "path");
       if (auto checked = check_relative_path(path); !checked || *checked != path)

@@ -51,6 +51,13 @@ core::Result<nlohmann::json> read_json(const std::filesystem::path& file);
 // so 100,000 entries are never one document in memory.
 core::Result<nlohmann::json> read_entries(const std::filesystem::path& file, std::string_view key,
                                           const std::function<void(Entry&&)>& each);
+// read_entries for a file pulsebox wrote: `key` must be one array of
+// nothing but entry objects (which `each` got, in path order). Anything
+// else under `key` (an object of entries, a second `key`) would be entries
+// that the order check never saw.
+core::Result<nlohmann::json> read_only_entries(const std::filesystem::path& file,
+                                               std::string_view key,
+                                               const std::function<void(Entry&&)>& each);
 // Writes the object `head` with `entries` as its array `key` to `file`
 // (write_file_atomic), one entry's text at a time.
 core::Status write_entries(const std::filesystem::path& file, const nlohmann::json& head,

@@ -9,6 +9,7 @@
 #include <climits>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <span>
@@ -239,6 +240,16 @@ core::Result<json> read_entries(const std::filesystem::path& file, std::string_v
                                                 key, [](json&) {});
   if (!document) return corrupt(file, document.error().to_string());
   return corrupt(file, "its entries could not be read");
+}
+
+core::Result<json> read_only_entries(const std::filesystem::path& file, std::string_view key,
+                                     const std::function<void(Entry&&)>& each) {
+  PB_TRY(document, read_entries(file, key, each));
+  const auto found = document.is_object() ? document.find(key) : document.end();
+  if (found == document.end() || !found->is_array() || !found->empty()) {
+    return corrupt(file, "its \"" + std::string(key) + "\" is not one array of entry objects");
+  }
+  return document;
 }
 
 core::Status write_entries(const std::filesystem::path& file, const json& head,
@@ -638,19 +649,25 @@ core::Result<Draft> TransactionStore::load_each(const std::string& id,
         "no transaction \"" + id + "\" in " + root_.string() + " (see `pulsebox changes`)");
   }
   Draft draft;
-  PB_TRY(document, read_entries(manifest, "entries", each));
+  // Thrown inside the parser, the caller's own JSON error would be taken for
+  // the file's: kept, no more calls, and thrown once the file is read.
+  std::exception_ptr thrown;
+  const auto each_until_thrown = [&](Entry&& entry) {
+    if (thrown) return;
+    try {
+      each(std::move(entry));
+    } catch (...) {
+      thrown = std::current_exception();
+    }
+  };
+  auto read = read_only_entries(manifest, "entries", each_until_thrown);
+  if (thrown) std::rethrow_exception(thrown);
+  PB_TRY(document, std::move(read));
   try {
     draft.id = document.at("id").get<std::string>();
     draft.created = document.at("created").get<std::string>();
     draft.origin = document.contains("origin") ? core::get_name(document, "origin") : "";
     draft.next_blob = document.at("next_blob").get<std::uint64_t>();
-    // Anything left in the array was not an entry object.
-    for (const auto& item : document.at("entries")) {
-      Entry entry = entry_from_json(item);
-      if (const std::string problem = entry_problem(entry); !problem.empty())
-        return corrupt(manifest, problem);
-      each(std::move(entry));
-    }
     for (const auto& item : document.value("refused", json::array()))
       draft.refused.push_back({core::get_name(item, "path"), core::get_name(item, "reason")});
     for (const auto& item : document.value("notes", json::array()))

@@ -165,7 +165,8 @@ class TransactionStore {
   // order, each path once: a file in any other order is damaged) and
   // returns the draft without entries, so that a reader that needs less
   // than the entries never holds them all. On an error `each` has seen the
-  // entries before it.
+  // entries before it. What `each` throws ends the calls and is thrown, as
+  // it was, once the file is read.
   core::Result<Draft> load_each(const std::string& id, const std::function<void(Entry&&)>& each,
                                 std::string_view file = "manifest.json") const;
   core::Status save(const Draft& draft, std::string_view file = "manifest.json") const;

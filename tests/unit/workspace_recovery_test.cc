@@ -129,6 +129,43 @@ TEST(WorkspaceRecoveryTest, AManifestOutOfPathOrderIsDamagedForEveryReader) {
   EXPECT_TRUE(ws.list_transactions().empty());
 }
 
+// The order above is checked on the entry objects of the array "entries".
+// Entries under that key as an object (or a second "entries" key) were read
+// one by one afterwards, unchecked: a path twice, the first shown by the
+// diff, the last applied by the commit.
+TEST(WorkspaceRecoveryTest, AManifestWhoseEntriesAreNotOneArrayOfEntriesIsDamaged) {
+  TempDir dir;
+  write_file(dir / "a.txt", "a\n");
+  Workspace ws(dir.path());
+  const auto tx = ws.create_transaction();
+  ws.stage_write(tx, "a.txt", "changed\n");
+  const auto manifest = dir / ".agent/transactions" / tx / "manifest.json";
+  const auto good = nlohmann::json::parse(read_file(manifest));
+  const nlohmann::json entry = good.at("entries").at(0);
+  nlohmann::json head = good;
+  head.erase("entries");
+  const std::string rest = head.dump().substr(1);  // its members and "}"
+
+  const std::vector<std::string> planted = {
+      R"({"entries":{"k1":)" + entry.dump() + R"(,"k2":)" + entry.dump() + "}," + rest,
+      R"({"entries":[)" + entry.dump() + "]," + rest.substr(0, rest.size() - 1) +
+          R"(,"entries":{"k":)" + entry.dump() + "}}",
+      R"({"entries":[)" + entry.dump() + ",7]," + rest,
+      R"({"entries":7,)" + rest,
+  };
+  for (const std::string& text : planted) {
+    ASSERT_TRUE(nlohmann::json::accept(text)) << text;
+    write_file(manifest, text);
+    const auto listed = ws.list_transactions();
+    ASSERT_EQ(listed.size(), 1u);
+    EXPECT_NE(listed[0].damaged.find("is damaged"), std::string::npos) << text;
+    EXPECT_THROW((void)ws.commit(tx), SandboxRecoveryError) << text;
+    EXPECT_EQ(read_file(dir / "a.txt"), "a\n");
+  }
+  write_file(manifest, good.dump());
+  EXPECT_EQ(ws.describe(tx).changes.size(), 1u);
+}
+
 // As an ordinary user on a workspace whose .agent/ it cannot read, the
 // listing said "no pending transactions" and exited 0.
 TEST(WorkspaceRecoveryTest, AnUnreadableAgentDirectoryIsAnErrorNotAnEmptyList) {

@@ -2,6 +2,8 @@
 // discard and commit.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include "helpers/test_support.h"
 #include "pulsebox/error.h"
 #include "pulsebox/workspace.h"
@@ -49,6 +51,29 @@ TEST_F(WorkspaceReviewTest, APathMatchingNothingIsAnError) {
   EXPECT_THROW(ws.discard(tx, {"nothere"}), SandboxConfigError);
   EXPECT_THROW((void)ws.commit(tx, CommitOptions{.paths = {"nothere"}}), SandboxConfigError);
   EXPECT_EQ(ws.describe(tx).changes.size(), 1u);
+}
+
+// The streamed forms call back while the manifest is being parsed; what the
+// caller's code throws reaches the caller as it was thrown. A JSON error
+// (an embedder dumping a section that is not UTF-8) was taken for the
+// parser's own, and the transaction called damaged.
+TEST_F(WorkspaceReviewTest, WhatAStreamedCallbackThrowsReachesTheCaller) {
+  Workspace ws(dir_.path());
+  const auto tx = ws.create_transaction();
+  ws.stage_write(tx, "README", "changed\n");
+  ws.stage_write(tx, "src/a.cc", "one\n");
+  const auto json_error = [] { (void)nlohmann::json(std::string("\xff")).dump(); };
+  int calls = 0;
+  EXPECT_THROW(ws.diff(tx, DiffOptions{},
+                       [&](const std::string&, std::string_view) {
+                         ++calls;
+                         json_error();
+                       }),
+               nlohmann::json::type_error);
+  EXPECT_EQ(calls, 1);
+  EXPECT_THROW(ws.diff_stat(tx, {}, [&](DiffStat&&) { json_error(); }), nlohmann::json::type_error);
+  EXPECT_THROW(ws.diff_stat(tx, {}, [](DiffStat&&) { throw SandboxError("mine"); }), SandboxError);
+  EXPECT_EQ(ws.diff_stat(tx).size(), 2u);
 }
 
 TEST_F(WorkspaceReviewTest, DiffStatCountsLines) {
