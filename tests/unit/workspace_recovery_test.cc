@@ -98,17 +98,24 @@ TEST(WorkspaceRecoveryTest, ADamagedTransactionIsListedWithTheReason) {
   EXPECT_EQ(ws.list_transactions().size(), 1u);
 }
 
+// A pending transaction that changes a.txt (written "a\n" into the
+// workspace first) and adds `added` unless it is empty.
+std::string pending_change_of_a(const TempDir& dir, Workspace& ws, const std::string& added) {
+  write_file(dir / "a.txt", "a\n");
+  const auto tx = ws.create_transaction();
+  ws.stage_write(tx, "a.txt", "changed\n");
+  if (!added.empty()) ws.stage_write(tx, added, "new\n");
+  return tx;
+}
+
 // pulsebox writes a manifest's entries in path order, once each. One in
 // another order (a planted .agent/) is damaged for every reader alike: a
 // diff that streams its entries showed a repeated path's first entry, where
 // the commit applied its last.
 TEST(WorkspaceRecoveryTest, AManifestOutOfPathOrderIsDamagedForEveryReader) {
   TempDir dir;
-  write_file(dir / "a.txt", "a\n");
   Workspace ws(dir.path());
-  const auto tx = ws.create_transaction();
-  ws.stage_write(tx, "a.txt", "changed\n");
-  ws.stage_write(tx, "b.txt", "new\n");
+  const auto tx = pending_change_of_a(dir, ws, "b.txt");
   const auto manifest = dir / ".agent/transactions" / tx / "manifest.json";
   auto document = nlohmann::json::parse(read_file(manifest));
   auto& entries = document.at("entries");
@@ -135,10 +142,8 @@ TEST(WorkspaceRecoveryTest, AManifestOutOfPathOrderIsDamagedForEveryReader) {
 // diff, the last applied by the commit.
 TEST(WorkspaceRecoveryTest, AManifestWhoseEntriesAreNotOneArrayOfEntriesIsDamaged) {
   TempDir dir;
-  write_file(dir / "a.txt", "a\n");
   Workspace ws(dir.path());
-  const auto tx = ws.create_transaction();
-  ws.stage_write(tx, "a.txt", "changed\n");
+  const auto tx = pending_change_of_a(dir, ws, "");
   const auto manifest = dir / ".agent/transactions" / tx / "manifest.json";
   const auto good = nlohmann::json::parse(read_file(manifest));
   const nlohmann::json entry = good.at("entries").at(0);
