@@ -325,9 +325,10 @@ class PULSEBOX_API Workspace {
   // each path's part as soon as it is made, and the transaction is read
   // entry by entry, so neither the diff nor the transaction's entries are
   // ever held whole (`pulsebox diff` prints it as it comes). The view is
-  // valid only during the call. A given path that selects no change throws
-  // only after the others' parts were handed out: check the paths against
-  // describe() first if that matters (the CLI does).
+  // valid only during the call. A given path that selects no change, or a
+  // manifest found damaged part way, throws only after the parts before it
+  // were handed out: describe() first reads the whole manifest with the
+  // same checks, and takes the paths to check (the CLI does both).
   void diff(
       const std::string& tx, const DiffOptions& options,
       const std::function<void(const std::string& path, std::string_view section)>& section) const;

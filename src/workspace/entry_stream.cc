@@ -182,6 +182,12 @@ class EntryHandler : public nlohmann::json_sax<json> {
       field_ = snapshot_field(k);
       field_name_ = "snapshot." + k;
     } else {
+      // The top-level key twice: a parsed document keeps only its last
+      // value, where the stream would have handed over both arrays' entries.
+      if (stack_.size() == 1 && stack_.back()->is_object() && k == key_) {
+        if (key_seen_) return stop("the key \"" + key_ + "\" appears twice");
+        key_seen_ = true;
+      }
       pending_key_ = std::move(k);
     }
     return true;
@@ -421,6 +427,7 @@ class EntryHandler : public nlohmann::json_sax<json> {
   std::vector<json*> stack_;  // the open containers of the document
   std::string pending_key_;
   bool in_stream_ = false;  // inside the array `key_`
+  bool key_seen_ = false;   // the top-level object's `key_`, once
   int depth_ = 0;
   int skip_ = 0;  // > 0: inside a value of an entry that is not read
   // 0: not in an entry; 1: in an entry object; 2: in its snapshot.

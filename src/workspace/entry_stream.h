@@ -28,8 +28,9 @@ struct EntryStream {
 
 // Reads `fd` (at most `max_bytes`; more, or a read error, is an error).
 // The stream when the text parsed, its `problem` set if an entry could not
-// be used or the entries are not in strictly increasing path order (as
-// pulsebox writes them: so `each` sees each path once, in order); nullopt when the text's syntax or
+// be used, the entries are not in strictly increasing path order (as
+// pulsebox writes them: so `each` sees each path once, in order) or the
+// top-level object has `key` twice; nullopt when the text's syntax or
 // depth stopped the parse, for the caller to read it again for the diagnostic
 // (core::parse_json_fd_streaming). `each` has seen the entries before a
 // problem: callers drop what they gathered when the file is unusable.

@@ -53,8 +53,8 @@ core::Result<nlohmann::json> read_entries(const std::filesystem::path& file, std
                                           const std::function<void(Entry&&)>& each);
 // read_entries for a file pulsebox wrote: `key` must be one array of
 // nothing but entry objects (which `each` got, in path order). Anything
-// else under `key` (an object of entries, a second `key`) would be entries
-// that the order check never saw.
+// else under `key` (an object of entries, a number) would be entries that
+// the order check never saw, or none at all.
 core::Result<nlohmann::json> read_only_entries(const std::filesystem::path& file,
                                                std::string_view key,
                                                const std::function<void(Entry&&)>& each);

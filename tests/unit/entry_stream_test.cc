@@ -227,6 +227,14 @@ TEST_F(EntryStreamTest, EntriesOutOfPathOrderOrRepeatedAreRefused) {
             std::string::npos);
   EXPECT_NE(damage_of(with({entry("a"), entry("a")})).find("not in path order (a after a)"),
             std::string::npos);
+  // The key twice: a parsed document keeps only the last value, the stream
+  // would hand over both arrays' entries (or none of an object's).
+  EXPECT_NE(damage_of(R"({"entries":[)" + entry("a") + R"(],"entries":[)" + entry("b") + "]}")
+                .find("\"entries\" appears twice"),
+            std::string::npos);
+  EXPECT_NE(damage_of(R"({"entries":{"k":)" + entry("a") + R"(},"entries":[]})")
+                .find("\"entries\" appears twice"),
+            std::string::npos);
 }
 
 }  // namespace
