@@ -313,6 +313,10 @@ class PULSEBOX_API Workspace {
                                          std::optional<RunClock> run_started = std::nullopt);
 
   std::vector<TransactionInfo> list_transactions() const;
+  // The same descriptions, handed to `each` one at a time as each is read:
+  // only one is held at once (a description is about 250 bytes a changed
+  // path, and an agent's uncommitted runs can leave many large ones).
+  void for_each_transaction(const std::function<void(TransactionInfo&&)>& each) const;
   TransactionInfo describe(const std::string& tx) const;
   // Unified diff (a/ b/ prefixes); ANSI colour when `colour`. Names that
   // hold control characters, bytes that are not UTF-8 or invisible format

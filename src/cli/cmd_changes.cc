@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string_view>
 
 #include "cli/commands.h"
@@ -157,28 +158,39 @@ void print_held(const HeldChanges& held, bool colour) {
 int run_changes(const Options& options) {
   return review::guarded([&] {
     Workspace ws = review::open_workspace(options);
-    const auto listed = ws.list_transactions();
-    std::vector<TransactionInfo> transactions;
-    std::vector<std::pair<std::string, std::string>> damaged =
-        review::damaged_transactions(ws, listed);
-    for (const auto& info : listed) {
-      if (info.damaged.empty()) {
-        transactions.push_back(info);
-      } else {
-        damaged.emplace_back(info.id, info.damaged);
-      }
-    }
     const std::vector<HeldChanges> held = list_held(ws);
     review::Grouping grouping(ws);
-    std::vector<std::vector<std::optional<workspace::ReviewGroup>>> groups;
-    for (const auto& info : transactions)
-      groups.push_back(grouping.of(info));
-    for (const std::string& warning : grouping.take_warnings())
-      print_error("warning: " + warning + "; its paths are not grouped");
+    const bool colour = stdout_is_colour_terminal();
+    // Each pending transaction printed as it is described, so that only one
+    // description is held at a time; damaged ones and held changes after.
+    std::set<std::string> listed;
+    std::vector<std::pair<std::string, std::string>> listed_damaged;
+    std::size_t pending = 0;
+    if (options.json) std::cout << "[";
+    ws.for_each_transaction([&](TransactionInfo&& info) {
+      listed.insert(info.id);
+      if (!info.damaged.empty()) {
+        listed_damaged.emplace_back(info.id, info.damaged);
+        return;
+      }
+      const auto groups = grouping.of(info);
+      for (const std::string& warning : grouping.take_warnings())
+        print_error("warning: " + warning + "; its paths are not grouped");
+      if (options.json) {
+        if (pending > 0) std::cout << ",";
+        print_json_element(info, groups);
+      } else {
+        print_transaction(info, groups, options.all, colour);
+      }
+      ++pending;
+    });
+    std::vector<std::pair<std::string, std::string>> damaged =
+        review::damaged_transactions(ws, listed);
+    damaged.insert(damaged.end(), listed_damaged.begin(), listed_damaged.end());
 
     if (options.json) {
       // One array: pending transactions, then damaged ones ("status" says
-      // which), then held changes; printed element by element.
+      // which), then held changes.
       nlohmann::json rest = nlohmann::json::array();
       for (const auto& [id, why] : damaged) {
         nlohmann::json item = {{"id", id}, {"status", "damaged"}};
@@ -187,23 +199,15 @@ int run_changes(const Options& options) {
       }
       for (const auto& entry : held)
         rest.push_back(held_json(entry));
-      std::cout << "[";
-      for (std::size_t i = 0; i < transactions.size(); ++i) {
-        if (i > 0) std::cout << ",";
-        print_json_element(transactions[i], groups[i]);
-      }
       std::string text = review::one_line(rest);  // "[...]"
-      if (!rest.empty() && !transactions.empty()) std::cout << ",";
+      if (!rest.empty() && pending > 0) std::cout << ",";
       std::cout << std::string_view(text).substr(1) << "\n";
       return kExitOk;
     }
-    if (transactions.empty() && damaged.empty() && held.empty()) {
+    if (pending == 0 && damaged.empty() && held.empty()) {
       std::cout << "no pending transactions in " << ws.root().string() << "\n";
       return kExitOk;
     }
-    const bool colour = stdout_is_colour_terminal();
-    for (std::size_t i = 0; i < transactions.size(); ++i)
-      print_transaction(transactions[i], groups[i], options.all, colour);
     for (const auto& [id, why] : damaged) {
       std::cout << paint(id, Colour::Bold, colour) << "  " << paint("damaged", Colour::Red, colour)
                 << ": " << core::escape_for_terminal(why) << " (only `pulsebox discard " << id

@@ -47,10 +47,11 @@ nlohmann::json to_json(const std::vector<Outcome>& outcomes) {
 }
 
 std::size_t pending_changes(const Workspace& ws, const std::string& id) {
-  for (const TransactionInfo& info : ws.list_transactions()) {
-    if (info.id == id) return info.changes.size();
-  }
-  return 0;
+  std::size_t count = 0;
+  ws.for_each_transaction([&](TransactionInfo&& info) {
+    if (info.id == id) count = info.changes.size();
+  });
+  return count;
 }
 
 // The path arguments that select something in `info` (all of them when none

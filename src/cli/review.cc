@@ -96,15 +96,18 @@ std::vector<std::string> resolve_ids(const Workspace& ws, const std::vector<std:
   for (const std::string& given : ids) {
     std::string id = given;
     if (given == "latest") {
-      const auto listed = ws.list_transactions();
-      if (listed.empty()) {
+      // The newest: ids hold their creation time only to the second, so
+      // the creation stamp (to the microsecond) decides first. One
+      // description held at a time.
+      std::optional<std::pair<std::string, std::string>> newest;  // created, id
+      ws.for_each_transaction([&](TransactionInfo&& info) {
+        auto stamp = std::pair(std::move(info.created), std::move(info.id));
+        if (!newest || *newest < stamp) newest = std::move(stamp);
+      });
+      if (!newest) {
         throw SandboxConfigError("latest: no pending transactions in " + ws.root().string());
       }
-      // The newest: ids hold their creation time only to the second, so
-      // the creation stamp (to the microsecond) decides first.
-      id = std::max_element(listed.begin(), listed.end(), [](const auto& a, const auto& b) {
-             return std::tie(a.created, a.id) < std::tie(b.created, b.id);
-           })->id;
+      id = newest->second;
     } else {
       try {
         (void)ws.describe(id);  // throws naming it when it is missing or damaged
@@ -160,7 +163,7 @@ std::vector<std::string> unmatched(const std::vector<std::string>& filters,
 }
 
 std::vector<std::pair<std::string, std::string>> damaged_transactions(
-    const Workspace& ws, const std::vector<TransactionInfo>& listed) {
+    const Workspace& ws, const std::set<std::string>& listed) {
   std::vector<std::pair<std::string, std::string>> out;
   const auto dir = ws.agent_dir() / "transactions";
   std::error_code ec;
@@ -170,9 +173,6 @@ std::vector<std::pair<std::string, std::string>> damaged_transactions(
                        " (run as the workspace's owner)");
   }
   if (status.type() == std::filesystem::file_type::not_found) return out;
-  std::set<std::string> known;
-  for (const auto& info : listed)
-    known.insert(info.id);
   std::filesystem::directory_iterator it(dir, ec);
   if (ec) {
     throw SandboxError("cannot read " + dir.string() + ": " + ec.message() +
@@ -185,7 +185,7 @@ std::vector<std::pair<std::string, std::string>> damaged_transactions(
   if (ec) throw SandboxError("cannot read " + dir.string() + ": " + ec.message());
   std::sort(names.begin(), names.end());
   for (const std::string& name : names) {
-    if (known.count(name) != 0) continue;
+    if (listed.count(name) != 0) continue;
     // Without a manifest it is staging in progress, or what reconcile removes.
     if (!std::filesystem::exists(dir / name / "manifest.json", ec)) continue;
     try {

@@ -7,6 +7,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -74,10 +75,11 @@ bool selects(const std::vector<std::string>& filters, std::string_view path);
 std::vector<std::string> unmatched(const std::vector<std::string>& filters,
                                    const std::vector<StagedChange>& changes);
 
-// Transactions whose manifest cannot be read (damaged), with why; an
-// unreadable transaction directory (permissions) throws SandboxError.
+// Transactions with a manifest that are not among the `listed` ids because
+// it cannot be read (damaged), with why; an unreadable transaction
+// directory (permissions) throws SandboxError.
 std::vector<std::pair<std::string, std::string>> damaged_transactions(
-    const Workspace& ws, const std::vector<TransactionInfo>& listed);
+    const Workspace& ws, const std::set<std::string>& listed);
 
 // The review groups of a transaction's paths (workspace/review_groups.h),
 // from the workspace's own .gitignore files.

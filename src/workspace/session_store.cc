@@ -463,7 +463,7 @@ core::Status OpenSession::recover() {
   try {
     // Any workspace operation first finishes a decided commit: then the
     // transaction is gone.
-    (void)workspace_->list_transactions();
+    workspace_->for_each_transaction([](TransactionInfo&&) {});
     switch (commit_state(*workspace_, tx)) {
       case CommitState::kCommitted:
         if (commit_ends_session_) {

@@ -522,21 +522,25 @@ void Workspace::add_own_path(const std::filesystem::path& host_path) {
     own_paths_.push_back(relative.string());
 }
 
-std::vector<TransactionInfo> Workspace::list_transactions() const {
+void Workspace::for_each_transaction(const std::function<void(TransactionInfo&&)>& each) const {
   auto store = opened_store(*this, policy_, limits_);
-  std::vector<TransactionInfo> out;
   for (const std::string& id : core::value_or_throw(store.list_ids())) {
     auto info = describe_transaction(store, id);
     if (info) {
-      out.push_back(std::move(info).value());
+      each(std::move(info).value());
       continue;
     }
     // Listed, never left out: the user must see it to discard it.
     TransactionInfo damaged;
     damaged.id = id;
     damaged.damaged = info.error().to_string();
-    out.push_back(std::move(damaged));
+    each(std::move(damaged));
   }
+}
+
+std::vector<TransactionInfo> Workspace::list_transactions() const {
+  std::vector<TransactionInfo> out;
+  for_each_transaction([&](TransactionInfo&& info) { out.push_back(std::move(info)); });
   return out;
 }
 

@@ -60,6 +60,20 @@ class ReviewTest : public testing::CliFixture {
     return std::stol(read_file(peak));
   }
 
+  // A pending transaction adding `paths` one-line files under `top`
+  // (1,000 to a directory), imported from an upper directory of its own.
+  std::optional<std::string> transaction_of_many_paths(int paths, const std::string& top) {
+    const fs::path upper = scratch_ / ("upper-" + top);
+    for (int dir = 0; dir < paths / 1000; ++dir) {
+      fs::create_directories(upper / top / std::to_string(dir));
+      for (int file = 0; file < 1000; ++file) {
+        write_file(upper / top / std::to_string(dir) / ("f" + std::to_string(file) + ".txt"),
+                   "line " + std::to_string(file) + "\n");
+      }
+    }
+    return ws().import_overlay(upper, workspace_.path(), "many paths under " + top);
+  }
+
   std::vector<json> audit_records() const {
     std::vector<json> out;
     for (const auto& line : read_lines(workspace_ / ".agent/logs/audit.jsonl"))
@@ -433,18 +447,9 @@ TEST_F(ReviewTest, ALargeDiffIsPrintedAsItIsMadeNotHeldWhole) {
 // path), now 4-37; 100 a path is allowed here.
 TEST_F(ReviewTest, ATransactionOfManyPathsIsReviewedWithoutHoldingItsEntries) {
   constexpr int kPaths = 20000;
-  const fs::path upper = scratch_ / "upper";
-  for (int dir = 0; dir < kPaths / 1000; ++dir) {
-    fs::create_directories(upper / "gen" / std::to_string(dir));
-    for (int file = 0; file < 1000; ++file) {
-      write_file(upper / "gen" / std::to_string(dir) / ("f" + std::to_string(file) + ".txt"),
-                 "line " + std::to_string(file) + "\n");
-    }
-  }
-  auto workspace = ws();
-  const auto tx = workspace.import_overlay(upper, workspace_.path(), "many paths");
+  const auto tx = transaction_of_many_paths(kPaths, "gen");
   ASSERT_TRUE(tx.has_value());
-  const std::size_t changes = workspace.describe(*tx).changes.size();
+  const std::size_t changes = ws().describe(*tx).changes.size();
   ASSERT_GT(changes, static_cast<std::size_t>(kPaths));
 
   const fs::path printed = scratch_ / "printed.txt";
@@ -478,6 +483,47 @@ TEST_F(ReviewTest, ATransactionOfManyPathsIsReviewedWithoutHoldingItsEntries) {
   expect_within(args, peak_kb_of(args, printed));
   EXPECT_NE(read_file(printed).find("+++ b/gen/19/f999.txt\n@@ -0,0 +1 @@\n+line 999\n"),
             std::string::npos);
+}
+
+// Listing the pending transactions, and finding the latest of them, held
+// every transaction's description at once (about 250 bytes a path each):
+// an agent's uncommitted runs can leave many large ones. Now one at a time:
+// with three transactions of 10,000 paths, `changes`, `changes --json` and
+// `diff --name-only` of the latest peak within 100 bytes a path of one
+// transaction above `diff --name-only` of a named one, which holds one
+// description (the old binary: two more descriptions, about 500 a path).
+TEST_F(ReviewTest, PendingTransactionsAreListedOneDescriptionAtATime) {
+  constexpr int kPaths = 10000;
+  std::vector<std::string> ids;
+  for (const std::string top : {"one", "two", "three"}) {
+    const auto tx = transaction_of_many_paths(kPaths, top);
+    ASSERT_TRUE(tx.has_value());
+    ids.push_back(*tx);
+  }
+  const fs::path printed = scratch_ / "printed.txt";
+  const long one_kb = peak_kb_of({"diff", "--name-only", ids[0]}, printed);
+  const long allowed_kb = one_kb + kPaths * 100 / 1024;
+  const auto expect_within = [&](const std::vector<std::string>& args) {
+    const long kb = peak_kb_of(args, printed);
+    EXPECT_LE(kb, allowed_kb) << args[0] << " " << args[1] << " peaked at " << kb
+                              << " kB; one description at " << one_kb << " kB";
+  };
+
+  expect_within({"changes", "--all"});
+  const std::string listed = read_file(printed);
+  for (const std::string& id : ids)
+    EXPECT_NE(listed.find(id + "  "), std::string::npos) << id;
+  EXPECT_NE(listed.find("  added     three/9/f999.txt\n"), std::string::npos);
+
+  expect_within({"changes", "--json"});
+  const json document = json::parse(read_file(printed));
+  ASSERT_EQ(document.size(), 3u);
+  for (const json& transaction : document)
+    EXPECT_GT(transaction.at("changes").size(), static_cast<std::size_t>(kPaths));
+
+  expect_within({"diff", "--name-only"});  // the latest: the last imported
+  EXPECT_NE(read_file(printed).find("three/9/f999.txt\n"), std::string::npos);
+  EXPECT_EQ(read_file(printed).find("one/"), std::string::npos);
 }
 
 }  // namespace
