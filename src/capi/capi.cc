@@ -255,9 +255,10 @@ void check_execution_id(const char* id) {
 void require_transaction(pulsebox_sandbox* sandbox, const char* transaction) {
   require(sandbox, "sandbox");
   require(transaction, "transaction");
-  for (const auto& info : sandbox->sandbox->workspace().list_transactions()) {
-    if (info.id == transaction) return;
-  }
+  bool found = false;
+  sandbox->sandbox->workspace().for_each_transaction(
+      [&](pulsebox::TransactionInfo&& info) { found = found || info.id == transaction; });
+  if (found) return;
   refuse(PULSEBOX_ERROR_NOT_FOUND, "transaction",
          std::string("no transaction \"") + transaction + "\" in this workspace");
 }

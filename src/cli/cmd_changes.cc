@@ -160,13 +160,19 @@ int run_changes(const Options& options) {
     Workspace ws = review::open_workspace(options);
     const std::vector<HeldChanges> held = list_held(ws);
     review::Grouping grouping(ws);
+    const auto print_warnings = [&] {
+      for (const std::string& warning : grouping.take_warnings())
+        print_error("warning: " + warning + "; its paths are not grouped");
+    };
+    print_warnings();  // the workspace's own ignore rules, read already
     const bool colour = stdout_is_colour_terminal();
     // Each pending transaction printed as it is described, so that only one
     // description is held at a time; damaged ones and held changes after.
+    // The JSON array opens with its first element: an error before any
+    // (an unreadable .agent/transactions) leaves stdout empty.
     std::set<std::string> listed;
     std::vector<std::pair<std::string, std::string>> listed_damaged;
     std::size_t pending = 0;
-    if (options.json) std::cout << "[";
     ws.for_each_transaction([&](TransactionInfo&& info) {
       listed.insert(info.id);
       if (!info.damaged.empty()) {
@@ -174,10 +180,9 @@ int run_changes(const Options& options) {
         return;
       }
       const auto groups = grouping.of(info);
-      for (const std::string& warning : grouping.take_warnings())
-        print_error("warning: " + warning + "; its paths are not grouped");
+      print_warnings();
       if (options.json) {
-        if (pending > 0) std::cout << ",";
+        std::cout << (pending > 0 ? "," : "[");
         print_json_element(info, groups);
       } else {
         print_transaction(info, groups, options.all, colour);
@@ -200,7 +205,11 @@ int run_changes(const Options& options) {
       for (const auto& entry : held)
         rest.push_back(held_json(entry));
       std::string text = review::one_line(rest);  // "[...]"
-      if (!rest.empty() && pending > 0) std::cout << ",";
+      if (pending == 0) {
+        std::cout << "[";
+      } else if (!rest.empty()) {
+        std::cout << ",";
+      }
       std::cout << std::string_view(text).substr(1) << "\n";
       return kExitOk;
     }

@@ -157,9 +157,9 @@ OperationResult answer(std::string_view name, const json& body, const fs::path& 
   if (name == "changes") {
     Workspace ws(root);
     Json list = Json::array();
-    for (const TransactionInfo& info : ws.list_transactions()) {
+    ws.for_each_transaction([&](TransactionInfo&& info) {
       if (!transaction || info.id == *transaction) list.push_back(changes_json(info));
-    }
+    });
     if (transaction && list.empty()) {
       out.error = {ErrorCode::NotFound, "no transaction " + *transaction, "transaction", {}};
       return out;
