@@ -8,7 +8,6 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <set>
-#include <string_view>
 
 #include "cli/commands.h"
 #include "cli/output.h"
@@ -173,6 +172,8 @@ int run_changes(const Options& options) {
     std::set<std::string> listed;
     std::vector<std::pair<std::string, std::string>> listed_damaged;
     std::size_t pending = 0;
+    std::size_t json_elements = 0;
+    const auto next_json_element = [&] { std::cout << (json_elements++ > 0 ? "," : "["); };
     ws.for_each_transaction([&](TransactionInfo&& info) {
       listed.insert(info.id);
       if (!info.damaged.empty()) {
@@ -182,7 +183,7 @@ int run_changes(const Options& options) {
       const auto groups = grouping.of(info);
       print_warnings();
       if (options.json) {
-        std::cout << (pending > 0 ? "," : "[");
+        next_json_element();
         print_json_element(info, groups);
       } else {
         print_transaction(info, groups, options.all, colour);
@@ -196,21 +197,18 @@ int run_changes(const Options& options) {
     if (options.json) {
       // One array: pending transactions, then damaged ones ("status" says
       // which), then held changes.
-      nlohmann::json rest = nlohmann::json::array();
       for (const auto& [id, why] : damaged) {
         nlohmann::json item = {{"id", id}, {"status", "damaged"}};
         core::put_name(item, "reason", why);
-        rest.push_back(std::move(item));
+        next_json_element();
+        std::cout << review::one_line(item);
       }
-      for (const auto& entry : held)
-        rest.push_back(held_json(entry));
-      std::string text = review::one_line(rest);  // "[...]"
-      if (pending == 0) {
-        std::cout << "[";
-      } else if (!rest.empty()) {
-        std::cout << ",";
+      for (const auto& entry : held) {
+        next_json_element();
+        std::cout << review::one_line(held_json(entry));
       }
-      std::cout << std::string_view(text).substr(1) << "\n";
+      if (json_elements == 0) std::cout << "[";
+      std::cout << "]\n";
       return kExitOk;
     }
     if (pending == 0 && damaged.empty() && held.empty()) {

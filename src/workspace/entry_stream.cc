@@ -411,11 +411,11 @@ class EntryHandler : public nlohmann::json_sax<json> {
     // pulsebox writes its entries from a map: in path order, each path once.
     // Any other order was not written by pulsebox, and a reader that streams
     // them (a diff printed as it is made) must see the order a commit applies.
-    if (entries_seen_ > 0 && !(last_path_ < entry_.path)) {
+    // (No entry has an empty path: entry_problem refuses it.)
+    if (!last_path_.empty() && !(last_path_ < entry_.path)) {
       return stop("its entries are not in path order (" + core::quote_name(entry_.path) +
                   " after " + core::quote_name(last_path_) + ")");
     }
-    ++entries_seen_;
     last_path_ = entry_.path;
     each_(std::move(entry_));
     return true;
@@ -438,8 +438,7 @@ class EntryHandler : public nlohmann::json_sax<json> {
   std::uint64_t seen_ = 0, snapshot_seen_ = 0;
   bool has_snapshot_ = false;
   NameField path_, link_target_, base_link_, redacted_link_;
-  std::uint64_t entries_seen_ = 0;
-  std::string last_path_;
+  std::string last_path_;  // the last entry's; empty before the first
   std::string problem_;
 };
 
