@@ -332,7 +332,13 @@ class PULSEBOX_API Workspace {
   // valid only during the call. A given path that selects no change, or a
   // manifest found damaged part way, throws only after the parts before it
   // were handed out: describe() first reads the whole manifest with the
-  // same checks, and takes the paths to check (the CLI does both).
+  // same checks, and takes the paths to check (the CLI does both). So does
+  // a staged file that cannot be read (never shown as an emptied file):
+  // SandboxRecoveryError when the transaction is damaged (commit refuses it
+  // too), SandboxConcurrentModificationError when a commit or discard
+  // elsewhere changed it meanwhile, SandboxResourceError when it is over
+  // this Workspace's per-file limit. The string form throws the same,
+  // having handed out nothing.
   void diff(
       const std::string& tx, const DiffOptions& options,
       const std::function<void(const std::string& path, std::string_view section)>& section) const;

@@ -1,5 +1,4 @@
 // pulsebox diff [-w DIR] [TX|SESSION|latest] [--stat|--name-only] [--json] [--all] [-- PATH...]
-#include <unistd.h>
 
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -10,6 +9,7 @@
 #include "cli/commands.h"
 #include "cli/output.h"
 #include "cli/review.h"
+#include "cli/whole_output.h"
 #include "core/byte_names.h"
 #include "core/text.h"
 #include "pulsebox/error.h"
@@ -24,11 +24,11 @@ using review::Options;
 
 // On a terminal a file's own escape sequences must not act; piped, the
 // diff stays byte for byte (`pulsebox diff TX | git apply`).
-void print_diff_text(std::string_view text) {
-  if (::isatty(STDOUT_FILENO) == 1) {
-    std::cout << workspace::escape_diff_for_terminal(text);
+void print_diff_text(WholeOutput& out, std::string_view text) {
+  if (out.to_terminal()) {
+    out.write(workspace::escape_diff_for_terminal(text));
   } else {
-    std::cout << text;
+    out.write(text);
   }
 }
 
@@ -221,17 +221,20 @@ int run_diff(const Options& options) {
                     "--allow-secrets)\n";
       }
     }
-    print_diff_text(preamble);
-    // Each path's part printed as it is made, in path order (info.changes'
-    // order too): a large diff is never held whole. Grouped or unselected
-    // paths are left out; a section of any other path (none is expected) is
-    // shown, so that nothing is dropped.
+    // Each path's part written as it is made, in path order (info.changes'
+    // order too): a large diff is never held whole in memory. Grouped or
+    // unselected paths are left out; a section of any other path (none is
+    // expected) is shown, so that nothing is dropped. Piped, none of it is
+    // printed unless all of it was made (WholeOutput).
+    WholeOutput out;
+    print_diff_text(out, preamble);
     ChangeCursor cursor(info.changes);
     ws.diff(id, DiffOptions{.colour = stdout_is_colour_terminal(), .paths = paths},
             [&](const std::string& path, std::string_view section) {
               const auto index = cursor.index_of(path);
-              if (!index || shown[*index]) print_diff_text(section);
+              if (!index || shown[*index]) print_diff_text(out, section);
             });
+    out.finish();
     return kExitOk;
   });
 }

@@ -99,6 +99,21 @@ Status write_all(int fd, std::string_view bytes, std::string_view what) {
   return ok_status();
 }
 
+Result<UniqueFd> unnamed_temp_file(const std::filesystem::path& dir) {
+  UniqueFd fd(::open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600));
+  if (fd) return fd;
+  if (errno != EOPNOTSUPP && errno != EISDIR) {
+    return Error::from_errno("io", "cannot make a temporary file in " + dir.string());
+  }
+  std::string name = (dir / ".pulsebox-XXXXXX").string();
+  fd.reset(::mkostemp(name.data(), O_CLOEXEC));
+  if (!fd) return Error::from_errno("io", "cannot make a temporary file in " + dir.string());
+  if (::unlink(name.c_str()) != 0) {
+    return Error::from_errno("io", "cannot unlink the temporary file " + name);
+  }
+  return fd;
+}
+
 Result<UniqueFd> open_directory(const std::filesystem::path& path) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!fd) return Error::from_errno("io", "cannot open directory " + path.string());

@@ -48,6 +48,11 @@ Status write_file_atomic(const std::filesystem::path& path, unsigned mode,
 
 Status write_all(int fd, std::string_view bytes, std::string_view what);
 
+// A new file in `dir` that has no name (O_TMPFILE; where the file system
+// lacks it, made and unlinked at once), open for reading and writing: it
+// goes with its last descriptor, crash or not.
+Result<UniqueFd> unnamed_temp_file(const std::filesystem::path& dir);
+
 // The first line of a small kernel file (/proc/sys, /proc/PID): one read(2),
 // for files read on every launch; "" when it cannot be read.
 std::string first_line_of_file(const char* path);

@@ -646,8 +646,51 @@ struct EntrySides {
   workspace::DiffSide after;
 };
 
-EntrySides entry_sides(const TransactionStore& store, int root_fd, const std::string& tx,
-                       const Entry& entry, std::uint64_t limit) {
+// A review's transaction as it was when the review began, to tell what a
+// staged file that cannot be read means: the manifest replaced or gone since
+// (a commit or discard elsewhere moved or removed its files), or damage.
+class ReviewedTransaction {
+ public:
+  ReviewedTransaction(const TransactionStore& store, std::string tx)
+      : tx_(std::move(tx)), manifest_(store.tx_dir(tx_) / "manifest.json") {
+    found_ = ::stat(manifest_.c_str(), &identity_) == 0;
+  }
+  const std::string& id() const { return tx_; }
+
+  // Thrown for the staged file `blob` of `path` that could not be read
+  // (`why`): shown as an empty file, it was a change the commit would
+  // refuse, or one it no longer has.
+  [[noreturn]] void unreadable(const std::filesystem::path& blob, const std::string& path,
+                               const Error& why) const {
+    struct stat now {};
+    const bool same = found_ && ::stat(manifest_.c_str(), &now) == 0 &&
+                      now.st_dev == identity_.st_dev && now.st_ino == identity_.st_ino;
+    if (!same) {
+      core::throw_error(Error(ErrorKind::kConcurrentModification, "workspace",
+                              "transaction " + tx_ +
+                                  " was committed or discarded while it was read (" +
+                                  core::quote_name(path) + "); run the command again"));
+    }
+    if (why.kind() == ErrorKind::kResource) {
+      core::throw_error(Error(
+          ErrorKind::kResource, "workspace",
+          "the staged file of " + core::quote_name(path) + " cannot be shown: " + why.message()));
+    }
+    core::throw_error(workspace::corrupt(blob, "the staged file of " + core::quote_name(path) +
+                                                   " cannot be read: " + why.to_string()));
+  }
+
+ private:
+  std::string tx_;
+  std::filesystem::path manifest_;
+  struct stat identity_ {};
+  bool found_ = false;
+};
+
+EntrySides entry_sides(const TransactionStore& store, int root_fd,
+                       const ReviewedTransaction& reviewed, const Entry& entry,
+                       std::uint64_t limit) {
+  const std::string& tx = reviewed.id();
   using workspace::NodeType;
   EntrySides sides;
   const bool was_directory = entry.snapshot.type == NodeType::Directory;
@@ -666,12 +709,15 @@ EntrySides entry_sides(const TransactionStore& store, int root_fd, const std::st
       after.exists = true;
       after.mode = entry.mode;
       // A change holding a secret is only ever shown redacted.
-      auto bytes = read_blob(store.tx_dir(tx) / (entry.contains_secret ? "redacted" : "blobs"),
-                             workspace::blob_relative_path(entry), limit);
+      const auto blobs = store.tx_dir(tx) / (entry.contains_secret ? "redacted" : "blobs");
+      auto bytes = read_blob(blobs, workspace::blob_relative_path(entry), limit);
       if (bytes) {
         after.content = std::move(bytes).value();
       } else if (entry.contains_secret) {
         after.content = "[content withheld: it holds a registered secret]\n";
+      } else {
+        reviewed.unreadable(blobs / workspace::blob_relative_path(entry), entry.path,
+                            bytes.error());
       }
       break;
     }
@@ -760,11 +806,13 @@ void Workspace::diff(
   auto store = opened_store(*this, policy_, limits_);
   Selection selection(options.paths);
   const auto root_fd = core::value_or_throw(store.open_root());
+  const ReviewedTransaction reviewed(store, tx);
   // Entry by entry as the manifest is read, in path order: a 100,000-entry
   // transaction's entries are never all held.
   (void)core::value_or_throw(store.load_each(tx, [&](Entry&& entry) {
     if (!selection.selects(entry.path)) return;
-    const EntrySides sides = entry_sides(store, root_fd.get(), tx, entry, limits_.max_file_bytes);
+    const EntrySides sides =
+        entry_sides(store, root_fd.get(), reviewed, entry, limits_.max_file_bytes);
     section(entry.path, sides.directory
                             ? directory_diff(entry.path, entry, options.colour)
                             : workspace::unified_file_diff(entry.path, sides.before, sides.after,
@@ -788,11 +836,13 @@ void Workspace::diff_stat(const std::string& tx, const std::vector<std::string>&
   auto store = opened_store(*this, policy_, limits_);
   Selection selection(paths);
   const auto root_fd = core::value_or_throw(store.open_root());
+  const ReviewedTransaction reviewed(store, tx);
   (void)core::value_or_throw(store.load_each(tx, [&](Entry&& entry) {
     if (!selection.selects(entry.path)) return;
     DiffStat stat;
     stat.kind = workspace::change_kind(entry);
-    const EntrySides sides = entry_sides(store, root_fd.get(), tx, entry, limits_.max_file_bytes);
+    const EntrySides sides =
+        entry_sides(store, root_fd.get(), reviewed, entry, limits_.max_file_bytes);
     if (!sides.directory) {
       const auto counts = workspace::count_changed_lines(sides.before, sides.after);
       stat.added_lines = counts.added;

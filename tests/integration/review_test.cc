@@ -315,6 +315,48 @@ TEST_F(ReviewTest, PartialDiscardLeavesTheRestPending) {
   EXPECT_NE(unknown.err.find("path argument nope"), std::string::npos) << unknown.err;
 }
 
+// A diff that fails part way prints none of itself to a pipe or a file:
+// `pulsebox diff TX | git apply` without pipefail applied the paths before
+// the failure, and a staged file that cannot be read was shown emptied, exit
+// 0, where the commit refuses the transaction as damaged.
+TEST_F(ReviewTest, ADiffThatFailsPartWayPrintsNothing) {
+  auto w = ws();
+  const std::string tx = w.create_transaction();
+  w.stage_write(tx, "a.txt", "first\n");
+  w.stage_write(tx, "sub/b.txt", "second\n");
+  const fs::path dir = workspace_ / ".agent/transactions" / tx;
+  fs::path blob;
+  const json manifest = json::parse(read_file(dir / "manifest.json"));
+  for (const auto& entry : manifest["entries"]) {
+    if (entry["path"] == "sub/b.txt") blob = dir / "blobs" / entry["blob"].get<std::string>();
+  }
+  ASSERT_TRUE(fs::is_regular_file(blob)) << blob;
+  ASSERT_NE(cli({"diff", tx}).out.find("+second\n"), std::string::npos);
+  fs::remove(blob);
+
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"diff", tx}, {"diff", "--stat", tx}, {"diff", "--json", tx}}) {
+    const auto failed = cli(args);
+    EXPECT_EQ(failed.exit_code, 125) << args[1] << failed.err;
+    EXPECT_EQ(failed.out, "") << args[1];
+    EXPECT_NE(failed.err.find(blob.string() + " is damaged"), std::string::npos) << failed.err;
+    EXPECT_NE(failed.err.find("sub/b.txt"), std::string::npos) << failed.err;
+  }
+  const auto first_only = cli({"diff", tx}, {"a.txt"});
+  EXPECT_EQ(first_only.exit_code, 0) << first_only.err;
+  EXPECT_NE(first_only.out.find("+first\n"), std::string::npos) << first_only.out;
+
+  // Held in $TMPDIR until whole: where it cannot be, an error that says so.
+  auto env = cli_env();
+  env.push_back("TMPDIR=" + (scratch_ / "absent").string());
+  const auto unheld =
+      run_cli({"diff", "-w", workspace_.path().string(), tx, "--", "a.txt"}, "", env);
+  EXPECT_EQ(unheld.exit_code, 125);
+  EXPECT_EQ(unheld.out, "");
+  EXPECT_NE(unheld.err.find((scratch_ / "absent").string()), std::string::npos) << unheld.err;
+  EXPECT_NE(unheld.err.find("set TMPDIR"), std::string::npos) << unheld.err;
+}
+
 TEST_F(ReviewTest, CommitDiscardAndReconcileAreAudited) {
   auto w = ws();
   const std::string good = w.create_transaction();

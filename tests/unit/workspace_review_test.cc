@@ -2,6 +2,7 @@
 // discard and commit.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "helpers/test_support.h"
@@ -74,6 +75,75 @@ TEST_F(WorkspaceReviewTest, WhatAStreamedCallbackThrowsReachesTheCaller) {
   EXPECT_THROW(ws.diff_stat(tx, {}, [&](DiffStat&&) { json_error(); }), nlohmann::json::type_error);
   EXPECT_THROW(ws.diff_stat(tx, {}, [](DiffStat&&) { throw SandboxError("mine"); }), SandboxError);
   EXPECT_EQ(ws.diff_stat(tx).size(), 2u);
+}
+
+// A staged file that cannot be read is an error naming it, never shown as
+// an emptied file: the diff showed "src/a.cc" losing every line, exit 0,
+// while a commit refused the transaction as damaged.
+TEST_F(WorkspaceReviewTest, AStagedFileThatCannotBeReadIsAnErrorNotAnEmptyFile) {
+  Workspace ws(dir_.path());
+  const auto tx = ws.create_transaction();
+  ws.stage_write(tx, "README", "changed\n");
+  ws.stage_write(tx, "src/a.cc", "one\ntwo\nthree\nfour\n");
+  const auto manifest =
+      nlohmann::json::parse(read_file(dir_.path() / ".agent/transactions" / tx / "manifest.json"));
+  std::filesystem::path blob;
+  for (const auto& entry : manifest["entries"]) {
+    if (entry["path"] == "src/a.cc") {
+      blob = dir_.path() / ".agent/transactions" / tx / "blobs" / entry["blob"].get<std::string>();
+    }
+  }
+  ASSERT_TRUE(std::filesystem::is_regular_file(blob)) << blob;
+  std::filesystem::remove(blob);
+  const auto expect_damaged = [&](const std::function<void()>& review) {
+    try {
+      review();
+      FAIL() << "no error";
+    } catch (const SandboxRecoveryError& error) {
+      EXPECT_NE(std::string(error.what()).find(blob.string() + " is damaged"), std::string::npos)
+          << error.what();
+    }
+  };
+  expect_damaged([&] { (void)ws.diff(tx); });
+  expect_damaged([&] { (void)ws.diff_stat(tx); });
+  EXPECT_THROW((void)ws.commit(tx), SandboxRecoveryError);
+  EXPECT_EQ(ws.diff(tx, DiffOptions{.colour = false, .paths = {"README"}}).find("src/a.cc"),
+            std::string::npos);
+
+  // Staged under a larger limit than the reviewer's: named, not emptied.
+  const Workspace smaller(dir_.path(), default_workspace_policy(),
+                          WorkspaceLimits{.max_file_bytes = 4});
+  try {
+    (void)smaller.diff(tx, DiffOptions{.colour = false, .paths = {"README"}});
+    FAIL() << "no error";
+  } catch (const SandboxResourceError& error) {
+    EXPECT_NE(std::string(error.what()).find("README"), std::string::npos) << error.what();
+    EXPECT_NE(std::string(error.what()).find("over the limit of 4"), std::string::npos)
+        << error.what();
+  }
+}
+
+// A commit elsewhere that takes a path's staged file while a streamed review
+// reads the transaction: "committed or discarded while it was read", not
+// "damaged" (nothing is wrong with what is left of it).
+TEST_F(WorkspaceReviewTest, AReviewOvertakenByACommitSaysSo) {
+  Workspace ws(dir_.path());
+  const auto tx = ws.create_transaction();
+  ws.stage_write(tx, "README", "changed\n");
+  ws.stage_write(tx, "src/a.cc", "one\n");
+  Workspace elsewhere(dir_.path());
+  try {
+    ws.diff(tx, DiffOptions{}, [&](const std::string& path, std::string_view) {
+      if (path == "README") (void)elsewhere.commit(tx, CommitOptions{.paths = {"src/a.cc"}});
+    });
+    FAIL() << "no error";
+  } catch (const SandboxConcurrentModificationError& error) {
+    EXPECT_NE(std::string(error.what()).find("committed or discarded while it was read"),
+              std::string::npos)
+        << error.what();
+  }
+  EXPECT_EQ(read_file(dir_.path() / "src/a.cc"), "one\n");
+  EXPECT_EQ(ws.diff_stat(tx).size(), 1u);
 }
 
 TEST_F(WorkspaceReviewTest, DiffStatCountsLines) {
