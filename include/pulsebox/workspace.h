@@ -334,11 +334,13 @@ class PULSEBOX_API Workspace {
   // were handed out: describe() first reads the whole manifest with the
   // same checks, and takes the paths to check (the CLI does both). So does
   // a staged file that cannot be read (never shown as an emptied file):
-  // SandboxRecoveryError when the transaction is damaged (commit refuses it
-  // too), SandboxConcurrentModificationError when a commit or discard
-  // elsewhere changed it meanwhile, SandboxResourceError when it is over
-  // this Workspace's per-file limit. The string form throws the same,
-  // having handed out nothing.
+  // SandboxConcurrentModificationError naming its path when a commit,
+  // discard or staging elsewhere changed the transaction meanwhile (a commit
+  // under way is waited for), SandboxRecoveryError when the transaction is
+  // damaged or its commit was interrupted (commit refuses it too),
+  // SandboxError for another read error. Content over this Workspace's
+  // per-file limit, on either side, is shown as a binary change. The string
+  // form throws the same, having handed out nothing.
   void diff(
       const std::string& tx, const DiffOptions& options,
       const std::function<void(const std::string& path, std::string_view section)>& section) const;

@@ -27,9 +27,12 @@ std::string first_line(const std::string& text) {
 
 int main(int argc, char** argv) {
   if (pulsebox_image_prefaulted != 0) pulsebox::cli::prefault_heap();
-  // A closed stdin would be taken by the first descriptor this process
-  // opens, which a run would then hand the command as its stdin.
+  // A closed standard descriptor would be taken by the first one this
+  // process opens: a run would hand it to the command as its stdin, and
+  // what is printed would be written into it (an audit log, a held diff).
   if (::fcntl(STDIN_FILENO, F_GETFD) < 0) (void)::open("/dev/null", O_RDONLY);
+  if (::fcntl(STDOUT_FILENO, F_GETFD) < 0) (void)::open("/dev/null", O_WRONLY);
+  if (::fcntl(STDERR_FILENO, F_GETFD) < 0) (void)::open("/dev/null", O_WRONLY);
   pulsebox::core::trace_phase("main");
   if (pulsebox::cli::text_fault_is_slow(pulsebox_text_fault_ns)) {
     pulsebox::core::trace_phase("main: text populated (one text fault was slow)");

@@ -4,9 +4,10 @@
 // Usage: construct, write() each piece, then finish() once all of it is
 // made. To a terminal the pieces go out as they come: a person reads the
 // error that ends them. Piped or redirected, they are held in an unnamed
-// file (not in memory: a diff can be larger than RAM) and copied out by
-// finish(); a failure before finish() prints none of them, so
-// `pulsebox diff TX | git apply` never applies part of a diff that failed.
+// file in $TMPDIR (not in this process's memory: a diff can be larger than
+// RAM) and copied out by finish(); a failure before finish() prints none of
+// them, so `pulsebox diff TX | git apply` never applies part of a diff that
+// failed.
 #pragma once
 
 #include <filesystem>

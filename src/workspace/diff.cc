@@ -257,6 +257,10 @@ bool looks_binary(std::string_view bytes) {
 
 LineCounts count_changed_lines(const DiffSide& before, const DiffSide& after) {
   LineCounts counts;
+  if (before.unshown || after.unshown) {
+    counts.binary = true;
+    return counts;
+  }
   if (looks_binary(before.content) || looks_binary(after.content)) {
     counts.binary = before.content != after.content;
     return counts;
@@ -324,13 +328,14 @@ std::string unified_file_diff(const std::string& path, const DiffSide& before,
     out += paint.line("old mode " + octal_mode(before_mode), kBold);
     out += paint.line("new mode " + octal_mode(after_mode), kBold);
   }
-  if (before.exists && after.exists && before.content == after.content &&
+  const bool unshown = before.unshown || after.unshown;
+  if (before.exists && after.exists && !unshown && before.content == after.content &&
       before.is_symlink == after.is_symlink) {
     return out;  // a mode change only
   }
   const std::string from = before.exists ? core::quote_name("a/" + path) : "/dev/null";
   const std::string to = after.exists ? core::quote_name("b/" + path) : "/dev/null";
-  if (looks_binary(before.content) || looks_binary(after.content)) {
+  if (unshown || looks_binary(before.content) || looks_binary(after.content)) {
     out += "Binary files " + from + " and " + to + " differ\n";
     return out;
   }

@@ -12,6 +12,9 @@ struct DiffSide {
   bool is_symlink = false;
   unsigned mode = 0;    // permission bits (and 0120000 added for symlinks on output)
   std::string content;  // file bytes, or the symlink target
+  // The content could not be read (over the per-file limit, gone): the
+  // change is shown as binary, never as one from or to an empty file.
+  bool unshown = false;
 };
 
 // A git-style file diff ("diff --git a/p b/p", mode lines, "--- a/p",

@@ -559,20 +559,29 @@ workspace::DiffSide current_side(int root_fd, const Entry& entry, std::uint64_t 
   side.exists = entry.snapshot.exists();
   side.mode = entry.snapshot.mode & 0777;
   side.is_symlink = entry.snapshot.type == NodeType::Symlink;
+  if (entry.snapshot.type != NodeType::File && !side.is_symlink) return side;
+  // Unreadable now (over the limit, gone, replaced): not shown, rather than
+  // shown as empty.
+  side.unshown = true;
   std::string name;
   auto parent = workspace::open_parent(root_fd, entry.path, &name);
   if (!parent) return side;
   if (entry.snapshot.type == NodeType::File) {
     core::UniqueFd fd(
         ::openat(parent->get(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
-    if (fd) {
-      auto bytes = core::read_all(fd.get(), limit, entry.path);
-      if (bytes) side.content = std::move(bytes).value();
+    auto bytes = fd ? workspace::read_regular_file(fd.get(), limit, entry.path)
+                    : core::Result<std::string>(Error::from_errno("workspace", entry.path));
+    if (bytes) {
+      side.content = std::move(bytes).value();
+      side.unshown = false;
     }
-  } else if (side.is_symlink) {
+  } else {
     char target[4096];
     const ssize_t n = ::readlinkat(parent->get(), name.c_str(), target, sizeof target);
-    if (n > 0) side.content.assign(target, static_cast<std::size_t>(n));
+    if (n > 0 && static_cast<std::size_t>(n) < sizeof target) {
+      side.content.assign(target, static_cast<std::size_t>(n));
+      side.unshown = false;
+    }
   }
   return side;
 }
@@ -647,40 +656,58 @@ struct EntrySides {
 };
 
 // A review's transaction as it was when the review began, to tell what a
-// staged file that cannot be read means: the manifest replaced or gone since
-// (a commit or discard elsewhere moved or removed its files), or damage.
+// staged file that cannot be read means: the transaction changed meanwhile
+// (a commit, discard or staging elsewhere moved or removed the file), a
+// commit left interrupted, or damage. Shown as an empty file, it was a
+// change the commit would refuse, or one it no longer has.
 class ReviewedTransaction {
  public:
   ReviewedTransaction(const TransactionStore& store, std::string tx)
-      : tx_(std::move(tx)), manifest_(store.tx_dir(tx_) / "manifest.json") {
+      : store_(store), tx_(std::move(tx)), manifest_(store.tx_dir(tx_) / "manifest.json") {
     found_ = ::stat(manifest_.c_str(), &identity_) == 0;
   }
   const std::string& id() const { return tx_; }
 
-  // Thrown for the staged file `blob` of `path` that could not be read
-  // (`why`): shown as an empty file, it was a change the commit would
-  // refuse, or one it no longer has.
+  // Throws for `blob`, the staged file of `path`, that could not be read (`why`).
   [[noreturn]] void unreadable(const std::filesystem::path& blob, const std::string& path,
                                const Error& why) const {
-    struct stat now {};
-    const bool same = found_ && ::stat(manifest_.c_str(), &now) == 0 &&
-                      now.st_dev == identity_.st_dev && now.st_ino == identity_.st_ino;
-    if (!same) {
-      core::throw_error(Error(ErrorKind::kConcurrentModification, "workspace",
-                              "transaction " + tx_ +
-                                  " was committed or discarded while it was read (" +
-                                  core::quote_name(path) + "); run the command again"));
+    // Whoever moves or removes staged files holds the workspace's lock until
+    // the manifest is replaced or removed: wait for it, then look again.
+    if (!changed()) (void)store_.lock();  // released as the descriptor closes
+    if (changed()) {
+      Error changed(ErrorKind::kConcurrentModification, "workspace",
+                    "transaction " + tx_ + " changed while it was read (committed, discarded or " +
+                        "staged again elsewhere: the staged file of " + core::quote_name(path) +
+                        " is gone); run the command again");
+      changed.paths().push_back(path);
+      core::throw_error(changed);
     }
-    if (why.kind() == ErrorKind::kResource) {
-      core::throw_error(Error(
-          ErrorKind::kResource, "workspace",
-          "the staged file of " + core::quote_name(path) + " cannot be shown: " + why.message()));
+    if (::access((store_.tx_dir(tx_) / "READY").c_str(), F_OK) == 0) {
+      core::throw_error(Error(ErrorKind::kRecovery, "workspace",
+                              "the commit of " + tx_ +
+                                  " was interrupted after it had begun to move its staged files; "
+                                  "run `pulsebox reconcile` to finish it"));
     }
-    core::throw_error(workspace::corrupt(blob, "the staged file of " + core::quote_name(path) +
-                                                   " cannot be read: " + why.to_string()));
+    const int err = why.error_number();
+    if (err == ENOENT || err == ENOTDIR || err == ELOOP || why.kind() == ErrorKind::kSecurity) {
+      core::throw_error(workspace::corrupt(
+          blob, "the staged file of " + core::quote_name(path) +
+                    " is missing or not a regular file" +
+                    (err != 0 ? std::string(": ") + std::strerror(err) : std::string())));
+    }
+    core::throw_error(Error(
+        ErrorKind::kIo, "workspace",
+        "cannot read " + blob.string() + ", the staged file of " + core::quote_name(path), err));
   }
 
  private:
+  bool changed() const {
+    struct stat now {};
+    return !found_ || ::stat(manifest_.c_str(), &now) != 0 || now.st_dev != identity_.st_dev ||
+           now.st_ino != identity_.st_ino;
+  }
+
+  const TransactionStore& store_;
   std::string tx_;
   std::filesystem::path manifest_;
   struct stat identity_ {};
@@ -713,8 +740,8 @@ EntrySides entry_sides(const TransactionStore& store, int root_fd,
       auto bytes = read_blob(blobs, workspace::blob_relative_path(entry), limit);
       if (bytes) {
         after.content = std::move(bytes).value();
-      } else if (entry.contains_secret) {
-        after.content = "[content withheld: it holds a registered secret]\n";
+      } else if (bytes.error().kind() == ErrorKind::kResource) {
+        after.unshown = true;  // over this Workspace's per-file limit
       } else {
         reviewed.unreadable(blobs / workspace::blob_relative_path(entry), entry.path,
                             bytes.error());
@@ -731,6 +758,8 @@ EntrySides entry_sides(const TransactionStore& store, int root_fd,
     case StagedOp::Chmod:
       after = before;
       after.mode = entry.mode;
+      // The same content on both sides, shown or not: a mode change only.
+      before.unshown = after.unshown = false;
       break;
     case StagedOp::Delete:
     case StagedOp::Mkdir:

@@ -2,16 +2,22 @@
 // discard and commit.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <functional>
+#include <future>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "helpers/test_support.h"
 #include "pulsebox/error.h"
+#include "pulsebox/secrets.h"
 #include "pulsebox/workspace.h"
+#include "workspace/transactions.h"
 
 namespace pulsebox {
 namespace {
 
+namespace fs = std::filesystem;
 using testing::read_file;
 using testing::TempDir;
 using testing::write_file;
@@ -23,6 +29,7 @@ class WorkspaceReviewTest : public ::testing::Test {
     write_file(dir_ / "src/a.cc", "one\ntwo\nthree\n");
   }
   TempDir dir_;
+  TempDir scratch_;
 };
 
 TEST_F(WorkspaceReviewTest, DiffSelectsPathsAndEverythingBeneath) {
@@ -109,18 +116,80 @@ TEST_F(WorkspaceReviewTest, AStagedFileThatCannotBeReadIsAnErrorNotAnEmptyFile) 
   EXPECT_THROW((void)ws.commit(tx), SandboxRecoveryError);
   EXPECT_EQ(ws.diff(tx, DiffOptions{.colour = false, .paths = {"README"}}).find("src/a.cc"),
             std::string::npos);
+}
 
-  // Staged under a larger limit than the reviewer's: named, not emptied.
-  const Workspace smaller(dir_.path(), default_workspace_policy(),
-                          WorkspaceLimits{.max_file_bytes = 4});
+// A redacted copy (what a change holding a secret shows) that is gone is
+// damage as well, not "content withheld".
+TEST_F(WorkspaceReviewTest, AMissingRedactedCopyIsAnError) {
+  const fs::path upper = scratch_.path() / "upper";
+  write_file(upper / "config.env", "TOKEN=s3cr3t-value-1234\n");
+  const SecretScrubber scrubber({"s3cr3t-value-1234"});
+  Workspace ws(dir_.path());
+  const auto tx =
+      ws.import_overlay(upper, dir_.path(), ImportOptions{.secrets = &scrubber}).transaction;
+  ASSERT_TRUE(tx.has_value());
+  ASSERT_NE(ws.diff(*tx).find("+TOKEN=[REDACTED"), std::string::npos) << ws.diff(*tx);
+  const fs::path redacted = dir_.path() / ".agent/transactions" / *tx / "redacted";
+  ASSERT_TRUE(fs::is_directory(redacted));
+  fs::remove_all(redacted);
+  EXPECT_THROW((void)ws.diff(*tx), SandboxRecoveryError);
+}
+
+// Content over the reviewer's per-file limit, on either side, is a binary
+// change ("Binary files ... differ", which `git apply` refuses), never an
+// empty file: a large file cut short showed as every line of it added, and a
+// file staged under a larger limit as every line removed.
+TEST_F(WorkspaceReviewTest, ContentOverThePerFileLimitIsABinaryChangeNotAnEmptyFile) {
+  write_file(dir_ / "big", std::string(40, 'x') + "\n");
+  Workspace smaller(dir_.path(), default_workspace_policy(), WorkspaceLimits{.max_file_bytes = 16});
+  const auto tx = smaller.create_transaction();
+  smaller.stage_write(tx, "big", "small now\n");  // its base is not kept: over the limit
+  EXPECT_EQ(smaller.diff(tx), "diff --git a/big b/big\nBinary files a/big and b/big differ\n");
+  EXPECT_TRUE(smaller.diff_stat(tx).at(0).binary);
+
+  Workspace ws(dir_.path());
+  const auto grown = ws.create_transaction();
+  ws.stage_write(grown, "README", std::string(20, 'y') + "\n");
+  EXPECT_EQ(smaller.diff(grown),
+            "diff --git a/README b/README\nBinary files a/README and b/README differ\n");
+  const auto stat = smaller.diff_stat(grown);
+  EXPECT_TRUE(stat.at(0).binary);
+  EXPECT_EQ(stat.at(0).removed_lines, 0u);
+}
+
+// A review that meets a commit under way (staged files moved into the
+// workspace, the manifest not yet removed) waits for the commit and says the
+// transaction changed: it was called damaged, "discard the transaction".
+TEST_F(WorkspaceReviewTest, AReviewDuringACommitWaitsForItAndSaysSo) {
+  Workspace ws(dir_.path());
+  const auto tx = ws.create_transaction();
+  ws.stage_write(tx, "README", "changed\n");
+  ws.stage_write(tx, "src/a.cc", "one\n");
+  std::promise<void> moved;
+  workspace::commit_failpoint = [&](std::string_view step) {
+    if (step != "applied src/a.cc") return;
+    moved.set_value();
+    // The review reads the moved file meanwhile, the manifest still there.
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  };
+  std::thread commit;
   try {
-    (void)smaller.diff(tx, DiffOptions{.colour = false, .paths = {"README"}});
-    FAIL() << "no error";
-  } catch (const SandboxResourceError& error) {
-    EXPECT_NE(std::string(error.what()).find("README"), std::string::npos) << error.what();
-    EXPECT_NE(std::string(error.what()).find("over the limit of 4"), std::string::npos)
+    ws.diff(tx, DiffOptions{}, [&](const std::string& path, std::string_view) {
+      if (path != "README") return;
+      commit = std::thread([&] { (void)Workspace(dir_.path()).commit(tx); });
+      moved.get_future().wait();
+    });
+    ADD_FAILURE() << "no error";
+  } catch (const SandboxConcurrentModificationError& error) {
+    EXPECT_NE(std::string(error.what()).find("changed while it was read"), std::string::npos)
         << error.what();
+    EXPECT_EQ(error.paths(), std::vector<std::string>{"src/a.cc"});
+  } catch (const std::exception& error) {
+    ADD_FAILURE() << error.what();
   }
+  if (commit.joinable()) commit.join();
+  workspace::commit_failpoint = nullptr;
+  EXPECT_EQ(read_file(dir_.path() / "src/a.cc"), "one\n");
 }
 
 // A commit elsewhere that takes a path's staged file while a streamed review
@@ -138,9 +207,9 @@ TEST_F(WorkspaceReviewTest, AReviewOvertakenByACommitSaysSo) {
     });
     FAIL() << "no error";
   } catch (const SandboxConcurrentModificationError& error) {
-    EXPECT_NE(std::string(error.what()).find("committed or discarded while it was read"),
-              std::string::npos)
+    EXPECT_NE(std::string(error.what()).find("changed while it was read"), std::string::npos)
         << error.what();
+    EXPECT_EQ(error.paths(), std::vector<std::string>{"src/a.cc"});
   }
   EXPECT_EQ(read_file(dir_.path() / "src/a.cc"), "one\n");
   EXPECT_EQ(ws.diff_stat(tx).size(), 1u);
