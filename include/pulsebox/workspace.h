@@ -266,6 +266,8 @@ class PULSEBOX_API Workspace {
   // Staging throws SandboxSecurityError for a bad path (or one beneath a path
   // this transaction makes a symlink), PolicyDenied when the policy denies
   // the action or the path is protected, SandboxResourceError past a limit.
+  // Each call holds the workspace's lock (.agent/lock), as commit and
+  // discard do: callers staging into one transaction at once are serialised.
   void stage_write(const std::string& tx, std::string_view path, std::string_view bytes,
                    unsigned mode = 0644);
   void stage_delete(const std::string& tx, std::string_view path);
@@ -336,11 +338,12 @@ class PULSEBOX_API Workspace {
   // a staged file that cannot be read (never shown as an emptied file):
   // SandboxConcurrentModificationError naming its path when a commit,
   // discard or staging elsewhere changed the transaction meanwhile (a commit
-  // under way is waited for), SandboxRecoveryError when the transaction is
-  // damaged or its commit was interrupted (commit refuses it too),
-  // SandboxError for another read error. Content over this Workspace's
-  // per-file limit, on either side, is shown as a binary change. The string
-  // form throws the same, having handed out nothing.
+  // or staging under way is waited for), SandboxRecoveryError when the
+  // transaction is damaged (commit refuses it too, unless only a redacted
+  // copy is missing) or its commit was interrupted, SandboxError for
+  // another read error. Content that cannot be shown (over this
+  // Workspace's per-file limit, on either side) is a binary change. The
+  // string form throws the same, having handed out nothing.
   void diff(
       const std::string& tx, const DiffOptions& options,
       const std::function<void(const std::string& path, std::string_view section)>& section) const;

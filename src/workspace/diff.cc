@@ -336,6 +336,13 @@ std::string unified_file_diff(const std::string& path, const DiffSide& before,
   const std::string from = before.exists ? core::quote_name("a/" + path) : "/dev/null";
   const std::string to = after.exists ? core::quote_name("b/" + path) : "/dev/null";
   if (unshown || looks_binary(before.content) || looks_binary(after.content)) {
+    // With no index line `git apply` skips the section and applies the rest
+    // (exit 0); with one, it refuses the whole patch ("without full index
+    // line"): a change it cannot make is never left out silently.
+    std::string index = "index 0000000..0000000";
+    if (before.exists && after.exists && before_mode == after_mode)
+      index += " " + octal_mode(after_mode);
+    out += paint.line(index, kBold);
     out += "Binary files " + from + " and " + to + " differ\n";
     return out;
   }

@@ -994,6 +994,7 @@ core::Status TransactionStore::stage(Draft& draft, Entry entry, std::string_view
       std::filesystem::remove(tx_dir(draft.id) / "blobs" / blob, ec);
       std::filesystem::remove(tx_dir(draft.id) / "redacted" / blob, ec);
     }
+    failpoint("restaged " + entry.path);
   }
   // Only entries beneath the path go: `staged` stays valid.
   if (type_after(entry) != NodeType::Directory) drop_beneath(draft, entry.path);

@@ -109,6 +109,11 @@ core::Result<TransactionInfo> describe_transaction(const TransactionStore& store
 
 void stage_one(TransactionStore& store, const std::string& tx, Entry entry,
                std::string_view bytes) {
+  // Under the lock, as a commit or discard: two stagings that loaded the
+  // same manifest gave their files the same staged name (one failed), and
+  // a review met a staged file removed before the manifest naming the new
+  // one was saved.
+  const auto lock = core::value_or_throw(store.lock());
   Draft draft = core::value_or_throw(store.load(tx));
   core::check_or_throw(store.stage(draft, std::move(entry), bytes, /*check_policy=*/true));
   core::check_or_throw(store.save(draft));
@@ -668,9 +673,10 @@ class ReviewedTransaction {
   }
   const std::string& id() const { return tx_; }
 
-  // Throws for `blob`, the staged file of `path`, that could not be read (`why`).
+  // Throws for `blob`, the staged file of `path` (or its redacted copy),
+  // that could not be read (`why`).
   [[noreturn]] void unreadable(const std::filesystem::path& blob, const std::string& path,
-                               const Error& why) const {
+                               bool redacted_copy, const Error& why) const {
     // Whoever moves or removes staged files holds the workspace's lock until
     // the manifest is replaced or removed: wait for it, then look again.
     if (!changed()) (void)store_.lock();  // released as the descriptor closes
@@ -689,7 +695,18 @@ class ReviewedTransaction {
                                   "run `pulsebox reconcile` to finish it"));
     }
     const int err = why.error_number();
-    if (err == ENOENT || err == ENOTDIR || err == ELOOP || why.kind() == ErrorKind::kSecurity) {
+    const bool missing =
+        err == ENOENT || err == ENOTDIR || err == ELOOP || why.kind() == ErrorKind::kSecurity;
+    if (missing && redacted_copy) {
+      // Only the diff reads it: the commit would still apply the staged file.
+      core::throw_error(Error(ErrorKind::kRecovery, "workspace",
+                              blob.string() + ", the redacted copy shown in place of " +
+                                  core::quote_name(path) +
+                                  " (it holds a secret), is missing or not a regular file; "
+                                  "`pulsebox commit --allow-secrets` would apply the staged file "
+                                  "unseen, or discard the transaction"));
+    }
+    if (missing) {
       core::throw_error(workspace::corrupt(
           blob, "the staged file of " + core::quote_name(path) +
                     " is missing or not a regular file" +
@@ -744,7 +761,7 @@ EntrySides entry_sides(const TransactionStore& store, int root_fd,
         after.unshown = true;  // over this Workspace's per-file limit
       } else {
         reviewed.unreadable(blobs / workspace::blob_relative_path(entry), entry.path,
-                            bytes.error());
+                            entry.contains_secret, bytes.error());
       }
       break;
     }

@@ -357,6 +357,27 @@ TEST_F(ReviewTest, ADiffThatFailsPartWayPrintsNothing) {
   EXPECT_NE(unheld.err.find("set TMPDIR"), std::string::npos) << unheld.err;
 }
 
+// A binary change carries an index line, so `git apply` refuses the whole
+// patch: without one it left that file out, applied the rest and exited 0.
+TEST_F(ReviewTest, APatchWithABinaryChangeIsRefusedWholeByGitApply) {
+  write_file(workspace_ / "bin.dat", std::string("x\0y", 3));
+  auto w = ws();
+  const std::string tx = w.create_transaction();
+  w.stage_write(tx, "a.txt", "one\ntwo\n");
+  w.stage_write(tx, "bin.dat", std::string("z\0w", 3));
+  const auto patch = cli({"diff", tx});
+  ASSERT_EQ(patch.exit_code, 0) << patch.err;
+  const fs::path copy = scratch_ / "copy";
+  fs::create_directories(copy);
+  write_file(copy / "a.txt", "one\n");
+  write_file(copy / "bin.dat", std::string("x\0y", 3));
+  write_file(scratch_ / "patch.diff", patch.out);
+  const std::string apply = "cd '" + copy.string() + "' && git apply '" +
+                            (scratch_ / "patch.diff").string() + "' 2>/dev/null";
+  EXPECT_NE(std::system(apply.c_str()), 0) << patch.out;
+  EXPECT_EQ(read_file(copy / "a.txt"), "one\n") << "part of the patch was applied";
+}
+
 TEST_F(ReviewTest, CommitDiscardAndReconcileAreAudited) {
   auto w = ws();
   const std::string good = w.create_transaction();

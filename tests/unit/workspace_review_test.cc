@@ -1,8 +1,10 @@
 // Reviewing a transaction piece by piece: diff and stat by path, partial
 // discard and commit.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <chrono>
+#include <fstream>
 #include <functional>
 #include <future>
 #include <nlohmann/json.hpp>
@@ -21,6 +23,24 @@ namespace fs = std::filesystem;
 using testing::read_file;
 using testing::TempDir;
 using testing::write_file;
+
+// Whether, within `within`, a process waits for a flock on `file` (a "->"
+// line of /proc/locks naming its inode).
+bool someone_waits_to_lock(const fs::path& file, std::chrono::seconds within) {
+  struct stat st {};
+  if (::stat(file.c_str(), &st) != 0) return false;
+  const std::string inode = ":" + std::to_string(st.st_ino) + " ";
+  const auto deadline = std::chrono::steady_clock::now() + within;
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::ifstream locks("/proc/locks");
+    for (std::string line; std::getline(locks, line);) {
+      if (line.find("->") != std::string::npos && line.find(inode) != std::string::npos)
+        return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return false;
+}
 
 class WorkspaceReviewTest : public ::testing::Test {
  protected:
@@ -132,11 +152,20 @@ TEST_F(WorkspaceReviewTest, AMissingRedactedCopyIsAnError) {
   const fs::path redacted = dir_.path() / ".agent/transactions" / *tx / "redacted";
   ASSERT_TRUE(fs::is_directory(redacted));
   fs::remove_all(redacted);
-  EXPECT_THROW((void)ws.diff(*tx), SandboxRecoveryError);
+  try {
+    (void)ws.diff(*tx);
+    FAIL() << "no error";
+  } catch (const SandboxRecoveryError& error) {
+    EXPECT_NE(std::string(error.what()).find("the redacted copy shown in place of config.env"),
+              std::string::npos)
+        << error.what();
+    EXPECT_EQ(std::string(error.what()).find("s3cr3t"), std::string::npos) << error.what();
+  }
 }
 
 // Content over the reviewer's per-file limit, on either side, is a binary
-// change ("Binary files ... differ", which `git apply` refuses), never an
+// change ("Binary files ... differ" after an index line: `git apply` refuses
+// the patch, where without it it left the file out), never an
 // empty file: a large file cut short showed as every line of it added, and a
 // file staged under a larger limit as every line removed.
 TEST_F(WorkspaceReviewTest, ContentOverThePerFileLimitIsABinaryChangeNotAnEmptyFile) {
@@ -144,40 +173,43 @@ TEST_F(WorkspaceReviewTest, ContentOverThePerFileLimitIsABinaryChangeNotAnEmptyF
   Workspace smaller(dir_.path(), default_workspace_policy(), WorkspaceLimits{.max_file_bytes = 16});
   const auto tx = smaller.create_transaction();
   smaller.stage_write(tx, "big", "small now\n");  // its base is not kept: over the limit
-  EXPECT_EQ(smaller.diff(tx), "diff --git a/big b/big\nBinary files a/big and b/big differ\n");
+  EXPECT_EQ(smaller.diff(tx),
+            "diff --git a/big b/big\nindex 0000000..0000000 100644\n"
+            "Binary files a/big and b/big differ\n");
   EXPECT_TRUE(smaller.diff_stat(tx).at(0).binary);
 
   Workspace ws(dir_.path());
   const auto grown = ws.create_transaction();
   ws.stage_write(grown, "README", std::string(20, 'y') + "\n");
   EXPECT_EQ(smaller.diff(grown),
-            "diff --git a/README b/README\nBinary files a/README and b/README differ\n");
+            "diff --git a/README b/README\nindex 0000000..0000000 100644\n"
+            "Binary files a/README and b/README differ\n");
   const auto stat = smaller.diff_stat(grown);
   EXPECT_TRUE(stat.at(0).binary);
   EXPECT_EQ(stat.at(0).removed_lines, 0u);
 }
 
-// A review that meets a commit under way (staged files moved into the
-// workspace, the manifest not yet removed) waits for the commit and says the
-// transaction changed: it was called damaged, "discard the transaction".
-TEST_F(WorkspaceReviewTest, AReviewDuringACommitWaitsForItAndSaysSo) {
-  Workspace ws(dir_.path());
-  const auto tx = ws.create_transaction();
-  ws.stage_write(tx, "README", "changed\n");
-  ws.stage_write(tx, "src/a.cc", "one\n");
-  std::promise<void> moved;
-  workspace::commit_failpoint = [&](std::string_view step) {
-    if (step != "applied src/a.cc") return;
-    moved.set_value();
-    // The review reads the moved file meanwhile, the manifest still there.
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+// A review that meets a staged file moved or removed by a commit or a
+// staging under way (the manifest not yet replaced or removed) waits for it
+// and says the transaction changed: it was called damaged, "discard the
+// transaction". `step` is where the other one is held until the review
+// waits for the workspace's lock; `other` is what it does.
+void expect_review_waits_for(const fs::path& dir, const std::string& tx, const std::string& step,
+                             const std::function<void()>& other) {
+  Workspace ws(dir);
+  std::promise<void> reached;
+  bool waited = false;
+  workspace::commit_failpoint = [&](std::string_view at) {
+    if (at != step) return;
+    reached.set_value();
+    waited = someone_waits_to_lock(dir / ".agent/lock", std::chrono::seconds(10));
   };
-  std::thread commit;
+  std::thread elsewhere;
   try {
     ws.diff(tx, DiffOptions{}, [&](const std::string& path, std::string_view) {
       if (path != "README") return;
-      commit = std::thread([&] { (void)Workspace(dir_.path()).commit(tx); });
-      moved.get_future().wait();
+      elsewhere = std::thread(other);
+      ASSERT_EQ(reached.get_future().wait_for(std::chrono::seconds(30)), std::future_status::ready);
     });
     ADD_FAILURE() << "no error";
   } catch (const SandboxConcurrentModificationError& error) {
@@ -187,9 +219,32 @@ TEST_F(WorkspaceReviewTest, AReviewDuringACommitWaitsForItAndSaysSo) {
   } catch (const std::exception& error) {
     ADD_FAILURE() << error.what();
   }
-  if (commit.joinable()) commit.join();
+  if (elsewhere.joinable()) elsewhere.join();
   workspace::commit_failpoint = nullptr;
+  EXPECT_TRUE(waited) << "the review did not wait for the workspace's lock";
+}
+
+TEST_F(WorkspaceReviewTest, AReviewDuringACommitWaitsForItAndSaysSo) {
+  Workspace ws(dir_.path());
+  const auto tx = ws.create_transaction();
+  ws.stage_write(tx, "README", "changed\n");
+  ws.stage_write(tx, "src/a.cc", "one\n");
+  expect_review_waits_for(dir_.path(), tx, "applied src/a.cc",
+                          [&] { (void)Workspace(dir_.path()).commit(tx); });
   EXPECT_EQ(read_file(dir_.path() / "src/a.cc"), "one\n");
+}
+
+// Staging a path again removes its old staged file before the manifest that
+// names the new one is saved.
+TEST_F(WorkspaceReviewTest, AReviewDuringAStagingWaitsForItAndSaysSo) {
+  Workspace ws(dir_.path());
+  const auto tx = ws.create_transaction();
+  ws.stage_write(tx, "README", "changed\n");
+  ws.stage_write(tx, "src/a.cc", "one\n");
+  expect_review_waits_for(dir_.path(), tx, "restaged src/a.cc",
+                          [&] { Workspace(dir_.path()).stage_write(tx, "src/a.cc", "two\n"); });
+  EXPECT_NE(ws.diff(tx).find("@@ -1,3 +1 @@\n-one\n two\n-three\n"), std::string::npos)
+      << ws.diff(tx);
 }
 
 // A commit elsewhere that takes a path's staged file while a streamed review

@@ -3,6 +3,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <thread>
+
 #include "helpers/test_support.h"
 #include "pulsebox/error.h"
 #include "pulsebox/workspace.h"
@@ -60,6 +62,31 @@ TEST_F(WorkspaceTest, StageAndCommitEveryKindOfChange) {
   EXPECT_EQ(std::filesystem::status(dir_ / "README").permissions() & std::filesystem::perms::all,
             static_cast<std::filesystem::perms>(0600));
   EXPECT_TRUE(ws.list_transactions().empty());
+}
+
+// Stagings into one transaction at once (an agent's server handling two
+// requests) each keep their change. Each loaded, changed and saved the
+// manifest without a lock: two that loaded the same one gave their files the
+// same staged name, and one failed ("File exists").
+TEST_F(WorkspaceTest, StagingsAtOnceEachKeepTheirChange) {
+  const std::string tx = workspace().create_transaction();
+  constexpr int kEach = 60;
+  std::string errors[2];
+  const auto stage = [&](int which) {
+    try {
+      Workspace ws(dir_.path());
+      for (int i = 0; i < kEach; ++i)
+        ws.stage_write(tx, std::to_string(which) + "-" + std::to_string(i), "x\n");
+    } catch (const std::exception& error) {
+      errors[which] = error.what();
+    }
+  };
+  std::thread first(stage, 0);
+  std::thread second(stage, 1);
+  first.join();
+  second.join();
+  EXPECT_EQ(errors[0] + errors[1], "");
+  EXPECT_EQ(workspace().describe(tx).changes.size(), 2u * kEach);
 }
 
 TEST_F(WorkspaceTest, ChangeKinds) {
