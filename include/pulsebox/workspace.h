@@ -268,6 +268,8 @@ class PULSEBOX_API Workspace {
   // the action or the path is protected, SandboxResourceError past a limit.
   // Each call holds the workspace's lock (.agent/lock), as commit and
   // discard do: callers staging into one transaction at once are serialised.
+  // A transaction whose commit was interrupted once decided takes no more
+  // changes (SandboxRecoveryError; `reconcile` finishes the commit).
   void stage_write(const std::string& tx, std::string_view path, std::string_view bytes,
                    unsigned mode = 0644);
   void stage_delete(const std::string& tx, std::string_view path);
@@ -341,9 +343,10 @@ class PULSEBOX_API Workspace {
   // or staging under way is waited for), SandboxRecoveryError when the
   // transaction is damaged (commit refuses it too, unless only a redacted
   // copy is missing) or its commit was interrupted, SandboxError for
-  // another read error. Content that cannot be shown (over this
-  // Workspace's per-file limit, on either side) is a binary change. The
-  // string form throws the same, having handed out nothing.
+  // another read error. Content that cannot be shown is a binary change:
+  // over this Workspace's per-file limit, on either side, or the host's
+  // file gone or unreadable where the content staged over was not kept.
+  // The string form throws the same, having handed out nothing.
   void diff(
       const std::string& tx, const DiffOptions& options,
       const std::function<void(const std::string& path, std::string_view section)>& section) const;

@@ -114,6 +114,14 @@ void stage_one(TransactionStore& store, const std::string& tx, Entry entry,
   // a review met a staged file removed before the manifest naming the new
   // one was saved.
   const auto lock = core::value_or_throw(store.lock());
+  // Under the lock no commit is under way: READY is one interrupted after it
+  // was decided, whose replay would drop what is staged now.
+  if (::access((store.tx_dir(tx) / "READY").c_str(), F_OK) == 0) {
+    core::throw_error(Error(ErrorKind::kRecovery, "workspace",
+                            "the commit of " + tx +
+                                " was interrupted after it was decided; run `pulsebox "
+                                "reconcile` to finish it, and stage into another transaction"));
+  }
   Draft draft = core::value_or_throw(store.load(tx));
   core::check_or_throw(store.stage(draft, std::move(entry), bytes, /*check_policy=*/true));
   core::check_or_throw(store.save(draft));

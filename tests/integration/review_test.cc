@@ -331,7 +331,16 @@ TEST_F(ReviewTest, ADiffThatFailsPartWayPrintsNothing) {
     if (entry["path"] == "sub/b.txt") blob = dir / "blobs" / entry["blob"].get<std::string>();
   }
   ASSERT_TRUE(fs::is_regular_file(blob)) << blob;
-  ASSERT_NE(cli({"diff", tx}).out.find("+second\n"), std::string::npos);
+  const std::string whole = cli({"diff", tx}).out;
+  ASSERT_NE(whole.find("+second\n"), std::string::npos) << whole;
+  // Appended to a file (O_APPEND, which sendfile(2) cannot write): whole.
+  std::string append = "env";
+  for (const std::string& setting : cli_env())
+    append += " '" + setting + "'";
+  append += " '" + binary_ + "' diff -w '" + workspace_.path().string() + "' " + tx + " >> '" +
+            (scratch_ / "appended").string() + "'";
+  ASSERT_EQ(std::system((append + " && " + append).c_str()), 0) << append;
+  EXPECT_EQ(read_file(scratch_ / "appended"), whole + whole);
   fs::remove(blob);
 
   for (const std::vector<std::string>& args :
@@ -367,15 +376,30 @@ TEST_F(ReviewTest, APatchWithABinaryChangeIsRefusedWholeByGitApply) {
   w.stage_write(tx, "bin.dat", std::string("z\0w", 3));
   const auto patch = cli({"diff", tx});
   ASSERT_EQ(patch.exit_code, 0) << patch.err;
+  if (std::system("git --version >/dev/null 2>&1") != 0) GTEST_SKIP() << "git is not installed";
   const fs::path copy = scratch_ / "copy";
   fs::create_directories(copy);
   write_file(copy / "a.txt", "one\n");
   write_file(copy / "bin.dat", std::string("x\0y", 3));
-  write_file(scratch_ / "patch.diff", patch.out);
-  const std::string apply = "cd '" + copy.string() + "' && git apply '" +
-                            (scratch_ / "patch.diff").string() + "' 2>/dev/null";
-  EXPECT_NE(std::system(apply.c_str()), 0) << patch.out;
+  // `git apply PATCH` in the copy; its exit status, its stderr in `err`.
+  const auto git_apply = [&](const std::string& text, std::string& err) {
+    write_file(scratch_ / "patch.diff", text);
+    const std::string command = "cd '" + copy.string() + "' && git apply '" +
+                                (scratch_ / "patch.diff").string() + "' 2>'" +
+                                (scratch_ / "apply.err").string() + "'";
+    const int status = std::system(command.c_str());
+    err = read_file(scratch_ / "apply.err");
+    return status;
+  };
+  std::string err;
+  EXPECT_NE(git_apply(patch.out, err), 0) << patch.out;
+  EXPECT_NE(err.find("without full index line"), std::string::npos) << err;
   EXPECT_EQ(read_file(copy / "a.txt"), "one\n") << "part of the patch was applied";
+  // The text part alone applies: what was refused was the binary section.
+  const auto binary = patch.out.find("diff --git a/bin.dat");
+  ASSERT_NE(binary, std::string::npos) << patch.out;
+  EXPECT_EQ(git_apply(patch.out.substr(0, binary), err), 0) << err;
+  EXPECT_EQ(read_file(copy / "a.txt"), "one\ntwo\n");
 }
 
 TEST_F(ReviewTest, CommitDiscardAndReconcileAreAudited) {

@@ -208,7 +208,13 @@ void expect_review_waits_for(const fs::path& dir, const std::string& tx, const s
   try {
     ws.diff(tx, DiffOptions{}, [&](const std::string& path, std::string_view) {
       if (path != "README") return;
-      elsewhere = std::thread(other);
+      elsewhere = std::thread([&] {
+        try {
+          other();
+        } catch (const std::exception& error) {
+          ADD_FAILURE() << error.what();
+        }
+      });
       ASSERT_EQ(reached.get_future().wait_for(std::chrono::seconds(30)), std::future_status::ready);
     });
     ADD_FAILURE() << "no error";

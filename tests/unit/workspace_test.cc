@@ -89,6 +89,20 @@ TEST_F(WorkspaceTest, StagingsAtOnceEachKeepTheirChange) {
   EXPECT_EQ(workspace().describe(tx).changes.size(), 2u * kEach);
 }
 
+// A transaction whose commit was decided (READY) and interrupted takes no
+// more changes: its replay applies what was decided, and one staged after
+// it was dropped without a word.
+TEST_F(WorkspaceTest, StagingIntoADecidedCommitIsRefused) {
+  auto ws = workspace();
+  const std::string tx = ws.create_transaction();
+  ws.stage_write(tx, "README", "changed\n");
+  const auto dir = dir_.path() / ".agent/transactions" / tx;
+  const std::string manifest = testing::read_file(dir / "manifest.json");
+  write_file(dir / "READY", "");
+  EXPECT_THROW(ws.stage_write(tx, "new.txt", "late\n"), SandboxRecoveryError);
+  EXPECT_EQ(testing::read_file(dir / "manifest.json"), manifest);
+}
+
 TEST_F(WorkspaceTest, ChangeKinds) {
   auto ws = workspace();
   const auto tx = ws.create_transaction();
