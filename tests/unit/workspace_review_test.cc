@@ -48,6 +48,14 @@ class WorkspaceReviewTest : public ::testing::Test {
     write_file(dir_ / "README", "readme\n");
     write_file(dir_ / "src/a.cc", "one\ntwo\nthree\n");
   }
+  // A new transaction changing README and src/a.cc.
+  std::string transaction_of_two(Workspace& ws) const {
+    const auto tx = ws.create_transaction();
+    ws.stage_write(tx, "README", "changed\n");
+    ws.stage_write(tx, "src/a.cc", "one\n");
+    return tx;
+  }
+
   TempDir dir_;
   TempDir scratch_;
 };
@@ -87,9 +95,7 @@ TEST_F(WorkspaceReviewTest, APathMatchingNothingIsAnError) {
 // parser's own, and the transaction called damaged.
 TEST_F(WorkspaceReviewTest, WhatAStreamedCallbackThrowsReachesTheCaller) {
   Workspace ws(dir_.path());
-  const auto tx = ws.create_transaction();
-  ws.stage_write(tx, "README", "changed\n");
-  ws.stage_write(tx, "src/a.cc", "one\n");
+  const auto tx = transaction_of_two(ws);
   const auto json_error = [] { (void)nlohmann::json(std::string("\xff")).dump(); };
   int calls = 0;
   EXPECT_THROW(ws.diff(tx, DiffOptions{},
@@ -232,9 +238,7 @@ void expect_review_waits_for(const fs::path& dir, const std::string& tx, const s
 
 TEST_F(WorkspaceReviewTest, AReviewDuringACommitWaitsForItAndSaysSo) {
   Workspace ws(dir_.path());
-  const auto tx = ws.create_transaction();
-  ws.stage_write(tx, "README", "changed\n");
-  ws.stage_write(tx, "src/a.cc", "one\n");
+  const auto tx = transaction_of_two(ws);
   expect_review_waits_for(dir_.path(), tx, "applied src/a.cc",
                           [&] { (void)Workspace(dir_.path()).commit(tx); });
   EXPECT_EQ(read_file(dir_.path() / "src/a.cc"), "one\n");
@@ -244,9 +248,7 @@ TEST_F(WorkspaceReviewTest, AReviewDuringACommitWaitsForItAndSaysSo) {
 // names the new one is saved.
 TEST_F(WorkspaceReviewTest, AReviewDuringAStagingWaitsForItAndSaysSo) {
   Workspace ws(dir_.path());
-  const auto tx = ws.create_transaction();
-  ws.stage_write(tx, "README", "changed\n");
-  ws.stage_write(tx, "src/a.cc", "one\n");
+  const auto tx = transaction_of_two(ws);
   expect_review_waits_for(dir_.path(), tx, "restaged src/a.cc",
                           [&] { Workspace(dir_.path()).stage_write(tx, "src/a.cc", "two\n"); });
   EXPECT_NE(ws.diff(tx).find("@@ -1,3 +1 @@\n-one\n two\n-three\n"), std::string::npos)
@@ -258,9 +260,7 @@ TEST_F(WorkspaceReviewTest, AReviewDuringAStagingWaitsForItAndSaysSo) {
 // "damaged" (nothing is wrong with what is left of it).
 TEST_F(WorkspaceReviewTest, AReviewOvertakenByACommitSaysSo) {
   Workspace ws(dir_.path());
-  const auto tx = ws.create_transaction();
-  ws.stage_write(tx, "README", "changed\n");
-  ws.stage_write(tx, "src/a.cc", "one\n");
+  const auto tx = transaction_of_two(ws);
   Workspace elsewhere(dir_.path());
   try {
     ws.diff(tx, DiffOptions{}, [&](const std::string& path, std::string_view) {
