@@ -188,6 +188,9 @@ struct DiffStat {
   std::uint64_t added_lines = 0;
   std::uint64_t removed_lines = 0;
   bool binary = false;
+  // "before" or "after": that side's content could not be read (over the
+  // per-file limit, or the host's file gone); only the other's lines count.
+  std::string not_shown;
 };
 
 struct CommitOptions {
@@ -343,9 +346,10 @@ class PULSEBOX_API Workspace {
   // or staging under way is waited for), SandboxRecoveryError when the
   // transaction is damaged (commit refuses it too, unless only a redacted
   // copy is missing) or its commit was interrupted, SandboxError for
-  // another read error. Content that cannot be shown is a binary change:
-  // over this Workspace's per-file limit, on either side, or the host's
-  // file gone or unreadable where the content staged over was not kept.
+  // another read error. Content that cannot be shown (over this
+  // Workspace's per-file limit, on either side, or the host's file gone or
+  // unreadable where the content staged over was not kept) is one
+  // placeholder line, the other side shown in full (DiffStat::not_shown).
   // The string form throws the same, having handed out nothing.
   void diff(
       const std::string& tx, const DiffOptions& options,

@@ -65,11 +65,8 @@ std::vector<DiffStat> counts_by_index(const Workspace& ws, const TransactionInfo
       throw SandboxError("transaction " + info.id + " changed while it was read (" +
                          core::quote_name(stat.path) + " was not in it); run the command again");
     }
-    counts[*index] = DiffStat{.path = {},
-                              .kind = stat.kind,
-                              .added_lines = stat.added_lines,
-                              .removed_lines = stat.removed_lines,
-                              .binary = stat.binary};
+    stat.path.clear();
+    counts[*index] = std::move(stat);
   });
   return counts;
 }
@@ -149,12 +146,15 @@ int run_diff(const Options& options) {
         if (!selected[i]) continue;
         const StagedChange& change = info.changes[i];
         const DiffStat& stat = counts[i];
-        nlohmann::json item = {{"kind", std::string(to_string(change.kind))},
-                               {"added_lines", stat.added_lines},
-                               {"removed_lines", stat.removed_lines},
-                               {"binary", stat.binary},
-                               {"group", review::group_json(groups[i])},
-                               {"contains_secret", change.contains_secret}};
+        nlohmann::json item = {
+            {"kind", std::string(to_string(change.kind))},
+            {"added_lines", stat.added_lines},
+            {"removed_lines", stat.removed_lines},
+            {"binary", stat.binary},
+            {"not_shown",
+             stat.not_shown.empty() ? nlohmann::json(nullptr) : nlohmann::json(stat.not_shown)},
+            {"group", review::group_json(groups[i])},
+            {"contains_secret", change.contains_secret}};
         core::put_name(item, "path", change.path);
         entries.add(item);
       }
@@ -199,6 +199,7 @@ int run_diff(const Options& options) {
         } else {
           std::cout << "+" << stat.added_lines << " -" << stat.removed_lines;
         }
+        if (!stat.not_shown.empty()) std::cout << "  (" << stat.not_shown << " not shown)";
         if (info.changes[i].contains_secret) std::cout << "  (holds a secret)";
         std::cout << "\n";
       }

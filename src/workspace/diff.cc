@@ -255,10 +255,30 @@ bool looks_binary(std::string_view bytes) {
   return bytes.substr(0, 8000).find('\0') != std::string_view::npos;
 }
 
+namespace {
+
+// A side not shown stands for nothing either way: the change is binary only
+// when nothing can be shown, or what can be looks binary. Calling the whole
+// change binary for a side not shown hid the text of the other.
+bool shown_as_binary(const DiffSide& before, const DiffSide& after) {
+  if (before.unshown && after.unshown) return true;
+  return (!before.unshown && looks_binary(before.content)) ||
+         (!after.unshown && looks_binary(after.content));
+}
+
+}  // namespace
+
 LineCounts count_changed_lines(const DiffSide& before, const DiffSide& after) {
   LineCounts counts;
   if (before.unshown || after.unshown) {
-    counts.binary = true;
+    counts.not_shown = before.unshown ? (after.unshown ? "" : "before") : "after";
+    if (shown_as_binary(before, after)) {
+      counts.binary = true;
+    } else if (before.unshown) {
+      counts.added = split_lines(after.content).size();
+    } else {
+      counts.removed = split_lines(before.content).size();
+    }
     return counts;
   }
   if (looks_binary(before.content) || looks_binary(after.content)) {
@@ -335,7 +355,7 @@ std::string unified_file_diff(const std::string& path, const DiffSide& before,
   }
   const std::string from = before.exists ? core::quote_name("a/" + path) : "/dev/null";
   const std::string to = after.exists ? core::quote_name("b/" + path) : "/dev/null";
-  if (unshown || looks_binary(before.content) || looks_binary(after.content)) {
+  if (shown_as_binary(before, after)) {
     // With no index line `git apply` skips the section and applies the rest
     // (exit 0); with one, it refuses the whole patch ("without full index
     // line"): a change it cannot make is never left out silently.
@@ -349,9 +369,19 @@ std::string unified_file_diff(const std::string& path, const DiffSide& before,
   out += paint.line("--- " + from, kBold);
   out += paint.line("+++ " + to, kBold);
 
-  const std::vector<std::string_view> a = split_lines(before.content);
-  const std::vector<std::string_view> b = split_lines(after.content);
-  const std::vector<Op> script = edit_script(a, b);
+  // A side not shown is its placeholder line, every line of the other side
+  // changed: `git apply` finds the placeholder in no file and refuses.
+  const std::vector<std::string_view> a =
+      split_lines(before.unshown ? kNotShownLine : std::string_view(before.content));
+  const std::vector<std::string_view> b =
+      split_lines(after.unshown ? kNotShownLine : std::string_view(after.content));
+  std::vector<Op> script;
+  if (unshown) {
+    script.assign(a.size(), Op::Delete);
+    script.insert(script.end(), b.size(), Op::Insert);
+  } else {
+    script = edit_script(a, b);
+  }
   auto emit = [&](char sign, std::string_view item, std::string_view code) {
     const bool has_newline = !item.empty() && item.back() == '\n';
     const std::string text =

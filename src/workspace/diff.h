@@ -12,10 +12,14 @@ struct DiffSide {
   bool is_symlink = false;
   unsigned mode = 0;    // permission bits (and 0120000 added for symlinks on output)
   std::string content;  // file bytes, or the symlink target
-  // The content could not be read (over the per-file limit, gone): the
-  // change is shown as binary, never as one from or to an empty file.
+  // The content could not be read (over the per-file limit, gone): shown
+  // as one placeholder line (kNotShownLine), never as an empty file, and
+  // the other side in full.
   bool unshown = false;
 };
+
+inline constexpr std::string_view kNotShownLine =
+    "[content not shown: over the per-file limit, or unreadable]\n";
 
 // A git-style file diff ("diff --git a/p b/p", mode lines, "--- a/p",
 // "+++ b/p", hunks with 3 lines of context, "Binary files ... differ"); the
@@ -29,9 +33,10 @@ bool looks_binary(std::string_view bytes);
 // What unified_file_diff would show as counts: lines added and removed, or
 // binary when either side looks binary (then no lines are counted).
 struct LineCounts {
-  std::uint64_t added = 0;
+  std::uint64_t added = 0;  // of a side not shown: 0
   std::uint64_t removed = 0;
   bool binary = false;
+  std::string_view not_shown;  // "before", "after" or empty (DiffSide::unshown)
 };
 LineCounts count_changed_lines(const DiffSide& before, const DiffSide& after);
 

@@ -902,6 +902,7 @@ void Workspace::diff_stat(const std::string& tx, const std::vector<std::string>&
       stat.added_lines = counts.added;
       stat.removed_lines = counts.removed;
       stat.binary = counts.binary;
+      stat.not_shown = counts.not_shown;
     }
     stat.path = std::move(entry.path);
     each(std::move(stat));

