@@ -188,8 +188,9 @@ struct DiffStat {
   std::uint64_t added_lines = 0;
   std::uint64_t removed_lines = 0;
   bool binary = false;
-  // "before" or "after": that side's content could not be read (over the
-  // per-file limit, or the host's file gone); only the other's lines count.
+  // "before", "after" or "both": that side's content could not be read
+  // (over the per-file limit, or the host's file gone); only the other's
+  // lines count ("both": binary).
   std::string not_shown;
 };
 

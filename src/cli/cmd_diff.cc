@@ -199,7 +199,11 @@ int run_diff(const Options& options) {
         } else {
           std::cout << "+" << stat.added_lines << " -" << stat.removed_lines;
         }
-        if (!stat.not_shown.empty()) std::cout << "  (" << stat.not_shown << " not shown)";
+        if (!stat.not_shown.empty()) {
+          std::cout << "  ("
+                    << (stat.not_shown == "both" ? "before and after" : stat.not_shown.c_str())
+                    << " not shown)";
+        }
         if (info.changes[i].contains_secret) std::cout << "  (holds a secret)";
         std::cout << "\n";
       }

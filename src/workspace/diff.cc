@@ -271,7 +271,7 @@ bool shown_as_binary(const DiffSide& before, const DiffSide& after) {
 LineCounts count_changed_lines(const DiffSide& before, const DiffSide& after) {
   LineCounts counts;
   if (before.unshown || after.unshown) {
-    counts.not_shown = before.unshown ? (after.unshown ? "" : "before") : "after";
+    counts.not_shown = before.unshown ? (after.unshown ? "both" : "before") : "after";
     if (shown_as_binary(before, after)) {
       counts.binary = true;
     } else if (before.unshown) {
@@ -369,19 +369,6 @@ std::string unified_file_diff(const std::string& path, const DiffSide& before,
   out += paint.line("--- " + from, kBold);
   out += paint.line("+++ " + to, kBold);
 
-  // A side not shown is its placeholder line, every line of the other side
-  // changed: `git apply` finds the placeholder in no file and refuses.
-  const std::vector<std::string_view> a =
-      split_lines(before.unshown ? kNotShownLine : std::string_view(before.content));
-  const std::vector<std::string_view> b =
-      split_lines(after.unshown ? kNotShownLine : std::string_view(after.content));
-  std::vector<Op> script;
-  if (unshown) {
-    script.assign(a.size(), Op::Delete);
-    script.insert(script.end(), b.size(), Op::Insert);
-  } else {
-    script = edit_script(a, b);
-  }
   auto emit = [&](char sign, std::string_view item, std::string_view code) {
     const bool has_newline = !item.empty() && item.back() == '\n';
     const std::string text =
@@ -389,6 +376,28 @@ std::string unified_file_diff(const std::string& path, const DiffSide& before,
     out += !code.empty() ? paint.line(text, code) : text + "\n";
     if (!has_newline) out += "\\ No newline at end of file\n";
   };
+  if (unshown) {
+    // The side not shown is one placeholder line, the other in full. The
+    // placeholder carries no sign: `git apply` calls the patch corrupt and
+    // applies none of it (as "+placeholder" it wrote the placeholder into
+    // the file).
+    const std::vector<std::string_view> shown =
+        split_lines(before.unshown ? after.content : before.content);
+    const std::string counted = range(1, 1);
+    const std::string other = range(1, shown.size());
+    out += paint.line("@@ -" + (before.unshown ? counted : other) + " +" +
+                          (before.unshown ? other : counted) + " @@",
+                      kCyan);
+    if (before.unshown) out += paint.line(std::string(kNotShownLine), kBold);
+    for (std::string_view line : shown)
+      emit(before.unshown ? '+' : '-', line, before.unshown ? kGreen : kRed);
+    if (after.unshown) out += paint.line(std::string(kNotShownLine), kBold);
+    return out;
+  }
+
+  const std::vector<std::string_view> a = split_lines(before.content);
+  const std::vector<std::string_view> b = split_lines(after.content);
+  const std::vector<Op> script = edit_script(a, b);
 
   // Group changes into hunks with kContext lines around them. The hunks come
   // in order, so the line numbers are carried from one to the next.

