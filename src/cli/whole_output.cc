@@ -1,6 +1,5 @@
 #include "cli/whole_output.h"
 
-#include <fcntl.h>
 #include <poll.h>
 #include <sys/sendfile.h>
 #include <unistd.h>
@@ -35,11 +34,9 @@ bool wait_if_full(int err) {
 }  // namespace
 
 WholeOutput::WholeOutput() {
+  // A closed descriptor 1 would be the held file itself: main() opens
+  // /dev/null on it first.
   if (::isatty(STDOUT_FILENO) == 1) return;
-  // Closed, descriptor 1 would be the held file itself.
-  if (::fcntl(STDOUT_FILENO, F_GETFD) < 0) {
-    core::throw_error(Error::from_errno("output", "standard output is not open"));
-  }
   const char* tmpdir = std::getenv("TMPDIR");
   held_in_ = tmpdir != nullptr && *tmpdir != '\0' ? tmpdir : "/tmp";
   auto file = core::unnamed_temp_file(held_in_);

@@ -407,6 +407,11 @@ core::Result<BlobShards*> TransactionStore::blob_shards(const std::string& id) c
   return &blob_shards_;
 }
 
+bool TransactionStore::commit_decided(const std::string& id) const {
+  std::error_code ec;
+  return std::filesystem::exists(tx_dir(id) / "READY", ec);
+}
+
 core::Result<UniqueFd> TransactionStore::lock() const {
   const auto agent = root_ / ".agent";
   struct stat st {};
@@ -709,12 +714,12 @@ core::Status TransactionStore::discard(const std::string& id) {
   // the user gets rid of it.
   auto draft = load(id);
   if (!draft && draft.error().kind() != ErrorKind::kRecovery) return std::move(draft).error();
-  std::error_code ec;
-  if (std::filesystem::exists(tx_dir(id) / "READY", ec)) {
+  if (commit_decided(id)) {
     return Error(
         ErrorKind::kRecovery, "workspace",
         "transaction " + id + " is being committed; run `pulsebox reconcile` to finish it");
   }
+  std::error_code ec;
   std::filesystem::remove_all(tx_dir(id), ec);
   if (ec)
     return Error(ErrorKind::kIo, "workspace", "cannot remove " + tx_dir(id).string(), ec.value());
@@ -726,10 +731,10 @@ core::Status TransactionStore::discard_entries(const std::string& id,
   if (selected.empty()) return discard(id);
   PB_TRY(lock_fd, lock());
   PB_TRY(draft, load(id));
-  std::error_code ec;
-  if (std::filesystem::exists(tx_dir(id) / "READY", ec)) {
+  if (commit_decided(id)) {
     return Error(ErrorKind::kRecovery, "workspace", "transaction " + id + " is being committed");
   }
+  std::error_code ec;
   std::vector<std::string> blobs, bases;
   for (auto it = draft.entries.begin(); it != draft.entries.end();) {
     if (!is_selected(selected, it->first)) {

@@ -186,6 +186,9 @@ class TransactionStore {
   // discard(), discard_entries(), create(), commit(), reconcile() or
   // finish_decided().
   core::Result<core::UniqueFd> lock() const;
+  // Whether the transaction's commit was decided (READY present): under
+  // the lock, one interrupted after the decision, which reconcile finishes.
+  bool commit_decided(const std::string& id) const;
   // kImportManifest becomes the transaction's manifest: blobs/ synced (the
   // moved upper directory's name), then one rename, synced.
   core::Status promote_import(const std::string& id) const;

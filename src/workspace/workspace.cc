@@ -99,8 +99,7 @@ core::Result<TransactionInfo> describe_transaction(const TransactionStore& store
   info.id = head.id;
   info.created = head.created;
   info.origin = head.origin;
-  std::error_code ec;
-  info.commit_in_progress = std::filesystem::exists(store.tx_dir(head.id) / "READY", ec);
+  info.commit_in_progress = store.commit_decided(head.id);
   info.staged_bytes = staged_bytes;
   info.refused = std::move(head.refused);
   info.notes = std::move(head.notes);
@@ -116,7 +115,7 @@ void stage_one(TransactionStore& store, const std::string& tx, Entry entry,
   const auto lock = core::value_or_throw(store.lock());
   // Under the lock no commit is under way: READY is one interrupted after it
   // was decided, whose replay would drop what is staged now.
-  if (::access((store.tx_dir(tx) / "READY").c_str(), F_OK) == 0) {
+  if (store.commit_decided(tx)) {
     core::throw_error(Error(ErrorKind::kRecovery, "workspace",
                             "the commit of " + tx +
                                 " was interrupted after it was decided; run `pulsebox "
@@ -689,14 +688,14 @@ class ReviewedTransaction {
     // the manifest is replaced or removed: wait for it, then look again.
     if (!changed()) (void)store_.lock();  // released as the descriptor closes
     if (changed()) {
-      Error changed(ErrorKind::kConcurrentModification, "workspace",
-                    "transaction " + tx_ + " changed while it was read (committed, discarded or " +
-                        "staged again elsewhere: the staged file of " + core::quote_name(path) +
-                        " is gone); run the command again");
-      changed.paths().push_back(path);
-      core::throw_error(changed);
+      Error gone(ErrorKind::kConcurrentModification, "workspace",
+                 "transaction " + tx_ + " changed while it was read (committed, discarded or " +
+                     "staged again elsewhere: the staged file of " + core::quote_name(path) +
+                     " is gone); run the command again");
+      gone.paths().push_back(path);
+      core::throw_error(gone);
     }
-    if (::access((store_.tx_dir(tx_) / "READY").c_str(), F_OK) == 0) {
+    if (store_.commit_decided(tx_)) {
       core::throw_error(Error(ErrorKind::kRecovery, "workspace",
                               "the commit of " + tx_ +
                                   " was interrupted after it had begun to move its staged files; "

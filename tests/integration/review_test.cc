@@ -44,14 +44,31 @@ class ReviewTest : public testing::CliFixture {
     return run_cli(args, "", cli_env());
   }
 
+  // "env 'NAME=value'..." of cli_env(): the start of a shell command line.
+  std::string env_prefix() const {
+    std::string command = "env";
+    for (const std::string& setting : cli_env())
+      command += " '" + setting + "'";
+    return command;
+  }
+
+  // `git apply` of `patch` in `dir`: its exit status, its stderr in `err`.
+  int git_apply_in(const fs::path& dir, const std::string& patch, std::string& err) {
+    write_file(scratch_ / "patch.diff", patch);
+    const std::string command = "cd '" + dir.string() + "' && git apply '" +
+                                (scratch_ / "patch.diff").string() + "' 2>'" +
+                                (scratch_ / "apply.err").string() + "'";
+    const int status = std::system(command.c_str());
+    err = read_file(scratch_ / "apply.err");
+    return status;
+  }
+
   // Runs `pulsebox ARGS[0] -w WORKSPACE ARGS[1...] > printed`; its peak RSS
   // in kB (GNU time's %M).
   long peak_kb_of(std::vector<std::string> args, const fs::path& printed) {
     args.insert(args.begin() + 1, {"-w", w()});
     const fs::path peak = scratch_ / "peak.txt";
-    std::string command = "env";
-    for (const std::string& setting : cli_env())
-      command += " '" + setting + "'";
+    std::string command = env_prefix();
     command += " /usr/bin/time -q -f %M -o '" + peak.string() + "' '" + binary_ + "'";
     for (const std::string& arg : args)
       command += " '" + arg + "'";
@@ -334,9 +351,7 @@ TEST_F(ReviewTest, ADiffThatFailsPartWayPrintsNothing) {
   const std::string whole = cli({"diff", tx}).out;
   ASSERT_NE(whole.find("+second\n"), std::string::npos) << whole;
   // Appended to a file (O_APPEND, which sendfile(2) cannot write): whole.
-  std::string append = "env";
-  for (const std::string& setting : cli_env())
-    append += " '" + setting + "'";
+  std::string append = env_prefix();
   append += " '" + binary_ + "' diff -w '" + workspace_.path().string() + "' " + tx + " >> '" +
             (scratch_ / "appended").string() + "'";
   ASSERT_EQ(std::system((append + " && " + append).c_str()), 0) << append;
@@ -381,24 +396,14 @@ TEST_F(ReviewTest, APatchWithABinaryChangeIsRefusedWholeByGitApply) {
   fs::create_directories(copy);
   write_file(copy / "a.txt", "one\n");
   write_file(copy / "bin.dat", std::string("x\0y", 3));
-  // `git apply PATCH` in the copy; its exit status, its stderr in `err`.
-  const auto git_apply = [&](const std::string& text, std::string& err) {
-    write_file(scratch_ / "patch.diff", text);
-    const std::string command = "cd '" + copy.string() + "' && git apply '" +
-                                (scratch_ / "patch.diff").string() + "' 2>'" +
-                                (scratch_ / "apply.err").string() + "'";
-    const int status = std::system(command.c_str());
-    err = read_file(scratch_ / "apply.err");
-    return status;
-  };
   std::string err;
-  EXPECT_NE(git_apply(patch.out, err), 0) << patch.out;
+  EXPECT_NE(git_apply_in(copy, patch.out, err), 0) << patch.out;
   EXPECT_NE(err.find("without full index line"), std::string::npos) << err;
   EXPECT_EQ(read_file(copy / "a.txt"), "one\n") << "part of the patch was applied";
   // The text part alone applies: what was refused was the binary section.
   const auto binary = patch.out.find("diff --git a/bin.dat");
   ASSERT_NE(binary, std::string::npos) << patch.out;
-  EXPECT_EQ(git_apply(patch.out.substr(0, binary), err), 0) << err;
+  EXPECT_EQ(git_apply_in(copy, patch.out.substr(0, binary), err), 0) << err;
   EXPECT_EQ(read_file(copy / "a.txt"), "one\ntwo\n");
 }
 
@@ -422,18 +427,16 @@ TEST_F(ReviewTest, AnEditOfAFileOverTheLimitShowsItsNewText) {
   const auto stat = cli({"diff", "--stat", tx});
   EXPECT_NE(stat.out.find(" modified big.txt | +1 -0  (before not shown)\n"), std::string::npos)
       << stat.out;
-  if (std::system("git --version >/dev/null 2>&1") != 0) GTEST_SKIP() << "git is not installed";
-  const fs::path copy = scratch_ / "copy";
-  write_file(copy / "big.txt", "x\n");
-  write_file(scratch_ / "patch.diff", patch.out);
-  const std::string apply = "cd '" + copy.string() + "' && git apply '" +
-                            (scratch_ / "patch.diff").string() + "' 2>/dev/null";
-  EXPECT_NE(std::system(apply.c_str()), 0);
-  EXPECT_EQ(read_file(copy / "big.txt"), "x\n");
   const json document = json::parse(cli({"diff", "--json", tx}).out);
   EXPECT_EQ(document["paths"][0]["not_shown"], "before");
   EXPECT_EQ(document["paths"][0]["added_lines"], 1);
   EXPECT_EQ(document["paths"][0]["binary"], false);
+  if (std::system("git --version >/dev/null 2>&1") != 0) GTEST_SKIP() << "git is not installed";
+  const fs::path copy = scratch_ / "copy";
+  write_file(copy / "big.txt", "x\n");
+  std::string err;
+  EXPECT_NE(git_apply_in(copy, patch.out, err), 0);
+  EXPECT_EQ(read_file(copy / "big.txt"), "x\n");
 }
 
 TEST_F(ReviewTest, CommitDiscardAndReconcileAreAudited) {
