@@ -87,6 +87,12 @@ struct StagedChange {
   ChangeKind kind = ChangeKind::Modified;
   std::int64_t mtime_ns = 0;     // modification time kept at commit (0: unknown, commit time)
   bool contains_secret = false;  // the content (or link target) holds a registered secret
+  // What the path held before the change, with a registered secret value
+  // (ImportOptions::secrets): it held one, and the diff shows it redacted
+  // (before_redacted); or it could not be kept to check, and the diff does
+  // not show it (before_withheld).
+  bool before_redacted = false;
+  bool before_withheld = false;
 };
 
 // A path left out of a transaction at import (a FIFO, a socket, a device, a
@@ -129,12 +135,24 @@ struct ImportOptions {
   std::optional<std::chrono::system_clock::time_point> run_started;
   // Given: staged file contents (and symlink targets) are checked with it;
   // a match flags the change (contains_secret) and stores a redacted copy
-  // for diff. Must outlive the call.
+  // for diff. What each path held before is checked too, and kept redacted
+  // for diff (StagedChange::before_redacted, before_withheld). Must outlive
+  // the call.
   const SecretScrubber* secrets = nullptr;
   // Paths already known to hold a registered secret (a session's runs found
   // them, while the values were known), each with the redacted content diff
   // shows instead: flagged as if `secrets` had matched them.
   std::map<std::string, std::string> known_secrets;
+  // What paths held before a session's runs changed them, checked while
+  // the values were known: a base of this content (sha256 of a file's bytes
+  // or a symlink's target) is kept as `redacted` (StagedChange::
+  // before_redacted); one that cannot be (other content now; or `redacted`
+  // unset: too large to check) is not shown (before_withheld).
+  struct KnownBase {
+    std::string sha256;
+    std::optional<std::string> redacted;
+  };
+  std::map<std::string, KnownBase> known_bases;
   // The upper directory is a finished run's own and is removed after the
   // import (nothing else will read it, no process of the run is left): its
   // files may become the staged copies as they are (hard links, on the

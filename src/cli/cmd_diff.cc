@@ -55,6 +55,15 @@ class ChangeCursor {
 // Each selected change's line counts, by its index in info.changes (path
 // left empty). Read entry by entry: a map of them by path held every path
 // of a 100,000-file transaction twice more, beside the entries.
+// What --json says of a path's content before the change, where a
+// registered secret value was checked for: "redacted" (it held one),
+// "withheld" (it could not be checked: not shown), null.
+nlohmann::json before_secret_json(const StagedChange& change) {
+  if (change.before_redacted) return "redacted";
+  if (change.before_withheld) return "withheld";
+  return nullptr;
+}
+
 std::vector<DiffStat> counts_by_index(const Workspace& ws, const TransactionInfo& info,
                                       const std::vector<std::string>& paths) {
   std::vector<DiffStat> counts(info.changes.size());
@@ -154,7 +163,8 @@ int run_diff(const Options& options) {
             {"not_shown",
              stat.not_shown.empty() ? nlohmann::json(nullptr) : nlohmann::json(stat.not_shown)},
             {"group", review::group_json(groups[i])},
-            {"contains_secret", change.contains_secret}};
+            {"contains_secret", change.contains_secret},
+            {"before_secret", before_secret_json(change)}};
         core::put_name(item, "path", change.path);
         entries.add(item);
       }
@@ -205,6 +215,7 @@ int run_diff(const Options& options) {
                     << " not shown)";
         }
         if (info.changes[i].contains_secret) std::cout << "  (holds a secret)";
+        if (info.changes[i].before_redacted) std::cout << "  (held a secret before)";
         std::cout << "\n";
       }
       for (const std::string& summary : summaries)
@@ -224,6 +235,14 @@ int run_diff(const Options& options) {
         preamble += "secret: " + core::quote_name(info.changes[i].path) +
                     " holds a registered secret value (redacted below; commit needs "
                     "--allow-secrets)\n";
+      }
+      if (shown[i] && info.changes[i].before_redacted) {
+        preamble += "secret: " + core::quote_name(info.changes[i].path) +
+                    " held a registered secret value before this change (redacted below)\n";
+      } else if (shown[i] && info.changes[i].before_withheld) {
+        preamble += "secret: what " + core::quote_name(info.changes[i].path) +
+                    " held before this change is not shown: it could not be kept to check it "
+                    "for registered secret values\n";
       }
     }
     // Each path's part written as it is made, in path order (info.changes'

@@ -36,6 +36,8 @@ enum class Field {
   BaseLinkHex,
   RedactedLink,
   RedactedLinkHex,
+  BaseRedacted,
+  BaseWithheld,
   // snapshot's own
   Type,
   Inode,
@@ -64,6 +66,8 @@ Field entry_field(std::string_view key) {
       {"base_link_hex", Field::BaseLinkHex},
       {"redacted_link", Field::RedactedLink},
       {"redacted_link_hex", Field::RedactedLinkHex},
+      {"base_redacted", Field::BaseRedacted},
+      {"base_withheld", Field::BaseWithheld},
   };
   for (const auto& [name, field] : kFields) {
     if (name == key) return field;
@@ -348,6 +352,10 @@ class EntryHandler : public nlohmann::json_sax<json> {
       entry_.snapshot.changed_during_run = v;
     } else if (entry_level_ == 1 && field_ == Field::ContainsSecret) {
       entry_.contains_secret = v;
+    } else if (entry_level_ == 1 && field_ == Field::BaseRedacted) {
+      entry_.base_redacted = v;
+    } else if (entry_level_ == 1 && field_ == Field::BaseWithheld) {
+      entry_.base_withheld = v;
     } else {
       return wrong_type();
     }

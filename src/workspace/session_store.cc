@@ -19,6 +19,8 @@
 #include "pulsebox/error.h"
 #include "pulsebox/secrets.h"
 #include "workspace/layers.h"
+#include "workspace/safe_open.h"
+#include "workspace/secret_base.h"
 #include "workspace/session_storage.h"
 #include "workspace/session_store.h"
 #include "workspace/store_files.h"
@@ -83,7 +85,7 @@ fs::path record_path(const Workspace& ws, const std::string& name) {
 
 // Reads a session record; `storage` and `next_layer` are only for OpenSession.
 core::Status parse_session(const json& document, SessionInfo& info, fs::path& storage,
-                           std::uint64_t& next_layer, std::map<std::string, std::string>* secrets,
+                           std::uint64_t& next_layer, SessionSecrets* secrets,
                            const fs::path& kept_dir, bool layers_may_be_missing) {
   const std::string expected_name = info.name;
   try {
@@ -121,7 +123,20 @@ core::Status parse_session(const json& document, SessionInfo& info, fs::path& st
                        "a redacted copy's name is not a number");
         }
         info.secret_paths.push_back(core::get_name(item, "path"));
-        if (secrets != nullptr) (*secrets)[info.secret_paths.back()] = file;
+        if (secrets != nullptr) secrets->written[info.secret_paths.back()] = file;
+      }
+    }
+    if (document.contains("secret_bases")) {
+      for (const auto& item : document["secret_bases"]) {
+        SessionSecrets::Base base{item.at("redacted").get<std::string>(),
+                                  item.at("sha256").get<std::string>()};
+        if (base.redacted.find_first_not_of("0123456789") != std::string::npos ||
+            (base.sha256.size() != 64 && !(base.sha256.empty() && base.redacted.empty())) ||
+            base.sha256.find_first_not_of("0123456789abcdef") != std::string::npos) {
+          return Error(ErrorKind::kInvalidInput, "session",
+                       "a secret base's redacted copy or sha256 is malformed");
+        }
+        if (secrets != nullptr) secrets->bases[core::get_name(item, "path")] = std::move(base);
       }
     }
   } catch (const json::exception& error) {
@@ -306,8 +321,18 @@ core::Result<OpenSession> OpenSession::open(Workspace& ws, const std::string& na
 
 json OpenSession::secrets_json() const {
   json out = json::array();
-  for (const auto& [path, file] : secrets_) {
+  for (const auto& [path, file] : secrets_.written) {
     json item = {{"redacted", file}};
+    core::put_name(item, "path", path);
+    out.push_back(std::move(item));
+  }
+  return out;
+}
+
+json OpenSession::secret_bases_json() const {
+  json out = json::array();
+  for (const auto& [path, base] : secrets_.bases) {
+    json item = {{"redacted", base.redacted}, {"sha256", base.sha256}};
     core::put_name(item, "path", path);
     out.push_back(std::move(item));
   }
@@ -330,7 +355,8 @@ core::Status OpenSession::save() {
                          {"committing", info_.committing ? json(*info_.committing) : json(nullptr)},
                          {"commit_ends_session", commit_ends_session_},
                          {"removing", removing_},
-                         {"secrets", secrets_json()}};
+                         {"secrets", secrets_json()},
+                         {"secret_bases", secret_bases_json()}};
   return core::write_file_atomic(record_path(*workspace_, name_), document.dump(2) + "\n", 0600);
 }
 
@@ -547,9 +573,38 @@ core::Result<std::vector<Change>> OpenSession::add_run(const fs::path& upper,
 
 // The run's layer holds every file it wrote: each is checked now, while the
 // secret values are known. A file that no longer holds one, or that the run
-// deleted, loses its mark.
+// deleted, loses its mark. What the layer replaces in the workspace (the
+// review's before side) is checked too.
 core::Status OpenSession::scan_for_secrets(const fs::path& layer, const SecretScrubber& secrets) {
   const fs::path redacted_dir = storage_ / "redacted";
+  // Names of this run's copies: its layer's number keeps them apart from
+  // earlier runs' (a count of the marks could fall and repeat one).
+  std::uint64_t copies = 0;
+  const auto keep_redacted = [&](const std::string& text) -> core::Result<std::string> {
+    if (::mkdir(redacted_dir.c_str(), 0700) != 0 && errno != EEXIST) {
+      return Error::from_errno("session", "creating " + redacted_dir.string());
+    }
+    const std::string file = std::to_string(next_layer_ * 1000000 + copies++);
+    PB_CHECK(core::write_file_atomic(redacted_dir / file, text, 0600));
+    return file;
+  };
+  UniqueFd workspace_root(
+      ::open(workspace_->root().c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!workspace_root) return Error::from_errno("session", "open " + workspace_->root().string());
+  const auto check_base_of = [&](const std::string& path) -> core::Status {
+    auto base = check_base(workspace_root.get(), path, secrets, kMaxScannedBytes);
+    if (!base) {
+      secrets_.bases.erase(path);
+      return core::ok_status();
+    }
+    SessionSecrets::Base record{"", base->sha256};
+    if (base->redacted) {
+      PB_TRY(file, keep_redacted(*base->redacted));
+      record.redacted = std::move(file);
+    }
+    secrets_.bases[path] = std::move(record);
+    return core::ok_status();
+  };
   std::function<core::Status(int, const std::string&, int)> walk =
       [&](int dirfd, const std::string& prefix, int depth) -> core::Status {
     if (depth > kMaxLayerDepth) return core::ok_status();
@@ -560,11 +615,21 @@ core::Status OpenSession::scan_for_secrets(const fs::path& layer, const SecretSc
       if (S_ISDIR(st.st_mode)) {
         UniqueFd child(
             ::openat(dirfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-        if (child) PB_CHECK(walk(child.get(), path + "/", depth + 1));
+        if (!child) continue;
+        // An opaque directory deletes what the workspace has there.
+        if (is_opaque_fd(child.get())) {
+          auto below = open_beneath(workspace_root.get(), path, O_RDONLY | O_DIRECTORY);
+          for (const std::string& hidden :
+               below ? list_directory(below->get()) : std::vector<std::string>{}) {
+            PB_CHECK(check_base_of(path + "/" + hidden));
+          }
+        }
+        PB_CHECK(walk(child.get(), path + "/", depth + 1));
         continue;
       }
+      PB_CHECK(check_base_of(path));
       // A whiteout, a symlink or a special file: whatever it replaced goes.
-      std::erase_if(secrets_,
+      std::erase_if(secrets_.written,
                     [&](const auto& item) { return core::is_at_or_beneath(item.first, path); });
       if (!S_ISREG(st.st_mode) || static_cast<std::uint64_t>(st.st_size) > kMaxScannedBytes)
         continue;
@@ -572,12 +637,8 @@ core::Status OpenSession::scan_for_secrets(const fs::path& layer, const SecretSc
       if (!fd) continue;
       auto bytes = core::read_all(fd.get(), kMaxScannedBytes, path);
       if (!bytes || !secrets.contains_secret(*bytes)) continue;
-      if (::mkdir(redacted_dir.c_str(), 0700) != 0 && errno != EEXIST) {
-        return Error::from_errno("session", "creating " + redacted_dir.string());
-      }
-      const std::string file = std::to_string(next_layer_ * 1000000 + secrets_.size());
-      PB_CHECK(core::write_file_atomic(redacted_dir / file, secrets.redact(*bytes), 0600));
-      secrets_[path] = file;
+      PB_TRY(file, keep_redacted(secrets.redact(*bytes)));
+      secrets_.written[path] = std::move(file);
     }
     return core::ok_status();
   };
@@ -585,18 +646,31 @@ core::Status OpenSession::scan_for_secrets(const fs::path& layer, const SecretSc
   if (!root) return Error::from_errno("session", "open " + layer.string());
   PB_CHECK(walk(root.get(), "", 0));
   info_.secret_paths.clear();
-  for (const auto& [path, file] : secrets_)
+  for (const auto& [path, file] : secrets_.written)
     info_.secret_paths.push_back(path);
   return core::ok_status();
 }
 
 std::map<std::string, std::string> OpenSession::known_secrets() const {
   std::map<std::string, std::string> known;
-  for (const auto& [path, file] : secrets_) {
+  for (const auto& [path, file] : secrets_.written) {
     auto text =
         core::read_regular_file(storage_ / "redacted" / file, kMaxScannedBytes, "redacted copy");
     known[path] = text ? std::move(text).value()
                        : std::string("[content withheld: it holds a registered secret]\n");
+  }
+  return known;
+}
+
+std::map<std::string, ImportOptions::KnownBase> OpenSession::known_bases() const {
+  std::map<std::string, ImportOptions::KnownBase> known;
+  for (const auto& [path, base] : secrets_.bases) {
+    ImportOptions::KnownBase& entry = known[path];
+    entry.sha256 = base.sha256;
+    if (base.redacted.empty()) continue;  // too large to check: never shown
+    auto text = core::read_regular_file(storage_ / "redacted" / base.redacted, kMaxScannedBytes,
+                                        "redacted copy");
+    if (text) entry.redacted = std::move(text).value();  // else not shown either
   }
   return known;
 }

@@ -17,6 +17,20 @@
 
 namespace pulsebox::workspace {
 
+// What a session's runs found holding a registered secret value, checked
+// while each run knew the values (OpenSession::add_run).
+struct SessionSecrets {
+  // Files the runs wrote -> the name of a redacted copy under redacted/.
+  std::map<std::string, std::string> written;
+  // What the runs replaced or deleted in the workspace (the review's before
+  // side): its sha256 and redacted copy's name ("" when too large to check).
+  struct Base {
+    std::string redacted;
+    std::string sha256;
+  };
+  std::map<std::string, Base> bases;
+};
+
 // A session held under its lock (.agent/sessions/<name>.lock) for the
 // lifetime of this object: runs of one session and its commit are serialized.
 class OpenSession {
@@ -50,6 +64,8 @@ class OpenSession {
 
   // The paths found holding a secret, with their redacted content.
   std::map<std::string, std::string> known_secrets() const;
+  // What the runs replaced that held a secret (ImportOptions::known_bases).
+  std::map<std::string, ImportOptions::KnownBase> known_bases() const;
 
   // Merges all layers into one; an error when one cannot be merged.
   core::Status collapse();
@@ -94,6 +110,7 @@ class OpenSession {
       : workspace_(&workspace), name_(std::move(name)), lock_(std::move(lock)) {}
   core::Status recover();
   nlohmann::json secrets_json() const;
+  nlohmann::json secret_bases_json() const;
   core::Status scan_for_secrets(const std::filesystem::path& layer, const SecretScrubber& secrets);
 
   Workspace* workspace_;
@@ -102,9 +119,8 @@ class OpenSession {
   SessionInfo info_;
   std::filesystem::path storage_;  // the directory holding this session's layers
   std::uint64_t next_layer_ = 0;
-  // Paths found holding a secret -> file name of the redacted copy under
-  // storage_/redacted/.
-  std::map<std::string, std::string> secrets_;
+  // Redacted copies are under storage_/redacted/.
+  SessionSecrets secrets_;
   bool exists_ = false;
   bool commit_ends_session_ = true;
   bool removing_ = false;
@@ -149,8 +165,7 @@ bool record_says_removing(const nlohmann::json& document);
 // With info.name set, the record must name that session.
 core::Status parse_session(const nlohmann::json& document, SessionInfo& info,
                            std::filesystem::path& storage, std::uint64_t& next_layer,
-                           std::map<std::string, std::string>* secrets,
-                           const std::filesystem::path& kept_dir,
+                           SessionSecrets* secrets, const std::filesystem::path& kept_dir,
                            bool layers_may_be_missing = false);
 
 // Checks that a directory named in a record under .agent/ is one pulsebox

@@ -115,6 +115,8 @@ void append_entry_json(std::string& out, const Entry& e) {
   if (!e.base_blob.empty()) j.field("base_blob", e.base_blob);
   if (!e.base_link.empty()) j.name("base_link", e.base_link);
   if (!e.redacted_link.empty()) j.name("redacted_link", e.redacted_link);
+  if (e.base_redacted) j.field("base_redacted", true);
+  if (e.base_withheld) j.field("base_withheld", true);
   j.finish();
 }
 
@@ -133,6 +135,8 @@ Entry entry_from_json(const json& j) {
   e.base_blob = j.value("base_blob", std::string());
   if (j.contains("base_link")) e.base_link = core::get_name(j, "base_link");
   if (j.contains("redacted_link")) e.redacted_link = core::get_name(j, "redacted_link");
+  e.base_redacted = j.value("base_redacted", false);
+  e.base_withheld = j.value("base_withheld", false);
   return e;
 }
 
@@ -918,6 +922,8 @@ core::Status TransactionStore::stage(Draft& draft, Entry entry, std::string_view
     entry.snapshot = staged->second.snapshot;  // the first snapshot is the one that counts
     entry.base_blob = staged->second.base_blob;
     entry.base_link = staged->second.base_link;
+    entry.base_redacted = staged->second.base_redacted;
+    entry.base_withheld = staged->second.base_withheld;
   } else if (beneath_new) {
     entry.snapshot = Snapshot{};
   } else {
@@ -1037,6 +1043,18 @@ core::Status TransactionStore::keep_base(Draft& draft, Entry& entry, int root_fd
   const Snapshot& snapshot = entry.snapshot;
   if (snapshot.type != NodeType::File && snapshot.type != NodeType::Symlink)
     return core::ok_status();
+  // With a registered secret value, the base is checked for it as it is
+  // kept (or was, by a session's run: known); one that cannot be kept and
+  // checked is never shown (a diff would read the path's current content,
+  // which nothing checked).
+  const bool checked = secrets_ != nullptr && secrets_->secret_count() > 0;
+  const ImportOptions::KnownBase* known = nullptr;
+  if (known_bases_ != nullptr) {
+    if (auto found = known_bases_->find(entry.path); found != known_bases_->end())
+      known = &found->second;
+  }
+  entry.base_withheld = checked || known != nullptr;
+  if (known != nullptr && !known->redacted) return core::ok_status();  // too large to check
   if (snapshot.type == NodeType::File &&
       (snapshot.size > limits_.max_file_bytes ||
        draft.base_bytes + snapshot.size > limits_.max_total_bytes)) {
@@ -1045,20 +1063,36 @@ core::Status TransactionStore::keep_base(Draft& draft, Entry& entry, int root_fd
   std::string name;
   auto parent = open_parent(root_fd, entry.path, &name);
   if (!parent) return core::ok_status();
+  std::string content;
   if (snapshot.type == NodeType::Symlink) {
-    std::string target(PATH_MAX, '\0');
-    const ssize_t n = ::readlinkat(parent->get(), name.c_str(), target.data(), target.size());
+    content.resize(PATH_MAX);
+    const ssize_t n = ::readlinkat(parent->get(), name.c_str(), content.data(), content.size());
     if (n < 0) return core::ok_status();
-    target.resize(static_cast<std::size_t>(n));
-    if (core::sha256_hex(target) == snapshot.sha256) entry.base_link = std::move(target);
+    content.resize(static_cast<std::size_t>(n));
+  } else {
+    UniqueFd fd(
+        ::openat(parent->get(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+    if (!fd) return core::ok_status();
+    auto bytes = read_regular_file(fd.get(), limits_.max_file_bytes, entry.path);
+    if (!bytes) return core::ok_status();
+    content = std::move(bytes).value();
+  }
+  // Changed since the snapshot: no base rather than the wrong one.
+  if (core::sha256_hex(content) != snapshot.sha256) return core::ok_status();
+  const std::uint64_t size = content.size();
+  if (known != nullptr) {
+    if (snapshot.sha256 != known->sha256) return core::ok_status();  // not what was checked
+    content = *known->redacted;
+    entry.base_redacted = true;
+  } else if (checked && secrets_->contains_secret(content)) {
+    content = secrets_->redact(content);
+    entry.base_redacted = true;
+  }
+  entry.base_withheld = false;
+  if (snapshot.type == NodeType::Symlink) {
+    entry.base_link = std::move(content);
     return core::ok_status();
   }
-  UniqueFd fd(
-      ::openat(parent->get(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
-  if (!fd) return core::ok_status();
-  auto bytes = read_regular_file(fd.get(), limits_.max_file_bytes, entry.path);
-  // Changed since the snapshot: no base rather than the wrong one.
-  if (!bytes || core::sha256_hex(*bytes) != snapshot.sha256) return core::ok_status();
   const auto dir = tx_dir(draft.id) / "base";
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
@@ -1068,9 +1102,9 @@ core::Status TransactionStore::keep_base(Draft& draft, Entry& entry, int root_fd
   // with the manifest): overwrite it.
   UniqueFd out(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600));
   if (!out) return Error::from_errno("workspace", "create " + path.string());
-  PB_CHECK(core::write_all(out.get(), *bytes, path.string()));
+  PB_CHECK(core::write_all(out.get(), content, path.string()));
   entry.base_blob = base;
-  draft.base_bytes += bytes->size();
+  draft.base_bytes += size;  // as load() counts it: the snapshot's size
   return core::ok_status();
 }
 

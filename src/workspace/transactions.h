@@ -110,6 +110,13 @@ struct Entry {
   // a symlink's target.
   std::string base_blob;
   std::string base_link;
+  // With a registered secret value (ImportOptions::secrets), the base was
+  // checked for it when kept: base_redacted when base_blob or base_link
+  // holds it redacted. base_withheld when no base could be kept then: the
+  // diff shows no before side, since the path's current content was never
+  // checked.
+  bool base_redacted = false;
+  bool base_withheld = false;
   // With contains_secret: the link target redacted (a file's redacted
   // content is in redacted/<blob>).
   std::string redacted_link;
@@ -259,6 +266,10 @@ class TransactionStore {
   // Staged contents (and symlink targets) are checked against it: a match
   // marks the entry and keeps a redacted copy for diff. Must outlive the store.
   void set_secrets(const SecretScrubber* secrets) { secrets_ = secrets; }
+  // Bases checked for secrets while the values were known (ImportOptions).
+  void set_known_bases(const std::map<std::string, ImportOptions::KnownBase>* known) {
+    known_bases_ = known;
+  }
   // Paths known to hold a secret, with their redacted content (ImportOptions).
   void set_known_secrets(const std::map<std::string, std::string>* known) {
     known_secrets_ = known;
@@ -320,6 +331,7 @@ class TransactionStore {
   WorkspaceLimits limits_;
   const SecretScrubber* secrets_ = nullptr;
   const std::map<std::string, std::string>* known_secrets_ = nullptr;
+  const std::map<std::string, ImportOptions::KnownBase>* known_bases_ = nullptr;
   bool allow_secrets_ = false;
   AuditKeyLocation seal_key_;
 };

@@ -80,6 +80,8 @@ StagedChange describe_entry(const Entry& entry) {
   change.kind = workspace::change_kind(entry);
   change.mtime_ns = entry.mtime_ns;
   change.contains_secret = entry.contains_secret;
+  change.before_redacted = entry.base_redacted;
+  change.before_withheld = entry.base_withheld;
   return change;
 }
 
@@ -401,6 +403,7 @@ ImportResult import_into_new_transaction(TransactionStore& store,
   const auto& run_started = options.run_started;
   store.set_secrets(options.secrets);
   store.set_known_secrets(&options.known_secrets);
+  store.set_known_bases(&options.known_bases);
   std::string id;
   Draft draft;
   std::vector<std::string> linked;
@@ -632,6 +635,17 @@ std::optional<workspace::DiffSide> base_side(const TransactionStore& store, cons
   return side;
 }
 
+// A base never checked for the registered secret values (Entry::base_withheld):
+// its current content is not shown.
+workspace::DiffSide withheld_side(const Entry& entry) {
+  workspace::DiffSide side;
+  side.exists = true;
+  side.mode = entry.snapshot.mode & 0777;
+  side.is_symlink = entry.snapshot.type == workspace::NodeType::Symlink;
+  side.unshown = true;
+  return side;
+}
+
 std::string directory_diff(const std::string& path, const Entry& entry, bool colour) {
   auto bold = [&](const std::string& text) {
     return colour ? "\033[1m" + text + "\033[0m\n" : text + "\n";
@@ -752,8 +766,12 @@ EntrySides entry_sides(const TransactionStore& store, int root_fd,
   }
   workspace::DiffSide& before = sides.before;
   workspace::DiffSide& after = sides.after;
-  auto base = base_side(store, tx, entry, limit);
-  before = base ? std::move(*base) : current_side(root_fd, entry, limit);
+  if (entry.base_withheld) {
+    before = withheld_side(entry);
+  } else {
+    auto base = base_side(store, tx, entry, limit);
+    before = base ? std::move(*base) : current_side(root_fd, entry, limit);
+  }
   if (was_directory) before = {};  // a directory replaced by a file: show the file as new
   switch (entry.op) {
     case StagedOp::Write: {

@@ -547,5 +547,66 @@ TEST_F(SecretInChangesTest, ASessionRemembersTheSecretUntilItsCommit) {
   EXPECT_EQ(testing::read_file(workspace_ / "more.txt"), "more\n");
 }
 
+// What a run replaced is the host's, but with the value registered the
+// review shows it redacted: a run that deleted a file holding the value
+// showed it in the diff, where `cat` in the run would have been scrubbed.
+TEST_F(SecretInChangesTest, AFileThatHeldTheSecretBeforeARunDeletedItShowsRedacted) {
+  testing::write_file(workspace_ / "config.txt", std::string("name=demo\ntoken=") + kValue + "\n");
+  testing::write_file(workspace_ / "notes.txt", "plain\n");
+  const auto result = run_with_secret({}, "rm config.txt && echo more >> notes.txt");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const std::string tx = json::parse(result.out)["transaction_id"];
+  const std::string ws = workspace_.path().string();
+  const auto diff = cli({"diff", "-w", ws, tx});
+  EXPECT_EQ(diff.exit_code, 0) << diff.err;
+  EXPECT_EQ(diff.out.find(kValue), std::string::npos) << "the diff shows the secret";
+  EXPECT_NE(diff.out.find("-token=[REDACTED"), std::string::npos) << diff.out;
+  EXPECT_NE(diff.out.find("secret: config.txt held a registered secret value before"),
+            std::string::npos)
+      << diff.out;
+  EXPECT_NE(diff.out.find("+more"), std::string::npos) << diff.out;
+  const json paths = json::parse(cli({"diff", "--json", "-w", ws, tx}).out)["paths"];
+  ASSERT_EQ(paths.size(), 2u) << paths;
+  EXPECT_EQ(paths[0]["path"], "config.txt");
+  EXPECT_EQ(paths[0]["before_secret"], "redacted");
+  EXPECT_TRUE(paths[1]["before_secret"].is_null()) << paths;
+  // The deletion writes no value into the workspace: no --allow-secrets.
+  const auto committed = cli({"commit", "-w", ws, tx});
+  EXPECT_EQ(committed.exit_code, 0) << committed.out << committed.err;
+  EXPECT_FALSE(fs::exists(workspace_ / "config.txt"));
+}
+
+// The same through a session, whose review runs later without the value:
+// its run checked what it replaced while the value was known.
+TEST_F(SecretInChangesTest, ASessionRemembersWhatItsRunReplacedHeldTheSecret) {
+  const std::string ws = workspace_.path().string();
+  testing::write_file(workspace_ / "config.txt", std::string("token=") + kValue + "\n");
+  testing::write_file(workspace_ / "dir/key.txt", std::string("key ") + kValue + "\n");
+  testing::write_file(workspace_ / "dir/other.txt", "other\n");
+  auto result = run_with_secret(
+      {"--session", "s"}, "echo changed > config.txt && rm -r dir && mkdir dir && echo x > dir/y");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const auto diff = cli({"diff", "-w", ws, "s", "--all"});
+  EXPECT_EQ(diff.exit_code, 0) << diff.err;
+  EXPECT_EQ(diff.out.find(kValue), std::string::npos) << "the diff shows the secret";
+  EXPECT_NE(diff.out.find("-token=[REDACTED"), std::string::npos) << diff.out;
+  EXPECT_NE(diff.out.find("-key [REDACTED"), std::string::npos) << diff.out;
+  EXPECT_NE(diff.out.find("-other"), std::string::npos) << diff.out;
+  // The host's file changed since the run checked it: its content then is
+  // not what was checked, and is not shown.
+  testing::write_file(workspace_ / "config.txt", std::string("token2=") + kValue + "\n");
+  const auto later = cli({"diff", "-w", ws, "s", "--", "config.txt"});
+  EXPECT_EQ(later.exit_code, 0) << later.err;
+  EXPECT_EQ(later.out.find(kValue), std::string::npos) << later.out;
+  EXPECT_NE(later.out.find("[content not shown"), std::string::npos) << later.out;
+  const json paths = json::parse(cli({"diff", "--json", "-w", ws, "s"}).out)["paths"];
+  std::map<std::string, json> by_path;
+  for (const json& item : paths)
+    by_path[item["path"].get<std::string>()] = item["before_secret"];
+  EXPECT_EQ(by_path["config.txt"], "withheld") << paths;
+  EXPECT_EQ(by_path["dir/key.txt"], "redacted") << paths;
+  EXPECT_TRUE(by_path["dir/other.txt"].is_null()) << paths;
+}
+
 }  // namespace
 }  // namespace pulsebox

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <functional>
 #include <future>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -167,6 +168,78 @@ TEST_F(WorkspaceReviewTest, AMissingRedactedCopyIsAnError) {
         << error.what();
     EXPECT_EQ(std::string(error.what()).find("s3cr3t"), std::string::npos) << error.what();
   }
+}
+
+// What a path held before the change is the host's, but a run with a
+// registered secret value may still not show it: a run that deleted a file
+// holding the value showed it in the diff, where the run's own output
+// (`cat`) would have been scrubbed. The base is redacted as it is kept.
+TEST_F(WorkspaceReviewTest, ABaseHoldingASecretIsShownRedacted) {
+  const std::string value = "s3cr3t-value-1234";
+  write_file(dir_ / "config.env", "name=demo\nTOKEN=" + value + "\n");
+  fs::create_symlink("/run/" + value, dir_ / "key.lnk");
+  const fs::path upper = scratch_.path() / "upper";
+  write_file(upper / "config.env", "name=demo2\n");
+  write_file(upper / "key.lnk", "plain\n");
+  write_file(upper / "README", "changed\n");
+  const SecretScrubber scrubber({value});
+  Workspace ws(dir_.path());
+  const auto tx =
+      ws.import_overlay(upper, dir_.path(), ImportOptions{.secrets = &scrubber}).transaction;
+  ASSERT_TRUE(tx.has_value());
+  const std::string diff = ws.diff(*tx);
+  EXPECT_EQ(diff.find(value), std::string::npos) << diff;
+  EXPECT_NE(diff.find("-name=demo\n-TOKEN=[REDACTED"), std::string::npos) << diff;
+  EXPECT_NE(diff.find("-readme\n+changed\n"), std::string::npos) << diff;
+  std::map<std::string, StagedChange> changes;
+  for (const auto& change : ws.describe(*tx).changes)
+    changes[change.path] = change;
+  EXPECT_TRUE(changes["config.env"].before_redacted);
+  EXPECT_FALSE(changes["config.env"].contains_secret);  // what the commit writes holds none
+  EXPECT_TRUE(changes["key.lnk"].before_redacted);
+  EXPECT_FALSE(changes["README"].before_redacted);
+  for (const auto& [path, change] : changes)
+    EXPECT_FALSE(change.before_withheld) << path;
+  const fs::path bases = dir_.path() / ".agent/transactions" / *tx / "base";
+  for (const auto& base : fs::directory_iterator(bases))
+    EXPECT_EQ(read_file(base.path()).find(value), std::string::npos) << base.path();
+  ws.commit(*tx);  // the value is in none of the new content: no --allow-secrets
+  EXPECT_EQ(read_file(dir_ / "config.env"), "name=demo2\n");
+}
+
+// A base that cannot be kept (over the per-file limit here) is not checked
+// for the value, so a diff never reads the path's current content instead
+// when a secret value was registered: the before side is not shown.
+TEST_F(WorkspaceReviewTest, ABaseNotKeptIsNotShownWhenASecretWasRegistered) {
+  const std::string value = "s3cr3t-value-1234";
+  write_file(dir_ / "big.env", "TOKEN=" + value + " and enough text to be over the limit\n");
+  const fs::path upper = scratch_.path() / "upper";
+  write_file(upper / "big.env", "short\n");
+  const WorkspaceLimits limits{.max_file_bytes = 32};
+  const auto import_with = [&](const SecretScrubber& scrubber) {
+    Workspace smaller(dir_.path(), default_workspace_policy(), limits);
+    const auto tx =
+        smaller.import_overlay(upper, dir_.path(), ImportOptions{.secrets = &scrubber}).transaction;
+    EXPECT_TRUE(tx.has_value());
+    return tx.value_or("");
+  };
+  const SecretScrubber scrubber({value});
+  const std::string tx = import_with(scrubber);
+  Workspace ws(dir_.path());  // a reviewer whose limit would let it read the file
+  EXPECT_EQ(ws.diff(tx),
+            "diff --git a/big.env b/big.env\n--- a/big.env\n+++ b/big.env\n@@ -1 +1 @@\n"
+            "[content not shown: over the per-file limit, or unreadable]\n"
+            "+short\n");
+  EXPECT_EQ(ws.diff_stat(tx).at(0).not_shown, "before");
+  const StagedChange change = ws.describe(tx).changes.at(0);
+  EXPECT_TRUE(change.before_withheld);
+  EXPECT_FALSE(change.before_redacted);
+
+  // No value registered: nothing to hide, the current content is shown.
+  const SecretScrubber none;
+  const std::string plain = import_with(none);
+  EXPECT_NE(ws.diff(plain).find("-TOKEN="), std::string::npos) << ws.diff(plain);
+  EXPECT_FALSE(ws.describe(plain).changes.at(0).before_withheld);
 }
 
 // Content that cannot be shown (over the reviewer's per-file limit) is one

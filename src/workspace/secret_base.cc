@@ -1,0 +1,45 @@
+#include "workspace/secret_base.h"
+
+#include <fcntl.h>
+#include <climits>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/sha256.h"
+#include "core/unique_fd.h"
+#include "pulsebox/secrets.h"
+#include "workspace/safe_open.h"
+#include "workspace/tree.h"
+
+namespace pulsebox::workspace {
+
+std::optional<ImportOptions::KnownBase> check_base(int root_fd, const std::string& path,
+                                                   const SecretScrubber& secrets,
+                                                   std::uint64_t max_bytes) {
+  std::string name;
+  auto parent = open_parent(root_fd, path, &name);
+  if (!parent) return std::nullopt;
+  struct stat st {};
+  if (::fstatat(parent->get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return std::nullopt;
+  std::string content;
+  if (S_ISLNK(st.st_mode)) {
+    content.resize(PATH_MAX);
+    const ssize_t n = ::readlinkat(parent->get(), name.c_str(), content.data(), content.size());
+    if (n < 0) return std::nullopt;
+    content.resize(static_cast<std::size_t>(n));
+  } else if (S_ISREG(st.st_mode)) {
+    if (static_cast<std::uint64_t>(st.st_size) > max_bytes) return ImportOptions::KnownBase{};
+    core::UniqueFd fd(
+        ::openat(parent->get(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+    if (!fd) return ImportOptions::KnownBase{};  // unreadable: unchecked
+    auto bytes = read_regular_file(fd.get(), max_bytes, path);
+    if (!bytes) return ImportOptions::KnownBase{};
+    content = std::move(bytes).value();
+  } else {
+    return std::nullopt;
+  }
+  if (!secrets.contains_secret(content)) return std::nullopt;
+  return ImportOptions::KnownBase{core::sha256_hex(content), secrets.redact(content)};
+}
+
+}  // namespace pulsebox::workspace
