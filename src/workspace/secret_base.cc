@@ -1,9 +1,9 @@
 #include "workspace/secret_base.h"
 
 #include <fcntl.h>
-#include <climits>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <climits>
 
 #include "core/sha256.h"
 #include "core/unique_fd.h"

@@ -42,7 +42,9 @@ std::string text_of(const Entry& e) {
               {"changed", e.snapshot.changed_during_run},
               {"base_blob", e.base_blob},
               {"base_link", core::to_hex(e.base_link)},
-              {"redacted_link", core::to_hex(e.redacted_link)}}
+              {"redacted_link", core::to_hex(e.redacted_link)},
+              {"base_redacted", e.base_redacted},
+              {"base_withheld", e.base_withheld}}
       .dump();
 }
 
@@ -96,6 +98,7 @@ TEST_F(EntryStreamTest, WrittenEntriesReadBackAsTheWholeDocumentGivesThem) {
   file_entry.snapshot.sha256 = std::string(64, 'a');
   file_entry.snapshot.changed_during_run = true;
   file_entry.base_blob = "12";
+  file_entry.base_redacted = true;
   entries[file_entry.path] = file_entry;
   Entry link;
   link.path = "quote\" and space";
@@ -104,6 +107,12 @@ TEST_F(EntryStreamTest, WrittenEntriesReadBackAsTheWholeDocumentGivesThem) {
   link.base_link = "old\xe2\x82";
   link.redacted_link = "[REDACTED]";
   entries[link.path] = link;
+  Entry withheld;
+  withheld.path = "big";
+  withheld.op = StagedOp::Write;
+  withheld.blob = "0/8";
+  withheld.base_withheld = true;
+  entries[withheld.path] = withheld;
   Entry gone;
   gone.path = "d";
   gone.op = StagedOp::Delete;
@@ -115,7 +124,8 @@ TEST_F(EntryStreamTest, WrittenEntriesReadBackAsTheWholeDocumentGivesThem) {
   auto document = streamed(out);
   ASSERT_TRUE(document.ok()) << document.error().to_string();
   EXPECT_EQ(out, whole_document_entries());
-  EXPECT_EQ(out.size(), 3u);
+  EXPECT_EQ(out.size(), 4u);
+  EXPECT_NE(out[0].find(R"("base_withheld":true)"), std::string::npos) << out[0];
   json expected = head;
   expected["entries"] = json::array();
   EXPECT_EQ(*document, expected);
