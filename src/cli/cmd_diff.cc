@@ -52,9 +52,6 @@ class ChangeCursor {
   std::size_t next_ = 0;
 };
 
-// Each selected change's line counts, by its index in info.changes (path
-// left empty). Read entry by entry: a map of them by path held every path
-// of a 100,000-file transaction twice more, beside the entries.
 // What --json says of a path's content before the change, where a
 // registered secret value was checked for: "redacted" (it held one),
 // "withheld" (it could not be checked: not shown), null.
@@ -64,6 +61,9 @@ nlohmann::json before_secret_json(const StagedChange& change) {
   return nullptr;
 }
 
+// Each selected change's line counts, by its index in info.changes (path
+// left empty). Read entry by entry: a map of them by path held every path
+// of a 100,000-file transaction twice more, beside the entries.
 std::vector<DiffStat> counts_by_index(const Workspace& ws, const TransactionInfo& info,
                                       const std::vector<std::string>& paths) {
   std::vector<DiffStat> counts(info.changes.size());
@@ -241,8 +241,8 @@ int run_diff(const Options& options) {
                     " held a registered secret value before this change (redacted below)\n";
       } else if (shown[i] && info.changes[i].before_withheld) {
         preamble += "secret: what " + core::quote_name(info.changes[i].path) +
-                    " held before this change is not shown: it could not be kept to check it "
-                    "for registered secret values\n";
+                    " held before this change is not shown: it could not be checked for "
+                    "registered secret values\n";
       }
     }
     // Each path's part written as it is made, in path order (info.changes'

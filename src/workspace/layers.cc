@@ -29,6 +29,12 @@ bool is_whiteout(const struct stat& st) {
   return S_ISCHR(st.st_mode) && major(st.st_rdev) == 0 && minor(st.st_rdev) == 0;
 }
 
+bool is_opaque_fd(int dirfd) {
+  // The overlay is mounted with userxattr: only user.overlay.* counts.
+  char value[8] = {};
+  return ::fgetxattr(dirfd, kOpaque, value, sizeof value) == 1 && value[0] == 'y';
+}
+
 // A layer's own directory: never through a symlink in its place.
 core::Result<UniqueFd> open_layer(const std::filesystem::path& path) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
@@ -297,12 +303,6 @@ LayerAnswer ask_layer(const std::filesystem::path& layer, const std::string& pat
 }
 
 }  // namespace
-
-bool is_opaque_fd(int dirfd) {
-  // The overlay is mounted with userxattr: only user.overlay.* counts.
-  char value[8] = {};
-  return ::fgetxattr(dirfd, kOpaque, value, sizeof value) == 1 && value[0] == 'y';
-}
 
 core::Status merge_layer(const std::filesystem::path& upper, const std::filesystem::path& lower) {
   PB_TRY(upper_fd, open_layer(upper));

@@ -40,9 +40,6 @@ std::vector<Change> describe_layer(const std::filesystem::path& layer,
 bool exists_in_view(const std::vector<std::filesystem::path>& layers,
                     const std::filesystem::path& base, const std::string& path);
 
-// Whether a layer's directory is opaque (hides what lies beneath it).
-bool is_opaque_fd(int dirfd);
-
 // Whether a directory tree is nested deeper than `limit` directories
 // (never following a symlink).
 bool layer_deeper_than(const std::filesystem::path& layer, int limit);

@@ -60,15 +60,6 @@ constexpr int kFlagsACopyWouldNotHave =
     FS_NOCOW_FL | FS_COMPR_FL | FS_NOCOMP_FL | FS_JOURNAL_DATA_FL | FS_DAX_FL | FS_VERITY_FL |
     FS_ENCRYPT_FL | FS_PROJINHERIT_FL;
 
-bool is_opaque(int dirfd) {
-  for (const char* attribute : {"trusted.overlay.opaque", "user.overlay.opaque"}) {
-    char value[8] = {};
-    const ssize_t n = ::fgetxattr(dirfd, attribute, value, sizeof value);
-    if (n == 1 && value[0] == 'y') return true;
-  }
-  return false;
-}
-
 std::string describe_special(mode_t mode) {
   if (S_ISFIFO(mode)) return "a FIFO";
   if (S_ISSOCK(mode)) return "a socket";
@@ -401,6 +392,15 @@ struct Walker {
 };
 
 }  // namespace
+
+bool is_opaque(int dirfd) {
+  for (const char* attribute : {"trusted.overlay.opaque", "user.overlay.opaque"}) {
+    char value[8] = {};
+    const ssize_t n = ::fgetxattr(dirfd, attribute, value, sizeof value);
+    if (n == 1 && value[0] == 'y') return true;
+  }
+  return false;
+}
 
 core::Status import_upper_directory(TransactionStore& store, Draft& draft,
                                     const std::filesystem::path& upper,

@@ -36,6 +36,11 @@ core::Status import_upper_directory(TransactionStore& store, Draft& draft,
                                     const std::vector<std::string>& own_paths,
                                     std::vector<std::string>& linked, bool in_place = false);
 
+// Whether a directory of an upper layer hides what lies beneath it (an
+// opaque directory: trusted.overlay.opaque or user.overlay.opaque "y"), as
+// the import reads it.
+bool is_opaque(int dirfd);
+
 // Removes the `linked` names from `upper`, so that deleting the run's
 // directory later never touches the committed file (it would move its
 // ctime, which the next run's conflict check reads as a host change).

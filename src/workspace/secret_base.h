@@ -5,18 +5,29 @@
 #pragma once
 
 #include <cstdint>
-#include <optional>
 #include <string>
 
-#include "pulsebox/workspace.h"
+namespace pulsebox {
+class SecretScrubber;
+}
 
 namespace pulsebox::workspace {
 
-// The workspace's `path` (beneath root_fd) as a base: nullopt when it is
-// no file or symlink, or holds no registered value; `redacted` unset when
-// it is a file over `max_bytes` (it could not be checked).
-std::optional<ImportOptions::KnownBase> check_base(int root_fd, const std::string& path,
-                                                   const SecretScrubber& secrets,
-                                                   std::uint64_t max_bytes);
+struct CheckedBase {
+  enum class Kind {
+    kNone,       // nothing, or a special file: a diff shows no content
+    kDirectory,  // a directory: what it holds is checked path by path
+    kClean,      // holds no registered value
+    kHolds,      // holds one: `redacted` is what a diff may show
+    kUnchecked,  // a file over the size limit, or one that cannot be read: never shown
+  };
+  Kind kind = Kind::kNone;
+  std::string sha256;  // of the file's bytes or the link's target (kClean, kHolds)
+  std::string redacted;
+};
+
+// The workspace's `path` (beneath root_fd) as a base, checked.
+CheckedBase check_base(int root_fd, const std::string& path, const SecretScrubber& secrets,
+                       std::uint64_t max_bytes);
 
 }  // namespace pulsebox::workspace

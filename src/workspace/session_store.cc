@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "audit/chain.h"
 #include "core/byte_names.h"
@@ -19,6 +20,7 @@
 #include "pulsebox/error.h"
 #include "pulsebox/secrets.h"
 #include "workspace/layers.h"
+#include "workspace/overlay_reader.h"
 #include "workspace/safe_open.h"
 #include "workspace/secret_base.h"
 #include "workspace/session_storage.h"
@@ -136,7 +138,8 @@ core::Status parse_session(const json& document, SessionInfo& info, fs::path& st
           return Error(ErrorKind::kInvalidInput, "session",
                        "a secret base's redacted copy or sha256 is malformed");
         }
-        if (secrets != nullptr) secrets->bases[core::get_name(item, "path")] = std::move(base);
+        std::string path = core::get_name(item, "path");
+        if (secrets != nullptr) secrets->bases[std::move(path)] = std::move(base);
       }
     }
   } catch (const json::exception& error) {
@@ -573,38 +576,24 @@ core::Result<std::vector<Change>> OpenSession::add_run(const fs::path& upper,
 
 // The run's layer holds every file it wrote: each is checked now, while the
 // secret values are known. A file that no longer holds one, or that the run
-// deleted, loses its mark. What the layer replaces in the workspace (the
-// review's before side) is checked too.
+// deleted, loses its mark. What the layer replaces or hides in the
+// workspace (the review's before side) is checked too (check_bases_of).
 core::Status OpenSession::scan_for_secrets(const fs::path& layer, const SecretScrubber& secrets) {
-  const fs::path redacted_dir = storage_ / "redacted";
   // Names of this run's copies: its layer's number keeps them apart from
   // earlier runs' (a count of the marks could fall and repeat one).
   std::uint64_t copies = 0;
   const auto keep_redacted = [&](const std::string& text) -> core::Result<std::string> {
-    if (::mkdir(redacted_dir.c_str(), 0700) != 0 && errno != EEXIST) {
-      return Error::from_errno("session", "creating " + redacted_dir.string());
+    const fs::path dir = storage_ / "redacted";
+    if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+      return Error::from_errno("session", "creating " + dir.string());
     }
     const std::string file = std::to_string(next_layer_ * 1000000 + copies++);
-    PB_CHECK(core::write_file_atomic(redacted_dir / file, text, 0600));
+    PB_CHECK(core::write_file_atomic(dir / file, text, 0600));
     return file;
   };
-  UniqueFd workspace_root(
-      ::open(workspace_->root().c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-  if (!workspace_root) return Error::from_errno("session", "open " + workspace_->root().string());
-  const auto check_base_of = [&](const std::string& path) -> core::Status {
-    auto base = check_base(workspace_root.get(), path, secrets, kMaxScannedBytes);
-    if (!base) {
-      secrets_.bases.erase(path);
-      return core::ok_status();
-    }
-    SessionSecrets::Base record{"", base->sha256};
-    if (base->redacted) {
-      PB_TRY(file, keep_redacted(*base->redacted));
-      record.redacted = std::move(file);
-    }
-    secrets_.bases[path] = std::move(record);
-    return core::ok_status();
-  };
+  UniqueFd root(::open(layer.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!root) return Error::from_errno("session", "open " + layer.string());
+  PB_CHECK(check_bases_of(root.get(), secrets, keep_redacted));
   std::function<core::Status(int, const std::string&, int)> walk =
       [&](int dirfd, const std::string& prefix, int depth) -> core::Status {
     if (depth > kMaxLayerDepth) return core::ok_status();
@@ -615,19 +604,9 @@ core::Status OpenSession::scan_for_secrets(const fs::path& layer, const SecretSc
       if (S_ISDIR(st.st_mode)) {
         UniqueFd child(
             ::openat(dirfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-        if (!child) continue;
-        // An opaque directory deletes what the workspace has there.
-        if (is_opaque_fd(child.get())) {
-          auto below = open_beneath(workspace_root.get(), path, O_RDONLY | O_DIRECTORY);
-          for (const std::string& hidden :
-               below ? list_directory(below->get()) : std::vector<std::string>{}) {
-            PB_CHECK(check_base_of(path + "/" + hidden));
-          }
-        }
-        PB_CHECK(walk(child.get(), path + "/", depth + 1));
+        if (child) PB_CHECK(walk(child.get(), path + "/", depth + 1));
         continue;
       }
-      PB_CHECK(check_base_of(path));
       // A whiteout, a symlink or a special file: whatever it replaced goes.
       std::erase_if(secrets_.written,
                     [&](const auto& item) { return core::is_at_or_beneath(item.first, path); });
@@ -642,13 +621,112 @@ core::Status OpenSession::scan_for_secrets(const fs::path& layer, const SecretSc
     }
     return core::ok_status();
   };
-  UniqueFd root(::open(layer.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-  if (!root) return Error::from_errno("session", "open " + layer.string());
   PB_CHECK(walk(root.get(), "", 0));
   info_.secret_paths.clear();
   for (const auto& [path, file] : secrets_.written)
     info_.secret_paths.push_back(path);
   return core::ok_status();
+}
+
+// Each workspace path the layer replaces (its files, symlinks, whiteouts
+// and special files) or hides (beneath an opaque directory, at any depth,
+// as the import reads it: overlay_reader.cc) is checked for the values.
+// A record is kept while the workspace holds the content it was made of.
+core::Status OpenSession::check_bases_of(
+    int layer_fd, const SecretScrubber& secrets,
+    const std::function<core::Result<std::string>(const std::string&)>& keep_redacted) {
+  UniqueFd workspace_root(
+      ::open(workspace_->root().c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!workspace_root) return Error::from_errno("session", "open " + workspace_->root().string());
+  const auto forget = [&](const std::string& path) {
+    auto record = secrets_.bases.find(path);
+    if (record == secrets_.bases.end()) return;
+    // Gone before the record is saved: a crash between reads as a copy that
+    // is missing, which the review shows as nothing (known_bases).
+    if (!record->second.redacted.empty())
+      ::unlink((storage_ / "redacted" / record->second.redacted).c_str());
+    secrets_.bases.erase(record);
+  };
+  // `whole`: the layer replaces or hides the path itself, so a directory
+  // there goes with everything it holds (a later run's directory may
+  // bring it back opaque, showing each file deleted).
+  std::function<core::Status(const std::string&, bool, int)> check =
+      [&](const std::string& path, bool whole, int depth) -> core::Status {
+    using Kind = CheckedBase::Kind;
+    CheckedBase found = check_base(workspace_root.get(), path, secrets, kMaxScannedBytes);
+    if (found.kind == Kind::kDirectory) {
+      forget(path);
+      if (!whole || depth > kMaxLayerDepth) return core::ok_status();
+      auto dir = open_beneath(workspace_root.get(), path, O_RDONLY | O_DIRECTORY);
+      for (const std::string& name : dir ? list_directory(dir->get()) : std::vector<std::string>{})
+        PB_CHECK(check(path + "/" + name, true, depth + 1));
+      return core::ok_status();
+    }
+    const auto record = secrets_.bases.find(path);
+    if (record != secrets_.bases.end() && !record->second.redacted.empty() &&
+        !found.sha256.empty() && record->second.sha256 == found.sha256) {
+      // The content an earlier run found holding its values: still not
+      // shown as it is, whatever this run's values are. Its copy is
+      // redacted again with this run's, which may be other ones.
+      if (found.kind == Kind::kClean) return core::ok_status();
+      auto earlier = core::read_regular_file(storage_ / "redacted" / record->second.redacted,
+                                             kMaxScannedBytes, "redacted copy");
+      if (earlier) {
+        found.redacted = secrets.redact(*earlier);
+      } else {
+        found = CheckedBase{Kind::kUnchecked, "", ""};
+      }
+    }
+    forget(path);
+    if (found.kind == Kind::kNone || found.kind == Kind::kClean) return core::ok_status();
+    SessionSecrets::Base base{"", found.sha256};
+    if (found.kind == Kind::kHolds) {
+      PB_TRY(file, keep_redacted(found.redacted));
+      base.redacted = std::move(file);
+    } else {
+      base.sha256.clear();  // never shown: nothing to compare
+    }
+    secrets_.bases[path] = std::move(base);
+    return core::ok_status();
+  };
+  std::function<core::Status(int, const std::string&, int, bool)> walk =
+      [&](int dirfd, const std::string& prefix, int depth, bool hidden) -> core::Status {
+    if (depth > kMaxLayerDepth) return core::ok_status();
+    std::vector<std::string> names = list_directory(dirfd);
+    if (prefix.empty()) std::erase(names, std::string(".agent"));  // pulsebox's own
+    if (hidden) {
+      auto below = prefix.empty()
+                       ? core::Result<UniqueFd>(UniqueFd(::openat(
+                             workspace_root.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)))
+                       : open_beneath(workspace_root.get(), prefix.substr(0, prefix.size() - 1),
+                                      O_RDONLY | O_DIRECTORY);
+      const std::set<std::string> present(names.begin(), names.end());
+      for (const std::string& name :
+           below ? list_directory(below->get()) : std::vector<std::string>{}) {
+        if (present.count(name) == 0 && !(prefix.empty() && name == ".agent"))
+          PB_CHECK(check(prefix + name, true, depth + 1));
+      }
+    }
+    for (const std::string& name : names) {
+      const std::string path = prefix + name;
+      struct stat st {};
+      if (::fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+      if (!S_ISDIR(st.st_mode)) {
+        PB_CHECK(check(path, true, depth + 1));
+        continue;
+      }
+      UniqueFd child(
+          ::openat(dirfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      if (!child) continue;
+      const bool opaque = is_opaque(child.get());
+      // A directory over a file or symlink replaces it; an opaque one over
+      // a directory hides what that holds (walked below, as hidden).
+      PB_CHECK(check(path, false, depth + 1));
+      PB_CHECK(walk(child.get(), path + "/", depth + 1, hidden || opaque));
+    }
+    return core::ok_status();
+  };
+  return walk(layer_fd, "", 0, is_opaque(layer_fd));
 }
 
 std::map<std::string, std::string> OpenSession::known_secrets() const {

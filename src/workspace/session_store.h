@@ -5,6 +5,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <nlohmann/json_fwd.hpp>
 #include <optional>
@@ -112,6 +113,9 @@ class OpenSession {
   nlohmann::json secrets_json() const;
   nlohmann::json secret_bases_json() const;
   core::Status scan_for_secrets(const std::filesystem::path& layer, const SecretScrubber& secrets);
+  core::Status check_bases_of(
+      int layer_fd, const SecretScrubber& secrets,
+      const std::function<core::Result<std::string>(const std::string&)>& keep_redacted);
 
   Workspace* workspace_;
   std::string name_;

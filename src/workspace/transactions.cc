@@ -1054,11 +1054,14 @@ core::Status TransactionStore::keep_base(Draft& draft, Entry& entry, int root_fd
       known = &found->second;
   }
   entry.base_withheld = checked || known != nullptr;
-  if (known != nullptr && !known->redacted) return core::ok_status();  // too large to check
+  if (known != nullptr && !known->redacted) {
+    if (!checked) return core::ok_status();  // too large to check when it was seen
+    known = nullptr;                         // checked now instead
+  }
   if (snapshot.type == NodeType::File &&
       (snapshot.size > limits_.max_file_bytes ||
        draft.base_bytes + snapshot.size > limits_.max_total_bytes)) {
-    return core::ok_status();  // diff then shows the current file
+    return core::ok_status();  // not kept: diff shows the current file, unless withheld
   }
   std::string name;
   auto parent = open_parent(root_fd, entry.path, &name);
@@ -1080,13 +1083,21 @@ core::Status TransactionStore::keep_base(Draft& draft, Entry& entry, int root_fd
   // Changed since the snapshot: no base rather than the wrong one.
   if (core::sha256_hex(content) != snapshot.sha256) return core::ok_status();
   const std::uint64_t size = content.size();
-  if (known != nullptr) {
-    if (snapshot.sha256 != known->sha256) return core::ok_status();  // not what was checked
-    content = *known->redacted;
+  if (known != nullptr && snapshot.sha256 != known->sha256 && !checked) {
+    return core::ok_status();  // not what was checked, and nothing to check it with now
+  }
+  if (known != nullptr && snapshot.sha256 == known->sha256) {
+    content = checked ? secrets_->redact(*known->redacted) : *known->redacted;
     entry.base_redacted = true;
   } else if (checked && secrets_->contains_secret(content)) {
     content = secrets_->redact(content);
     entry.base_redacted = true;
+  }
+  // Redaction marks can be longer than the values: over the limit, the
+  // diff could not read it back.
+  if (content.size() > limits_.max_file_bytes) {
+    entry.base_redacted = false;
+    return core::ok_status();
   }
   entry.base_withheld = false;
   if (snapshot.type == NodeType::Symlink) {

@@ -770,7 +770,11 @@ EntrySides entry_sides(const TransactionStore& store, int root_fd,
     before = withheld_side(entry);
   } else {
     auto base = base_side(store, tx, entry, limit);
-    before = base ? std::move(*base) : current_side(root_fd, entry, limit);
+    // A redacted base that cannot be read (grown past the limit by its
+    // redaction marks, or gone) is never replaced by the current content.
+    before = base                  ? std::move(*base)
+             : entry.base_redacted ? withheld_side(entry)
+                                   : current_side(root_fd, entry, limit);
   }
   if (was_directory) before = {};  // a directory replaced by a file: show the file as new
   switch (entry.op) {

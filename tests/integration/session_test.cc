@@ -608,5 +608,40 @@ TEST_F(SecretInChangesTest, ASessionRemembersWhatItsRunReplacedHeldTheSecret) {
   EXPECT_TRUE(by_path["dir/other.txt"].is_null()) << paths;
 }
 
+// What a session's runs delete beneath directories: hidden by an opaque
+// directory at any depth, or deleted whole by one run and brought back by
+// the next (the merge makes the directory opaque, and the review lists
+// each file it held). And a later run with another value registered, which
+// finds none of its own in what was there, keeps the first run's mark.
+TEST_F(SecretInChangesTest, ASessionChecksWhatItsRunsDeleteBeneathDirectories) {
+  const std::string ws = workspace_.path().string();
+  const std::string held = std::string("token=") + kValue + "\n";
+  testing::write_file(workspace_ / "nested/sub/secret.txt", held);
+  testing::write_file(workspace_ / "whole/deep/a.txt", held);
+  testing::write_file(workspace_ / "swapped.txt", held);
+  testing::write_file(workspace_ / "kept.txt", held + "more\n");
+  auto first = run_with_secret({"--session", "s"},
+                               "rm -r nested && mkdir -p nested/sub && echo new > nested/sub/other"
+                               " && rm -r whole && rm swapped.txt && mkdir swapped.txt"
+                               " && sed -i /token/d kept.txt");
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  // The next runs: one with another value registered, one with none.
+  auto e = env();
+  e.push_back("OTHER=another-registered-value-42");
+  const auto other = testing::run_cli(
+      {"run", "--json", "--allow-weaker", "limits", "--secret", "OTHER", "-w", ws, "--session", "s",
+       "--", "sh", "-c", "mkdir -p whole/deep && echo again >> kept.txt"},
+      "", e);
+  ASSERT_EQ(other.exit_code, 0) << other.err;
+  const json none = run_json(workspace_.path(), {"--session", "s"},
+                             "rmdir swapped.txt && echo plain > swapped.txt");
+  ASSERT_EQ(none["changes_status"]["status"], "session") << none.dump();
+  const auto diff = cli({"diff", "-w", ws, "s", "--all"});
+  EXPECT_EQ(diff.exit_code, 0) << diff.err;
+  EXPECT_EQ(diff.out.find(kValue), std::string::npos) << diff.out;
+  for (const char* path : {"nested/sub/secret.txt", "whole/deep/a.txt", "swapped.txt", "kept.txt"})
+    EXPECT_NE(diff.out.find(std::string("a/") + path), std::string::npos) << path << diff.out;
+}
+
 }  // namespace
 }  // namespace pulsebox

@@ -203,6 +203,9 @@ TEST_F(WorkspaceReviewTest, ABaseHoldingASecretIsShownRedacted) {
   const fs::path bases = dir_.path() / ".agent/transactions" / *tx / "base";
   for (const auto& base : fs::directory_iterator(bases))
     EXPECT_EQ(read_file(base.path()).find(value), std::string::npos) << base.path();
+  // A redacted base gone (or unreadable) never falls back to the current file.
+  fs::remove_all(bases);
+  EXPECT_EQ(ws.diff(*tx).find(value), std::string::npos) << ws.diff(*tx);
   ws.commit(*tx);  // the value is in none of the new content: no --allow-secrets
   EXPECT_EQ(read_file(dir_ / "config.env"), "name=demo2\n");
 }
@@ -234,6 +237,18 @@ TEST_F(WorkspaceReviewTest, ABaseNotKeptIsNotShownWhenASecretWasRegistered) {
   const StagedChange change = ws.describe(tx).changes.at(0);
   EXPECT_TRUE(change.before_withheld);
   EXPECT_FALSE(change.before_redacted);
+
+  // Redaction marks longer than the values grow the base past the limit:
+  // it could not be read back, so it is not kept either.
+  write_file(dir_ / "short.env", "k9Qz k9Qz k9Qz k9Qz k9Qz\n");  // 25 bytes
+  write_file(upper / "short.env", "none\n");
+  const SecretScrubber short_value({"k9Qz"});
+  const std::string grown = import_with(short_value);
+  const std::string grown_diff =
+      ws.diff(grown, DiffOptions{.colour = false, .paths = {"short.env"}});
+  EXPECT_EQ(grown_diff.find("k9Qz"), std::string::npos) << grown_diff;
+  EXPECT_NE(grown_diff.find("[content not shown"), std::string::npos) << grown_diff;
+  fs::remove(upper / "short.env");
 
   // No value registered: nothing to hide, the current content is shown.
   const SecretScrubber none;
