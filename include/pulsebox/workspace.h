@@ -153,6 +153,9 @@ struct ImportOptions {
     std::optional<std::string> redacted;
   };
   std::map<std::string, KnownBase> known_bases;
+  // Bases were not all checked (a session's run stopped at its budget):
+  // one not in known_bases is never shown either.
+  bool withhold_unknown_bases = false;
   // The upper directory is a finished run's own and is removed after the
   // import (nothing else will read it, no process of the run is left): its
   // files may become the staged copies as they are (hard links, on the

@@ -22,6 +22,7 @@
 #include "protocol/run_request.h"
 #include "pulsebox/audit.h"
 #include "pulsebox/error.h"
+#include "pulsebox/secrets.h"
 #include "pulsebox/workspace.h"
 #include "run/run_command.h"
 
@@ -381,6 +382,7 @@ int remote_run(int argc, char** argv) {
   // 4. Its changes, brought home as a local transaction.
   std::optional<std::string> local_tx;
   std::vector<RefusedChange> refused;
+  bool contains_secrets = false;
   if (result["transaction_id"].is_string()) {
     const std::string remote_tx = result["transaction_id"];
     const fs::path scratch = root / ".agent" / ("remote-" + core::random_hex(12));
@@ -415,9 +417,20 @@ int remote_run(int argc, char** argv) {
     }
     const std::string origin =
         "remote " + result.value("argv", json::array()).dump() + " on " + url;
-    auto imported = import_remote_changes(
-        {tar, scratch}, root,
-        ImportOptions{.origin = origin, .run_started = run_started, .take_upper_files = true});
+    // The values the run was given (read from this environment by
+    // run_request): the changes, and what they replace, are checked here
+    // as a local run's are, so the diff never shows them.
+    std::vector<std::string> values;
+    for (const auto& name : o.secrets) {
+      if (const char* value = std::getenv(name.c_str()); value != nullptr)
+        values.emplace_back(value);
+    }
+    const SecretScrubber scrubber(values);
+    auto imported = import_remote_changes({tar, scratch}, root,
+                                          ImportOptions{.origin = origin,
+                                                        .run_started = run_started,
+                                                        .secrets = &scrubber,
+                                                        .take_upper_files = true});
     fs::remove_all(scratch, ec);
     if (!imported) {
       say("the run's changes could not be staged here: " + imported.error().to_string());
@@ -425,6 +438,7 @@ int remote_run(int argc, char** argv) {
     }
     local_tx = imported.value().transaction;
     refused = imported.value().refused;
+    contains_secrets = imported.value().contains_secrets;
   }
   std::string outcome = local_tx ? "staged" : "unchanged";
   const std::string changes_mode = o.rm ? "discard" : o.changes;
@@ -469,6 +483,7 @@ int remote_run(int argc, char** argv) {
   result["changes"] = changes;
   result["changes_status"]["status"] = outcome;
   result["changes_status"]["refused"] = refused_json;
+  result["changes_status"]["contains_secrets"] = contains_secrets;
   audit(root, "remote_run", "allow", result.value("command", ""),
         "on " + url + " as " + seen.result.value("run_id", "") + " (" + server_isolation +
             "), workspace " + upload + (uploaded ? " sent" : " already there") + "; exit " +

@@ -42,6 +42,7 @@ CheckedBase check_base(int root_fd, const std::string& path, const SecretScrubbe
     auto bytes = read_regular_file(fd.get(), max_bytes, path);
     if (!bytes) return checked;
     content = std::move(bytes).value();
+    checked.bytes_read = content.size();
   } else {
     return checked;
   }

@@ -24,6 +24,7 @@ struct CheckedBase {
   Kind kind = Kind::kNone;
   std::string sha256;  // of the file's bytes or the link's target (kClean, kHolds)
   std::string redacted;
+  std::uint64_t bytes_read = 0;
 };
 
 // The workspace's `path` (beneath root_fd) as a base, checked.

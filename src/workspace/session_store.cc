@@ -52,6 +52,8 @@ std::int64_t to_ns(Workspace::RunClock time) {
 
 }  // namespace
 
+BaseCheckBudget base_check_budget;
+
 core::Status ensure_agent_subdir(const Workspace& ws, const char* name) {
   const fs::path agent = ws.agent_dir();
   struct stat st {};
@@ -128,6 +130,8 @@ core::Status parse_session(const json& document, SessionInfo& info, fs::path& st
         if (secrets != nullptr) secrets->written[info.secret_paths.back()] = file;
       }
     }
+    if (secrets != nullptr)
+      secrets->bases_incomplete = document.value("secret_bases_incomplete", false);
     if (document.contains("secret_bases")) {
       for (const auto& item : document["secret_bases"]) {
         SessionSecrets::Base base{item.at("redacted").get<std::string>(),
@@ -359,7 +363,8 @@ core::Status OpenSession::save() {
                          {"commit_ends_session", commit_ends_session_},
                          {"removing", removing_},
                          {"secrets", secrets_json()},
-                         {"secret_bases", secret_bases_json()}};
+                         {"secret_bases", secret_bases_json()},
+                         {"secret_bases_incomplete", secrets_.bases_incomplete}};
   return core::write_file_atomic(record_path(*workspace_, name_), document.dump(2) + "\n", 0600);
 }
 
@@ -650,10 +655,18 @@ core::Status OpenSession::check_bases_of(
   // `whole`: the layer replaces or hides the path itself, so a directory
   // there goes with everything it holds (a later run's directory may
   // bring it back opaque, showing each file deleted).
+  std::uint64_t bases_checked = 0;
+  std::uint64_t bytes_checked = 0;
   std::function<core::Status(const std::string&, bool, int)> check =
       [&](const std::string& path, bool whole, int depth) -> core::Status {
     using Kind = CheckedBase::Kind;
+    if (bases_checked >= base_check_budget.paths || bytes_checked >= base_check_budget.bytes) {
+      secrets_.bases_incomplete = true;
+      return core::ok_status();
+    }
     CheckedBase found = check_base(workspace_root.get(), path, secrets, kMaxScannedBytes);
+    ++bases_checked;
+    bytes_checked += found.bytes_read;
     if (found.kind == Kind::kDirectory) {
       forget(path);
       if (!whole || depth > kMaxLayerDepth) return core::ok_status();

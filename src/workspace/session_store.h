@@ -30,7 +30,19 @@ struct SessionSecrets {
     std::string sha256;
   };
   std::map<std::string, Base> bases;
+  // A run's check of the bases stopped at its budget: every base not in
+  // `bases` is then never shown (ImportOptions::withhold_unknown_bases).
+  bool bases_incomplete = false;
 };
+
+// What one session run reads of the workspace to check what it replaced
+// (a deleted directory's whole tree), so that the run's end stays bounded;
+// past it, SessionSecrets::bases_incomplete. Tests lower it.
+struct BaseCheckBudget {
+  std::uint64_t paths = 100000;
+  std::uint64_t bytes = 256ull << 20;
+};
+extern BaseCheckBudget base_check_budget;
 
 // A session held under its lock (.agent/sessions/<name>.lock) for the
 // lifetime of this object: runs of one session and its commit are serialized.
@@ -67,6 +79,7 @@ class OpenSession {
   std::map<std::string, std::string> known_secrets() const;
   // What the runs replaced that held a secret (ImportOptions::known_bases).
   std::map<std::string, ImportOptions::KnownBase> known_bases() const;
+  bool bases_incomplete() const { return secrets_.bases_incomplete; }
 
   // Merges all layers into one; an error when one cannot be merged.
   core::Status collapse();

@@ -94,6 +94,7 @@ ImportResult session_transaction(Workspace& ws, const std::string& name, const f
   ImportOptions import = options;
   import.known_secrets = session.known_secrets();
   import.known_bases = session.known_bases();
+  import.withhold_unknown_bases = session.bases_incomplete();
   import.origin = "session " + name;
   import.run_started = workspace::from_ns(session.info().base_stamp_ns);
   import.take_upper_files = false;  // the layer is kept: never its files
@@ -113,6 +114,7 @@ SessionCommitResult commit_session(Workspace& ws, const std::string& name, const
   ImportOptions from_session = import;
   from_session.known_secrets = session.known_secrets();
   from_session.known_bases = session.known_bases();
+  from_session.withhold_unknown_bases = session.bases_incomplete();
   from_session.origin = "session " + name;
   from_session.run_started = workspace::from_ns(session.info().base_stamp_ns);
   from_session.take_upper_files = false;  // the layer is kept until the commit is done

@@ -1053,7 +1053,8 @@ core::Status TransactionStore::keep_base(Draft& draft, Entry& entry, int root_fd
     if (auto found = known_bases_->find(entry.path); found != known_bases_->end())
       known = &found->second;
   }
-  entry.base_withheld = checked || known != nullptr;
+  entry.base_withheld = checked || known != nullptr || withhold_unknown_bases_;
+  if (known == nullptr && withhold_unknown_bases_ && !checked) return core::ok_status();
   if (known != nullptr && !known->redacted) {
     if (!checked) return core::ok_status();  // too large to check when it was seen
     known = nullptr;                         // checked now instead

@@ -267,8 +267,10 @@ class TransactionStore {
   // marks the entry and keeps a redacted copy for diff. Must outlive the store.
   void set_secrets(const SecretScrubber* secrets) { secrets_ = secrets; }
   // Bases checked for secrets while the values were known (ImportOptions).
-  void set_known_bases(const std::map<std::string, ImportOptions::KnownBase>* known) {
+  void set_known_bases(const std::map<std::string, ImportOptions::KnownBase>* known,
+                       bool withhold_unknown) {
     known_bases_ = known;
+    withhold_unknown_bases_ = withhold_unknown;
   }
   // Paths known to hold a secret, with their redacted content (ImportOptions).
   void set_known_secrets(const std::map<std::string, std::string>* known) {
@@ -332,6 +334,7 @@ class TransactionStore {
   const SecretScrubber* secrets_ = nullptr;
   const std::map<std::string, std::string>* known_secrets_ = nullptr;
   const std::map<std::string, ImportOptions::KnownBase>* known_bases_ = nullptr;
+  bool withhold_unknown_bases_ = false;
   bool allow_secrets_ = false;
   AuditKeyLocation seal_key_;
 };

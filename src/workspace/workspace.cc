@@ -403,7 +403,7 @@ ImportResult import_into_new_transaction(TransactionStore& store,
   const auto& run_started = options.run_started;
   store.set_secrets(options.secrets);
   store.set_known_secrets(&options.known_secrets);
-  store.set_known_bases(&options.known_bases);
+  store.set_known_bases(&options.known_bases, options.withhold_unknown_bases);
   std::string id;
   Draft draft;
   std::vector<std::string> linked;

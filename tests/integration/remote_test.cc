@@ -148,6 +148,31 @@ TEST_F(RemoteTest, JsonAndEventsReportTheRemoteRunAndTheLocalTransaction) {
   EXPECT_EQ(last["result"]["isolation_level"], "remote_container");
 }
 
+// The changes of a remote run with a registered value are checked as they
+// are staged here, as a local run's are: before, they came home unchecked,
+// so the diff showed the value the command wrote and the file it deleted,
+// and the commit asked for no --allow-secrets.
+TEST_F(RemoteTest, ARemoteRunsChangesAreCheckedForItsSecretValues) {
+  const std::string value = "S3cr3tV-remote-9876";
+  testing::write_file(workspace_ / "held.txt", "token=" + value + "\n");
+  auto env = remote_env();
+  env.push_back("MYSEC=" + value);
+  const auto result = run({"--json", "--secret", "MYSEC"},
+                          {"sh", "-c", "rm held.txt; echo \"$MYSEC\" > p.txt"}, env);
+  ASSERT_EQ(result.exit_code, 0) << result.err << server_log();
+  const json parsed = json::parse(result.out);
+  EXPECT_TRUE(parsed["changes_status"]["contains_secrets"].get<bool>()) << result.out;
+  const std::string tx = parsed["transaction_id"];
+  const std::string ws = workspace_.path().string();
+  const auto diff = testing::run_cli({"diff", "-w", ws, tx}, "", cli_env());
+  EXPECT_EQ(diff.exit_code, 0) << diff.err;
+  EXPECT_EQ(diff.out.find(value), std::string::npos) << diff.out;
+  EXPECT_NE(diff.out.find("-token=[REDACTED"), std::string::npos) << diff.out;
+  const auto refused = testing::run_cli({"commit", "-w", ws, tx}, "", cli_env());
+  EXPECT_EQ(refused.exit_code, 125) << refused.out << refused.err;
+  EXPECT_TRUE(fs::exists(workspace_ / "held.txt"));
+}
+
 TEST_F(RemoteTest, AHostChangeDuringTheRemoteRunIsAConflictNotOverwritten) {
   const pid_t client =
       testing::spawn({binary_, "run", "--allow-weaker", "limits", "-w", workspace_.path().string(),

@@ -16,6 +16,7 @@
 
 #include "helpers/test_support.h"
 #include "pulsebox/error.h"
+#include "pulsebox/secrets.h"
 #include "pulsebox/session.h"
 #include "workspace/layers.h"
 #include "workspace/session_store.h"
@@ -188,6 +189,50 @@ TEST_F(SessionStoreTest, LaterRunsBuildOnEarlierOnesAndTheSessionCommitsItsNetCh
   EXPECT_TRUE(list_sessions(ws, kept()).empty());
   EXPECT_TRUE(ws.list_transactions().empty());
   EXPECT_TRUE(fs::is_empty(state_ / "kept")) << "the session's layers were left behind";
+}
+
+// A run with a registered value checks what it deletes in the workspace,
+// so that the review (without the value) can show it; past its budget it
+// stops, and the review then shows no base it knows nothing of.
+TEST_F(SessionStoreTest, ARunsCheckOfWhatItDeletedStopsAtItsBudgetAndTheReviewShowsNoneOfIt) {
+  const SecretScrubber scrubber({"s3cr3t-abcdef-42"});
+  const auto review_of = [&](std::uint64_t budget) {
+    TempDir ws_dir;
+    write_file(ws_dir / "dir/old.txt", "old\n");
+    write_file(ws_dir / "dir/two.txt", "two\n");
+    Workspace ws(ws_dir.path());
+    const auto saved = workspace::base_check_budget;
+    workspace::base_check_budget.paths = budget;
+    fs::path upper = new_upper();
+    whiteout(upper / "dir");  // rm -r dir
+    bool incomplete = false;
+    {
+      auto session = workspace::OpenSession::open(ws, "s", kept(), true);
+      EXPECT_TRUE(session) << session.error().to_string();
+      if (session) {
+        EXPECT_TRUE(session->add_run(upper, &scrubber));
+        incomplete = session->bases_incomplete();
+      }
+    }
+    workspace::base_check_budget = saved;
+    upper = new_upper();
+    write_file(upper / "dir/new.txt", "new\n");  // mkdir dir: opaque once merged
+    add_run(ws, upper);
+    const ImportResult review = session_transaction(ws, "s", kept());
+    EXPECT_TRUE(review.transaction.has_value());
+    const std::string diff = review.transaction ? ws.diff(*review.transaction) : "";
+    discard_session(ws, "s", kept());
+    return std::make_pair(incomplete, diff);
+  };
+  const auto [within, checked] = review_of(10);
+  EXPECT_FALSE(within);
+  EXPECT_NE(checked.find("-old\n"), std::string::npos) << checked;
+  const auto [over, withheld] = review_of(1);
+  EXPECT_TRUE(over);
+  EXPECT_EQ(withheld.find("-old\n"), std::string::npos) << withheld;
+  EXPECT_EQ(withheld.find("-two\n"), std::string::npos) << withheld;
+  EXPECT_NE(withheld.find("[content not shown"), std::string::npos) << withheld;
+  EXPECT_NE(withheld.find("+new\n"), std::string::npos) << withheld;
 }
 
 TEST_F(SessionStoreTest, ACommitConflictingWithAHostChangeSinceTheSessionBeganKeepsTheSession) {
