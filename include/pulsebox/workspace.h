@@ -295,12 +295,17 @@ class PULSEBOX_API Workspace {
   // discard do: callers staging into one transaction at once are serialised.
   // A transaction whose commit was interrupted once decided takes no more
   // changes (SandboxRecoveryError; `reconcile` finishes the commit).
+  // With `secrets`, the change and what the path held are checked as an
+  // import's are (ImportOptions::secrets).
   void stage_write(const std::string& tx, std::string_view path, std::string_view bytes,
-                   unsigned mode = 0644);
-  void stage_delete(const std::string& tx, std::string_view path);
+                   unsigned mode = 0644, const SecretScrubber* secrets = nullptr);
+  void stage_delete(const std::string& tx, std::string_view path,
+                    const SecretScrubber* secrets = nullptr);
   void stage_mkdir(const std::string& tx, std::string_view path, unsigned mode = 0755);
-  void stage_symlink(const std::string& tx, std::string_view path, std::string_view target);
-  void stage_chmod(const std::string& tx, std::string_view path, unsigned mode);
+  void stage_symlink(const std::string& tx, std::string_view path, std::string_view target,
+                     const SecretScrubber* secrets = nullptr);
+  void stage_chmod(const std::string& tx, std::string_view path, unsigned mode,
+                   const SecretScrubber* secrets = nullptr);
 
   // Turns an overlayfs upper directory (with `lower` the directory it was
   // layered on, normally this workspace) into a new transaction. Returns

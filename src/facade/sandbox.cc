@@ -463,7 +463,7 @@ void Sandbox::stage_write(const std::string& tx, std::string_view path, std::str
                                   "symlink), and a staged write cannot make it one"));
     }
   }
-  workspace_.stage_write(tx, path, bytes, mode);
+  workspace_.stage_write(tx, path, bytes, mode, &scrubber_);
   for (const std::string& parent : missing)
     workspace_.stage_mkdir(tx, parent);
   audit_->record({.action = "write-staged",
@@ -477,7 +477,7 @@ void Sandbox::stage_delete(const std::string& tx, std::string_view path) {
   const std::string normal = policy_target(path);
   refuse_own_place("delete", target, normal);
   const PolicyEvaluation evaluation = require_not_denied(ActionType::Delete, normal);
-  workspace_.stage_delete(tx, path);
+  workspace_.stage_delete(tx, path, &scrubber_);
   audit_->record({.action = "delete-staged",
                   .target = target,
                   .decision = std::string(to_string(evaluation.decision)),

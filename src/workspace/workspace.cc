@@ -192,13 +192,16 @@ Entry make_entry(std::string_view path, StagedOp op, unsigned mode = 0,
 }  // namespace
 
 void Workspace::stage_write(const std::string& tx, std::string_view path, std::string_view bytes,
-                            unsigned mode) {
+                            unsigned mode, const SecretScrubber* secrets) {
   auto store = store_for(*this, policy_, limits_);
+  store.set_secrets(secrets);
   stage_one(store, tx, make_entry(path, StagedOp::Write, mode), bytes);
 }
 
-void Workspace::stage_delete(const std::string& tx, std::string_view path) {
+void Workspace::stage_delete(const std::string& tx, std::string_view path,
+                             const SecretScrubber* secrets) {
   auto store = store_for(*this, policy_, limits_);
+  store.set_secrets(secrets);
   stage_one(store, tx, make_entry(path, StagedOp::Delete), {});
 }
 
@@ -207,14 +210,17 @@ void Workspace::stage_mkdir(const std::string& tx, std::string_view path, unsign
   stage_one(store, tx, make_entry(path, StagedOp::Mkdir, mode), {});
 }
 
-void Workspace::stage_symlink(const std::string& tx, std::string_view path,
-                              std::string_view target) {
+void Workspace::stage_symlink(const std::string& tx, std::string_view path, std::string_view target,
+                              const SecretScrubber* secrets) {
   auto store = store_for(*this, policy_, limits_);
+  store.set_secrets(secrets);
   stage_one(store, tx, make_entry(path, StagedOp::Symlink, 0, target), {});
 }
 
-void Workspace::stage_chmod(const std::string& tx, std::string_view path, unsigned mode) {
+void Workspace::stage_chmod(const std::string& tx, std::string_view path, unsigned mode,
+                            const SecretScrubber* secrets) {
   auto store = store_for(*this, policy_, limits_);
+  store.set_secrets(secrets);
   stage_one(store, tx, make_entry(path, StagedOp::Chmod, mode), {});
 }
 

@@ -441,6 +441,25 @@ TEST_F(SandboxTest, StagingASecretIsRefused) {
   EXPECT_EQ(read_file(dir_ / "ws/ok.txt"), "fine\n");
 }
 
+// What a staged change replaces is kept for the diff redacted, as a run's
+// import keeps it: a write over (or the delete of) a file holding the value
+// showed it as the removed lines, where read_file of it is scrubbed.
+TEST_F(SandboxTest, AStagedChangeOverAFileHoldingASecretShowsItRedacted) {
+  auto o = options(std::make_shared<FakeBackend>());
+  o.policy.add_rule({ActionType::Write, "*", Decision::Allow, ""});
+  o.policy.add_rule({ActionType::Delete, "*", Decision::Allow, ""});
+  write_file(dir_ / "ws/held.txt", "token=sup3r-s3cret-value\n");
+  write_file(dir_ / "ws/gone.txt", "old sup3r-s3cret-value\n");
+  Sandbox sandbox(o);
+  const auto tx = sandbox.create_transaction();
+  sandbox.stage_write(tx, "held.txt", "rotated\n");
+  sandbox.stage_delete(tx, "gone.txt");
+  const std::string diff = sandbox.preview_changes(tx);
+  EXPECT_EQ(diff.find("sup3r-s3cret-value"), std::string::npos) << diff;
+  EXPECT_NE(diff.find("-token=[REDACTED"), std::string::npos) << diff;
+  EXPECT_NE(diff.find("-old [REDACTED"), std::string::npos) << diff;
+}
+
 // --- the host backend, with real processes -------------------------------
 
 // Dead or a zombie (killed, waiting for its new parent to reap it).
