@@ -45,6 +45,9 @@ constexpr std::size_t kMaxRunChanges = 10000;
 constexpr int kMaxLayerDepth = 500;
 // Files checked for secrets at a session run: the per-file staging limit.
 constexpr std::uint64_t kMaxScannedBytes = 50ull << 20;
+// The marks of paths holding a value, within the record's own limit with
+// room for the rest (record_bytes() counts a name as hex, its worst).
+constexpr std::uint64_t kMaxSecretRecordBytes = kMaxRecordBytes / 2;
 
 std::int64_t to_ns(Workspace::RunClock time) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(time.time_since_epoch()).count();
@@ -573,6 +576,9 @@ core::Result<std::vector<Change>> OpenSession::add_run(const fs::path& upper,
     ::rename(layer.c_str(), upper.c_str());
     return std::move(saved).error();
   }
+  for (const std::string& copy : superseded_copies_)
+    ::unlink((storage_ / "redacted" / copy).c_str());
+  superseded_copies_.clear();
   // A merge that fails now leaves the layers as they are; the next run tries
   // again, and the session's review needs them merged.
   (void)collapse();
@@ -587,18 +593,30 @@ core::Status OpenSession::scan_for_secrets(const fs::path& layer, const SecretSc
   // Names of this run's copies: its layer's number keeps them apart from
   // earlier runs' (a count of the marks could fall and repeat one).
   std::uint64_t copies = 0;
+  const fs::path dir = storage_ / "redacted";
+  UniqueFd dir_fd;
+  // Each copy unsynced, then one sync of them all before the record names
+  // them: a sync each made a run that deleted 20,000 such files take a
+  // minute (a copy lost to a crash is shown as nothing: known_bases).
   const auto keep_redacted = [&](const std::string& text) -> core::Result<std::string> {
-    const fs::path dir = storage_ / "redacted";
-    if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
-      return Error::from_errno("session", "creating " + dir.string());
+    if (!dir_fd) {
+      if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+        return Error::from_errno("session", "creating " + dir.string());
+      }
+      PB_TRY(opened, core::open_directory(dir));
+      dir_fd = std::move(opened);
     }
     const std::string file = std::to_string(next_layer_ * 1000000 + copies++);
-    PB_CHECK(core::write_file_atomic(dir / file, text, 0600));
+    UniqueFd out(::openat(dir_fd.get(), file.c_str(),
+                          O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600));
+    if (!out) return Error::from_errno("session", "create " + (dir / file).string());
+    PB_CHECK(core::write_all(out.get(), text, (dir / file).string()));
     return file;
   };
   UniqueFd root(::open(layer.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (!root) return Error::from_errno("session", "open " + layer.string());
-  PB_CHECK(check_bases_of(root.get(), secrets, keep_redacted));
+  std::uint64_t marks_bytes = record_bytes();
+  PB_CHECK(check_bases_of(root.get(), secrets, keep_redacted, marks_bytes));
   std::function<core::Status(int, const std::string&, int)> walk =
       [&](int dirfd, const std::string& prefix, int depth) -> core::Status {
     if (depth > kMaxLayerDepth) return core::ok_status();
@@ -621,12 +639,22 @@ core::Status OpenSession::scan_for_secrets(const fs::path& layer, const SecretSc
       if (!fd) continue;
       auto bytes = core::read_all(fd.get(), kMaxScannedBytes, path);
       if (!bytes || !secrets.contains_secret(*bytes)) continue;
+      marks_bytes += 2 * path.size() + 48;
+      if (marks_bytes > kMaxSecretRecordBytes) {
+        return Error(ErrorKind::kResource, "session",
+                     "the run's files hold registered secret values in more places than the "
+                     "session's record can remember (" +
+                         std::to_string(secrets_.written.size()) + " files)");
+      }
       PB_TRY(file, keep_redacted(secrets.redact(*bytes)));
       secrets_.written[path] = std::move(file);
     }
     return core::ok_status();
   };
   PB_CHECK(walk(root.get(), "", 0));
+  if (dir_fd && ::syncfs(dir_fd.get()) != 0) {
+    return Error::from_errno("session", "sync " + dir.string());
+  }
   info_.secret_paths.clear();
   for (const auto& [path, file] : secrets_.written)
     info_.secret_paths.push_back(path);
@@ -639,17 +667,16 @@ core::Status OpenSession::scan_for_secrets(const fs::path& layer, const SecretSc
 // A record is kept while the workspace holds the content it was made of.
 core::Status OpenSession::check_bases_of(
     int layer_fd, const SecretScrubber& secrets,
-    const std::function<core::Result<std::string>(const std::string&)>& keep_redacted) {
+    const std::function<core::Result<std::string>(const std::string&)>& keep_redacted,
+    std::uint64_t& marks_bytes) {
   UniqueFd workspace_root(
       ::open(workspace_->root().c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (!workspace_root) return Error::from_errno("session", "open " + workspace_->root().string());
   const auto forget = [&](const std::string& path) {
     auto record = secrets_.bases.find(path);
     if (record == secrets_.bases.end()) return;
-    // Gone before the record is saved: a crash between reads as a copy that
-    // is missing, which the review shows as nothing (known_bases).
-    if (!record->second.redacted.empty())
-      ::unlink((storage_ / "redacted" / record->second.redacted).c_str());
+    // Removed once the record no longer names it (add_run).
+    if (!record->second.redacted.empty()) superseded_copies_.push_back(record->second.redacted);
     secrets_.bases.erase(record);
   };
   // `whole`: the layer replaces or hides the path itself, so a directory
@@ -671,6 +698,7 @@ core::Status OpenSession::check_bases_of(
       forget(path);
       if (!whole || depth > kMaxLayerDepth) return core::ok_status();
       auto dir = open_beneath(workspace_root.get(), path, O_RDONLY | O_DIRECTORY);
+      if (!dir) secrets_.bases_incomplete = true;  // what it holds cannot be checked
       for (const std::string& name : dir ? list_directory(dir->get()) : std::vector<std::string>{})
         PB_CHECK(check(path + "/" + name, true, depth + 1));
       return core::ok_status();
@@ -692,6 +720,11 @@ core::Status OpenSession::check_bases_of(
     }
     forget(path);
     if (found.kind == Kind::kNone || found.kind == Kind::kClean) return core::ok_status();
+    marks_bytes += 2 * path.size() + 128;
+    if (marks_bytes > kMaxSecretRecordBytes) {
+      secrets_.bases_incomplete = true;  // the review shows no base it does not know
+      return core::ok_status();
+    }
     SessionSecrets::Base base{"", found.sha256};
     if (found.kind == Kind::kHolds) {
       PB_TRY(file, keep_redacted(found.redacted));
@@ -713,6 +746,7 @@ core::Status OpenSession::check_bases_of(
                              workspace_root.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)))
                        : open_beneath(workspace_root.get(), prefix.substr(0, prefix.size() - 1),
                                       O_RDONLY | O_DIRECTORY);
+      if (!below && below.error().error_number() != ENOENT) secrets_.bases_incomplete = true;
       const std::set<std::string> present(names.begin(), names.end());
       for (const std::string& name :
            below ? list_directory(below->get()) : std::vector<std::string>{}) {
@@ -730,7 +764,10 @@ core::Status OpenSession::check_bases_of(
       }
       UniqueFd child(
           ::openat(dirfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-      if (!child) continue;
+      if (!child) {
+        secrets_.bases_incomplete = true;  // what it replaces cannot be seen
+        continue;
+      }
       const bool opaque = is_opaque(child.get());
       // A directory over a file or symlink replaces it; an opaque one over
       // a directory hides what that holds (walked below, as hidden).
@@ -751,6 +788,16 @@ std::map<std::string, std::string> OpenSession::known_secrets() const {
                        : std::string("[content withheld: it holds a registered secret]\n");
   }
   return known;
+}
+
+// What the marks take in the record, at most (a name written as hex).
+std::uint64_t OpenSession::record_bytes() const {
+  std::uint64_t bytes = 0;
+  for (const auto& [path, file] : secrets_.written)
+    bytes += 2 * path.size() + 48;
+  for (const auto& [path, base] : secrets_.bases)
+    bytes += 2 * path.size() + 128;
+  return bytes;
 }
 
 std::map<std::string, ImportOptions::KnownBase> OpenSession::known_bases() const {

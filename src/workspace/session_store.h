@@ -80,6 +80,7 @@ class OpenSession {
   // What the runs replaced that held a secret (ImportOptions::known_bases).
   std::map<std::string, ImportOptions::KnownBase> known_bases() const;
   bool bases_incomplete() const { return secrets_.bases_incomplete; }
+  std::uint64_t record_bytes() const;
 
   // Merges all layers into one; an error when one cannot be merged.
   core::Status collapse();
@@ -128,7 +129,8 @@ class OpenSession {
   core::Status scan_for_secrets(const std::filesystem::path& layer, const SecretScrubber& secrets);
   core::Status check_bases_of(
       int layer_fd, const SecretScrubber& secrets,
-      const std::function<core::Result<std::string>(const std::string&)>& keep_redacted);
+      const std::function<core::Result<std::string>(const std::string&)>& keep_redacted,
+      std::uint64_t& marks_bytes);
 
   Workspace* workspace_;
   std::string name_;
@@ -138,6 +140,7 @@ class OpenSession {
   std::uint64_t next_layer_ = 0;
   // Redacted copies are under storage_/redacted/.
   SessionSecrets secrets_;
+  std::vector<std::string> superseded_copies_;  // under redacted/, to remove once saved
   bool exists_ = false;
   bool commit_ends_session_ = true;
   bool removing_ = false;

@@ -235,6 +235,48 @@ TEST_F(SessionStoreTest, ARunsCheckOfWhatItDeletedStopsAtItsBudgetAndTheReviewSh
   EXPECT_NE(withheld.find("+new\n"), std::string::npos) << withheld;
 }
 
+// The marks of paths holding a value live in the session's record, which
+// has a size limit: a run deleting more such files than it can hold made a
+// record no operation could read again (the session stuck for good). Past
+// the room for marks, bases are not recorded (none unknown is shown), and
+// a run writing the value into more files than that is refused (the
+// facade holds its changes).
+TEST_F(SessionStoreTest, MarksOfSecretsNeverGrowTheRecordPastWhatCanBeReadAgain) {
+  const std::string value = "s3cr3t-abcdef-42";
+  const SecretScrubber scrubber({value});
+  const auto long_name = [](int i) { return std::string(200, 'n') + std::to_string(i); };
+  for (int i = 0; i < 1500; ++i)
+    write_file(ws_ / "held" / long_name(i), "token=" + value + "\n");
+  Workspace ws(ws_.path());
+  const auto open = [&] { return workspace::OpenSession::open(ws, "s", kept(), true); };
+  fs::path upper = new_upper();
+  whiteout(upper / "held");  // rm -r held
+  {
+    auto session = open();
+    ASSERT_TRUE(session) << session.error().to_string();
+    ASSERT_TRUE(session->add_run(upper, &scrubber));
+    EXPECT_TRUE(session->bases_incomplete());
+  }
+  upper = new_upper();
+  for (int i = 0; i < 1500; ++i)
+    write_file(upper / "copies" / long_name(i), value + "\n");
+  {
+    auto session = open();
+    ASSERT_TRUE(session) << session.error().to_string();
+    auto refused = session->add_run(upper, &scrubber);
+    ASSERT_FALSE(refused);
+    EXPECT_EQ(refused.error().kind(), core::ErrorKind::kResource);
+    EXPECT_NE(refused.error().message().find("more places than the session's record"),
+              std::string::npos)
+        << refused.error().to_string();
+  }
+  EXPECT_LT(fs::file_size(ws_ / ".agent/sessions/s.json"), 1u << 20);
+  auto again = open();
+  ASSERT_TRUE(again) << again.error().to_string();
+  EXPECT_TRUE(again->bases_incomplete());
+  EXPECT_EQ(again->info().layers.size(), 1u);
+}
+
 TEST_F(SessionStoreTest, ACommitConflictingWithAHostChangeSinceTheSessionBeganKeepsTheSession) {
   Workspace ws(ws_.path());
   fs::path upper = new_upper();
