@@ -147,10 +147,12 @@ struct ImportOptions {
   // the values were known: a base of this content (sha256 of a file's bytes
   // or a symlink's target) is kept as `redacted` (StagedChange::
   // before_redacted); one that cannot be (other content now; or `redacted`
-  // unset: too large to check) is not shown (before_withheld).
+  // unset: it could not be checked) is not shown (before_withheld), nor is
+  // any base at or beneath a `subtree` one (not checked there).
   struct KnownBase {
     std::string sha256;
     std::optional<std::string> redacted;
+    bool subtree = false;
   };
   std::map<std::string, KnownBase> known_bases;
   // Bases were not all checked (a session's run stopped at its budget):

@@ -442,6 +442,7 @@ int remote_run(int argc, char** argv) {
   }
   std::string outcome = local_tx ? "staged" : "unchanged";
   const std::string changes_mode = o.rm ? "discard" : o.changes;
+  std::string commit_refused;  // why a --changes commit kept the transaction
   if (local_tx && changes_mode != "keep") {
     try {
       if (changes_mode == "commit") {
@@ -452,7 +453,8 @@ int remote_run(int argc, char** argv) {
         outcome = "discarded";
       }
     } catch (const std::exception& error) {
-      say("changes not committed, kept as " + *local_tx + ": " + error.what());
+      commit_refused = "changes not committed, kept as " + *local_tx + ": " + error.what();
+      say(commit_refused);
       outcome = "conflict";
       if (status == 0) status = run::kExitChangesNotKept;
     }
@@ -484,6 +486,7 @@ int remote_run(int argc, char** argv) {
   result["changes_status"]["status"] = outcome;
   result["changes_status"]["refused"] = refused_json;
   result["changes_status"]["contains_secrets"] = contains_secrets;
+  if (!commit_refused.empty()) result["changes_status"]["detail"] = commit_refused;
   audit(root, "remote_run", "allow", result.value("command", ""),
         "on " + url + " as " + seen.result.value("run_id", "") + " (" + server_isolation +
             "), workspace " + upload + (uploaded ? " sent" : " already there") + "; exit " +

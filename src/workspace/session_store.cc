@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <functional>
 #include <nlohmann/json.hpp>
-#include <set>
 
 #include "audit/chain.h"
 #include "core/byte_names.h"
@@ -20,9 +19,7 @@
 #include "pulsebox/error.h"
 #include "pulsebox/secrets.h"
 #include "workspace/layers.h"
-#include "workspace/overlay_reader.h"
 #include "workspace/safe_open.h"
-#include "workspace/secret_base.h"
 #include "workspace/session_storage.h"
 #include "workspace/session_store.h"
 #include "workspace/store_files.h"
@@ -38,24 +35,14 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr std::uint64_t kMaxRecordBytes = 1 << 20;
 // Changes listed in a session run's result; the session's review lists all.
 constexpr std::size_t kMaxRunChanges = 10000;
-// Deeper changes could not be merged (nor imported at the commit).
-constexpr int kMaxLayerDepth = 500;
-// Files checked for secrets at a session run: the per-file staging limit.
-constexpr std::uint64_t kMaxScannedBytes = 50ull << 20;
-// The marks of paths holding a value, within the record's own limit with
-// room for the rest (record_bytes() counts a name as hex, its worst).
-constexpr std::uint64_t kMaxSecretRecordBytes = kMaxRecordBytes / 2;
 
 std::int64_t to_ns(Workspace::RunClock time) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(time.time_since_epoch()).count();
 }
 
 }  // namespace
-
-BaseCheckBudget base_check_budget;
 
 core::Status ensure_agent_subdir(const Workspace& ws, const char* name) {
   const fs::path agent = ws.agent_dir();
@@ -138,9 +125,11 @@ core::Status parse_session(const json& document, SessionInfo& info, fs::path& st
     if (document.contains("secret_bases")) {
       for (const auto& item : document["secret_bases"]) {
         SessionSecrets::Base base{item.at("redacted").get<std::string>(),
-                                  item.at("sha256").get<std::string>()};
+                                  item.at("sha256").get<std::string>(),
+                                  item.value("subtree", false)};
         if (base.redacted.find_first_not_of("0123456789") != std::string::npos ||
             (base.sha256.size() != 64 && !(base.sha256.empty() && base.redacted.empty())) ||
+            (base.subtree && !base.redacted.empty()) ||
             base.sha256.find_first_not_of("0123456789abcdef") != std::string::npos) {
           return Error(ErrorKind::kInvalidInput, "session",
                        "a secret base's redacted copy or sha256 is malformed");
@@ -327,26 +316,6 @@ core::Result<OpenSession> OpenSession::open(Workspace& ws, const std::string& na
   PB_CHECK(session.save());
   session.exists_ = true;
   return session;
-}
-
-json OpenSession::secrets_json() const {
-  json out = json::array();
-  for (const auto& [path, file] : secrets_.written) {
-    json item = {{"redacted", file}};
-    core::put_name(item, "path", path);
-    out.push_back(std::move(item));
-  }
-  return out;
-}
-
-json OpenSession::secret_bases_json() const {
-  json out = json::array();
-  for (const auto& [path, base] : secrets_.bases) {
-    json item = {{"redacted", base.redacted}, {"sha256", base.sha256}};
-    core::put_name(item, "path", path);
-    out.push_back(std::move(item));
-  }
-  return out;
 }
 
 core::Status OpenSession::save() {
@@ -558,15 +527,32 @@ core::Result<std::vector<Change>> OpenSession::add_run(const fs::path& upper,
   auto changes = describe_layer(
       upper, [&](const std::string& path) { return exists_in_view(below, base, path); },
       kMaxRunChanges);
+  // The marks as they were: a run refused after its scan must not leave
+  // the marks of the layers below changed by changes that never joined them.
+  const SessionSecrets marks_before = secrets_;
+  const std::vector<std::string> secret_paths_before = info_.secret_paths;
+  bool saved_once = false;
+  const auto refused = [&](Error why) {
+    secrets_ = marks_before;
+    info_.secret_paths = secret_paths_before;
+    for (const std::string& copy : new_copies_)
+      ::unlink((storage_ / "redacted" / copy).c_str());
+    new_copies_.clear();
+    superseded_copies_.clear();
+    if (saved_once) (void)save();
+    return why;
+  };
   if (secrets != nullptr && secrets->secret_count() > 0) {
-    PB_CHECK(scan_for_secrets(upper, *secrets));
+    if (auto scanned = scan_for_secrets(upper, *secrets); !scanned)
+      return refused(std::move(scanned).error());
   }
   // The layer's number is taken (and saved) before the layer is made, so a
   // crash in between never leaves a directory a later run would collide with.
   const fs::path layer = storage_ / std::to_string(next_layer_++);
-  PB_CHECK(save());
+  if (auto saved = save(); !saved) return refused(std::move(saved).error());
+  saved_once = true;
   auto moved = move_layer(upper, layer);
-  if (!moved) return std::move(moved).error().with_context("keeping the run's changes");
+  if (!moved) return refused(std::move(moved).error().with_context("keeping the run's changes"));
   info_.layers.insert(info_.layers.begin(), layer);
   ++info_.runs;
   info_.last_run = audit::utc_timestamp();
@@ -574,243 +560,16 @@ core::Result<std::vector<Change>> OpenSession::add_run(const fs::path& upper,
     // Back where the caller can hold it (a rename; a copy left the original).
     info_.layers.erase(info_.layers.begin());
     ::rename(layer.c_str(), upper.c_str());
-    return std::move(saved).error();
+    return refused(std::move(saved).error());
   }
   for (const std::string& copy : superseded_copies_)
     ::unlink((storage_ / "redacted" / copy).c_str());
   superseded_copies_.clear();
+  new_copies_.clear();
   // A merge that fails now leaves the layers as they are; the next run tries
   // again, and the session's review needs them merged.
   (void)collapse();
   return changes;
-}
-
-// The run's layer holds every file it wrote: each is checked now, while the
-// secret values are known. A file that no longer holds one, or that the run
-// deleted, loses its mark. What the layer replaces or hides in the
-// workspace (the review's before side) is checked too (check_bases_of).
-core::Status OpenSession::scan_for_secrets(const fs::path& layer, const SecretScrubber& secrets) {
-  // Names of this run's copies: its layer's number keeps them apart from
-  // earlier runs' (a count of the marks could fall and repeat one).
-  std::uint64_t copies = 0;
-  const fs::path dir = storage_ / "redacted";
-  UniqueFd dir_fd;
-  // Each copy unsynced, then one sync of them all before the record names
-  // them: a sync each made a run that deleted 20,000 such files take a
-  // minute (a copy lost to a crash is shown as nothing: known_bases).
-  const auto keep_redacted = [&](const std::string& text) -> core::Result<std::string> {
-    if (!dir_fd) {
-      if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
-        return Error::from_errno("session", "creating " + dir.string());
-      }
-      PB_TRY(opened, core::open_directory(dir));
-      dir_fd = std::move(opened);
-    }
-    const std::string file = std::to_string(next_layer_ * 1000000 + copies++);
-    UniqueFd out(::openat(dir_fd.get(), file.c_str(),
-                          O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600));
-    if (!out) return Error::from_errno("session", "create " + (dir / file).string());
-    PB_CHECK(core::write_all(out.get(), text, (dir / file).string()));
-    return file;
-  };
-  UniqueFd root(::open(layer.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-  if (!root) return Error::from_errno("session", "open " + layer.string());
-  std::uint64_t marks_bytes = record_bytes();
-  PB_CHECK(check_bases_of(root.get(), secrets, keep_redacted, marks_bytes));
-  std::function<core::Status(int, const std::string&, int)> walk =
-      [&](int dirfd, const std::string& prefix, int depth) -> core::Status {
-    if (depth > kMaxLayerDepth) return core::ok_status();
-    for (const std::string& name : list_directory(dirfd)) {
-      const std::string path = prefix + name;
-      struct stat st {};
-      if (::fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
-      if (S_ISDIR(st.st_mode)) {
-        UniqueFd child(
-            ::openat(dirfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-        if (child) PB_CHECK(walk(child.get(), path + "/", depth + 1));
-        continue;
-      }
-      // A whiteout, a symlink or a special file: whatever it replaced goes.
-      std::erase_if(secrets_.written,
-                    [&](const auto& item) { return core::is_at_or_beneath(item.first, path); });
-      if (!S_ISREG(st.st_mode) || static_cast<std::uint64_t>(st.st_size) > kMaxScannedBytes)
-        continue;
-      UniqueFd fd(::openat(dirfd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
-      if (!fd) continue;
-      auto bytes = core::read_all(fd.get(), kMaxScannedBytes, path);
-      if (!bytes || !secrets.contains_secret(*bytes)) continue;
-      marks_bytes += 2 * path.size() + 48;
-      if (marks_bytes > kMaxSecretRecordBytes) {
-        return Error(ErrorKind::kResource, "session",
-                     "the run's files hold registered secret values in more places than the "
-                     "session's record can remember (" +
-                         std::to_string(secrets_.written.size()) + " files)");
-      }
-      PB_TRY(file, keep_redacted(secrets.redact(*bytes)));
-      secrets_.written[path] = std::move(file);
-    }
-    return core::ok_status();
-  };
-  PB_CHECK(walk(root.get(), "", 0));
-  if (dir_fd && ::syncfs(dir_fd.get()) != 0) {
-    return Error::from_errno("session", "sync " + dir.string());
-  }
-  info_.secret_paths.clear();
-  for (const auto& [path, file] : secrets_.written)
-    info_.secret_paths.push_back(path);
-  return core::ok_status();
-}
-
-// Each workspace path the layer replaces (its files, symlinks, whiteouts
-// and special files) or hides (beneath an opaque directory, at any depth,
-// as the import reads it: overlay_reader.cc) is checked for the values.
-// A record is kept while the workspace holds the content it was made of.
-core::Status OpenSession::check_bases_of(
-    int layer_fd, const SecretScrubber& secrets,
-    const std::function<core::Result<std::string>(const std::string&)>& keep_redacted,
-    std::uint64_t& marks_bytes) {
-  UniqueFd workspace_root(
-      ::open(workspace_->root().c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-  if (!workspace_root) return Error::from_errno("session", "open " + workspace_->root().string());
-  const auto forget = [&](const std::string& path) {
-    auto record = secrets_.bases.find(path);
-    if (record == secrets_.bases.end()) return;
-    // Removed once the record no longer names it (add_run).
-    if (!record->second.redacted.empty()) superseded_copies_.push_back(record->second.redacted);
-    secrets_.bases.erase(record);
-  };
-  // `whole`: the layer replaces or hides the path itself, so a directory
-  // there goes with everything it holds (a later run's directory may
-  // bring it back opaque, showing each file deleted).
-  std::uint64_t bases_checked = 0;
-  std::uint64_t bytes_checked = 0;
-  std::function<core::Status(const std::string&, bool, int)> check =
-      [&](const std::string& path, bool whole, int depth) -> core::Status {
-    using Kind = CheckedBase::Kind;
-    if (bases_checked >= base_check_budget.paths || bytes_checked >= base_check_budget.bytes) {
-      secrets_.bases_incomplete = true;
-      return core::ok_status();
-    }
-    CheckedBase found = check_base(workspace_root.get(), path, secrets, kMaxScannedBytes);
-    ++bases_checked;
-    bytes_checked += found.bytes_read;
-    if (found.kind == Kind::kDirectory) {
-      forget(path);
-      if (!whole || depth > kMaxLayerDepth) return core::ok_status();
-      auto dir = open_beneath(workspace_root.get(), path, O_RDONLY | O_DIRECTORY);
-      if (!dir) secrets_.bases_incomplete = true;  // what it holds cannot be checked
-      for (const std::string& name : dir ? list_directory(dir->get()) : std::vector<std::string>{})
-        PB_CHECK(check(path + "/" + name, true, depth + 1));
-      return core::ok_status();
-    }
-    const auto record = secrets_.bases.find(path);
-    if (record != secrets_.bases.end() && !record->second.redacted.empty() &&
-        !found.sha256.empty() && record->second.sha256 == found.sha256) {
-      // The content an earlier run found holding its values: still not
-      // shown as it is, whatever this run's values are. Its copy is
-      // redacted again with this run's, which may be other ones.
-      if (found.kind == Kind::kClean) return core::ok_status();
-      auto earlier = core::read_regular_file(storage_ / "redacted" / record->second.redacted,
-                                             kMaxScannedBytes, "redacted copy");
-      if (earlier) {
-        found.redacted = secrets.redact(*earlier);
-      } else {
-        found = CheckedBase{Kind::kUnchecked, "", ""};
-      }
-    }
-    forget(path);
-    if (found.kind == Kind::kNone || found.kind == Kind::kClean) return core::ok_status();
-    marks_bytes += 2 * path.size() + 128;
-    if (marks_bytes > kMaxSecretRecordBytes) {
-      secrets_.bases_incomplete = true;  // the review shows no base it does not know
-      return core::ok_status();
-    }
-    SessionSecrets::Base base{"", found.sha256};
-    if (found.kind == Kind::kHolds) {
-      PB_TRY(file, keep_redacted(found.redacted));
-      base.redacted = std::move(file);
-    } else {
-      base.sha256.clear();  // never shown: nothing to compare
-    }
-    secrets_.bases[path] = std::move(base);
-    return core::ok_status();
-  };
-  std::function<core::Status(int, const std::string&, int, bool)> walk =
-      [&](int dirfd, const std::string& prefix, int depth, bool hidden) -> core::Status {
-    if (depth > kMaxLayerDepth) return core::ok_status();
-    std::vector<std::string> names = list_directory(dirfd);
-    if (prefix.empty()) std::erase(names, std::string(".agent"));  // pulsebox's own
-    if (hidden) {
-      auto below = prefix.empty()
-                       ? core::Result<UniqueFd>(UniqueFd(::openat(
-                             workspace_root.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)))
-                       : open_beneath(workspace_root.get(), prefix.substr(0, prefix.size() - 1),
-                                      O_RDONLY | O_DIRECTORY);
-      if (!below && below.error().error_number() != ENOENT) secrets_.bases_incomplete = true;
-      const std::set<std::string> present(names.begin(), names.end());
-      for (const std::string& name :
-           below ? list_directory(below->get()) : std::vector<std::string>{}) {
-        if (present.count(name) == 0 && !(prefix.empty() && name == ".agent"))
-          PB_CHECK(check(prefix + name, true, depth + 1));
-      }
-    }
-    for (const std::string& name : names) {
-      const std::string path = prefix + name;
-      struct stat st {};
-      if (::fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
-      if (!S_ISDIR(st.st_mode)) {
-        PB_CHECK(check(path, true, depth + 1));
-        continue;
-      }
-      UniqueFd child(
-          ::openat(dirfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-      if (!child) {
-        secrets_.bases_incomplete = true;  // what it replaces cannot be seen
-        continue;
-      }
-      const bool opaque = is_opaque(child.get());
-      // A directory over a file or symlink replaces it; an opaque one over
-      // a directory hides what that holds (walked below, as hidden).
-      PB_CHECK(check(path, false, depth + 1));
-      PB_CHECK(walk(child.get(), path + "/", depth + 1, hidden || opaque));
-    }
-    return core::ok_status();
-  };
-  return walk(layer_fd, "", 0, is_opaque(layer_fd));
-}
-
-std::map<std::string, std::string> OpenSession::known_secrets() const {
-  std::map<std::string, std::string> known;
-  for (const auto& [path, file] : secrets_.written) {
-    auto text =
-        core::read_regular_file(storage_ / "redacted" / file, kMaxScannedBytes, "redacted copy");
-    known[path] = text ? std::move(text).value()
-                       : std::string("[content withheld: it holds a registered secret]\n");
-  }
-  return known;
-}
-
-// What the marks take in the record, at most (a name written as hex).
-std::uint64_t OpenSession::record_bytes() const {
-  std::uint64_t bytes = 0;
-  for (const auto& [path, file] : secrets_.written)
-    bytes += 2 * path.size() + 48;
-  for (const auto& [path, base] : secrets_.bases)
-    bytes += 2 * path.size() + 128;
-  return bytes;
-}
-
-std::map<std::string, ImportOptions::KnownBase> OpenSession::known_bases() const {
-  std::map<std::string, ImportOptions::KnownBase> known;
-  for (const auto& [path, base] : secrets_.bases) {
-    ImportOptions::KnownBase& entry = known[path];
-    entry.sha256 = base.sha256;
-    if (base.redacted.empty()) continue;  // too large to check: never shown
-    auto text = core::read_regular_file(storage_ / "redacted" / base.redacted, kMaxScannedBytes,
-                                        "redacted copy");
-    if (text) entry.redacted = std::move(text).value();  // else not shown either
-  }
-  return known;
 }
 
 core::Status OpenSession::collapse() {

@@ -4,6 +4,7 @@
 // public functions in sessions.cc.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -18,31 +19,46 @@
 
 namespace pulsebox::workspace {
 
+// A session record is read whole, up to this size.
+inline constexpr std::uint64_t kMaxRecordBytes = 1 << 20;
+// Deeper changes could not be merged (nor imported at the commit).
+inline constexpr int kMaxLayerDepth = 500;
+// Files checked for secrets at a session run: the per-file staging limit.
+inline constexpr std::uint64_t kMaxScannedBytes = 50ull << 20;
+// The marks of SessionSecrets take at most this much of the record.
+inline constexpr std::uint64_t kMaxSecretRecordBytes = kMaxRecordBytes / 2;
+
 // What a session's runs found holding a registered secret value, checked
-// while each run knew the values (OpenSession::add_run).
+// while each run knew the values (OpenSession::add_run; session_secrets.cc).
 struct SessionSecrets {
   // Files the runs wrote -> the name of a redacted copy under redacted/.
   std::map<std::string, std::string> written;
   // What the runs replaced or deleted in the workspace (the review's before
-  // side): its sha256 and redacted copy's name ("" when too large to check).
+  // side): its sha256 and redacted copy's name; both "" when it could not
+  // be checked (too large, unreadable); `subtree` when nothing at or
+  // beneath the path was checked (the run's budget ran out there).
   struct Base {
     std::string redacted;
     std::string sha256;
+    bool subtree = false;
   };
   std::map<std::string, Base> bases;
-  // A run's check of the bases stopped at its budget: every base not in
-  // `bases` is then never shown (ImportOptions::withhold_unknown_bases).
+  // Bases that could not be checked or marked anywhere (no room left in the
+  // record): every base not in `bases` is then never shown
+  // (ImportOptions::withhold_unknown_bases).
   bool bases_incomplete = false;
 };
 
 // What one session run reads of the workspace to check what it replaced
 // (a deleted directory's whole tree), so that the run's end stays bounded;
-// past it, SessionSecrets::bases_incomplete. Tests lower it.
+// past it, what is left is marked unchecked. Tests lower it.
 struct BaseCheckBudget {
   std::uint64_t paths = 100000;
   std::uint64_t bytes = 256ull << 20;
 };
 extern BaseCheckBudget base_check_budget;
+
+struct SecretScan;  // one run's check (session_secrets.cc)
 
 // A session held under its lock (.agent/sessions/<name>.lock) for the
 // lifetime of this object: runs of one session and its commit are serialized.
@@ -127,10 +143,11 @@ class OpenSession {
   nlohmann::json secrets_json() const;
   nlohmann::json secret_bases_json() const;
   core::Status scan_for_secrets(const std::filesystem::path& layer, const SecretScrubber& secrets);
-  core::Status check_bases_of(
-      int layer_fd, const SecretScrubber& secrets,
-      const std::function<core::Result<std::string>(const std::string&)>& keep_redacted,
-      std::uint64_t& marks_bytes);
+  core::Status mark_written(int layer_fd, SecretScan& scan);
+  core::Status check_bases_of(int layer_fd, SecretScan& scan);
+  core::Status check_base_at(const std::string& path, bool whole, int depth, SecretScan& scan);
+  void withhold_from(const std::string& path, SecretScan& scan);
+  void forget_base(const std::string& path, SecretScan& scan);
 
   Workspace* workspace_;
   std::string name_;
@@ -141,6 +158,7 @@ class OpenSession {
   // Redacted copies are under storage_/redacted/.
   SessionSecrets secrets_;
   std::vector<std::string> superseded_copies_;  // under redacted/, to remove once saved
+  std::vector<std::string> new_copies_;         // this run's, removed if it fails
   bool exists_ = false;
   bool commit_ends_session_ = true;
   bool removing_ = false;

@@ -1049,15 +1049,23 @@ core::Status TransactionStore::keep_base(Draft& draft, Entry& entry, int root_fd
   // which nothing checked).
   const bool checked = secrets_ != nullptr && secrets_->secret_count() > 0;
   const ImportOptions::KnownBase* known = nullptr;
-  if (known_bases_ != nullptr) {
+  bool unchecked_there = false;  // a session's run could not check it (KnownBase::subtree)
+  if (known_bases_ != nullptr && !known_bases_->empty()) {
     if (auto found = known_bases_->find(entry.path); found != known_bases_->end())
       known = &found->second;
+    for (auto slash = entry.path.find('/'); slash != std::string::npos && !unchecked_there;
+         slash = entry.path.find('/', slash + 1)) {
+      auto above = known_bases_->find(entry.path.substr(0, slash));
+      unchecked_there = above != known_bases_->end() && above->second.subtree;
+    }
+    unchecked_there = unchecked_there || (known != nullptr && known->subtree);
   }
-  entry.base_withheld = checked || known != nullptr || withhold_unknown_bases_;
-  if (known == nullptr && withhold_unknown_bases_ && !checked) return core::ok_status();
-  if (known != nullptr && !known->redacted) {
-    if (!checked) return core::ok_status();  // too large to check when it was seen
-    known = nullptr;                         // checked now instead
+  entry.base_withheld = checked || known != nullptr || withhold_unknown_bases_ || unchecked_there;
+  // Values given now need not be the session's: what its runs could not
+  // check is never shown.
+  if (unchecked_there || (known == nullptr && withhold_unknown_bases_) ||
+      (known != nullptr && !known->redacted)) {
+    return core::ok_status();
   }
   if (snapshot.type == NodeType::File &&
       (snapshot.size > limits_.max_file_bytes ||

@@ -171,6 +171,14 @@ TEST_F(RemoteTest, ARemoteRunsChangesAreCheckedForItsSecretValues) {
   const auto refused = testing::run_cli({"commit", "-w", ws, tx}, "", cli_env());
   EXPECT_EQ(refused.exit_code, 125) << refused.out << refused.err;
   EXPECT_TRUE(fs::exists(workspace_ / "held.txt"));
+  // --changes commit keeps such a transaction, and says why.
+  const auto kept = run({"--json", "--secret", "MYSEC", "--changes", "commit"},
+                        {"sh", "-c", "echo \"$MYSEC\" > q.txt"}, env);
+  EXPECT_EQ(kept.exit_code, 123) << kept.err;
+  const json status = json::parse(kept.out)["changes_status"];
+  EXPECT_EQ(status["status"], "conflict") << status;
+  EXPECT_NE(status["detail"].get<std::string>().find("secret"), std::string::npos) << status;
+  EXPECT_FALSE(fs::exists(workspace_ / "q.txt"));
 }
 
 TEST_F(RemoteTest, AHostChangeDuringTheRemoteRunIsAConflictNotOverwritten) {

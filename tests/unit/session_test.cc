@@ -193,7 +193,7 @@ TEST_F(SessionStoreTest, LaterRunsBuildOnEarlierOnesAndTheSessionCommitsItsNetCh
 
 // A run with a registered value checks what it deletes in the workspace,
 // so that the review (without the value) can show it; past its budget it
-// stops, and the review then shows no base it knows nothing of.
+// stops, marks where (a subtree), and the review shows nothing there.
 TEST_F(SessionStoreTest, ARunsCheckOfWhatItDeletedStopsAtItsBudgetAndTheReviewShowsNoneOfIt) {
   const SecretScrubber scrubber({"s3cr3t-abcdef-42"});
   const auto review_of = [&](std::uint64_t budget) {
@@ -211,7 +211,8 @@ TEST_F(SessionStoreTest, ARunsCheckOfWhatItDeletedStopsAtItsBudgetAndTheReviewSh
       EXPECT_TRUE(session) << session.error().to_string();
       if (session) {
         EXPECT_TRUE(session->add_run(upper, &scrubber));
-        incomplete = session->bases_incomplete();
+        incomplete = read_file(ws_dir / ".agent/sessions/s.json").find("\"subtree\": true") !=
+                     std::string::npos;
       }
     }
     workspace::base_check_budget = saved;
