@@ -156,14 +156,25 @@ core::Status OpenSession::mark_written(int layer_fd, SecretScan& scan) {
   std::function<core::Status(int, const std::string&, int)> walk =
       [&](int dirfd, const std::string& prefix, int depth) -> core::Status {
     if (depth > kMaxLayerDepth) return core::ok_status();
-    for (const std::string& name : list_directory(dirfd)) {
+    // What cannot be read cannot be checked, and a later run can make it
+    // readable (a merge gives the layer below the directory's new mode):
+    // the run is refused.
+    const auto unreadable = [&](const std::string& path) {
+      return Error::from_errno("session", core::quote_name(path) +
+                                              ": the run left it unreadable, so it cannot be "
+                                              "checked for the registered secret values");
+    };
+    std::vector<std::string> names = list_directory(dirfd);
+    if (prefix.empty()) std::erase(names, std::string(".agent"));  // pulsebox's own: never a change
+    for (const std::string& name : names) {
       const std::string path = prefix + name;
       struct stat st {};
-      if (::fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+      if (::fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return unreadable(path);
       if (S_ISDIR(st.st_mode)) {
         UniqueFd child(
             ::openat(dirfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-        if (child) PB_CHECK(walk(child.get(), path + "/", depth + 1));
+        if (!child) return unreadable(path);
+        PB_CHECK(walk(child.get(), path + "/", depth + 1));
         continue;
       }
       // A whiteout, a symlink or a special file: whatever it replaced goes.
@@ -177,15 +188,16 @@ core::Status OpenSession::mark_written(int layer_fd, SecretScan& scan) {
       if (!S_ISREG(st.st_mode) || static_cast<std::uint64_t>(st.st_size) > kMaxScannedBytes)
         continue;
       UniqueFd fd(::openat(dirfd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
-      if (!fd) continue;
+      if (!fd) return unreadable(path);
       auto bytes = core::read_all(fd.get(), kMaxScannedBytes, path);
-      if (!bytes || !scan.secrets.contains_secret(*bytes)) continue;
+      if (!bytes) return unreadable(path);
+      if (!scan.secrets.contains_secret(*bytes)) continue;
       const std::uint64_t size = record_size(written_json(path, kLongestCopyName));
       if (scan.marks_bytes + size > kMaxSecretRecordBytes) {
         return Error(ErrorKind::kResource, "session",
                      "the run's files hold registered secret values in more places than the "
-                     "session's record can remember (" +
-                         std::to_string(scan.marks_of_run + 1) + " files of this run)");
+                     "session's record can remember (there was room for " +
+                         std::to_string(scan.marks_of_run) + " more)");
       }
       PB_TRY(file, keep_redacted(scan, dir, scan.secrets.redact(*bytes), new_copies_));
       secrets_.written[path] = std::move(file);
@@ -255,6 +267,9 @@ core::Status OpenSession::check_base_at(const std::string& path, bool whole, int
     scan.bytes_read += found.bytes_read;
   }
   const auto record = secrets_.bases.find(path);
+  // Marked unchecked by an earlier run: this run's values need not be
+  // that run's, so its check cannot clear the mark.
+  if (record != secrets_.bases.end() && record->second.redacted.empty()) return core::ok_status();
   if (record != secrets_.bases.end() && !record->second.redacted.empty() && !found.sha256.empty() &&
       record->second.sha256 == found.sha256) {
     // The content an earlier run found holding its values: still not shown

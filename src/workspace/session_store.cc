@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <utility>
 
 #include "audit/chain.h"
 #include "core/byte_names.h"
@@ -549,8 +550,15 @@ core::Result<std::vector<Change>> OpenSession::add_run(const fs::path& upper,
   // The layer's number is taken (and saved) before the layer is made, so a
   // crash in between never leaves a directory a later run would collide with.
   const fs::path layer = storage_ / std::to_string(next_layer_++);
-  if (auto saved = save(); !saved) return refused(std::move(saved).error());
+  // This save only takes the number: the marks change with the save that
+  // adds the layer, or a crash between would leave the layers below with
+  // marks the run removed.
+  SessionSecrets scanned = std::exchange(secrets_, marks_before);
+  auto taken = save();
+  secrets_ = std::move(scanned);
+  if (!taken) return refused(std::move(taken).error());
   saved_once = true;
+  failpoint("session layer number saved");
   auto moved = move_layer(upper, layer);
   if (!moved) return refused(std::move(moved).error().with_context("keeping the run's changes"));
   info_.layers.insert(info_.layers.begin(), layer);

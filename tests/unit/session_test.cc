@@ -236,6 +236,52 @@ TEST_F(SessionStoreTest, ARunsCheckOfWhatItDeletedStopsAtItsBudgetAndTheReviewSh
   EXPECT_NE(withheld.find("+new\n"), std::string::npos) << withheld;
 }
 
+// Marks a later run cannot clear: an earlier run's "not checked" stands
+// whatever values the later run has (they need not be the earlier run's),
+// and a run killed between its two saves leaves the marks as they were
+// (the first save took only the layer's number). pulsebox's own .agent/
+// is never looked into.
+TEST_F(SessionStoreTest, MarksSurviveLaterRunsWithOtherValuesAndARunKilledPartWay) {
+  const std::string alpha = "ALPHA-secret-111";
+  const SecretScrubber first({alpha});
+  const SecretScrubber other({"BETA-other-222"});
+  write_file(ws_ / "dir/a.txt", "a\n");
+  write_file(ws_ / "z.txt", "token=" + alpha + "\n");
+  Workspace ws(ws_.path());
+  const auto add = [&](const fs::path& upper, const SecretScrubber& values) {
+    auto session = workspace::OpenSession::open(ws, "s", kept(), true);
+    ASSERT_TRUE(session) << session.error().to_string();
+    auto added = session->add_run(upper, &values);
+    ASSERT_TRUE(added) << added.error().to_string();
+  };
+  const auto saved = workspace::base_check_budget;
+  workspace::base_check_budget.paths = 1;
+  fs::path upper = new_upper();
+  whiteout(upper / "dir");
+  write_file(upper / "z.txt", "edited\n");
+  write_file(upper / "p.txt", "token=" + alpha + "\n");
+  write_file(upper / ".agent/x", alpha + "\n");
+  add(upper, first);  // the budget is spent on dir/: z.txt is marked unchecked
+  workspace::base_check_budget = saved;
+  const std::string record = read_file(ws_ / ".agent/sessions/s.json");
+  EXPECT_EQ(record.find(".agent/x"), std::string::npos) << record;
+  upper = new_upper();
+  write_file(upper / "z.txt", "clean\n");
+  add(upper, other);
+  upper = new_upper();
+  whiteout(upper / "p.txt");
+  EXPECT_TRUE(killed_at(ws_.path(), "session layer number saved", [&](Workspace& again) {
+    auto session = workspace::OpenSession::open(again, "s", kept(), true);
+    if (session) (void)session->add_run(upper, &first);
+  }));
+  const ImportResult review = session_transaction(ws, "s", kept());
+  ASSERT_TRUE(review.transaction.has_value());
+  const std::string diff = ws.diff(*review.transaction);
+  EXPECT_EQ(diff.find(alpha), std::string::npos) << diff;
+  EXPECT_NE(diff.find("+token=[REDACTED"), std::string::npos) << diff;    // p.txt still marked
+  EXPECT_NE(diff.find("[content not shown"), std::string::npos) << diff;  // z.txt's before
+}
+
 // The marks of paths holding a value live in the session's record, which
 // has a size limit: a run deleting more such files than it can hold made a
 // record no operation could read again (the session stuck for good). Past
