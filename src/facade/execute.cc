@@ -19,6 +19,32 @@ namespace pulsebox {
 
 namespace {
 
+// The command names the paths it changes: a name holding a registered value
+// would carry it out in the result, past the scrubbed output (found by an
+// attack: `mv a "$TOKEN"`). Only names holding a registered value change.
+void redact_names(const SecretScrubber& scrubber, ProcessResult& result) {
+  if (scrubber.secret_count() == 0) return;
+  const auto redact = [&](std::string& text) {
+    if (scrubber.contains_secret(text)) text = scrubber.redact(text);
+  };
+  for (auto& change : result.changes)
+    redact(change.path);
+  ChangesStatus& status = result.changes_status;
+  for (auto& item : status.refused) {
+    redact(item.path);
+    redact(item.reason);
+  }
+  for (auto& item : status.notes) {
+    redact(item.path);
+    redact(item.reason);
+  }
+  redact(status.detail);
+}
+
+}  // namespace
+
+namespace {
+
 std::string new_execution_id() {
   return "run-" + core::random_hex(16);
 }
@@ -88,6 +114,7 @@ ProcessResult Sandbox::execute(const std::vector<std::string>& argv,
   result.execution_id = run.id;
   result.argv = argv;
   import_changes(run, result);
+  redact_names(scrubber_, result);
   clean_up(run);
   return result;
 }

@@ -938,10 +938,15 @@ core::Status TransactionStore::stage(Draft& draft, Entry entry, std::string_view
   }
   entry.contains_secret = false;
   entry.redacted_link.clear();
+  // The command names its paths too: a name holding a value flags the
+  // change (the commit would write the value into the workspace's names).
+  const bool secret_name = reads_new_file_contents() && secrets_->contains_secret(entry.path);
   if (secrets_ != nullptr && entry.op == StagedOp::Symlink &&
-      secrets_->contains_secret(entry.link_target)) {
+      (secret_name || secrets_->contains_secret(entry.link_target))) {
     entry.contains_secret = true;
     entry.redacted_link = secrets_->redact(entry.link_target);
+  } else if (secret_name && entry.op != StagedOp::Write) {
+    entry.contains_secret = true;  // nothing of its own is shown
   }
   if (entry.op == StagedOp::Write) {
     const bool in_place = source != nullptr && source->in_place;
@@ -982,7 +987,7 @@ core::Status TransactionStore::stage(Draft& draft, Entry entry, std::string_view
     // Only the redacted copy is ever shown (diff).
     std::optional<std::string> redacted;
     if (reads_new_file_contents()) PB_CHECK(load_content());
-    if (secrets_ != nullptr && secrets_->contains_secret(bytes)) {
+    if (secrets_ != nullptr && (secret_name || secrets_->contains_secret(bytes))) {
       redacted = secrets_->redact(bytes);
     } else if (known_secrets_ != nullptr) {
       if (auto known = known_secrets_->find(entry.path); known != known_secrets_->end()) {

@@ -576,6 +576,27 @@ TEST_F(SecretInChangesTest, AFileThatHeldTheSecretBeforeARunDeletedItShowsRedact
   EXPECT_FALSE(fs::exists(workspace_ / "config.txt"));
 }
 
+// A name is the command's to choose: `mv a "$TOKEN"` carried the value out
+// in the run's result (its list of changes), past the scrubbed output, and
+// the commit wrote it into the workspace unasked.
+TEST_F(SecretInChangesTest, APathNamedWithTheSecretIsRedactedInTheResultAndFlagged) {
+  testing::write_file(workspace_ / "a.txt", "a\n");
+  const auto result = run_with_secret({}, "mv a.txt \"$TOKEN\" && ln -s a \"l$TOKEN\"");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_EQ(result.out.find(kValue), std::string::npos) << result.out;
+  const json out = json::parse(result.out);
+  EXPECT_TRUE(out["changes_status"]["contains_secrets"].get<bool>()) << out["changes_status"];
+  const std::string tx = out["transaction_id"];
+  const std::string ws = workspace_.path().string();
+  const auto refused = cli({"commit", "-w", ws, tx});
+  EXPECT_EQ(refused.exit_code, 125) << refused.out << refused.err;
+  EXPECT_NE(refused.err.find("secret"), std::string::npos) << refused.err;
+  EXPECT_TRUE(fs::exists(workspace_ / "a.txt"));
+  const auto allowed = cli({"commit", "-w", ws, "--allow-secrets", tx});
+  EXPECT_EQ(allowed.exit_code, 0) << allowed.out << allowed.err;
+  EXPECT_EQ(testing::read_file(workspace_ / kValue), "a\n");
+}
+
 // The same through a session, whose review runs later without the value:
 // its run checked what it replaced while the value was known.
 TEST_F(SecretInChangesTest, ASessionRemembersWhatItsRunReplacedHeldTheSecret) {
