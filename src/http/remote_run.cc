@@ -380,6 +380,18 @@ int remote_run(int argc, char** argv) {
   int status = seen.result.value("exit_status", kRefused);
 
   // 4. Its changes, brought home as a local transaction.
+  // The values the run was given (read from this environment by
+  // run_request): the changes, and what they replace, are checked here as a
+  // local run's are, so the diff never shows them, and the result names no
+  // path by them.
+  std::vector<std::string> values;
+  for (const auto& name : o.secrets) {
+    if (const char* value = std::getenv(name.c_str()); value != nullptr) values.emplace_back(value);
+  }
+  const SecretScrubber scrubber(values);
+  const auto shown_name = [&](const std::string& path) {
+    return scrubber.contains_secret(path) ? scrubber.redact(path) : path;
+  };
   std::optional<std::string> local_tx;
   std::vector<RefusedChange> refused;
   bool contains_secrets = false;
@@ -417,15 +429,6 @@ int remote_run(int argc, char** argv) {
     }
     const std::string origin =
         "remote " + result.value("argv", json::array()).dump() + " on " + url;
-    // The values the run was given (read from this environment by
-    // run_request): the changes, and what they replace, are checked here
-    // as a local run's are, so the diff never shows them.
-    std::vector<std::string> values;
-    for (const auto& name : o.secrets) {
-      if (const char* value = std::getenv(name.c_str()); value != nullptr)
-        values.emplace_back(value);
-    }
-    const SecretScrubber scrubber(values);
     auto imported = import_remote_changes({tar, scratch}, root,
                                           ImportOptions{.origin = origin,
                                                         .run_started = run_started,
@@ -453,7 +456,8 @@ int remote_run(int argc, char** argv) {
         outcome = "discarded";
       }
     } catch (const std::exception& error) {
-      commit_refused = "changes not committed, kept as " + *local_tx + ": " + error.what();
+      commit_refused =
+          shown_name("changes not committed, kept as " + *local_tx + ": " + error.what());
       say(commit_refused);
       outcome = "conflict";
       if (status == 0) status = run::kExitChangesNotKept;
@@ -463,14 +467,14 @@ int remote_run(int argc, char** argv) {
   if (local_tx && outcome != "discarded") {
     for (const StagedChange& change : local.describe(*local_tx).changes) {
       json item = {{"kind", std::string(to_string(change.kind))}};
-      core::put_name(item, "path", change.path);
+      core::put_name(item, "path", shown_name(change.path));
       changes.push_back(std::move(item));
     }
   }
   json refused_json = json::array();
   for (const auto& item : refused) {
-    json entry = {{"reason", item.reason}};
-    core::put_name(entry, "path", item.path);
+    json entry = {{"reason", shown_name(item.reason)}};
+    core::put_name(entry, "path", shown_name(item.path));
     refused_json.push_back(std::move(entry));
   }
   if (!refused.empty() && status == 0) status = run::kExitChangesNotKept;
@@ -511,7 +515,8 @@ int remote_run(int argc, char** argv) {
         url + ", " + server_isolation + " there)" +
         (uploaded ? "; the workspace was sent" : "; the workspace was there already"));
     for (const auto& item : refused)
-      say("not staged: " + core::quote_name(item.path) + ": " + item.reason);
+      say("not staged: " + core::quote_name(shown_name(item.path)) + ": " +
+          shown_name(item.reason));
     if (local_tx && outcome == "staged") {
       say("changes: " + *local_tx + " (" + std::to_string(changes.size()) + " paths)");
       say("  review: pulsebox diff -w " + root.string() + " " + *local_tx);

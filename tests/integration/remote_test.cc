@@ -172,9 +172,11 @@ TEST_F(RemoteTest, ARemoteRunsChangesAreCheckedForItsSecretValues) {
   EXPECT_EQ(refused.exit_code, 125) << refused.out << refused.err;
   EXPECT_TRUE(fs::exists(workspace_ / "held.txt"));
   // --changes commit keeps such a transaction, and says why.
+  // The result names no path by the value either.
   const auto kept = run({"--json", "--secret", "MYSEC", "--changes", "commit"},
-                        {"sh", "-c", "echo \"$MYSEC\" > q.txt"}, env);
+                        {"sh", "-c", "echo \"$MYSEC\" > q.txt; touch \"n$MYSEC\""}, env);
   EXPECT_EQ(kept.exit_code, 123) << kept.err;
+  EXPECT_EQ(kept.out.find(value), std::string::npos) << kept.out;
   const json status = json::parse(kept.out)["changes_status"];
   EXPECT_EQ(status["status"], "conflict") << status;
   EXPECT_NE(status["detail"].get<std::string>().find("secret"), std::string::npos) << status;
