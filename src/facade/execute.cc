@@ -41,10 +41,6 @@ void redact_names(const SecretScrubber& scrubber, ProcessResult& result) {
   redact(status.detail);
 }
 
-}  // namespace
-
-namespace {
-
 std::string new_execution_id() {
   return "run-" + core::random_hex(16);
 }

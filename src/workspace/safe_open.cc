@@ -6,6 +6,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <climits>
+
 #include "core/fs.h"
 
 namespace pulsebox::workspace {
@@ -128,6 +130,23 @@ core::Result<std::string> read_regular_file(int fd, std::uint64_t max_size, std:
   }
   // read_all enforces the limit again: the file may grow after fstat.
   return core::read_all(fd, max_size, "\"" + std::string(name) + "\"");
+}
+
+core::Result<std::string> read_file_or_link(int parent_fd, const std::string& name, bool is_symlink,
+                                            std::uint64_t max_size, std::string_view what) {
+  if (is_symlink) {
+    std::string target(PATH_MAX, '\0');
+    const ssize_t n = ::readlinkat(parent_fd, name.c_str(), target.data(), target.size());
+    if (n < 0) return Error::from_errno("path", "readlink " + std::string(what));
+    if (static_cast<std::size_t>(n) >= target.size()) {
+      return Error(ErrorKind::kResource, "path", std::string(what) + ": the link is too long");
+    }
+    target.resize(static_cast<std::size_t>(n));
+    return target;
+  }
+  UniqueFd fd(::openat(parent_fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  if (!fd) return Error::from_errno("path", "open " + std::string(what));
+  return read_regular_file(fd.get(), max_size, what);
 }
 
 }  // namespace pulsebox::workspace

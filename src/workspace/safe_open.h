@@ -32,4 +32,10 @@ bool openat2_supported();
 // Reads a regular file (fstat-checked) of at most `max_size` bytes.
 core::Result<std::string> read_regular_file(int fd, std::uint64_t max_size, std::string_view name);
 
+// A file's bytes (as read_regular_file reads them) or a symlink's target,
+// by `name` in `parent_fd`, never through a symlink; `what` names it in
+// errors.
+core::Result<std::string> read_file_or_link(int parent_fd, const std::string& name, bool is_symlink,
+                                            std::uint64_t max_size, std::string_view what);
+
 }  // namespace pulsebox::workspace

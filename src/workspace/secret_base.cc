@@ -2,12 +2,8 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
-#include <unistd.h>
-
-#include <climits>
 
 #include "core/sha256.h"
-#include "core/unique_fd.h"
 #include "pulsebox/secrets.h"
 #include "workspace/safe_open.h"
 #include "workspace/tree.h"
@@ -27,25 +23,15 @@ CheckedBase check_base(int root_fd, const std::string& path, const SecretScrubbe
     checked.kind = Kind::kDirectory;
     return checked;
   }
-  std::string content;
-  if (S_ISLNK(st.st_mode)) {
-    content.resize(PATH_MAX);
-    const ssize_t n = ::readlinkat(parent->get(), name.c_str(), content.data(), content.size());
-    if (n < 0) return checked;
-    content.resize(static_cast<std::size_t>(n));
-  } else if (S_ISREG(st.st_mode)) {
+  if (!S_ISLNK(st.st_mode) && !S_ISREG(st.st_mode)) return checked;
+  if (S_ISREG(st.st_mode)) {
     checked.kind = Kind::kUnchecked;
     if (static_cast<std::uint64_t>(st.st_size) > max_bytes) return checked;
-    core::UniqueFd fd(
-        ::openat(parent->get(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
-    if (!fd) return checked;
-    auto bytes = read_regular_file(fd.get(), max_bytes, path);
-    if (!bytes) return checked;
-    content = std::move(bytes).value();
-    checked.bytes_read = content.size();
-  } else {
-    return checked;
   }
+  auto read = read_file_or_link(parent->get(), name, S_ISLNK(st.st_mode), max_bytes, path);
+  if (!read) return checked;  // a link that cannot be read: kNone, as a file: kUnchecked
+  std::string content = std::move(read).value();
+  if (S_ISREG(st.st_mode)) checked.bytes_read = content.size();
   checked.sha256 = core::sha256_hex(content);
   if (secrets.contains_secret(content)) {
     checked.kind = Kind::kHolds;

@@ -20,7 +20,6 @@
 #include "pulsebox/error.h"
 #include "pulsebox/secrets.h"
 #include "workspace/layers.h"
-#include "workspace/safe_open.h"
 #include "workspace/session_storage.h"
 #include "workspace/session_store.h"
 #include "workspace/store_files.h"

@@ -6,7 +6,6 @@
 
 #include <cstdint>
 #include <filesystem>
-#include <functional>
 #include <map>
 #include <nlohmann/json_fwd.hpp>
 #include <optional>
@@ -96,7 +95,6 @@ class OpenSession {
   // What the runs replaced that held a secret (ImportOptions::known_bases).
   std::map<std::string, ImportOptions::KnownBase> known_bases() const;
   bool bases_incomplete() const { return secrets_.bases_incomplete; }
-  std::uint64_t record_bytes() const;
 
   // Merges all layers into one; an error when one cannot be merged.
   core::Status collapse();
@@ -142,6 +140,7 @@ class OpenSession {
   core::Status recover();
   nlohmann::json secrets_json() const;
   nlohmann::json secret_bases_json() const;
+  std::uint64_t record_bytes() const;  // what the marks take in the record
   core::Status scan_for_secrets(const std::filesystem::path& layer, const SecretScrubber& secrets);
   core::Status mark_written(int layer_fd, SecretScan& scan);
   core::Status check_bases_of(int layer_fd, SecretScan& scan);

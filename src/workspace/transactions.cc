@@ -1080,20 +1080,10 @@ core::Status TransactionStore::keep_base(Draft& draft, Entry& entry, int root_fd
   std::string name;
   auto parent = open_parent(root_fd, entry.path, &name);
   if (!parent) return core::ok_status();
-  std::string content;
-  if (snapshot.type == NodeType::Symlink) {
-    content.resize(PATH_MAX);
-    const ssize_t n = ::readlinkat(parent->get(), name.c_str(), content.data(), content.size());
-    if (n < 0) return core::ok_status();
-    content.resize(static_cast<std::size_t>(n));
-  } else {
-    UniqueFd fd(
-        ::openat(parent->get(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
-    if (!fd) return core::ok_status();
-    auto bytes = read_regular_file(fd.get(), limits_.max_file_bytes, entry.path);
-    if (!bytes) return core::ok_status();
-    content = std::move(bytes).value();
-  }
+  auto read = read_file_or_link(parent->get(), name, snapshot.type == NodeType::Symlink,
+                                limits_.max_file_bytes, entry.path);
+  if (!read) return core::ok_status();
+  std::string content = std::move(read).value();
   // Changed since the snapshot: no base rather than the wrong one.
   if (core::sha256_hex(content) != snapshot.sha256) return core::ok_status();
   const std::uint64_t size = content.size();

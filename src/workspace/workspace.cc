@@ -587,22 +587,10 @@ workspace::DiffSide current_side(int root_fd, const Entry& entry, std::uint64_t 
   std::string name;
   auto parent = workspace::open_parent(root_fd, entry.path, &name);
   if (!parent) return side;
-  if (entry.snapshot.type == NodeType::File) {
-    core::UniqueFd fd(
-        ::openat(parent->get(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
-    auto bytes = fd ? workspace::read_regular_file(fd.get(), limit, entry.path)
-                    : core::Result<std::string>(Error::from_errno("workspace", entry.path));
-    if (bytes) {
-      side.content = std::move(bytes).value();
-      side.unshown = false;
-    }
-  } else {
-    char target[4096];
-    const ssize_t n = ::readlinkat(parent->get(), name.c_str(), target, sizeof target);
-    if (n > 0 && static_cast<std::size_t>(n) < sizeof target) {
-      side.content.assign(target, static_cast<std::size_t>(n));
-      side.unshown = false;
-    }
+  auto read = workspace::read_file_or_link(parent->get(), name, side.is_symlink, limit, entry.path);
+  if (read) {
+    side.content = std::move(read).value();
+    side.unshown = false;
   }
   return side;
 }
