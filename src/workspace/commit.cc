@@ -97,6 +97,14 @@ core::Status check_blobs_are_files(Draft& draft, const std::filesystem::path& di
     if (!found && gone_ok && gone) continue;
     if (!found || !S_ISREG(st.st_mode))
       return corrupt(dir / "blobs" / blob_relative_path(entry), "not a regular file");
+    // A review killed while it read a blob the run had made unreadable to
+    // its owner (OwnerOpened, an ordinary user's) left the owner's read
+    // bit on: that bit alone is taken off again.
+    if (euid != 0 && st.st_uid == euid && (entry.mode & S_IRUSR) == 0 &&
+        (st.st_mode & 07777) == (entry.mode | S_IRUSR) &&
+        ::fchmodat(blob->dir, blob->name.c_str(), entry.mode, AT_SYMLINK_NOFOLLOW) == 0) {
+      st.st_mode &= ~static_cast<mode_t>(S_IRUSR);
+    }
     // A blob carries its final mode, which the diff showed from the
     // manifest: any other (a planted setuid bit) is not what was reviewed.
     if ((st.st_mode & 07777) != entry.mode) {

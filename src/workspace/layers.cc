@@ -8,10 +8,12 @@
 
 #include <cerrno>
 #include <climits>
+#include <memory>
 #include <vector>
 
 #include "core/fs.h"
 #include "core/unique_fd.h"
+#include "workspace/owner_opened.h"
 #include "workspace/store_files.h"
 #include "workspace/tree.h"
 
@@ -69,11 +71,10 @@ class WritableWhileMerging {
   mode_t mode_ = 0;
 };
 
-// The merged directory takes the upper one's mode, owner and times: the
-// upper copy is what the sandbox last saw.
-void copy_directory_metadata(int from, int to) {
-  struct stat st {};
-  if (::fstat(from, &st) != 0) return;
+// The merged directory takes the upper one's mode, owner and times (`st`,
+// as it was looked up: not a mode added for the merge): the upper copy is
+// what the sandbox last saw.
+void copy_directory_metadata(const struct stat& st, int to) {
   if (::geteuid() == 0) ::fchown(to, st.st_uid, st.st_gid);
   ::fchmod(to, st.st_mode & 07777);
   const struct timespec times[2] = {st.st_atim, st.st_mtim};
@@ -87,12 +88,9 @@ core::Status remove_tree_fd(int dirfd, const std::string& name, int depth) {
     return errno == ENOENT ? core::ok_status() : Error::from_errno("session", "stat " + name);
   }
   if (S_ISDIR(st.st_mode)) {
-    UniqueFd child = open_dir_at(dirfd, name);
-    if (!child && errno == EACCES && st.st_uid == ::geteuid()) {
-      ::fchmodat(dirfd, name.c_str(), 0700, 0);
-      child = open_dir_at(dirfd, name);
-    }
+    OwnerOpened child(dirfd, name, O_RDONLY | O_DIRECTORY, st);
     if (!child) return Error::from_errno("session", "open " + name);
+    child.keep_mode();  // it goes
     {
       WritableWhileMerging writable(child.get());
       for (const std::string& entry : list_directory(child.get()))
@@ -124,16 +122,19 @@ core::Status merge_directory(int upper, int lower, const std::string& prefix, in
     struct stat below {};
     const bool lower_exists = ::fstatat(lower, name.c_str(), &below, AT_SYMLINK_NOFOLLOW) == 0;
     if (S_ISDIR(up.st_mode)) {
-      UniqueFd up_dir = open_dir_at(upper, name);
+      // A run's `chmod 000` keeps an ordinary user out of its own directory
+      // too: opened with the owner's permission added for the merge.
+      const OwnerOpened up_dir(upper, name, O_RDONLY | O_DIRECTORY, up);
       if (!up_dir) return Error::from_errno("session", "open " + path);
       const bool opaque = is_opaque_fd(up_dir.get());
       if (!opaque && lower_exists && S_ISDIR(below.st_mode)) {
         // Both layers have the directory and neither hides the other: merge
         // what they hold.
-        UniqueFd low_dir = open_dir_at(lower, name);
+        OwnerOpened low_dir(lower, name, O_RDONLY | O_DIRECTORY, below);
         if (!low_dir) return Error::from_errno("session", "open " + path);
         PB_CHECK(merge_directory(up_dir.get(), low_dir.get(), path + "/", depth + 1));
-        copy_directory_metadata(up_dir.get(), low_dir.get());
+        copy_directory_metadata(up, low_dir.get());
+        low_dir.keep_mode();  // the upper one's, just given
         if (::unlinkat(upper, name.c_str(), AT_REMOVEDIR) != 0) {
           return Error::from_errno("session", "remove the merged directory " + path);
         }
@@ -196,7 +197,7 @@ core::Status copy_tree(int from_dir, int to_dir, const std::string& prefix, int 
       if (::mkdirat(to_dir, name.c_str(), 0700) != 0) {
         return Error::from_errno("session", "mkdir " + path);
       }
-      UniqueFd source = open_dir_at(from_dir, name);
+      const OwnerOpened source(from_dir, name, O_RDONLY | O_DIRECTORY, st);
       UniqueFd target = open_dir_at(to_dir, name);
       if (!source || !target) return Error::from_errno("session", "open " + path);
       PB_CHECK(copy_tree(source.get(), target.get(), path + "/", depth + 1));
@@ -208,7 +209,7 @@ core::Status copy_tree(int from_dir, int to_dir, const std::string& prefix, int 
       continue;
     }
     if (S_ISREG(st.st_mode)) {
-      UniqueFd source(::openat(from_dir, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+      const OwnerOpened source(from_dir, name, O_RDONLY, st);
       UniqueFd target(::openat(to_dir, name.c_str(),
                                O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
       if (!source || !target) return Error::from_errno("session", "copy " + path);
@@ -259,7 +260,7 @@ struct LayerDescriber {
         add(path, ChangeKind::Symlink);
       } else if (S_ISDIR(st.st_mode)) {
         if (!exists_below(path)) add(path, ChangeKind::Added);
-        UniqueFd child = open_dir_at(dirfd, name);
+        const OwnerOpened child(dirfd, name, O_RDONLY | O_DIRECTORY, st);
         if (child) walk(child.get(), path + "/", depth + 1);
       } else {
         add(path, exists_below(path) ? ChangeKind::Modified : ChangeKind::Added);
@@ -273,6 +274,9 @@ struct LayerDescriber {
 enum class LayerAnswer { Present, Hidden, Nothing };
 
 LayerAnswer ask_layer(const std::filesystem::path& layer, const std::string& path) {
+  // Directories opened with their owner's permission added: their modes
+  // come back once answered (through their fds: no search needed).
+  std::vector<std::unique_ptr<OwnerOpened>> as_owner;
   UniqueFd dir(::open(layer.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (!dir) return LayerAnswer::Nothing;
   std::size_t start = 0;
@@ -287,6 +291,11 @@ LayerAnswer ask_layer(const std::filesystem::path& layer, const std::string& pat
     if (slash == std::string::npos) return LayerAnswer::Present;
     if (!S_ISDIR(st.st_mode)) return LayerAnswer::Hidden;  // a file where a directory was
     UniqueFd child = open_dir_at(dir.get(), name);
+    if (!child && errno == EACCES) {  // a run's `chmod 000`: searched as its owner
+      as_owner.push_back(
+          std::make_unique<OwnerOpened>(dir.get(), name, O_RDONLY | O_DIRECTORY, st));
+      if (*as_owner.back()) child = UniqueFd(::fcntl(as_owner.back()->get(), F_DUPFD_CLOEXEC, 0));
+    }
     if (!child) return LayerAnswer::Nothing;
     if (is_opaque_fd(child.get())) {
       // Nothing beneath shows through: the rest is answered here.
@@ -320,8 +329,11 @@ core::Status merge_layer(const std::filesystem::path& upper, const std::filesyst
       return Error::from_errno("session", "clearing " + upper.string() + "'s opaque mark");
     }
   }
+  struct stat top {};
+  if (::fstat(upper_fd.get(), &top) != 0)
+    return Error::from_errno("session", "stat " + upper.string());
   PB_CHECK(merge_directory(upper_fd.get(), lower_fd.get(), "", 0));
-  copy_directory_metadata(upper_fd.get(), lower_fd.get());
+  copy_directory_metadata(top, lower_fd.get());
   return core::ok_status();
 }
 
@@ -358,7 +370,7 @@ bool deeper_than(int dirfd, int remaining) {
     if (::fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode)) {
       continue;
     }
-    UniqueFd child = open_dir_at(dirfd, name);
+    const OwnerOpened child(dirfd, name, O_RDONLY | O_DIRECTORY, st);
     if (child && deeper_than(child.get(), remaining - 1)) return true;
   }
   return false;
@@ -407,17 +419,13 @@ core::Status unshare_in(int dir, const std::string& prefix, int depth, int temp_
     if (::fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0)
       return Error::from_errno("session", "stat " + prefix + name);
     if (S_ISDIR(st.st_mode)) {
-      UniqueFd child = open_dir_at(dir, name);
-      if (!child && errno == EACCES && st.st_uid == ::geteuid()) {
-        ::fchmodat(dir, name.c_str(), (st.st_mode & 07777) | 0700, 0);
-        child = open_dir_at(dir, name);
-      }
+      const OwnerOpened child(dir, name, O_RDONLY | O_DIRECTORY, st);
       if (!child) return Error::from_errno("session", "open " + prefix + name);
       PB_CHECK(unshare_in(child.get(), prefix + name + "/", depth + 1, temp_dir, copied));
       continue;
     }
     if (!S_ISREG(st.st_mode) || st.st_nlink < 2) continue;
-    UniqueFd file(::openat(dir, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+    const OwnerOpened file(dir, name, O_RDONLY | O_NONBLOCK, st);
     struct stat opened {};
     if (!file || ::fstat(file.get(), &opened) != 0 || opened.st_ino != st.st_ino)
       return Error::from_errno("session", "open " + prefix + name);
@@ -428,9 +436,8 @@ core::Status unshare_in(int dir, const std::string& prefix, int depth, int temp_
     struct stat as_copied = opened;
     as_copied.st_uid = dir_stat.st_uid;
     as_copied.st_gid = dir_stat.st_gid;
-    PB_CHECK(replace_with_copy(dir, name, file.get(), as_copied, opened.st_mode & 07777,
-                               prefix + name, /*with_owner=*/true, /*durable=*/true, nullptr,
-                               temp_dir));
+    PB_CHECK(replace_with_copy(dir, name, file.get(), as_copied, st.st_mode & 07777, prefix + name,
+                               /*with_owner=*/true, /*durable=*/true, nullptr, temp_dir));
     replaced = true;
     ++copied;
   }

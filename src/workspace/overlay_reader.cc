@@ -36,6 +36,7 @@
 #include "core/sha256.h"
 #include "core/text.h"
 #include "workspace/overlay_reader.h"
+#include "workspace/owner_opened.h"
 #include "workspace/safe_open.h"
 #include "workspace/tree.h"
 
@@ -289,7 +290,10 @@ struct Walker {
         return refuse(path, std::to_string(st.st_size) + " bytes, over the per-file limit of " +
                                 std::to_string(max_file_bytes));
       }
-      UniqueFd fd(::openat(upper, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+      // A file the run made unreadable to its owner (an ordinary user's run)
+      // is read with the owner's permission added, never linked (its mode
+      // then differs from the one looked up), and keeps its mode.
+      const OwnerOpened fd(upper, name, O_RDONLY | O_NONBLOCK, st);
       if (!fd) return Error::from_errno("overlay", "open " + path);
       PB_TRY(staged_unread, stage_unread(fd.get(), upper, name, path, st, lower_exists, below));
       if (staged_unread) return core::ok_status();
@@ -356,8 +360,7 @@ struct Walker {
       return stage(std::move(entry));
     }
     if (S_ISDIR(st.st_mode)) {
-      UniqueFd child(
-          ::openat(upper, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      const OwnerOpened child(upper, name, O_RDONLY | O_DIRECTORY, st);
       if (!child) return Error::from_errno("overlay", "open directory " + path);
       const unsigned mode = st.st_mode & 0777;
       note_dropped_bits(path, st.st_mode);

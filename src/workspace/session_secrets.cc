@@ -15,6 +15,7 @@
 #include "pulsebox/error.h"
 #include "pulsebox/secrets.h"
 #include "workspace/overlay_reader.h"
+#include "workspace/owner_opened.h"
 #include "workspace/safe_open.h"
 #include "workspace/secret_base.h"
 #include "workspace/session_store.h"
@@ -158,7 +159,8 @@ core::Status OpenSession::mark_written(int layer_fd, SecretScan& scan) {
     if (depth > kMaxLayerDepth) return core::ok_status();
     // What cannot be read cannot be checked, and a later run can make it
     // readable (a merge gives the layer below the directory's new mode):
-    // the run is refused.
+    // the run is refused. Its own files are read whatever their mode
+    // (OwnerOpened); another owner's (a mapped range's) may not be.
     const auto unreadable = [&](const std::string& path) {
       return Error::from_errno("session", core::quote_name(path) +
                                               ": the run left it unreadable, so it cannot be "
@@ -171,8 +173,7 @@ core::Status OpenSession::mark_written(int layer_fd, SecretScan& scan) {
       struct stat st {};
       if (::fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return unreadable(path);
       if (S_ISDIR(st.st_mode)) {
-        UniqueFd child(
-            ::openat(dirfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+        const OwnerOpened child(dirfd, name, O_RDONLY | O_DIRECTORY, st);
         if (!child) return unreadable(path);
         PB_CHECK(walk(child.get(), path + "/", depth + 1));
         continue;
@@ -187,7 +188,7 @@ core::Status OpenSession::mark_written(int layer_fd, SecretScan& scan) {
       });
       if (!S_ISREG(st.st_mode) || static_cast<std::uint64_t>(st.st_size) > kMaxScannedBytes)
         continue;
-      UniqueFd fd(::openat(dirfd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+      const OwnerOpened fd(dirfd, name, O_RDONLY | O_NONBLOCK, st);
       if (!fd) return unreadable(path);
       auto bytes = core::read_all(fd.get(), kMaxScannedBytes, path);
       if (!bytes) return unreadable(path);
@@ -341,8 +342,7 @@ core::Status OpenSession::check_bases_of(int layer_fd, SecretScan& scan) {
         PB_CHECK(check_base_at(path, true, depth + 1, scan));
         continue;
       }
-      UniqueFd child(
-          ::openat(dirfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      const OwnerOpened child(dirfd, name, O_RDONLY | O_DIRECTORY, st);
       if (!child) {
         withhold_from(path, scan);  // what it replaces cannot be seen
         continue;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/sha256.h"
+#include "workspace/owner_opened.h"
 #include "workspace/safe_open.h"
 
 namespace pulsebox::workspace {
@@ -97,17 +98,33 @@ bool for_each_name(int dirfd, const std::function<bool(const dirent&)>& each) {
 
 namespace {
 
+// `opened_as_owner`: `fd` was opened with its owner's permission added
+// (OwnerOpened), and `visit` is shown the mode it had.
 bool each_directory_at(
-    int fd, const std::string& path, int depth,
-    const std::function<bool(int dir, const struct stat& st, const std::string& path)>& visit) {
+    int fd, const std::string& path, int depth, const struct stat* opened_as_owner,
+    const std::function<bool(int dir, const struct stat& st, const std::string& path)>& visit,
+    bool keep_owner_access) {
   struct stat st {};
-  if (depth > kMaxTreeDepth || ::fstat(fd, &st) != 0 || !visit(fd, st, path)) return false;
+  if (depth > kMaxTreeDepth || ::fstat(fd, &st) != 0) return false;
+  if (opened_as_owner != nullptr) st.st_mode = opened_as_owner->st_mode;
+  if (!visit(fd, st, path)) return false;
   return for_each_name(fd, [&](const dirent& item) {
     if (item.d_type != DT_DIR && item.d_type != DT_UNKNOWN) return true;
     core::UniqueFd sub(::openat(fd, item.d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     if (!sub && (errno == ENOTDIR || errno == ELOOP)) return true;  // DT_UNKNOWN: not one
     const std::string sub_path = path.empty() ? item.d_name : path + "/" + item.d_name;
-    return sub && each_directory_at(sub.get(), sub_path, depth + 1, visit);
+    if (sub)
+      return each_directory_at(sub.get(), sub_path, depth + 1, nullptr, visit, keep_owner_access);
+    // A directory a run made unreadable to its owner (`chmod 000`).
+    struct stat looked_up {};
+    if (errno != EACCES || ::fstatat(fd, item.d_name, &looked_up, AT_SYMLINK_NOFOLLOW) != 0)
+      return false;
+    OwnerOpened as_owner(fd, item.d_name, O_RDONLY | O_DIRECTORY, looked_up);
+    if (!as_owner) return false;
+    if (keep_owner_access) as_owner.keep_mode();
+    return each_directory_at(as_owner.get(), sub_path, depth + 1,
+                             as_owner.opened_as_owner() ? &looked_up : nullptr, visit,
+                             keep_owner_access);
   });
 }
 
@@ -115,16 +132,20 @@ bool each_directory_at(
 
 bool each_directory(
     int fd,
-    const std::function<bool(int dir, const struct stat& st, const std::string& path)>& visit) {
-  return each_directory_at(fd, "", 0, visit);
+    const std::function<bool(int dir, const struct stat& st, const std::string& path)>& visit,
+    bool keep_owner_access) {
+  return each_directory_at(fd, "", 0, nullptr, visit, keep_owner_access);
 }
 
 bool make_directories_owner_writable(int fd, std::vector<ChangedMode>* changed) {
-  return each_directory(fd, [&](int dir, const struct stat& st, const std::string& path) {
-    if ((st.st_mode & 0700) == 0700) return true;
-    if (changed != nullptr) changed->push_back({path, static_cast<mode_t>(st.st_mode & 07777)});
-    return ::fchmod(dir, (st.st_mode & 07777) | 0700) == 0;
-  });
+  return each_directory(
+      fd,
+      [&](int dir, const struct stat& st, const std::string& path) {
+        if ((st.st_mode & 0700) == 0700) return true;
+        if (changed != nullptr) changed->push_back({path, static_cast<mode_t>(st.st_mode & 07777)});
+        return ::fchmod(dir, (st.st_mode & 07777) | 0700) == 0;
+      },
+      /*keep_owner_access=*/true);
 }
 
 core::Status restore_directory_modes(int fd, const std::vector<ChangedMode>& changed) {

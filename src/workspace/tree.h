@@ -79,9 +79,14 @@ bool for_each_name(int dirfd, const std::function<bool(const dirent&)>& each);
 // (opened one name at a time, never through a symlink), with its path
 // relative to `fd` ("" for it), until it returns false. false: `visit`
 // stopped, a directory could not be read, or the tree is deeper than kMaxTreeDepth.
+// A directory of this (ordinary) user that keeps its owner out (`chmod 000`)
+// is opened with the owner's permission added (OwnerOpened), `visit` is shown
+// the mode it had, and the mode comes back after its subtree unless
+// `keep_owner_access`.
 bool each_directory(
     int fd,
-    const std::function<bool(int dir, const struct stat& st, const std::string& path)>& visit);
+    const std::function<bool(int dir, const struct stat& st, const std::string& path)>& visit,
+    bool keep_owner_access = false);
 
 // A directory's mode before make_directories_owner_writable changed it.
 struct ChangedMode {

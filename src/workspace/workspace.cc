@@ -18,6 +18,7 @@
 #include "pulsebox/workspace.h"
 #include "workspace/diff.h"
 #include "workspace/overlay_reader.h"
+#include "workspace/owner_opened.h"
 #include "workspace/safe_open.h"
 #include "workspace/session_store.h"
 #include "workspace/store_files.h"
@@ -604,6 +605,16 @@ core::Result<std::string> read_blob(const std::filesystem::path& dir, const std:
   PB_TRY(where, shards.locate(blob));
   core::UniqueFd fd(
       ::openat(where.dir, where.name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  if (!fd && errno == EACCES) {
+    // Staged with the mode the run gave it (`chmod 000`), which keeps an
+    // ordinary user out of its own file: read as its owner.
+    struct stat st {};
+    if (::fstatat(where.dir, where.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0)
+      return core::Error::from_errno("workspace", "stat staged file " + blob);
+    const workspace::OwnerOpened as_owner(where.dir, where.name, O_RDONLY | O_NONBLOCK, st);
+    if (!as_owner) return core::Error::from_errno("workspace", "open staged file " + blob);
+    return workspace::read_regular_file(as_owner.get(), limit, "staged file");
+  }
   if (!fd) return core::Error::from_errno("workspace", "open staged file " + blob);
   return workspace::read_regular_file(fd.get(), limit, "staged file");
 }

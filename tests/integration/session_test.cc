@@ -348,6 +348,48 @@ TEST_F(SessionTest, AHostileDeepTreeIsHeldAndTheSessionStaysCommittable) {
   EXPECT_TRUE(fs::is_directory(workspace_ / deep(200)));
 }
 
+// A run's `chmod 000` on its own directory or file keeps an ordinary user
+// (tools/check runs this suite as one) out of them too: such a run's
+// changes were held whole, unreviewable, and a session holding them could
+// be neither reviewed nor committed, only thrown away. Both now go
+// through, with the modes the runs left.
+TEST_F(SessionTest, WhatARunLockedAgainstItsOwnerIsReviewedAndCommitted) {
+  const fs::path ws = workspace_.path();
+  json result = run_json(ws, {"--session", "locked"},
+                         "mkdir locked && echo inside > locked/f.txt && echo sealed > sealed.txt "
+                         "&& chmod 000 locked sealed.txt");
+  ASSERT_EQ(result["changes_status"]["status"], "session") << result["changes_status"];
+  result = run_json(ws, {"--session", "locked"},
+                    "chmod 700 locked && echo later > locked/g.txt && chmod 000 locked");
+  ASSERT_EQ(result["changes_status"]["status"], "session") << result["changes_status"];
+  const auto diff = cli({"session", "diff", "-w", ws.string(), "locked"});
+  ASSERT_EQ(diff.exit_code, 0) << diff.err;
+  for (const char* line : {"+inside\n", "+later\n", "+sealed\n"})
+    EXPECT_NE(diff.out.find(line), std::string::npos) << line << " in\n" << diff.out;
+  const auto committed = cli({"session", "commit", "-w", ws.string(), "locked"});
+  ASSERT_EQ(committed.exit_code, 0) << committed.err;
+
+  result = run_json(ws, {}, "mkdir shut && echo shut > shut/s.txt && chmod 000 shut");
+  ASSERT_EQ(result["changes_status"]["status"], "staged") << result["changes_status"];
+  const std::string tx = result["transaction_id"];
+  const auto staged = cli({"diff", "-w", ws.string(), tx});
+  ASSERT_EQ(staged.exit_code, 0) << staged.err;
+  EXPECT_NE(staged.out.find("+shut\n"), std::string::npos) << staged.out;
+  const auto applied = cli({"commit", "-w", ws.string(), tx});
+  ASSERT_EQ(applied.exit_code, 0) << applied.err;
+
+  for (const char* path : {"locked", "sealed.txt", "shut"}) {
+    struct stat st {};
+    ASSERT_EQ(::lstat((ws / path).c_str(), &st), 0) << path;
+    EXPECT_EQ(st.st_mode & 07777, 0u) << path;
+    fs::permissions(ws / path, fs::perms::owner_all);
+  }
+  EXPECT_EQ(testing::read_file(ws / "locked/f.txt"), "inside\n");
+  EXPECT_EQ(testing::read_file(ws / "locked/g.txt"), "later\n");
+  EXPECT_EQ(testing::read_file(ws / "sealed.txt"), "sealed\n");
+  EXPECT_EQ(testing::read_file(ws / "shut/s.txt"), "shut\n");
+}
+
 TEST_F(SessionTest, HeldChangesGoWholeAndTheirRecordsAreShownSafely) {
   const json result =
       run_json(workspace_.path(), {}, "mkfifo p && echo x > x.txt", /*expected_exit=*/123);

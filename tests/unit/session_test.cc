@@ -10,6 +10,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -322,6 +323,83 @@ TEST_F(SessionStoreTest, MarksOfSecretsNeverGrowTheRecordPastWhatCanBeReadAgain)
   ASSERT_TRUE(again) << again.error().to_string();
   EXPECT_TRUE(again->bases_incomplete());
   EXPECT_EQ(again->info().layers.size(), 1u);
+}
+
+// An ordinary user's session whose runs did `chmod 000` on their own
+// directory and file (and a later one opened it, wrote, and shut it): the
+// value check, the merge of the next run, the review and the commit read
+// them with the owner's permission added for the read, and the layer keeps
+// the modes the runs left (a later run sees them as they were). Before,
+// the first run with a value was refused, and without one the review and
+// the commit failed ("open directory locked: Permission denied"): the
+// session could only be thrown away.
+TEST_F(SessionStoreTest, AnOrdinaryUsersSessionThatLockedItsOwnFilesIsReviewedAndCommitted) {
+  const std::string value = "s3cr3t-abcdef-42";
+  const SecretScrubber scrubber({value});
+  const fs::path first = new_upper();
+  write_file(first / "locked/inner/f.txt", "inside\n");
+  write_file(first / "sealed.txt", "token=" + value + "\n");
+  const fs::path second = new_upper();
+  write_file(second / "locked/g.txt", "later\n");  // copied up: the directory's mode too
+  for (const fs::path& path :
+       {first / "locked/inner", first / "locked", first / "sealed.txt", second / "locked"}) {
+    ASSERT_EQ(::chmod(path.c_str(), 0), 0) << path;
+  }
+  if (::geteuid() == 0) {
+    for (const fs::path& base : {ws_.path(), state_.path()}) {
+      ASSERT_EQ(::chown(base.c_str(), 65534, 65534), 0);
+      for (const auto& item : fs::recursive_directory_iterator(base))
+        ASSERT_EQ(::lchown(item.path().c_str(), 65534, 65534), 0) << item.path();
+    }
+  }
+  const auto mode_of = [](const fs::path& path) {
+    struct stat st {};
+    return ::lstat(path.c_str(), &st) == 0 ? st.st_mode & 07777 : 07777u;
+  };
+  const int status = testing::run_as_ordinary_user([&] {
+    Workspace ws(ws_.path());
+    for (const fs::path& upper : {first, second}) {
+      auto session = workspace::OpenSession::open(ws, "s", kept(), true);
+      if (!session) return 10;
+      if (auto added = session->add_run(upper, &scrubber); !added) {
+        std::fprintf(stderr, "%s\n", added.error().to_string().c_str());
+        return 11;
+      }
+    }
+    const fs::path layer = describe_session(ws, "s", kept()).layers.front();
+    const ImportResult review = session_transaction(ws, "s", kept());
+    if (!review.transaction) return 12;
+    std::map<std::string, unsigned> modes;
+    bool sealed_marked = false;
+    for (const auto& change : ws.describe(*review.transaction).changes) {
+      modes[change.path] = change.mode;
+      if (change.path == "sealed.txt") sealed_marked = change.contains_secret;
+    }
+    const std::map<std::string, unsigned> expected = {{"locked", 0},
+                                                      {"locked/inner", 0},
+                                                      {"locked/inner/f.txt", 0644},
+                                                      {"locked/g.txt", 0644},
+                                                      {"sealed.txt", 0}};
+    if (modes != expected || !sealed_marked) return 13;
+    const std::string diff = ws.diff(*review.transaction);
+    if (diff.find(value) != std::string::npos || diff.find("+inside\n") == std::string::npos)
+      return 14;
+    ws.discard(*review.transaction);
+    if (mode_of(layer / "locked") != 0 || mode_of(layer / "sealed.txt") != 0) return 15;
+    (void)commit_session(ws, "s", kept(), CommitOptions{.allow_secrets = true});
+    return 0;
+  });
+  ASSERT_EQ(status, 0) << "10: not opened; 11: a run refused; 12: no review; 13: other paths, "
+                          "modes or marks; 14: the diff; 15: the layer's modes; 101: an error";
+  EXPECT_EQ(mode_of(ws_ / "locked"), 0u);
+  EXPECT_EQ(mode_of(ws_ / "locked/inner"), 0u);
+  EXPECT_EQ(mode_of(ws_ / "sealed.txt"), 0u);
+  EXPECT_EQ(read_file(ws_ / "sealed.txt"), "token=" + value + "\n");
+  EXPECT_EQ(read_file(ws_ / "locked/inner/f.txt"), "inside\n");
+  EXPECT_EQ(read_file(ws_ / "locked/g.txt"), "later\n");
+  EXPECT_TRUE(fs::is_empty(kept())) << "the session's layers were left behind";
+  fs::permissions(ws_ / "locked", fs::perms::owner_all);
+  fs::permissions(ws_ / "locked/inner", fs::perms::owner_all);
 }
 
 TEST_F(SessionStoreTest, ACommitConflictingWithAHostChangeSinceTheSessionBeganKeepsTheSession) {

@@ -16,6 +16,7 @@
 
 #include <csignal>
 #include <cstring>
+#include <map>
 
 #include "helpers/test_support.h"
 #include "pulsebox/error.h"
@@ -518,6 +519,61 @@ TEST_F(WorkspaceImportTest, AnImportKilledBeforeItsDirectoriesWereMadeWritableSt
 TEST_F(WorkspaceImportTest, AnImportRootFinishesForItsUserStillCommits) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root to open an ordinary user's workspace first";
   killed_before_fix_up_then_committed(base_.path(), ws(), upper(), true);
+}
+
+// A command's `chmod 000` keeps even its owner out of a directory or a
+// file; root reads them anyway, an ordinary user did not: the import failed
+// ("open directory locked: Permission denied") and the run's changes were
+// held whole, none of them reviewable. Its own entries are read with the
+// owner's permission added for the read, and staged with the modes the run
+// left.
+TEST_F(WorkspaceImportTest, AnOrdinaryUsersRunThatLockedItsOwnFilesIsStagedAndCommitted) {
+  write_file(upper() / "locked" / "inner" / "f.txt", "inside\n");
+  write_file(upper() / "sealed.txt", "sealed\n");
+  write_file(upper() / "plain.txt", "plain\n");
+  ASSERT_EQ(::chmod((upper() / "locked" / "inner").c_str(), 0), 0);
+  ASSERT_EQ(::chmod((upper() / "locked").c_str(), 0), 0);
+  ASSERT_EQ(::chmod((upper() / "sealed.txt").c_str(), 0), 0);
+  ASSERT_TRUE(hand_to_ordinary_user(base_.path()));
+  const int status = testing::run_as_ordinary_user([&] {
+    Workspace workspace(ws());
+    const auto imported =
+        workspace.import_overlay(upper(), ws(), ImportOptions{.take_upper_files = true});
+    if (!imported.transaction || !imported.refused.empty()) return 10;
+    std::map<std::string, unsigned> modes;
+    for (const auto& change : workspace.describe(*imported.transaction).changes)
+      modes[change.path] = change.mode;
+    const std::map<std::string, unsigned> expected = {{"locked", 0},
+                                                      {"locked/inner", 0},
+                                                      {"locked/inner/f.txt", 0644},
+                                                      {"sealed.txt", 0},
+                                                      {"plain.txt", 0644}};
+    if (modes != expected) return 11;
+    const std::string diff = workspace.diff(*imported.transaction);
+    if (diff.find("+sealed\n") == std::string::npos || diff.find("+inside\n") == std::string::npos)
+      return 12;
+    // A review killed as it read the file left the owner's read bit on
+    // its staged copy: the commit takes it off, rather than call the
+    // transaction damaged.
+    int left_readable = 0;
+    for (const auto& item : fs::recursive_directory_iterator(tx_dir(*imported.transaction))) {
+      if (item.is_regular_file() && (lstat_of(item.path()).st_mode & 07777) == 0)
+        left_readable += ::chmod(item.path().c_str(), 0400) == 0 ? 1 : 0;
+    }
+    if (left_readable == 0) return 13;
+    workspace.commit(*imported.transaction);
+    return 0;
+  });
+  ASSERT_EQ(status, 0) << "10: not staged whole; 11: other paths or modes; 12: the diff; 13: "
+                          "no staged file of mode 000; 101: an error";
+  EXPECT_EQ(lstat_of(ws() / "locked").st_mode & 07777, 0u);
+  EXPECT_EQ(lstat_of(ws() / "locked" / "inner").st_mode & 07777, 0u);
+  EXPECT_EQ(lstat_of(ws() / "sealed.txt").st_mode & 07777, 0u);
+  EXPECT_EQ(read_file(ws() / "sealed.txt"), "sealed\n");
+  EXPECT_EQ(read_file(ws() / "locked" / "inner" / "f.txt"), "inside\n");
+  EXPECT_EQ(read_file(ws() / "plain.txt"), "plain\n");
+  fs::permissions(ws() / "locked", fs::perms::owner_all);
+  fs::permissions(ws() / "locked" / "inner", fs::perms::owner_all);
 }
 
 // The directory cannot go back after the draft failed to become the
