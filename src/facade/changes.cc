@@ -11,6 +11,7 @@
 #include "pulsebox/error.h"
 #include "pulsebox/session.h"
 #include "workspace/layers.h"
+#include "workspace/owner_opened.h"
 
 namespace pulsebox {
 
@@ -20,6 +21,7 @@ namespace pulsebox {
 void Sandbox::import_changes(Run& run, ProcessResult& result) {
   const ExecutionOutcome& outcome = run.outcome;
   if (!outcome.changes_dir) return;
+  workspace::open_run_directory_to_owner(*outcome.changes_dir);  // `chmod 000 .`, rootless
   if (run.session) {
     add_to_session(run, result);
     return;

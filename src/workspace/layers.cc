@@ -121,6 +121,14 @@ core::Status merge_directory(int upper, int lower, const std::string& prefix, in
     }
     struct stat below {};
     const bool lower_exists = ::fstatat(lower, name.c_str(), &below, AT_SYMLINK_NOFOLLOW) == 0;
+    // What the upper layer has at `name` replaces what the lower one has.
+    const auto move_down = [&]() -> core::Status {
+      if (lower_exists) PB_CHECK(remove_tree_fd(lower, name, depth + 1));
+      if (::renameat(upper, name.c_str(), lower, name.c_str()) != 0) {
+        return Error::from_errno("session", "moving " + path + " into the layer below");
+      }
+      return core::ok_status();
+    };
     if (S_ISDIR(up.st_mode)) {
       // A run's `chmod 000` keeps an ordinary user out of its own directory
       // too: opened with the owner's permission added for the merge.
@@ -147,11 +155,13 @@ core::Status merge_directory(int upper, int lower, const std::string& prefix, in
           return Error::from_errno("session", "marking " + path + " opaque");
         }
       }
+      // A directory moved to another parent has its ".." rewritten, which
+      // an ordinary user may do only to one it may write (`chmod 555 d`).
+      const WritableWhileMerging writable(up_dir.get());
+      PB_CHECK(move_down());
+      continue;
     }
-    if (lower_exists) PB_CHECK(remove_tree_fd(lower, name, depth + 1));
-    if (::renameat(upper, name.c_str(), lower, name.c_str()) != 0) {
-      return Error::from_errno("session", "moving " + path + " into the layer below");
-    }
+    PB_CHECK(move_down());
   }
   return core::ok_status();
 }
@@ -273,40 +283,37 @@ struct LayerDescriber {
 // that is opaque, a whiteout or not a directory), or nothing (look below).
 enum class LayerAnswer { Present, Hidden, Nothing };
 
-LayerAnswer ask_layer(const std::filesystem::path& layer, const std::string& path) {
-  // Directories opened with their owner's permission added: their modes
-  // come back once answered (through their fds: no search needed).
-  std::vector<std::unique_ptr<OwnerOpened>> as_owner;
-  UniqueFd dir(::open(layer.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-  if (!dir) return LayerAnswer::Nothing;
+// `of_a_run`: `layer` is a run's (its directories are opened as their
+// owner where the run shut them: OwnerOpened), not the workspace, whose
+// modes pulsebox never changes, not even for an instant.
+LayerAnswer ask_layer(const std::filesystem::path& layer, const std::string& path, bool of_a_run) {
+  UniqueFd root(::open(layer.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!root) return LayerAnswer::Nothing;
+  // The directories on the way; the modes of those opened as their owner
+  // come back once answered.
+  std::vector<std::unique_ptr<OwnerOpened>> on_the_way;
+  std::vector<UniqueFd> opened;
+  int dir = root.get();
+  bool beneath_opaque = false;  // nothing beneath shows through: answered here
   std::size_t start = 0;
   for (;;) {
     const std::size_t slash = path.find('/', start);
     const std::string name = path.substr(start, slash == std::string::npos ? slash : slash - start);
     struct stat st {};
-    if (::fstatat(dir.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
-      return LayerAnswer::Nothing;
-    }
+    if (::fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0)
+      return beneath_opaque ? LayerAnswer::Hidden : LayerAnswer::Nothing;
     if (is_whiteout(st)) return LayerAnswer::Hidden;
     if (slash == std::string::npos) return LayerAnswer::Present;
     if (!S_ISDIR(st.st_mode)) return LayerAnswer::Hidden;  // a file where a directory was
-    UniqueFd child = open_dir_at(dir.get(), name);
-    if (!child && errno == EACCES) {  // a run's `chmod 000`: searched as its owner
-      as_owner.push_back(
-          std::make_unique<OwnerOpened>(dir.get(), name, O_RDONLY | O_DIRECTORY, st));
-      if (*as_owner.back()) child = UniqueFd(::fcntl(as_owner.back()->get(), F_DUPFD_CLOEXEC, 0));
+    if (of_a_run) {
+      on_the_way.push_back(std::make_unique<OwnerOpened>(dir, name, O_RDONLY | O_DIRECTORY, st));
+      dir = on_the_way.back()->get();
+    } else {
+      opened.push_back(open_dir_at(dir, name));
+      dir = opened.back().get();
     }
-    if (!child) return LayerAnswer::Nothing;
-    if (is_opaque_fd(child.get())) {
-      // Nothing beneath shows through: the rest is answered here.
-      const std::string rest = path.substr(slash + 1);
-      struct stat inner {};
-      return ::fstatat(child.get(), rest.c_str(), &inner, AT_SYMLINK_NOFOLLOW) == 0 &&
-                     !is_whiteout(inner)
-                 ? LayerAnswer::Present
-                 : LayerAnswer::Hidden;
-    }
-    dir = std::move(child);
+    if (dir < 0) return beneath_opaque ? LayerAnswer::Hidden : LayerAnswer::Nothing;
+    beneath_opaque = beneath_opaque || is_opaque_fd(dir);
     start = slash + 1;
   }
 }
@@ -349,7 +356,7 @@ std::vector<Change> describe_layer(const std::filesystem::path& layer,
 bool exists_in_view(const std::vector<std::filesystem::path>& layers,
                     const std::filesystem::path& base, const std::string& path) {
   for (const auto& layer : layers) {
-    switch (ask_layer(layer, path)) {
+    switch (ask_layer(layer, path, /*of_a_run=*/true)) {
       case LayerAnswer::Present:
         return true;
       case LayerAnswer::Hidden:
@@ -358,7 +365,7 @@ bool exists_in_view(const std::vector<std::filesystem::path>& layers,
         break;
     }
   }
-  return ask_layer(base, path) == LayerAnswer::Present;
+  return ask_layer(base, path, /*of_a_run=*/false) == LayerAnswer::Present;
 }
 
 namespace {

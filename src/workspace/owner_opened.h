@@ -13,6 +13,7 @@
 
 #include <sys/stat.h>
 
+#include <filesystem>
 #include <string>
 
 #include "core/unique_fd.h"
@@ -25,8 +26,12 @@ class OwnerOpened {
   // to a process that is not root and owns the entry `st` describes (as
   // it was looked up), the owner's read permission (and a directory's
   // search permission) is added and it is opened again; the inode opened
-  // must be that one (else EACCES stands).
+  // must be that one (else EACCES stands). A directory opened that its
+  // owner may not search gets the search permission the same way.
   OwnerOpened(int dirfd, const std::string& name, int flags, const struct stat& st);
+  // An entry already opened (`st`: its fstat): only a directory its owner
+  // may not search is changed.
+  OwnerOpened(core::UniqueFd opened, const struct stat& st);
   // The mode given back, unless something changed it since this did.
   ~OwnerOpened();
   OwnerOpened(const OwnerOpened&) = delete;
@@ -41,10 +46,19 @@ class OwnerOpened {
   void keep_mode() { keep_ = true; }
 
  private:
+  void widen_opened(const struct stat& st);  // a directory its owner may not search
+
   core::UniqueFd fd_;
   mode_t original_ = 0;  // the mode the entry had
   mode_t added_ = 0;     // the mode this gave it (0: none)
   bool keep_ = false;
 };
+
+// A run's own directory (its upper directory) that the run shut to its
+// owner (`chmod 000 .` at the workspace's root, rootless) gets its owner's
+// rwx back for good: nothing in it could be read, nor the directory moved
+// to be held, and the run's changes were lost. The root's own mode is never
+// a change a run makes (not staged, as root's runs show). Nothing as root.
+void open_run_directory_to_owner(const std::filesystem::path& dir);
 
 }  // namespace pulsebox::workspace

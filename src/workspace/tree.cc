@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <climits>
 #include <cstdio>
+#include <optional>
 #include <vector>
 
 #include "core/sha256.h"
@@ -98,32 +99,35 @@ bool for_each_name(int dirfd, const std::function<bool(const dirent&)>& each) {
 
 namespace {
 
-// `opened_as_owner`: `fd` was opened with its owner's permission added
-// (OwnerOpened), and `visit` is shown the mode it had.
+// `st`: `fd` as it was looked up (its mode before an OwnerOpened added the
+// owner's permission), which `visit` is shown.
 bool each_directory_at(
-    int fd, const std::string& path, int depth, const struct stat* opened_as_owner,
+    int fd, const struct stat& st, const std::string& path, int depth,
     const std::function<bool(int dir, const struct stat& st, const std::string& path)>& visit,
     bool keep_owner_access) {
-  struct stat st {};
-  if (depth > kMaxTreeDepth || ::fstat(fd, &st) != 0) return false;
-  if (opened_as_owner != nullptr) st.st_mode = opened_as_owner->st_mode;
-  if (!visit(fd, st, path)) return false;
+  if (depth > kMaxTreeDepth || !visit(fd, st, path)) return false;
   return for_each_name(fd, [&](const dirent& item) {
     if (item.d_type != DT_DIR && item.d_type != DT_UNKNOWN) return true;
     core::UniqueFd sub(::openat(fd, item.d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     if (!sub && (errno == ENOTDIR || errno == ELOOP)) return true;  // DT_UNKNOWN: not one
     const std::string sub_path = path.empty() ? item.d_name : path + "/" + item.d_name;
-    if (sub)
-      return each_directory_at(sub.get(), sub_path, depth + 1, nullptr, visit, keep_owner_access);
-    // A directory a run made unreadable to its owner (`chmod 000`).
-    struct stat looked_up {};
-    if (errno != EACCES || ::fstatat(fd, item.d_name, &looked_up, AT_SYMLINK_NOFOLLOW) != 0)
+    struct stat sub_st {};
+    if (sub ? ::fstat(sub.get(), &sub_st) != 0
+            : errno != EACCES || ::fstatat(fd, item.d_name, &sub_st, AT_SYMLINK_NOFOLLOW) != 0) {
       return false;
-    OwnerOpened as_owner(fd, item.d_name, O_RDONLY | O_DIRECTORY, looked_up);
-    if (!as_owner) return false;
-    if (keep_owner_access) as_owner.keep_mode();
-    return each_directory_at(as_owner.get(), sub_path, depth + 1,
-                             as_owner.opened_as_owner() ? &looked_up : nullptr, visit,
+    }
+    if (sub && (sub_st.st_mode & S_IXUSR) != 0)
+      return each_directory_at(sub.get(), sub_st, sub_path, depth + 1, visit, keep_owner_access);
+    // A directory a run shut to its owner (`chmod 000`, `chmod 600`).
+    std::optional<OwnerOpened> as_owner;
+    if (sub) {
+      as_owner.emplace(std::move(sub), sub_st);
+    } else {
+      as_owner.emplace(fd, item.d_name, O_RDONLY | O_DIRECTORY, sub_st);
+    }
+    if (!*as_owner) return false;
+    if (keep_owner_access) as_owner->keep_mode();
+    return each_directory_at(as_owner->get(), sub_st, sub_path, depth + 1, visit,
                              keep_owner_access);
   });
 }
@@ -134,7 +138,8 @@ bool each_directory(
     int fd,
     const std::function<bool(int dir, const struct stat& st, const std::string& path)>& visit,
     bool keep_owner_access) {
-  return each_directory_at(fd, "", 0, nullptr, visit, keep_owner_access);
+  struct stat st {};
+  return ::fstat(fd, &st) == 0 && each_directory_at(fd, st, "", 0, visit, keep_owner_access);
 }
 
 bool make_directories_owner_writable(int fd, std::vector<ChangedMode>* changed) {

@@ -377,6 +377,17 @@ TEST_F(SessionTest, WhatARunLockedAgainstItsOwnerIsReviewedAndCommitted) {
   EXPECT_NE(staged.out.find("+shut\n"), std::string::npos) << staged.out;
   const auto applied = cli({"commit", "-w", ws.string(), tx});
   ASSERT_EQ(applied.exit_code, 0) << applied.err;
+  // The workspace's root shut: the run's directory could be neither read
+  // nor moved to be held, and its changes were lost. The root's own mode
+  // is never a change (as root's runs, it is not staged).
+  result = run_json(ws, {}, "echo rooted > rooted.txt && chmod 100 .");
+  ASSERT_EQ(result["changes_status"]["status"], "staged") << result["changes_status"];
+  ASSERT_EQ(cli({"commit", "-w", ws.string(), result["transaction_id"]}).exit_code, 0);
+  result = run_json(ws, {"--session", "rooted"}, "echo layered > layered.txt && chmod 555 .");
+  ASSERT_EQ(result["changes_status"]["status"], "session") << result["changes_status"];
+  ASSERT_EQ(cli({"session", "commit", "-w", ws.string(), "rooted"}).exit_code, 0);
+  EXPECT_EQ(testing::read_file(ws / "rooted.txt"), "rooted\n");
+  EXPECT_EQ(testing::read_file(ws / "layered.txt"), "layered\n");
 
   for (const char* path : {"locked", "sealed.txt", "shut"}) {
     struct stat st {};

@@ -341,10 +341,15 @@ TEST_F(SessionStoreTest, AnOrdinaryUsersSessionThatLockedItsOwnFilesIsReviewedAn
   write_file(first / "sealed.txt", "token=" + value + "\n");
   const fs::path second = new_upper();
   write_file(second / "locked/g.txt", "later\n");  // copied up: the directory's mode too
-  for (const fs::path& path :
-       {first / "locked/inner", first / "locked", first / "sealed.txt", second / "locked"}) {
+  // New in the second run: moved down into the layer whole, which a
+  // directory its owner may not write refused (its ".." is rewritten).
+  write_file(second / "fresh/h.txt", "fresh\n");
+  write_file(second / "listed/l.txt", "listed\n");  // read, but not searched
+  for (const fs::path& path : {first / "locked/inner", first / "locked", first / "sealed.txt",
+                               second / "locked", second / "fresh"}) {
     ASSERT_EQ(::chmod(path.c_str(), 0), 0) << path;
   }
+  ASSERT_EQ(::chmod((second / "listed").c_str(), 0600), 0);
   if (::geteuid() == 0) {
     for (const fs::path& base : {ws_.path(), state_.path()}) {
       ASSERT_EQ(::chown(base.c_str(), 65534, 65534), 0);
@@ -375,17 +380,19 @@ TEST_F(SessionStoreTest, AnOrdinaryUsersSessionThatLockedItsOwnFilesIsReviewedAn
       modes[change.path] = change.mode;
       if (change.path == "sealed.txt") sealed_marked = change.contains_secret;
     }
-    const std::map<std::string, unsigned> expected = {{"locked", 0},
-                                                      {"locked/inner", 0},
-                                                      {"locked/inner/f.txt", 0644},
-                                                      {"locked/g.txt", 0644},
-                                                      {"sealed.txt", 0}};
+    const std::map<std::string, unsigned> expected = {
+        {"locked", 0},          {"locked/inner", 0}, {"locked/inner/f.txt", 0644},
+        {"locked/g.txt", 0644}, {"sealed.txt", 0},   {"fresh", 0},
+        {"fresh/h.txt", 0644},  {"listed", 0600},    {"listed/l.txt", 0644}};
     if (modes != expected || !sealed_marked) return 13;
     const std::string diff = ws.diff(*review.transaction);
-    if (diff.find(value) != std::string::npos || diff.find("+inside\n") == std::string::npos)
+    if (diff.find(value) != std::string::npos || diff.find("+inside\n") == std::string::npos ||
+        diff.find("+fresh\n") == std::string::npos || diff.find("+listed\n") == std::string::npos)
       return 14;
     ws.discard(*review.transaction);
-    if (mode_of(layer / "locked") != 0 || mode_of(layer / "sealed.txt") != 0) return 15;
+    if (mode_of(layer / "locked") != 0 || mode_of(layer / "sealed.txt") != 0 ||
+        mode_of(layer / "fresh") != 0 || mode_of(layer / "listed") != 0600)
+      return 15;
     (void)commit_session(ws, "s", kept(), CommitOptions{.allow_secrets = true});
     return 0;
   });
@@ -397,9 +404,49 @@ TEST_F(SessionStoreTest, AnOrdinaryUsersSessionThatLockedItsOwnFilesIsReviewedAn
   EXPECT_EQ(read_file(ws_ / "sealed.txt"), "token=" + value + "\n");
   EXPECT_EQ(read_file(ws_ / "locked/inner/f.txt"), "inside\n");
   EXPECT_EQ(read_file(ws_ / "locked/g.txt"), "later\n");
+  EXPECT_EQ(mode_of(ws_ / "fresh"), 0u);
+  EXPECT_EQ(mode_of(ws_ / "listed"), 0600u);
+  EXPECT_EQ(read_file(ws_ / "fresh/h.txt"), "fresh\n");
   EXPECT_TRUE(fs::is_empty(kept())) << "the session's layers were left behind";
-  fs::permissions(ws_ / "locked", fs::perms::owner_all);
-  fs::permissions(ws_ / "locked/inner", fs::perms::owner_all);
+  for (const char* dir : {"locked", "locked/inner", "fresh", "listed"})
+    fs::permissions(ws_ / dir, fs::perms::owner_all);
+}
+
+// The workspace's own modes are never changed, not even for an instant: a
+// run's change beneath a workspace directory shut to its owner had the
+// description of the run's changes open it as its owner, which moved its
+// ctime (a pending transaction replacing its parent then failed to commit,
+// "directory contents changed") and, killed at that instant, left it open.
+TEST_F(SessionStoreTest, AWorkspaceDirectoryShutToItsOwnerIsNeverOpenedUp) {
+  write_file(ws_ / "priv/p.txt", "p\n");
+  const fs::path upper = new_upper();
+  write_file(upper / "priv/x.txt", "x\n");
+  for (const fs::path& dir : {ws_ / "priv", upper / "priv"})
+    ASSERT_EQ(::chmod(dir.c_str(), 0), 0);
+  if (::geteuid() == 0) {
+    for (const fs::path& base : {ws_.path(), state_.path()}) {
+      ASSERT_EQ(::chown(base.c_str(), 65534, 65534), 0);
+      for (const auto& item : fs::recursive_directory_iterator(base))
+        ASSERT_EQ(::lchown(item.path().c_str(), 65534, 65534), 0) << item.path();
+    }
+  }
+  struct stat before {};
+  ASSERT_EQ(::lstat((ws_ / "priv").c_str(), &before), 0);
+  ::usleep(20000);  // a ctime moved now differs from the one above
+  const int status = testing::run_as_ordinary_user([&] {
+    Workspace ws(ws_.path());
+    auto session = workspace::OpenSession::open(ws, "s", kept(), true);
+    if (!session) return 10;
+    return session->add_run(upper) ? 0 : 11;
+  });
+  ASSERT_EQ(status, 0) << "10: not opened; 11: the run refused; 101: an error";
+  struct stat after {};
+  ASSERT_EQ(::lstat((ws_ / "priv").c_str(), &after), 0);
+  EXPECT_EQ(after.st_mode & 07777, 0u);
+  EXPECT_EQ(after.st_ctim.tv_sec, before.st_ctim.tv_sec);
+  EXPECT_EQ(after.st_ctim.tv_nsec, before.st_ctim.tv_nsec)
+      << "the workspace's directory was opened up";
+  fs::permissions(ws_ / "priv", fs::perms::owner_all);
 }
 
 TEST_F(SessionStoreTest, ACommitConflictingWithAHostChangeSinceTheSessionBeganKeepsTheSession) {

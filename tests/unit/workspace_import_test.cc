@@ -22,6 +22,7 @@
 #include "pulsebox/error.h"
 #include "pulsebox/secrets.h"
 #include "pulsebox/workspace.h"
+#include "workspace/owner_opened.h"
 #include "workspace/transactions.h"
 
 namespace pulsebox {
@@ -531,6 +532,8 @@ TEST_F(WorkspaceImportTest, AnOrdinaryUsersRunThatLockedItsOwnFilesIsStagedAndCo
   write_file(upper() / "locked" / "inner" / "f.txt", "inside\n");
   write_file(upper() / "sealed.txt", "sealed\n");
   write_file(upper() / "plain.txt", "plain\n");
+  write_file(upper() / "listed" / "l.txt", "listed\n");
+  ASSERT_EQ(::chmod((upper() / "listed").c_str(), 0600), 0);  // read, but not searched
   ASSERT_EQ(::chmod((upper() / "locked" / "inner").c_str(), 0), 0);
   ASSERT_EQ(::chmod((upper() / "locked").c_str(), 0), 0);
   ASSERT_EQ(::chmod((upper() / "sealed.txt").c_str(), 0), 0);
@@ -543,11 +546,9 @@ TEST_F(WorkspaceImportTest, AnOrdinaryUsersRunThatLockedItsOwnFilesIsStagedAndCo
     std::map<std::string, unsigned> modes;
     for (const auto& change : workspace.describe(*imported.transaction).changes)
       modes[change.path] = change.mode;
-    const std::map<std::string, unsigned> expected = {{"locked", 0},
-                                                      {"locked/inner", 0},
-                                                      {"locked/inner/f.txt", 0644},
-                                                      {"sealed.txt", 0},
-                                                      {"plain.txt", 0644}};
+    const std::map<std::string, unsigned> expected = {
+        {"locked", 0},       {"locked/inner", 0}, {"locked/inner/f.txt", 0644}, {"sealed.txt", 0},
+        {"plain.txt", 0644}, {"listed", 0600},    {"listed/l.txt", 0644}};
     if (modes != expected) return 11;
     const std::string diff = workspace.diff(*imported.transaction);
     if (diff.find("+sealed\n") == std::string::npos || diff.find("+inside\n") == std::string::npos)
@@ -572,8 +573,37 @@ TEST_F(WorkspaceImportTest, AnOrdinaryUsersRunThatLockedItsOwnFilesIsStagedAndCo
   EXPECT_EQ(read_file(ws() / "sealed.txt"), "sealed\n");
   EXPECT_EQ(read_file(ws() / "locked" / "inner" / "f.txt"), "inside\n");
   EXPECT_EQ(read_file(ws() / "plain.txt"), "plain\n");
+  EXPECT_EQ(lstat_of(ws() / "listed").st_mode & 07777, 0600u);
+  EXPECT_EQ(read_file(ws() / "listed" / "l.txt"), "listed\n");
+  fs::permissions(ws() / "listed", fs::perms::owner_all);
   fs::permissions(ws() / "locked", fs::perms::owner_all);
   fs::permissions(ws() / "locked" / "inner", fs::perms::owner_all);
+}
+
+// An entry of the user's with another group's setgid bit: the kernel drops
+// that bit from any chmod of its owner's, the widening's too, and the
+// owner's added read permission was then left on for good (the mode no
+// longer the one added). It comes off; the bit, which the owner can never
+// set again, is gone (an import notes dropped setgid bits).
+TEST_F(WorkspaceImportTest, AnEntryOpenedAsItsOwnerGetsItsModeBackWithoutItsSetgidBit) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to give the file a group its owner is not in";
+  write_file(upper() / "g.txt", "g\n");
+  ASSERT_TRUE(hand_to_ordinary_user(base_.path()));
+  ASSERT_EQ(::chown((upper() / "g.txt").c_str(), 65534, 4321), 0);
+  ASSERT_EQ(::chmod((upper() / "g.txt").c_str(), 02000), 0);
+  const int status = testing::run_as_ordinary_user([&] {
+    const int dir = ::open(upper().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    const struct stat st = lstat_of(upper() / "g.txt");
+    {
+      const workspace::OwnerOpened file(dir, "g.txt", O_RDONLY, st);
+      char byte = 0;
+      if (!file || ::read(file.get(), &byte, 1) != 1 || byte != 'g') return 10;
+    }
+    ::close(dir);
+    return 0;
+  });
+  ASSERT_EQ(status, 0) << "10: not read as its owner";
+  EXPECT_EQ(lstat_of(upper() / "g.txt").st_mode & 07777, 0u);
 }
 
 // The directory cannot go back after the draft failed to become the
