@@ -431,6 +431,38 @@ namespace {
 // Splits `draft` for a partial commit: the selected entries, and the new
 // directories (beneath_new_directory) they lie in, which they cannot do
 // without, go to `part`; the rest stays in `draft`.
+// The workspace's directories this commit puts entries into, removes
+// them from or renames in, that its user may not write: an ordinary user's
+// rename into a read-only one (`chmod 500 n`, committed by an earlier part
+// of the same transaction too) failed past the commit point, and every
+// later command replayed it into the same failure. Directories the commit
+// makes or changes itself get their owner's rwx while it runs (apply).
+std::vector<std::string> unwritable_directories(const Draft& draft, int root_fd) {
+  std::vector<std::string> out;
+  if (::geteuid() == 0) return out;
+  std::set<std::string> seen;
+  for (const auto& [path, entry] : draft.entries) {
+    if (entry.op == StagedOp::Chmod) continue;  // changed where it is
+    const std::size_t slash = path.rfind('/');
+    const std::string parent = slash == std::string::npos ? "" : path.substr(0, slash);
+    if (!seen.insert(parent).second) continue;
+    if (const auto made = draft.entries.find(parent);
+        made != draft.entries.end() &&
+        (made->second.op == StagedOp::Mkdir || made->second.op == StagedOp::Chmod)) {
+      continue;
+    }
+    if (beneath_new_directory(draft, path)) continue;
+    auto dir = parent.empty()
+                   ? core::Result<UniqueFd>(UniqueFd(::fcntl(root_fd, F_DUPFD_CLOEXEC, 0)))
+                   : open_beneath(root_fd, parent, O_PATH | O_DIRECTORY);
+    if (!dir) continue;  // gone: the snapshots' check says so
+    if (::faccessat(dir->get(), "", W_OK | X_OK, AT_EMPTY_PATH | AT_EACCESS) != 0 &&
+        errno == EACCES)
+      out.push_back(parent.empty() ? "." : parent);
+  }
+  return out;
+}
+
 Draft split_off(Draft& draft, const std::vector<std::string>& selected) {
   Draft part;
   part.id = draft.id;
@@ -547,6 +579,21 @@ core::Result<std::vector<std::string>> TransactionStore::commit(
       message += "\n  " + core::quote_name(path) + ": " + why;
     Error error(ErrorKind::kConcurrentModification, "commit", message);
     for (const auto& [path, why] : conflicts)
+      error.paths().push_back(path);
+    return error;
+  }
+  if (const auto shut = unwritable_directories(draft, root_fd.get()); !shut.empty()) {
+    std::string names;
+    for (const std::string& path : shut)
+      names += (names.empty() ? "" : ", ") + core::quote_name(path);
+    const bool one = shut.size() == 1;
+    Error error(ErrorKind::kInvalidInput, "commit",
+                "transaction " + id + " changes what " + names + (one ? " holds" : " hold") +
+                    ", which you may not write into (" + (one ? "its" : "their") +
+                    " mode); nothing was applied and the transaction is kept. Give " +
+                    (one ? "it" : "them") +
+                    " your write permission (chmod u+wx), then commit again");
+    for (const std::string& path : shut)
       error.paths().push_back(path);
     return error;
   }

@@ -148,6 +148,10 @@ core::Status merge_directory(int upper, int lower, const std::string& prefix, in
         }
         continue;
       }
+      // Marked opaque or moved to another parent (which rewrites its
+      // ".."), a directory is written: an ordinary user may do either only
+      // to one it may write (`chmod 555 d`).
+      const WritableWhileMerging writable(up_dir.get());
       if (!opaque && lower_exists) {
         // The lower layer hid the path beneath (a whiteout or a file): the
         // directory replacing it must keep hiding it once it is the lower.
@@ -155,9 +159,6 @@ core::Status merge_directory(int upper, int lower, const std::string& prefix, in
           return Error::from_errno("session", "marking " + path + " opaque");
         }
       }
-      // A directory moved to another parent has its ".." rewritten, which
-      // an ordinary user may do only to one it may write (`chmod 555 d`).
-      const WritableWhileMerging writable(up_dir.get());
       PB_CHECK(move_down());
       continue;
     }
@@ -432,7 +433,8 @@ core::Status unshare_in(int dir, const std::string& prefix, int depth, int temp_
       continue;
     }
     if (!S_ISREG(st.st_mode) || st.st_nlink < 2) continue;
-    const OwnerOpened file(dir, name, O_RDONLY | O_NONBLOCK, st);
+    // Never opened as its owner: its other link may be the workspace's.
+    UniqueFd file(::openat(dir, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
     struct stat opened {};
     if (!file || ::fstat(file.get(), &opened) != 0 || opened.st_ino != st.st_ino)
       return Error::from_errno("session", "open " + prefix + name);
@@ -443,7 +445,7 @@ core::Status unshare_in(int dir, const std::string& prefix, int depth, int temp_
     struct stat as_copied = opened;
     as_copied.st_uid = dir_stat.st_uid;
     as_copied.st_gid = dir_stat.st_gid;
-    PB_CHECK(replace_with_copy(dir, name, file.get(), as_copied, st.st_mode & 07777, prefix + name,
+    PB_CHECK(replace_with_copy(dir, name, file.get(), as_copied, opened.st_mode & 07777, prefix + name,
                                /*with_owner=*/true, /*durable=*/true, nullptr, temp_dir));
     replaced = true;
     ++copied;

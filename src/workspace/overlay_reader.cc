@@ -386,6 +386,13 @@ struct Walker {
       }
       UniqueFd lower_child(
           ::openat(lower, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      if (!lower_child && errno == EACCES) {
+        // The workspace's own modes are never changed to read it (OwnerOpened
+        // is for a run's entries): the user says whether to.
+        return Error::from_errno("overlay", "open the workspace's directory " + path +
+                                                " (its mode keeps you out: give it your read "
+                                                "permission, chmod u+rx, to stage this change)");
+      }
       if (!lower_child) return Error::from_errno("overlay", "open lower directory " + path);
       return walk(child.get(), lower_child.get(), hidden || is_opaque(child.get()), path + "/",
                   depth + 1);

@@ -345,8 +345,12 @@ TEST_F(SessionStoreTest, AnOrdinaryUsersSessionThatLockedItsOwnFilesIsReviewedAn
   // directory its owner may not write refused (its ".." is rewritten).
   write_file(second / "fresh/h.txt", "fresh\n");
   write_file(second / "listed/l.txt", "listed\n");  // read, but not searched
+  // A file of the workspace's replaced by a shut directory: marked opaque
+  // as it moves down (a whiteout of it in the layer below).
+  whiteout(first / "keep.txt");
+  write_file(second / "keep.txt/k.txt", "k\n");
   for (const fs::path& path : {first / "locked/inner", first / "locked", first / "sealed.txt",
-                               second / "locked", second / "fresh"}) {
+                               second / "locked", second / "fresh", second / "keep.txt"}) {
     ASSERT_EQ(::chmod(path.c_str(), 0), 0) << path;
   }
   ASSERT_EQ(::chmod((second / "listed").c_str(), 0600), 0);
@@ -381,9 +385,10 @@ TEST_F(SessionStoreTest, AnOrdinaryUsersSessionThatLockedItsOwnFilesIsReviewedAn
       if (change.path == "sealed.txt") sealed_marked = change.contains_secret;
     }
     const std::map<std::string, unsigned> expected = {
-        {"locked", 0},          {"locked/inner", 0}, {"locked/inner/f.txt", 0644},
-        {"locked/g.txt", 0644}, {"sealed.txt", 0},   {"fresh", 0},
-        {"fresh/h.txt", 0644},  {"listed", 0600},    {"listed/l.txt", 0644}};
+        {"locked", 0},          {"locked/inner", 0},     {"locked/inner/f.txt", 0644},
+        {"locked/g.txt", 0644}, {"sealed.txt", 0},       {"fresh", 0},
+        {"fresh/h.txt", 0644},  {"listed", 0600},        {"listed/l.txt", 0644},
+        {"keep.txt", 0},        {"keep.txt/k.txt", 0644}};
     if (modes != expected || !sealed_marked) return 13;
     const std::string diff = ws.diff(*review.transaction);
     if (diff.find(value) != std::string::npos || diff.find("+inside\n") == std::string::npos ||
@@ -407,8 +412,10 @@ TEST_F(SessionStoreTest, AnOrdinaryUsersSessionThatLockedItsOwnFilesIsReviewedAn
   EXPECT_EQ(mode_of(ws_ / "fresh"), 0u);
   EXPECT_EQ(mode_of(ws_ / "listed"), 0600u);
   EXPECT_EQ(read_file(ws_ / "fresh/h.txt"), "fresh\n");
+  EXPECT_EQ(mode_of(ws_ / "keep.txt"), 0u);
+  EXPECT_EQ(read_file(ws_ / "keep.txt/k.txt"), "k\n");
   EXPECT_TRUE(fs::is_empty(kept())) << "the session's layers were left behind";
-  for (const char* dir : {"locked", "locked/inner", "fresh", "listed"})
+  for (const char* dir : {"locked", "locked/inner", "fresh", "listed", "keep.txt"})
     fs::permissions(ws_ / dir, fs::perms::owner_all);
 }
 

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <cstdio>
 #include <cstring>
 #include <map>
 
@@ -578,6 +579,45 @@ TEST_F(WorkspaceImportTest, AnOrdinaryUsersRunThatLockedItsOwnFilesIsStagedAndCo
   fs::permissions(ws() / "listed", fs::perms::owner_all);
   fs::permissions(ws() / "locked", fs::perms::owner_all);
   fs::permissions(ws() / "locked" / "inner", fs::perms::owner_all);
+}
+
+// A commit into a directory the workspace has read-only for its user (a
+// run's `chmod 500 n`, committed by an earlier part of the same
+// transaction) failed past its commit point ("rename into place: n/g:
+// Permission denied"), and every later command replayed it into the same
+// failure until the user gave the directory write permission by hand. It
+// is refused before anything is applied, naming the directory.
+TEST_F(WorkspaceImportTest, ACommitIntoADirectoryItsUserCannotWriteIsRefusedBeforeItsCommitPoint) {
+  write_file(upper() / "n" / "a" / "f.txt", "f\n");
+  write_file(upper() / "n" / "g.txt", "g\n");
+  ASSERT_EQ(::chmod((upper() / "n").c_str(), 0500), 0);
+  ASSERT_TRUE(hand_to_ordinary_user(base_.path()));
+  const int status = testing::run_as_ordinary_user([&] {
+    Workspace workspace(ws());
+    const auto tx = workspace.import_overlay(upper(), ws(), ImportOptions{.take_upper_files = true})
+                        .transaction;
+    if (!tx) return 10;
+    workspace.commit(*tx, CommitOptions{.paths = {"n/a/f.txt"}});
+    try {
+      workspace.commit(*tx);
+      return 11;
+    } catch (const SandboxError& error) {
+      const std::string why = error.what();
+      if (why.find("what n holds") == std::string::npos ||
+          why.find("nothing was applied") == std::string::npos) {
+        std::fprintf(stderr, "%s\n", why.c_str());
+        return 12;
+      }
+    }
+    // Nothing is left half done: the transaction is listed, and commits
+    // once the user lets itself write there.
+    if (Workspace(ws()).list_transactions().size() != 1) return 13;
+    ::chmod((ws() / "n").c_str(), 0700);
+    Workspace(ws()).commit(*tx);
+    return read_file(ws() / "n" / "g.txt") == "g\n" ? 0 : 14;
+  });
+  EXPECT_EQ(status, 0) << "10: not staged; 11: committed into it; 12: the error; 13: not listed; "
+                          "14: not committed after; 101: an error";
 }
 
 // An entry of the user's with another group's setgid bit: the kernel drops
