@@ -428,24 +428,21 @@ core::Status TransactionStore::apply(const Draft& draft, int root_fd,
 
 namespace {
 
-// Splits `draft` for a partial commit: the selected entries, and the new
-// directories (beneath_new_directory) they lie in, which they cannot do
-// without, go to `part`; the rest stays in `draft`.
 // The workspace's directories this commit puts entries into, removes
 // them from or renames in, that its user may not write: an ordinary user's
 // rename into a read-only one (`chmod 500 n`, committed by an earlier part
 // of the same transaction too) failed past the commit point, and every
 // later command replayed it into the same failure. Directories the commit
-// makes or changes itself get their owner's rwx while it runs (apply).
+// makes or changes itself get their owner's rwx while it runs (apply), and
+// so do the directories of a tree it removes (remove_tree_at).
 std::vector<std::string> unwritable_directories(const Draft& draft, int root_fd) {
   std::vector<std::string> out;
   if (::geteuid() == 0) return out;
   std::set<std::string> seen;
   for (const auto& [path, entry] : draft.entries) {
-    if (entry.op == StagedOp::Chmod) continue;  // changed where it is
     const std::size_t slash = path.rfind('/');
     const std::string parent = slash == std::string::npos ? "" : path.substr(0, slash);
-    if (!seen.insert(parent).second) continue;
+    if (seen.count(parent) != 0) continue;
     if (const auto made = draft.entries.find(parent);
         made != draft.entries.end() &&
         (made->second.op == StagedOp::Mkdir || made->second.op == StagedOp::Chmod)) {
@@ -456,13 +453,26 @@ std::vector<std::string> unwritable_directories(const Draft& draft, int root_fd)
                    ? core::Result<UniqueFd>(UniqueFd(::fcntl(root_fd, F_DUPFD_CLOEXEC, 0)))
                    : open_beneath(root_fd, parent, O_PATH | O_DIRECTORY);
     if (!dir) continue;  // gone: the snapshots' check says so
-    if (::faccessat(dir->get(), "", W_OK | X_OK, AT_EMPTY_PATH | AT_EACCESS) != 0 &&
-        errno == EACCES)
+    if (entry.op == StagedOp::Chmod) {
+      // Changed where it is, unless a file with other links (a pnpm
+      // store's): that is replaced by a copy made in its directory.
+      const std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
+      struct stat st {};
+      if (::fstatat(dir->get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+          !S_ISREG(st.st_mode) || st.st_nlink < 2) {
+        continue;
+      }
+    }
+    seen.insert(parent);
+    if (::faccessat(dir->get(), ".", W_OK | X_OK, AT_EACCESS) != 0 && errno == EACCES)
       out.push_back(parent.empty() ? "." : parent);
   }
   return out;
 }
 
+// Splits `draft` for a partial commit: the selected entries, and the new
+// directories (beneath_new_directory) they lie in, which they cannot do
+// without, go to `part`; the rest stays in `draft`.
 Draft split_off(Draft& draft, const std::vector<std::string>& selected) {
   Draft part;
   part.id = draft.id;
@@ -590,8 +600,7 @@ core::Result<std::vector<std::string>> TransactionStore::commit(
     Error error(ErrorKind::kInvalidInput, "commit",
                 "transaction " + id + " changes what " + names + (one ? " holds" : " hold") +
                     ", which you may not write into (" + (one ? "its" : "their") +
-                    " mode); nothing was applied and the transaction is kept. Give " +
-                    (one ? "it" : "them") +
+                    " mode); nothing was applied. Give " + (one ? "it" : "them") +
                     " your write permission (chmod u+wx), then commit again");
     for (const std::string& path : shut)
       error.paths().push_back(path);

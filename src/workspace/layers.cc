@@ -445,7 +445,8 @@ core::Status unshare_in(int dir, const std::string& prefix, int depth, int temp_
     struct stat as_copied = opened;
     as_copied.st_uid = dir_stat.st_uid;
     as_copied.st_gid = dir_stat.st_gid;
-    PB_CHECK(replace_with_copy(dir, name, file.get(), as_copied, opened.st_mode & 07777, prefix + name,
+    PB_CHECK(replace_with_copy(dir, name, file.get(), as_copied, opened.st_mode & 07777,
+                               prefix + name,
                                /*with_owner=*/true, /*durable=*/true, nullptr, temp_dir));
     replaced = true;
     ++copied;

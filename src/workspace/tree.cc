@@ -109,11 +109,13 @@ bool each_directory_at(
   return for_each_name(fd, [&](const dirent& item) {
     if (item.d_type != DT_DIR && item.d_type != DT_UNKNOWN) return true;
     core::UniqueFd sub(::openat(fd, item.d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-    if (!sub && (errno == ENOTDIR || errno == ELOOP)) return true;  // DT_UNKNOWN: not one
+    const int open_error = errno;
+    if (!sub && (open_error == ENOTDIR || open_error == ELOOP)) return true;  // DT_UNKNOWN: not one
     const std::string sub_path = path.empty() ? item.d_name : path + "/" + item.d_name;
     struct stat sub_st {};
     if (sub ? ::fstat(sub.get(), &sub_st) != 0
-            : errno != EACCES || ::fstatat(fd, item.d_name, &sub_st, AT_SYMLINK_NOFOLLOW) != 0) {
+            : open_error != EACCES ||
+                  ::fstatat(fd, item.d_name, &sub_st, AT_SYMLINK_NOFOLLOW) != 0) {
       return false;
     }
     if (sub && (sub_st.st_mode & S_IXUSR) != 0)
@@ -308,7 +310,18 @@ core::Status remove_tree_at(int dirfd, const std::string& name) {
     return Error::from_errno("workspace", "stat " + name);
   }
   if (S_ISDIR(st.st_mode)) {
+    // A directory going away that its ordinary owner may not empty (a Go
+    // module cache's are 555): its owner's rwx first, as `rm -rf` after
+    // `chmod -R u+w` would.
+    const bool owners = ::geteuid() != 0 && st.st_uid == ::geteuid();
     UniqueFd child(::openat(dirfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!child && errno == EACCES && owners &&
+        ::fchmodat(dirfd, name.c_str(), S_IRWXU, AT_SYMLINK_NOFOLLOW) == 0) {
+      child =
+          UniqueFd(::openat(dirfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    } else if (child && owners && (st.st_mode & S_IRWXU) != S_IRWXU) {
+      (void)::fchmod(child.get(), (st.st_mode & 07777) | S_IRWXU);
+    }
     if (!child) return Error::from_errno("workspace", "open directory " + name);
     for (const std::string& entry : list_directory(child.get())) {
       PB_CHECK(remove_tree_at(child.get(), entry));

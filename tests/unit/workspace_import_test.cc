@@ -620,6 +620,50 @@ TEST_F(WorkspaceImportTest, ACommitIntoADirectoryItsUserCannotWriteIsRefusedBefo
                           "14: not committed after; 101: an error";
 }
 
+// Two more ways a commit wrote into a directory its ordinary user may not
+// write past its commit point: removing a tree of read-only directories
+// (a Go module cache's are 555), which it now opens up as it removes
+// them, as `rm -rf` after `chmod -R u+w` would; and a mode change of a
+// file with another link, replaced by a copy made in its directory, which
+// is refused before the commit point like any other write into it.
+TEST_F(WorkspaceImportTest, ACommitRemovesReadOnlyTreesAndRefusesCopiesIntoReadOnlyDirectories) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to make the run's whiteout";
+  write_file(ws() / "vendor" / "mod" / "x.txt", "x\n");
+  write_file(ws() / "ro" / "h.txt", "h\n");
+  ASSERT_EQ(::link((ws() / "ro" / "h.txt").c_str(), (ws() / "h-link.txt").c_str()), 0);
+  ASSERT_EQ(::mknod((upper() / "vendor").c_str(), S_IFCHR | 0000, makedev(0, 0)), 0);  // rm -rf
+  write_file(upper() / "ro" / "h.txt", "h\n");
+  ASSERT_EQ(::chmod((upper() / "ro" / "h.txt").c_str(), 0600), 0);  // chmod 600 ro/h.txt
+  for (const fs::path& dir :
+       {ws() / "vendor" / "mod", ws() / "vendor", ws() / "ro", upper() / "ro"})
+    ASSERT_EQ(::chmod(dir.c_str(), 0555), 0);
+  ASSERT_TRUE(hand_to_ordinary_user(base_.path()));
+  const int status = testing::run_as_ordinary_user([&] {
+    Workspace workspace(ws());
+    const auto tx = workspace.import_overlay(upper(), ws(), ImportOptions{.take_upper_files = true})
+                        .transaction;
+    if (!tx) return 10;
+    try {
+      workspace.commit(*tx);
+      return 11;
+    } catch (const SandboxError& error) {
+      if (std::string(error.what()).find("what ro holds") == std::string::npos) {
+        std::fprintf(stderr, "%s\n", error.what());
+        return 12;
+      }
+    }
+    workspace.commit(*tx, CommitOptions{.paths = {"vendor"}});
+    if (fs::exists(ws() / "vendor")) return 13;
+    ::chmod((ws() / "ro").c_str(), 0755);
+    Workspace(ws()).commit(*tx);
+    return 0;
+  });
+  EXPECT_EQ(status, 0) << "10: not staged; 11: committed; 12: the error; 13: vendor left; 101: "
+                          "an error";
+  EXPECT_EQ(lstat_of(ws() / "ro" / "h.txt").st_mode & 07777, 0600u);
+  EXPECT_EQ(lstat_of(ws() / "h-link.txt").st_mode & 07777, 0644u) << "its other link changed";
+}
+
 // An entry of the user's with another group's setgid bit: the kernel drops
 // that bit from any chmod of its owner's, the widening's too, and the
 // owner's added read permission was then left on for good (the mode no
