@@ -581,6 +581,12 @@ TEST_F(WorkspaceImportTest, AnOrdinaryUsersRunThatLockedItsOwnFilesIsStagedAndCo
   fs::permissions(ws() / "locked" / "inner", fs::perms::owner_all);
 }
 
+// The run's changes at `upper` staged as a run's are (its files taken).
+std::optional<std::string> staged_taking_upper(Workspace& workspace, const fs::path& upper) {
+  return workspace.import_overlay(upper, workspace.root(), ImportOptions{.take_upper_files = true})
+      .transaction;
+}
+
 // A commit into a directory the workspace has read-only for its user (a
 // run's `chmod 500 n`, committed by an earlier part of the same
 // transaction) failed past its commit point ("rename into place: n/g:
@@ -594,8 +600,7 @@ TEST_F(WorkspaceImportTest, ACommitIntoADirectoryItsUserCannotWriteIsRefusedBefo
   ASSERT_TRUE(hand_to_ordinary_user(base_.path()));
   const int status = testing::run_as_ordinary_user([&] {
     Workspace workspace(ws());
-    const auto tx = workspace.import_overlay(upper(), ws(), ImportOptions{.take_upper_files = true})
-                        .transaction;
+    const auto tx = staged_taking_upper(workspace, upper());
     if (!tx) return 10;
     workspace.commit(*tx, CommitOptions{.paths = {"n/a/f.txt"}});
     try {
@@ -640,8 +645,7 @@ TEST_F(WorkspaceImportTest, ACommitRemovesReadOnlyTreesAndRefusesCopiesIntoReadO
   ASSERT_TRUE(hand_to_ordinary_user(base_.path()));
   const int status = testing::run_as_ordinary_user([&] {
     Workspace workspace(ws());
-    const auto tx = workspace.import_overlay(upper(), ws(), ImportOptions{.take_upper_files = true})
-                        .transaction;
+    const auto tx = staged_taking_upper(workspace, upper());
     if (!tx) return 10;
     try {
       workspace.commit(*tx);
