@@ -9,11 +9,13 @@
 #include <cerrno>
 #include <climits>
 #include <memory>
+#include <set>
 #include <vector>
 
 #include "core/fs.h"
 #include "core/unique_fd.h"
 #include "workspace/owner_opened.h"
+#include "workspace/safe_open.h"
 #include "workspace/store_files.h"
 #include "workspace/tree.h"
 
@@ -251,11 +253,24 @@ core::Status copy_tree(int from_dir, int to_dir, const std::string& prefix, int 
 
 struct LayerDescriber {
   const std::function<bool(const std::string&)>& exists_below;
+  const std::function<std::vector<std::string>(const std::string&)>& names_below;
   std::size_t max_entries;
   std::vector<Change> changes;
 
   void add(std::string path, ChangeKind kind) {
     if (changes.size() < max_entries) changes.push_back({std::move(path), kind});
+  }
+
+  // An opaque directory (`rm -r d; mkdir d`) hides what the view below
+  // held in it: each name it does not hold again is deleted.
+  void add_hidden(int dirfd, const std::string& prefix) {
+    for (const std::string& name :
+         names_below(prefix.empty() ? "" : prefix.substr(0, prefix.size() - 1))) {
+      if (prefix.empty() && name == ".agent") continue;
+      struct stat st {};
+      if (::fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 && errno == ENOENT)
+        add(prefix + name, ChangeKind::Deleted);
+    }
   }
 
   void walk(int dirfd, const std::string& prefix, int depth) {
@@ -270,9 +285,12 @@ struct LayerDescriber {
       } else if (S_ISLNK(st.st_mode)) {
         add(path, ChangeKind::Symlink);
       } else if (S_ISDIR(st.st_mode)) {
-        if (!exists_below(path)) add(path, ChangeKind::Added);
+        const bool replaces = exists_below(path);
+        if (!replaces) add(path, ChangeKind::Added);
         const OwnerOpened child(dirfd, name, O_RDONLY | O_DIRECTORY, st);
-        if (child) walk(child.get(), path + "/", depth + 1);
+        if (!child) continue;
+        if (replaces && is_opaque_fd(child.get())) add_hidden(child.get(), path + "/");
+        walk(child.get(), path + "/", depth + 1);
       } else {
         add(path, exists_below(path) ? ChangeKind::Modified : ChangeKind::Added);
       }
@@ -345,13 +363,38 @@ core::Status merge_layer(const std::filesystem::path& upper, const std::filesyst
   return core::ok_status();
 }
 
-std::vector<Change> describe_layer(const std::filesystem::path& layer,
-                                   const std::function<bool(const std::string&)>& exists_below,
-                                   std::size_t max_entries) {
-  LayerDescriber describer{exists_below, max_entries, {}};
+std::vector<Change> describe_layer(
+    const std::filesystem::path& layer, const std::function<bool(const std::string&)>& exists_below,
+    const std::function<std::vector<std::string>(const std::string&)>& names_below,
+    std::size_t max_entries) {
+  LayerDescriber describer{exists_below, names_below, max_entries, {}};
   UniqueFd dir(::open(layer.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-  if (dir) describer.walk(dir.get(), "", 0);
+  if (!dir) return {};
+  if (is_opaque_fd(dir.get())) describer.add_hidden(dir.get(), "");
+  describer.walk(dir.get(), "", 0);
   return std::move(describer.changes);
+}
+
+std::vector<std::string> names_in_view(const std::vector<std::filesystem::path>& layers,
+                                       const std::filesystem::path& base, const std::string& dir) {
+  std::set<std::string> names;
+  std::vector<std::filesystem::path> roots = layers;
+  roots.push_back(base);
+  for (const auto& root : roots) {
+    UniqueFd root_fd(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!root_fd) continue;
+    auto opened = dir.empty()
+                      ? core::Result<UniqueFd>(UniqueFd(::fcntl(root_fd.get(), F_DUPFD_CLOEXEC, 0)))
+                      : open_beneath(root_fd.get(), dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
+    if (!opened) continue;
+    for (std::string& name : list_directory(opened->get()))
+      names.insert(std::move(name));
+  }
+  std::vector<std::string> out;
+  for (const std::string& name : names) {
+    if (exists_in_view(layers, base, dir.empty() ? name : dir + "/" + name)) out.push_back(name);
+  }
+  return out;
 }
 
 bool exists_in_view(const std::vector<std::filesystem::path>& layers,

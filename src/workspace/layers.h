@@ -28,12 +28,20 @@ core::Status merge_layer(const std::filesystem::path& upper, const std::filesyst
 
 // What a run's layer changed, path by path: a whiteout is a deletion, a file
 // is added or modified as `exists_below(path)` says, a symlink is a symlink,
-// a new directory is added (and what it holds). Copied-up files whose
-// content did not change show as modified: a session's net changes are
-// found at review, against the workspace.
-std::vector<Change> describe_layer(const std::filesystem::path& layer,
-                                   const std::function<bool(const std::string& path)>& exists_below,
-                                   std::size_t max_entries);
+// a new directory is added (and what it holds), and an opaque directory
+// over one below deletes each of `names_below(dir)` it does not hold again.
+// Copied-up files whose content did not change show as modified: a
+// session's net changes are found at review, against the workspace.
+std::vector<Change> describe_layer(
+    const std::filesystem::path& layer,
+    const std::function<bool(const std::string& path)>& exists_below,
+    const std::function<std::vector<std::string>(const std::string& dir)>& names_below,
+    std::size_t max_entries);
+
+// The names directory `dir` (relative; "" for the top) holds in the view of
+// `layers` (top first) over `base`.
+std::vector<std::string> names_in_view(const std::vector<std::filesystem::path>& layers,
+                                       const std::filesystem::path& base, const std::string& dir);
 
 // Whether `path` (relative) exists in the view of `layers` (top first)
 // over `base`, honouring whiteouts and opaque directories.

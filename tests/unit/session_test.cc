@@ -192,6 +192,32 @@ TEST_F(SessionStoreTest, LaterRunsBuildOnEarlierOnesAndTheSessionCommitsItsNetCh
   EXPECT_TRUE(fs::is_empty(state_ / "kept")) << "the session's layers were left behind";
 }
 
+// A run that replaced a directory (`rm -r dir; mkdir dir`, an opaque
+// directory in its layer) deleted what the directory held below it: its
+// list of changes said only what the new one holds ("nothing changed" for
+// an empty one), while the review showed the deletions.
+TEST_F(SessionStoreTest, ARunThatReplacedADirectoryListsWhatItDeletedBeneathIt) {
+  Workspace ws(ws_.path());
+  fs::path upper = new_upper();
+  write_file(upper / "dir/extra.txt", "extra\n");  // a run before: dir holds one more
+  whiteout(upper / "dir/old.txt");                 // and one less
+  add_run(ws, upper);
+  upper = new_upper();
+  opaque_dir(upper / "dir");
+  write_file(upper / "dir/fresh.txt", "fresh\n");
+  auto session = workspace::OpenSession::open(ws, "s", kept(), true);
+  ASSERT_TRUE(session) << session.error().to_string();
+  auto changes = session->add_run(upper);
+  ASSERT_TRUE(changes) << changes.error().to_string();
+  std::map<std::string, ChangeKind> listed;
+  for (const Change& change : *changes)
+    listed[change.path] = change.kind;
+  const std::map<std::string, ChangeKind> expected = {{"dir/fresh.txt", ChangeKind::Added},
+                                                      {"dir/extra.txt", ChangeKind::Deleted},
+                                                      {"dir/sub", ChangeKind::Deleted}};
+  EXPECT_EQ(listed, expected);
+}
+
 // A run with a registered value checks what it deletes in the workspace,
 // so that the review (without the value) can show it; past its budget it
 // stops, marks where (a subtree), and the review shows nothing there.
