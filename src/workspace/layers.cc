@@ -252,20 +252,23 @@ core::Status copy_tree(int from_dir, int to_dir, const std::string& prefix, int 
 }
 
 struct LayerDescriber {
-  const std::function<bool(const std::string&)>& exists_below;
+  const std::function<KindBelow(const std::string&)>& kind_below;
   const std::function<std::vector<std::string>(const std::string&)>& names_below;
   std::size_t max_entries;
   std::vector<Change> changes;
 
+  bool full() const { return changes.size() >= max_entries; }
   void add(std::string path, ChangeKind kind) {
-    if (changes.size() < max_entries) changes.push_back({std::move(path), kind});
+    if (!full()) changes.push_back({std::move(path), kind});
   }
 
-  // An opaque directory (`rm -r d; mkdir d`) hides what the view below
-  // held in it: each name it does not hold again is deleted.
+  // A directory that hides what the view below held in it (`rm -r d;
+  // mkdir d`: opaque, or beneath one): each name it does not hold again
+  // is deleted.
   void add_hidden(int dirfd, const std::string& prefix) {
-    for (const std::string& name :
-         names_below(prefix.empty() ? "" : prefix.substr(0, prefix.size() - 1))) {
+    const std::string dir = prefix.empty() ? "" : prefix.substr(0, prefix.size() - 1);
+    for (const std::string& name : names_below(dir)) {
+      if (full()) return;
       if (prefix.empty() && name == ".agent") continue;
       struct stat st {};
       if (::fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 && errno == ENOENT)
@@ -273,26 +276,31 @@ struct LayerDescriber {
     }
   }
 
-  void walk(int dirfd, const std::string& prefix, int depth) {
-    if (depth > kMaxTreeDepth || changes.size() >= max_entries) return;
+  // `hidden`: the view below does not show through here (an opaque
+  // directory here or above).
+  void walk(int dirfd, const std::string& prefix, int depth, bool hidden) {
+    if (depth > kMaxTreeDepth) return;
     for (const std::string& name : list_directory(dirfd)) {
+      if (full()) return;
       if (prefix.empty() && name == ".agent") continue;  // never imported
       const std::string path = prefix + name;
       struct stat st {};
       if (::fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+      const KindBelow below = kind_below(path);
       if (is_whiteout(st)) {
         add(path, ChangeKind::Deleted);
       } else if (S_ISLNK(st.st_mode)) {
         add(path, ChangeKind::Symlink);
       } else if (S_ISDIR(st.st_mode)) {
-        const bool replaces = exists_below(path);
-        if (!replaces) add(path, ChangeKind::Added);
+        if (below == KindBelow::kAbsent) add(path, ChangeKind::Added);
+        if (below == KindBelow::kOther) add(path, ChangeKind::Modified);  // a file was there
         const OwnerOpened child(dirfd, name, O_RDONLY | O_DIRECTORY, st);
         if (!child) continue;
-        if (replaces && is_opaque_fd(child.get())) add_hidden(child.get(), path + "/");
-        walk(child.get(), path + "/", depth + 1);
+        const bool hides = hidden || is_opaque_fd(child.get());
+        if (hides && below == KindBelow::kDirectory) add_hidden(child.get(), path + "/");
+        walk(child.get(), path + "/", depth + 1, hides);
       } else {
-        add(path, exists_below(path) ? ChangeKind::Modified : ChangeKind::Added);
+        add(path, below != KindBelow::kAbsent ? ChangeKind::Modified : ChangeKind::Added);
       }
     }
   }
@@ -302,39 +310,70 @@ struct LayerDescriber {
 // that is opaque, a whiteout or not a directory), or nothing (look below).
 enum class LayerAnswer { Present, Hidden, Nothing };
 
+struct LayerLookup {
+  LayerAnswer answer = LayerAnswer::Nothing;
+  bool directory = false;  // present as a directory
+};
+
 // `of_a_run`: `layer` is a run's (its directories are opened as their
 // owner where the run shut them: OwnerOpened), not the workspace, whose
-// modes pulsebox never changes, not even for an instant.
-LayerAnswer ask_layer(const std::filesystem::path& layer, const std::string& path, bool of_a_run) {
+// modes pulsebox never changes, not even for an instant. `in_directory`,
+// when given, is handed `path` opened when it is a directory here, and
+// whether it hides what lies below it (it or an ancestor is opaque).
+LayerLookup ask_layer(const std::filesystem::path& layer, const std::string& path, bool of_a_run,
+                      const std::function<void(int dir, bool hides_below)>& in_directory = {}) {
   UniqueFd root(::open(layer.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-  if (!root) return LayerAnswer::Nothing;
+  if (!root) return {};
   // The directories on the way; the modes of those opened as their owner
   // come back once answered.
   std::vector<std::unique_ptr<OwnerOpened>> on_the_way;
   std::vector<UniqueFd> opened;
+  const auto open_at = [&](int dir, const std::string& name, const struct stat& st) {
+    if (of_a_run) {
+      on_the_way.push_back(std::make_unique<OwnerOpened>(dir, name, O_RDONLY | O_DIRECTORY, st));
+      return on_the_way.back()->get();
+    }
+    opened.push_back(open_dir_at(dir, name));
+    return opened.back().get();
+  };
   int dir = root.get();
   bool beneath_opaque = false;  // nothing beneath shows through: answered here
+  if (path.empty()) {
+    if (in_directory) in_directory(dir, is_opaque_fd(dir));
+    return {LayerAnswer::Present, true};
+  }
   std::size_t start = 0;
   for (;;) {
     const std::size_t slash = path.find('/', start);
     const std::string name = path.substr(start, slash == std::string::npos ? slash : slash - start);
     struct stat st {};
     if (::fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0)
-      return beneath_opaque ? LayerAnswer::Hidden : LayerAnswer::Nothing;
-    if (is_whiteout(st)) return LayerAnswer::Hidden;
-    if (slash == std::string::npos) return LayerAnswer::Present;
-    if (!S_ISDIR(st.st_mode)) return LayerAnswer::Hidden;  // a file where a directory was
-    if (of_a_run) {
-      on_the_way.push_back(std::make_unique<OwnerOpened>(dir, name, O_RDONLY | O_DIRECTORY, st));
-      dir = on_the_way.back()->get();
-    } else {
-      opened.push_back(open_dir_at(dir, name));
-      dir = opened.back().get();
+      return {beneath_opaque ? LayerAnswer::Hidden : LayerAnswer::Nothing};
+    if (is_whiteout(st)) return {LayerAnswer::Hidden};
+    if (slash == std::string::npos) {
+      if (S_ISDIR(st.st_mode) && in_directory) {
+        const int found = open_at(dir, name, st);
+        if (found >= 0) in_directory(found, beneath_opaque || is_opaque_fd(found));
+      }
+      return {LayerAnswer::Present, S_ISDIR(st.st_mode)};
     }
-    if (dir < 0) return beneath_opaque ? LayerAnswer::Hidden : LayerAnswer::Nothing;
+    if (!S_ISDIR(st.st_mode)) return {LayerAnswer::Hidden};  // a file where a directory was
+    dir = open_at(dir, name, st);
+    if (dir < 0) return {beneath_opaque ? LayerAnswer::Hidden : LayerAnswer::Nothing};
     beneath_opaque = beneath_opaque || is_opaque_fd(dir);
     start = slash + 1;
   }
+}
+
+// The view of `layers` (top first, runs') over `base` (the workspace),
+// asked of `path` layer by layer until one answers.
+LayerLookup ask_view(const std::vector<std::filesystem::path>& layers,
+                     const std::filesystem::path& base, const std::string& path) {
+  for (const auto& layer : layers) {
+    const LayerLookup found = ask_layer(layer, path, /*of_a_run=*/true);
+    if (found.answer != LayerAnswer::Nothing) return found;
+  }
+  return ask_layer(base, path, /*of_a_run=*/false);
 }
 
 }  // namespace
@@ -364,52 +403,59 @@ core::Status merge_layer(const std::filesystem::path& upper, const std::filesyst
 }
 
 std::vector<Change> describe_layer(
-    const std::filesystem::path& layer, const std::function<bool(const std::string&)>& exists_below,
+    const std::filesystem::path& layer,
+    const std::function<KindBelow(const std::string&)>& kind_below,
     const std::function<std::vector<std::string>(const std::string&)>& names_below,
     std::size_t max_entries) {
-  LayerDescriber describer{exists_below, names_below, max_entries, {}};
+  LayerDescriber describer{kind_below, names_below, max_entries, {}};
   UniqueFd dir(::open(layer.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (!dir) return {};
-  if (is_opaque_fd(dir.get())) describer.add_hidden(dir.get(), "");
-  describer.walk(dir.get(), "", 0);
+  const bool hidden = is_opaque_fd(dir.get());
+  if (hidden) describer.add_hidden(dir.get(), "");
+  describer.walk(dir.get(), "", 0, hidden);
   return std::move(describer.changes);
 }
 
 std::vector<std::string> names_in_view(const std::vector<std::filesystem::path>& layers,
                                        const std::filesystem::path& base, const std::string& dir) {
+  // Layer by layer, top first: a whiteout hides the name below it; a
+  // layer where the directory hides what lies below (opaque) is the last.
   std::set<std::string> names;
-  std::vector<std::filesystem::path> roots = layers;
-  roots.push_back(base);
-  for (const auto& root : roots) {
-    UniqueFd root_fd(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-    if (!root_fd) continue;
-    auto opened = dir.empty()
-                      ? core::Result<UniqueFd>(UniqueFd(::fcntl(root_fd.get(), F_DUPFD_CLOEXEC, 0)))
-                      : open_beneath(root_fd.get(), dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
-    if (!opened) continue;
-    for (std::string& name : list_directory(opened->get()))
-      names.insert(std::move(name));
+  std::set<std::string> whited_out;
+  bool last = false;
+  const auto take = [&](int fd, bool hides_below) {
+    for (const std::string& name : list_directory(fd)) {
+      struct stat st {};
+      if (::fstatat(fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+      if (is_whiteout(st)) {
+        whited_out.insert(name);
+      } else if (whited_out.count(name) == 0) {
+        names.insert(name);
+      }
+    }
+    last = hides_below;
+  };
+  for (std::size_t i = 0; i <= layers.size() && !last; ++i) {
+    const bool of_a_run = i < layers.size();
+    const LayerLookup found = ask_layer(of_a_run ? layers[i] : base, dir, of_a_run, take);
+    if (found.answer == LayerAnswer::Hidden ||
+        (found.answer == LayerAnswer::Present && !found.directory)) {
+      break;
+    }
   }
-  std::vector<std::string> out;
-  for (const std::string& name : names) {
-    if (exists_in_view(layers, base, dir.empty() ? name : dir + "/" + name)) out.push_back(name);
-  }
-  return out;
+  return {names.begin(), names.end()};
+}
+
+KindBelow kind_in_view(const std::vector<std::filesystem::path>& layers,
+                       const std::filesystem::path& base, const std::string& path) {
+  const LayerLookup found = ask_view(layers, base, path);
+  if (found.answer != LayerAnswer::Present) return KindBelow::kAbsent;
+  return found.directory ? KindBelow::kDirectory : KindBelow::kOther;
 }
 
 bool exists_in_view(const std::vector<std::filesystem::path>& layers,
                     const std::filesystem::path& base, const std::string& path) {
-  for (const auto& layer : layers) {
-    switch (ask_layer(layer, path, /*of_a_run=*/true)) {
-      case LayerAnswer::Present:
-        return true;
-      case LayerAnswer::Hidden:
-        return false;
-      case LayerAnswer::Nothing:
-        break;
-    }
-  }
-  return ask_layer(base, path, /*of_a_run=*/false) == LayerAnswer::Present;
+  return ask_view(layers, base, path).answer == LayerAnswer::Present;
 }
 
 namespace {

@@ -26,17 +26,26 @@ namespace pulsebox::workspace {
 // file system); `upper` is left empty. Never follows a symlink.
 core::Status merge_layer(const std::filesystem::path& upper, const std::filesystem::path& lower);
 
+// What a path is in the view below a layer.
+enum class KindBelow { kAbsent, kDirectory, kOther };
+
 // What a run's layer changed, path by path: a whiteout is a deletion, a file
-// is added or modified as `exists_below(path)` says, a symlink is a symlink,
-// a new directory is added (and what it holds), and an opaque directory
-// over one below deletes each of `names_below(dir)` it does not hold again.
-// Copied-up files whose content did not change show as modified: a
-// session's net changes are found at review, against the workspace.
+// is added or modified as `kind_below(path)` says, a symlink is a symlink,
+// a new directory is added (and what it holds; one where a file was is a
+// modification), and a directory that hides the one below (opaque, or
+// beneath an opaque one) deletes each of `names_below(dir)` it does not
+// hold again. At most `max_entries`. Copied-up files whose content did not
+// change show as modified: a session's net changes are found at review,
+// against the workspace.
 std::vector<Change> describe_layer(
     const std::filesystem::path& layer,
-    const std::function<bool(const std::string& path)>& exists_below,
+    const std::function<KindBelow(const std::string& path)>& kind_below,
     const std::function<std::vector<std::string>(const std::string& dir)>& names_below,
     std::size_t max_entries);
+
+// What `path` (relative) is in the view of `layers` (top first) over `base`.
+KindBelow kind_in_view(const std::vector<std::filesystem::path>& layers,
+                       const std::filesystem::path& base, const std::string& path);
 
 // The names directory `dir` (relative; "" for the top) holds in the view of
 // `layers` (top first) over `base`.

@@ -525,7 +525,7 @@ core::Result<std::vector<Change>> OpenSession::add_run(const fs::path& upper,
   const std::vector<fs::path> below = info_.layers;
   const fs::path base = workspace_->root();
   auto changes = describe_layer(
-      upper, [&](const std::string& path) { return exists_in_view(below, base, path); },
+      upper, [&](const std::string& path) { return kind_in_view(below, base, path); },
       [&](const std::string& dir) { return names_in_view(below, base, dir); }, kMaxRunChanges);
   // The marks as they were: a run refused after its scan must not leave
   // the marks of the layers below changed by changes that never joined them.

@@ -195,7 +195,9 @@ TEST_F(SessionStoreTest, LaterRunsBuildOnEarlierOnesAndTheSessionCommitsItsNetCh
 // A run that replaced a directory (`rm -r dir; mkdir dir`, an opaque
 // directory in its layer) deleted what the directory held below it: its
 // list of changes said only what the new one holds ("nothing changed" for
-// an empty one), while the review showed the deletions.
+// an empty one), while the review showed the deletions. Beneath it, a
+// directory made again hides what it held too; a directory where a file
+// was is a change of that path.
 TEST_F(SessionStoreTest, ARunThatReplacedADirectoryListsWhatItDeletedBeneathIt) {
   Workspace ws(ws_.path());
   fs::path upper = new_upper();
@@ -205,6 +207,11 @@ TEST_F(SessionStoreTest, ARunThatReplacedADirectoryListsWhatItDeletedBeneathIt) 
   upper = new_upper();
   opaque_dir(upper / "dir");
   write_file(upper / "dir/fresh.txt", "fresh\n");
+  // rm -r dir; mkdir -p dir/sub: only dir is opaque, and dir/sub hides
+  // what it held below all the same.
+  fs::create_directories(upper / "dir/sub");
+  // rm gone.txt; mkdir gone.txt: a directory where a file was.
+  fs::create_directories(upper / "gone.txt");
   auto session = workspace::OpenSession::open(ws, "s", kept(), true);
   ASSERT_TRUE(session) << session.error().to_string();
   auto changes = session->add_run(upper);
@@ -214,7 +221,8 @@ TEST_F(SessionStoreTest, ARunThatReplacedADirectoryListsWhatItDeletedBeneathIt) 
     listed[change.path] = change.kind;
   const std::map<std::string, ChangeKind> expected = {{"dir/fresh.txt", ChangeKind::Added},
                                                       {"dir/extra.txt", ChangeKind::Deleted},
-                                                      {"dir/sub", ChangeKind::Deleted}};
+                                                      {"dir/sub/deep.txt", ChangeKind::Deleted},
+                                                      {"gone.txt", ChangeKind::Modified}};
   EXPECT_EQ(listed, expected);
 }
 
