@@ -286,12 +286,12 @@ struct LayerDescriber {
       const std::string path = prefix + name;
       struct stat st {};
       if (::fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
-      const KindBelow below = kind_below(path);
       if (is_whiteout(st)) {
         add(path, ChangeKind::Deleted);
       } else if (S_ISLNK(st.st_mode)) {
         add(path, ChangeKind::Symlink);
       } else if (S_ISDIR(st.st_mode)) {
+        const KindBelow below = kind_below(path);
         if (below == KindBelow::kAbsent) add(path, ChangeKind::Added);
         if (below == KindBelow::kOther) add(path, ChangeKind::Modified);  // a file was there
         const OwnerOpened child(dirfd, name, O_RDONLY | O_DIRECTORY, st);
@@ -300,7 +300,8 @@ struct LayerDescriber {
         if (hides && below == KindBelow::kDirectory) add_hidden(child.get(), path + "/");
         walk(child.get(), path + "/", depth + 1, hides);
       } else {
-        add(path, below != KindBelow::kAbsent ? ChangeKind::Modified : ChangeKind::Added);
+        add(path,
+            kind_below(path) != KindBelow::kAbsent ? ChangeKind::Modified : ChangeKind::Added);
       }
     }
   }
@@ -437,7 +438,11 @@ std::vector<std::string> names_in_view(const std::vector<std::filesystem::path>&
   };
   for (std::size_t i = 0; i <= layers.size() && !last; ++i) {
     const bool of_a_run = i < layers.size();
+    // A directory here that could not be opened ends the search too: had it
+    // been opaque, the names below would be listed as deleted wrongly.
+    last = true;
     const LayerLookup found = ask_layer(of_a_run ? layers[i] : base, dir, of_a_run, take);
+    if (found.answer == LayerAnswer::Nothing) last = false;
     if (found.answer == LayerAnswer::Hidden ||
         (found.answer == LayerAnswer::Present && !found.directory)) {
       break;
