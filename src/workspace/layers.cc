@@ -83,30 +83,10 @@ void copy_directory_metadata(const struct stat& st, int to) {
   ::futimens(to, times);
 }
 
-core::Status remove_tree_fd(int dirfd, const std::string& name, int depth) {
-  if (depth > kMaxTreeDepth) return Error(ErrorKind::kResource, "session", "nested too deeply");
-  struct stat st {};
-  if (::fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
-    return errno == ENOENT ? core::ok_status() : Error::from_errno("session", "stat " + name);
-  }
-  if (S_ISDIR(st.st_mode)) {
-    OwnerOpened child(dirfd, name, O_RDONLY | O_DIRECTORY, st);
-    if (!child) return Error::from_errno("session", "open " + name);
-    child.keep_mode();  // it goes
-    {
-      WritableWhileMerging writable(child.get());
-      for (const std::string& entry : list_directory(child.get()))
-        PB_CHECK(remove_tree_fd(child.get(), entry, depth + 1));
-    }
-    if (::unlinkat(dirfd, name.c_str(), AT_REMOVEDIR) != 0 && errno != ENOENT) {
-      return Error::from_errno("session", "remove " + name);
-    }
-    return core::ok_status();
-  }
-  if (::unlinkat(dirfd, name.c_str(), 0) != 0 && errno != ENOENT) {
-    return Error::from_errno("session", "remove " + name);
-  }
-  return core::ok_status();
+// A layer's entry and everything beneath it (a layer is never deeper than
+// kMaxTreeDepth: a deeper one is refused before it is one).
+core::Status remove_tree_fd(int dirfd, const std::string& name) {
+  return remove_tree_at(dirfd, name, TreeRemoval{.stage = "session", .max_depth = kMaxTreeDepth});
 }
 
 core::Status merge_directory(int upper, int lower, const std::string& prefix, int depth) {
@@ -125,7 +105,7 @@ core::Status merge_directory(int upper, int lower, const std::string& prefix, in
     const bool lower_exists = ::fstatat(lower, name.c_str(), &below, AT_SYMLINK_NOFOLLOW) == 0;
     // What the upper layer has at `name` replaces what the lower one has.
     const auto move_down = [&]() -> core::Status {
-      if (lower_exists) PB_CHECK(remove_tree_fd(lower, name, depth + 1));
+      if (lower_exists) PB_CHECK(remove_tree_fd(lower, name));
       if (::renameat(upper, name.c_str(), lower, name.c_str()) != 0) {
         return Error::from_errno("session", "moving " + path + " into the layer below");
       }
@@ -385,7 +365,7 @@ core::Status merge_layer(const std::filesystem::path& upper, const std::filesyst
   if (is_opaque_fd(upper_fd.get())) {
     // The whole lower layer is hidden: what it holds goes.
     for (const std::string& name : list_directory(lower_fd.get()))
-      PB_CHECK(remove_tree_fd(lower_fd.get(), name, 0));
+      PB_CHECK(remove_tree_fd(lower_fd.get(), name));
     if (::fsetxattr(lower_fd.get(), kOpaque, "y", 1, 0) != 0) {
       return Error::from_errno("session", "marking " + lower.string() + " opaque");
     }
@@ -561,7 +541,7 @@ core::Result<std::size_t> unshare_layer_files(const std::filesystem::path& layer
 
 core::Status remove_layer_tree(const std::filesystem::path& path) {
   PB_TRY(parent, core::open_directory(path.parent_path()));
-  return remove_tree_fd(parent.get(), path.filename().string(), 0);
+  return remove_tree_fd(parent.get(), path.filename().string());
 }
 
 }  // namespace pulsebox::workspace

@@ -303,16 +303,18 @@ std::string describe_difference(const Snapshot& before, const Snapshot& now) {
   return "";
 }
 
-core::Status remove_tree_at(int dirfd, const std::string& name) {
+core::Status remove_tree_at(int dirfd, const std::string& name, const TreeRemoval& how, int depth) {
+  if (depth > how.max_depth)
+    return Error(ErrorKind::kResource, how.stage, name + ": directories nested too deeply");
   struct stat st {};
   if (::fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
     if (errno == ENOENT) return core::ok_status();
-    return Error::from_errno("workspace", "stat " + name);
+    return Error::from_errno(how.stage, "stat " + name);
   }
   if (S_ISDIR(st.st_mode)) {
     // A directory going away that its ordinary owner may not empty (a Go
-    // module cache's are 555): its owner's rwx first, as `rm -rf` after
-    // `chmod -R u+w` would.
+    // module cache's are 555, a run's `chmod 000`): its owner's rwx first,
+    // as `rm -rf` after `chmod -R u+w` would.
     const bool owners = ::geteuid() != 0 && st.st_uid == ::geteuid();
     UniqueFd child(::openat(dirfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     if (!child && errno == EACCES && owners &&
@@ -322,17 +324,17 @@ core::Status remove_tree_at(int dirfd, const std::string& name) {
     } else if (child && owners && (st.st_mode & S_IRWXU) != S_IRWXU) {
       (void)::fchmod(child.get(), (st.st_mode & 07777) | S_IRWXU);
     }
-    if (!child) return Error::from_errno("workspace", "open directory " + name);
+    if (!child) return Error::from_errno(how.stage, "open directory " + name);
     for (const std::string& entry : list_directory(child.get())) {
-      PB_CHECK(remove_tree_at(child.get(), entry));
+      PB_CHECK(remove_tree_at(child.get(), entry, how, depth + 1));
     }
     if (::unlinkat(dirfd, name.c_str(), AT_REMOVEDIR) != 0 && errno != ENOENT) {
-      return Error::from_errno("workspace", "remove directory " + name);
+      return Error::from_errno(how.stage, "remove directory " + name);
     }
     return core::ok_status();
   }
   if (::unlinkat(dirfd, name.c_str(), 0) != 0 && errno != ENOENT) {
-    return Error::from_errno("workspace", "remove " + name);
+    return Error::from_errno(how.stage, "remove " + name);
   }
   return core::ok_status();
 }

@@ -6,6 +6,7 @@
 
 #include <sys/stat.h>
 
+#include <climits>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -62,9 +63,20 @@ core::Result<Snapshot> take_snapshot(int root_fd, const std::string& relative);
 // "" when equal, else why they differ ("content changed", "deleted", ...).
 std::string describe_difference(const Snapshot& before, const Snapshot& now);
 
+// How remove_tree_at removes: the stage its errors name, and how deep it
+// goes before it refuses (a commit removes whatever the workspace holds; a
+// session's layers are bounded).
+struct TreeRemoval {
+  const char* stage = "workspace";
+  int max_depth = INT_MAX;
+};
 // Removes `name` in dirfd, recursively for a directory, never following
-// symlinks. A missing entry is not an error.
-core::Status remove_tree_at(int dirfd, const std::string& name);
+// symlinks. A missing entry is not an error. A directory of this
+// (ordinary) user that its mode keeps it from emptying (`chmod 555`,
+// `chmod 000`) gets its owner's rwx first, as `rm -rf` after `chmod -R u+w`
+// would.
+core::Status remove_tree_at(int dirfd, const std::string& name, const TreeRemoval& how = {},
+                            int depth = 0);
 
 core::Result<std::string> sha256_of_fd(int fd);
 

@@ -117,6 +117,14 @@ int run_as_ordinary_user(const std::function<int()>& body) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+bool hand_to_ordinary_user(const std::filesystem::path& base) {
+  if (::geteuid() != 0) return true;
+  for (const auto& item : std::filesystem::recursive_directory_iterator(base)) {
+    if (::lchown(item.path().c_str(), 65534, 65534) != 0) return false;
+  }
+  return ::chown(base.c_str(), 65534, 65534) == 0;
+}
+
 bool poll_until(const std::function<bool()>& condition, std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   for (;;) {

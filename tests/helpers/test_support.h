@@ -105,6 +105,10 @@ int processes_with_marker(const std::string& marker);
 // anyone else it stays who it is. 101: `body` threw (its message on
 // stderr), 100: the ids could not be dropped, -1: it did not exit.
 int run_as_ordinary_user(const std::function<int()>& body);
+// As root, gives `base` and everything beneath it to uid/gid 65534, the
+// user run_as_ordinary_user becomes (as anyone else, nothing to do).
+// false: an entry could not be given.
+bool hand_to_ordinary_user(const std::filesystem::path& base);
 
 // Runs `client(index)` on `clients` threads at once; each returns "" or what
 // went wrong (an exception counts as its message). Returns the failures,

@@ -388,13 +388,8 @@ TEST_F(SessionStoreTest, AnOrdinaryUsersSessionThatLockedItsOwnFilesIsReviewedAn
     ASSERT_EQ(::chmod(path.c_str(), 0), 0) << path;
   }
   ASSERT_EQ(::chmod((second / "listed").c_str(), 0600), 0);
-  if (::geteuid() == 0) {
-    for (const fs::path& base : {ws_.path(), state_.path()}) {
-      ASSERT_EQ(::chown(base.c_str(), 65534, 65534), 0);
-      for (const auto& item : fs::recursive_directory_iterator(base))
-        ASSERT_EQ(::lchown(item.path().c_str(), 65534, 65534), 0) << item.path();
-    }
-  }
+  for (const fs::path& base : {ws_.path(), state_.path()})
+    ASSERT_TRUE(testing::hand_to_ordinary_user(base)) << base;
   const auto mode_of = [](const fs::path& path) {
     struct stat st {};
     return ::lstat(path.c_str(), &st) == 0 ? st.st_mode & 07777 : 07777u;
@@ -464,13 +459,8 @@ TEST_F(SessionStoreTest, AWorkspaceDirectoryShutToItsOwnerIsNeverOpenedUp) {
   write_file(upper / "priv/x.txt", "x\n");
   for (const fs::path& dir : {ws_ / "priv", upper / "priv"})
     ASSERT_EQ(::chmod(dir.c_str(), 0), 0);
-  if (::geteuid() == 0) {
-    for (const fs::path& base : {ws_.path(), state_.path()}) {
-      ASSERT_EQ(::chown(base.c_str(), 65534, 65534), 0);
-      for (const auto& item : fs::recursive_directory_iterator(base))
-        ASSERT_EQ(::lchown(item.path().c_str(), 65534, 65534), 0) << item.path();
-    }
-  }
+  for (const fs::path& base : {ws_.path(), state_.path()})
+    ASSERT_TRUE(testing::hand_to_ordinary_user(base)) << base;
   struct stat before {};
   ASSERT_EQ(::lstat((ws_ / "priv").c_str(), &before), 0);
   ::usleep(20000);  // a ctime moved now differs from the one above

@@ -29,6 +29,7 @@
 namespace pulsebox {
 namespace {
 
+using testing::hand_to_ordinary_user;
 using testing::listing;
 using testing::read_file;
 using testing::TempDir;
@@ -424,17 +425,6 @@ TEST_F(WorkspaceImportTest, AnImportKilledBeforeTheUpperDirectoryMovedLeavesItWh
   ASSERT_TRUE(tx.has_value());
   workspace.commit(*tx);
   EXPECT_EQ(read_file(ws() / "a.txt"), "a\n");
-}
-
-// An ordinary user's import changes directory modes that root's never
-// needs to. As root, the test's files go to uid 65534, the user
-// testing::run_as_ordinary_user becomes.
-bool hand_to_ordinary_user(const fs::path& base) {
-  if (::geteuid() != 0) return true;
-  for (const auto& item : fs::recursive_directory_iterator(base)) {
-    if (::lchown(item.path().c_str(), 65534, 65534) != 0) return false;
-  }
-  return ::chown(base.c_str(), 65534, 65534) == 0;
 }
 
 // The draft cannot become the manifest after the run's directory moved in:
