@@ -64,8 +64,10 @@ struct SessionInfo {
   // Set while the session's transaction is being committed: the next
   // operation on the session finishes (or undoes) it.
   std::optional<std::string> committing;
-  // Files the session's runs wrote that hold a registered secret value: the
-  // review shows them redacted and the commit refuses them unless allowed.
+  // Paths the session's runs wrote that hold a registered secret value (in
+  // a file's content, a symlink's target, or the path's own name, which
+  // flags everything beneath it too): the review shows their content
+  // redacted and the commit refuses them unless allowed.
   std::vector<std::string> secret_paths;
   // Set by list_sessions() when the record cannot be read: why.
   std::string damaged;

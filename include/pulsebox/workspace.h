@@ -58,6 +58,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -143,6 +144,9 @@ struct ImportOptions {
   // them, while the values were known), each with the redacted content diff
   // shows instead: flagged as if `secrets` had matched them.
   std::map<std::string, std::string> known_secrets;
+  // Paths whose names hold a registered secret (found the same way): each
+  // change at or beneath one is flagged, as a name matching `secrets` is.
+  std::set<std::string, std::less<>> known_secret_names;
   // What paths held before a session's runs changed them, checked while
   // the values were known: a base of this content (sha256 of a file's bytes
   // or a symlink's target) is kept as `redacted` (StagedChange::

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <climits>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -35,6 +36,12 @@ namespace {
 
 json written_json(const std::string& path, const std::string& file) {
   json item = {{"redacted", file}};
+  core::put_name(item, "path", path);
+  return item;
+}
+
+json name_json(const std::string& path) {
+  json item = json::object();
   core::put_name(item, "path", path);
   return item;
 }
@@ -89,10 +96,19 @@ json OpenSession::secret_bases_json() const {
   return out;
 }
 
+json OpenSession::secret_names_json() const {
+  json out = json::array();
+  for (const std::string& path : secrets_.named)
+    out.push_back(name_json(path));
+  return out;
+}
+
 std::uint64_t OpenSession::record_bytes() const {
   std::uint64_t bytes = 0;
   for (const auto& [path, file] : secrets_.written)
     bytes += record_size(written_json(path, file));
+  for (const std::string& path : secrets_.named)
+    bytes += record_size(name_json(path));
   for (const auto& [path, base] : secrets_.bases)
     bytes += record_size(base_json(path, base));
   return bytes;
@@ -149,13 +165,59 @@ core::Status OpenSession::scan_for_secrets(const fs::path& layer, const SecretSc
   info_.secret_paths.clear();
   for (const auto& [path, file] : secrets_.written)
     info_.secret_paths.push_back(path);
+  info_.secret_paths.insert(info_.secret_paths.end(), secrets_.named.begin(), secrets_.named.end());
+  return core::ok_status();
+}
+
+namespace {
+
+core::Status no_room_for_marks(const SecretScan& scan) {
+  return Error(ErrorKind::kResource, "session",
+               "the run's files hold registered secret values in more places than the "
+               "session's record can remember (there was room for " +
+                   std::to_string(scan.marks_of_run) + " more)");
+}
+
+}  // namespace
+
+// A path whose name holds a value: the mark covers what is beneath it.
+core::Status OpenSession::mark_name(const std::string& path, SecretScan& scan) {
+  if (secrets_.named.contains(path)) return core::ok_status();
+  const std::uint64_t size = record_size(name_json(path));
+  if (scan.marks_bytes + size > kMaxSecretRecordBytes) return no_room_for_marks(scan);
+  secrets_.named.insert(path);
+  scan.marks_bytes += size;
+  ++scan.marks_of_run;
+  return core::ok_status();
+}
+
+// A symlink whose target holds a value: its redacted target is kept as a
+// written file's redacted content is.
+core::Status OpenSession::mark_link(int dirfd, const std::string& name, const std::string& path,
+                                    SecretScan& scan) {
+  std::string target(PATH_MAX, '\0');
+  const ssize_t length = ::readlinkat(dirfd, name.c_str(), target.data(), target.size());
+  if (length < 0) {
+    return Error::from_errno("session", core::quote_name(path) +
+                                            ": the run's symlink cannot be read, so it cannot "
+                                            "be checked for the registered secret values");
+  }
+  target.resize(static_cast<std::size_t>(length));
+  if (!scan.secrets.contains_secret(target)) return core::ok_status();
+  const std::uint64_t size = record_size(written_json(path, kLongestCopyName));
+  if (scan.marks_bytes + size > kMaxSecretRecordBytes) return no_room_for_marks(scan);
+  PB_TRY(file,
+         keep_redacted(scan, storage_ / "redacted", scan.secrets.redact(target), new_copies_));
+  secrets_.written[path] = std::move(file);
+  scan.marks_bytes += size;
+  ++scan.marks_of_run;
   return core::ok_status();
 }
 
 core::Status OpenSession::mark_written(int layer_fd, SecretScan& scan) {
   const fs::path dir = storage_ / "redacted";
-  std::function<core::Status(int, const std::string&, int)> walk =
-      [&](int dirfd, const std::string& prefix, int depth) -> core::Status {
+  std::function<core::Status(int, const std::string&, int, bool)> walk =
+      [&](int dirfd, const std::string& prefix, int depth, bool beneath_named) -> core::Status {
     if (depth > kMaxLayerDepth) return core::ok_status();
     // What cannot be read cannot be checked, and a later run can make it
     // readable (a merge gives the layer below the directory's new mode):
@@ -170,12 +232,16 @@ core::Status OpenSession::mark_written(int layer_fd, SecretScan& scan) {
     if (prefix.empty()) std::erase(names, std::string(".agent"));  // pulsebox's own: never a change
     for (const std::string& name : names) {
       const std::string path = prefix + name;
+      // The commit would write a name holding a value into the workspace:
+      // whatever is at or beneath it is flagged, as a run's import does.
+      const bool named = beneath_named || scan.secrets.contains_secret(path);
+      if (named && !beneath_named) PB_CHECK(mark_name(path, scan));
       struct stat st {};
       if (::fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return unreadable(path);
       if (S_ISDIR(st.st_mode)) {
         const OwnerOpened child(dirfd, name, O_RDONLY | O_DIRECTORY, st);
         if (!child) return unreadable(path);
-        PB_CHECK(walk(child.get(), path + "/", depth + 1));
+        PB_CHECK(walk(child.get(), path + "/", depth + 1, named));
         continue;
       }
       // A whiteout, a symlink or a special file: whatever it replaced goes.
@@ -186,6 +252,7 @@ core::Status OpenSession::mark_written(int layer_fd, SecretScan& scan) {
         superseded_copies_.push_back(item.second);
         return true;
       });
+      if (S_ISLNK(st.st_mode)) PB_CHECK(mark_link(dirfd, name, path, scan));
       if (!S_ISREG(st.st_mode) || static_cast<std::uint64_t>(st.st_size) > kMaxScannedBytes)
         continue;
       const OwnerOpened fd(dirfd, name, O_RDONLY | O_NONBLOCK, st);
@@ -194,12 +261,7 @@ core::Status OpenSession::mark_written(int layer_fd, SecretScan& scan) {
       if (!bytes) return unreadable(path);
       if (!scan.secrets.contains_secret(*bytes)) continue;
       const std::uint64_t size = record_size(written_json(path, kLongestCopyName));
-      if (scan.marks_bytes + size > kMaxSecretRecordBytes) {
-        return Error(ErrorKind::kResource, "session",
-                     "the run's files hold registered secret values in more places than the "
-                     "session's record can remember (there was room for " +
-                         std::to_string(scan.marks_of_run) + " more)");
-      }
+      if (scan.marks_bytes + size > kMaxSecretRecordBytes) return no_room_for_marks(scan);
       PB_TRY(file, keep_redacted(scan, dir, scan.secrets.redact(*bytes), new_copies_));
       secrets_.written[path] = std::move(file);
       scan.marks_bytes += size;
@@ -207,7 +269,7 @@ core::Status OpenSession::mark_written(int layer_fd, SecretScan& scan) {
     }
     return core::ok_status();
   };
-  return walk(layer_fd, "", 0);
+  return walk(layer_fd, "", 0, false);
 }
 
 void OpenSession::forget_base(const std::string& path, SecretScan& scan) {

@@ -120,6 +120,12 @@ core::Status parse_session(const json& document, SessionInfo& info, fs::path& st
         if (secrets != nullptr) secrets->written[info.secret_paths.back()] = file;
       }
     }
+    if (document.contains("secret_names")) {
+      for (const auto& item : document["secret_names"]) {
+        info.secret_paths.push_back(core::get_name(item, "path"));
+        if (secrets != nullptr) secrets->named.insert(info.secret_paths.back());
+      }
+    }
     if (secrets != nullptr)
       secrets->bases_incomplete = document.value("secret_bases_incomplete", false);
     if (document.contains("secret_bases")) {
@@ -336,6 +342,7 @@ core::Status OpenSession::save() {
                          {"removing", removing_},
                          {"secrets", secrets_json()},
                          {"secret_bases", secret_bases_json()},
+                         {"secret_names", secret_names_json()},
                          {"secret_bases_incomplete", secrets_.bases_incomplete}};
   return core::write_file_atomic(record_path(*workspace_, name_), document.dump(2) + "\n", 0600);
 }

@@ -9,6 +9,7 @@
 #include <map>
 #include <nlohmann/json_fwd.hpp>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -30,8 +31,12 @@ inline constexpr std::uint64_t kMaxSecretRecordBytes = kMaxRecordBytes / 2;
 // What a session's runs found holding a registered secret value, checked
 // while each run knew the values (OpenSession::add_run; session_secrets.cc).
 struct SessionSecrets {
-  // Files the runs wrote -> the name of a redacted copy under redacted/.
+  // Files (and symlinks: the copy is of the target) the runs wrote -> the
+  // name of a redacted copy under redacted/.
   std::map<std::string, std::string> written;
+  // Paths whose names hold a value: every change at or beneath one is
+  // flagged, whatever a later run (knowing no value) makes there.
+  std::set<std::string, std::less<>> named;
   // What the runs replaced or deleted in the workspace (the review's before
   // side): its sha256 and redacted copy's name; both "" when it could not
   // be checked (too large, unreadable); `subtree` when nothing at or
@@ -92,6 +97,8 @@ class OpenSession {
 
   // The paths found holding a secret, with their redacted content.
   std::map<std::string, std::string> known_secrets() const;
+  // The paths whose names hold one (ImportOptions::known_secret_names).
+  const std::set<std::string, std::less<>>& known_secret_names() const { return secrets_.named; }
   // What the runs replaced that held a secret (ImportOptions::known_bases).
   std::map<std::string, ImportOptions::KnownBase> known_bases() const;
   bool bases_incomplete() const { return secrets_.bases_incomplete; }
@@ -140,9 +147,13 @@ class OpenSession {
   core::Status recover();
   nlohmann::json secrets_json() const;
   nlohmann::json secret_bases_json() const;
+  nlohmann::json secret_names_json() const;
   std::uint64_t record_bytes() const;  // what the marks take in the record
   core::Status scan_for_secrets(const std::filesystem::path& layer, const SecretScrubber& secrets);
   core::Status mark_written(int layer_fd, SecretScan& scan);
+  core::Status mark_name(const std::string& path, SecretScan& scan);
+  core::Status mark_link(int dirfd, const std::string& name, const std::string& path,
+                         SecretScan& scan);
   core::Status check_bases_of(int layer_fd, SecretScan& scan);
   core::Status check_base_at(const std::string& path, bool whole, int depth, SecretScan& scan);
   void withhold_from(const std::string& path, SecretScan& scan);

@@ -940,11 +940,26 @@ core::Status TransactionStore::stage(Draft& draft, Entry entry, std::string_view
   entry.redacted_link.clear();
   // The command names its paths too: a name holding a value flags the
   // change (the commit would write the value into the workspace's names).
-  const bool secret_name = reads_new_file_contents() && secrets_->contains_secret(entry.path);
-  if (secrets_ != nullptr && entry.op == StagedOp::Symlink &&
-      (secret_name || secrets_->contains_secret(entry.link_target))) {
-    entry.contains_secret = true;
-    entry.redacted_link = secrets_->redact(entry.link_target);
+  // A session's runs found theirs while the values were known.
+  const bool secret_name = beneath_known_secret_name(entry.path) ||
+                           (reads_new_file_contents() && secrets_->contains_secret(entry.path));
+  const std::string* known_redacted = nullptr;
+  if (known_secrets_ != nullptr) {
+    if (auto known = known_secrets_->find(entry.path); known != known_secrets_->end())
+      known_redacted = &known->second;
+  }
+  if (entry.op == StagedOp::Symlink) {
+    if (reads_new_file_contents() &&
+        (secret_name || secrets_->contains_secret(entry.link_target))) {
+      entry.contains_secret = true;
+      entry.redacted_link = secrets_->redact(entry.link_target);
+    } else if (known_redacted != nullptr) {
+      entry.contains_secret = true;
+      entry.redacted_link = *known_redacted;
+    } else if (secret_name) {
+      entry.contains_secret = true;
+      entry.redacted_link = entry.link_target;  // checked: no value in it
+    }
   } else if (secret_name && entry.op != StagedOp::Write) {
     entry.contains_secret = true;  // nothing of its own is shown
   }
@@ -987,12 +1002,15 @@ core::Status TransactionStore::stage(Draft& draft, Entry entry, std::string_view
     // Only the redacted copy is ever shown (diff).
     std::optional<std::string> redacted;
     if (reads_new_file_contents()) PB_CHECK(load_content());
-    if (secrets_ != nullptr && (secret_name || secrets_->contains_secret(bytes))) {
+    if (reads_new_file_contents() && (secret_name || secrets_->contains_secret(bytes))) {
       redacted = secrets_->redact(bytes);
-    } else if (known_secrets_ != nullptr) {
-      if (auto known = known_secrets_->find(entry.path); known != known_secrets_->end()) {
-        redacted = known->second;
-      }
+    } else if (known_redacted != nullptr) {
+      redacted = *known_redacted;
+    } else if (secret_name) {
+      // Only its name holds a value (a session's run checked its content):
+      // the diff reads the redacted copy of a flagged file, so this is one.
+      PB_CHECK(load_content());
+      redacted = std::string(bytes);
     }
     if (redacted) {
       entry.contains_secret = true;
@@ -1022,6 +1040,14 @@ core::Status TransactionStore::stage(Draft& draft, Entry entry, std::string_view
     draft.entries.emplace(entry.path, std::move(entry));
   }
   return core::ok_status();
+}
+
+bool TransactionStore::beneath_known_secret_name(std::string_view path) const {
+  if (known_secret_names_ == nullptr || known_secret_names_->empty()) return false;
+  for (std::size_t end = path.find('/');; end = path.find('/', end + 1)) {
+    if (known_secret_names_->contains(path.substr(0, end))) return true;
+    if (end == std::string_view::npos) return false;
+  }
 }
 
 void TransactionStore::drop_beneath(Draft& draft, const std::string& path) {

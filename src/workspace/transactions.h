@@ -230,6 +230,8 @@ class TransactionStore {
   bool reads_new_file_contents() const {
     return secrets_ != nullptr && secrets_->secret_count() > 0;
   }
+  // Whether `path` is at or beneath a path known_secret_names_ holds.
+  bool beneath_known_secret_name(std::string_view path) const;
 
   // Adds `entry` to the draft (snapshotting the path the first time), writing
   // `bytes` to a blob for a Write (or linking `source` as the blob, when it
@@ -272,9 +274,12 @@ class TransactionStore {
     known_bases_ = known;
     withhold_unknown_bases_ = withhold_unknown;
   }
-  // Paths known to hold a secret, with their redacted content (ImportOptions).
-  void set_known_secrets(const std::map<std::string, std::string>* known) {
+  // Paths known to hold a secret, with their redacted content, and paths
+  // whose names hold one (ImportOptions).
+  void set_known_secrets(const std::map<std::string, std::string>* known,
+                         const std::set<std::string, std::less<>>* names) {
     known_secrets_ = known;
+    known_secret_names_ = names;
   }
   // Commit what holds a registered secret instead of refusing it.
   void allow_secrets(bool allow) { allow_secrets_ = allow; }
@@ -333,6 +338,7 @@ class TransactionStore {
   WorkspaceLimits limits_;
   const SecretScrubber* secrets_ = nullptr;
   const std::map<std::string, std::string>* known_secrets_ = nullptr;
+  const std::set<std::string, std::less<>>* known_secret_names_ = nullptr;
   const std::map<std::string, ImportOptions::KnownBase>* known_bases_ = nullptr;
   bool withhold_unknown_bases_ = false;
   bool allow_secrets_ = false;

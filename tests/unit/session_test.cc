@@ -359,6 +359,68 @@ TEST_F(SessionStoreTest, MarksOfSecretsNeverGrowTheRecordPastWhatCanBeReadAgain)
   EXPECT_EQ(again->info().layers.size(), 1u);
 }
 
+// A session's run checked only its files' contents for the registered
+// values. A name holding one (a file's, a directory's and so everything
+// beneath it, a deletion's) or a symlink's target holding one was neither
+// flagged by the review nor refused by the commit, as a plain run's import
+// does for each: `session commit` wrote them into the workspace without
+// --allow-secrets. The marks outlive a later run that knows no value.
+TEST_F(SessionStoreTest, NamesAndLinkTargetsHoldingAValueAreFlaggedAndRefusedAsARunsAre) {
+  const std::string value = "s3cr3t-abcdef-42";
+  const SecretScrubber scrubber({value});
+  write_file(ws_ / ("old-" + value), "old\n");
+  Workspace ws(ws_.path());
+  fs::path upper = new_upper();
+  write_file(upper / ("f-" + value), "plain\n");
+  write_file(upper / ("d-" + value) / "g", "inner\n");
+  fs::create_symlink("/tmp/" + value, upper / "link");
+  fs::create_symlink("clean-target", upper / "clean-link");
+  write_file(upper / "clean.txt", "clean\n");
+  whiteout(upper / ("old-" + value));
+  {
+    auto session = workspace::OpenSession::open(ws, "s", kept(), true);
+    ASSERT_TRUE(session) << session.error().to_string();
+    auto added = session->add_run(upper, &scrubber);
+    ASSERT_TRUE(added) << added.error().to_string();
+    EXPECT_FALSE(session->info().secret_paths.empty());
+  }
+  upper = new_upper();
+  write_file(upper / ("d-" + value) / "later", "later\n");
+  add_run(ws, upper);  // no value known: nothing checked
+  const auto before = listing(ws_.path());
+
+  const ImportResult review = session_transaction(ws, "s", kept());
+  ASSERT_TRUE(review.transaction.has_value());
+  EXPECT_TRUE(review.contains_secrets);
+  std::map<std::string, bool> flagged;
+  for (const auto& change : ws.describe(*review.transaction).changes)
+    flagged[change.path] = change.contains_secret;
+  const std::map<std::string, bool> expected = {{"f-" + value, true},
+                                                {"d-" + value, true},
+                                                {"d-" + value + "/g", true},
+                                                {"d-" + value + "/later", true},
+                                                {"link", true},
+                                                {"clean-link", false},
+                                                {"clean.txt", false},
+                                                {"old-" + value, true}};
+  EXPECT_EQ(flagged, expected);
+  const std::string diff = ws.diff(*review.transaction);
+  EXPECT_EQ(diff.find("/tmp/" + value), std::string::npos) << diff;  // the target, redacted
+  EXPECT_NE(diff.find("+plain\n"), std::string::npos) << diff;       // no value in it: shown
+  EXPECT_NE(diff.find("+inner\n"), std::string::npos) << diff;
+  ws.discard(*review.transaction);
+
+  EXPECT_THROW((void)commit_session(ws, "s", kept()), SandboxSecurityError);
+  EXPECT_EQ(listing(ws_.path()), before) << "a refused commit applied something";
+  ASSERT_FALSE(describe_session(ws, "s", kept()).layers.empty());
+  const SessionCommitResult committed =
+      commit_session(ws, "s", kept(), CommitOptions{.allow_secrets = true});
+  EXPECT_EQ(committed.committed.size(), expected.size());
+  EXPECT_EQ(fs::read_symlink(ws_ / "link").string(), "/tmp/" + value);
+  EXPECT_EQ(read_file(ws_ / ("d-" + value) / "later"), "later\n");
+  EXPECT_FALSE(fs::exists(ws_ / ("old-" + value)));
+}
+
 // An ordinary user's session whose runs did `chmod 000` on their own
 // directory and file (and a later one opened it, wrote, and shut it): the
 // value check, the merge of the next run, the review and the commit read
