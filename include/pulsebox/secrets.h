@@ -79,6 +79,10 @@ class PULSEBOX_API SecretScrubber {
   // True if a registered value (in any form) occurs in `text`; patterns are
   // not consulted (a file that merely contains "password=" is not a secret).
   bool contains_secret(std::string_view text) const;
+  // A keyed digest (HMAC-SHA256 under `key`, lower-case hex) of each
+  // registered value, ASCII letters folded to lower case as matching does:
+  // a record can say which values were registered without holding them.
+  std::vector<std::string> fingerprints(std::string_view key) const;
 
   class PULSEBOX_API Stream {
    public:

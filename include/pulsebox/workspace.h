@@ -144,6 +144,9 @@ struct ImportOptions {
   // them, while the values were known), each with the redacted content diff
   // shows instead: flagged as if `secrets` had matched them.
   std::map<std::string, std::string> known_secrets;
+  // Symlinks known to hold one in their target, with the redacted target.
+  // Apart from known_secrets: each applies only to its own kind of change.
+  std::map<std::string, std::string> known_secret_links;
   // Paths whose names hold a registered secret (found the same way): each
   // change at or beneath one is flagged, as a name matching `secrets` is.
   std::set<std::string, std::less<>> known_secret_names;

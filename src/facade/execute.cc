@@ -194,6 +194,26 @@ ExecutionRequest Sandbox::build_request(Run& run, const std::vector<std::string>
 // and not accepted, refuses the run.
 void Sandbox::decide_enforcement(Run& run) {
   run.verdicts = enforcement_plan();
+  // A session whose marks were made with values this run does not register:
+  // the run could move what they name (a `mv`) to where no mark is, past
+  // the session's review. Weaker, and refused unless accepted, as a backend
+  // that cannot enforce the dimension would be.
+  const bool session_lacks_values = run.session && run.session->marks_need_values_beyond(scrubber_);
+  if (session_lacks_values) {
+    for (EnforcementDecision& decision : run.verdicts) {
+      if (decision.dimension != Dimension::Secrets ||
+          decision.level != EnforcementLevel::StronglyEnforced)
+        continue;
+      decision.level = EnforcementLevel::PartiallyEnforced;
+      decision.requested = true;
+      decision.accepted = options_.accept_weaker.count(Dimension::Secrets) > 0;
+      decision.reason = "session " + options_.session +
+                        " holds changes marked as holding registered secret values that this run "
+                        "does not register, so its review could not follow what the run does "
+                        "with them";
+      decision.fix = "register the same values (--secret) in every run of the session";
+    }
+  }
   // Pending: appended together with the Running transition (run_and_scrub),
   // or by the refusal below (Run::deny appends what is pending first).
   run.pending.push_back(network_record(
@@ -219,9 +239,12 @@ void Sandbox::decide_enforcement(Run& run) {
   }
   if (refused != nullptr) {
     const std::string dimension(to_string(refused->dimension));
-    std::string message = dimension + ": the " + run.backend_name +
-                          " backend cannot enforce this strongly here (" +
-                          std::string(to_string(refused->level)) + ": " + refused->reason + ")";
+    const bool by_session = session_lacks_values && refused->dimension == Dimension::Secrets;
+    std::string message =
+        dimension + ": " +
+        (by_session ? std::string("not enforced strongly for this run")
+                    : "the " + run.backend_name + " backend cannot enforce this strongly here") +
+        " (" + std::string(to_string(refused->level)) + ": " + refused->reason + ")";
     if (!refused->fix.empty()) message += "; fix: " + refused->fix;
     message += "; or accept the weaker level with --allow-weaker " + dimension;
     run.deny("shell", "refused: " + message);

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "core/json_writer.h"
+#include "core/sha256.h"
 #include "pulsebox/secrets.h"
 #include "secrets/builtin_patterns.h"
 
@@ -417,6 +418,19 @@ void SecretScrubber::add_secret(std::string_view value) {
 
 std::size_t SecretScrubber::secret_count() const {
   return secrets_.size();
+}
+
+std::vector<std::string> SecretScrubber::fingerprints(std::string_view key) const {
+  const core::HmacSha256 mac(key);
+  std::vector<std::string> out;
+  out.reserve(secrets_.size());
+  for (std::string value : secrets_) {
+    std::transform(value.begin(), value.end(), value.begin(), [](char c) {
+      return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
+    });
+    out.push_back(mac.hex_mac(value));
+  }
+  return out;
 }
 
 void SecretScrubber::rebuild() {

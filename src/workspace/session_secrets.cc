@@ -96,6 +96,13 @@ json OpenSession::secret_bases_json() const {
   return out;
 }
 
+json OpenSession::secret_links_json() const {
+  json out = json::array();
+  for (const auto& [path, file] : secrets_.links)
+    out.push_back(written_json(path, file));
+  return out;
+}
+
 json OpenSession::secret_names_json() const {
   json out = json::array();
   for (const std::string& path : secrets_.named)
@@ -106,6 +113,8 @@ json OpenSession::secret_names_json() const {
 std::uint64_t OpenSession::record_bytes() const {
   std::uint64_t bytes = 0;
   for (const auto& [path, file] : secrets_.written)
+    bytes += record_size(written_json(path, file));
+  for (const auto& [path, file] : secrets_.links)
     bytes += record_size(written_json(path, file));
   for (const std::string& path : secrets_.named)
     bytes += record_size(name_json(path));
@@ -162,11 +171,44 @@ core::Status OpenSession::scan_for_secrets(const fs::path& layer, const SecretSc
   if (scan.redacted && ::syncfs(scan.redacted.get()) != 0) {
     return Error::from_errno("session", "sync " + (storage_ / "redacted").string());
   }
-  info_.secret_paths.clear();
-  for (const auto& [path, file] : secrets_.written)
-    info_.secret_paths.push_back(path);
-  info_.secret_paths.insert(info_.secret_paths.end(), secrets_.named.begin(), secrets_.named.end());
+  info_.secret_paths = marked_paths();
+  if (secrets_.value_key.empty()) secrets_.value_key = core::random_hex(64);
+  for (std::string& fingerprint : secrets.fingerprints(secrets_.value_key))
+    secrets_.value_fingerprints.insert(std::move(fingerprint));
   return core::ok_status();
+}
+
+bool OpenSession::marks_need_values_beyond(const SecretScrubber& values) const {
+  if (secrets_.written.empty() && secrets_.links.empty() && secrets_.named.empty()) return false;
+  if (secrets_.value_key.empty()) return false;  // marked by a pulsebox that kept no fingerprints
+  const std::vector<std::string> given = values.fingerprints(secrets_.value_key);
+  const std::set<std::string> known(given.begin(), given.end());
+  return std::ranges::any_of(secrets_.value_fingerprints,
+                             [&](const std::string& needed) { return !known.contains(needed); });
+}
+
+std::vector<std::string> OpenSession::marked_paths() const {
+  std::set<std::string> paths;
+  for (const auto& [path, file] : secrets_.written)
+    paths.insert(path);
+  for (const auto& [path, file] : secrets_.links)
+    paths.insert(path);
+  paths.insert(secrets_.named.begin(), secrets_.named.end());
+  return {paths.begin(), paths.end()};
+}
+
+// What the run replaced at `path` (a file, a symlink) takes its marks with
+// it; a name's mark stays: the name still holds the value.
+void OpenSession::forget_marks_at(const std::string& path, SecretScan& scan) {
+  for (auto* copies : {&secrets_.written, &secrets_.links}) {
+    std::erase_if(*copies, [&](const auto& item) {
+      if (!core::is_at_or_beneath(item.first, path)) return false;
+      scan.marks_bytes -=
+          std::min(scan.marks_bytes, record_size(written_json(item.first, item.second)));
+      superseded_copies_.push_back(item.second);
+      return true;
+    });
+  }
 }
 
 namespace {
@@ -208,7 +250,7 @@ core::Status OpenSession::mark_link(int dirfd, const std::string& name, const st
   if (scan.marks_bytes + size > kMaxSecretRecordBytes) return no_room_for_marks(scan);
   PB_TRY(file,
          keep_redacted(scan, storage_ / "redacted", scan.secrets.redact(target), new_copies_));
-  secrets_.written[path] = std::move(file);
+  secrets_.links[path] = std::move(file);
   scan.marks_bytes += size;
   ++scan.marks_of_run;
   return core::ok_status();
@@ -245,13 +287,7 @@ core::Status OpenSession::mark_written(int layer_fd, SecretScan& scan) {
         continue;
       }
       // A whiteout, a symlink or a special file: whatever it replaced goes.
-      std::erase_if(secrets_.written, [&](const auto& item) {
-        if (!core::is_at_or_beneath(item.first, path)) return false;
-        scan.marks_bytes -=
-            std::min(scan.marks_bytes, record_size(written_json(item.first, item.second)));
-        superseded_copies_.push_back(item.second);
-        return true;
-      });
+      forget_marks_at(path, scan);
       if (S_ISLNK(st.st_mode)) PB_CHECK(mark_link(dirfd, name, path, scan));
       if (!S_ISREG(st.st_mode) || static_cast<std::uint64_t>(st.st_size) > kMaxScannedBytes)
         continue;
@@ -393,6 +429,8 @@ core::Status OpenSession::check_bases_of(int layer_fd, SecretScan& scan) {
       for (const std::string& name :
            below ? list_directory(below->get()) : std::vector<std::string>{}) {
         if (present.count(name) != 0 || (prefix.empty() && name == ".agent")) continue;
+        // Its deletion is staged by its name, which a run's import checks.
+        if (scan.secrets.contains_secret(prefix + name)) PB_CHECK(mark_name(prefix + name, scan));
         PB_CHECK(check_base_at(prefix + name, true, depth + 1, scan));
       }
     }
@@ -420,15 +458,29 @@ core::Status OpenSession::check_bases_of(int layer_fd, SecretScan& scan) {
   return walk(layer_fd, "", 0, is_opaque(layer_fd));
 }
 
-std::map<std::string, std::string> OpenSession::known_secrets() const {
+namespace {
+
+std::map<std::string, std::string> read_copies(const fs::path& storage,
+                                               const std::map<std::string, std::string>& copies,
+                                               const std::string& unreadable) {
   std::map<std::string, std::string> known;
-  for (const auto& [path, file] : secrets_.written) {
+  for (const auto& [path, file] : copies) {
     auto text =
-        core::read_regular_file(storage_ / "redacted" / file, kMaxScannedBytes, "redacted copy");
-    known[path] = text ? std::move(text).value()
-                       : std::string("[content withheld: it holds a registered secret]\n");
+        core::read_regular_file(storage / "redacted" / file, kMaxScannedBytes, "redacted copy");
+    known[path] = text ? std::move(text).value() : unreadable;
   }
   return known;
+}
+
+}  // namespace
+
+std::map<std::string, std::string> OpenSession::known_secrets() const {
+  return read_copies(storage_, secrets_.written,
+                     "[content withheld: it holds a registered secret]\n");
+}
+
+std::map<std::string, std::string> OpenSession::known_secret_links() const {
+  return read_copies(storage_, secrets_.links, "[target withheld: it holds a registered secret]");
 }
 
 std::map<std::string, ImportOptions::KnownBase> OpenSession::known_bases() const {

@@ -108,22 +108,49 @@ core::Status parse_session(const json& document, SessionInfo& info, fs::path& st
             "the commit it names is not a transaction id: " + core::quote_name(*info.committing));
       }
     }
-    info.secret_paths.clear();
-    if (document.contains("secrets")) {
-      for (const auto& item : document["secrets"]) {
+    std::set<std::string> marked;
+    // Marks with a redacted copy: a file's ("secrets") or a link's.
+    for (const auto& [key, copies] :
+         {std::pair{"secrets", secrets == nullptr ? nullptr : &secrets->written},
+          std::pair{"secret_links", secrets == nullptr ? nullptr : &secrets->links}}) {
+      if (!document.contains(key)) continue;
+      for (const auto& item : document[key]) {
         const std::string file = item.at("redacted").get<std::string>();
         if (file.empty() || file.find_first_not_of("0123456789") != std::string::npos) {
           return Error(ErrorKind::kInvalidInput, "session",
                        "a redacted copy's name is not a number");
         }
-        info.secret_paths.push_back(core::get_name(item, "path"));
-        if (secrets != nullptr) secrets->written[info.secret_paths.back()] = file;
+        const std::string path = core::get_name(item, "path");
+        marked.insert(path);
+        if (copies != nullptr) (*copies)[path] = file;
       }
     }
     if (document.contains("secret_names")) {
       for (const auto& item : document["secret_names"]) {
-        info.secret_paths.push_back(core::get_name(item, "path"));
-        if (secrets != nullptr) secrets->named.insert(info.secret_paths.back());
+        const std::string path = core::get_name(item, "path");
+        marked.insert(path);
+        if (secrets != nullptr) secrets->named.insert(path);
+      }
+    }
+    info.secret_paths.assign(marked.begin(), marked.end());
+    if (document.contains("secret_values") && !document["secret_values"].is_null()) {
+      const json& values = document["secret_values"];
+      const auto is_hex = [](const std::string& text, std::size_t size) {
+        return text.size() == size &&
+               text.find_first_not_of("0123456789abcdef") == std::string::npos;
+      };
+      const std::string key = values.at("key").get<std::string>();
+      if (!is_hex(key, 64)) {
+        return Error(ErrorKind::kInvalidInput, "session", "the secret values' key is malformed");
+      }
+      if (secrets != nullptr) secrets->value_key = key;
+      for (const auto& item : values.at("fingerprints")) {
+        const std::string fingerprint = item.get<std::string>();
+        if (!is_hex(fingerprint, 64)) {
+          return Error(ErrorKind::kInvalidInput, "session",
+                       "a secret value's fingerprint is malformed");
+        }
+        if (secrets != nullptr) secrets->value_fingerprints.insert(fingerprint);
       }
     }
     if (secrets != nullptr)
@@ -328,22 +355,28 @@ core::Status OpenSession::save() {
   json layers = json::array();
   for (const auto& layer : info_.layers)
     layers.push_back(layer.filename().string());
-  const json document = {{"version", 1},
-                         {"name", info_.name},
-                         {"created", info_.created},
-                         {"last_run", info_.last_run},
-                         {"runs", info_.runs},
-                         {"base_stamp_ns", info_.base_stamp_ns},
-                         {"storage", storage_.string()},
-                         {"next_layer", next_layer_},
-                         {"layers", std::move(layers)},
-                         {"committing", info_.committing ? json(*info_.committing) : json(nullptr)},
-                         {"commit_ends_session", commit_ends_session_},
-                         {"removing", removing_},
-                         {"secrets", secrets_json()},
-                         {"secret_bases", secret_bases_json()},
-                         {"secret_names", secret_names_json()},
-                         {"secret_bases_incomplete", secrets_.bases_incomplete}};
+  const json document = {
+      {"version", 1},
+      {"name", info_.name},
+      {"created", info_.created},
+      {"last_run", info_.last_run},
+      {"runs", info_.runs},
+      {"base_stamp_ns", info_.base_stamp_ns},
+      {"storage", storage_.string()},
+      {"next_layer", next_layer_},
+      {"layers", std::move(layers)},
+      {"committing", info_.committing ? json(*info_.committing) : json(nullptr)},
+      {"commit_ends_session", commit_ends_session_},
+      {"removing", removing_},
+      {"secrets", secrets_json()},
+      {"secret_links", secret_links_json()},
+      {"secret_bases", secret_bases_json()},
+      {"secret_names", secret_names_json()},
+      {"secret_values",
+       secrets_.value_key.empty()
+           ? json(nullptr)
+           : json{{"key", secrets_.value_key}, {"fingerprints", secrets_.value_fingerprints}}},
+      {"secret_bases_incomplete", secrets_.bases_incomplete}};
   return core::write_file_atomic(record_path(*workspace_, name_), document.dump(2) + "\n", 0600);
 }
 

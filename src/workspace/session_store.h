@@ -31,12 +31,21 @@ inline constexpr std::uint64_t kMaxSecretRecordBytes = kMaxRecordBytes / 2;
 // What a session's runs found holding a registered secret value, checked
 // while each run knew the values (OpenSession::add_run; session_secrets.cc).
 struct SessionSecrets {
-  // Files (and symlinks: the copy is of the target) the runs wrote -> the
-  // name of a redacted copy under redacted/.
+  // Files the runs wrote -> the name of a redacted copy under redacted/.
   std::map<std::string, std::string> written;
+  // Symlinks the runs made whose targets hold a value -> the name of a
+  // redacted copy of the target. Apart from `written`: a mark outlives a
+  // later run that knows no value, and a copy of one kind is never shown as
+  // the other's (a file's content as a link's target).
+  std::map<std::string, std::string> links;
   // Paths whose names hold a value: every change at or beneath one is
   // flagged, whatever a later run (knowing no value) makes there.
   std::set<std::string, std::less<>> named;
+  // Keyed digests of every value a run registered (SecretScrubber::
+  // fingerprints under `value_key`, hex): a later run that does not
+  // register them all could move what the marks name from under them.
+  std::string value_key;
+  std::set<std::string> value_fingerprints;
   // What the runs replaced or deleted in the workspace (the review's before
   // side): its sha256 and redacted copy's name; both "" when it could not
   // be checked (too large, unreadable); `subtree` when nothing at or
@@ -97,6 +106,12 @@ class OpenSession {
 
   // The paths found holding a secret, with their redacted content.
   std::map<std::string, std::string> known_secrets() const;
+  // The symlinks found with one in their target, with the redacted target.
+  std::map<std::string, std::string> known_secret_links() const;
+  // Whether the session holds marks made with a value `values` does not
+  // register (compared by fingerprint): a run without it could `mv` a
+  // marked file, symlink or name to where no mark is, past the review.
+  bool marks_need_values_beyond(const SecretScrubber& values) const;
   // The paths whose names hold one (ImportOptions::known_secret_names).
   const std::set<std::string, std::less<>>& known_secret_names() const { return secrets_.named; }
   // What the runs replaced that held a secret (ImportOptions::known_bases).
@@ -146,12 +161,15 @@ class OpenSession {
       : workspace_(&workspace), name_(std::move(name)), lock_(std::move(lock)) {}
   core::Status recover();
   nlohmann::json secrets_json() const;
+  nlohmann::json secret_links_json() const;
   nlohmann::json secret_bases_json() const;
   nlohmann::json secret_names_json() const;
   std::uint64_t record_bytes() const;  // what the marks take in the record
   core::Status scan_for_secrets(const std::filesystem::path& layer, const SecretScrubber& secrets);
   core::Status mark_written(int layer_fd, SecretScan& scan);
   core::Status mark_name(const std::string& path, SecretScan& scan);
+  void forget_marks_at(const std::string& path, SecretScan& scan);
+  std::vector<std::string> marked_paths() const;
   core::Status mark_link(int dirfd, const std::string& name, const std::string& path,
                          SecretScan& scan);
   core::Status check_bases_of(int layer_fd, SecretScan& scan);

@@ -93,6 +93,7 @@ ImportResult session_transaction(Workspace& ws, const std::string& name, const f
   if (session.info().layers.empty()) return {};
   ImportOptions import = options;
   import.known_secrets = session.known_secrets();
+  import.known_secret_links = session.known_secret_links();
   import.known_secret_names = session.known_secret_names();
   import.known_bases = session.known_bases();
   import.withhold_unknown_bases = session.bases_incomplete();
@@ -114,6 +115,7 @@ SessionCommitResult commit_session(Workspace& ws, const std::string& name, const
   }
   ImportOptions from_session = import;
   from_session.known_secrets = session.known_secrets();
+  from_session.known_secret_links = session.known_secret_links();
   from_session.known_secret_names = session.known_secret_names();
   from_session.known_bases = session.known_bases();
   from_session.withhold_unknown_bases = session.bases_incomplete();

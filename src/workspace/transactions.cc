@@ -943,9 +943,14 @@ core::Status TransactionStore::stage(Draft& draft, Entry entry, std::string_view
   // A session's runs found theirs while the values were known.
   const bool secret_name = beneath_known_secret_name(entry.path) ||
                            (reads_new_file_contents() && secrets_->contains_secret(entry.path));
+  // A session's copy of this kind of entry: a file's content is never
+  // shown as a link's target (a later run that knew no value replaced it).
   const std::string* known_redacted = nullptr;
-  if (known_secrets_ != nullptr) {
-    if (auto known = known_secrets_->find(entry.path); known != known_secrets_->end())
+  const auto* known_copies = entry.op == StagedOp::Symlink ? known_secret_links_
+                             : entry.op == StagedOp::Write ? known_secrets_
+                                                           : nullptr;
+  if (known_copies != nullptr) {
+    if (auto known = known_copies->find(entry.path); known != known_copies->end())
       known_redacted = &known->second;
   }
   if (entry.op == StagedOp::Symlink) {
@@ -958,7 +963,7 @@ core::Status TransactionStore::stage(Draft& draft, Entry entry, std::string_view
       entry.redacted_link = *known_redacted;
     } else if (secret_name) {
       entry.contains_secret = true;
-      entry.redacted_link = entry.link_target;  // checked: no value in it
+      entry.redacted_link = entry.link_target;  // a session's run found no value in it
     }
   } else if (secret_name && entry.op != StagedOp::Write) {
     entry.contains_secret = true;  // nothing of its own is shown
@@ -1007,8 +1012,9 @@ core::Status TransactionStore::stage(Draft& draft, Entry entry, std::string_view
     } else if (known_redacted != nullptr) {
       redacted = *known_redacted;
     } else if (secret_name) {
-      // Only its name holds a value (a session's run checked its content):
-      // the diff reads the redacted copy of a flagged file, so this is one.
+      // Only its name holds a value (a session's run found none in the
+      // content, or could not check it: over kMaxScannedBytes, shown as it
+      // is, as before). The diff reads a flagged file's redacted copy.
       PB_CHECK(load_content());
       redacted = std::string(bytes);
     }

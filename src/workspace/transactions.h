@@ -274,11 +274,13 @@ class TransactionStore {
     known_bases_ = known;
     withhold_unknown_bases_ = withhold_unknown;
   }
-  // Paths known to hold a secret, with their redacted content, and paths
-  // whose names hold one (ImportOptions).
-  void set_known_secrets(const std::map<std::string, std::string>* known,
+  // Files and symlinks known to hold a secret, with their redacted content
+  // or target, and paths whose names hold one (ImportOptions).
+  void set_known_secrets(const std::map<std::string, std::string>* files,
+                         const std::map<std::string, std::string>* links,
                          const std::set<std::string, std::less<>>* names) {
-    known_secrets_ = known;
+    known_secrets_ = files;
+    known_secret_links_ = links;
     known_secret_names_ = names;
   }
   // Commit what holds a registered secret instead of refusing it.
@@ -338,6 +340,7 @@ class TransactionStore {
   WorkspaceLimits limits_;
   const SecretScrubber* secrets_ = nullptr;
   const std::map<std::string, std::string>* known_secrets_ = nullptr;
+  const std::map<std::string, std::string>* known_secret_links_ = nullptr;
   const std::set<std::string, std::less<>>* known_secret_names_ = nullptr;
   const std::map<std::string, ImportOptions::KnownBase>* known_bases_ = nullptr;
   bool withhold_unknown_bases_ = false;

@@ -409,7 +409,8 @@ ImportResult import_into_new_transaction(TransactionStore& store,
                                          const std::vector<std::string>& own_paths) {
   const auto& run_started = options.run_started;
   store.set_secrets(options.secrets);
-  store.set_known_secrets(&options.known_secrets, &options.known_secret_names);
+  store.set_known_secrets(&options.known_secrets, &options.known_secret_links,
+                          &options.known_secret_names);
   store.set_known_bases(&options.known_bases, options.withhold_unknown_bases);
   std::string id;
   Draft draft;

@@ -591,13 +591,24 @@ TEST_F(SecretInChangesTest, ASessionRemembersTheSecretUntilItsCommit) {
   auto result = run_with_secret({"--session", "s"}, "echo token=$TOKEN > config.txt");
   ASSERT_EQ(result.exit_code, 0) << result.err;
   EXPECT_TRUE(json::parse(result.out)["changes_status"]["contains_secrets"].get<bool>());
-  // A later run of the session without the secret registered.
-  const json later = run_json(workspace_.path(), {"--session", "s"}, "echo more > more.txt");
+  // A later run of the session without the secret registered could move the
+  // marked file to where no mark is (`mv`), past the review: it is refused
+  // before it starts, unless the weaker level is accepted.
+  const auto refused = run(workspace_.path(), {"--session", "s"}, "mv config.txt moved.txt");
+  EXPECT_EQ(refused.exit_code, 125) << refused.out << refused.err;
+  EXPECT_NE(refused.err.find("--allow-weaker secrets"), std::string::npos) << refused.err;
+  const json later = run_json(workspace_.path(), {"--session", "s", "--allow-weaker", "secrets"},
+                              "echo more > more.txt");
   EXPECT_EQ(later["changes_status"]["status"], "session");
+  EXPECT_EQ(later["enforcement"]["secrets"], "partially_enforced") << later["enforcement"];
+  // With the value registered again, nothing is weaker.
+  const auto again = run_with_secret({"--session", "s"}, "echo again >> more.txt");
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_EQ(json::parse(again.out)["enforcement"]["secrets"], "strongly_enforced");
   const std::string ws = workspace_.path().string();
   expect_guarded("s", {"session", "commit", "-w", ws, "s"},
                  {"session", "commit", "-w", ws, "--allow-secrets", "s"});
-  EXPECT_EQ(testing::read_file(workspace_ / "more.txt"), "more\n");
+  EXPECT_EQ(testing::read_file(workspace_ / "more.txt"), "more\nagain\n");
 }
 
 // What a run replaced is the host's, but with the value registered the

@@ -369,11 +369,14 @@ TEST_F(SessionStoreTest, NamesAndLinkTargetsHoldingAValueAreFlaggedAndRefusedAsA
   const std::string value = "s3cr3t-abcdef-42";
   const SecretScrubber scrubber({value});
   write_file(ws_ / ("old-" + value), "old\n");
+  write_file(ws_ / "h" / ("hidden-" + value), "hidden\n");
   Workspace ws(ws_.path());
   fs::path upper = new_upper();
   write_file(upper / ("f-" + value), "plain\n");
   write_file(upper / ("d-" + value) / "g", "inner\n");
+  fs::create_symlink("clean-too", upper / ("d-" + value) / "cl");
   fs::create_symlink("/tmp/" + value, upper / "link");
+  opaque_dir(upper / "h");  // rm -r h; mkdir h: deletes h/hidden-<value>
   fs::create_symlink("clean-target", upper / "clean-link");
   write_file(upper / "clean.txt", "clean\n");
   whiteout(upper / ("old-" + value));
@@ -398,16 +401,19 @@ TEST_F(SessionStoreTest, NamesAndLinkTargetsHoldingAValueAreFlaggedAndRefusedAsA
   const std::map<std::string, bool> expected = {{"f-" + value, true},
                                                 {"d-" + value, true},
                                                 {"d-" + value + "/g", true},
+                                                {"d-" + value + "/cl", true},
                                                 {"d-" + value + "/later", true},
                                                 {"link", true},
                                                 {"clean-link", false},
                                                 {"clean.txt", false},
-                                                {"old-" + value, true}};
+                                                {"old-" + value, true},
+                                                {"h/hidden-" + value, true}};
   EXPECT_EQ(flagged, expected);
   const std::string diff = ws.diff(*review.transaction);
   EXPECT_EQ(diff.find("/tmp/" + value), std::string::npos) << diff;  // the target, redacted
   EXPECT_NE(diff.find("+plain\n"), std::string::npos) << diff;       // no value in it: shown
   EXPECT_NE(diff.find("+inner\n"), std::string::npos) << diff;
+  EXPECT_NE(diff.find("+clean-too"), std::string::npos) << diff;
   ws.discard(*review.transaction);
 
   EXPECT_THROW((void)commit_session(ws, "s", kept()), SandboxSecurityError);
@@ -419,6 +425,81 @@ TEST_F(SessionStoreTest, NamesAndLinkTargetsHoldingAValueAreFlaggedAndRefusedAsA
   EXPECT_EQ(fs::read_symlink(ws_ / "link").string(), "/tmp/" + value);
   EXPECT_EQ(read_file(ws_ / ("d-" + value) / "later"), "later\n");
   EXPECT_FALSE(fs::exists(ws_ / ("old-" + value)));
+}
+
+// A session whose only marks are names: its commit is refused too (the
+// commit reads the marks itself), and a run's result says it holds one.
+// A mark of one kind is never shown for another: a later run that knew no
+// value and replaced a marked file with a symlink (or a marked symlink with
+// a file) is shown as what the commit would write, not as the old copy.
+TEST_F(SessionStoreTest, ASessionOfMarkedNamesAloneIsRefusedAndNoMarkIsShownForAnotherKind) {
+  const std::string value = "s3cr3t-abcdef-42";
+  const SecretScrubber scrubber({value});
+  Workspace ws(ws_.path());
+  fs::path upper = new_upper();
+  fs::create_directories(upper / ("d-" + value));
+  write_file(upper / "f", "token=" + value + "\n");
+  fs::create_symlink("/x/" + value, upper / "l");
+  {
+    auto session = workspace::OpenSession::open(ws, "s", kept(), true);
+    ASSERT_TRUE(session) << session.error().to_string();
+    ASSERT_TRUE(session->add_run(upper, &scrubber));
+    EXPECT_EQ(session->info().secret_paths, (std::vector<std::string>{"d-" + value, "f", "l"}));
+  }
+  upper = new_upper();
+  fs::create_symlink("/etc/hostname", upper / "f");
+  write_file(upper / "l", "hello\n");
+  add_run(ws, upper);  // no value known
+  const ImportResult review = session_transaction(ws, "s", kept());
+  ASSERT_TRUE(review.transaction.has_value());
+  std::map<std::string, bool> flagged;
+  for (const auto& change : ws.describe(*review.transaction).changes)
+    flagged[change.path] = change.contains_secret;
+  EXPECT_EQ(flagged,
+            (std::map<std::string, bool>{{"d-" + value, true}, {"f", false}, {"l", false}}));
+  const std::string diff = ws.diff(*review.transaction);
+  EXPECT_NE(diff.find("+/etc/hostname"), std::string::npos) << diff;
+  EXPECT_NE(diff.find("+hello\n"), std::string::npos) << diff;
+  EXPECT_EQ(diff.find("REDACTED"), std::string::npos) << diff;
+  ws.discard(*review.transaction);
+  EXPECT_THROW((void)commit_session(ws, "s", kept()), SandboxSecurityError);
+  EXPECT_FALSE(fs::exists(ws_ / ("d-" + value)));
+}
+
+// The session keeps a keyed digest of each value its runs registered, so
+// that a later run without one of them can be told apart before it runs
+// (the facade then refuses it unless --allow-weaker secrets): it could `mv`
+// what the marks name to where no mark is.
+TEST_F(SessionStoreTest, ASessionKnowsWhichValuesItsMarksNeedWithoutHoldingThem) {
+  const std::string value = "s3cr3t-abcdef-42";
+  Workspace ws(ws_.path());
+  const auto open = [&] { return workspace::OpenSession::open(ws, "s", kept(), true); };
+  fs::path upper = new_upper();
+  write_file(upper / "clean.txt", "clean\n");
+  {
+    auto session = open();
+    ASSERT_TRUE(session) << session.error().to_string();
+    const SecretScrubber values({value});
+    ASSERT_TRUE(session->add_run(upper, &values));
+    EXPECT_FALSE(session->marks_need_values_beyond(SecretScrubber{}));  // nothing marked
+  }
+  upper = new_upper();
+  write_file(upper / "c", value + "\n");
+  {
+    auto session = open();
+    ASSERT_TRUE(session) << session.error().to_string();
+    const SecretScrubber values({value, "other-value-99"});
+    ASSERT_TRUE(session->add_run(upper, &values));
+  }
+  const std::string record = read_file(ws_ / ".agent/sessions/s.json");
+  EXPECT_EQ(record.find("other-value-99"), std::string::npos) << record;
+  auto session = open();
+  ASSERT_TRUE(session) << session.error().to_string();
+  EXPECT_FALSE(session->marks_need_values_beyond(SecretScrubber({value, "other-value-99"})));
+  EXPECT_FALSE(session->marks_need_values_beyond(
+      SecretScrubber({"S3CR3T-ABCDEF-42", "Other-Value-99", "a-third-one"})));
+  EXPECT_TRUE(session->marks_need_values_beyond(SecretScrubber({value})));
+  EXPECT_TRUE(session->marks_need_values_beyond(SecretScrubber{}));
 }
 
 // An ordinary user's session whose runs did `chmod 000` on their own
