@@ -80,8 +80,9 @@ class PULSEBOX_API SecretScrubber {
   // not consulted (a file that merely contains "password=" is not a secret).
   bool contains_secret(std::string_view text) const;
   // A keyed digest (HMAC-SHA256 under `key`, lower-case hex) of each
-  // registered value, ASCII letters folded to lower case as matching does:
-  // a record can say which values were registered without holding them.
+  // registered value, exactly as given (a case variant is another value:
+  // its base64 forms differ): a record can say which values were
+  // registered without holding them.
   std::vector<std::string> fingerprints(std::string_view key) const;
 
   class PULSEBOX_API Stream {

@@ -194,11 +194,11 @@ ExecutionRequest Sandbox::build_request(Run& run, const std::vector<std::string>
 // and not accepted, refuses the run.
 void Sandbox::decide_enforcement(Run& run) {
   run.verdicts = enforcement_plan();
-  // A session whose marks were made with values this run does not register:
-  // the run could move what they name (a `mv`) to where no mark is, past
-  // the session's review. Weaker, and refused unless accepted, as a backend
+  // A session whose earlier runs registered values this run does not: the
+  // run could move what their checks marked (or could not mark) to where no
+  // mark is, past the session's review. Weaker, and refused unless accepted, as a backend
   // that cannot enforce the dimension would be.
-  const bool session_lacks_values = run.session && run.session->marks_need_values_beyond(scrubber_);
+  const bool session_lacks_values = run.session && run.session->needs_values_beyond(scrubber_);
   if (session_lacks_values) {
     for (EnforcementDecision& decision : run.verdicts) {
       if (decision.dimension != Dimension::Secrets ||
@@ -207,10 +207,9 @@ void Sandbox::decide_enforcement(Run& run) {
       decision.level = EnforcementLevel::PartiallyEnforced;
       decision.requested = true;
       decision.accepted = options_.accept_weaker.count(Dimension::Secrets) > 0;
-      decision.reason = "session " + options_.session +
-                        " holds changes marked as holding registered secret values that this run "
-                        "does not register, so its review could not follow what the run does "
-                        "with them";
+      decision.reason = "earlier runs of session " + options_.session +
+                        " registered secret values that this run does not, so the session's "
+                        "review could not follow what this run does with what they left";
       decision.fix = "register the same values (--secret) in every run of the session";
     }
   }

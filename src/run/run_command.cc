@@ -151,9 +151,14 @@ void print_summary(const ProcessResult& result, const std::string& workspace,
     err << "pulsebox: note: " << core::quote_name(note.path) << ": " << note.reason << "\n";
   }
   if (status.contains_secrets) {
+    // A session's flag is the session's: what its earlier runs left counts.
     err << "pulsebox: " << paint("warning", Colour::Yellow, colour)
-        << ": a changed file holds a registered secret value; commit refuses it unless "
-           "--allow-secrets\n";
+        << (status.outcome == ChangesOutcome::Session
+                ? ": the session holds a change with a registered secret value (in a file, a "
+                  "symlink's target or a name); session commit refuses it unless "
+                  "--allow-secrets\n"
+                : ": a change holds a registered secret value (in a file, a symlink's target or "
+                  "a name); commit refuses it unless --allow-secrets\n");
   }
   if (status.outcome == ChangesOutcome::Held) {
     err << "pulsebox: " << paint("changes held", Colour::Red, colour) << ": "

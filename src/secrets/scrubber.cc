@@ -424,12 +424,8 @@ std::vector<std::string> SecretScrubber::fingerprints(std::string_view key) cons
   const core::HmacSha256 mac(key);
   std::vector<std::string> out;
   out.reserve(secrets_.size());
-  for (std::string value : secrets_) {
-    std::transform(value.begin(), value.end(), value.begin(), [](char c) {
-      return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
-    });
+  for (const std::string& value : secrets_)
     out.push_back(mac.hex_mac(value));
-  }
   return out;
 }
 

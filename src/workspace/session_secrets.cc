@@ -110,14 +110,30 @@ json OpenSession::secret_names_json() const {
   return out;
 }
 
+json OpenSession::secret_unchecked_json() const {
+  json out = json::array();
+  for (const std::string& path : secrets_.unchecked)
+    out.push_back(name_json(path));
+  return out;
+}
+
+json OpenSession::secret_values_json() const {
+  if (secrets_.value_key.empty()) return nullptr;
+  return {{"key", secrets_.value_key}, {"fingerprints", secrets_.value_fingerprints}};
+}
+
 std::uint64_t OpenSession::record_bytes() const {
   std::uint64_t bytes = 0;
   for (const auto& [path, file] : secrets_.written)
     bytes += record_size(written_json(path, file));
   for (const auto& [path, file] : secrets_.links)
     bytes += record_size(written_json(path, file));
-  for (const std::string& path : secrets_.named)
-    bytes += record_size(name_json(path));
+  for (const auto* paths : {&secrets_.named, &secrets_.unchecked}) {
+    for (const std::string& path : *paths)
+      bytes += record_size(name_json(path));
+  }
+  for (const std::string& fingerprint : secrets_.value_fingerprints)
+    bytes += record_size(json(fingerprint));
   for (const auto& [path, base] : secrets_.bases)
     bytes += record_size(base_json(path, base));
   return bytes;
@@ -171,16 +187,36 @@ core::Status OpenSession::scan_for_secrets(const fs::path& layer, const SecretSc
   if (scan.redacted && ::syncfs(scan.redacted.get()) != 0) {
     return Error::from_errno("session", "sync " + (storage_ / "redacted").string());
   }
+  PB_CHECK(keep_fingerprints(scan));
   info_.secret_paths = marked_paths();
-  if (secrets_.value_key.empty()) secrets_.value_key = core::random_hex(64);
-  for (std::string& fingerprint : secrets.fingerprints(secrets_.value_key))
-    secrets_.value_fingerprints.insert(std::move(fingerprint));
   return core::ok_status();
 }
 
-bool OpenSession::marks_need_values_beyond(const SecretScrubber& values) const {
-  if (secrets_.written.empty() && secrets_.links.empty() && secrets_.named.empty()) return false;
-  if (secrets_.value_key.empty()) return false;  // marked by a pulsebox that kept no fingerprints
+// The values are needed by later runs while a mark made with them is held;
+// with none held, no run needs any.
+core::Status OpenSession::keep_fingerprints(SecretScan& scan) {
+  if (!secrets_.holds_marks()) {
+    secrets_.value_key.clear();
+    secrets_.value_fingerprints.clear();
+    return core::ok_status();
+  }
+  if (secrets_.value_key.empty()) secrets_.value_key = core::random_hex(64);
+  for (std::string& fingerprint : scan.secrets.fingerprints(secrets_.value_key)) {
+    if (secrets_.value_fingerprints.contains(fingerprint)) continue;
+    const std::uint64_t size = record_size(json(fingerprint));
+    if (scan.marks_bytes + size > kMaxSecretRecordBytes) {
+      return Error(ErrorKind::kResource, "session",
+                   "the run registers more secret values than the session's record can "
+                   "remember beside its marks");
+    }
+    secrets_.value_fingerprints.insert(std::move(fingerprint));
+    scan.marks_bytes += size;
+  }
+  return core::ok_status();
+}
+
+bool OpenSession::needs_values_beyond(const SecretScrubber& values) const {
+  if (secrets_.value_key.empty()) return false;  // no mark held (or an older pulsebox's)
   const std::vector<std::string> given = values.fingerprints(secrets_.value_key);
   const std::set<std::string> known(given.begin(), given.end());
   return std::ranges::any_of(secrets_.value_fingerprints,
@@ -197,18 +233,29 @@ std::vector<std::string> OpenSession::marked_paths() const {
   return {paths.begin(), paths.end()};
 }
 
-// What the run replaced at `path` (a file, a symlink) takes its marks with
-// it; a name's mark stays: the name still holds the value.
-void OpenSession::forget_marks_at(const std::string& path, SecretScan& scan) {
+// What the run replaced at `path` takes its marks with it: a file's or a
+// symlink's at the path (a directory made there), or everything beneath it
+// too (a file, symlink or whiteout there, or an opaque directory: what it
+// holds is walked and marked again). A name's mark stays: the name still
+// holds the value.
+void OpenSession::forget_marks_at(const std::string& path, Forget which, SecretScan& scan) {
+  const auto replaced = [&](const std::string& marked) {
+    return which == Forget::kAt ? marked == path : core::is_at_or_beneath(marked, path);
+  };
   for (auto* copies : {&secrets_.written, &secrets_.links}) {
     std::erase_if(*copies, [&](const auto& item) {
-      if (!core::is_at_or_beneath(item.first, path)) return false;
+      if (!replaced(item.first)) return false;
       scan.marks_bytes -=
           std::min(scan.marks_bytes, record_size(written_json(item.first, item.second)));
       superseded_copies_.push_back(item.second);
       return true;
     });
   }
+  std::erase_if(secrets_.unchecked, [&](const std::string& marked) {
+    if (!replaced(marked)) return false;
+    scan.marks_bytes -= std::min(scan.marks_bytes, record_size(name_json(marked)));
+    return true;
+  });
 }
 
 namespace {
@@ -222,12 +269,14 @@ core::Status no_room_for_marks(const SecretScan& scan) {
 
 }  // namespace
 
-// A path whose name holds a value: the mark covers what is beneath it.
-core::Status OpenSession::mark_name(const std::string& path, SecretScan& scan) {
-  if (secrets_.named.contains(path)) return core::ok_status();
+// A path whose name holds a value (the mark covers what is beneath it), or a
+// file too large to check.
+core::Status OpenSession::mark_path(std::set<std::string, std::less<>>& marks,
+                                    const std::string& path, SecretScan& scan) {
+  if (marks.contains(path)) return core::ok_status();
   const std::uint64_t size = record_size(name_json(path));
   if (scan.marks_bytes + size > kMaxSecretRecordBytes) return no_room_for_marks(scan);
-  secrets_.named.insert(path);
+  marks.insert(path);
   scan.marks_bytes += size;
   ++scan.marks_of_run;
   return core::ok_status();
@@ -277,20 +326,24 @@ core::Status OpenSession::mark_written(int layer_fd, SecretScan& scan) {
       // The commit would write a name holding a value into the workspace:
       // whatever is at or beneath it is flagged, as a run's import does.
       const bool named = beneath_named || scan.secrets.contains_secret(path);
-      if (named && !beneath_named) PB_CHECK(mark_name(path, scan));
+      if (named && !beneath_named) PB_CHECK(mark_path(secrets_.named, path, scan));
       struct stat st {};
       if (::fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return unreadable(path);
       if (S_ISDIR(st.st_mode)) {
         const OwnerOpened child(dirfd, name, O_RDONLY | O_DIRECTORY, st);
         if (!child) return unreadable(path);
+        forget_marks_at(path, is_opaque(child.get()) ? Forget::kAtOrBeneath : Forget::kAt, scan);
         PB_CHECK(walk(child.get(), path + "/", depth + 1, named));
         continue;
       }
       // A whiteout, a symlink or a special file: whatever it replaced goes.
-      forget_marks_at(path, scan);
+      forget_marks_at(path, Forget::kAtOrBeneath, scan);
       if (S_ISLNK(st.st_mode)) PB_CHECK(mark_link(dirfd, name, path, scan));
-      if (!S_ISREG(st.st_mode) || static_cast<std::uint64_t>(st.st_size) > kMaxScannedBytes)
+      if (!S_ISREG(st.st_mode)) continue;
+      if (static_cast<std::uint64_t>(st.st_size) > kMaxScannedBytes) {
+        PB_CHECK(mark_path(secrets_.unchecked, path, scan));
         continue;
+      }
       const OwnerOpened fd(dirfd, name, O_RDONLY | O_NONBLOCK, st);
       if (!fd) return unreadable(path);
       auto bytes = core::read_all(fd.get(), kMaxScannedBytes, path);
@@ -305,6 +358,15 @@ core::Status OpenSession::mark_written(int layer_fd, SecretScan& scan) {
     }
     return core::ok_status();
   };
+  if (is_opaque(layer_fd)) {  // the whole view replaced
+    for (auto* copies : {&secrets_.written, &secrets_.links}) {
+      for (const auto& [path, file] : *copies)
+        superseded_copies_.push_back(file);
+      copies->clear();
+    }
+    secrets_.unchecked.clear();
+    scan.marks_bytes = record_bytes();
+  }
   return walk(layer_fd, "", 0, false);
 }
 
@@ -430,7 +492,8 @@ core::Status OpenSession::check_bases_of(int layer_fd, SecretScan& scan) {
            below ? list_directory(below->get()) : std::vector<std::string>{}) {
         if (present.count(name) != 0 || (prefix.empty() && name == ".agent")) continue;
         // Its deletion is staged by its name, which a run's import checks.
-        if (scan.secrets.contains_secret(prefix + name)) PB_CHECK(mark_name(prefix + name, scan));
+        if (scan.secrets.contains_secret(prefix + name))
+          PB_CHECK(mark_path(secrets_.named, prefix + name, scan));
         PB_CHECK(check_base_at(prefix + name, true, depth + 1, scan));
       }
     }

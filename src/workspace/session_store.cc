@@ -133,24 +133,31 @@ core::Status parse_session(const json& document, SessionInfo& info, fs::path& st
       }
     }
     info.secret_paths.assign(marked.begin(), marked.end());
+    if (document.contains("secret_unchecked")) {
+      for (const auto& item : document["secret_unchecked"]) {
+        std::string path = core::get_name(item, "path");
+        if (secrets != nullptr) secrets->unchecked.insert(std::move(path));
+      }
+    }
+    // null: no mark held. Else a key and an array of fingerprints, each 64
+    // hex digits: anything else is a damaged record, never "no values".
     if (document.contains("secret_values") && !document["secret_values"].is_null()) {
       const json& values = document["secret_values"];
-      const auto is_hex = [](const std::string& text, std::size_t size) {
-        return text.size() == size &&
-               text.find_first_not_of("0123456789abcdef") == std::string::npos;
+      const auto is_hex = [](const json& text) {
+        return text.is_string() && text.get_ref<const std::string&>().size() == 64 &&
+               text.get_ref<const std::string&>().find_first_not_of("0123456789abcdef") ==
+                   std::string::npos;
       };
-      const std::string key = values.at("key").get<std::string>();
-      if (!is_hex(key, 64)) {
-        return Error(ErrorKind::kInvalidInput, "session", "the secret values' key is malformed");
+      if (!values.is_object() || !values.contains("key") || !is_hex(values["key"]) ||
+          !values.contains("fingerprints") || !values["fingerprints"].is_array() ||
+          !std::ranges::all_of(values["fingerprints"], is_hex)) {
+        return Error(ErrorKind::kInvalidInput, "session",
+                     "secret_values is malformed: a key and fingerprints of 64 hex digits each");
       }
-      if (secrets != nullptr) secrets->value_key = key;
-      for (const auto& item : values.at("fingerprints")) {
-        const std::string fingerprint = item.get<std::string>();
-        if (!is_hex(fingerprint, 64)) {
-          return Error(ErrorKind::kInvalidInput, "session",
-                       "a secret value's fingerprint is malformed");
-        }
-        if (secrets != nullptr) secrets->value_fingerprints.insert(fingerprint);
+      if (secrets != nullptr) {
+        secrets->value_key = values["key"].get<std::string>();
+        for (const auto& fingerprint : values["fingerprints"])
+          secrets->value_fingerprints.insert(fingerprint.get<std::string>());
       }
     }
     if (secrets != nullptr)
@@ -355,28 +362,25 @@ core::Status OpenSession::save() {
   json layers = json::array();
   for (const auto& layer : info_.layers)
     layers.push_back(layer.filename().string());
-  const json document = {
-      {"version", 1},
-      {"name", info_.name},
-      {"created", info_.created},
-      {"last_run", info_.last_run},
-      {"runs", info_.runs},
-      {"base_stamp_ns", info_.base_stamp_ns},
-      {"storage", storage_.string()},
-      {"next_layer", next_layer_},
-      {"layers", std::move(layers)},
-      {"committing", info_.committing ? json(*info_.committing) : json(nullptr)},
-      {"commit_ends_session", commit_ends_session_},
-      {"removing", removing_},
-      {"secrets", secrets_json()},
-      {"secret_links", secret_links_json()},
-      {"secret_bases", secret_bases_json()},
-      {"secret_names", secret_names_json()},
-      {"secret_values",
-       secrets_.value_key.empty()
-           ? json(nullptr)
-           : json{{"key", secrets_.value_key}, {"fingerprints", secrets_.value_fingerprints}}},
-      {"secret_bases_incomplete", secrets_.bases_incomplete}};
+  const json document = {{"version", 1},
+                         {"name", info_.name},
+                         {"created", info_.created},
+                         {"last_run", info_.last_run},
+                         {"runs", info_.runs},
+                         {"base_stamp_ns", info_.base_stamp_ns},
+                         {"storage", storage_.string()},
+                         {"next_layer", next_layer_},
+                         {"layers", std::move(layers)},
+                         {"committing", info_.committing ? json(*info_.committing) : json(nullptr)},
+                         {"commit_ends_session", commit_ends_session_},
+                         {"removing", removing_},
+                         {"secrets", secrets_json()},
+                         {"secret_links", secret_links_json()},
+                         {"secret_bases", secret_bases_json()},
+                         {"secret_names", secret_names_json()},
+                         {"secret_unchecked", secret_unchecked_json()},
+                         {"secret_values", secret_values_json()},
+                         {"secret_bases_incomplete", secrets_.bases_incomplete}};
   return core::write_file_atomic(record_path(*workspace_, name_), document.dump(2) + "\n", 0600);
 }
 

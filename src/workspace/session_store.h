@@ -41,11 +41,17 @@ struct SessionSecrets {
   // Paths whose names hold a value: every change at or beneath one is
   // flagged, whatever a later run (knowing no value) makes there.
   std::set<std::string, std::less<>> named;
-  // Keyed digests of every value a run registered (SecretScrubber::
-  // fingerprints under `value_key`, hex): a later run that does not
-  // register them all could move what the marks name from under them.
+  // Files a run with values left too large to check (kMaxScannedBytes).
+  std::set<std::string, std::less<>> unchecked;
+  // While any mark above is held: keyed digests of the values the runs
+  // registered (SecretScrubber::fingerprints under `value_key`, hex). A
+  // later run that does not register them all could move what a mark
+  // names from under it.
   std::string value_key;
   std::set<std::string> value_fingerprints;
+  bool holds_marks() const {
+    return !written.empty() || !links.empty() || !named.empty() || !unchecked.empty();
+  }
   // What the runs replaced or deleted in the workspace (the review's before
   // side): its sha256 and redacted copy's name; both "" when it could not
   // be checked (too large, unreadable); `subtree` when nothing at or
@@ -108,10 +114,11 @@ class OpenSession {
   std::map<std::string, std::string> known_secrets() const;
   // The symlinks found with one in their target, with the redacted target.
   std::map<std::string, std::string> known_secret_links() const;
-  // Whether the session holds marks made with a value `values` does not
-  // register (compared by fingerprint): a run without it could `mv` a
-  // marked file, symlink or name to where no mark is, past the review.
-  bool marks_need_values_beyond(const SecretScrubber& values) const;
+  // Whether the session holds marks made while a value was registered that
+  // `values` does not register (compared by fingerprint): a run without it
+  // could `mv` a marked file, symlink or name, or a file too large to
+  // check, to where no mark is, past the review.
+  bool needs_values_beyond(const SecretScrubber& values) const;
   // The paths whose names hold one (ImportOptions::known_secret_names).
   const std::set<std::string, std::less<>>& known_secret_names() const { return secrets_.named; }
   // What the runs replaced that held a secret (ImportOptions::known_bases).
@@ -164,11 +171,16 @@ class OpenSession {
   nlohmann::json secret_links_json() const;
   nlohmann::json secret_bases_json() const;
   nlohmann::json secret_names_json() const;
+  nlohmann::json secret_values_json() const;
+  nlohmann::json secret_unchecked_json() const;
   std::uint64_t record_bytes() const;  // what the marks take in the record
   core::Status scan_for_secrets(const std::filesystem::path& layer, const SecretScrubber& secrets);
   core::Status mark_written(int layer_fd, SecretScan& scan);
-  core::Status mark_name(const std::string& path, SecretScan& scan);
-  void forget_marks_at(const std::string& path, SecretScan& scan);
+  core::Status mark_path(std::set<std::string, std::less<>>& marks, const std::string& path,
+                         SecretScan& scan);
+  core::Status keep_fingerprints(SecretScan& scan);
+  enum class Forget { kAt, kAtOrBeneath };
+  void forget_marks_at(const std::string& path, Forget which, SecretScan& scan);
   std::vector<std::string> marked_paths() const;
   core::Status mark_link(int dirfd, const std::string& name, const std::string& path,
                          SecretScan& scan);

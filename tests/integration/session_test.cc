@@ -597,6 +597,10 @@ TEST_F(SecretInChangesTest, ASessionRemembersTheSecretUntilItsCommit) {
   const auto refused = run(workspace_.path(), {"--session", "s"}, "mv config.txt moved.txt");
   EXPECT_EQ(refused.exit_code, 125) << refused.out << refused.err;
   EXPECT_NE(refused.err.find("--allow-weaker secrets"), std::string::npos) << refused.err;
+  EXPECT_NE(testing::read_file(workspace_ / ".agent/logs/audit.jsonl")
+                .find("secrets: not enforced strongly for this run"),
+            std::string::npos)
+      << "the refusal is not in the audit log";
   const json later = run_json(workspace_.path(), {"--session", "s", "--allow-weaker", "secrets"},
                               "echo more > more.txt");
   EXPECT_EQ(later["changes_status"]["status"], "session");

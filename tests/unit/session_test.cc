@@ -466,40 +466,62 @@ TEST_F(SessionStoreTest, ASessionOfMarkedNamesAloneIsRefusedAndNoMarkIsShownForA
   EXPECT_FALSE(fs::exists(ws_ / ("d-" + value)));
 }
 
-// The session keeps a keyed digest of each value its runs registered, so
-// that a later run without one of them can be told apart before it runs
-// (the facade then refuses it unless --allow-weaker secrets): it could `mv`
-// what the marks name to where no mark is.
+// While it holds a mark, the session keeps a keyed digest of each value its
+// runs registered, so that a later run without one of them can be told
+// apart before it runs (the facade then refuses it unless --allow-weaker
+// secrets): it could `mv` what a mark names to where no mark is. A file too
+// large to check is marked for this too (an attack: one over
+// kMaxScannedBytes left no mark, and a later run without the value cut it
+// out). A case variant is another value (its base64 forms differ: an
+// attack moved a base64 copy past a run that registered the value in
+// another case). With no mark held, no value is needed (a rotating token).
 TEST_F(SessionStoreTest, ASessionKnowsWhichValuesItsMarksNeedWithoutHoldingThem) {
-  const std::string value = "s3cr3t-abcdef-42";
+  const std::string value = "S3cr3t-abcdef-42";
+  const SecretScrubber values({value});
   Workspace ws(ws_.path());
-  const auto open = [&] { return workspace::OpenSession::open(ws, "s", kept(), true); };
+  const auto add = [&](const fs::path& upper, const SecretScrubber* run_values) {
+    auto session = workspace::OpenSession::open(ws, "s", kept(), true);
+    EXPECT_TRUE(session) << session.error().to_string();
+    EXPECT_TRUE(session->add_run(upper, run_values));
+  };
+  const auto needs = [&](const SecretScrubber& run_values) {
+    auto session = workspace::OpenSession::open(ws, "s", kept(), true);
+    EXPECT_TRUE(session) << session.error().to_string();
+    return session->needs_values_beyond(run_values);
+  };
   fs::path upper = new_upper();
   write_file(upper / "clean.txt", "clean\n");
-  {
-    auto session = open();
-    ASSERT_TRUE(session) << session.error().to_string();
-    const SecretScrubber values({value});
-    ASSERT_TRUE(session->add_run(upper, &values));
-    EXPECT_FALSE(session->marks_need_values_beyond(SecretScrubber{}));  // nothing marked
-  }
+  add(upper, &values);
+  EXPECT_FALSE(needs(SecretScrubber{}));  // nothing marked
+
+  upper = new_upper();
+  write_file(upper / "big", "");
+  fs::resize_file(upper / "big", workspace::kMaxScannedBytes + 1);  // sparse
+  add(upper, &values);
+  EXPECT_TRUE(needs(SecretScrubber{}));
+  EXPECT_FALSE(needs(values));
+  upper = new_upper();
+  whiteout(upper / "big");
+  add(upper, &values);
+  EXPECT_FALSE(needs(SecretScrubber{}));  // the mark went with the file
+
   upper = new_upper();
   write_file(upper / "c", value + "\n");
-  {
-    auto session = open();
-    ASSERT_TRUE(session) << session.error().to_string();
-    const SecretScrubber values({value, "other-value-99"});
-    ASSERT_TRUE(session->add_run(upper, &values));
-  }
+  const SecretScrubber two({value, "other-value-99"});
+  add(upper, &two);
   const std::string record = read_file(ws_ / ".agent/sessions/s.json");
   EXPECT_EQ(record.find("other-value-99"), std::string::npos) << record;
-  auto session = open();
-  ASSERT_TRUE(session) << session.error().to_string();
-  EXPECT_FALSE(session->marks_need_values_beyond(SecretScrubber({value, "other-value-99"})));
-  EXPECT_FALSE(session->marks_need_values_beyond(
-      SecretScrubber({"S3CR3T-ABCDEF-42", "Other-Value-99", "a-third-one"})));
-  EXPECT_TRUE(session->marks_need_values_beyond(SecretScrubber({value})));
-  EXPECT_TRUE(session->marks_need_values_beyond(SecretScrubber{}));
+  EXPECT_EQ(record.find(value), std::string::npos) << record;
+  EXPECT_FALSE(needs(two));
+  EXPECT_FALSE(needs(SecretScrubber({"other-value-99", value, "a-third"})));
+  EXPECT_TRUE(needs(SecretScrubber({"s3cr3t-abcdef-42", "other-value-99"})));
+  EXPECT_TRUE(needs(values));
+  EXPECT_TRUE(needs(SecretScrubber{}));
+  upper = new_upper();
+  write_file(upper / "c" / "x", "hi\n");  // rm c; mkdir c: c's mark goes with the file
+  add(upper, &two);
+  EXPECT_FALSE(needs(SecretScrubber{}));
+  EXPECT_TRUE(describe_session(ws, "s", kept()).secret_paths.empty());
 }
 
 // An ordinary user's session whose runs did `chmod 000` on their own
