@@ -4,6 +4,7 @@
 // the values, so that the session's review (without them) shows neither.
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <climits>
@@ -82,38 +83,44 @@ struct SecretScan {
   }
 };
 
-json OpenSession::secrets_json() const {
+namespace {
+
+json copies_json(const std::map<std::string, std::string>& copies) {
   json out = json::array();
-  for (const auto& [path, file] : secrets_.written)
+  for (const auto& [path, file] : copies)
     out.push_back(written_json(path, file));
   return out;
+}
+
+json paths_json(const std::set<std::string, std::less<>>& paths) {
+  json out = json::array();
+  for (const std::string& path : paths)
+    out.push_back(name_json(path));
+  return out;
+}
+
+}  // namespace
+
+json OpenSession::secrets_json() const {
+  return copies_json(secrets_.written);
+}
+
+json OpenSession::secret_links_json() const {
+  return copies_json(secrets_.links);
+}
+
+json OpenSession::secret_names_json() const {
+  return paths_json(secrets_.named);
+}
+
+json OpenSession::secret_unchecked_json() const {
+  return paths_json(secrets_.unchecked);
 }
 
 json OpenSession::secret_bases_json() const {
   json out = json::array();
   for (const auto& [path, base] : secrets_.bases)
     out.push_back(base_json(path, base));
-  return out;
-}
-
-json OpenSession::secret_links_json() const {
-  json out = json::array();
-  for (const auto& [path, file] : secrets_.links)
-    out.push_back(written_json(path, file));
-  return out;
-}
-
-json OpenSession::secret_names_json() const {
-  json out = json::array();
-  for (const std::string& path : secrets_.named)
-    out.push_back(name_json(path));
-  return out;
-}
-
-json OpenSession::secret_unchecked_json() const {
-  json out = json::array();
-  for (const std::string& path : secrets_.unchecked)
-    out.push_back(name_json(path));
   return out;
 }
 
@@ -183,11 +190,15 @@ core::Status OpenSession::scan_for_secrets(const fs::path& layer, const SecretSc
   UniqueFd root(::open(layer.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (!root) return Error::from_errno("session", "open " + layer.string());
   PB_CHECK(mark_written(root.get(), scan));
+  // Room for the values' digests before the bases take theirs (a base that
+  // finds none is withheld; a digest that finds none refuses the run), and
+  // again for names marked beneath an opaque directory.
+  PB_CHECK(keep_fingerprints(scan));
   PB_CHECK(check_bases_of(root.get(), scan));
+  PB_CHECK(keep_fingerprints(scan));
   if (scan.redacted && ::syncfs(scan.redacted.get()) != 0) {
     return Error::from_errno("session", "sync " + (storage_ / "redacted").string());
   }
-  PB_CHECK(keep_fingerprints(scan));
   info_.secret_paths = marked_paths();
   return core::ok_status();
 }
@@ -233,11 +244,11 @@ std::vector<std::string> OpenSession::marked_paths() const {
   return {paths.begin(), paths.end()};
 }
 
-// What the run replaced at `path` takes its marks with it: a file's or a
-// symlink's at the path (a directory made there), or everything beneath it
-// too (a file, symlink or whiteout there, or an opaque directory: what it
-// holds is walked and marked again). A name's mark stays: the name still
-// holds the value.
+// What the run replaced at `path` takes its marks with it: those at the
+// path (a directory made there), or everything beneath it too (a file,
+// symlink or whiteout there, or an opaque directory). What the layer holds
+// there is walked and marked again, names too (a mark kept for a name no
+// longer there would keep its values needed for good).
 void OpenSession::forget_marks_at(const std::string& path, Forget which, SecretScan& scan) {
   const auto replaced = [&](const std::string& marked) {
     return which == Forget::kAt ? marked == path : core::is_at_or_beneath(marked, path);
@@ -251,11 +262,13 @@ void OpenSession::forget_marks_at(const std::string& path, Forget which, SecretS
       return true;
     });
   }
-  std::erase_if(secrets_.unchecked, [&](const std::string& marked) {
-    if (!replaced(marked)) return false;
-    scan.marks_bytes -= std::min(scan.marks_bytes, record_size(name_json(marked)));
-    return true;
-  });
+  for (auto* marks : {&secrets_.unchecked, &secrets_.named}) {
+    std::erase_if(*marks, [&](const std::string& marked) {
+      if (!replaced(marked)) return false;
+      scan.marks_bytes -= std::min(scan.marks_bytes, record_size(name_json(marked)));
+      return true;
+    });
+  }
 }
 
 namespace {
@@ -323,21 +336,28 @@ core::Status OpenSession::mark_written(int layer_fd, SecretScan& scan) {
     if (prefix.empty()) std::erase(names, std::string(".agent"));  // pulsebox's own: never a change
     for (const std::string& name : names) {
       const std::string path = prefix + name;
-      // The commit would write a name holding a value into the workspace:
-      // whatever is at or beneath it is flagged, as a run's import does.
-      const bool named = beneath_named || scan.secrets.contains_secret(path);
-      if (named && !beneath_named) PB_CHECK(mark_path(secrets_.named, path, scan));
       struct stat st {};
       if (::fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return unreadable(path);
+      const bool whiteout = S_ISCHR(st.st_mode) && major(st.st_rdev) == 0 && minor(st.st_rdev) == 0;
+      // The commit would write a name holding a value into the workspace:
+      // whatever is at or beneath it is flagged, as a run's import does. A
+      // whiteout is a deletion only of what the workspace holds.
+      const auto names_a_value = [&] {
+        if (!scan.secrets.contains_secret(path)) return false;
+        return !whiteout || open_beneath(scan.workspace_root.get(), path, O_PATH | O_NOFOLLOW);
+      };
       if (S_ISDIR(st.st_mode)) {
         const OwnerOpened child(dirfd, name, O_RDONLY | O_DIRECTORY, st);
         if (!child) return unreadable(path);
         forget_marks_at(path, is_opaque(child.get()) ? Forget::kAtOrBeneath : Forget::kAt, scan);
+        const bool named = beneath_named || names_a_value();
+        if (named && !beneath_named) PB_CHECK(mark_path(secrets_.named, path, scan));
         PB_CHECK(walk(child.get(), path + "/", depth + 1, named));
         continue;
       }
       // A whiteout, a symlink or a special file: whatever it replaced goes.
       forget_marks_at(path, Forget::kAtOrBeneath, scan);
+      if (!beneath_named && names_a_value()) PB_CHECK(mark_path(secrets_.named, path, scan));
       if (S_ISLNK(st.st_mode)) PB_CHECK(mark_link(dirfd, name, path, scan));
       if (!S_ISREG(st.st_mode)) continue;
       if (static_cast<std::uint64_t>(st.st_size) > kMaxScannedBytes) {

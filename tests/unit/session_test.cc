@@ -522,6 +522,17 @@ TEST_F(SessionStoreTest, ASessionKnowsWhichValuesItsMarksNeedWithoutHoldingThem)
   add(upper, &two);
   EXPECT_FALSE(needs(SecretScrubber{}));
   EXPECT_TRUE(describe_session(ws, "s", kept()).secret_paths.empty());
+  // A name's mark goes with the name (a review found it kept for good, and
+  // the values with it).
+  upper = new_upper();
+  fs::create_directories(upper / ("n-" + value));
+  add(upper, &values);
+  EXPECT_TRUE(needs(SecretScrubber{}));
+  upper = new_upper();
+  whiteout(upper / ("n-" + value));  // rmdir: the workspace never had it
+  add(upper, &values);
+  EXPECT_FALSE(needs(SecretScrubber{}));
+  EXPECT_TRUE(describe_session(ws, "s", kept()).secret_paths.empty());
 }
 
 // An ordinary user's session whose runs did `chmod 000` on their own
