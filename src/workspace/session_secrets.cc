@@ -207,6 +207,8 @@ core::Status OpenSession::scan_for_secrets(const fs::path& layer, const SecretSc
 // with none held, no run needs any.
 core::Status OpenSession::keep_fingerprints(SecretScan& scan) {
   if (!secrets_.holds_marks()) {
+    for (const std::string& fingerprint : secrets_.value_fingerprints)
+      scan.marks_bytes -= std::min(scan.marks_bytes, record_size(json(fingerprint)));
     secrets_.value_key.clear();
     secrets_.value_fingerprints.clear();
     return core::ok_status();
@@ -385,6 +387,7 @@ core::Status OpenSession::mark_written(int layer_fd, SecretScan& scan) {
       copies->clear();
     }
     secrets_.unchecked.clear();
+    secrets_.named.clear();
     scan.marks_bytes = record_bytes();
   }
   return walk(layer_fd, "", 0, false);

@@ -533,6 +533,15 @@ TEST_F(SessionStoreTest, ASessionKnowsWhichValuesItsMarksNeedWithoutHoldingThem)
   add(upper, &values);
   EXPECT_FALSE(needs(SecretScrubber{}));
   EXPECT_TRUE(describe_session(ws, "s", kept()).secret_paths.empty());
+  // A layer whose root is opaque replaces the whole view: every mark goes.
+  upper = new_upper();
+  fs::create_directories(upper / ("n-" + value));
+  add(upper, &values);
+  upper = new_upper();
+  opaque_dir(upper);
+  write_file(upper / "only.txt", "only\n");
+  add(upper, &values);
+  EXPECT_FALSE(needs(SecretScrubber{}));
 }
 
 // An ordinary user's session whose runs did `chmod 000` on their own
