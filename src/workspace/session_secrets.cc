@@ -228,6 +228,25 @@ core::Status OpenSession::keep_fingerprints(SecretScan& scan) {
   return core::ok_status();
 }
 
+// Whether the session's layers below hold a whiteout or a non-directory at
+// `path` (the first of them that holds anything there): a directory a run
+// makes there hides what the workspace holds beneath it, since the merge
+// marks it opaque (merge_directory), even where the kernel did not.
+bool OpenSession::hides_below(const std::string& path) const {
+  for (const fs::path& layer : info_.layers) {
+    UniqueFd root(::open(layer.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!root) continue;
+    auto found = open_beneath(root.get(), path, O_PATH | O_NOFOLLOW);
+    if (!found) continue;
+    struct stat st {};
+    if (::fstat(found->get(), &st) != 0) continue;
+    if (!S_ISDIR(st.st_mode)) return true;  // a whiteout, a file, a symlink
+    UniqueFd dir(::openat(found->get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (dir && is_opaque(dir.get())) return false;  // it hides the workspace's itself
+  }
+  return false;
+}
+
 bool OpenSession::needs_values_beyond(const SecretScrubber& values) const {
   if (secrets_.value_key.empty()) return false;  // no mark held (or an older pulsebox's)
   const std::vector<std::string> given = values.fingerprints(secrets_.value_key);
@@ -351,7 +370,8 @@ core::Status OpenSession::mark_written(int layer_fd, SecretScan& scan) {
       if (S_ISDIR(st.st_mode)) {
         const OwnerOpened child(dirfd, name, O_RDONLY | O_DIRECTORY, st);
         if (!child) return unreadable(path);
-        forget_marks_at(path, is_opaque(child.get()) ? Forget::kAtOrBeneath : Forget::kAt, scan);
+        const bool hides = is_opaque(child.get()) || hides_below(path);
+        forget_marks_at(path, hides ? Forget::kAtOrBeneath : Forget::kAt, scan);
         const bool named = beneath_named || names_a_value();
         if (named && !beneath_named) PB_CHECK(mark_path(secrets_.named, path, scan));
         PB_CHECK(walk(child.get(), path + "/", depth + 1, named));
@@ -533,7 +553,7 @@ core::Status OpenSession::check_bases_of(int layer_fd, SecretScan& scan) {
         withhold_from(path, scan);  // what it replaces cannot be seen
         continue;
       }
-      const bool opaque = is_opaque(child.get());
+      const bool opaque = is_opaque(child.get()) || (!hidden && hides_below(path));
       // A directory over a file or symlink replaces it; an opaque one over
       // a directory hides what that holds (walked below, as hidden).
       PB_CHECK(check_base_at(path, false, depth + 1, scan));

@@ -179,6 +179,7 @@ class OpenSession {
   core::Status mark_path(std::set<std::string, std::less<>>& marks, const std::string& path,
                          SecretScan& scan);
   core::Status keep_fingerprints(SecretScan& scan);
+  bool hides_below(const std::string& path) const;
   enum class Forget { kAt, kAtOrBeneath };
   void forget_marks_at(const std::string& path, Forget which, SecretScan& scan);
   std::vector<std::string> marked_paths() const;

@@ -466,6 +466,40 @@ TEST_F(SessionStoreTest, ASessionOfMarkedNamesAloneIsRefusedAndNoMarkIsShownForA
   EXPECT_FALSE(fs::exists(ws_ / ("d-" + value)));
 }
 
+// `rm -rf d` in one run and `mkdir d` in the next: the second run's `d` is
+// a plain directory (the kernel does not mark it opaque over a lower
+// layer's whiteout), and only the merge marks it so. The check saw nothing
+// hidden, while the review stages the deletion of each workspace name
+// beneath it: one named with the value went through unflagged (found by
+// reading the code; reproduced by hand with two runs).
+TEST_F(SessionStoreTest, ADirectoryMadeOverAnEarlierRunsDeletionHidesWhatItsNamesHeld) {
+  const std::string value = "s3cr3t-abcdef-42";
+  const SecretScrubber scrubber({value});
+  write_file(ws_ / "d" / ("v-" + value), "v\n");
+  write_file(ws_ / "d" / "plain.txt", "plain\n");
+  Workspace ws(ws_.path());
+  const auto add = [&](const fs::path& upper) {
+    auto session = workspace::OpenSession::open(ws, "s", kept(), true);
+    ASSERT_TRUE(session) << session.error().to_string();
+    ASSERT_TRUE(session->add_run(upper, &scrubber));
+  };
+  fs::path upper = new_upper();
+  whiteout(upper / "d");
+  add(upper);
+  upper = new_upper();
+  write_file(upper / "d" / "new.txt", "new\n");  // not opaque, as the kernel leaves it
+  add(upper);
+  const ImportResult review = session_transaction(ws, "s", kept());
+  ASSERT_TRUE(review.transaction.has_value());
+  std::map<std::string, bool> flagged;
+  for (const auto& change : ws.describe(*review.transaction).changes)
+    flagged[change.path] = change.contains_secret;
+  EXPECT_EQ(flagged, (std::map<std::string, bool>{
+                         {"d/v-" + value, true}, {"d/plain.txt", false}, {"d/new.txt", false}}));
+  ws.discard(*review.transaction);
+  EXPECT_THROW((void)commit_session(ws, "s", kept()), SandboxSecurityError);
+}
+
 // While it holds a mark, the session keeps a keyed digest of each value its
 // runs registered, so that a later run without one of them can be told
 // apart before it runs (the facade then refuses it unless --allow-weaker
