@@ -168,7 +168,11 @@ ExecutionRequest Sandbox::build_request(Run& run, const std::vector<std::string>
   request.cwd = options.cwd;
   const auto host_env = options_.host_environment ? *options_.host_environment : host_environment();
   for (const std::string& name : options_.secret_policy.explicit_env) {
-    if (auto it = host_env.find(name); it != host_env.end()) scrubber_.add_secret(it->second);
+    if (auto it = host_env.find(name); it != host_env.end()) {
+      if (!it->second.empty() && it->second.size() < SecretScrubber::kMinSecretLength)
+        run.unscrubbable_secrets.push_back(name);
+      scrubber_.add_secret(it->second);
+    }
   }
   request.environment =
       build_sandbox_environment(options_.secret_policy, host_env, options_.environment);
@@ -198,19 +202,40 @@ void Sandbox::decide_enforcement(Run& run) {
   // run could move what their checks marked (or could not mark) to where no
   // mark is, past the session's review. Weaker, and refused unless accepted, as a backend
   // that cannot enforce the dimension would be.
-  const bool session_lacks_values = run.session && run.session->needs_values_beyond(scrubber_);
-  if (session_lacks_values) {
-    for (EnforcementDecision& decision : run.verdicts) {
-      if (decision.dimension != Dimension::Secrets ||
-          decision.level != EnforcementLevel::StronglyEnforced)
-        continue;
-      decision.level = EnforcementLevel::PartiallyEnforced;
-      decision.requested = true;
-      decision.accepted = options_.accept_weaker.count(Dimension::Secrets) > 0;
-      decision.reason = "earlier runs of session " + options_.session +
-                        " registered secret values that this run does not, so the session's "
-                        "review could not follow what this run does with what they left";
-      decision.fix = "register the same values (--secret) in every run of the session";
+  // A registered value too short to scrub (it would match everywhere) is
+  // neither scrubbed from the output nor checked in the changes.
+  std::vector<std::pair<std::string, std::string>> weaker_secrets;  // reason, fix
+  if (run.session && run.session->needs_values_beyond(scrubber_)) {
+    weaker_secrets.emplace_back(
+        "earlier runs of session " + options_.session +
+            " registered secret values that this run does not, so the session's review could "
+            "not follow what this run does with what they left",
+        "register the same values (--secret) in every run of the session");
+  }
+  if (!run.unscrubbable_secrets.empty()) {
+    std::string names;
+    for (const std::string& name : run.unscrubbable_secrets)
+      names += (names.empty() ? "" : ", ") + name;
+    weaker_secrets.emplace_back(
+        "the value of " + names + " is under " + std::to_string(SecretScrubber::kMinSecretLength) +
+            " bytes, too short to be found reliably: it is neither scrubbed from the output "
+            "nor checked in the changes",
+        "register a value of at least " + std::to_string(SecretScrubber::kMinSecretLength) +
+            " bytes");
+  }
+  const bool weaker_for_this_run = !weaker_secrets.empty();
+  for (EnforcementDecision& decision : run.verdicts) {
+    if (!weaker_for_this_run || decision.dimension != Dimension::Secrets ||
+        decision.level != EnforcementLevel::StronglyEnforced)
+      continue;
+    decision.level = EnforcementLevel::PartiallyEnforced;
+    decision.requested = true;
+    decision.accepted = options_.accept_weaker.count(Dimension::Secrets) > 0;
+    decision.reason.clear();
+    decision.fix.clear();
+    for (const auto& [reason, fix] : weaker_secrets) {
+      decision.reason += (decision.reason.empty() ? "" : "; ") + reason;
+      decision.fix += (decision.fix.empty() ? "" : "; ") + fix;
     }
   }
   // Pending: appended together with the Running transition (run_and_scrub),
@@ -238,11 +263,11 @@ void Sandbox::decide_enforcement(Run& run) {
   }
   if (refused != nullptr) {
     const std::string dimension(to_string(refused->dimension));
-    const bool by_session = session_lacks_values && refused->dimension == Dimension::Secrets;
+    const bool for_this_run = weaker_for_this_run && refused->dimension == Dimension::Secrets;
     std::string message =
         dimension + ": " +
-        (by_session ? std::string("not enforced strongly for this run")
-                    : "the " + run.backend_name + " backend cannot enforce this strongly here") +
+        (for_this_run ? std::string("not enforced strongly for this run")
+                      : "the " + run.backend_name + " backend cannot enforce this strongly here") +
         " (" + std::string(to_string(refused->level)) + ": " + refused->reason + ")";
     if (!refused->fix.empty()) message += "; fix: " + refused->fix;
     message += "; or accept the weaker level with --allow-weaker " + dimension;

@@ -90,6 +90,9 @@ struct Sandbox::Run {
   Workspace::RunClock started;  // the workspace's stamp at the start
   // The run's session, locked for the run (SandboxOptions::session).
   std::optional<workspace::OpenSession> session;
+  // Registered variables whose values are too short to scrub
+  // (SecretScrubber::kMinSecretLength): the secrets dimension is weaker.
+  std::vector<std::string> unscrubbable_secrets;
 };
 
 // Adds `text` to the result's termination detail ("; "-separated).

@@ -615,6 +615,31 @@ TEST_F(SecretInChangesTest, ASessionRemembersTheSecretUntilItsCommit) {
   EXPECT_EQ(testing::read_file(workspace_ / "more.txt"), "more\nagain\n");
 }
 
+// A registered value under 4 bytes cannot be scrubbed (it would match
+// everywhere): it was ignored without a word, printed unscrubbed, while the
+// result said `secrets: strongly_enforced` (found by an attack). The
+// dimension is now weaker, which refuses the run unless accepted.
+TEST_F(SecretInChangesTest, AValueTooShortToScrubIsRefusedUnlessTheWeakerLevelIsAccepted) {
+  auto e = env();
+  e.push_back("SHORT=xK9");
+  const std::vector<std::string> base = {
+      "run",   "--json", "--allow-weaker",          "limits", "--secret",
+      "SHORT", "-w",     workspace_.path().string()};
+  auto args = base;
+  args.insert(args.end(), {"--", "sh", "-c", "echo $SHORT"});
+  const auto refused = testing::run_cli(args, "", e);
+  EXPECT_EQ(refused.exit_code, 125) << refused.out << refused.err;
+  EXPECT_NE(refused.err.find("the value of SHORT is under 4 bytes"), std::string::npos)
+      << refused.err;
+  EXPECT_NE(refused.err.find("--allow-weaker secrets"), std::string::npos) << refused.err;
+  EXPECT_EQ(refused.out.find("xK9"), std::string::npos) << refused.out;
+  args = base;
+  args.insert(args.end(), {"--allow-weaker", "secrets", "--", "sh", "-c", "echo $SHORT"});
+  const auto accepted = testing::run_cli(args, "", e);
+  ASSERT_EQ(accepted.exit_code, 0) << accepted.err;
+  EXPECT_EQ(json::parse(accepted.out)["enforcement"]["secrets"], "partially_enforced");
+}
+
 // What a run replaced is the host's, but with the value registered the
 // review shows it redacted: a run that deleted a file holding the value
 // showed it in the diff, where `cat` in the run would have been scrubbed.
