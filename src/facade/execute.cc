@@ -198,12 +198,12 @@ ExecutionRequest Sandbox::build_request(Run& run, const std::vector<std::string>
 // and not accepted, refuses the run.
 void Sandbox::decide_enforcement(Run& run) {
   run.verdicts = enforcement_plan();
-  // A session whose earlier runs registered values this run does not: the
-  // run could move what their checks marked (or could not mark) to where no
-  // mark is, past the session's review. Weaker, and refused unless accepted, as a backend
-  // that cannot enforce the dimension would be.
-  // A registered value too short to scrub (it would match everywhere) is
-  // neither scrubbed from the output nor checked in the changes.
+  // The secrets dimension is weaker for this run, and refused unless
+  // accepted as a backend that cannot enforce it would be, when a session's
+  // earlier runs registered values this run does not (it could move what
+  // their checks marked, or could not mark, to where no mark is, past the
+  // session's review), or when a registered value is too short to scrub (it
+  // would match everywhere).
   std::vector<std::pair<std::string, std::string>> weaker_secrets;  // reason, fix
   if (run.session && run.session->needs_values_beyond(scrubber_)) {
     weaker_secrets.emplace_back(
