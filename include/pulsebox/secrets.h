@@ -9,7 +9,9 @@
 // What is redacted (each match becomes "[REDACTED_SECRET]"):
 //  - registered values of at least 4 bytes, case-insensitively, and their
 //    URL-encoded, JSON-escaped and base64 forms (base64 at all three byte
-//    alignments, so the value is found inside a larger encoded blob);
+//    alignments, so the value is found inside a larger encoded blob); the
+//    same for a value without its surrounding white space (a trailing
+//    newline), when that leaves at least 4 bytes;
 //  - built-in patterns: PEM private keys; `api_key|secret|password|token = value`
 //    and `Bearer value` (only the value is replaced); Google `AIza...`; `sk-...`;
 //    GitHub `gh[pousr]_...`; Slack `xox?-...`; JWTs; AWS access key ids.
@@ -68,6 +70,10 @@ class PULSEBOX_API SecretScrubber {
 
   // Registers a value (ignored when shorter than kMinSecretLength).
   void add_secret(std::string_view value);
+  // Whether all of `value` is found: at least kMinSecretLength bytes
+  // without its surrounding white space (else it, or what the command can
+  // print of it, goes unscrubbed).
+  static bool scrubbable(std::string_view value);
   std::size_t secret_count() const;
 
   struct Redaction {

@@ -169,7 +169,7 @@ ExecutionRequest Sandbox::build_request(Run& run, const std::vector<std::string>
   const auto host_env = options_.host_environment ? *options_.host_environment : host_environment();
   for (const std::string& name : options_.secret_policy.explicit_env) {
     if (auto it = host_env.find(name); it != host_env.end()) {
-      if (!it->second.empty() && it->second.size() < SecretScrubber::kMinSecretLength)
+      if (!it->second.empty() && !SecretScrubber::scrubbable(it->second))
         run.unscrubbable_secrets.push_back(name);
       scrubber_.add_secret(it->second);
     }
@@ -218,8 +218,8 @@ void Sandbox::decide_enforcement(Run& run) {
       names += (names.empty() ? "" : ", ") + name;
     weaker_secrets.emplace_back(
         "the value of " + names + " is under " + std::to_string(SecretScrubber::kMinSecretLength) +
-            " bytes, too short to be found reliably: it is neither scrubbed from the output "
-            "nor checked in the changes",
+            " bytes (without surrounding white space), too short to be found reliably: it is "
+            "neither scrubbed from the output nor checked in the changes",
         "register a value of at least " + std::to_string(SecretScrubber::kMinSecretLength) +
             " bytes");
   }

@@ -99,6 +99,13 @@ struct SecretForm {
 };
 
 // The forms in which a secret may show up in output.
+std::string without_surrounding_space(std::string_view value) {
+  constexpr std::string_view kSpace = " \t\r\n\v\f";
+  const std::size_t first = value.find_first_not_of(kSpace);
+  if (first == std::string_view::npos) return {};
+  return std::string(value.substr(first, value.find_last_not_of(kSpace) - first + 1));
+}
+
 std::vector<SecretForm> secret_forms(const std::string& value) {
   std::vector<SecretForm> forms;
   forms.push_back({value, true});
@@ -416,6 +423,10 @@ void SecretScrubber::add_secret(std::string_view value) {
   rebuild();
 }
 
+bool SecretScrubber::scrubbable(std::string_view value) {
+  return without_surrounding_space(value).size() >= kMinSecretLength;
+}
+
 std::size_t SecretScrubber::secret_count() const {
   return secrets_.size();
 }
@@ -434,7 +445,14 @@ void SecretScrubber::rebuild() {
   std::set<std::string> seen;
   std::string alternation;
   for (const std::string& secret : secrets_) {
-    for (const SecretForm& form : secret_forms(secret)) {
+    // A value read from a file often ends in a newline the command can
+    // leave off: without its surrounding white space it is a form too.
+    std::vector<SecretForm> forms = secret_forms(secret);
+    if (const std::string bare = without_surrounding_space(secret); bare != secret) {
+      const std::vector<SecretForm> more = secret_forms(bare);
+      forms.insert(forms.end(), more.begin(), more.end());
+    }
+    for (const SecretForm& form : forms) {
       if (form.text.size() < kMinSecretLength || !seen.insert(form.text).second) continue;
       if (!alternation.empty()) alternation += '|';
       alternation += form.case_insensitive ? "(?i:" + RE2::QuoteMeta(form.text) + ")"

@@ -631,6 +631,10 @@ TEST_F(SecretInChangesTest, AValueTooShortToScrubIsRefusedUnlessTheWeakerLevelIs
   EXPECT_EQ(refused.exit_code, 125) << refused.out << refused.err;
   EXPECT_NE(refused.err.find("the value of SHORT is under 4 bytes"), std::string::npos)
       << refused.err;
+  auto padded = env();
+  padded.push_back("SHORT=  xy\n");  // 5 bytes, of which a command prints "xy"
+  const auto also = testing::run_cli(args, "", padded);
+  EXPECT_EQ(also.exit_code, 125) << also.out << also.err;
   EXPECT_NE(refused.err.find("--allow-weaker secrets"), std::string::npos) << refused.err;
   EXPECT_EQ(refused.out.find("xK9"), std::string::npos) << refused.out;
   args = base;

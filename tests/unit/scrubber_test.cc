@@ -42,6 +42,18 @@ TEST(ScrubberTest, ShortValuesAreIgnored) {
   EXPECT_EQ(scrubber.redact("abc abc"), "abc abc");
 }
 
+// A value read from a file often ends in a newline, which the command can
+// leave off (`printf %s $TOKEN`): an attack wrote the bare value into a file
+// and printed it, and neither was found. The value without its surrounding
+// white space is a form of it too, as long as that is not too short.
+TEST(ScrubberTest, AValueIsFoundWithoutItsSurroundingWhiteSpace) {
+  SecretScrubber scrubber({"S3cr3tVaLuE42\n", "  xy\t"}, false);
+  EXPECT_EQ(scrubber.redact("out: S3cr3tVaLuE42."), "out: " + r() + ".");
+  EXPECT_EQ(scrubber.redact("S3cr3tVaLuE42\nnext"), r() + "next");  // the whole value first
+  EXPECT_TRUE(scrubber.contains_secret("key=S3cr3tVaLuE42"));
+  EXPECT_EQ(scrubber.redact("a xy b"), "a xy b");  // "xy" alone is too short to look for
+}
+
 TEST(ScrubberTest, EncodedForms) {
   SecretScrubber scrubber({"p@ss w/rd\"x"}, false);
   // URL-encoded (both space styles, either hex case).
