@@ -81,10 +81,11 @@ class SessionStoreTest : public ::testing::Test {
     return upper;
   }
 
-  void add_run(Workspace& ws, const fs::path& upper) {
+  // Adds `upper` as a run of session "s", checked with `values` if given.
+  void add_run(Workspace& ws, const fs::path& upper, const SecretScrubber* values = nullptr) {
     auto session = workspace::OpenSession::open(ws, "s", kept(), true);
     ASSERT_TRUE(session) << session.error().to_string();
-    auto added = session->add_run(upper);
+    auto added = session->add_run(upper, values);
     ASSERT_TRUE(added) << added.error().to_string();
   }
 
@@ -283,12 +284,6 @@ TEST_F(SessionStoreTest, MarksSurviveLaterRunsWithOtherValuesAndARunKilledPartWa
   write_file(ws_ / "dir/a.txt", "a\n");
   write_file(ws_ / "z.txt", "token=" + alpha + "\n");
   Workspace ws(ws_.path());
-  const auto add = [&](const fs::path& upper, const SecretScrubber& values) {
-    auto session = workspace::OpenSession::open(ws, "s", kept(), true);
-    ASSERT_TRUE(session) << session.error().to_string();
-    auto added = session->add_run(upper, &values);
-    ASSERT_TRUE(added) << added.error().to_string();
-  };
   const auto saved = workspace::base_check_budget;
   workspace::base_check_budget.paths = 1;
   fs::path upper = new_upper();
@@ -296,13 +291,13 @@ TEST_F(SessionStoreTest, MarksSurviveLaterRunsWithOtherValuesAndARunKilledPartWa
   write_file(upper / "z.txt", "edited\n");
   write_file(upper / "p.txt", "token=" + alpha + "\n");
   write_file(upper / ".agent/x", alpha + "\n");
-  add(upper, first);  // the budget is spent on dir/: z.txt is marked unchecked
+  add_run(ws, upper, &first);  // the budget is spent on dir/: z.txt is marked unchecked
   workspace::base_check_budget = saved;
   const std::string record = read_file(ws_ / ".agent/sessions/s.json");
   EXPECT_EQ(record.find(".agent/x"), std::string::npos) << record;
   upper = new_upper();
   write_file(upper / "z.txt", "clean\n");
-  add(upper, other);
+  add_run(ws, upper, &other);
   upper = new_upper();
   whiteout(upper / "p.txt");
   EXPECT_TRUE(killed_at(ws_.path(), "session layer number saved", [&](Workspace& again) {
@@ -478,17 +473,12 @@ TEST_F(SessionStoreTest, ADirectoryMadeOverAnEarlierRunsDeletionHidesWhatItsName
   write_file(ws_ / "d" / ("v-" + value), "v\n");
   write_file(ws_ / "d" / "plain.txt", "plain\n");
   Workspace ws(ws_.path());
-  const auto add = [&](const fs::path& upper) {
-    auto session = workspace::OpenSession::open(ws, "s", kept(), true);
-    ASSERT_TRUE(session) << session.error().to_string();
-    ASSERT_TRUE(session->add_run(upper, &scrubber));
-  };
   fs::path upper = new_upper();
   whiteout(upper / "d");
-  add(upper);
+  add_run(ws, upper, &scrubber);
   upper = new_upper();
   write_file(upper / "d" / "new.txt", "new\n");  // not opaque, as the kernel leaves it
-  add(upper);
+  add_run(ws, upper, &scrubber);
   const ImportResult review = session_transaction(ws, "s", kept());
   ASSERT_TRUE(review.transaction.has_value());
   std::map<std::string, bool> flagged;
@@ -513,11 +503,6 @@ TEST_F(SessionStoreTest, ASessionKnowsWhichValuesItsMarksNeedWithoutHoldingThem)
   const std::string value = "S3cr3t-abcdef-42";
   const SecretScrubber values({value});
   Workspace ws(ws_.path());
-  const auto add = [&](const fs::path& upper, const SecretScrubber* run_values) {
-    auto session = workspace::OpenSession::open(ws, "s", kept(), true);
-    EXPECT_TRUE(session) << session.error().to_string();
-    EXPECT_TRUE(session->add_run(upper, run_values));
-  };
   const auto needs = [&](const SecretScrubber& run_values) {
     auto session = workspace::OpenSession::open(ws, "s", kept(), true);
     EXPECT_TRUE(session) << session.error().to_string();
@@ -525,24 +510,24 @@ TEST_F(SessionStoreTest, ASessionKnowsWhichValuesItsMarksNeedWithoutHoldingThem)
   };
   fs::path upper = new_upper();
   write_file(upper / "clean.txt", "clean\n");
-  add(upper, &values);
+  add_run(ws, upper, &values);
   EXPECT_FALSE(needs(SecretScrubber{}));  // nothing marked
 
   upper = new_upper();
   write_file(upper / "big", "");
   fs::resize_file(upper / "big", workspace::kMaxScannedBytes + 1);  // sparse
-  add(upper, &values);
+  add_run(ws, upper, &values);
   EXPECT_TRUE(needs(SecretScrubber{}));
   EXPECT_FALSE(needs(values));
   upper = new_upper();
   whiteout(upper / "big");
-  add(upper, &values);
+  add_run(ws, upper, &values);
   EXPECT_FALSE(needs(SecretScrubber{}));  // the mark went with the file
 
   upper = new_upper();
   write_file(upper / "c", value + "\n");
   const SecretScrubber two({value, "other-value-99"});
-  add(upper, &two);
+  add_run(ws, upper, &two);
   const std::string record = read_file(ws_ / ".agent/sessions/s.json");
   EXPECT_EQ(record.find("other-value-99"), std::string::npos) << record;
   EXPECT_EQ(record.find(value), std::string::npos) << record;
@@ -553,28 +538,28 @@ TEST_F(SessionStoreTest, ASessionKnowsWhichValuesItsMarksNeedWithoutHoldingThem)
   EXPECT_TRUE(needs(SecretScrubber{}));
   upper = new_upper();
   write_file(upper / "c" / "x", "hi\n");  // rm c; mkdir c: c's mark goes with the file
-  add(upper, &two);
+  add_run(ws, upper, &two);
   EXPECT_FALSE(needs(SecretScrubber{}));
   EXPECT_TRUE(describe_session(ws, "s", kept()).secret_paths.empty());
   // A name's mark goes with the name (a review found it kept for good, and
   // the values with it).
   upper = new_upper();
   fs::create_directories(upper / ("n-" + value));
-  add(upper, &values);
+  add_run(ws, upper, &values);
   EXPECT_TRUE(needs(SecretScrubber{}));
   upper = new_upper();
   whiteout(upper / ("n-" + value));  // rmdir: the workspace never had it
-  add(upper, &values);
+  add_run(ws, upper, &values);
   EXPECT_FALSE(needs(SecretScrubber{}));
   EXPECT_TRUE(describe_session(ws, "s", kept()).secret_paths.empty());
   // A layer whose root is opaque replaces the whole view: every mark goes.
   upper = new_upper();
   fs::create_directories(upper / ("n-" + value));
-  add(upper, &values);
+  add_run(ws, upper, &values);
   upper = new_upper();
   opaque_dir(upper);
   write_file(upper / "only.txt", "only\n");
-  add(upper, &values);
+  add_run(ws, upper, &values);
   EXPECT_FALSE(needs(SecretScrubber{}));
 }
 
