@@ -370,7 +370,7 @@ core::Result<ContainerDir> StateStore::open(std::string_view id, bool exclusive)
 }
 
 core::Result<ContainerDir> StateStore::try_open_exclusive(std::string_view id) {
-  return open_locked(id, Lock::ExclusiveIfFree);
+  return open_locked(id, Lock::ExclusiveIfFreeSoon);
 }
 
 core::Result<ContainerDir> StateStore::open_locked(std::string_view id, Lock mode) {
@@ -392,8 +392,8 @@ core::Result<ContainerDir> StateStore::open_locked(std::string_view id, Lock mod
   PB_TRY(lock, open_lock(dir.dir_fd_.get(), true));
   if (exclusive) {
     // A create or delete in progress ends soon; one stopped in a debugger
-    // must not hang engines forever.
-    const int attempts = mode == Lock::Exclusive ? 500 : 1;
+    // must not hang engines forever, nor reconcile for long.
+    const int attempts = mode == Lock::Exclusive ? 500 : 100;
     int attempt = 0;
     while (::flock(lock.get(), LOCK_EX | LOCK_NB) != 0) {
       if (errno != EWOULDBLOCK || ++attempt == attempts)

@@ -125,8 +125,10 @@ class StateStore {
   // time for LOCK_EX; otherwise a shared lock is tried once, and a creator
   // holding it is reported by creator_holds_lock().
   core::Result<ContainerDir> open(std::string_view id, bool exclusive);
-  // LOCK_EX only if it is free now (reconcile): kConcurrentModification when
-  // another command holds the lock.
+  // LOCK_EX only if it is free within a second (reconcile), time enough for
+  // the cloned process of a create killed a moment ago to die with the
+  // descriptor it inherited: kConcurrentModification when another command
+  // still holds the lock.
   core::Result<ContainerDir> try_open_exclusive(std::string_view id);
   // The IDs of the directories in the root, sorted.
   std::vector<std::string> ids() const;
@@ -139,7 +141,7 @@ class StateStore {
   const std::filesystem::path& root() const { return root_; }
 
  private:
-  enum class Lock { Shared, Exclusive, ExclusiveIfFree };
+  enum class Lock { Shared, Exclusive, ExclusiveIfFreeSoon };
   core::Result<ContainerDir> open_locked(std::string_view id, Lock lock);
 
   std::filesystem::path root_;

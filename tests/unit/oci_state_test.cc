@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "helpers/test_support.h"
+#include "oci/commands/commands.h"
 #include "oci/process_ref.h"
 #include "oci/state_store.h"
 
@@ -298,6 +299,38 @@ TEST_F(OciStoreTest, StaleStagingOfADeadCreatorIsRemoved) {
   EXPECT_EQ(store->remove_stale_staging(), std::vector<std::string>{stale});
   EXPECT_FALSE(fs::exists(root_ / stale));
   EXPECT_TRUE(fs::exists(root_ / live));  // its creator is alive
+}
+
+// A create killed right after its clone leaves the cloned process holding
+// the directory's lock (an inherited descriptor) until it has died a few
+// milliseconds later. reconcile run at once still removes the container.
+TEST_F(OciStoreTest, ReconcileWaitsForALockHeldByAProcessAboutToEnd) {
+  auto store = StateStore::open(root_);
+  ASSERT_TRUE(store.ok());
+  pid_t holder = -1;
+  {
+    auto dir = store->create("c1");
+    ASSERT_TRUE(dir.ok());
+    auto record = sample_record();
+    record.phase = ContainerRecord::Phase::Creating;
+    record.process = {};
+    record.cgroup_leaves.clear();
+    record.planned_cgroup_leaves.clear();
+    ASSERT_TRUE(dir->write_record(record).ok());
+    holder = ::fork();
+    ASSERT_GE(holder, 0);
+    if (holder == 0) {
+      ::usleep(300 * 1000);
+      ::_exit(0);
+    }
+  }  // create's own descriptor closed: only the holder's copy is left
+  std::vector<std::string> problems;
+  const auto removed = commands::reconcile(*store, problems);
+  int status = 0;
+  ASSERT_EQ(::waitpid(holder, &status, 0), holder);
+  EXPECT_EQ(removed, std::vector<std::string>{"c1"});
+  EXPECT_TRUE(problems.empty()) << problems.front();
+  EXPECT_FALSE(fs::exists(root_ / "c1"));
 }
 
 TEST_F(OciStoreTest, MissingIdWording) {

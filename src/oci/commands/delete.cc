@@ -97,7 +97,7 @@ std::vector<std::string> reconcile(StateStore& store, std::vector<std::string>& 
   std::vector<std::string> removed = store.remove_stale_staging();
   for (const auto& id : store.ids()) {
     auto dir = store.try_open_exclusive(id);
-    if (!dir) continue;  // held: a create or delete at work, or gone meanwhile
+    if (!dir) continue;  // still held: a create or delete at work, or gone meanwhile
     auto record = dir->read_record();
     if (record && status_of(*dir, *record) != Status::Stopped) continue;
     const auto status = destroy(*dir, record ? &*record : nullptr);
