@@ -9,9 +9,10 @@
 // What is redacted (each match becomes "[REDACTED_SECRET]"):
 //  - registered values of at least 4 bytes, case-insensitively, and their
 //    URL-encoded, JSON-escaped and base64 forms (base64 at all three byte
-//    alignments, so the value is found inside a larger encoded blob); the
-//    same for a value without its surrounding white space (a trailing
-//    newline), when that leaves at least 4 bytes;
+//    alignments, so the value is found inside a larger encoded blob, and
+//    across the line ends of base64 wrapped over lines, as base64(1) and
+//    openssl print it); the same for a value without its surrounding white
+//    space (a trailing newline), when that leaves at least 4 bytes;
 //  - built-in patterns: PEM private keys; `api_key|secret|password|token = value`
 //    and `Bearer value` (only the value is replaced); Google `AIza...`; `sk-...`;
 //    GitHub `gh[pousr]_...`; Slack `xox?-...`; JWTs; AWS access key ids.
@@ -59,6 +60,9 @@ class PULSEBOX_API SecretScrubber {
  public:
   static constexpr std::string_view kReplacement = "[REDACTED_SECRET]";
   static constexpr std::size_t kMinSecretLength = 4;
+  // The most bytes the registered values may hold in all: the forms of
+  // each are looked for in everything the sandbox writes.
+  static constexpr std::size_t kMaxSecretBytes = 256 * 1024;
 
   explicit SecretScrubber(const std::vector<std::string>& secrets = {},
                           bool builtin_patterns = true);
@@ -69,6 +73,9 @@ class PULSEBOX_API SecretScrubber {
   SecretScrubber& operator=(SecretScrubber&&) noexcept;
 
   // Registers a value (ignored when shorter than kMinSecretLength).
+  // Throws SandboxConfigError (stage "secret") when the registered values
+  // would hold more than kMaxSecretBytes, and the scrubber stays as it
+  // was; the constructor throws the same.
   void add_secret(std::string_view value);
   // Whether all of `value` is found: at least kMinSecretLength bytes
   // without its surrounding white space (else it, or what the command can

@@ -10,6 +10,7 @@
 #include "cli/commands.h"
 #include "cli/output.h"
 #include "core/fs.h"
+#include "pulsebox/error.h"
 #include "pulsebox/secrets.h"
 
 namespace pulsebox::cli {
@@ -28,7 +29,12 @@ int run_scrub(const ScrubOptions& options) {
       print_error("--secret-env " + name + ": the variable is not set");
       return kExitUsage;
     }
-    scrubber.add_secret(value);
+    try {
+      scrubber.add_secret(value);
+    } catch (const SandboxConfigError& error) {
+      print_error("--secret-env " + name + ": " + error.what());
+      return kExitUsage;
+    }
   }
   auto stream = scrubber.stream();
   char buffer[65536];

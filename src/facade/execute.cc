@@ -171,7 +171,11 @@ ExecutionRequest Sandbox::build_request(Run& run, const std::vector<std::string>
     if (auto it = host_env.find(name); it != host_env.end()) {
       if (!it->second.empty() && !SecretScrubber::scrubbable(it->second))
         run.unscrubbable_secrets.push_back(name);
-      scrubber_.add_secret(it->second);
+      try {
+        scrubber_.add_secret(it->second);
+      } catch (const SandboxConfigError& error) {
+        run.refuse(SandboxConfigError("--secret " + name + ": " + error.what(), 0, "secret"));
+      }
     }
   }
   request.environment =

@@ -209,8 +209,11 @@ void print_summary(const ProcessResult& result, const std::string& workspace,
 // Sandbox checks the options once and names what it refused by its stage;
 // here it is named by the flag that set it.
 std::string with_flag(const SandboxConfigError& error) {
-  static const std::map<std::string, std::string> kFlags = {
-      {"workspace", "--workspace"}, {"seccomp", "--seccomp"}, {"env", "--env"}, {"cwd", "--cwd"}};
+  static const std::map<std::string, std::string> kFlags = {{"workspace", "--workspace"},
+                                                            {"seccomp", "--seccomp"},
+                                                            {"env", "--env"},
+                                                            {"cwd", "--cwd"},
+                                                            {"secret", "--secret"}};
   const auto it = kFlags.find(error.stage());
   const std::string message = error.what();
   if (it == kFlags.end() || message.rfind(it->second, 0) == 0) return message;

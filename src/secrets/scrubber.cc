@@ -9,8 +9,10 @@
 
 #include "core/json_writer.h"
 #include "core/sha256.h"
+#include "pulsebox/error.h"
 #include "pulsebox/secrets.h"
 #include "secrets/builtin_patterns.h"
+#include "secrets/wrapped_base64.h"
 
 namespace pulsebox {
 namespace {
@@ -96,6 +98,7 @@ std::string base64_unpadded(std::string_view bytes, bool url_safe) {
 struct SecretForm {
   std::string text;
   bool case_insensitive;
+  bool base64 = false;  // also looked for across the line ends of wrapped base64
 };
 
 // The forms in which a secret may show up in output.
@@ -123,7 +126,7 @@ std::vector<SecretForm> secret_forms(const std::string& value) {
     const std::size_t last = (8 * (offset + value.size())) / 6;
     if (last <= first || last - first < kMinBase64Fragment) continue;
     for (bool url_safe : {false, true}) {
-      forms.push_back({base64_unpadded(padded, url_safe).substr(first, last - first), false});
+      forms.push_back({base64_unpadded(padded, url_safe).substr(first, last - first), false, true});
     }
   }
   return forms;
@@ -150,6 +153,8 @@ const BuiltinPatterns& builtin_patterns();
 
 struct SecretScrubber::Engine {
   std::unique_ptr<RE2> literals;
+  std::unique_ptr<RE2> base64_forms;  // the base64 forms of `literals` alone
+  // The most bytes a match of `literals` or `base64_forms` can span.
   std::size_t max_literal_length = 0;
   bool use_builtin_patterns = false;
 
@@ -187,6 +192,22 @@ struct SecretScrubber::Engine {
     }
   }
 
+  // Matches of the base64 forms that span the line ends of wrapped base64
+  // (one within a line is a match of `literals` already).
+  static void collect_wrapped(const RE2& re, std::string_view text, std::vector<Range>& out,
+                              std::vector<Range>& spans) {
+    for_each_wrapped_block(text, [&](const WrappedBlock& block) {
+      std::vector<Range> found;
+      collect(re, 0, block.joined, found);
+      for (const Range& range : found) {
+        const Range in_text{block.where[range.begin], block.where[range.end - 1] + 1};
+        if (in_text.end - in_text.begin == range.end - range.begin) continue;
+        out.push_back(in_text);
+        spans.push_back(in_text);
+      }
+    });
+  }
+
   static std::vector<Range> sort_and_merge(std::vector<Range> ranges) {
     std::sort(ranges.begin(), ranges.end(),
               [](const Range& a, const Range& b) { return a.begin < b.begin; });
@@ -206,6 +227,7 @@ struct SecretScrubber::Engine {
   Matches find(std::string_view text, bool builtins_possible = true) const {
     Matches found;
     if (literals) collect(*literals, 0, text, found.redact, &found.spans);
+    if (base64_forms) collect_wrapped(*base64_forms, text, found.redact, found.spans);
     if (const BuiltinPatterns* builtin = builtins_possible ? builtins_for(text) : nullptr) {
       for (const Pattern& pattern : builtin->patterns)
         collect(*pattern.re, pattern.group, text, found.redact, &found.spans);
@@ -233,6 +255,34 @@ struct SecretScrubber::Engine {
 };
 
 namespace {
+
+void refuse_past_the_limit(std::size_t bytes, std::size_t values) {
+  if (bytes <= SecretScrubber::kMaxSecretBytes) return;
+  throw SandboxConfigError("the " + std::to_string(values) + " registered secret values hold " +
+                               std::to_string(bytes) + " bytes, over the " +
+                               std::to_string(SecretScrubber::kMaxSecretBytes) +
+                               " a sandbox looks for in its output: register fewer or shorter "
+                               "values",
+                           0, "secret");
+}
+
+// The registered values' alternation. Within kMaxSecretBytes it compiles
+// (checked up to 600 KB of values); one RE2 still refuses is the caller's
+// input, refused as such, never an abort.
+std::unique_ptr<RE2> compile_registered(const std::string& pattern,
+                                        const std::vector<std::string>& values) {
+  auto re = std::make_unique<RE2>(pattern, latin1_options(/*longest_match=*/true));
+  if (re->ok()) return re;
+  std::size_t bytes = 0;
+  for (const std::string& value : values)
+    bytes += value.size();
+  throw SandboxConfigError("the " + std::to_string(values.size()) +
+                               " registered secret values are too large to look for together (" +
+                               std::to_string(bytes) +
+                               " bytes in all, with their encoded forms): register fewer or "
+                               "shorter values",
+                           0, "secret");
+}
 
 std::unique_ptr<RE2> compile(const std::string& pattern, bool longest = false) {
   auto re = std::make_unique<RE2>(pattern, latin1_options(longest));
@@ -404,9 +454,13 @@ std::string_view to_string(SecretMode mode) {
 
 SecretScrubber::SecretScrubber(const std::vector<std::string>& secrets, bool builtin_patterns)
     : builtin_patterns_(builtin_patterns) {
+  std::size_t bytes = 0;
   for (const auto& secret : secrets) {
-    if (secret.size() >= kMinSecretLength) secrets_.push_back(secret);
+    if (secret.size() < kMinSecretLength) continue;
+    secrets_.push_back(secret);
+    bytes += secret.size();
   }
+  refuse_past_the_limit(bytes, secrets_.size());
   rebuild();
 }
 
@@ -419,8 +473,17 @@ SecretScrubber& SecretScrubber::operator=(SecretScrubber&&) noexcept = default;
 void SecretScrubber::add_secret(std::string_view value) {
   if (value.size() < kMinSecretLength) return;
   if (std::find(secrets_.begin(), secrets_.end(), value) != secrets_.end()) return;
+  std::size_t bytes = value.size();
+  for (const std::string& secret : secrets_)
+    bytes += secret.size();
+  refuse_past_the_limit(bytes, secrets_.size() + 1);
   secrets_.emplace_back(value);
-  rebuild();
+  try {
+    rebuild();
+  } catch (...) {
+    secrets_.pop_back();  // refused: the scrubber stays what it was
+    throw;
+  }
 }
 
 bool SecretScrubber::scrubbable(std::string_view value) {
@@ -444,6 +507,7 @@ void SecretScrubber::rebuild() {
   auto engine = std::make_shared<Engine>();
   std::set<std::string> seen;
   std::string alternation;
+  std::string base64_alternation;
   for (const std::string& secret : secrets_) {
     // A value read from a file often ends in a newline the command can
     // leave off: without its surrounding white space it is a form too.
@@ -454,14 +518,21 @@ void SecretScrubber::rebuild() {
     }
     for (const SecretForm& form : forms) {
       if (form.text.size() < kMinSecretLength || !seen.insert(form.text).second) continue;
-      if (!alternation.empty()) alternation += '|';
-      alternation += form.case_insensitive ? "(?i:" + RE2::QuoteMeta(form.text) + ")"
-                                           : "(?:" + RE2::QuoteMeta(form.text) + ")";
-      engine->max_literal_length = std::max(engine->max_literal_length, form.text.size());
+      const std::string quoted =
+          (form.case_insensitive ? "(?i:" : "(?:") + RE2::QuoteMeta(form.text) + ")";
+      alternation += (alternation.empty() ? "" : "|") + quoted;
+      std::size_t longest = form.text.size();
+      if (form.base64) {
+        base64_alternation += (base64_alternation.empty() ? "" : "|") + quoted;
+        longest = longest_wrapped_span(form.text.size());
+      }
+      engine->max_literal_length = std::max(engine->max_literal_length, longest);
     }
   }
   // Leftmost-longest: where two registered forms overlap, the longer wins.
-  if (!alternation.empty()) engine->literals = compile(alternation, /*longest=*/true);
+  if (!alternation.empty()) engine->literals = compile_registered(alternation, secrets_);
+  if (!base64_alternation.empty())
+    engine->base64_forms = compile_registered(base64_alternation, secrets_);
 
   engine->use_builtin_patterns = builtin_patterns_;
   engine_ = std::move(engine);
@@ -476,7 +547,15 @@ SecretScrubber::Redaction SecretScrubber::scrub(std::string_view text) const {
 
 bool SecretScrubber::contains_secret(std::string_view text) const {
   if (!engine_->literals) return false;
-  return RE2::PartialMatch(re2::StringPiece(text.data(), text.size()), *engine_->literals);
+  if (RE2::PartialMatch(re2::StringPiece(text.data(), text.size()), *engine_->literals))
+    return true;
+  bool found = false;
+  if (engine_->base64_forms) {
+    for_each_wrapped_block(text, [&](const WrappedBlock& block) {
+      found = found || RE2::PartialMatch(block.joined, *engine_->base64_forms);
+    });
+  }
+  return found;
 }
 
 // ---------------------------------------------------------------------------
@@ -560,10 +639,17 @@ struct SecretScrubber::Stream::State {
     // inside it, its rest would no longer be recognised; ending at the cut,
     // a match starting right there is one redaction with it in the whole
     // text (touching ranges merge: one marker, not two; found by the fuzzer).
-    for (const Range& span : found.spans) {
-      if (span.begin < cut && span.end >= cut) {
-        cut = span.begin;
-        break;
+    // The rest kept must also hold enough of a base64 run for a later line
+    // end to join it as the whole text does. Both only move the cut back:
+    // until neither does.
+    for (std::size_t before = cut + 1; before != cut;) {
+      before = cut;
+      if (engine->base64_forms) cut = cut_keeping_runs_joinable(buffer, cut);
+      for (const Range& span : found.spans) {
+        if (span.begin < cut && span.end >= cut) {
+          cut = span.begin;
+          break;
+        }
       }
     }
 

@@ -20,6 +20,7 @@
 #include "helpers/cli_runner.h"
 #include "helpers/local_server.h"
 #include "helpers/test_support.h"
+#include "pulsebox/secrets.h"
 #include "pulsebox/session.h"
 #include "workspace/transactions.h"
 
@@ -642,6 +643,25 @@ TEST_F(SecretInChangesTest, AValueTooShortToScrubIsRefusedUnlessTheWeakerLevelIs
   const auto accepted = testing::run_cli(args, "", e);
   ASSERT_EQ(accepted.exit_code, 0) << accepted.err;
   EXPECT_EQ(json::parse(accepted.out)["enforcement"]["secrets"], "partially_enforced");
+}
+
+// Values too large to look for together aborted the CLI (SIGABRT after
+// seconds): refused now, before the command starts, naming the variable.
+TEST_F(SecretInChangesTest, ValuesPastTheScrubbersLimitAreRefusedBeforeTheRun) {
+  auto e = env();
+  const std::size_t each = SecretScrubber::kMaxSecretBytes / 3 + 1;
+  for (const char* name : {"BIG1", "BIG2", "BIG3"})
+    e.push_back(std::string(name) + "=" + std::string(each, name[3]));
+  const auto refused =
+      testing::run_cli({"run", "--secret", "BIG1", "--secret", "BIG2", "--secret", "BIG3", "-w",
+                        workspace_.path().string(), "--", "touch", "ran"},
+                       "", e);
+  EXPECT_EQ(refused.exit_code, 125) << refused.err;
+  EXPECT_EQ(refused.err.rfind("pulsebox: --secret BIG3: the 3 registered secret values hold", 0),
+            0u)
+      << refused.err;
+  EXPECT_NE(refused.err.find(std::to_string(SecretScrubber::kMaxSecretBytes)), std::string::npos);
+  EXPECT_FALSE(fs::exists(workspace_ / "ran"));
 }
 
 // What a run replaced is the host's, but with the value registered the

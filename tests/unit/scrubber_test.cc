@@ -5,7 +5,9 @@
 #include <memory>
 #include <random>
 
+#include "core/byte_names.h"
 #include "helpers/test_support.h"
+#include "pulsebox/error.h"
 #include "pulsebox/secrets.h"
 #include "secrets/builtin_patterns.h"
 
@@ -52,6 +54,29 @@ TEST(ScrubberTest, AValueIsFoundWithoutItsSurroundingWhiteSpace) {
   EXPECT_EQ(scrubber.redact("S3cr3tVaLuE42\nnext"), r() + "next");  // the whole value first
   EXPECT_TRUE(scrubber.contains_secret("key=S3cr3tVaLuE42"));
   EXPECT_EQ(scrubber.redact("a xy b"), "a xy b");  // "xy" alone is too short to look for
+}
+
+// Megabytes of values made the alternation too large for RE2, and the
+// scrubber aborted the process (12 values of 120 KB through `pulsebox run
+// --secret`). Values past the limit are refused as input, and the scrubber
+// keeps what it had.
+TEST(ScrubberTest, ValuesPastTheLimitAreRefusedAndTheScrubberKeepsWhatItHad) {
+  const std::string half(SecretScrubber::kMaxSecretBytes / 2, 'k');
+  SecretScrubber scrubber({"first-value-1", "first-value-2"}, false);
+  try {
+    scrubber.add_secret(std::string(SecretScrubber::kMaxSecretBytes - 20, 'm'));
+    ADD_FAILURE() << "no refusal";
+  } catch (const SandboxConfigError& error) {
+    EXPECT_EQ(error.stage(), "secret");
+    EXPECT_NE(std::string(error.what()).find(std::to_string(SecretScrubber::kMaxSecretBytes)),
+              std::string::npos)
+        << error.what();
+  }
+  EXPECT_EQ(scrubber.secret_count(), 2u);
+  EXPECT_EQ(scrubber.redact("a first-value-1 b"), "a " + r() + " b");
+  scrubber.add_secret("second-value-2");  // room for it still
+  EXPECT_EQ(scrubber.redact("second-value-2"), r());
+  EXPECT_THROW(SecretScrubber({half, half + "x"}), SandboxConfigError);  // the sum counts
 }
 
 TEST(ScrubberTest, EncodedForms) {
@@ -269,6 +294,68 @@ TEST(ScrubberTest, ThePrefiltersNeverMissABuiltInPattern) {
                              "-----BEGIN OPENSSH PRIVATE KEY-----", "client_secret\t= x"}) {
     EXPECT_TRUE(may_match_builtin_pattern(secret)) << secret;
   }
+}
+
+// base64(1) and openssl wrap their output (76 and 64 columns): the base64
+// of a long value, such as a key file's, spans lines, and a shorter one
+// inside a larger blob can straddle a line's end. Found either way, and by
+// the stream however the lines arrive.
+TEST(ScrubberTest, Base64SplitAcrossLinesIsFound) {
+  const std::string value =
+      "{\"type\": \"service_account\", \"private_key_id\": \"3f1c9e0b7a\", "
+      "\"client_email\": \"ci@example.iam\"}";
+  SecretScrubber scrubber({value, "correct-horse-battery"}, false);
+  auto wrapped = [](const std::string& text, std::size_t width, const std::string& end) {
+    std::string out;
+    for (std::size_t pos = 0; pos < text.size(); pos += width)
+      out += text.substr(pos, width) + end;
+    return out;
+  };
+  // base64 of the value alone, of "xy" + the value, and of a blob in which
+  // "correct-horse-battery" straddles the first line's end at 76 columns.
+  const std::string alone = core::to_base64(value);
+  const std::string shifted = core::to_base64("xy" + value);
+  const std::string blob = core::to_base64(std::string(50, '.') + "correct-horse-battery" + "tail");
+  ASSERT_GT(alone.size(), 76u);
+  for (const std::string& encoded : {alone, shifted, blob}) {
+    for (const auto& [width, end] :
+         {std::pair<std::size_t, std::string>{76, "\n"}, {64, "\r\n"}, {20, "\n"}}) {
+      const std::string text = "key:\n" + wrapped(encoded, width, end) + "done\n";
+      const SecretScrubber::Redaction result = scrubber.scrub(text);
+      EXPECT_TRUE(result.changed) << width << ": " << text;
+      EXPECT_TRUE(scrubber.contains_secret(text)) << width;
+      EXPECT_EQ(result.text.rfind("key:\n", 0), 0u);
+      EXPECT_NE(result.text.find("done\n"), std::string::npos);
+      // However the text arrives: the stream once cut a line's run short
+      // and then no longer joined it to the next line.
+      for (std::size_t chunk = 1; chunk <= 40; ++chunk) {
+        std::vector<std::string> chunks;
+        for (std::size_t pos = 0; pos < text.size(); pos += chunk)
+          chunks.push_back(text.substr(pos, chunk));
+        ASSERT_EQ(stream_through(scrubber, chunks), result.text) << width << ", " << chunk;
+      }
+    }
+  }
+  // With a short value alone the stream holds back little: the run it keeps
+  // of a line must still be long enough to be joined to the next line.
+  const SecretScrubber short_only({"correct-horse-battery"}, false);
+  for (std::size_t lead = 40; lead <= 60; ++lead) {
+    const std::string text = wrapped(
+        core::to_base64(std::string(lead, '.') + "correct-horse-battery" + "tail"), 64, "\n");
+    const std::string expected = short_only.redact(text);
+    ASSERT_NE(expected, text) << lead;
+    for (std::size_t chunk = 1; chunk <= 40; ++chunk) {
+      std::vector<std::string> chunks;
+      for (std::size_t pos = 0; pos < text.size(); pos += chunk)
+        chunks.push_back(text.substr(pos, chunk));
+      ASSERT_EQ(stream_through(short_only, chunks), expected) << lead << ", " << chunk;
+    }
+  }
+  // Line ends alone are not a value: ordinary wrapped base64 is left as it is.
+  // Nor are runs too short to be an encoder's lines (ordinary prose).
+  EXPECT_FALSE(scrubber.scrub(wrapped(alone, 8, "\n")).changed);
+  const std::string other = wrapped(core::to_base64(std::string(200, 'q')), 76, "\n");
+  EXPECT_FALSE(scrubber.scrub(other).changed);
 }
 
 TEST(ScrubberStreamTest, SecretSplitAcrossTwoChunksAtEveryPosition) {
