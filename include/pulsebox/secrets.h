@@ -77,6 +77,9 @@ class PULSEBOX_API SecretScrubber {
   // would hold more than kMaxSecretBytes, and the scrubber stays as it
   // was; the constructor throws the same.
   void add_secret(std::string_view value);
+  // The same for several at once (one rebuild, where one at a time costs a
+  // rebuild each); all of them or, when refused, none.
+  void add_secrets(const std::vector<std::string>& values);
   // Whether all of `value` is found: at least kMinSecretLength bytes
   // without its surrounding white space (else it, or what the command can
   // print of it, goes unscrubbed).

@@ -167,16 +167,18 @@ ExecutionRequest Sandbox::build_request(Run& run, const std::vector<std::string>
   request.workspace = options_.workspace;
   request.cwd = options.cwd;
   const auto host_env = options_.host_environment ? *options_.host_environment : host_environment();
+  std::vector<std::string> values;
   for (const std::string& name : options_.secret_policy.explicit_env) {
     if (auto it = host_env.find(name); it != host_env.end()) {
       if (!it->second.empty() && !SecretScrubber::scrubbable(it->second))
         run.unscrubbable_secrets.push_back(name);
-      try {
-        scrubber_.add_secret(it->second);
-      } catch (const SandboxConfigError& error) {
-        run.refuse(SandboxConfigError("--secret " + name + ": " + error.what(), 0, "secret"));
-      }
+      values.push_back(it->second);
     }
+  }
+  try {
+    scrubber_.add_secrets(values);
+  } catch (const SandboxConfigError& error) {
+    run.refuse(SandboxConfigError(std::string("--secret: ") + error.what(), 0, "secret"));
   }
   request.environment =
       build_sandbox_environment(options_.secret_policy, host_env, options_.environment);

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 
 #include "archive/workspace_archive.h"
@@ -388,7 +389,16 @@ int remote_run(int argc, char** argv) {
   for (const auto& name : o.secrets) {
     if (const char* value = std::getenv(name.c_str()); value != nullptr) values.emplace_back(value);
   }
-  const SecretScrubber scrubber(values);
+  // The server took the same values (a scrubber refuses them alike), so
+  // this does not throw; if it did, nothing here could be checked.
+  std::optional<SecretScrubber> checked;
+  try {
+    checked.emplace(values);
+  } catch (const SandboxConfigError& error) {
+    return refuse(std::string("--secret: ") + error.what() +
+                  "; the run's changes are left on the server");
+  }
+  const SecretScrubber& scrubber = *checked;
   const auto shown_name = [&](const std::string& path) {
     return scrubber.contains_secret(path) ? scrubber.redact(path) : path;
   };

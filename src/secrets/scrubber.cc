@@ -194,17 +194,18 @@ struct SecretScrubber::Engine {
 
   // Matches of the base64 forms that span the line ends of wrapped base64
   // (one within a line is a match of `literals` already).
-  static void collect_wrapped(const RE2& re, std::string_view text, std::vector<Range>& out,
-                              std::vector<Range>& spans) {
-    for_each_wrapped_block(text, [&](const WrappedBlock& block) {
+  static void collect_wrapped(const RE2& re, std::string_view text, std::size_t run_before,
+                              std::vector<Range>& out, std::vector<Range>& spans) {
+    for_each_wrapped_block(text, run_before, [&](const WrappedBlock& block) {
       std::vector<Range> found;
       collect(re, 0, block.joined, found);
       for (const Range& range : found) {
-        const Range in_text{block.where[range.begin], block.where[range.end - 1] + 1};
+        const Range in_text{block.text_offset(range.begin), block.text_offset(range.end - 1) + 1};
         if (in_text.end - in_text.begin == range.end - range.begin) continue;
         out.push_back(in_text);
         spans.push_back(in_text);
       }
+      return true;
     });
   }
 
@@ -224,10 +225,12 @@ struct SecretScrubber::Engine {
 
   // All ranges to redact in `text` (sorted, merged) and their whole matches.
   // `builtins_possible` false: the caller knows no built-in pattern can match.
-  Matches find(std::string_view text, bool builtins_possible = true) const {
+  // `run_before`: for_each_wrapped_block's, for a stream's carry.
+  Matches find(std::string_view text, bool builtins_possible = true,
+               std::size_t run_before = 0) const {
     Matches found;
     if (literals) collect(*literals, 0, text, found.redact, &found.spans);
-    if (base64_forms) collect_wrapped(*base64_forms, text, found.redact, found.spans);
+    if (base64_forms) collect_wrapped(*base64_forms, text, run_before, found.redact, found.spans);
     if (const BuiltinPatterns* builtin = builtins_possible ? builtins_for(text) : nullptr) {
       for (const Pattern& pattern : builtin->patterns)
         collect(*pattern.re, pattern.group, text, found.redact, &found.spans);
@@ -454,14 +457,8 @@ std::string_view to_string(SecretMode mode) {
 
 SecretScrubber::SecretScrubber(const std::vector<std::string>& secrets, bool builtin_patterns)
     : builtin_patterns_(builtin_patterns) {
-  std::size_t bytes = 0;
-  for (const auto& secret : secrets) {
-    if (secret.size() < kMinSecretLength) continue;
-    secrets_.push_back(secret);
-    bytes += secret.size();
-  }
-  refuse_past_the_limit(bytes, secrets_.size());
-  rebuild();
+  add_secrets(secrets);
+  if (!engine_) rebuild();
 }
 
 SecretScrubber::~SecretScrubber() = default;
@@ -471,17 +468,29 @@ SecretScrubber::SecretScrubber(SecretScrubber&&) noexcept = default;
 SecretScrubber& SecretScrubber::operator=(SecretScrubber&&) noexcept = default;
 
 void SecretScrubber::add_secret(std::string_view value) {
-  if (value.size() < kMinSecretLength) return;
-  if (std::find(secrets_.begin(), secrets_.end(), value) != secrets_.end()) return;
-  std::size_t bytes = value.size();
+  add_secrets({std::string(value)});
+}
+
+void SecretScrubber::add_secrets(const std::vector<std::string>& values) {
+  const std::size_t before = secrets_.size();
+  // Views into secrets_: no reallocation may move them while they are used.
+  secrets_.reserve(before + values.size());
+  std::set<std::string_view> known(secrets_.begin(), secrets_.end());
+  std::size_t bytes = 0;
   for (const std::string& secret : secrets_)
     bytes += secret.size();
-  refuse_past_the_limit(bytes, secrets_.size() + 1);
-  secrets_.emplace_back(value);
+  for (const std::string& value : values) {
+    if (value.size() < kMinSecretLength || known.count(value) > 0) continue;
+    secrets_.push_back(value);
+    known.insert(secrets_.back());
+    bytes += value.size();
+  }
+  if (secrets_.size() == before) return;
   try {
+    refuse_past_the_limit(bytes, secrets_.size());
     rebuild();
   } catch (...) {
-    secrets_.pop_back();  // refused: the scrubber stays what it was
+    secrets_.resize(before);  // refused: the scrubber stays what it was
     throw;
   }
 }
@@ -551,8 +560,9 @@ bool SecretScrubber::contains_secret(std::string_view text) const {
     return true;
   bool found = false;
   if (engine_->base64_forms) {
-    for_each_wrapped_block(text, [&](const WrappedBlock& block) {
-      found = found || RE2::PartialMatch(block.joined, *engine_->base64_forms);
+    for_each_wrapped_block(text, 0, [&](const WrappedBlock& block) {
+      found = RE2::PartialMatch(block.joined, *engine_->base64_forms);
+      return !found;
     });
   }
   return found;
@@ -566,6 +576,15 @@ struct SecretScrubber::Stream::State {
   std::string carry;
   bool in_private_key = false;  // dropping an oversized PEM block until its END line
   bool redacted = false;
+  // The base64 characters emitted right before the carry, in the run it
+  // starts with: a line end joins runs as in the whole text however the
+  // text was cut (an attack found a stream that joined fewer).
+  std::size_t run_before_carry = 0;
+
+  void drop(std::size_t bytes) {
+    run_before_carry = run_ending_at(carry, bytes, run_before_carry);
+    carry.erase(0, bytes);
+  }
 
   // Where the unfinished PEM private key block starts, if any. Pairs are
   // walked in order as the whole-text pattern sees them: a BEGIN extends to
@@ -597,10 +616,10 @@ struct SecretScrubber::Stream::State {
     Engine::collect(*engine->builtins()->pem_end, 0, carry, ends);
     if (ends.empty()) {
       // Keep just enough to recognise an END line split across chunks.
-      if (carry.size() > 128) carry.erase(0, carry.size() - 128);
+      if (carry.size() > 128) drop(carry.size() - 128);
       return {};
     }
-    carry.erase(0, ends.front().end);
+    drop(ends.front().end);
     in_private_key = false;
     return process();
   }
@@ -611,7 +630,7 @@ struct SecretScrubber::Stream::State {
     // One pass decides for all three uses below: most chunks hold nothing
     // any built-in pattern (the pending prefix included) could match.
     const BuiltinPatterns* builtin = engine->builtins_for_prefix(buffer);
-    const Matches found = engine->find(buffer, builtin != nullptr);
+    const Matches found = engine->find(buffer, builtin != nullptr, run_before_carry);
     const std::vector<Range>& ranges = found.redact;
 
     // Tokens after the last whitespace may still grow into a secret.
@@ -639,17 +658,10 @@ struct SecretScrubber::Stream::State {
     // inside it, its rest would no longer be recognised; ending at the cut,
     // a match starting right there is one redaction with it in the whole
     // text (touching ranges merge: one marker, not two; found by the fuzzer).
-    // The rest kept must also hold enough of a base64 run for a later line
-    // end to join it as the whole text does. Both only move the cut back:
-    // until neither does.
-    for (std::size_t before = cut + 1; before != cut;) {
-      before = cut;
-      if (engine->base64_forms) cut = cut_keeping_runs_joinable(buffer, cut);
-      for (const Range& span : found.spans) {
-        if (span.begin < cut && span.end >= cut) {
-          cut = span.begin;
-          break;
-        }
+    for (const Range& span : found.spans) {
+      if (span.begin < cut && span.end >= cut) {
+        cut = span.begin;
+        break;
       }
     }
 
@@ -660,7 +672,7 @@ struct SecretScrubber::Stream::State {
         std::string out = Engine::apply(buffer, ranges, *pem_start, &changed);
         out += kReplacement;
         redacted = true;
-        carry.erase(0, *pem_start);
+        drop(*pem_start);
         in_private_key = true;
         return out + drain_private_key();
       }
@@ -674,7 +686,7 @@ struct SecretScrubber::Stream::State {
     bool changed = false;
     std::string out = Engine::apply(buffer, ranges, cut, &changed);
     redacted = redacted || changed;
-    carry.erase(0, cut);
+    drop(cut);
     return out;
   }
 };
@@ -701,10 +713,11 @@ std::string SecretScrubber::Stream::finish() {
     return {};
   }
   bool changed = false;
-  const auto found = state_->engine->find(state_->carry);
+  const auto found = state_->engine->find(state_->carry, true, state_->run_before_carry);
   std::string out = Engine::apply(state_->carry, found.redact, state_->carry.size(), &changed);
   state_->redacted = state_->redacted || changed;
   state_->carry.clear();
+  state_->run_before_carry = 0;
   return out;
 }
 

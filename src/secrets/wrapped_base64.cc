@@ -1,5 +1,6 @@
 #include "secrets/wrapped_base64.h"
 
+#include <algorithm>
 #include <cctype>
 
 namespace pulsebox {
@@ -11,72 +12,67 @@ bool is_base64_char(char c) {
          c == '_';
 }
 
-// The line end at `newline` (the offset of its '\n') joins two runs: where
-// the line end starts, and where the run before it starts.
-struct Join {
-  std::size_t run_start;
-  std::size_t break_start;
-};
-
-bool find_join(std::string_view text, std::size_t newline, Join& join) {
-  const std::size_t break_start = newline > 0 && text[newline - 1] == '\r' ? newline - 1 : newline;
-  std::size_t run_start = break_start;
-  while (run_start > 0 && is_base64_char(text[run_start - 1]))
-    --run_start;
-  if (break_start - run_start < kMinWrappedRun) return false;
+// Whether the line end whose '\n' is at `newline` joins the run before it
+// to the one after it. `run_end` is where the line end starts.
+bool joins(std::string_view text, std::size_t newline, std::size_t run_before,
+           std::size_t& run_end) {
+  run_end = newline > 0 && text[newline - 1] == '\r' ? newline - 1 : newline;
   if (newline + 1 >= text.size() || !is_base64_char(text[newline + 1])) return false;
-  join = {run_start, break_start};
-  return true;
-}
-
-void append(std::string_view text, std::size_t from, std::size_t to, WrappedBlock& block) {
-  for (std::size_t i = from; i < to; ++i) {
-    block.joined.push_back(text[i]);
-    block.where.push_back(i);
-  }
+  return run_ending_at(text, run_end, run_before) >= kMinWrappedRun;
 }
 
 }  // namespace
 
-void for_each_wrapped_block(std::string_view text,
-                            const std::function<void(const WrappedBlock&)>& visit) {
+std::size_t WrappedBlock::text_offset(std::size_t at) const {
+  const auto after =
+      std::upper_bound(runs.begin(), runs.end(), at,
+                       [](std::size_t value, const Run& run) { return value < run.joined; });
+  const Run& run = *(after - 1);
+  return run.text + (at - run.joined);
+}
+
+std::size_t run_ending_at(std::string_view text, std::size_t end, std::size_t run_before) {
+  std::size_t start = end;
+  while (start > 0 && is_base64_char(text[start - 1]))
+    --start;
+  return end - start + (start == 0 ? run_before : 0);
+}
+
+void for_each_wrapped_block(std::string_view text, std::size_t run_before,
+                            const std::function<bool(const WrappedBlock&)>& visit) {
   std::size_t newline = text.find('\n');
   while (newline != std::string_view::npos) {
-    Join join{};
-    if (!find_join(text, newline, join)) {
+    std::size_t run_end = 0;
+    if (!joins(text, newline, run_before, run_end)) {
       newline = text.find('\n', newline + 1);
       continue;
     }
     WrappedBlock block;
-    append(text, join.run_start, join.break_start, block);
+    std::size_t run_start = run_end;
+    while (run_start > 0 && is_base64_char(text[run_start - 1]))
+      --run_start;
+    block.runs.push_back({0, run_start});
+    block.joined.append(text.substr(run_start, run_end - run_start));
     for (;;) {
-      // The run after the line end, then whether another line end joins it
-      // to the next one.
-      std::size_t run_end = newline + 1;
-      while (run_end < text.size() && is_base64_char(text[run_end]))
-        ++run_end;
-      append(text, newline + 1, run_end, block);
-      std::size_t next = run_end;
+      // The run after the line end, then whether another line end joins
+      // it to the next one.
+      const std::size_t next_start = newline + 1;
+      std::size_t next_end = next_start;
+      while (next_end < text.size() && is_base64_char(text[next_end]))
+        ++next_end;
+      block.runs.push_back({block.joined.size(), next_start});
+      block.joined.append(text.substr(next_start, next_end - next_start));
+      std::size_t next = next_end;
       if (next < text.size() && text[next] == '\r') ++next;
-      if (next < text.size() && text[next] == '\n' && find_join(text, next, join)) {
+      if (next < text.size() && text[next] == '\n' && joins(text, next, run_before, run_end)) {
         newline = next;
         continue;
       }
-      newline = text.find('\n', run_end);
+      newline = text.find('\n', next_end);
       break;
     }
-    visit(block);
+    if (!visit(block)) return;
   }
-}
-
-std::size_t cut_keeping_runs_joinable(std::string_view text, std::size_t cut) {
-  if (cut == 0 || cut >= text.size() || !is_base64_char(text[cut - 1]) ||
-      !is_base64_char(text[cut]))
-    return cut;
-  const std::size_t limit = cut > kMinWrappedRun ? cut - kMinWrappedRun : 0;
-  while (cut > limit && is_base64_char(text[cut - 1]))
-    --cut;
-  return cut;
 }
 
 std::size_t longest_wrapped_span(std::size_t form_length) {

@@ -16,21 +16,32 @@ namespace pulsebox {
 // end of an ordinary line of prose is rarely such a run.
 inline constexpr std::size_t kMinWrappedRun = 16;
 
+// One block: its characters with the line ends left out, and where each
+// of its runs starts in the joined string and in the text.
 struct WrappedBlock {
-  std::string joined;              // the block's characters, line ends left out
-  std::vector<std::size_t> where;  // each one's offset in the text
+  struct Run {
+    std::size_t joined;
+    std::size_t text;
+  };
+  std::string joined;
+  std::vector<Run> runs;
+
+  // The offset in the text of the joined string's character `at`.
+  std::size_t text_offset(std::size_t at) const;
 };
 
 // Calls `visit` for each block of `text` in which line ends ("\n" or
-// "\r\n") join runs of base64 characters (either alphabet), in order.
-void for_each_wrapped_block(std::string_view text,
-                            const std::function<void(const WrappedBlock&)>& visit);
+// "\r\n") join runs of base64 characters (either alphabet), in order; it
+// stops early when `visit` returns false. `run_before` is how many base64
+// characters came right before `text` in the run it starts with (a
+// stream's carry: what was emitted of that run), so that a stream joins
+// exactly the line ends the whole text does.
+void for_each_wrapped_block(std::string_view text, std::size_t run_before,
+                            const std::function<bool(const WrappedBlock&)>& visit);
 
-// Where a stream may cut `text` at or before `cut` so that the rest it
-// keeps holds the run of base64 characters `cut` falls in whole, or at
-// least kMinWrappedRun of it: whether a line end joins the run to the
-// next line depends on the run's length.
-std::size_t cut_keeping_runs_joinable(std::string_view text, std::size_t cut);
+// The length of the run of base64 characters that ends at `end` in
+// `text`, counting `run_before` when it reaches the start.
+std::size_t run_ending_at(std::string_view text, std::size_t end, std::size_t run_before);
 
 // The most bytes a match of `form_length` base64 characters can span in
 // the text when line ends are taken out between its runs.

@@ -77,6 +77,15 @@ TEST(ScrubberTest, ValuesPastTheLimitAreRefusedAndTheScrubberKeepsWhatItHad) {
   scrubber.add_secret("second-value-2");  // room for it still
   EXPECT_EQ(scrubber.redact("second-value-2"), r());
   EXPECT_THROW(SecretScrubber({half, half + "x"}), SandboxConfigError);  // the sum counts
+  // Several at once: all of them or none.
+  EXPECT_THROW(
+      scrubber.add_secrets({"third-value-3", std::string(SecretScrubber::kMaxSecretBytes, 'n')}),
+      SandboxConfigError);
+  EXPECT_EQ(scrubber.redact("third-value-3"), "third-value-3");
+  // A value given twice is one value, as add_secret counts it: a remote
+  // run's client once refused what its server had accepted.
+  const std::string over_half(SecretScrubber::kMaxSecretBytes / 2 + 1, 'o');
+  EXPECT_EQ(SecretScrubber({over_half, over_half}, false).secret_count(), 1u);
 }
 
 TEST(ScrubberTest, EncodedForms) {
@@ -296,6 +305,14 @@ TEST(ScrubberTest, ThePrefiltersNeverMissABuiltInPattern) {
   }
 }
 
+// `text` cut into lines of `width` characters, each ended by `end`.
+std::string wrapped_lines(const std::string& text, std::size_t width, const std::string& end) {
+  std::string out;
+  for (std::size_t pos = 0; pos < text.size(); pos += width)
+    out += text.substr(pos, width) + end;
+  return out;
+}
+
 // base64(1) and openssl wrap their output (76 and 64 columns): the base64
 // of a long value, such as a key file's, spans lines, and a shorter one
 // inside a larger blob can straddle a line's end. Found either way, and by
@@ -305,12 +322,6 @@ TEST(ScrubberTest, Base64SplitAcrossLinesIsFound) {
       "{\"type\": \"service_account\", \"private_key_id\": \"3f1c9e0b7a\", "
       "\"client_email\": \"ci@example.iam\"}";
   SecretScrubber scrubber({value, "correct-horse-battery"}, false);
-  auto wrapped = [](const std::string& text, std::size_t width, const std::string& end) {
-    std::string out;
-    for (std::size_t pos = 0; pos < text.size(); pos += width)
-      out += text.substr(pos, width) + end;
-    return out;
-  };
   // base64 of the value alone, of "xy" + the value, and of a blob in which
   // "correct-horse-battery" straddles the first line's end at 76 columns.
   const std::string alone = core::to_base64(value);
@@ -320,7 +331,7 @@ TEST(ScrubberTest, Base64SplitAcrossLinesIsFound) {
   for (const std::string& encoded : {alone, shifted, blob}) {
     for (const auto& [width, end] :
          {std::pair<std::size_t, std::string>{76, "\n"}, {64, "\r\n"}, {20, "\n"}}) {
-      const std::string text = "key:\n" + wrapped(encoded, width, end) + "done\n";
+      const std::string text = "key:\n" + wrapped_lines(encoded, width, end) + "done\n";
       const SecretScrubber::Redaction result = scrubber.scrub(text);
       EXPECT_TRUE(result.changed) << width << ": " << text;
       EXPECT_TRUE(scrubber.contains_secret(text)) << width;
@@ -340,7 +351,7 @@ TEST(ScrubberTest, Base64SplitAcrossLinesIsFound) {
   // of a line must still be long enough to be joined to the next line.
   const SecretScrubber short_only({"correct-horse-battery"}, false);
   for (std::size_t lead = 40; lead <= 60; ++lead) {
-    const std::string text = wrapped(
+    const std::string text = wrapped_lines(
         core::to_base64(std::string(lead, '.') + "correct-horse-battery" + "tail"), 64, "\n");
     const std::string expected = short_only.redact(text);
     ASSERT_NE(expected, text) << lead;
@@ -353,9 +364,35 @@ TEST(ScrubberTest, Base64SplitAcrossLinesIsFound) {
   }
   // Line ends alone are not a value: ordinary wrapped base64 is left as it is.
   // Nor are runs too short to be an encoder's lines (ordinary prose).
-  EXPECT_FALSE(scrubber.scrub(wrapped(alone, 8, "\n")).changed);
-  const std::string other = wrapped(core::to_base64(std::string(200, 'q')), 76, "\n");
+  EXPECT_FALSE(scrubber.scrub(wrapped_lines(alone, 8, "\n")).changed);
+  const std::string other = wrapped_lines(core::to_base64(std::string(200, 'q')), 76, "\n");
   EXPECT_FALSE(scrubber.scrub(other).changed);
+}
+
+// A large value holds back more than the stream's 64 KiB carry limit, so
+// the stream cuts inside a line's run whatever it would keep: a line end
+// must still join that run as in the whole text (an attack: the small
+// value leaked at 8 of 81 such cuts).
+TEST(ScrubberStreamTest, ALargeValuesHoldbackStillJoinsWrappedLines) {
+  std::string large;
+  for (std::size_t i = 0; i < 50000; ++i)
+    large += static_cast<char>('a' + (i * 7919) % 26);
+  const SecretScrubber both({"correct-horse-battery-staple", large}, false);
+  const std::string blob = std::string(57 * 1500 + 51, 'A') + "correct-horse-battery-staple" +
+                           std::string(57 * 1500, 'B');
+  const std::string long_text = wrapped_lines(core::to_base64(blob), 76, "\n");
+  const std::string long_expected = both.redact(long_text);
+  const std::size_t form = long_text.find("Y29ycmVj");
+  ASSERT_NE(form, std::string::npos);
+  ASSERT_EQ(long_expected.find("Y29ycmVj"), std::string::npos);
+  const std::size_t holdback = 50000 * 4 / 3 * 9 / 8;  // the large value's base64 form, wrapped
+  for (std::size_t first = form + holdback - 60; first <= form + holdback + 60; first += 3) {
+    auto stream = both.stream();
+    std::string out = stream.feed(std::string_view(long_text).substr(0, first));
+    out += stream.feed(std::string_view(long_text).substr(first));
+    out += stream.finish();
+    ASSERT_EQ(out == long_expected, true) << "first chunk of " << first;
+  }
 }
 
 TEST(ScrubberStreamTest, SecretSplitAcrossTwoChunksAtEveryPosition) {
