@@ -473,20 +473,20 @@ void SecretScrubber::add_secret(std::string_view value) {
 
 void SecretScrubber::add_secrets(const std::vector<std::string>& values) {
   const std::size_t before = secrets_.size();
-  // Views into secrets_: no reallocation may move them while they are used.
-  secrets_.reserve(before + values.size());
-  std::set<std::string_view> known(secrets_.begin(), secrets_.end());
-  std::size_t bytes = 0;
-  for (const std::string& secret : secrets_)
-    bytes += secret.size();
-  for (const std::string& value : values) {
-    if (value.size() < kMinSecretLength || known.count(value) > 0) continue;
-    secrets_.push_back(value);
-    known.insert(secrets_.back());
-    bytes += value.size();
-  }
-  if (secrets_.size() == before) return;
   try {
+    // Views into secrets_: no reallocation may move them while they are used.
+    secrets_.reserve(before + values.size());
+    std::set<std::string_view> known(secrets_.begin(), secrets_.end());
+    std::size_t bytes = 0;
+    for (const std::string& secret : secrets_)
+      bytes += secret.size();
+    for (const std::string& value : values) {
+      if (value.size() < kMinSecretLength || known.count(value) > 0) continue;
+      secrets_.push_back(value);
+      known.insert(secrets_.back());
+      bytes += value.size();
+    }
+    if (secrets_.size() == before) return;
     refuse_past_the_limit(bytes, secrets_.size());
     rebuild();
   } catch (...) {
@@ -581,6 +581,10 @@ struct SecretScrubber::Stream::State {
   // text was cut (an attack found a stream that joined fewer).
   std::size_t run_before_carry = 0;
 
+  // A cut between "\r" and "\n" counts 0 (the run ended at the "\r"), and
+  // the carry's first line end then joins nothing. No match is lost: one
+  // across that line end would start before the cut and have held the cut
+  // back to its start.
   void drop(std::size_t bytes) {
     run_before_carry = run_ending_at(carry, bytes, run_before_carry);
     carry.erase(0, bytes);
