@@ -178,7 +178,7 @@ ExecutionRequest Sandbox::build_request(Run& run, const std::vector<std::string>
   try {
     scrubber_.add_secrets(values);
   } catch (const SandboxConfigError& error) {
-    run.refuse(SandboxConfigError(std::string("--secret: ") + error.what(), 0, "secret"));
+    run.refuse(error);  // stage "secret": the CLI names --secret, the protocol `secrets`
   }
   request.environment =
       build_sandbox_environment(options_.secret_policy, host_env, options_.environment);

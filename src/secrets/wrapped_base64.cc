@@ -48,9 +48,7 @@ void for_each_wrapped_block(std::string_view text, std::size_t run_before,
       continue;
     }
     WrappedBlock block;
-    std::size_t run_start = run_end;
-    while (run_start > 0 && is_base64_char(text[run_start - 1]))
-      --run_start;
+    const std::size_t run_start = run_end - run_ending_at(text, run_end, 0);
     block.runs.push_back({0, run_start});
     block.joined.append(text.substr(run_start, run_end - run_start));
     for (;;) {
