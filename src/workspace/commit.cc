@@ -22,6 +22,7 @@
 #include "core/sha256.h"
 #include "core/text.h"
 #include "core/trace.h"
+#include "workspace/blob_durability.h"
 #include "workspace/commit_seal.h"
 #include "workspace/new_directory_move.h"
 #include "workspace/protected_changes.h"
@@ -153,7 +154,7 @@ void give_made_directory_its_owner(int fd, const struct stat& found, const struc
 // blob of another owner (a subordinate id's, from a rootless run's layer),
 // replaced by a copy of the store's own, before the commit point. Past it
 // every Write is then the rename of a file only the store holds: made
-// durable by the blobs' syncfs, its space taken before anything is
+// durable with the blobs (make_blobs_durable), its space taken before anything is
 // applied, used up by its rename (a partial commit leaves no link behind,
 // a replay no second copy), and the content is no longer anyone else's to
 // change. It must still have the size it was staged with.
@@ -652,7 +653,7 @@ core::Result<std::vector<std::string>> TransactionStore::commit(
   // 3. Write-ahead log, durable, then the commit point. A partial commit
   // also writes what stays pending (remaining.json), so that a replay can
   // finish it.
-  if (::syncfs(root_fd.get()) != 0) return Error::from_errno("workspace", "syncfs (blobs)");
+  PB_CHECK(make_blobs_durable(draft, dir, root_, root_fd.get()));
   core::trace_phase("commit: blobs synced");
   json wal = {{"id", id}};
   if (partial) {
