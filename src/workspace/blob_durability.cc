@@ -5,8 +5,10 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <functional>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "core/fs.h"
 #include "workspace/safe_open.h"
@@ -17,88 +19,111 @@ namespace {
 using core::Error;
 using core::UniqueFd;
 
-// What stopped the fsyncs: an error, or only a permission this user lacks.
+// Deepest first along each chain: a directory's name is synced after what
+// it holds.
+using Directories = std::set<std::string, std::greater<>>;
+
+// What the fsyncs came to: done, an error (an fsync that failed), or a
+// file they could not open, for syncfs() to cover instead.
 struct Outcome {
   core::Status status = core::ok_status();
-  bool not_permitted = false;
+  bool fall_back = false;
 };
 
-Outcome fsync_opened(core::Result<UniqueFd> opened, const std::string& what) {
-  if (!opened) {
-    if (opened.error().error_number() == EACCES) return {core::ok_status(), true};
-    return {opened.error(), false};
-  }
-  if (::fsync(opened->get()) != 0) return {Error::from_errno("workspace", "fsync " + what), false};
+Outcome fall_back() {
+  return {core::ok_status(), true};
+}
+
+Outcome fsync_fd(int fd, const std::string& what) {
+  if (::fsync(fd) != 0) return {Error::from_errno("workspace", "fsync " + what), false};
   return {};
 }
 
-// Every directory `relative` (a path beneath a directory) is in, deepest
-// first, "" (that directory) last.
-void add_parents(const std::string& relative, std::set<std::string, std::greater<>>* out) {
+// Every directory `relative` (beneath blobs/) is in, "" (blobs/) excluded.
+void add_parents(const std::string& relative, Directories* out) {
   for (std::size_t slash = relative.rfind('/'); slash != std::string::npos && slash > 0;
        slash = relative.rfind('/', slash - 1)) {
     if (!out->insert(relative.substr(0, slash)).second) break;  // its parents are in too
   }
 }
 
+// The Write blobs of `draft` and the directories above them, and the new
+// directories it makes as they would lie in place beneath blobs/; false
+// when there are too many to fsync each.
+bool collect(const Draft& draft, std::vector<std::string>* blobs, Directories* directories,
+             std::vector<std::string>* new_directories) {
+  for (const auto& [path, entry] : draft.entries) {
+    if (entry.op == StagedOp::Write) {
+      blobs->push_back(blob_relative_path(entry));
+      add_parents(blobs->back(), directories);
+    } else if (entry.op == StagedOp::Mkdir) {
+      new_directories->push_back(std::string(kInPlaceBlob) + "/" + path);
+    }
+    if (blobs->size() + new_directories->size() > kFsyncEachUpTo) return false;
+  }
+  return true;
+}
+
 Outcome fsync_each(const Draft& draft, const std::filesystem::path& dir,
                    const std::filesystem::path& root, int root_fd) {
-  const auto blobs = dir / "blobs";
-  auto blob_dir = core::open_directory(blobs);
-  if (!blob_dir) return {blob_dir.error(), false};
-  BlobShards shards(blob_dir->get());
-  std::set<std::string, std::greater<>> directories;  // beneath blobs/
-  for (const auto& [path, entry] : draft.entries) {
-    if (entry.op != StagedOp::Write) continue;
-    const std::string relative = blob_relative_path(entry);
+  std::vector<std::string> blobs;
+  Directories directories;
+  std::vector<std::string> new_directories;
+  if (!collect(draft, &blobs, &directories, &new_directories)) return fall_back();
+  const auto blobs_path = dir / "blobs";
+  UniqueFd blob_dir(::open(blobs_path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!blob_dir) return fall_back();
+  BlobShards shards(blob_dir.get());
+  for (const std::string& relative : blobs) {
     auto blob = shards.locate(relative);
-    if (!blob) return {blob.error(), false};
-    UniqueFd fd(::openat(blob->dir, blob->name.c_str(),
-                         O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
-    auto opened = fd ? core::Result<UniqueFd>(std::move(fd))
-                     : core::Result<UniqueFd>(
-                           Error::from_errno("workspace", "open " + (blobs / relative).string()));
-    if (auto done = fsync_opened(std::move(opened), (blobs / relative).string());
-        !done.status.ok() || done.not_permitted) {
+    if (!blob) return fall_back();
+    UniqueFd fd(
+        ::openat(blob->dir, blob->name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+    if (!fd) return fall_back();
+    if (auto done = fsync_fd(fd.get(), (blobs_path / relative).string()); !done.status.ok())
       return done;
-    }
+  }
+  // A new directory the run made stays in place and is moved whole, with
+  // any directory in it that holds no file; one the commit makes is not
+  // there.
+  for (const std::string& relative : new_directories) {
+    auto opened =
+        open_beneath(blob_dir.get(), relative, O_PATH | O_DIRECTORY, ResolveMode::kComponentWalk);
+    if (!opened && opened.error().error_number() == ENOENT) continue;
+    if (!opened) return fall_back();
+    directories.insert(relative);
     add_parents(relative, &directories);
   }
-  // Deepest first: a directory's name is written after what it holds.
+  if (directories.size() > kFsyncDirectoriesUpTo) return fall_back();
   for (const std::string& relative : directories) {
-    auto done = fsync_opened(open_beneath(blob_dir->get(), relative, O_RDONLY | O_DIRECTORY,
-                                          ResolveMode::kComponentWalk),
-                             (blobs / relative).string());
-    if (!done.status.ok() || done.not_permitted) return done;
+    auto opened =
+        open_beneath(blob_dir.get(), relative, O_RDONLY | O_DIRECTORY, ResolveMode::kComponentWalk);
+    if (!opened) return fall_back();
+    if (auto done = fsync_fd(opened->get(), (blobs_path / relative).string()); !done.status.ok())
+      return done;
   }
-  if (::fsync(blob_dir->get()) != 0) return {Error::from_errno("workspace", "fsync " + blobs.string()), false};
+  if (auto done = fsync_fd(blob_dir.get(), blobs_path.string()); !done.status.ok()) return done;
   // The transaction's directory and each above it, to the workspace's root.
   const auto beneath_root = dir.lexically_relative(root);
-  if (beneath_root.empty() || *beneath_root.begin() == "..") {
-    return {Error(core::ErrorKind::kInternal, "workspace",
-                  dir.string() + " is not beneath " + root.string()),
-            false};
-  }
+  if (beneath_root.empty() || *beneath_root.begin() == "..") return fall_back();
   for (auto above = beneath_root; !above.empty() && above != "."; above = above.parent_path()) {
-    auto done = fsync_opened(open_beneath(root_fd, above.string(), O_RDONLY | O_DIRECTORY,
-                                          ResolveMode::kComponentWalk),
-                             (root / above).string());
-    if (!done.status.ok() || done.not_permitted) return done;
+    auto opened =
+        open_beneath(root_fd, above.string(), O_RDONLY | O_DIRECTORY, ResolveMode::kComponentWalk);
+    if (!opened) return fall_back();
+    if (auto done = fsync_fd(opened->get(), (root / above).string()); !done.status.ok())
+      return done;
   }
-  if (::fsync(root_fd) != 0) return {Error::from_errno("workspace", "fsync " + root.string()), false};
-  return {};
+  return fsync_fd(root_fd, root.string());
 }
 
 }  // namespace
 
-core::Status make_blobs_durable(const Draft& draft, const std::filesystem::path& dir,
-                                const std::filesystem::path& root, int root_fd) {
-  std::size_t writes = 0;
-  for (const auto& [path, entry] : draft.entries)
-    writes += entry.op == StagedOp::Write ? 1 : 0;
-  if (writes <= kFsyncEachBlobUpTo) {
+core::Status make_blobs_durable(const Draft& draft, bool leaves_pending,
+                                const std::filesystem::path& dir, const std::filesystem::path& root,
+                                int root_fd) {
+  if (!leaves_pending) {
     Outcome each = fsync_each(draft, dir, root, root_fd);
-    if (!each.not_permitted) return each.status;
+    if (!each.fall_back) return each.status;
   }
   if (::syncfs(root_fd) != 0) return Error::from_errno("workspace", "syncfs (blobs)");
   return core::ok_status();

@@ -653,7 +653,7 @@ core::Result<std::vector<std::string>> TransactionStore::commit(
   // 3. Write-ahead log, durable, then the commit point. A partial commit
   // also writes what stays pending (remaining.json), so that a replay can
   // finish it.
-  PB_CHECK(make_blobs_durable(draft, dir, root_, root_fd.get()));
+  PB_CHECK(make_blobs_durable(draft, /*leaves_pending=*/partial, dir, root_, root_fd.get()));
   core::trace_phase("commit: blobs synced");
   json wal = {{"id", id}};
   if (partial) {

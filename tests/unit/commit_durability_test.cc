@@ -55,7 +55,7 @@ bool fail_with_eio(long nr) {
 // Commits `tx` of the workspace `root` in a child where `failing` fails
 // with EIO: "" when the commit succeeded, else its error's message.
 std::string commit_where_failing(const std::filesystem::path& root, const std::string& tx,
-                                 long failing) {
+                                 long failing, const CommitOptions& options = {}) {
   int pipe_fds[2];
   if (::pipe2(pipe_fds, O_CLOEXEC) != 0) return "pipe failed";
   const pid_t child = ::fork();
@@ -67,7 +67,7 @@ std::string commit_where_failing(const std::filesystem::path& root, const std::s
       said = "the seccomp filter was refused";
     } else {
       try {
-        Workspace(root).commit(tx);
+        Workspace(root).commit(tx, options);
       } catch (const std::exception& error) {
         said = error.what();
         if (said.empty()) said = "an error without a message";
@@ -104,7 +104,7 @@ TEST(CommitDurabilityTest, AFewFilesAreSyncedEachAndTheFileSystemIsLeftAlone) {
   write_file(root.path() / "kept.txt", "kept\n");
   Workspace ws(root.path());
   const auto few = stage_files(ws, "few", 3);
-  const auto many = stage_files(ws, "many", workspace::kFsyncEachBlobUpTo + 1);
+  const auto many = stage_files(ws, "many", workspace::kFsyncEachUpTo + 1);
 
   // The few: no syncfs() is needed (it fails here), and they are committed.
   EXPECT_EQ(commit_where_failing(root.path(), few, SYS_syncfs), "");
@@ -131,6 +131,44 @@ TEST(CommitDurabilityTest, ABlobThatCannotBeSyncedRefusesTheCommitAndNothingIsAp
   // Nothing was left half done: the same transaction commits afterwards.
   Workspace(root.path()).commit(tx);
   EXPECT_EQ(read_file(root.path() / "new/file1.txt"), "content new");
+}
+
+// A run's new directory is kept where the run made it and moved whole: its
+// file and a directory in it that holds none are synced one by one too.
+TEST(CommitDurabilityTest, ARunsNewDirectoryKeptInPlaceIsSyncedWithoutTheFileSystem) {
+  TempDir base;
+  const auto root = base.path() / "ws";
+  const auto upper = base.path() / "upper";
+  write_file(root / "kept.txt", "kept\n");
+  write_file(upper / "made" / "sub" / "file.txt", "made by the run\n");
+  std::filesystem::create_directories(upper / "made" / "empty" / "deeper");
+  const auto imported =
+      Workspace(root).import_overlay(upper, root, ImportOptions{.take_upper_files = true});
+  ASSERT_TRUE(imported.transaction);
+  // The run's files stayed where it wrote them (the case this covers).
+  ASSERT_TRUE(std::filesystem::exists(root / ".agent" / "transactions" / *imported.transaction /
+                                      "blobs" / "u" / "made" / "empty" / "deeper"));
+
+  EXPECT_EQ(commit_where_failing(root, *imported.transaction, SYS_syncfs), "");
+  EXPECT_EQ(read_file(root / "made/sub/file.txt"), "made by the run\n");
+  EXPECT_TRUE(std::filesystem::is_directory(root / "made/empty/deeper"));
+}
+
+// What a partial commit leaves pending is named again by its manifest:
+// the file system is synced for it, as before.
+TEST(CommitDurabilityTest, APartialCommitStillSyncsTheFileSystem) {
+  TempDir root;
+  Workspace ws(root.path());
+  const auto tx = ws.create_transaction("partial");
+  ws.stage_write(tx, "one.txt", "one\n", 0644);
+  ws.stage_write(tx, "two.txt", "two\n", 0644);
+
+  const std::string refused =
+      commit_where_failing(root.path(), tx, SYS_syncfs, CommitOptions{.paths = {"one.txt"}});
+  EXPECT_NE(refused.find("syncfs"), std::string::npos) << refused;
+  EXPECT_FALSE(std::filesystem::exists(root.path() / "one.txt"));
+  Workspace(root.path()).commit(tx);
+  EXPECT_EQ(read_file(root.path() / "two.txt"), "two\n");
 }
 
 }  // namespace
