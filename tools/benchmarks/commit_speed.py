@@ -12,8 +12,13 @@ every side:
   - `cp -a` of the same tree to a fresh directory on the same file system,
     then `sync`: wall time and cp's ru_maxrss.
 The ratio (import + commit) / (cp -a + sync) is the target (<= 1.0).
+With --busy, small commits (1, 4 and 16 files) while another process keeps
+writing to the same file system (as a build beside the sandbox does): the
+commit's wall time against `cp -a` + `sync -f` (syncfs of the file system)
+and `cp -a` + `sync FILE...` (an fsync per file) of the same files.
 Usage: tools/benchmarks/commit_speed.py [--sizes 1000,10000,100000] [--rounds N] [--bin PULSEBOX]
        [--old OLD_PULSEBOX]   (both builds in the same rounds, each beside its own cp -a)
+       tools/benchmarks/commit_speed.py --busy [--sizes 1,4,16] [--rounds 5]
 """
 import argparse
 import os
@@ -108,6 +113,101 @@ def one_round(files, base, binary):
     return imported, run_rss, commit_ms, commit_rss, cp_ms, cp_rss, sync_ms
 
 
+# Runs beside the busy rounds: writes a file of 256 MiB in 1 MiB blocks,
+# removes it and starts again, without syncing, for at most `seconds`.
+WRITER = r"""
+import os, sys, time
+path, seconds = sys.argv[1], float(sys.argv[2])
+block = b"w" * (1 << 20)
+end = time.monotonic() + seconds
+while time.monotonic() < end:
+    with open(path, "wb") as f:
+        for _ in range(256):
+            f.write(block)
+            if time.monotonic() >= end:
+                break
+    os.unlink(path)
+"""
+
+
+def small_commit(files, base, binary):
+    """A run making `files` files in base/ws, then its commit: the commit's ms."""
+    ws, state = os.path.join(base, "ws"), os.path.join(base, "state")
+    os.makedirs(ws)
+    os.chmod(base, 0o711)
+    rss_of([binary, "run", "--allow-weaker", "limits", "-w", ws, "--", "python3", "-c", MAKE,
+            str(files)], env=env(state))
+    ids = [line.split()[0] for line in subprocess.run(
+        [binary, "changes", "-w", ws], env=env(state), capture_output=True, text=True,
+        check=True).stdout.splitlines() if line.startswith("tx-")]
+    if len(ids) != 1:
+        sys.exit(f"expected one transaction, got {ids}")
+    commit_ms, _, _, _ = rss_of([binary, "commit", "-w", ws, ids[0]], env=env(state))
+    return commit_ms
+
+
+def busy_round(files, base, builds):
+    """Each build's small commit, then the two peers of its files, while the
+    writer runs: [commit ms per build], cp+syncfs ms, cp+fsyncs ms."""
+    commits = []
+    for name, binary in builds:
+        commits.append(small_commit(files, os.path.join(base, name or "new"), binary))
+    ws = os.path.join(base, builds[-1][0] or "new", "ws")
+    tree = os.path.join(ws, "tree")
+    names = [os.path.join(d, n) for d, _, ns in os.walk(tree) for n in ns]
+    if len(names) != files:
+        sys.exit(f"committed {len(names)} files, expected {files}")
+    peers = []
+    for how in (["sync", "-f"], ["sync"]):
+        copy = os.path.join(base, "copy-" + how[-1].strip("-"))
+        started = time.perf_counter()
+        subprocess.run(["cp", "-a", tree, copy], check=True)
+        copied = [os.path.join(copy, os.path.relpath(n, tree)) for n in names]
+        # sync -f: one syncfs of the file system; sync FILE...: an fsync each
+        # (and of the directories, as a commit does).
+        targets = [copy] if how == ["sync", "-f"] else copied + sorted(
+            {os.path.dirname(c) for c in copied}) + [base]
+        subprocess.run(how + targets, check=True)
+        peers.append((time.perf_counter() - started) * 1000)
+    return commits, peers[0], peers[1]
+
+
+def busy(args, builds):
+    sizes = [int(s) for s in (args.sizes if args.sizes != "1000,10000,100000" else "1,4,16").split(",")]
+    rounds = max(args.rounds, 5)
+    base_dir = tempfile.mkdtemp(prefix="pb-busy-", dir=args.dir)
+    os.chmod(base_dir, 0o711)
+    print("== small commits while another process writes to the same file system (ms, medians of "
+          f"{rounds})")
+    print(f"{'files':>6} {'build':>5} {'commit':>8} {'cp+syncfs':>10} {'cp+fsyncs':>10} "
+          f"{'ratio syncfs':>13} {'ratio fsyncs':>13}")
+    writer = subprocess.Popen([sys.executable, "-c", WRITER, os.path.join(base_dir, "writer.bin"),
+                               str(60 * len(sizes))])
+    try:
+        time.sleep(2)  # dirty data builds up first
+        for files in sizes:
+            rows = []
+            for _ in range(rounds):
+                base = tempfile.mkdtemp(prefix="round-", dir=base_dir)
+                os.chmod(base, 0o711)  # the sandbox's init must reach the state directories
+                try:
+                    rows.append(busy_round(files, base, builds))
+                finally:
+                    shutil.rmtree(base, ignore_errors=True)
+                if writer.poll() is not None:
+                    sys.exit("the writer stopped before the rounds did (raise its time)")
+            syncfs = statistics.median(row[1] for row in rows)
+            fsyncs = statistics.median(row[2] for row in rows)
+            for index, (name, _) in enumerate(builds):
+                commit = statistics.median(row[0][index] for row in rows)
+                print(f"{files:>6} {name:>5} {commit:>8.1f} {syncfs:>10.1f} {fsyncs:>10.1f} "
+                      f"{commit / syncfs:>13.2f} {commit / fsyncs:>13.2f}", flush=True)
+    finally:
+        writer.kill()
+        writer.wait()
+        shutil.rmtree(base_dir, ignore_errors=True)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", default="1000,10000,100000")
@@ -116,12 +216,17 @@ def main():
     parser.add_argument("--bin", default=None, help="another pulsebox binary (to compare builds)")
     parser.add_argument("--old", default=None,
                         help="an older pulsebox binary, measured in the same rounds (before the new)")
+    parser.add_argument("--busy", action="store_true",
+                        help="small commits while another process writes to the file system")
     args = parser.parse_args()
     if args.bin:
         global BIN
         BIN = os.path.abspath(args.bin)
     builds = [("old", os.path.abspath(args.old))] if args.old else []
     builds.append(("new" if args.old else "", BIN))
+    if args.busy:
+        busy(args, builds)
+        return
     print("== commits at copy speed: import + commit vs cp -a + sync (ms; peak RSS MB)")
     print(f"{'files':>7} {'build':>5} {'import':>9} {'commit':>9} {'cp+sync':>9} {'ratio':>6} "
           f"{'(sync':>6}) "
