@@ -12,13 +12,14 @@ every side:
   - `cp -a` of the same tree to a fresh directory on the same file system,
     then `sync`: wall time and cp's ru_maxrss.
 The ratio (import + commit) / (cp -a + sync) is the target (<= 1.0).
-With --busy, small commits (1, 4 and 16 files) while another process keeps
-writing to the same file system (as a build beside the sandbox does): the
-commit's wall time against `cp -a` + `sync -f` (syncfs of the file system)
+With --busy, small commits (1, 4 and 32 files) while another process keeps
+writing to the same file system (as a build beside the sandbox does; 32
+files in their two new directories are past the commit's fsync-each limit,
+so every build takes one syncfs there): the commit's wall time against `cp -a` + `sync -f` (syncfs of the file system)
 and `cp -a` + `sync FILE...` (an fsync per file) of the same files.
 Usage: tools/benchmarks/commit_speed.py [--sizes 1000,10000,100000] [--rounds N] [--bin PULSEBOX]
        [--old OLD_PULSEBOX]   (both builds in the same rounds, each beside its own cp -a)
-       tools/benchmarks/commit_speed.py --busy [--sizes 1,4,16] [--rounds 5]
+       tools/benchmarks/commit_speed.py --busy [--sizes 1,4,32] [--rounds 5]
 """
 import argparse
 import os
@@ -173,7 +174,7 @@ def busy_round(files, base, builds):
 
 
 def busy(args, builds):
-    sizes = [int(s) for s in (args.sizes if args.sizes != "1000,10000,100000" else "1,4,16").split(",")]
+    sizes = [int(s) for s in (args.sizes if args.sizes != "1000,10000,100000" else "1,4,32").split(",")]
     rounds = max(args.rounds, 5)
     base_dir = tempfile.mkdtemp(prefix="pb-busy-", dir=args.dir)
     os.chmod(base_dir, 0o711)
