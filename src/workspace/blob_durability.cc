@@ -2,9 +2,11 @@
 #include "workspace/blob_durability.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <functional>
 #include <set>
 #include <string>
@@ -12,6 +14,7 @@
 
 #include "core/fs.h"
 #include "workspace/safe_open.h"
+#include "workspace/store_files.h"
 
 namespace pulsebox::workspace {
 namespace {
@@ -34,10 +37,17 @@ Outcome fall_back() {
   return {core::ok_status(), true};
 }
 
+// Tests see each file synced as the failpoint "synced <path>".
 Outcome fsync_fd(int fd, const std::string& what) {
   if (::fsync(fd) != 0) return {Error::from_errno("workspace", "fsync " + what), false};
+  failpoint("synced " + what);
   return {};
 }
+
+struct Blob {
+  std::string relative;     // beneath blobs/
+  std::uint64_t inode = 0;  // what the blob check found there
+};
 
 // Every directory `relative` (beneath blobs/) is in, "" (blobs/) excluded.
 void add_parents(const std::string& relative, Directories* out) {
@@ -50,23 +60,26 @@ void add_parents(const std::string& relative, Directories* out) {
 // The Write blobs of `draft` and the directories above them, and the new
 // directories it makes as they would lie in place beneath blobs/; false
 // when there are too many to fsync each.
-bool collect(const Draft& draft, std::vector<std::string>* blobs, Directories* directories,
+bool collect(const Draft& draft, std::vector<Blob>* blobs, Directories* directories,
              std::vector<std::string>* new_directories) {
   for (const auto& [path, entry] : draft.entries) {
     if (entry.op == StagedOp::Write) {
-      blobs->push_back(blob_relative_path(entry));
-      add_parents(blobs->back(), directories);
+      blobs->push_back({blob_relative_path(entry), entry.blob_inode});
+      add_parents(blobs->back().relative, directories);
     } else if (entry.op == StagedOp::Mkdir) {
       new_directories->push_back(std::string(kInPlaceBlob) + "/" + path);
     }
-    if (blobs->size() + new_directories->size() > kFsyncEachUpTo) return false;
+    if (blobs->size() + new_directories->size() > kFsyncEachUpTo ||
+        directories->size() > kFsyncDirectoriesUpTo) {
+      return false;
+    }
   }
   return true;
 }
 
 Outcome fsync_each(const Draft& draft, const std::filesystem::path& dir,
                    const std::filesystem::path& root, int root_fd) {
-  std::vector<std::string> blobs;
+  std::vector<Blob> blobs;
   Directories directories;
   std::vector<std::string> new_directories;
   if (!collect(draft, &blobs, &directories, &new_directories)) return fall_back();
@@ -74,13 +87,18 @@ Outcome fsync_each(const Draft& draft, const std::filesystem::path& dir,
   UniqueFd blob_dir(::open(blobs_path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (!blob_dir) return fall_back();
   BlobShards shards(blob_dir.get());
-  for (const std::string& relative : blobs) {
-    auto blob = shards.locate(relative);
+  for (const Blob& each : blobs) {
+    auto blob = shards.locate(each.relative);
     if (!blob) return fall_back();
     UniqueFd fd(
         ::openat(blob->dir, blob->name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
-    if (!fd) return fall_back();
-    if (auto done = fsync_fd(fd.get(), (blobs_path / relative).string()); !done.status.ok())
+    // The file the blob check saw (and the log will name), or syncfs.
+    struct stat st {};
+    if (!fd || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) ||
+        (each.inode != 0 && static_cast<std::uint64_t>(st.st_ino) != each.inode)) {
+      return fall_back();
+    }
+    if (auto done = fsync_fd(fd.get(), (blobs_path / each.relative).string()); !done.status.ok())
       return done;
   }
   // A new directory the run made stays in place and is moved whole, with
