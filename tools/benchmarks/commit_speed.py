@@ -82,6 +82,16 @@ def phase(trace, name):
     sys.exit(f"no trace phase {name!r} in:\n{trace[-3000:]}")
 
 
+def the_one_transaction(binary, ws, state):
+    """The id of the one transaction pending in `ws`."""
+    ids = [line.split()[0] for line in subprocess.run(
+        [binary, "changes", "-w", ws], env=env(state), capture_output=True, text=True,
+        check=True).stdout.splitlines() if line.startswith("tx-")]
+    if len(ids) != 1:
+        sys.exit(f"expected one transaction, got {ids}")
+    return ids[0]
+
+
 def one_round(files, base, binary):
     ws, state = os.path.join(base, "ws"), os.path.join(base, "state")
     # What the rounds before left to write back (their trees' removal) is
@@ -93,12 +103,8 @@ def one_round(files, base, binary):
                                    "-w", ws, "--", "python3", "-c", MAKE, str(files)],
                                   env=env(state, trace=True))
     imported = phase(err, "sandbox: changes imported") - phase(err, "sandbox: result audited")
-    ids = [line.split()[0] for line in subprocess.run(
-        [binary, "changes", "-w", ws], env=env(state), capture_output=True, text=True,
-        check=True).stdout.splitlines() if line.startswith("tx-")]
-    if len(ids) != 1:
-        sys.exit(f"expected one transaction, got {ids}")
-    commit_ms, commit_rss, _, _ = rss_of([binary, "commit", "-w", ws, ids[0]], env=env(state))
+    tx = the_one_transaction(binary, ws, state)
+    commit_ms, commit_rss, _, _ = rss_of([binary, "commit", "-w", ws, tx], env=env(state))
     count = sum(len(names) for _, _, names in os.walk(os.path.join(ws, "tree")))
     if count != files:
         sys.exit(f"committed {count} files, expected {files}")
@@ -138,12 +144,8 @@ def small_commit(files, base, binary):
     os.chmod(base, 0o711)
     rss_of([binary, "run", "--allow-weaker", "limits", "-w", ws, "--", "python3", "-c", MAKE,
             str(files)], env=env(state))
-    ids = [line.split()[0] for line in subprocess.run(
-        [binary, "changes", "-w", ws], env=env(state), capture_output=True, text=True,
-        check=True).stdout.splitlines() if line.startswith("tx-")]
-    if len(ids) != 1:
-        sys.exit(f"expected one transaction, got {ids}")
-    commit_ms, _, _, _ = rss_of([binary, "commit", "-w", ws, ids[0]], env=env(state))
+    tx = the_one_transaction(binary, ws, state)
+    commit_ms, _, _, _ = rss_of([binary, "commit", "-w", ws, tx], env=env(state))
     return commit_ms
 
 
