@@ -39,7 +39,10 @@ Outcome fall_back() {
 
 // Tests see each file synced as the failpoint "synced <path>".
 Outcome fsync_fd(int fd, const std::string& what) {
-  if (::fsync(fd) != 0) return {Error::from_errno("workspace", "fsync " + what), false};
+  if (::fsync(fd) != 0) {
+    const int err = errno;  // before the message's allocation
+    return {Error::from_errno("workspace", "fsync " + what, err), false};
+  }
   failpoint("synced " + what);
   return {};
 }
