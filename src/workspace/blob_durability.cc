@@ -33,7 +33,7 @@ struct Outcome {
   bool fall_back = false;
 };
 
-Outcome fall_back() {
+Outcome use_syncfs() {
   return {core::ok_status(), true};
 }
 
@@ -85,21 +85,21 @@ Outcome fsync_each(const Draft& draft, const std::filesystem::path& dir,
   std::vector<Blob> blobs;
   Directories directories;
   std::vector<std::string> new_directories;
-  if (!collect(draft, &blobs, &directories, &new_directories)) return fall_back();
+  if (!collect(draft, &blobs, &directories, &new_directories)) return use_syncfs();
   const auto blobs_path = dir / "blobs";
   UniqueFd blob_dir(::open(blobs_path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-  if (!blob_dir) return fall_back();
+  if (!blob_dir) return use_syncfs();
   BlobShards shards(blob_dir.get());
   for (const Blob& each : blobs) {
     auto blob = shards.locate(each.relative);
-    if (!blob) return fall_back();
+    if (!blob) return use_syncfs();
     UniqueFd fd(
         ::openat(blob->dir, blob->name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
     // The file the blob check saw (and the log will name), or syncfs.
     struct stat st {};
     if (!fd || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) ||
         (each.inode != 0 && static_cast<std::uint64_t>(st.st_ino) != each.inode)) {
-      return fall_back();
+      return use_syncfs();
     }
     if (auto done = fsync_fd(fd.get(), (blobs_path / each.relative).string()); !done.status.ok())
       return done;
@@ -111,26 +111,26 @@ Outcome fsync_each(const Draft& draft, const std::filesystem::path& dir,
     auto opened =
         open_beneath(blob_dir.get(), relative, O_PATH | O_DIRECTORY, ResolveMode::kComponentWalk);
     if (!opened && opened.error().error_number() == ENOENT) continue;
-    if (!opened) return fall_back();
+    if (!opened) return use_syncfs();
     directories.insert(relative);
     add_parents(relative, &directories);
   }
-  if (directories.size() > kFsyncDirectoriesUpTo) return fall_back();
+  if (directories.size() > kFsyncDirectoriesUpTo) return use_syncfs();
   for (const std::string& relative : directories) {
     auto opened =
         open_beneath(blob_dir.get(), relative, O_RDONLY | O_DIRECTORY, ResolveMode::kComponentWalk);
-    if (!opened) return fall_back();
+    if (!opened) return use_syncfs();
     if (auto done = fsync_fd(opened->get(), (blobs_path / relative).string()); !done.status.ok())
       return done;
   }
   if (auto done = fsync_fd(blob_dir.get(), blobs_path.string()); !done.status.ok()) return done;
   // The transaction's directory and each above it, to the workspace's root.
   const auto beneath_root = dir.lexically_relative(root);
-  if (beneath_root.empty() || *beneath_root.begin() == "..") return fall_back();
+  if (beneath_root.empty() || *beneath_root.begin() == "..") return use_syncfs();
   for (auto above = beneath_root; !above.empty() && above != "."; above = above.parent_path()) {
     auto opened =
         open_beneath(root_fd, above.string(), O_RDONLY | O_DIRECTORY, ResolveMode::kComponentWalk);
-    if (!opened) return fall_back();
+    if (!opened) return use_syncfs();
     if (auto done = fsync_fd(opened->get(), (root / above).string()); !done.status.ok())
       return done;
   }

@@ -105,14 +105,9 @@ Committed commit_where_failing(const std::filesystem::path& root, const std::str
     ::_exit(0);
   }
   ::close(pipe_fds[1]);
-  std::string said;
-  char buffer[4096];
-  for (ssize_t n; (n = ::read(pipe_fds[0], buffer, sizeof buffer)) != 0;) {
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) break;
-    said.append(buffer, static_cast<std::size_t>(n));
-  }
+  auto read = core::read_all(pipe_fds[0], 1 << 20, "the child's result");
   ::close(pipe_fds[0]);
+  const std::string said = read ? *read : "reading the child's result failed";
   int status = 0;
   if (::waitpid(child, &status, 0) != child || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
     return {"the committing child died (status " + std::to_string(status) + ")", {}};

@@ -176,7 +176,7 @@ def busy_round(files, base, builds):
 
 
 def busy(args, builds):
-    sizes = [int(s) for s in (args.sizes if args.sizes != "1000,10000,100000" else "1,4,32").split(",")]
+    sizes = [int(s) for s in (args.sizes or "1,4,32").split(",")]
     rounds = max(args.rounds, 5)
     base_dir = tempfile.mkdtemp(prefix="pb-busy-", dir=args.dir)
     os.chmod(base_dir, 0o711)
@@ -213,7 +213,8 @@ def busy(args, builds):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--sizes", default="1000,10000,100000")
+    parser.add_argument("--sizes", default=None,
+                        help="file counts (default 1000,10000,100000; with --busy 1,4,32)")
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--dir", default=None, help="where to make the workspaces")
     parser.add_argument("--bin", default=None, help="another pulsebox binary (to compare builds)")
@@ -234,7 +235,7 @@ def main():
     print(f"{'files':>7} {'build':>5} {'import':>9} {'commit':>9} {'cp+sync':>9} {'ratio':>6} "
           f"{'(sync':>6}) "
           f"{'run RSS':>8} {'commit RSS':>11} {'cp RSS':>7}")
-    for files in (int(s) for s in args.sizes.split(",")):
+    for files in (int(s) for s in (args.sizes or "1000,10000,100000").split(",")):
         rows = {name: [] for name, _ in builds}
         for round_number in range(args.rounds):
             # Each build's round is followed by its own cp -a, so the drift
