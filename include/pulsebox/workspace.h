@@ -331,8 +331,8 @@ class PULSEBOX_API Workspace {
   // run may have worked on the older version.
   using RunClock = std::chrono::system_clock::time_point;  // ImportOptions::run_started
   // The time stamp the workspace's file system gives a change made now, read
-  // off a file of pulsebox's own (.agent/clock) that this call changes: a
-  // change made before the call has an earlier stamp, one made after it this
+  // off a file of pulsebox's own (.agent/clock) that this call changes twice:
+  // a change made before the call has an earlier stamp, one made after it this
   // stamp or a later one, whatever the clocks do (file systems stamp with a
   // coarse clock that can lag the precise one by far on a busy machine).
   // Kernels without multigrain time stamps (before 6.13) may give a change

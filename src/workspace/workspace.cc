@@ -162,15 +162,21 @@ Workspace::RunClock Workspace::stamp_now() const {
   std::filesystem::create_directory(agent_dir(), ec);
   const auto clock = agent_dir() / "clock";
   core::UniqueFd fd(::open(clock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
-  struct stat st {};
-  // The first fstat asks the kernel for a precise stamp at the next change
-  // (multigrain time stamps); that change moves every later stamp past it.
-  if (!fd || ::fstat(fd.get(), &st) != 0 || ::futimens(fd.get(), nullptr) != 0 ||
-      ::fstat(fd.get(), &st) != 0) {
+  // A change takes the later of the coarse clock and the newest precise
+  // stamp handed out (multigrain time stamps), so the first change can share
+  // its stamp with a change made just before it. The fstat between asks for a
+  // precise stamp at the next change, which is past the first: every earlier
+  // change is older than it, and every later one gets it or a later stamp.
+  // Without multigrain both changes share the tick's stamp.
+  struct stat first {};
+  struct stat second {};
+  if (!fd || ::futimens(fd.get(), nullptr) != 0 || ::fstat(fd.get(), &first) != 0 ||
+      ::futimens(fd.get(), nullptr) != 0 || ::fstat(fd.get(), &second) != 0) {
     return std::chrono::system_clock::now();
   }
   return RunClock(std::chrono::duration_cast<RunClock::duration>(
-      std::chrono::seconds(st.st_ctim.tv_sec) + std::chrono::nanoseconds(st.st_ctim.tv_nsec)));
+      std::chrono::seconds(second.st_ctim.tv_sec) +
+      std::chrono::nanoseconds(second.st_ctim.tv_nsec)));
 }
 
 std::string Workspace::create_transaction(std::string origin) {

@@ -199,6 +199,57 @@ TEST_F(WorkspaceTest, SnapshotIsTakenWhenFirstStaged) {
   EXPECT_THROW(ws.commit(tx), SandboxConcurrentModificationError);
 }
 
+// Whether this file system stamps a queried file's next change finer than
+// its clock's tick (the kernel's multigrain time stamps): two changes in a
+// row with a stat between get two different stamps.
+bool stamps_finer_than_a_tick(const std::filesystem::path& dir) {
+  const auto probe = dir / "stamp-probe";
+  write_file(probe, "");
+  const int fd = ::open(probe.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) return false;
+  bool finer = true;
+  for (int i = 0; i < 5 && finer; ++i) {
+    struct stat first {};
+    struct stat second {};
+    finer = ::futimens(fd, nullptr) == 0 && ::fstat(fd, &first) == 0 &&
+            ::futimens(fd, nullptr) == 0 && ::fstat(fd, &second) == 0 &&
+            (first.st_ctim.tv_sec != second.st_ctim.tv_sec ||
+             first.st_ctim.tv_nsec != second.st_ctim.tv_nsec);
+  }
+  ::close(fd);
+  std::filesystem::remove(probe);
+  return finer;
+}
+
+std::int64_t ctime_ns(const std::filesystem::path& path) {
+  struct stat st {};
+  EXPECT_EQ(::stat(path.c_str(), &st), 0) << path;
+  return std::int64_t{st.st_ctim.tv_sec} * 1'000'000'000 + st.st_ctim.tv_nsec;
+}
+
+// A file the host writes right before a run must not count as changed during
+// it: the same tick stamps both, so only a stamp finer than the tick tells
+// them apart. Each round: a change, the stamp, a change.
+TEST_F(WorkspaceTest, TheRunsStampIsAfterEveryEarlierChangeAndAtOrBeforeEveryLaterOne) {
+  PULSEBOX_SKIP_UNLESS(stamps_finer_than_a_tick(dir_.path()),
+                       "the file system under " + dir_.path().string() +
+                           " stamps changes by its clock's tick (no multigrain time stamps)");
+  auto ws = workspace();
+  write_file(dir_ / "before.txt", "");
+  for (int round = 0; round < 200; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    // Stat first or not: a queried file's change takes a fine stamp.
+    if (round % 2 == 0) (void)ctime_ns(dir_ / "before.txt");
+    write_file(dir_ / "before.txt", "before " + std::to_string(round) + "\n");
+    const std::int64_t stamp =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(ws.stamp_now().time_since_epoch())
+            .count();
+    write_file(dir_ / "after.txt", "after " + std::to_string(round) + "\n");
+    ASSERT_LT(ctime_ns(dir_ / "before.txt"), stamp);
+    ASSERT_GE(ctime_ns(dir_ / "after.txt"), stamp);
+  }
+}
+
 TEST_F(WorkspaceTest, Limits) {
   Workspace ws(dir_.path(), default_workspace_policy(),
                {.max_total_bytes = 100, .max_file_bytes = 60, .max_open_transactions = 2});
