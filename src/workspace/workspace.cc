@@ -2,6 +2,7 @@
 #include <fcntl.h>
 #include <malloc.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -172,7 +173,12 @@ Workspace::RunClock Workspace::stamp_now() const {
   struct stat second {};
   if (!fd || ::futimens(fd.get(), nullptr) != 0 || ::fstat(fd.get(), &first) != 0 ||
       ::futimens(fd.get(), nullptr) != 0 || ::fstat(fd.get(), &second) != 0) {
-    return std::chrono::system_clock::now();
+    // The clock file systems stamp with: every later change gets this or a
+    // later stamp (the precise clock runs ahead of it, so a change made just
+    // after a precise reading could look older than the run).
+    timespec coarse{};
+    ::clock_gettime(CLOCK_REALTIME_COARSE, &coarse);
+    second.st_ctim = coarse;
   }
   return RunClock(std::chrono::duration_cast<RunClock::duration>(
       std::chrono::seconds(second.st_ctim.tv_sec) +

@@ -250,6 +250,22 @@ TEST_F(WorkspaceTest, TheRunsStampIsAfterEveryEarlierChangeAndAtOrBeforeEveryLat
   }
 }
 
+// Where .agent/clock cannot be changed the stamp is read off the clock file
+// systems stamp with, never the precise one that runs ahead of it: a change
+// made right after it must not look older than the run.
+TEST_F(WorkspaceTest, WithoutItsClockFileTheStampIsStillAtOrBeforeEveryLaterChange) {
+  auto ws = workspace();
+  std::filesystem::create_directories(dir_ / ".agent/clock");  // open(O_RDWR) fails: EISDIR
+  for (int round = 0; round < 500; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    const std::int64_t stamp =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(ws.stamp_now().time_since_epoch())
+            .count();
+    write_file(dir_ / "after.txt", "after " + std::to_string(round) + "\n");
+    ASSERT_GE(ctime_ns(dir_ / "after.txt"), stamp);
+  }
+}
+
 TEST_F(WorkspaceTest, Limits) {
   Workspace ws(dir_.path(), default_workspace_policy(),
                {.max_total_bytes = 100, .max_file_bytes = 60, .max_open_transactions = 2});
