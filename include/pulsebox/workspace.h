@@ -337,9 +337,9 @@ class PULSEBOX_API Workspace {
   // coarse clock that can lag the precise one by far on a busy machine).
   // Kernels without multigrain time stamps (before 6.13) may give a change
   // made within the same tick before the call the same stamp. Falls back to
-  // the coarse clock file systems stamp with (CLOCK_REALTIME_COARSE) when the
-  // file cannot be written: changes made in its tick before the call then
-  // count as later too.
+  // the coarse clock file systems stamp with (CLOCK_REALTIME_COARSE), rounded
+  // down to an even second, when the file cannot be written: changes made
+  // in the two seconds before the call then count as later too.
   RunClock stamp_now() const;
   ImportResult import_overlay(const std::filesystem::path& upper,
                               const std::filesystem::path& lower, const ImportOptions& options);

@@ -165,20 +165,24 @@ Workspace::RunClock Workspace::stamp_now() const {
   core::UniqueFd fd(::open(clock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
   // A change takes the later of the coarse clock and the newest precise
   // stamp handed out (multigrain time stamps), so the first change can share
-  // its stamp with a change made just before it. The fstat between asks for a
-  // precise stamp at the next change, which is past the first: every earlier
-  // change is older than it, and every later one gets it or a later stamp.
+  // its stamp with a change made just before it. After the fstat between,
+  // the second change takes a stamp past the first (precise, unless the tick
+  // has moved on): every earlier change is older than it, and every later
+  // one gets it or a later stamp.
   // Without multigrain both changes share the tick's stamp.
   struct stat first {};
   struct stat second {};
   if (!fd || ::futimens(fd.get(), nullptr) != 0 || ::fstat(fd.get(), &first) != 0 ||
       ::futimens(fd.get(), nullptr) != 0 || ::fstat(fd.get(), &second) != 0) {
-    // The clock file systems stamp with: every later change gets this or a
-    // later stamp (the precise clock runs ahead of it, so a change made just
-    // after a precise reading could look older than the run).
+    // The clock file systems stamp with, rounded down to an even second:
+    // every later change gets this or a later stamp, even where the file
+    // system stores whole seconds (ext4's small inodes) or two (FAT). The
+    // precise clock runs ahead of it: a change made just after a precise
+    // reading could look older than the run. Earlier is safe: a change
+    // made before the run at most counts as made during it.
     timespec coarse{};
     ::clock_gettime(CLOCK_REALTIME_COARSE, &coarse);
-    second.st_ctim = coarse;
+    second.st_ctim = {.tv_sec = coarse.tv_sec - coarse.tv_sec % 2, .tv_nsec = 0};
   }
   return RunClock(std::chrono::duration_cast<RunClock::duration>(
       std::chrono::seconds(second.st_ctim.tv_sec) +

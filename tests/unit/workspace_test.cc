@@ -235,24 +235,28 @@ TEST_F(WorkspaceTest, TheRunsStampIsAfterEveryEarlierChangeAndAtOrBeforeEveryLat
                        "the file system under " + dir_.path().string() +
                            " stamps changes by its clock's tick (no multigrain time stamps)");
   auto ws = workspace();
-  write_file(dir_ / "before.txt", "");
   for (int round = 0; round < 200; ++round) {
     SCOPED_TRACE("round " + std::to_string(round));
-    // Stat first or not: a queried file's change takes a fine stamp.
-    if (round % 2 == 0) (void)ctime_ns(dir_ / "before.txt");
-    write_file(dir_ / "before.txt", "before " + std::to_string(round) + "\n");
+    // A file of its own each round, made then written: on even rounds
+    // queried between (its change then takes a precise stamp), on odd ones
+    // not (the host's usual write, stamped by the coarse clock or newer).
+    const auto before = dir_ / ("before-" + std::to_string(round) + ".txt");
+    write_file(before, "");
+    if (round % 2 == 0) (void)ctime_ns(before);
+    write_file(before, "before\n");
     const std::int64_t stamp =
         std::chrono::duration_cast<std::chrono::nanoseconds>(ws.stamp_now().time_since_epoch())
             .count();
     write_file(dir_ / "after.txt", "after " + std::to_string(round) + "\n");
-    ASSERT_LT(ctime_ns(dir_ / "before.txt"), stamp);
+    ASSERT_LT(ctime_ns(before), stamp);
     ASSERT_GE(ctime_ns(dir_ / "after.txt"), stamp);
   }
 }
 
 // Where .agent/clock cannot be changed the stamp is read off the clock file
 // systems stamp with, never the precise one that runs ahead of it: a change
-// made right after it must not look older than the run.
+// made right after it must not look older than the run. Rounded down to an
+// even second, it stays at or before a stamp of whole seconds (or two).
 TEST_F(WorkspaceTest, WithoutItsClockFileTheStampIsStillAtOrBeforeEveryLaterChange) {
   auto ws = workspace();
   std::filesystem::create_directories(dir_ / ".agent/clock");  // open(O_RDWR) fails: EISDIR
@@ -261,6 +265,7 @@ TEST_F(WorkspaceTest, WithoutItsClockFileTheStampIsStillAtOrBeforeEveryLaterChan
     const std::int64_t stamp =
         std::chrono::duration_cast<std::chrono::nanoseconds>(ws.stamp_now().time_since_epoch())
             .count();
+    ASSERT_EQ(stamp % 2'000'000'000, 0) << stamp;
     write_file(dir_ / "after.txt", "after " + std::to_string(round) + "\n");
     ASSERT_GE(ctime_ns(dir_ / "after.txt"), stamp);
   }
