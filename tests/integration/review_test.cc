@@ -80,14 +80,21 @@ class ReviewTest : public testing::CliFixture {
   // A pending transaction adding `paths` one-line files under `top`
   // (1,000 to a directory; the same `paths` each time). The files are
   // written once per test, then their directory is renamed to each `top`;
-  // the first transaction's staged copies are hard links to them (a
-  // session's shared layer), the later ones' copies (a file with a second
-  // link is copied). Half the new files of a fresh upper directory and a
-  // copy each time: this VM's ext4 (no journal) looks past every inode
-  // freed in the last 30 s to allocate one, and after the suites' own
-  // clean-ups a new file in /tmp took 0.2-7 ms of system time.
+  // the first transaction's blobs are hard links to them (a session's
+  // shared layer), the later ones' blobs are copies (a file with a second
+  // link is copied). That is half the new inodes of writing a fresh upper
+  // directory and copying it for each transaction: this VM's ext4 (no
+  // journal) looks past every inode freed in the last minute (up to six
+  // while the inode table block is unwritten) to allocate one, and after
+  // the suites' own clean-ups a new file in /tmp took 0.2-7 ms.
   std::optional<std::string> transaction_of_many_paths(int paths, const std::string& top) {
     const fs::path upper = scratch_ / "upper-many";
+    if (many_paths_count_ != 0 && many_paths_count_ != paths) {
+      ADD_FAILURE() << "transaction_of_many_paths: " << paths << " paths after "
+                    << many_paths_count_ << " in the same test";
+      return std::nullopt;
+    }
+    many_paths_count_ = paths;
     if (many_paths_top_.empty()) {
       for (int dir = 0; dir < paths / 1000; ++dir) {
         fs::create_directories(upper / top / std::to_string(dir));
@@ -107,6 +114,7 @@ class ReviewTest : public testing::CliFixture {
         .transaction;
   }
   std::string many_paths_top_;  // the name transaction_of_many_paths last gave its files
+  int many_paths_count_ = 0;    // and how many it wrote
 
   std::vector<json> audit_records() const {
     std::vector<json> out;
