@@ -244,12 +244,17 @@ TEST_F(WorkspaceTest, TheRunsStampIsAfterEveryEarlierChangeAndAtOrBeforeEveryLat
     write_file(before, "");
     if (round % 2 == 0) (void)ctime_ns(before);
     write_file(before, "before\n");
+    // The same for the change after the stamp, alternating every two
+    // rounds, so that each pair of queried and unqueried files occurs.
+    const auto after = dir_ / ("after-" + std::to_string(round) + ".txt");
+    write_file(after, "");
+    if ((round / 2) % 2 == 0) (void)ctime_ns(after);
     const std::int64_t stamp =
         std::chrono::duration_cast<std::chrono::nanoseconds>(ws.stamp_now().time_since_epoch())
             .count();
-    write_file(dir_ / "after.txt", "after " + std::to_string(round) + "\n");
+    write_file(after, "after\n");
     ASSERT_LT(ctime_ns(before), stamp);
-    ASSERT_GE(ctime_ns(dir_ / "after.txt"), stamp);
+    ASSERT_GE(ctime_ns(after), stamp);
   }
 }
 
