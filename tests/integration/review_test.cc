@@ -84,11 +84,15 @@ class ReviewTest : public testing::CliFixture {
   // shared layer), the later ones' blobs are copies (a file with a second
   // link is copied). That is half the new inodes of writing a fresh upper
   // directory and copying it for each transaction: this VM's ext4 (no
-  // journal) looks past every inode freed in the last minute (up to six
+  // journal) looks past every inode freed in the last minute (six minutes
   // while the inode table block is unwritten) to allocate one, and after
   // the suites' own clean-ups a new file in /tmp took 0.2-7 ms.
   std::optional<std::string> transaction_of_many_paths(int paths, const std::string& top) {
     const fs::path upper = scratch_ / "upper-many";
+    if (paths <= 0 || paths % 1000 != 0) {
+      ADD_FAILURE() << "transaction_of_many_paths: " << paths << " is not a multiple of 1,000";
+      return std::nullopt;
+    }
     if (many_paths_count_ != 0 && many_paths_count_ != paths) {
       ADD_FAILURE() << "transaction_of_many_paths: " << paths << " paths after "
                     << many_paths_count_ << " in the same test";
