@@ -597,7 +597,8 @@ TEST_F(ReviewTest, ALargeDiffIsPrintedAsItIsMadeNotHeldWhole) {
 // (and a map of their counts by path) beside the description. Each now
 // peaks within a little of `diff --name-only`, which holds only the
 // description: before, 20,000 paths took 7-14 MB more (370-690 bytes a
-// path), now 4-37; 100 a path is allowed here.
+// path), now 4-37 when this was written, 60-70 on 2026-12-08 with one run
+// of about ten at 108 (`diff --stat`); 200 a path is allowed here.
 TEST_F(ReviewTest, ATransactionOfManyPathsIsReviewedWithoutHoldingItsEntries) {
   constexpr int kPaths = 20000;
   const auto tx = transaction_of_many_paths(kPaths, "gen");
@@ -608,7 +609,7 @@ TEST_F(ReviewTest, ATransactionOfManyPathsIsReviewedWithoutHoldingItsEntries) {
   const fs::path printed = scratch_ / "printed.txt";
   const long description_kb = peak_kb_of({"diff", "--name-only", *tx}, printed);
   EXPECT_EQ(read_lines(printed).size(), changes);
-  const long allowed_kb = description_kb + static_cast<long>(changes) * 100 / 1024;
+  const long allowed_kb = description_kb + static_cast<long>(changes) * 200 / 1024;
   const auto expect_within = [&](const std::vector<std::string>& args, long kb) {
     EXPECT_LE(kb, allowed_kb) << args[0] << " " << args[1] << " peaked at " << kb
                               << " kB; the description alone at " << description_kb << " kB";
@@ -642,7 +643,7 @@ TEST_F(ReviewTest, ATransactionOfManyPathsIsReviewedWithoutHoldingItsEntries) {
 // every transaction's description at once (about 250 bytes a path each):
 // an agent's uncommitted runs can leave many large ones. Now one at a time:
 // with three transactions of 10,000 paths, `changes`, `changes --json` and
-// `diff --name-only` of the latest peak within 100 bytes a path of one
+// `diff --name-only` of the latest peak within 200 bytes a path of one
 // transaction above `diff --name-only` of a named one, which holds one
 // description (the old binary: two more descriptions, about 500 a path).
 TEST_F(ReviewTest, PendingTransactionsAreListedOneDescriptionAtATime) {
@@ -655,7 +656,7 @@ TEST_F(ReviewTest, PendingTransactionsAreListedOneDescriptionAtATime) {
   }
   const fs::path printed = scratch_ / "printed.txt";
   const long one_kb = peak_kb_of({"diff", "--name-only", ids[2]}, printed);
-  const long allowed_kb = one_kb + kPaths * 100 / 1024;
+  const long allowed_kb = one_kb + kPaths * 200 / 1024;
   const auto expect_within = [&](const std::vector<std::string>& args) {
     const long kb = peak_kb_of(args, printed);
     EXPECT_LE(kb, allowed_kb) << args[0] << " " << args[1] << " peaked at " << kb
