@@ -43,9 +43,18 @@ struct ProcessStat {
   std::uint64_t start_time = 0;
 };
 
+// nullopt when the process is gone, also while it is read: a read of a
+// process reaped after the open fails with ESRCH, which std::ifstream's
+// buffer turns into an exception.
 std::optional<ProcessStat> read_stat(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string path = "/proc/" + std::to_string(pid) + "/stat";
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  char buffer[1024];
+  const ssize_t got = ::read(fd, buffer, sizeof buffer);
+  ::close(fd);
+  if (got <= 0) return std::nullopt;
+  const std::string text(buffer, static_cast<std::size_t>(got));
   const auto paren = text.rfind(')');
   if (paren == std::string::npos) return std::nullopt;
   std::istringstream fields(text.substr(paren + 2));
