@@ -170,10 +170,9 @@ Workspace::RunClock Workspace::stamp_now() const {
   // has moved on): every earlier change is older than it, and every later
   // one gets it or a later stamp.
   // Without multigrain both changes share the tick's stamp.
-  struct stat first {};
-  struct stat second {};
-  if (!fd || ::futimens(fd.get(), nullptr) != 0 || ::fstat(fd.get(), &first) != 0 ||
-      ::futimens(fd.get(), nullptr) != 0 || ::fstat(fd.get(), &second) != 0) {
+  struct stat st {};  // the first fstat only asks; the second's ctime is the stamp
+  if (!fd || ::futimens(fd.get(), nullptr) != 0 || ::fstat(fd.get(), &st) != 0 ||
+      ::futimens(fd.get(), nullptr) != 0 || ::fstat(fd.get(), &st) != 0) {
     // The clock file systems stamp with, rounded down to an even second:
     // every later change gets this or a later stamp, even where the file
     // system stores whole seconds (ext4's small inodes) or two (FAT). The
@@ -182,11 +181,10 @@ Workspace::RunClock Workspace::stamp_now() const {
     // made before the run at most counts as made during it.
     timespec coarse{};
     ::clock_gettime(CLOCK_REALTIME_COARSE, &coarse);
-    second.st_ctim = {.tv_sec = coarse.tv_sec - coarse.tv_sec % 2, .tv_nsec = 0};
+    st.st_ctim = {.tv_sec = coarse.tv_sec - coarse.tv_sec % 2, .tv_nsec = 0};
   }
   return RunClock(std::chrono::duration_cast<RunClock::duration>(
-      std::chrono::seconds(second.st_ctim.tv_sec) +
-      std::chrono::nanoseconds(second.st_ctim.tv_nsec)));
+      std::chrono::seconds(st.st_ctim.tv_sec) + std::chrono::nanoseconds(st.st_ctim.tv_nsec)));
 }
 
 std::string Workspace::create_transaction(std::string origin) {

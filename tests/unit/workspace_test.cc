@@ -227,6 +227,11 @@ std::int64_t ctime_ns(const std::filesystem::path& path) {
   return std::int64_t{st.st_ctim.tv_sec} * 1'000'000'000 + st.st_ctim.tv_nsec;
 }
 
+std::int64_t stamp_ns(const Workspace& ws) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(ws.stamp_now().time_since_epoch())
+      .count();
+}
+
 // A file the host writes right before a run must not count as changed during
 // it: the same tick stamps both, so only a stamp finer than the tick tells
 // them apart. Each round: a change, the stamp, a change.
@@ -249,9 +254,7 @@ TEST_F(WorkspaceTest, TheRunsStampIsAfterEveryEarlierChangeAndAtOrBeforeEveryLat
     const auto after = dir_ / ("after-" + std::to_string(round) + ".txt");
     write_file(after, "");
     if ((round / 2) % 2 == 0) (void)ctime_ns(after);
-    const std::int64_t stamp =
-        std::chrono::duration_cast<std::chrono::nanoseconds>(ws.stamp_now().time_since_epoch())
-            .count();
+    const std::int64_t stamp = stamp_ns(ws);
     write_file(after, "after\n");
     ASSERT_LT(ctime_ns(before), stamp);
     ASSERT_GE(ctime_ns(after), stamp);
@@ -267,9 +270,7 @@ TEST_F(WorkspaceTest, WithoutItsClockFileTheStampIsStillAtOrBeforeEveryLaterChan
   std::filesystem::create_directories(dir_ / ".agent/clock");  // open(O_RDWR) fails: EISDIR
   for (int round = 0; round < 500; ++round) {
     SCOPED_TRACE("round " + std::to_string(round));
-    const std::int64_t stamp =
-        std::chrono::duration_cast<std::chrono::nanoseconds>(ws.stamp_now().time_since_epoch())
-            .count();
+    const std::int64_t stamp = stamp_ns(ws);
     ASSERT_EQ(stamp % 2'000'000'000, 0) << stamp;
     write_file(dir_ / "after.txt", "after " + std::to_string(round) + "\n");
     ASSERT_GE(ctime_ns(dir_ / "after.txt"), stamp);
