@@ -158,11 +158,31 @@ Workspace::Workspace(std::filesystem::path root, ActionPolicy policy, WorkspaceL
   }
 }
 
+namespace {
+
+// .agent/clock, open for writing. One this user may not write (a run as
+// root left it, or it was made read-only) is replaced by a file of its own,
+// which needs only the directory's write permission: else every run would
+// take the coarse fallback below.
+core::UniqueFd open_clock(const std::filesystem::path& clock) {
+  core::UniqueFd fd(::open(clock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (fd || (errno != EACCES && errno != EPERM)) return fd;
+  const auto fresh = clock.parent_path() / (".clock-" + core::random_hex(12));
+  core::UniqueFd made(
+      ::open(fresh.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (made && ::rename(fresh.c_str(), clock.c_str()) != 0) {
+    ::unlink(fresh.c_str());
+    return core::UniqueFd();
+  }
+  return made;
+}
+
+}  // namespace
+
 Workspace::RunClock Workspace::stamp_now() const {
   std::error_code ec;
   std::filesystem::create_directory(agent_dir(), ec);
-  const auto clock = agent_dir() / "clock";
-  core::UniqueFd fd(::open(clock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
+  core::UniqueFd fd = open_clock(agent_dir() / "clock");
   // A change takes the later of the coarse clock and the newest precise
   // stamp handed out (multigrain time stamps), so the first change can share
   // its stamp with a change made just before it. After the fstat between,

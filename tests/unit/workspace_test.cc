@@ -1,6 +1,8 @@
 #include <fcntl.h>
+#include <grp.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <thread>
@@ -275,6 +277,57 @@ TEST_F(WorkspaceTest, WithoutItsClockFileTheStampIsStillAtOrBeforeEveryLaterChan
     write_file(dir_ / "after.txt", "after " + std::to_string(round) + "\n");
     ASSERT_GE(ctime_ns(dir_ / "after.txt"), stamp);
   }
+}
+
+// A clock file this user cannot write (left by a run as root, or made
+// read-only) is replaced by one of its own, so the stamp stays the file
+// system's: the coarse fallback counts a host change made up to two seconds
+// before the run as made during it. As root the stamp is taken by a child
+// that is uid 65534 (root writes any file), owning the workspace.
+TEST_F(WorkspaceTest, AClockFileThisUserCannotWriteIsReplacedByItsOwn) {
+  auto ws = workspace();
+  const auto clock = dir_ / ".agent/clock";
+  std::filesystem::create_directories(dir_ / ".agent");
+  write_file(clock, "");
+  ASSERT_EQ(::chmod(clock.c_str(), 0400), 0);
+  const bool as_root = ::geteuid() == 0;
+  const uid_t user = as_root ? 65534 : ::geteuid();
+  if (as_root) {
+    for (const auto& dir : {dir_.path(), dir_ / ".agent"})
+      ASSERT_EQ(::chown(dir.c_str(), 65534, 65534), 0) << dir;
+  }
+  int pipe_fds[2];
+  ASSERT_EQ(::pipe(pipe_fds), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::close(pipe_fds[0]);
+    if (as_root && (::setgroups(0, nullptr) != 0 || ::setresgid(65534, 65534, 65534) != 0 ||
+                    ::setresuid(65534, 65534, 65534) != 0)) {
+      ::_exit(2);
+    }
+    const std::int64_t stamp = stamp_ns(ws);
+    ::_exit(::write(pipe_fds[1], &stamp, sizeof stamp) == sizeof stamp ? 0 : 3);
+  }
+  ::close(pipe_fds[1]);
+  std::int64_t stamp = 0;
+  const auto got = ::read(pipe_fds[0], &stamp, sizeof stamp);
+  ::close(pipe_fds[0]);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the child's status: " << status;
+  ASSERT_EQ(got, static_cast<ssize_t>(sizeof stamp));
+  struct stat st {};
+  ASSERT_EQ(::lstat(clock.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISREG(st.st_mode));
+  EXPECT_EQ(st.st_uid, user);
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+  EXPECT_EQ(stamp, ctime_ns(clock)) << "the stamp is not the clock file's (the fallback's "
+                                    << (stamp % 2'000'000'000 == 0 ? "even second" : "?") << ")";
+  std::size_t left = 0;  // the replacement's temporary name is gone
+  for (const auto& entry : std::filesystem::directory_iterator(dir_ / ".agent"))
+    left += entry.path().filename().string().find("clock") != std::string::npos ? 1 : 0;
+  EXPECT_EQ(left, 1u);
 }
 
 TEST_F(WorkspaceTest, Limits) {
