@@ -160,29 +160,27 @@ Workspace::Workspace(std::filesystem::path root, ActionPolicy policy, WorkspaceL
 
 namespace {
 
-// .agent/clock, open for writing. One this user may not write (a run as
-// root left it, or it was made read-only) is replaced by a file of its own,
-// which needs only the directory's write permission: else every run would
-// take the coarse fallback below.
-core::UniqueFd open_clock(const std::filesystem::path& clock) {
-  core::UniqueFd fd(::open(clock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
+// The run's clock file in `.agent/` (never followed if a link), open for
+// writing: `clock`, or where this user may not write it (a run as root
+// left it, or it was made read-only) `clock-UID`, the user's own. Each
+// stamps on the workspace's file system; without either, every run would
+// take the coarse fallback below. Another user's file is never changed.
+core::UniqueFd open_clock(const std::filesystem::path& agent_dir) {
+  ::mkdir(agent_dir.c_str(), 0700);  // as ensure_agent_dir makes it
+  const core::UniqueFd dir(
+      ::open(agent_dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!dir) return core::UniqueFd();
+  constexpr int kFlags = O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW;
+  core::UniqueFd fd(::openat(dir.get(), "clock", kFlags, 0600));
   if (fd || (errno != EACCES && errno != EPERM)) return fd;
-  const auto fresh = clock.parent_path() / (".clock-" + core::random_hex(12));
-  core::UniqueFd made(
-      ::open(fresh.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
-  if (made && ::rename(fresh.c_str(), clock.c_str()) != 0) {
-    ::unlink(fresh.c_str());
-    return core::UniqueFd();
-  }
-  return made;
+  const std::string own = "clock-" + std::to_string(::geteuid());
+  return core::UniqueFd(::openat(dir.get(), own.c_str(), kFlags, 0600));
 }
 
 }  // namespace
 
 Workspace::RunClock Workspace::stamp_now() const {
-  std::error_code ec;
-  std::filesystem::create_directory(agent_dir(), ec);
-  core::UniqueFd fd = open_clock(agent_dir() / "clock");
+  core::UniqueFd fd = open_clock(agent_dir());
   // A change takes the later of the coarse clock and the newest precise
   // stamp handed out (multigrain time stamps), so the first change can share
   // its stamp with a change made just before it. After the fstat between,

@@ -1,8 +1,6 @@
 #include <fcntl.h>
-#include <grp.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <thread>
@@ -280,54 +278,66 @@ TEST_F(WorkspaceTest, WithoutItsClockFileTheStampIsStillAtOrBeforeEveryLaterChan
 }
 
 // A clock file this user cannot write (left by a run as root, or made
-// read-only) is replaced by one of its own, so the stamp stays the file
-// system's: the coarse fallback counts a host change made up to two seconds
-// before the run as made during it. As root the stamp is taken by a child
-// that is uid 65534 (root writes any file), owning the workspace.
-TEST_F(WorkspaceTest, AClockFileThisUserCannotWriteIsReplacedByItsOwn) {
+// read-only) leaves it alone and stamps the user's own, .agent/clock-UID:
+// the stamp stays the file system's, where the coarse fallback counts a
+// host change made up to two seconds before the run as made during it.
+TEST_F(WorkspaceTest, AClockFileThisUserCannotWriteGivesWayToTheUsersOwn) {
   auto ws = workspace();
   const auto clock = dir_ / ".agent/clock";
   std::filesystem::create_directories(dir_ / ".agent");
   write_file(clock, "");
-  ASSERT_EQ(::chmod(clock.c_str(), 0400), 0);
-  const bool as_root = ::geteuid() == 0;
-  const uid_t user = as_root ? 65534 : ::geteuid();
-  if (as_root) {
-    for (const auto& dir : {dir_.path(), dir_ / ".agent"})
-      ASSERT_EQ(::chown(dir.c_str(), 65534, 65534), 0) << dir;
-  }
+  ASSERT_EQ(::chmod(clock.c_str(), 0400), 0);  // root writes it anyway: its child is 65534
+  const uid_t first_owner = ::geteuid();
+  ASSERT_TRUE(testing::hand_to_ordinary_user(dir_.path()));
+  ASSERT_EQ(::lchown(clock.c_str(), first_owner, static_cast<gid_t>(-1)), 0);  // left as it was
+  struct stat before {};
+  ASSERT_EQ(::lstat(clock.c_str(), &before), 0);
   int pipe_fds[2];
   ASSERT_EQ(::pipe(pipe_fds), 0);
-  const pid_t child = ::fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    ::close(pipe_fds[0]);
-    if (as_root && (::setgroups(0, nullptr) != 0 || ::setresgid(65534, 65534, 65534) != 0 ||
-                    ::setresuid(65534, 65534, 65534) != 0)) {
-      ::_exit(2);
-    }
+  uid_t user = 0;
+  const int status = testing::run_as_ordinary_user([&] {
     const std::int64_t stamp = stamp_ns(ws);
-    ::_exit(::write(pipe_fds[1], &stamp, sizeof stamp) == sizeof stamp ? 0 : 3);
-  }
+    user = ::geteuid();
+    const bool sent = ::write(pipe_fds[1], &stamp, sizeof stamp) == sizeof stamp &&
+                      ::write(pipe_fds[1], &user, sizeof user) == sizeof user;
+    return sent ? 0 : 3;
+  });
   ::close(pipe_fds[1]);
   std::int64_t stamp = 0;
-  const auto got = ::read(pipe_fds[0], &stamp, sizeof stamp);
+  const bool read_back = ::read(pipe_fds[0], &stamp, sizeof stamp) == sizeof stamp &&
+                         ::read(pipe_fds[0], &user, sizeof user) == sizeof user;
   ::close(pipe_fds[0]);
-  int status = 0;
-  ASSERT_EQ(::waitpid(child, &status, 0), child);
-  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the child's status: " << status;
-  ASSERT_EQ(got, static_cast<ssize_t>(sizeof stamp));
+  ASSERT_EQ(status, 0);
+  ASSERT_TRUE(read_back);
+  const auto own = dir_ / (".agent/clock-" + std::to_string(user));
   struct stat st {};
-  ASSERT_EQ(::lstat(clock.c_str(), &st), 0);
+  ASSERT_EQ(::lstat(own.c_str(), &st), 0) << own;
   EXPECT_TRUE(S_ISREG(st.st_mode));
   EXPECT_EQ(st.st_uid, user);
   EXPECT_EQ(st.st_mode & 07777, 0600u);
-  EXPECT_EQ(stamp, ctime_ns(clock)) << "the stamp is not the clock file's (the fallback's "
-                                    << (stamp % 2'000'000'000 == 0 ? "even second" : "?") << ")";
-  std::size_t left = 0;  // the replacement's temporary name is gone
-  for (const auto& entry : std::filesystem::directory_iterator(dir_ / ".agent"))
-    left += entry.path().filename().string().find("clock") != std::string::npos ? 1 : 0;
-  EXPECT_EQ(left, 1u);
+  EXPECT_EQ(stamp, ctime_ns(own)) << "the stamp is not the user's clock file's (the fallback's "
+                                  << (stamp % 2'000'000'000 == 0 ? "even second" : "?") << ")";
+  struct stat after {};
+  ASSERT_EQ(::lstat(clock.c_str(), &after), 0);
+  EXPECT_EQ(after.st_ino, before.st_ino);
+  EXPECT_EQ(after.st_uid, before.st_uid);
+  EXPECT_EQ(after.st_mode, before.st_mode);
+  EXPECT_EQ(after.st_ctim.tv_sec, before.st_ctim.tv_sec);
+  EXPECT_EQ(after.st_ctim.tv_nsec, before.st_ctim.tv_nsec);
+}
+
+// A .agent that is a symbolic link is not followed to stamp a file where it
+// leads (the run refuses such a workspace elsewhere; the stamp falls back).
+TEST_F(WorkspaceTest, TheStampFollowsNoLinkAtDotAgent) {
+  auto ws = workspace();
+  const TempDir elsewhere;
+  write_file(elsewhere / "clock", "");
+  std::filesystem::create_directory_symlink(elsewhere.path(), dir_ / ".agent");
+  const std::int64_t ctime_before = ctime_ns(elsewhere / "clock");
+  const std::int64_t stamp = stamp_ns(ws);
+  EXPECT_EQ(stamp % 2'000'000'000, 0) << stamp;
+  EXPECT_EQ(ctime_ns(elsewhere / "clock"), ctime_before);
+  EXPECT_FALSE(std::filesystem::exists(elsewhere / ("clock-" + std::to_string(::geteuid()))));
 }
 
 TEST_F(WorkspaceTest, Limits) {
