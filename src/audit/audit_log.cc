@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -18,6 +19,7 @@
 #include "audit/chain.h"
 #include "audit/key.h"
 #include "audit/line_reader.h"
+#include "core/json_writer.h"
 #include "core/text.h"
 #include "core/throw_error.h"
 #include "pulsebox/secrets.h"
@@ -198,19 +200,6 @@ void remember_tip(const struct stat& st, const std::string& key_id, const std::s
                                           key_id, anchor, tip};
 }
 
-ordered_json to_json_value(const AuditValue& value) {
-  return std::visit(
-      [](const auto& v) -> ordered_json {
-        using V = std::decay_t<decltype(v)>;
-        if constexpr (std::is_same_v<V, std::nullptr_t>) {
-          return nullptr;
-        } else {
-          return v;
-        }
-      },
-      value);
-}
-
 // `text` cut to `cap` bytes (at a character boundary), saying how much was cut.
 std::string cut(std::string text, std::size_t cap) {
   if (text.size() <= cap) return text;
@@ -222,9 +211,25 @@ std::string cut(std::string text, std::size_t cap) {
   return text + " [audit: " + std::to_string(removed) + " bytes cut]";
 }
 
+// `text` where it is valid UTF-8, else as nlohmann's dump() replaces its
+// malformed sequences (U+FFFD), read back.
+std::string valid_utf8(std::string text) {
+  if (core::is_valid_utf8(text)) return text;
+  const std::string quoted =
+      ordered_json(text).dump(-1, ' ', false, ordered_json::error_handler_t::replace);
+  return ordered_json::parse(quoted).get<std::string>();
+}
+
+// A double as nlohmann writes it (12.0, 1e+300; NaN and infinities: null).
+std::string json_number(double value) {
+  return ordered_json(value).dump();
+}
+
 // One line (with its newline) for `record` at `seq` after `prev`, written
 // by process `pid`; `hash` gets its hash. String fields are cut to `cap`
-// bytes each.
+// bytes each. The text is what nlohmann::ordered_json's dump() gives the
+// same fields (a test holds it so), written straight into the line: its
+// map of nodes cost more than the rest of a record.
 std::string make_line(const AuditRecord& record, std::uint64_t seq, const std::string& prev,
                       pid_t pid, const audit::Key* key, const SecretScrubber* scrubber,
                       std::size_t cap, std::string* hash) {
@@ -236,39 +241,58 @@ std::string make_line(const AuditRecord& record, std::uint64_t seq, const std::s
       redacted = redacted || scrubbed.changed;
       out = std::move(scrubbed.text);
     }
-    return cut(core::strip_control_characters(out), cap);
+    return valid_utf8(cut(core::strip_control_characters(out), cap));
   };
-  ordered_json entry;
-  entry["seq"] = seq;
-  entry["timestamp"] = audit::utc_timestamp();
-  entry["pid"] = static_cast<std::int64_t>(pid);
-  entry["action"] = clean(record.action);
-  entry["target"] = clean(record.target);
-  entry["decision"] = clean(record.decision);
-  entry["exit_code"] = record.exit_code ? ordered_json(*record.exit_code) : ordered_json(nullptr);
-  entry["duration_ms"] =
-      record.duration_ms ? ordered_json(*record.duration_ms) : ordered_json(nullptr);
-  entry["container_id"] = clean(record.container_id);
-  entry["isolation_level"] = clean(record.isolation_level);
-  entry["detail"] = clean(record.detail);
+  std::string body;
+  body.reserve(320 + record.target.size() + record.detail.size());
+  core::JsonObjectWriter entry(body);
+  entry.field("seq", std::uint64_t{seq});
+  entry.field("timestamp", audit::utc_timestamp());
+  entry.field("pid", static_cast<std::int64_t>(pid));
+  entry.field("action", clean(record.action));
+  entry.field("target", clean(record.target));
+  entry.field("decision", clean(record.decision));
+  if (record.exit_code) {
+    entry.field("exit_code", static_cast<std::int64_t>(*record.exit_code));
+  } else {
+    entry.raw("exit_code", "null");
+  }
+  entry.raw("duration_ms", record.duration_ms ? json_number(*record.duration_ms) : "null");
+  entry.field("container_id", clean(record.container_id));
+  entry.field("isolation_level", clean(record.isolation_level));
+  entry.field("detail", clean(record.detail));
+  // A name taken already (first one wins), or one of the chain's own, is
+  // left out, as the ordered_json map kept its first member.
+  std::vector<std::string> names = {"seq",          "timestamp",       "pid",       "action",
+                                    "target",       "decision",        "exit_code", "duration_ms",
+                                    "container_id", "isolation_level", "detail"};
   for (const auto& [name_raw, value] : record.extra) {
-    const std::string name = cut(core::strip_control_characters(name_raw), cap);
-    if (entry.contains(name) || name == "hash" || name == "prev" || name == "redacted" ||
-        name == "key_id" || name == "mac") {
+    std::string name = cut(core::strip_control_characters(name_raw), cap);
+    if (std::find(names.begin(), names.end(), name) != names.end() || name == "hash" ||
+        name == "prev" || name == "redacted" || name == "key_id" || name == "mac") {
       continue;
     }
-    if (const auto* text = std::get_if<std::string>(&value)) {
-      entry[name] = clean(*text);
-    } else {
-      entry[name] = to_json_value(value);
-    }
+    names.push_back(name);
+    name = valid_utf8(std::move(name));
+    std::visit(
+        [&](const auto& v) {
+          using V = std::decay_t<decltype(v)>;
+          if constexpr (std::is_same_v<V, std::nullptr_t>) {
+            entry.raw(name, "null");
+          } else if constexpr (std::is_same_v<V, double>) {
+            entry.raw(name, json_number(v));
+          } else if constexpr (std::is_same_v<V, std::string>) {
+            entry.field(name, clean(v));
+          } else {
+            entry.field(name, v);
+          }
+        },
+        value);
   }
-  entry["redacted"] = redacted;
-  if (key != nullptr) entry["key_id"] = key->id();
-  entry["prev"] = prev;
-
-  std::string body = entry.dump(-1, ' ', false, ordered_json::error_handler_t::replace);
-  body.pop_back();  // the closing brace; the hash goes in front of it
+  entry.field("redacted", redacted);
+  if (key != nullptr) entry.field("key_id", key->id());
+  entry.field("prev", prev);
+  // Left open: the hash goes in front of the closing brace.
   *hash = audit::chain_hash(prev, body);
   std::string line = body + ",\"hash\":\"" + *hash + "\"";
   if (key != nullptr) {

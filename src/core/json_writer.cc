@@ -92,6 +92,11 @@ void JsonObjectWriter::field(std::string_view name, bool value) {
   out_ += value ? "true" : "false";
 }
 
+void JsonObjectWriter::raw(std::string_view name, std::string_view json) {
+  key(name);
+  out_ += json;
+}
+
 void JsonObjectWriter::name(std::string_view key_name, std::string_view bytes) {
   if (is_valid_utf8(bytes)) {
     key(key_name);

@@ -34,6 +34,9 @@ class JsonObjectWriter {
   void field(std::string_view key, std::int64_t value);
   void field(std::string_view key, unsigned value) { field(key, std::uint64_t{value}); }
   void field(std::string_view key, bool value);
+  // A value already written as JSON text (`null`, a number as nlohmann
+  // formats it), copied as it is.
+  void raw(std::string_view key, std::string_view json);
   // A file name: as it is when it is valid UTF-8, else escaped under `key`
   // and its exact bytes in hex under `key` + "_hex" (core::put_name).
   void name(std::string_view key, std::string_view bytes);

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <ctime>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -724,6 +725,104 @@ TEST(AuditLogTest, AFieldTooLongForALineIsCutAndSaysSo) {
   const auto target = nlohmann::json::parse(lines[0])["target"].get<std::string>();
   EXPECT_NE(target.find(" bytes cut]"), std::string::npos) << target.substr(target.size() - 40);
   EXPECT_EQ(verify_audit_log(dir / "a.jsonl").verdict, AuditVerdict::Unproven);
+}
+
+// A line is the text nlohmann::ordered_json's dump gives its fields (the
+// chain hashes those bytes, any JSON reader reads them): read back and
+// dumped again it is the same, byte for byte, whatever its fields hold
+// (quotes, tabs, stripped control characters, invalid UTF-8 in a value or a
+// name, a secret, every kind of extra value, names taken twice or by the
+// chain's own fields); numbers are written as nlohmann writes them.
+TEST(AuditLogTest, ALineIsTheTextNlohmannWritesForItsFields) {
+  TempDir dir;
+  const auto path = dir / "audit.jsonl";
+  SecretScrubber scrubber({"sup3rs3cret"});
+  AuditLog log(path, &scrubber);
+  const std::string bad_utf8 = "caf\xc3 \xff\xfe \xed\xa0\x80 \xf4\x90\x80\x80 \xe2\x82";
+  log.record(
+      {.action = "shell",
+       .target = "printf '\"a\\\\b\"\t' \x7f\x01 sup3rs3cret \xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80",
+       .decision = "allow",
+       .exit_code = -3,
+       .duration_ms = 12.0,
+       .container_id = bad_utf8,
+       .isolation_level = "native",
+       .detail = "tab\there, / slash, \x1b[31m",
+       .extra = {{"port", std::int64_t{-9007199254740993}},
+                 {"ratio", 0.1},
+                 {"huge", 1e300},
+                 {"tiny", -5e-324},
+                 {"whole", 3.0},
+                 {"nan", std::numeric_limits<double>::quiet_NaN()},
+                 {"flag", true},
+                 {"off", false},
+                 {"nothing", nullptr},
+                 {"text", std::string("line\nbreak sup3rs3cret")},
+                 {"port", std::int64_t{1}},
+                 {"hash", std::string("planted")},
+                 {"mac", std::string("planted")},
+                 {"action", std::string("planted")},
+                 {"n\xff"
+                  "ame",
+                  std::string("bad name")},
+                 {"", std::string("empty name")}}});
+  log.record({.action = "read", .target = "", .decision = "deny", .duration_ms = 0.25});
+  const auto lines = read_lines(path);
+  ASSERT_EQ(lines.size(), 2u);
+  for (const std::string& line : lines) {
+    const auto parsed = nlohmann::ordered_json::parse(line);
+    EXPECT_EQ(parsed.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::strict), line);
+  }
+  const auto first = nlohmann::ordered_json::parse(lines[0]);
+  std::vector<std::string> names;
+  for (const auto& [name, value] : first.items())
+    names.push_back(name);
+  const std::vector<std::string> expected = {"seq",
+                                             "timestamp",
+                                             "pid",
+                                             "action",
+                                             "target",
+                                             "decision",
+                                             "exit_code",
+                                             "duration_ms",
+                                             "container_id",
+                                             "isolation_level",
+                                             "detail",
+                                             "port",
+                                             "ratio",
+                                             "huge",
+                                             "tiny",
+                                             "whole",
+                                             "nan",
+                                             "flag",
+                                             "off",
+                                             "nothing",
+                                             "text",
+                                             "n\xef\xbf\xbd"
+                                             "ame",
+                                             "",
+                                             "redacted",
+                                             "prev",
+                                             "hash"};
+  EXPECT_EQ(names, expected);
+  EXPECT_NE(lines[0].find("\"exit_code\":-3,\"duration_ms\":12.0,"), std::string::npos) << lines[0];
+  EXPECT_NE(lines[0].find("\"port\":-9007199254740993,\"ratio\":0.1,\"huge\":1e+300,"
+                          "\"tiny\":-5e-324,\"whole\":3.0,\"nan\":null,\"flag\":true,"
+                          "\"off\":false,\"nothing\":null,"),
+            std::string::npos)
+      << lines[0];
+  EXPECT_EQ(first["target"],
+            "printf '\"a\\\\b\"\t'  [REDACTED_SECRET] \xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80");
+  EXPECT_EQ(first["detail"], "tab\there, / slash, [31m");
+  EXPECT_EQ(first["text"], "linebreak [REDACTED_SECRET]");
+  EXPECT_EQ(first["redacted"], true);
+  const std::string replaced = first["container_id"];
+  EXPECT_TRUE(replaced.starts_with("caf\xef\xbf\xbd")) << replaced;
+  EXPECT_EQ(replaced.find('\xff'), std::string::npos);
+  EXPECT_NE(lines[1].find("\"target\":\"\",\"decision\":\"deny\",\"exit_code\":null,"
+                          "\"duration_ms\":0.25,"),
+            std::string::npos)
+      << lines[1];
 }
 
 TEST(AuditLogTest, RefusesALogThatIsNotARegularFile) {
