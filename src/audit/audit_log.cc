@@ -262,18 +262,19 @@ std::string make_line(const AuditRecord& record, std::uint64_t seq, const std::s
   entry.field("isolation_level", clean(record.isolation_level));
   entry.field("detail", clean(record.detail));
   // A name taken already (first one wins), or one of the chain's own, is
-  // left out, as the ordered_json map kept its first member.
+  // left out. Compared once made valid UTF-8: two names that differ only
+  // in malformed bytes are one name in the line, and a reader refuses a
+  // line that repeats a name.
   std::vector<std::string> names = {"seq",          "timestamp",       "pid",       "action",
                                     "target",       "decision",        "exit_code", "duration_ms",
                                     "container_id", "isolation_level", "detail"};
   for (const auto& [name_raw, value] : record.extra) {
-    std::string name = cut(core::strip_control_characters(name_raw), cap);
+    const std::string name = valid_utf8(cut(core::strip_control_characters(name_raw), cap));
     if (std::find(names.begin(), names.end(), name) != names.end() || name == "hash" ||
         name == "prev" || name == "redacted" || name == "key_id" || name == "mac") {
       continue;
     }
     names.push_back(name);
-    name = valid_utf8(std::move(name));
     std::visit(
         [&](const auto& v) {
           using V = std::decay_t<decltype(v)>;

@@ -765,7 +765,11 @@ TEST(AuditLogTest, ALineIsTheTextNlohmannWritesForItsFields) {
                  {"n\xff"
                   "ame",
                   std::string("bad name")},
-                 {"", std::string("empty name")}}});
+                 {"", std::string("empty name")},
+                 {"cut_short", std::string("\xe2\x82"
+                                           "A x\xe2\x82")},
+                 {"negative_zero", -0.0},
+                 {"infinite", std::numeric_limits<double>::infinity()}}});
   log.record({.action = "read", .target = "", .decision = "deny", .duration_ms = 0.25});
   const auto lines = read_lines(path);
   ASSERT_EQ(lines.size(), 2u);
@@ -801,6 +805,9 @@ TEST(AuditLogTest, ALineIsTheTextNlohmannWritesForItsFields) {
                                              "n\xef\xbf\xbd"
                                              "ame",
                                              "",
+                                             "cut_short",
+                                             "negative_zero",
+                                             "infinite",
                                              "redacted",
                                              "prev",
                                              "hash"};
@@ -816,13 +823,62 @@ TEST(AuditLogTest, ALineIsTheTextNlohmannWritesForItsFields) {
   EXPECT_EQ(first["detail"], "tab\there, / slash, [31m");
   EXPECT_EQ(first["text"], "linebreak [REDACTED_SECRET]");
   EXPECT_EQ(first["redacted"], true);
-  const std::string replaced = first["container_id"];
-  EXPECT_TRUE(replaced.starts_with("caf\xef\xbf\xbd")) << replaced;
-  EXPECT_EQ(replaced.find('\xff'), std::string::npos);
+  // nlohmann's replacement: one U+FFFD a byte of a malformed sequence,
+  // one for a sequence cut short.
+  const std::string fffd = "\xef\xbf\xbd";
+  EXPECT_EQ(first["container_id"], "caf" + fffd + " " + fffd + fffd + " " + fffd + fffd + fffd +
+                                       " " + fffd + fffd + fffd + fffd + " " + fffd);
+  EXPECT_EQ(first["cut_short"], fffd + "A x" + fffd);
+  EXPECT_NE(lines[0].find("\"negative_zero\":-0.0,\"infinite\":null,"), std::string::npos);
   EXPECT_NE(lines[1].find("\"target\":\"\",\"decision\":\"deny\",\"exit_code\":null,"
                           "\"duration_ms\":0.25,"),
             std::string::npos)
       << lines[1];
+}
+
+// A keyed line: the key's id after "redacted", the MAC after the hash.
+TEST(AuditLogTest, AKeyedLineIsTheTextNlohmannWritesForItsFields) {
+  TempDir dir;
+  const auto path = dir / "audit.jsonl";
+  AuditLog log(path, nullptr, {.key = {.file = dir / "keys/audit.key", .chosen = true}});
+  ASSERT_TRUE(log.keyed());
+  log.record({.action = "shell", .target = "true", .decision = "allow", .exit_code = 0});
+  log.record({.action = "read", .target = "a.txt", .decision = "allow"});
+  const auto lines = read_lines(path);
+  ASSERT_EQ(lines.size(), 2u);
+  for (const std::string& line : lines) {
+    const auto parsed = nlohmann::ordered_json::parse(line);
+    EXPECT_EQ(parsed.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::strict), line);
+    std::vector<std::string> tail;
+    for (const auto& [name, value] : parsed.items())
+      tail.push_back(name);
+    ASSERT_GE(tail.size(), 5u);
+    tail.erase(tail.begin(), tail.end() - 5);
+    EXPECT_EQ(tail, (std::vector<std::string>{"redacted", "key_id", "prev", "hash", "mac"}));
+  }
+  EXPECT_TRUE(verify_audit_log(path).ok);
+}
+
+// Two names of extra fields that differ only in bytes that are not UTF-8
+// are written once: both would become the same name with U+FFFD in it, a
+// line whose reader refuses the repeated name, and a log that could then
+// be neither verified nor extended by another writer.
+TEST(AuditLogTest, NamesThatBecomeOneNameAreWrittenOnce) {
+  TempDir dir;
+  const auto path = dir / "audit.jsonl";
+  AuditLog(path).record({.action = "network",
+                         .target = "example",
+                         .decision = "allow",
+                         .extra = {{"a\xff", std::string("1")}, {"a\xfe", std::string("2")}}});
+  const auto lines = read_lines(path);
+  ASSERT_EQ(lines.size(), 1u);
+  const auto line = nlohmann::ordered_json::parse(lines[0]);
+  EXPECT_EQ(line["a\xef\xbf\xbd"], "1");
+  EXPECT_EQ(lines[0].find("\"2\""), std::string::npos) << lines[0];
+  AuditLog(path).record({.action = "read", .target = "b.txt", .decision = "allow"});
+  const auto check = verify_audit_log(path);
+  EXPECT_TRUE(check.ok) << check.problem;
+  EXPECT_EQ(check.entries, 2u);
 }
 
 TEST(AuditLogTest, RefusesALogThatIsNotARegularFile) {
