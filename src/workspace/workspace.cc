@@ -161,20 +161,30 @@ Workspace::Workspace(std::filesystem::path root, ActionPolicy policy, WorkspaceL
 namespace {
 
 // The run's clock file in `.agent/` (never followed if a link), open for
-// writing: `clock`, or where this user may not write it (a run as root
-// left it, or it was made read-only) `clock-UID`, the user's own. Each
-// stamps on the workspace's file system; without either, every run would
-// take the coarse fallback below. Another user's file is never changed.
+// writing: `clock`, or where that is not a regular file of this user's that
+// it may write (a run as root left it, or it was made read-only) the
+// user's own `clock-UID`. Each stamps on the workspace's file system;
+// without either, every run would take the coarse fallback below. A file
+// another user could write is never used: a change to it between the two
+// stamps below would move the run's start past host edits made meanwhile.
+core::UniqueFd open_own_clock(int dir, const char* name) {
+  core::UniqueFd fd(
+      ::openat(dir, name, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC, 0600));
+  struct stat st {};
+  if (!fd || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != ::geteuid() ||
+      (st.st_mode & 022) != 0) {
+    return core::UniqueFd();
+  }
+  return fd;
+}
+
 core::UniqueFd open_clock(const std::filesystem::path& agent_dir) {
   ::mkdir(agent_dir.c_str(), 0700);  // as ensure_agent_dir makes it
   const core::UniqueFd dir(
-      ::open(agent_dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      ::open(agent_dir.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (!dir) return core::UniqueFd();
-  constexpr int kFlags = O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW;
-  core::UniqueFd fd(::openat(dir.get(), "clock", kFlags, 0600));
-  if (fd || (errno != EACCES && errno != EPERM)) return fd;
-  const std::string own = "clock-" + std::to_string(::geteuid());
-  return core::UniqueFd(::openat(dir.get(), own.c_str(), kFlags, 0600));
+  if (auto fd = open_own_clock(dir.get(), "clock")) return fd;
+  return open_own_clock(dir.get(), ("clock-" + std::to_string(::geteuid())).c_str());
 }
 
 }  // namespace

@@ -267,7 +267,9 @@ TEST_F(WorkspaceTest, TheRunsStampIsAfterEveryEarlierChangeAndAtOrBeforeEveryLat
 // even second, it stays at or before a stamp of whole seconds (or two).
 TEST_F(WorkspaceTest, WithoutItsClockFileTheStampIsStillAtOrBeforeEveryLaterChange) {
   auto ws = workspace();
-  std::filesystem::create_directories(dir_ / ".agent/clock");  // open(O_RDWR) fails: EISDIR
+  // open(O_RDWR) fails (EISDIR) for both the clock and the user's own
+  std::filesystem::create_directories(dir_ / ".agent/clock");
+  std::filesystem::create_directories(dir_ / (".agent/clock-" + std::to_string(::geteuid())));
   for (int round = 0; round < 500; ++round) {
     SCOPED_TRACE("round " + std::to_string(round));
     const std::int64_t stamp = stamp_ns(ws);
@@ -278,15 +280,18 @@ TEST_F(WorkspaceTest, WithoutItsClockFileTheStampIsStillAtOrBeforeEveryLaterChan
 }
 
 // A clock file this user cannot write (left by a run as root, or made
-// read-only) leaves it alone and stamps the user's own, .agent/clock-UID:
-// the stamp stays the file system's, where the coarse fallback counts a
-// host change made up to two seconds before the run as made during it.
+// read-only), or one another user could write, is left alone and the
+// user's own .agent/clock-UID stamped: the stamp stays the file system's,
+// where the coarse fallback counts a host change made up to two seconds
+// before the run as made during it. As root the clock is root's and
+// writable by all, the stamp taken by a child that is uid 65534.
 TEST_F(WorkspaceTest, AClockFileThisUserCannotWriteGivesWayToTheUsersOwn) {
   auto ws = workspace();
   const auto clock = dir_ / ".agent/clock";
   std::filesystem::create_directories(dir_ / ".agent");
   write_file(clock, "");
-  ASSERT_EQ(::chmod(clock.c_str(), 0400), 0);  // root writes it anyway: its child is 65534
+  const bool as_root = ::geteuid() == 0;
+  ASSERT_EQ(::chmod(clock.c_str(), as_root ? 0666 : 0400), 0);
   const uid_t first_owner = ::geteuid();
   ASSERT_TRUE(testing::hand_to_ordinary_user(dir_.path()));
   ASSERT_EQ(::lchown(clock.c_str(), first_owner, static_cast<gid_t>(-1)), 0);  // left as it was
@@ -324,6 +329,19 @@ TEST_F(WorkspaceTest, AClockFileThisUserCannotWriteGivesWayToTheUsersOwn) {
   EXPECT_EQ(after.st_mode, before.st_mode);
   EXPECT_EQ(after.st_ctim.tv_sec, before.st_ctim.tv_sec);
   EXPECT_EQ(after.st_ctim.tv_nsec, before.st_ctim.tv_nsec);
+}
+
+// A clock that is not a regular file (a FIFO here: opened for writing it
+// would not block, but it is no file system stamp) gives way to the
+// user's own.
+TEST_F(WorkspaceTest, AClockThatIsNotARegularFileGivesWayToTheUsersOwn) {
+  auto ws = workspace();
+  std::filesystem::create_directories(dir_ / ".agent");
+  const auto clock = dir_ / ".agent/clock";
+  ASSERT_EQ(::mkfifo(clock.c_str(), 0600), 0);
+  const std::int64_t stamp = stamp_ns(ws);
+  EXPECT_EQ(stamp, ctime_ns(dir_ / (".agent/clock-" + std::to_string(::geteuid()))));
+  EXPECT_TRUE(std::filesystem::is_fifo(clock));
 }
 
 // A .agent that is a symbolic link is not followed to stamp a file where it
