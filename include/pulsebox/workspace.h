@@ -331,14 +331,16 @@ class PULSEBOX_API Workspace {
   // run may have worked on the older version.
   using RunClock = std::chrono::system_clock::time_point;  // ImportOptions::run_started
   // The time stamp the workspace's file system gives a change made now, read
-  // off a file of pulsebox's own (.agent/clock) that this call changes twice:
+  // off a file of pulsebox's own that this call changes twice (.agent/clock,
+  // or .agent/clock-UID where that is not a regular file of this user's that
+  // no one else may write; .agent is never followed if it is a link):
   // a change made before the call has an earlier stamp, one made after it this
   // stamp or a later one, whatever the clocks do (file systems stamp with a
   // coarse clock that can lag the precise one by far on a busy machine).
   // Kernels without multigrain time stamps (before 6.13) may give a change
   // made within the same tick before the call the same stamp. Falls back to
   // the coarse clock file systems stamp with (CLOCK_REALTIME_COARSE), rounded
-  // down to an even second, when the file cannot be written: changes made
+  // down to an even second, when neither file can be used: changes made
   // in the two seconds before the call then count as later too.
   RunClock stamp_now() const;
   ImportResult import_overlay(const std::filesystem::path& upper,

@@ -227,6 +227,11 @@ std::int64_t ctime_ns(const std::filesystem::path& path) {
   return std::int64_t{st.st_ctim.tv_sec} * 1'000'000'000 + st.st_ctim.tv_nsec;
 }
 
+// The clock file of this user's own that stamp_now() falls back to.
+std::string own_clock_name() {
+  return "clock-" + std::to_string(::geteuid());
+}
+
 std::int64_t stamp_ns(const Workspace& ws) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(ws.stamp_now().time_since_epoch())
       .count();
@@ -269,7 +274,7 @@ TEST_F(WorkspaceTest, WithoutItsClockFileTheStampIsStillAtOrBeforeEveryLaterChan
   auto ws = workspace();
   // open(O_RDWR) fails (EISDIR) for both the clock and the user's own
   std::filesystem::create_directories(dir_ / ".agent/clock");
-  std::filesystem::create_directories(dir_ / (".agent/clock-" + std::to_string(::geteuid())));
+  std::filesystem::create_directories(dir_ / ".agent" / own_clock_name());
   for (int round = 0; round < 500; ++round) {
     SCOPED_TRACE("round " + std::to_string(round));
     const std::int64_t stamp = stamp_ns(ws);
@@ -340,7 +345,7 @@ TEST_F(WorkspaceTest, AClockThatIsNotARegularFileGivesWayToTheUsersOwn) {
   const auto clock = dir_ / ".agent/clock";
   ASSERT_EQ(::mkfifo(clock.c_str(), 0600), 0);
   const std::int64_t stamp = stamp_ns(ws);
-  EXPECT_EQ(stamp, ctime_ns(dir_ / (".agent/clock-" + std::to_string(::geteuid()))));
+  EXPECT_EQ(stamp, ctime_ns(dir_ / ".agent" / own_clock_name()));
   EXPECT_TRUE(std::filesystem::is_fifo(clock));
 }
 
@@ -355,7 +360,7 @@ TEST_F(WorkspaceTest, TheStampFollowsNoLinkAtDotAgent) {
   const std::int64_t stamp = stamp_ns(ws);
   EXPECT_EQ(stamp % 2'000'000'000, 0) << stamp;
   EXPECT_EQ(ctime_ns(elsewhere / "clock"), ctime_before);
-  EXPECT_FALSE(std::filesystem::exists(elsewhere / ("clock-" + std::to_string(::geteuid()))));
+  EXPECT_FALSE(std::filesystem::exists(elsewhere / own_clock_name()));
 }
 
 TEST_F(WorkspaceTest, Limits) {
